@@ -1,0 +1,44 @@
+# nitro — one Makefile for the whole go.work workspace.
+# `make run` trains the MNIST example with the CLI; `make test` runs every test. Both set up first.
+
+MODULES := markers compilecache optimizers schedules prefetch checkpoint logjson exportbundle monitors core cmd integration
+PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
+RACE    := prefetch monitors
+GO      ?= go
+ARGS    ?=
+
+.PHONY: setup test lint bench depcheck run fmt $(addprefix test/,$(MODULES))
+
+## setup: install the pinned XLA CPU PJRT plugin into .nitro/pjrt and download Go modules (idempotent)
+setup:
+	@./scripts/install-pjrt.sh
+	@for m in $(MODULES); do (cd $$m && $(GO) mod download) || exit 1; done
+
+## depcheck: no module but cmd/integration imports core; no cycles between modules
+depcheck:
+	@$(GO) run ./integration/depcheck .
+
+## test: setup, layering check, then every module's tests (race detector on the goroutine modules)
+test: setup depcheck
+	$(GO) test -count=1 $(PKGS)
+	$(GO) test -count=1 -race $(addprefix ./,$(addsuffix /...,$(RACE)))
+
+## test/<module>: one module's tests
+$(addprefix test/,$(MODULES)): test/%:
+	$(GO) test -count=1 ./$*/...
+
+## lint: gofmt and go vet over every module
+lint:
+	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+fmt:
+	gofmt -w $(MODULES)
+
+## bench: benchmarks that print ratios measured in one run
+bench: setup
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./integration/...
+
+## run: train the MNIST example through the CLI
+run: setup
+	$(GO) run ./cmd/nitro train mnist-mlp $(ARGS)

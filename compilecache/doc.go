@@ -1,0 +1,2 @@
+// Package compilecache: see the issue tracker; being built.
+package compilecache

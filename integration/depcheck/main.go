@@ -1,0 +1,181 @@
+// Command depcheck enforces the workspace's layering: no module but cmd and integration imports
+// core, and no import cycle runs between modules (Go modules tolerate module-level cycles; we do
+// not, since each module must be usable alone). Run from the repository root: go run ./integration/depcheck
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// mayImportCore lists the modules allowed to depend on core.
+var mayImportCore = map[string]bool{"cmd": true, "integration": true}
+
+func main() {
+	root := "."
+	if len(os.Args) > 1 {
+		root = os.Args[1]
+	}
+	graph, err := Collect(root)
+	if err == nil {
+		err = Check(graph)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "depcheck:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("depcheck: %d modules, layering ok\n", len(graph))
+}
+
+// Collect returns, for each module named in root/go.work (by folder name), the workspace modules
+// its packages import (tests included).
+func Collect(root string) (map[string][]string, error) {
+	dirs, err := workModules(filepath.Join(root, "go.work"))
+	if err != nil {
+		return nil, err
+	}
+	paths := map[string]string{} // module path -> folder
+	for _, d := range dirs {
+		p, err := modulePath(filepath.Join(root, d, "go.mod"))
+		if err != nil {
+			return nil, err
+		}
+		paths[p] = d
+	}
+	graph := map[string][]string{}
+	for _, d := range dirs {
+		cmd := exec.Command("go", "list", "-e", "-f", "{{join .Imports \"\\n\"}}\n{{join .TestImports \"\\n\"}}\n{{join .XTestImports \"\\n\"}}", "./...")
+		cmd.Dir = filepath.Join(root, d)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("go list in %s: %v: %s", d, err, stderr.String())
+		}
+		seen := map[string]bool{}
+		for _, imp := range strings.Fields(string(out)) {
+			for p, dep := range paths {
+				if (imp == p || strings.HasPrefix(imp, p+"/")) && dep != d && !seen[dep] {
+					seen[dep] = true
+					graph[d] = append(graph[d], dep)
+				}
+			}
+		}
+		sort.Strings(graph[d])
+		if _, ok := graph[d]; !ok {
+			graph[d] = nil
+		}
+	}
+	return graph, nil
+}
+
+// Check applies the two rules to a module graph (folder -> imported folders).
+func Check(graph map[string][]string) error {
+	var problems []string
+	names := make([]string, 0, len(graph))
+	for m := range graph {
+		names = append(names, m)
+	}
+	sort.Strings(names)
+	for _, m := range names {
+		for _, dep := range graph[m] {
+			if dep == "core" && !mayImportCore[m] {
+				problems = append(problems, fmt.Sprintf("module %s imports core: only cmd and integration may; move the shared code into %s or a lower module", m, m))
+			}
+		}
+	}
+	if cycle := findCycle(graph, names); cycle != nil {
+		problems = append(problems, "import cycle between modules: "+strings.Join(cycle, " -> "))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func findCycle(graph map[string][]string, names []string) []string {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := map[string]int{}
+	var stack []string
+	var visit func(string) []string
+	visit = func(m string) []string {
+		color[m] = grey
+		stack = append(stack, m)
+		for _, dep := range graph[m] {
+			switch color[dep] {
+			case grey:
+				for i, s := range stack {
+					if s == dep {
+						return append(append([]string{}, stack[i:]...), dep)
+					}
+				}
+			case white:
+				if c := visit(dep); c != nil {
+					return c
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		color[m] = black
+		return nil
+	}
+	for _, m := range names {
+		if color[m] == white {
+			if c := visit(m); c != nil {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+func workModules(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var dirs []string
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case strings.HasPrefix(line, "use ("):
+			in = true
+		case in && line == ")":
+			in = false
+		case in && line != "":
+			dirs = append(dirs, filepath.Clean(line))
+		case strings.HasPrefix(line, "use "):
+			dirs = append(dirs, filepath.Clean(strings.TrimSpace(strings.TrimPrefix(line, "use "))))
+		}
+	}
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("%s names no modules", path)
+	}
+	return dirs, sc.Err()
+}
+
+func modulePath(gomod string) (string, error) {
+	b, err := os.ReadFile(gomod)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" {
+			return f[1], nil
+		}
+	}
+	return "", fmt.Errorf("%s has no module line", gomod)
+}

@@ -1,0 +1,2 @@
+// Package markers: see the issue tracker; being built.
+package markers

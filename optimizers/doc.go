@@ -1,0 +1,2 @@
+// Package optimizers: see the issue tracker; being built.
+package optimizers

@@ -1,0 +1,2 @@
+// Package schedules: see the issue tracker; being built.
+package schedules

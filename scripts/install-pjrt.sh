@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs the XLA CPU PJRT plugin into a project-local directory (.nitro/pjrt) from a pinned PyPI
+# wheel, checking its sha256. Idempotent: a matching stamp file means there is nothing to do.
+# Python's pip is used only to fetch the wheel; nothing of Python is needed at run time.
+set -euo pipefail
+
+# The pin. xla-cpu-pjrt 0.0.1 exposes PJRT C API 0.81, the exact version gopjrt v0.10.0 was built
+# against (lammps-jax-pjrt-cpu 0.11.2, API 0.115, also loaded and ran; cyxla-pjrt-cpu is not served).
+WHEEL_PKG="xla-cpu-pjrt"
+WHEEL_VERSION="0.0.1"
+WHEEL_FILE="xla_cpu_pjrt-0.0.1-py3-none-manylinux_2_27_x86_64.whl"
+WHEEL_SHA256="55837b6b7b47daa717f2d9a5a03563ea0ceaa338d06a81a1e2d3f060d960decc"
+MEMBER="xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so"
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+dest="${NITRO_PJRT_DIR:-$root/.nitro/pjrt}"
+cache="$root/.nitro/cache"
+target="$dest/pjrt_c_api_cpu_plugin.so"
+stamp="$dest/.installed"
+
+if [[ -f "$target" && -f "$stamp" && "$(cat "$stamp")" == "$WHEEL_SHA256" ]]; then
+  echo "pjrt: $WHEEL_PKG $WHEEL_VERSION already installed at $target"
+  exit 0
+fi
+
+mkdir -p "$dest" "$cache"
+wheel="$cache/$WHEEL_FILE"
+if [[ ! -f "$wheel" ]] || ! echo "$WHEEL_SHA256  $wheel" | sha256sum --check --status; then
+  echo "pjrt: fetching $WHEEL_PKG==$WHEEL_VERSION from the package registry"
+  rm -f "$wheel"
+  python3 -m pip download --quiet --no-deps --only-binary=:all: \
+    --platform manylinux_2_27_x86_64 --python-version 3.11 --implementation py \
+    -d "$cache" "$WHEEL_PKG==$WHEEL_VERSION"
+fi
+if ! echo "$WHEEL_SHA256  $wheel" | sha256sum --check --status; then
+  echo "pjrt: sha256 mismatch for $wheel (want $WHEEL_SHA256, got $(sha256sum "$wheel" | cut -d' ' -f1))" >&2
+  rm -f "$wheel"
+  exit 1
+fi
+
+# Extract to a temporary name and rename, so an interrupted setup never leaves a partial plugin.
+tmp="$(mktemp "$dest/.plugin.XXXXXX")"
+trap 'rm -f "$tmp"' EXIT
+python3 - "$wheel" "$MEMBER" "$tmp" <<'PY'
+import sys, zipfile, shutil
+with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], "wb") as dst:
+    shutil.copyfileobj(src, dst, 1 << 20)
+PY
+chmod 0755 "$tmp"
+mv -f "$tmp" "$target"
+echo "$WHEEL_SHA256" > "$stamp"
+echo "pjrt: installed $WHEEL_PKG $WHEEL_VERSION at $target"
