@@ -1,2 +1,21 @@
-// Package compilecache: see the issue tracker; being built.
+// Package compilecache is the process-level cache of compiled programs. Default is one Cache shared by every
+// Nitro in the process, so a new handle reuses every program whose Key did not move; New makes a private one.
+//
+// A Key is kind, experiment type name, GraphConst hash, hook identity, input names/dtypes/shapes, device
+// count, Accum (gradient kind only), Clip (optimizer kind only) and Extra structure such as the optimizer
+// chain description. Device and Host field values have no place in it: changing them never recompiles.
+// Get compiles on a miss; Stats counts hits, misses and entries; Reset empties the cache and zeroes the
+// counters. A miss that is not a new entry (failed compile retried, evicted key) leaves misses > entries.
+// A miss next to an entry of the same kind and experiment says which component moved ("accum: 1 -> 2")
+// in Lookup.Why and in Explanations. The caller builds the key and the program; Reset is the escape hatch
+// for what a key cannot see (a global or captured value read by a hook that is not a GraphConst).
+//
+// Go makes the spec's world age, Revise and dependency-closure poisoning moot: a process cannot redefine
+// a function, so within a process a hook's identity cannot move. What outlives the process (checkpoint
+// record, export manifest, any persistent cache) stamps BuildIdentity instead: module version, VCS
+// revision and dirty flag, and a hash of the binary.
+//
+// Errors: Get refuses an invalid Key (Accum off the gradient kind, Clip off the optimizer kind, duplicate
+// names) and returns compile errors and panics as errors. Goroutine-safe: concurrent Gets of one key
+// compile once.
 package compilecache
