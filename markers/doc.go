@@ -1,2 +1,18 @@
-// Package markers: see the issue tracker; being built.
+// Package markers says what each field of an experiment struct is. A markers.Device[T] field is a
+// traced input (not in the compile key, settable by SetDevice without recompiling); a field tagged
+// `nitro:"graphconst"` bakes into the program and is in the key; anything else is Host: driver
+// state that never reaches traced code and never keys. `doc:"..."` and `default:"..."` tags (text
+// parsed into the field type), or a `func (E) Default() E` method (not both), complete a field.
+// Traits are read by reflection once per type: Go keeps declared types, so the seed's macro, its
+// per-field type parameters and its `line` metadata have no counterpart. New, FromPreset, Apply and
+// ApplyText build and override experiments, validating every key; GraphConstHash hashes GraphConst
+// values by content, seeded by the qualified type name; AssertGraphConstHashable refuses the rest.
+//
+// Go cannot trap a read of a zeroed int as the seed's StrippedHost sentinel did, so the compile
+// view (CompileView: Host zeroed, Device bound to graph nodes) comes with a structural check:
+// CheckHostIndependent builds from the view and from the real experiment and, if the programs
+// differ or the view's build panics, names the Host fields by bisection. Left to the caller:
+// building graphs, the rest of the cache key, scheduled Device fields. Exported functions return
+// errors naming the field and the fix; only Device.Value and Device.Node panic (graph tier).
+// Safe for concurrent use on distinct experiments; Apply, ApplyText, SetDevice mutate theirs.
 package markers

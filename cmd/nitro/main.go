@@ -1,12 +1,14 @@
-// Command nitro trains, evaluates and exports nitro experiments.
+// Command nitro trains and evaluates nitro experiments; see `nitro help`.
 package main
 
 import (
-	"fmt"
 	"os"
+
+	"github.com/nitro-go/nitro/cmd/cli"
+	"github.com/nitro-go/nitro/cmd/examples/mnist"
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "nitro: the CLI lands with the core issue")
-	os.Exit(2)
+	cli.Register[mnist.MLP]("mnist-mlp", "MLP on MNIST digits (GoMNIST data from the module cache)")
+	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

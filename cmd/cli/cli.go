@@ -1,0 +1,217 @@
+// Package cli is the nitro command line as a library: a user's own main registers experiments
+// and calls Main to get the same commands the nitro binary has (train, evaluate, list, info).
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/markers"
+)
+
+// entry is a registered experiment type.
+type entry struct {
+	name, doc string
+	build     func(preset string) (any, error)
+	presets   func() map[string]map[string]any
+}
+
+var registry = map[string]entry{}
+
+// Register makes experiment type E available to the CLI under name. Construction goes through
+// markers (defaults, presets, validated overrides), so every CLI-built experiment is checked the
+// same way a Go caller's is.
+func Register[E any](name, doc string) {
+	registry[name] = entry{
+		name: name, doc: doc,
+		build: func(preset string) (any, error) {
+			if preset != "" {
+				return markers.FromPreset[E](preset, nil)
+			}
+			return markers.New[E](nil)
+		},
+		presets: markers.Presets[E],
+	}
+}
+
+// multi is a repeatable string flag.
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, ",") }
+func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
+
+// Main runs the CLI with args (without the program name) and returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	if err := run(args, stdout, stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "nitro:", err)
+		return 1
+	}
+	return 0
+}
+
+const usage = `usage: nitro <command> [arguments]
+
+commands:
+  train <experiment> [--preset P] [--set field=value]... [--max-epochs N] [--backend xla|go] [--quiet]
+        set up, train, validate each epoch, then report the test split
+  evaluate <experiment> [--split test] [same flags]
+        set up and evaluate one split (weights as BuildModel initializes them, until checkpoints land)
+  list  the registered experiments and their presets
+  info <experiment>
+        the experiment's fields: kind, type, default, doc
+`
+
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("no command given")
+	}
+	switch args[0] {
+	case "train", "evaluate":
+		return runExperiment(args[0], args[1:], stdout, stderr)
+	case "list":
+		for _, name := range sortedNames() {
+			e := registry[name]
+			presets := make([]string, 0)
+			for p := range e.presets() {
+				presets = append(presets, p)
+			}
+			sort.Strings(presets)
+			fmt.Fprintf(stdout, "%-16s %s (presets: %s)\n", name, e.doc, strings.Join(presets, ", "))
+		}
+		return nil
+	case "info":
+		if len(args) < 2 {
+			return fmt.Errorf("info needs an experiment name; registered: %s", strings.Join(sortedNames(), ", "))
+		}
+		e, err := lookup(args[1])
+		if err != nil {
+			return err
+		}
+		x, err := e.build("")
+		if err != nil {
+			return err
+		}
+		fields, err := markers.ConfigMetadata(x)
+		if err != nil {
+			return err
+		}
+		for _, f := range fields {
+			fmt.Fprintf(stdout, "%-16s %-10s %-8s default %-8v %s\n", f.Name, f.Kind, f.Type, f.Default, f.Doc)
+		}
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+}
+
+func lookup(name string) (entry, error) {
+	e, ok := registry[name]
+	if !ok {
+		return e, fmt.Errorf("unknown experiment %q; registered: %s", name, strings.Join(sortedNames(), ", "))
+	}
+	return e, nil
+}
+
+func sortedNames() []string {
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func runExperiment(cmd string, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return fmt.Errorf("%s needs an experiment name first; registered: %s", cmd, strings.Join(sortedNames(), ", "))
+	}
+	ent, err := lookup(args[0])
+	if err != nil {
+		return err
+	}
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	preset := fs.String("preset", "", "named preset of the experiment")
+	var sets multi
+	fs.Var(&sets, "set", "field=value override (repeatable)")
+	maxEpochs := fs.Int("max-epochs", -1, "epochs to train (overrides the experiment)")
+	backendName := fs.String("backend", "", "force a backend: xla or go (default: xla when the plugin is installed)")
+	quiet := fs.Bool("quiet", false, "print only the results")
+	split := fs.String("split", "test", "split to evaluate (evaluate only)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %v (flags go after the experiment name)", fs.Args())
+	}
+	e, err := ent.build(*preset)
+	if err != nil {
+		return err
+	}
+	if err := markers.ApplyText(e, sets); err != nil {
+		return err
+	}
+	opts := []core.Option{core.WithOutput(stdout), core.WithBackend(*backendName), core.WithSignalHandling()}
+	if *maxEpochs >= 0 {
+		opts = append(opts, core.WithMaxEpochs(*maxEpochs))
+	}
+	if *quiet {
+		opts = append(opts, core.Quiet())
+	}
+	n, err := core.New(e, opts...)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, n.Backend())
+	switch cmd {
+	case "train":
+		if err := n.Train(); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "stopped: %s after %d epochs, %d optimizer steps\n", n.StopReason(), n.Epoch(), n.Step())
+		if _, ok := n.Experiment().(interface{ BuildData() (core.Data, error) }); ok {
+			if m, err := n.Evaluate("test"); err == nil {
+				fmt.Fprintf(stdout, "test:%s\n", fmtMetrics(m))
+			} else if !strings.Contains(err.Error(), "no split") {
+				return err
+			}
+		}
+	case "evaluate":
+		m, err := n.Evaluate(*split)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s:%s\n", *split, fmtMetrics(m))
+	}
+	s := compilecache.Default().Stats()
+	fmt.Fprintf(stdout, "compile cache: %d misses, %d hits, %d entries\n", s.Misses, s.Hits, s.Entries)
+	return nil
+}
+
+func fmtMetrics(m map[string]float64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s %.4f", k, m[k])
+	}
+	return b.String()
+}
+

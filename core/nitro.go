@@ -1,0 +1,403 @@
+package core
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/core/backend"
+	"github.com/nitro-go/nitro/markers"
+)
+
+// ModelBuilder is the required BuildModel hook: configure the context (initializers, scopes) and
+// optionally create variables. Variables Forward creates on its first trace are created during
+// setup's shape trace, so every parameter exists before the first program is compiled.
+type ModelBuilder interface {
+	BuildModel(ctx *context.Context) error
+}
+
+// DataBuilder is the required BuildData hook. It runs against the real experiment at setup.
+type DataBuilder interface {
+	BuildData() (Data, error)
+}
+
+// Deriver merges host values computed from the data into the experiment, after BuildData and
+// before device placement (e.g. class weights from label frequencies).
+type Deriver interface {
+	Derive(d Data) (map[string]any, error)
+}
+
+// MetricsFinalizer post-processes a split's accumulated metrics on the host, once per split.
+type MetricsFinalizer interface {
+	FinalizeMetrics(acc map[string]float64, split string) map[string]float64
+}
+
+// ParamGrouper names the parameter group of a parameter leaf by its keypath.
+type ParamGrouper interface {
+	ParamGroup(keypath []string) string
+}
+
+// Stop reasons reported by Train.
+const (
+	StopCompleted = "completed"
+	StopRequested = "requested"
+)
+
+// Uploads counts host-to-device transfers by what was transferred, so tests can assert
+// residency (e.g. zero parameter uploads per eval batch).
+type Uploads struct {
+	Params, OptState, LayerState, Device, Batch, Hyper int
+}
+
+// Nitro is a set-up experiment: data built, parameters initialized and resident on the device.
+// Programs compile lazily on first use through the process-level cache. A Nitro is not safe for
+// concurrent use, except RequestStop, which any goroutine may call.
+type Nitro struct {
+	e        any // *E, the real experiment
+	typeName string
+	traits   *markers.Traits
+	opts     options
+	out      io.Writer
+	cfg      config
+	backend  *backend.Resolved
+	cache    *compilecache.Cache
+
+	forward, loss, metrics, trainMetrics *hook
+
+	data        Data
+	trainWidth  int
+	fieldShapes map[string]fieldShape // per batch key: dtype and per-row dims
+
+	ctx       *context.Context
+	groups    []*paramGroup
+	stateVars []*context.Variable
+	varInputs map[string]*context.Variable // program input name -> variable
+	state     []*tensors.Tensor // layer state, device resident
+	devNames  []string
+	devVals   map[string]*tensors.Tensor // device fields, device resident
+
+	gcHash   string
+	gcValues [][2]string
+
+	step, epoch   int
+	stopReason    string
+	stop          atomic.Bool
+	uploads       Uploads
+	reportOnce    sync.Once
+	lastTrainLoss float64
+	history       []EpochResult
+}
+
+// EpochResult is one epoch's summary.
+type EpochResult struct {
+	Epoch     int
+	TrainLoss float64 // mean over the epoch's micro-batches
+	Val       map[string]float64
+	Seconds   float64
+	Steps     int // optimizer steps in the epoch
+}
+
+type fieldShape struct {
+	dtype string
+	row   []int
+}
+
+// New runs setup and nothing else: resolve the hooks and knobs, build (or take) the data, derive,
+// build the model, initialize its parameters and place them on the device. No training and no
+// compilation of nitro programs happens here.
+func New(e any, opts ...Option) (n *Nitro, err error) {
+	o := options{out: os.Stdout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	v := reflect.ValueOf(e)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct || v.IsNil() {
+		return nil, fmt.Errorf("core.New takes a pointer to an experiment struct, got %T", e)
+	}
+	n = &Nitro{e: e, typeName: v.Elem().Type().Name(), opts: o, out: o.out, cache: o.cache}
+	if o.quiet {
+		n.out = io.Discard
+	}
+	if n.cache == nil {
+		n.cache = compilecache.Default()
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			n, err = nil, fmt.Errorf("setup of %s: %v", v.Elem().Type().Name(), r)
+		}
+	}()
+	if n.traits, err = markers.TraitsOf(e); err != nil {
+		return nil, err
+	}
+	if err = markers.AssertGraphConstHashable(e); err != nil {
+		return nil, err
+	}
+	et := v.Type()
+	if n.forward, err = findHook(et, "Forward", true); err != nil {
+		return nil, err
+	}
+	if n.loss, err = findHook(et, "Loss", true); err != nil {
+		return nil, err
+	}
+	if n.metrics, err = findHook(et, "Metrics", false); err != nil {
+		return nil, err
+	}
+	if n.trainMetrics, err = findHook(et, "TrainMetrics", false); err != nil {
+		return nil, err
+	}
+	mb, ok := e.(ModelBuilder)
+	if !ok {
+		return nil, fmt.Errorf("experiment %s has no BuildModel hook: define func (e *%s) BuildModel(ctx *context.Context) error", n.typeName, n.typeName)
+	}
+	if n.cfg, err = resolveConfig(e, n.typeName, &o); err != nil {
+		return nil, err
+	}
+	if n.backend, err = backend.Resolve(o.backend); err != nil {
+		return nil, err
+	}
+
+	// Data: supplied, or built against the real experiment.
+	if o.data != nil {
+		n.data = o.data
+	} else {
+		db, ok := e.(DataBuilder)
+		if !ok {
+			return nil, fmt.Errorf("experiment %s has no BuildData hook and no data was supplied: define func (e *%s) BuildData() (core.Data, error) or pass core.WithData", n.typeName, n.typeName)
+		}
+		if n.data, err = db.BuildData(); err != nil {
+			return nil, fmt.Errorf("BuildData: %w", err)
+		}
+	}
+	if len(n.data) == 0 {
+		return nil, fmt.Errorf("BuildData returned no splits: return at least a \"train\" or \"val\" split")
+	}
+	if d, ok := e.(Deriver); ok {
+		vals, err := d.Derive(n.data)
+		if err != nil {
+			return nil, fmt.Errorf("Derive: %w", err)
+		}
+		if err := markers.Apply(e, vals); err != nil {
+			return nil, fmt.Errorf("Derive returned values that do not fit the experiment: %w", err)
+		}
+	}
+	if err := n.checkData(); err != nil {
+		return nil, err
+	}
+	if n.gcHash, err = markers.GraphConstHash(e); err != nil {
+		return nil, err
+	}
+	if n.gcValues, err = markers.GraphConstValues(e); err != nil {
+		return nil, err
+	}
+
+	// Model: BuildModel configures the context; one shape trace of Forward creates the variables.
+	n.ctx = context.New()
+	n.ctx.SetRNGStateFromSeed(int64(n.cfg.seed.value))
+	if err := mb.BuildModel(n.ctx); err != nil {
+		return nil, fmt.Errorf("BuildModel: %w", err)
+	}
+	if err := n.placeDeviceFields(); err != nil {
+		return nil, err
+	}
+	if err := n.traceShapes(); err != nil {
+		return nil, err
+	}
+	if err := n.ctx.InitializeVariables(n.backend.Backend, nil); err != nil {
+		return nil, fmt.Errorf("initializing parameters: %w", err)
+	}
+	if err := n.placeParameters(); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// checkData validates the splits against the hooks' declared fields and the train rules.
+func (n *Nitro) checkData() error {
+	n.fieldShapes = map[string]fieldShape{}
+	for _, split := range sortedKeys(n.data) {
+		src := n.data[split]
+		if src == nil || src.Len() == 0 {
+			return fmt.Errorf("split %q is empty", split)
+		}
+		b, err := src.BatchAt(0)
+		if err != nil {
+			return fmt.Errorf("split %q, batch 0: %w", split, err)
+		}
+		w, err := batchWidth(b)
+		if err != nil {
+			return fmt.Errorf("split %q: %w", split, err)
+		}
+		avail := map[string]bool{}
+		for k, t := range b {
+			avail[k] = true
+			fs := fieldShape{dtype: t.DType().String(), row: append([]int(nil), t.Shape().Dimensions[1:]...)}
+			if old, ok := n.fieldShapes[k]; ok && (old.dtype != fs.dtype || fmt.Sprint(old.row) != fmt.Sprint(fs.row)) {
+				return fmt.Errorf("batch field %q is %s%v per sample in one split and %s%v in split %q: splits must agree", k, old.dtype, old.row, fs.dtype, fs.row, split)
+			}
+			n.fieldShapes[k] = fs
+		}
+		if err := n.forward.checkAgainst(split, avail); err != nil {
+			return err
+		}
+		if split == "train" {
+			if err := n.loss.checkAgainst(split, avail); err != nil {
+				return err
+			}
+			if n.trainMetrics != nil {
+				if err := n.trainMetrics.checkAgainst(split, avail); err != nil {
+					return err
+				}
+			}
+			pd, ok := src.(PartialDropper)
+			if !ok || !pd.DropsPartial() {
+				return fmt.Errorf("the train split must drop its partial final batch (a short batch would compile a second gradient program): build it with ArrayOptions{DropPartial: true} or implement DropsPartial() bool")
+			}
+			if src.Len()%n.cfg.accum.value != 0 {
+				return fmt.Errorf("the train split has %d batches, not divisible by Accum = %d (%s): the horizon max_epochs*(batches/accum) must be exact; choose a batch size or accum that divides it", src.Len(), n.cfg.accum.value, n.cfg.accum.source)
+			}
+			n.trainWidth = w
+		} else if n.metrics != nil {
+			if err := n.metrics.checkAgainst(split, avail); err != nil {
+				return err
+			}
+		} else if err := n.loss.checkAgainst(split, avail); err != nil {
+			return fmt.Errorf("%w (with no Metrics hook, validation reports val_loss through Loss)", err)
+		}
+	}
+	return nil
+}
+
+// placeDeviceFields uploads each Device field's host value once.
+func (n *Nitro) placeDeviceFields() error {
+	vals, err := markers.DeviceValues(n.e)
+	if err != nil {
+		return err
+	}
+	n.devVals = map[string]*tensors.Tensor{}
+	n.devNames = nil
+	for _, dv := range vals {
+		t, err := hostTensor(dv.Value)
+		if err != nil {
+			return fmt.Errorf("Device field %s: %w", dv.Name, err)
+		}
+		n.devNames = append(n.devNames, dv.Name)
+		n.devVals[dv.Name] = n.upload(t, &n.uploads.Device)
+	}
+	return nil
+}
+
+func hostTensor(v any) (t *tensors.Tensor, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("cannot make a tensor of %T: %v", v, r)
+		}
+	}()
+	if t, ok := v.(*tensors.Tensor); ok {
+		return t, nil
+	}
+	return tensors.FromAnyValue(v), nil
+}
+
+// upload places t on device 0 and counts it.
+func (n *Nitro) upload(t *tensors.Tensor, counter *int) *tensors.Tensor {
+	if !t.IsOnDevice(0) {
+		t.MustMaterializeOnDevice(n.backend.Backend, false, 0)
+		*counter++
+	}
+	return t
+}
+
+// Experiment returns the real experiment.
+func (n *Nitro) Experiment() any { return n.e }
+
+// Backend says which backend the Nitro runs on and why.
+func (n *Nitro) Backend() *backend.Resolved { return n.backend }
+
+// Uploads returns the host-to-device transfer counters.
+func (n *Nitro) Uploads() Uploads { return n.uploads }
+
+// Step is the number of optimizer steps taken; Epoch the number of epochs completed.
+func (n *Nitro) Step() int  { return n.step }
+func (n *Nitro) Epoch() int { return n.epoch }
+
+// StopReason is why the last Train returned ("completed" or "requested").
+func (n *Nitro) StopReason() string { return n.stopReason }
+
+// History lists the epochs trained by this Nitro.
+func (n *Nitro) History() []EpochResult { return n.history }
+
+// RequestStop asks Train to stop at the next step boundary: it finishes the epoch's accounting,
+// validates, and returns normally with StopReason "requested". Safe from any goroutine.
+func (n *Nitro) RequestStop() { n.stop.Store(true) }
+
+// TotalSteps is the run's horizon in optimizer steps: max_epochs * (batches_per_epoch / accum).
+func (n *Nitro) TotalSteps() int {
+	tr, ok := n.data["train"]
+	if !ok {
+		return 0
+	}
+	return n.cfg.maxEpochs.value * (tr.Len() / n.cfg.accum.value)
+}
+
+// ConfigReport is the text of the values fixed at construction.
+func (n *Nitro) ConfigReport() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "nitro %s: fixed at construction\n", n.typeName)
+	row := func(k, v string) { fmt.Fprintf(&b, "  %-20s %s\n", k, v) }
+	row("seed", n.cfg.seed.String())
+	row("accum", n.cfg.accum.String())
+	row("max epochs", n.cfg.maxEpochs.String())
+	row("total opt steps", fmt.Sprint(n.TotalSteps()))
+	clip := n.cfg.clip.String()
+	if n.cfg.clip.value == 0 {
+		clip += ", off"
+	}
+	row("gradient clip norm", clip)
+	row("learning rate", n.cfg.lr.String())
+	row("run dir", n.cfg.runDir.String())
+	row("backend", n.backend.Reason)
+	groups := make([]string, len(n.groups))
+	for i, g := range n.groups {
+		groups[i] = fmt.Sprintf("%s (%d arrays, %d values)", g.name, len(g.vars), g.size)
+	}
+	row("parameter groups", strings.Join(groups, ", "))
+	return b.String()
+}
+
+func (n *Nitro) printReport() {
+	n.reportOnce.Do(func() { fmt.Fprint(n.out, n.ConfigReport()) })
+}
+
+// routedShapes returns, for a hook set, the batch keys to transfer (sorted) at width w.
+func (n *Nitro) routed(w int, hooks ...*hook) []string {
+	avail := map[string]bool{}
+	for k := range n.fieldShapes {
+		avail[k] = true
+	}
+	set := map[string]bool{}
+	for _, h := range hooks {
+		if h == nil {
+			continue
+		}
+		for _, k := range h.declared(avail) {
+			if avail[k] {
+				set[k] = true
+			}
+		}
+	}
+	return sortedKeys(set)
+}
+
+// sortStrings is a small helper for deterministic orders.
+func sortStrings(s []string) []string { sort.Strings(s); return s }
+
+var _ = graph.Parameter

@@ -1,0 +1,58 @@
+package core
+
+import (
+	"io"
+
+	"github.com/nitro-go/nitro/compilecache"
+)
+
+// Option configures New. Run options win over the experiment's methods and fields.
+type Option func(*options)
+
+type options struct {
+	maxEpochs, seed, accum *int
+	runDir                 *string
+	clip, lr               *float64
+	data                   Data
+	backend                string
+	out                    io.Writer
+	quiet                  bool
+	cache                  *compilecache.Cache
+	handleSignals          bool
+}
+
+// WithMaxEpochs sets how many epochs Train runs.
+func WithMaxEpochs(n int) Option { return func(o *options) { o.maxEpochs = &n } }
+
+// WithSeed sets the RNG seed (parameter initialization, shuffling, dropout).
+func WithSeed(s int) Option { return func(o *options) { o.seed = &s } }
+
+// WithAccum sets micro-batches per optimizer step.
+func WithAccum(n int) Option { return func(o *options) { o.accum = &n } }
+
+// WithRunDir sets the run directory.
+func WithRunDir(dir string) Option { return func(o *options) { o.runDir = &dir } }
+
+// WithGradientClipNorm sets the global-norm clip threshold (0 = off, emits no ops).
+func WithGradientClipNorm(c float64) Option { return func(o *options) { o.clip = &c } }
+
+// WithLearningRate sets the base learning rate.
+func WithLearningRate(lr float64) Option { return func(o *options) { o.lr = &lr } }
+
+// WithData supplies the data directly; BuildData is then not called.
+func WithData(d Data) Option { return func(o *options) { o.data = d } }
+
+// WithBackend forces a backend ("xla" or "go"); empty resolves automatically.
+func WithBackend(name string) Option { return func(o *options) { o.backend = name } }
+
+// WithOutput sends the Nitro's printed lines (config report, epoch lines) to w.
+func WithOutput(w io.Writer) Option { return func(o *options) { o.out = w } }
+
+// Quiet silences the printed lines.
+func Quiet() Option { return func(o *options) { o.quiet = true } }
+
+// WithCache uses c instead of the process-level compile cache (tests).
+func WithCache(c *compilecache.Cache) Option { return func(o *options) { o.cache = c } }
+
+// WithSignalHandling makes Train turn SIGINT into RequestStop (the CLI sets it).
+func WithSignalHandling() Option { return func(o *options) { o.handleSignals = true } }

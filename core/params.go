@@ -1,0 +1,228 @@
+package core
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/optimizers"
+)
+
+// paramGroup is one parameter group. Its gradients and optimizer state cross program boundaries as
+// one flat buffer per group, so the optimizer's update math is emitted once per group however many
+// arrays the model has. The parameters themselves stay one device buffer per leaf: GoMLX's context
+// binds each variable to its own program parameter, so the optimizer program packs them into the
+// flat layout on entry and splits them on exit (data movement only, which XLA fuses into copies).
+type paramGroup struct {
+	name     string
+	vars     []*context.Variable
+	keypaths [][]string
+	offsets  []int
+	size     int
+	dtype    string
+	layout   *optimizers.Layout
+	leaves   []*tensors.Tensor // per-leaf parameters, device resident
+	opt      groupOptimizer    // the group's chain
+	optState []*tensors.Tensor // flat, device resident
+}
+
+// keypath splits a variable's scope into parts, e.g. "/dense_0" + "weights" -> [dense_0 weights].
+func keypath(v *context.Variable) []string {
+	var parts []string
+	for _, p := range strings.Split(v.Scope(), context.ScopeSeparator) {
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	return append(parts, v.Name())
+}
+
+// traceShapes traces Forward once (never compiled) so that every variable it creates exists.
+func (n *Nitro) traceShapes() error {
+	width := n.trainWidth
+	if width == 0 {
+		for _, split := range sortedKeys(n.data) {
+			b, err := n.data[split].BatchAt(0)
+			if err != nil {
+				return err
+			}
+			width, _ = batchWidth(b)
+			break
+		}
+	}
+	return tryGraph("tracing Forward to create the model's variables", func() {
+		g := graph.NewGraph(n.backend.Backend, "nitro_shape_trace")
+		defer g.Finalize()
+		devNodes := n.deviceParams(g)
+		view, err := markers.BindDevice(n.e, devNodes)
+		if err != nil {
+			panic(err)
+		}
+		batch := n.batchParams(g, width, n.routed(width, n.forward))
+		n.ctx.SetTraining(g, true)
+		n.forward.call(view, valueOf(n.ctx), batch)
+	})
+}
+
+// placeParameters groups the trainable variables, flattens each group into one buffer and places
+// parameters, layer state and optimizer state on the device, once.
+func (n *Nitro) placeParameters() error {
+	var trainable []*context.Variable
+	n.stateVars = nil
+	for v := range n.ctx.IterVariables() {
+		if v.Trainable {
+			trainable = append(trainable, v)
+		} else {
+			n.stateVars = append(n.stateVars, v)
+		}
+	}
+	byName := func(vs []*context.Variable) {
+		sort.Slice(vs, func(i, j int) bool { return vs[i].ScopeAndName() < vs[j].ScopeAndName() })
+	}
+	byName(trainable)
+	byName(n.stateVars)
+	if len(trainable) == 0 {
+		return fmt.Errorf("the model has no trainable parameters: Forward created no trainable variables in the context")
+	}
+	grouper, _ := n.e.(ParamGrouper)
+	index := map[string]*paramGroup{}
+	for _, v := range trainable {
+		kp := keypath(v)
+		name := "default"
+		if grouper != nil {
+			if name = grouper.ParamGroup(kp); name == "" {
+				return fmt.Errorf("ParamGroup(%v) returned an empty group name", kp)
+			}
+		}
+		g, ok := index[name]
+		if !ok {
+			g = &paramGroup{name: name, dtype: v.DType().String()}
+			index[name] = g
+			n.groups = append(n.groups, g)
+		}
+		if v.DType().String() != g.dtype {
+			return fmt.Errorf("parameter %v is %s but group %q holds %s: a group's flat buffer has one dtype; put it in its own group with ParamGroup", kp, v.DType(), name, g.dtype)
+		}
+		g.vars = append(g.vars, v)
+		g.keypaths = append(g.keypaths, kp)
+		g.offsets = append(g.offsets, g.size)
+		g.size += v.Shape().Size()
+	}
+	sort.Slice(n.groups, func(i, j int) bool { return n.groups[i].name < n.groups[j].name })
+	for _, g := range n.groups {
+		leaves := make([]optimizers.ParamLeaf, len(g.vars))
+		for i, v := range g.vars {
+			leaves[i] = optimizers.ParamLeaf{Keypath: g.keypaths[i], Shape: v.Shape()}
+		}
+		var err error
+		if g.layout, err = optimizers.NewLayout(g.name, leaves); err != nil {
+			return err
+		}
+		flat, err := flatten(g)
+		if err != nil {
+			return err
+		}
+		if g.opt, err = n.buildOptimizer(g, flat); err != nil {
+			return err
+		}
+		state, err := g.opt.Init(flat)
+		if err != nil {
+			return fmt.Errorf("group %q: optimizer init: %w", g.name, err)
+		}
+		for _, v := range g.vars {
+			t, err := v.Value()
+			if err != nil {
+				return fmt.Errorf("parameter %s: %w", v.ScopeAndName(), err)
+			}
+			c, err := t.LocalClone()
+			if err != nil {
+				return err
+			}
+			g.leaves = append(g.leaves, n.upload(c, &n.uploads.Params))
+		}
+		for _, s := range state {
+			g.optState = append(g.optState, n.upload(s, &n.uploads.OptState))
+		}
+	}
+	n.varInputs = map[string]*context.Variable{}
+	for _, g := range n.groups {
+		for _, v := range g.vars {
+			n.varInputs["param/"+v.ScopeAndName()] = v
+		}
+	}
+	for _, v := range n.stateVars {
+		n.varInputs["state/"+v.ScopeAndName()] = v
+	}
+	for _, v := range n.stateVars {
+		t, err := v.Value()
+		if err != nil {
+			return fmt.Errorf("layer state %s: %w", v.ScopeAndName(), err)
+		}
+		c, err := t.LocalClone()
+		if err != nil {
+			return err
+		}
+		n.state = append(n.state, n.upload(c, &n.uploads.LayerState))
+	}
+	return nil
+}
+
+// flatten copies a group's initial values end to end into one host tensor.
+func flatten(g *paramGroup) (*tensors.Tensor, error) {
+	first := g.vars[0]
+	flat := tensors.FromShape(shapes.Make(first.DType(), g.size))
+	itemBytes := int(first.DType().Size())
+	var ferr error
+	err := flat.MutableBytes(func(dst []byte) {
+		for i, v := range g.vars {
+			t, err := v.Value()
+			if err != nil {
+				ferr = fmt.Errorf("parameter %v: %w", g.keypaths[i], err)
+				return
+			}
+			off := g.offsets[i] * itemBytes
+			if err := t.ConstBytes(func(src []byte) { copy(dst[off:off+len(src)], src) }); err != nil {
+				ferr = err
+				return
+			}
+		}
+	})
+	if ferr != nil {
+		return nil, ferr
+	}
+	return flat, err
+}
+
+// layoutDigest describes the groups' layouts for the compile-cache key.
+func (n *Nitro) layoutDigest() string {
+	var b strings.Builder
+	for _, g := range n.groups {
+		fmt.Fprintf(&b, "%s[", g.name)
+		for i, v := range g.vars {
+			fmt.Fprintf(&b, "%s%v;", strings.Join(g.keypaths[i], "/"), v.Shape().Dimensions)
+		}
+		b.WriteString("]")
+	}
+	return b.String()
+}
+
+// Parameters reads the current parameters back to the host, by keypath ("dense_0/weights").
+// This is an explicit readback; training never needs it.
+func (n *Nitro) Parameters() (map[string]*tensors.Tensor, error) {
+	out := map[string]*tensors.Tensor{}
+	for _, g := range n.groups {
+		for i, t := range g.leaves {
+			c, err := t.LocalClone()
+			if err != nil {
+				return nil, fmt.Errorf("reading %v back: %w", g.keypaths[i], err)
+			}
+			out[strings.Join(g.keypaths[i], "/")] = c
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,258 @@
+package core
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/markers"
+)
+
+// Program kinds, as they appear in compile-cache keys.
+const (
+	kindGradient  = "gradient"
+	kindOptimizer = "optimizer"
+	kindEval      = "eval"
+	kindPredict   = "predict"
+)
+
+// program is a compiled graph plus what its outputs mean. It is what the compile cache stores, so
+// everything a caller needs to read the outputs must be here, not in the building closure.
+type program struct {
+	g        *graph.Graph
+	inputs   []compilecache.Input
+	outNames []string
+	hasCount []bool // eval: whether metric i has a count output after its sum
+}
+
+// signature is a program's ordered parameter list; building and the cache key both derive from it.
+type signature []compilecache.Input
+
+func (s *signature) add(name string, dtype string, dims []int) {
+	*s = append(*s, compilecache.Input{Name: name, DType: dtype, Shape: append([]int(nil), dims...)})
+}
+
+// params creates the graph parameters in signature order. Inputs that are context variables
+// (parameters and layer state) are created by the variable itself, so that the user's layers,
+// which read variables through the context, see exactly these nodes.
+func (s signature) params(g *graph.Graph, vars map[string]*context.Variable) map[string]*graph.Node {
+	nodes := make(map[string]*graph.Node, len(s))
+	for _, in := range s {
+		if v, ok := vars[in.Name]; ok {
+			nodes[in.Name] = v.ValueGraph(g)
+			continue
+		}
+		nodes[in.Name] = graph.Parameter(g, in.Name, shapes.Make(dtypeOf(in.DType), in.Shape...))
+	}
+	return nodes
+}
+
+// modelInputs lists parameters, layer state and Device fields, then the routed batch fields.
+func (n *Nitro) modelInputs(width int, keys []string) signature {
+	var s signature
+	for _, g := range n.groups {
+		for _, v := range g.vars {
+			s.add("param/"+v.ScopeAndName(), v.DType().String(), v.Shape().Dimensions)
+		}
+	}
+	for _, v := range n.stateVars {
+		s.add("state/"+v.ScopeAndName(), v.DType().String(), v.Shape().Dimensions)
+	}
+	for _, name := range n.devNames {
+		t := n.devVals[name]
+		s.add("device/"+name, t.DType().String(), t.Shape().Dimensions)
+	}
+	for _, k := range keys {
+		fs := n.fieldShapes[k]
+		s.add("batch/"+k, fs.dtype, append([]int{width}, fs.row...))
+	}
+	return s
+}
+
+// bindModel binds Device fields on a copy of src to their parameter nodes; it returns the view
+// traced hooks are called on.
+func (n *Nitro) bindModel(g *graph.Graph, nodes map[string]*graph.Node, src any) any {
+	dev := map[string]*graph.Node{}
+	for _, name := range n.devNames {
+		dev[name] = nodes["device/"+name]
+	}
+	view, err := markers.BindDevice(src, dev)
+	if err != nil {
+		panic(err)
+	}
+	return view
+}
+
+func batchNodes(nodes map[string]*graph.Node, keys []string) map[string]*graph.Node {
+	b := make(map[string]*graph.Node, len(keys))
+	for _, k := range keys {
+		b[k] = nodes["batch/"+k]
+	}
+	return b
+}
+
+// callForward runs Forward on the view and asserts every output leaf is an array with the batch
+// on its leading axis, before anything slices it.
+func (n *Nitro) callForward(view any, batch map[string]*graph.Node, width int) Outputs {
+	out := n.forward.call(view, valueOf(n.ctx.Reuse()), batch).Interface().(Outputs)
+	if len(out) == 0 {
+		panic(fmt.Errorf("Forward returned no outputs: return named outputs, e.g. core.Outputs{\"logits\": logits}"))
+	}
+	for _, name := range sortedKeys(out) {
+		o := out[name]
+		if o == nil {
+			panic(fmt.Errorf("Forward output %q is nil", name))
+		}
+		if o.Rank() == 0 {
+			panic(fmt.Errorf("Forward output %q is a scalar: an output has no batch axis to slice; reduce it in Loss or Metrics instead of returning it from Forward", name))
+		}
+		if d := o.Shape().Dimensions[0]; d != width {
+			panic(fmt.Errorf("Forward output %q has shape %v: its leading axis must be the batch (%d); put the batch axis first", name, o.Shape().Dimensions, width))
+		}
+	}
+	return out
+}
+
+// getProgram returns the cached program for key, building it on a miss: first the host-independence
+// check (the program built from the real experiment and from the Host-zeroed view must agree), then
+// the real build from the view, then compilation.
+func (n *Nitro) getProgram(key compilecache.Key, build func(g *graph.Graph, src any) ([]*graph.Node, *program)) (*program, error) {
+	v, lk, err := n.cache.Get(key, func() (any, error) {
+		err := markers.CheckHostIndependent(n.e, func(src any) (string, error) {
+			var fp string
+			err := tryGraph("building the "+key.Kind+" program", func() {
+				g := graph.NewGraph(n.backend.Backend, "nitro_check_"+key.Kind)
+				defer g.Finalize()
+				build(g, src)
+				fp = markers.Fingerprint(g)
+			})
+			return fp, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		zero, err := markers.ZeroHost(n.e)
+		if err != nil {
+			return nil, err
+		}
+		var p *program
+		err = tryGraph("compiling the "+key.Kind+" program", func() {
+			g := graph.NewGraph(n.backend.Backend, "nitro_"+key.Kind)
+			outs, meta := build(g, zero)
+			if got, want := g.NumParameters(), len(key.Inputs); got != want {
+				panic(fmt.Errorf("the %s program has %d inputs, expected %d: a hook read a variable that setup's trace of Forward did not create (create every variable in Forward unconditionally)", key.Kind, got, want))
+			}
+			g.Compile(outs...)
+			p = meta
+			p.g = g
+			p.inputs = key.Inputs
+		})
+		return p, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if lk.Why != "" {
+		fmt.Fprintf(n.out, "recompiling the %s program: %s\n", key.Kind, lk.Why)
+	}
+	return v.(*program), nil
+}
+
+// key builds a compile-cache key. Device and Host field values never enter it.
+func (n *Nitro) key(kind, hooks string, inputs signature) compilecache.Key {
+	return compilecache.Key{
+		Kind:           kind,
+		Experiment:     n.typeName,
+		GraphConstHash: n.gcHash,
+		GraphConst:     n.gcValues,
+		Hook:           hooks,
+		Inputs:         inputs,
+		DeviceCount:    1,
+		Extra:          [][2]string{{"layout", n.layoutDigest()}},
+	}
+}
+
+// arg is one program input: a tensor, whether its buffer is donated, and which counter counts it
+// if it must be uploaded.
+type arg struct {
+	t       *tensors.Tensor
+	donate  bool
+	counter *int
+}
+
+// run executes a compiled program. Inputs already on the device are passed as they are; the
+// others are uploaded by the run and counted.
+func (n *Nitro) run(p *program, args []arg) (outs []*tensors.Tensor, err error) {
+	if len(args) != len(p.inputs) {
+		return nil, fmt.Errorf("internal: program takes %d inputs, got %d", len(p.inputs), len(args))
+	}
+	in := make([]any, len(args))
+	for i, a := range args {
+		if !a.t.IsOnDevice(0) && a.counter != nil {
+			*a.counter++
+		}
+		if a.donate {
+			d, err := graph.DonateTensorBuffer(a.t, n.backend.Backend, 0)
+			if err != nil {
+				return nil, fmt.Errorf("donating input %s: %w", p.inputs[i].Name, err)
+			}
+			in[i] = d
+		} else {
+			in[i] = a.t
+		}
+	}
+	err = tryGraph("running a program", func() { outs = p.g.Run(in...) })
+	return outs, err
+}
+
+// tryGraph turns a graph-building panic into an error.
+func tryGraph(what string, fn func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if e, ok := r.(error); ok {
+				err = fmt.Errorf("%s: %w", what, e)
+			} else {
+				err = fmt.Errorf("%s: %v", what, r)
+			}
+		}
+	}()
+	fn()
+	return nil
+}
+
+func valueOf(ctx *context.Context) reflect.Value { return reflect.ValueOf(ctx) }
+
+// hookNames lists the hooks a program traces, for its key's hook identity.
+func hookNames(hs ...*hook) string {
+	var names []string
+	for _, h := range hs {
+		if h != nil {
+			names = append(names, h.name)
+		}
+	}
+	return strings.Join(names, "+")
+}
+
+// deviceParams creates one graph parameter per Device field (used by the shape trace).
+func (n *Nitro) deviceParams(g *graph.Graph) map[string]*graph.Node {
+	m := map[string]*graph.Node{}
+	for _, name := range n.devNames {
+		m[name] = graph.Parameter(g, "device/"+name, n.devVals[name].Shape())
+	}
+	return m
+}
+
+// batchParams creates graph parameters for batch fields at the given width (used by the shape trace).
+func (n *Nitro) batchParams(g *graph.Graph, width int, keys []string) map[string]*graph.Node {
+	m := map[string]*graph.Node{}
+	for _, k := range keys {
+		fs := n.fieldShapes[k]
+		m[k] = graph.Parameter(g, "batch/"+k, shapes.Make(dtypeOf(fs.dtype), append([]int{width}, fs.row...)...))
+	}
+	return m
+}

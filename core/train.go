@@ -1,0 +1,263 @@
+package core
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gopjrt/dtypes"
+)
+
+func dtypeOf(name string) dtypes.DType { return dtypes.MapOfNames[name] }
+
+// gradientProgram: parameters, layer state, Device fields and the routed batch fields (plus the
+// running gradient sum when accum > 1) -> loss, per-group flat gradients, new layer state, train
+// metrics. accum bakes in (as 1/accum), so it is in this program's key and no other's.
+func (n *Nitro) gradientProgram(width int, keys []string) (*program, error) {
+	sig := n.modelInputs(width, keys)
+	accum := n.cfg.accum.value
+	if accum > 1 {
+		for _, g := range n.groups {
+			sig.add("acc/"+g.name, g.dtype, []int{g.size})
+		}
+	}
+	key := n.key(kindGradient, hookNames(n.forward, n.loss, n.trainMetrics), sig)
+	key.Accum = accum
+	return n.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
+		nodes := sig.params(g, n.varInputs)
+		view := n.bindModel(g, nodes, src)
+		n.ctx.SetTraining(g, true)
+		fwdBatch := batchNodes(nodes, n.routed(width, n.forward))
+		out := n.callForward(view, fwdBatch, width)
+		loss := n.loss.call(view, valueOfOutputs(out), batchNodes(nodes, n.routed(width, n.loss))).Interface().(*graph.Node)
+		if loss == nil || loss.Rank() != 0 {
+			panic(fmt.Errorf("Loss must return a scalar node, got %v", shapeOf(loss)))
+		}
+		var leaves []*graph.Node
+		for _, grp := range n.groups {
+			for _, v := range grp.vars {
+				leaves = append(leaves, nodes["param/"+v.ScopeAndName()])
+			}
+		}
+		leafGrads := graph.Gradient(loss, leaves...)
+		grads := make([]*graph.Node, len(n.groups))
+		for i, grp := range n.groups {
+			grads[i] = grp.layout.FlattenNodes(leafGrads[:len(grp.vars)])
+			leafGrads = leafGrads[len(grp.vars):]
+		}
+		if accum > 1 {
+			for i, grp := range n.groups {
+				grads[i] = graph.Add(nodes["acc/"+grp.name], graph.MulScalar(grads[i], 1/float64(accum)))
+			}
+		}
+		outs := append([]*graph.Node{loss}, grads...)
+		for _, v := range n.stateVars {
+			outs = append(outs, v.ValueGraph(g))
+		}
+		meta := &program{}
+		if n.trainMetrics != nil {
+			tm := n.trainMetrics.call(view, valueOfOutputs(out), batchNodes(nodes, n.routed(width, n.trainMetrics))).Interface().(map[string]*graph.Node)
+			for _, name := range sortedKeys(tm) {
+				if tm[name] == nil || tm[name].Rank() != 0 {
+					panic(fmt.Errorf("TrainMetrics %q must be a scalar node (a per-step diagnostic), got %v", name, shapeOf(tm[name])))
+				}
+				meta.outNames = append(meta.outNames, name)
+				outs = append(outs, tm[name])
+			}
+		}
+		return outs, meta
+	})
+}
+
+func shapeOf(n *graph.Node) string {
+	if n == nil {
+		return "nil"
+	}
+	return n.Shape().String()
+}
+
+// Train runs the loop for the resolved number of epochs: per optimizer step, accum runs of the
+// gradient program then one run of the optimizer program; validation after each epoch when a
+// "val" split exists. It returns an error for a non-finite loss, naming the step and epoch.
+func (n *Nitro) Train() error {
+	n.printReport()
+	train, ok := n.data["train"]
+	if !ok {
+		return fmt.Errorf("Train needs a \"train\" split; BuildData returned %v", sortedKeys(n.data))
+	}
+	if n.opts.handleSignals {
+		stop := n.watchInterrupt()
+		defer stop()
+	}
+	n.stop.Store(false)
+	n.stopReason = ""
+	keys := n.routed(n.trainWidth, n.forward, n.loss, n.trainMetrics)
+	accum := n.cfg.accum.value
+	batches := train.Len()
+	for ep := n.epoch + 1; ep <= n.cfg.maxEpochs.value; ep++ {
+		if es, ok := train.(EpochSource); ok {
+			if err := es.BeginEpoch(ep); err != nil {
+				return fmt.Errorf("epoch %d: BeginEpoch: %w", ep, err)
+			}
+		}
+		start := time.Now()
+		var lossSum float64
+		micro, steps := 0, 0
+		for i := 0; i+accum <= batches; i += accum {
+			var acc []*tensors.Tensor
+			if accum > 1 {
+				for _, g := range n.groups {
+					acc = append(acc, tensors.FromShape(tensorsShape(g.dtype, g.size)))
+				}
+			}
+			var grads []*tensors.Tensor
+			for k := 0; k < accum; k++ {
+				b, err := train.BatchAt(i + k)
+				if err != nil {
+					return fmt.Errorf("epoch %d, train batch %d: %w", ep, i+k, err)
+				}
+				loss, g, err := n.gradientStep(b, keys, acc)
+				if err != nil {
+					return fmt.Errorf("epoch %d, step %d: %w", ep, n.step+1, err)
+				}
+				if math.IsNaN(loss) || math.IsInf(loss, 0) {
+					return fmt.Errorf("non-finite loss %v at epoch %d, step %d (micro-batch %d): stopping; resume from the last checkpoint with a lower learning rate", loss, ep, n.step+1, k+1)
+				}
+				lossSum += loss
+				micro++
+				grads, acc = g, g
+			}
+			if err := n.optimizerStep(grads); err != nil {
+				return fmt.Errorf("epoch %d, step %d: %w", ep, n.step+1, err)
+			}
+			n.step++
+			steps++
+			if n.stop.Load() {
+				break
+			}
+		}
+		res := EpochResult{Epoch: ep, TrainLoss: lossSum / float64(max(micro, 1)), Steps: steps}
+		if _, ok := n.data["val"]; ok {
+			m, err := n.Validate()
+			if err != nil {
+				return fmt.Errorf("epoch %d: %w", ep, err)
+			}
+			res.Val = m
+		}
+		res.Seconds = time.Since(start).Seconds()
+		n.epoch = ep
+		n.history = append(n.history, res)
+		fmt.Fprintf(n.out, "epoch %d/%d  train_loss %.4f%s  (%.1fs, %.1f steps/s)\n", ep, n.cfg.maxEpochs.value, res.TrainLoss, formatMetrics(res.Val), res.Seconds, float64(steps)/res.Seconds)
+		if n.stop.Load() {
+			n.stopReason = StopRequested
+			return nil
+		}
+	}
+	n.stopReason = StopCompleted
+	return nil
+}
+
+// gradientStep runs the gradient program on one micro-batch and returns the validated loss and
+// the (accumulated) flat gradients, still on the device.
+func (n *Nitro) gradientStep(b Batch, keys []string, acc []*tensors.Tensor) (float64, []*tensors.Tensor, error) {
+	w, err := batchWidth(b)
+	if err != nil {
+		return 0, nil, err
+	}
+	if w != n.trainWidth {
+		return 0, nil, fmt.Errorf("train batch has %d rows, the train split's batches have %d: a train source must yield equal batches", w, n.trainWidth)
+	}
+	p, err := n.gradientProgram(w, keys)
+	if err != nil {
+		return 0, nil, err
+	}
+	args := n.modelArgs(b, keys, true)
+	for _, a := range acc {
+		args = append(args, arg{t: a, donate: true, counter: &n.uploads.Batch})
+	}
+	outs, err := n.run(p, args)
+	if err != nil {
+		return 0, nil, err
+	}
+	G, S := len(n.groups), len(n.stateVars)
+	loss, err := readControlScalar(outs[0], "loss")
+	if err != nil {
+		return 0, nil, err
+	}
+	n.state = outs[1+G : 1+G+S]
+	return loss, outs[1 : 1+G], nil
+}
+
+// modelArgs lists parameters, layer state (donated when it is replaced), Device fields and batch fields.
+func (n *Nitro) modelArgs(b Batch, keys []string, donateState bool) []arg {
+	var args []arg
+	for _, g := range n.groups {
+		for _, t := range g.leaves {
+			args = append(args, arg{t: t, counter: &n.uploads.Params})
+		}
+	}
+	for _, s := range n.state {
+		args = append(args, arg{t: s, donate: donateState, counter: &n.uploads.LayerState})
+	}
+	for _, name := range n.devNames {
+		args = append(args, arg{t: n.devVals[name], counter: &n.uploads.Device})
+	}
+	for _, k := range keys {
+		args = append(args, arg{t: b[k], counter: &n.uploads.Batch})
+	}
+	return args
+}
+
+// readControlScalar is the one validated readback for scalars the driver branches on. A readback
+// that returns garbage without raising is a documented failure on PJRT stacks, so the value's
+// shape is checked and a failed transfer is an error, never a silent zero.
+func readControlScalar(t *tensors.Tensor, what string) (v float64, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("reading %s back from the device: %v", what, r)
+		}
+	}()
+	if t == nil || !t.Ok() {
+		return 0, fmt.Errorf("reading %s back from the device: the buffer is invalid", what)
+	}
+	if !t.Shape().IsScalar() {
+		return 0, fmt.Errorf("reading %s back: expected a scalar, got %s", what, t.Shape())
+	}
+	switch x := t.Value().(type) {
+	case float32:
+		return float64(x), nil
+	case float64:
+		return x, nil
+	default:
+		return 0, fmt.Errorf("reading %s back: expected a float scalar, got %T", what, x)
+	}
+}
+
+// watchInterrupt turns SIGINT into RequestStop until the returned teardown runs.
+func (n *Nitro) watchInterrupt() func() {
+	ch := make(chan os.Signal, 1)
+	done := make(chan struct{})
+	signal.Notify(ch, os.Interrupt)
+	go func() {
+		select {
+		case <-ch:
+			fmt.Fprintln(n.out, "interrupt: finishing the epoch, validating, then stopping (interrupt again to kill)")
+			n.RequestStop()
+			signal.Stop(ch)
+		case <-done:
+		}
+	}()
+	return func() { signal.Stop(ch); close(done) }
+}
+
+func formatMetrics(m map[string]float64) string {
+	s := ""
+	for _, k := range sortedKeys(m) {
+		s += fmt.Sprintf("  %s %.4f", k, m[k])
+	}
+	return s
+}
