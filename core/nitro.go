@@ -81,7 +81,7 @@ type Nitro struct {
 	groups    []*paramGroup
 	stateVars []*context.Variable
 	varInputs map[string]*context.Variable // program input name -> variable
-	state     []*tensors.Tensor // layer state, device resident
+	state     []*tensors.Tensor            // layer state, device resident
 	devNames  []string
 	devVals   map[string]*tensors.Tensor // device fields, device resident
 
@@ -209,6 +209,9 @@ func New(e any, opts ...Option) (n *Nitro, err error) {
 		return nil, err
 	}
 	if err := n.traceShapes(); err != nil {
+		return nil, err
+	}
+	if err := n.checkForwardHostIndependent(); err != nil {
 		return nil, err
 	}
 	if err := n.ctx.InitializeVariables(n.backend.Backend, nil); err != nil {

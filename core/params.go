@@ -69,6 +69,43 @@ func (n *Nitro) traceShapes() error {
 	})
 }
 
+// checkForwardHostIndependent builds Forward from the Host-zeroed view and from the real
+// experiment and compares the graphs, so a Host read in Forward fails setup rather than the first
+// step. (Loss, Metrics and TrainMetrics are checked when their programs are first built.)
+func (n *Nitro) checkForwardHostIndependent() error {
+	width := n.trainWidth
+	if width == 0 {
+		for _, split := range sortedKeys(n.data) {
+			b, err := n.data[split].BatchAt(0)
+			if err != nil {
+				return err
+			}
+			width, _ = batchWidth(b)
+			break
+		}
+	}
+	keys := n.routed(width, n.forward)
+	return markers.CheckHostIndependent(n.e, func(src any) (string, error) {
+		var fp string
+		err := tryGraph("tracing Forward", func() {
+			g := graph.NewGraph(n.backend.Backend, "nitro_forward_check")
+			defer g.Finalize()
+			nodes := map[string]*graph.Node{}
+			for name, nd := range n.deviceParams(g) {
+				nodes["device/"+name] = nd
+			}
+			for k, nd := range n.batchParams(g, width, keys) {
+				nodes["batch/"+k] = nd
+			}
+			view := n.bindModel(g, nodes, src)
+			n.ctx.SetTraining(g, false)
+			n.forward.call(view, valueOf(n.ctx.Reuse()), batchNodes(nodes, keys))
+			fp = markers.Fingerprint(g)
+		})
+		return fp, err
+	})
+}
+
 // placeParameters groups the trainable variables, flattens each group into one buffer and places
 // parameters, layer state and optimizer state on the device, once.
 func (n *Nitro) placeParameters() error {

@@ -1,2 +1,19 @@
-// Package optimizers: see the issue tracker; being built.
+// Package optimizers builds nitro's optimizer program: per parameter group, one flat buffer of
+// parameters, gradients and state (Layout), updated by a Chain of Transforms (optax's model: an
+// init/update pair with typed state; Init on the host, Update in the graph), after one global-norm
+// clip over all groups (ClipByGlobalNorm, baked; 0 emits nothing). Rules RAdam (the Level 0
+// default), Adam, SGD and Momentum follow optax's conventions exactly (formulas on each type); Decay
+// is decoupled, last, with a zero, w0 or explicit anchor and a per-leaf no-decay mask.
+// Schedulable hyperparameters are scalar device inputs (Hyper), so changing them never
+// recompiles; nonschedulable ones are declared once per rule, baked, and named by Describe, which
+// is what the compile cache key takes. The step is 1-based.
+//
+// Left to the caller (core): compiling and running the programs, resolving accessors and
+// schedules into GroupSetup and per-step values (LRRatios, EffectiveHyper), uploading them, and
+// checkpointing state leaves (ConstantLeaves says which to rebuild with Init instead).
+// Errors: exported host functions return errors naming the field, the value and the fix;
+// graph-building functions (Apply, Update, ClipByGlobalNorm, FlattenNodes) panic, as GoMLX does.
+// Chains, Programs and Layouts are immutable and safe for concurrent use. Julia's "rules in,
+// states out" (strip_rules/merge_rules) is moot here: a chain's rules are Go values on the host,
+// and only state leaves and scalar hyperparameters ever cross a program boundary.
 package optimizers
