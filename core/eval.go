@@ -314,6 +314,9 @@ func first(s []string) string {
 // field (traced code never sees it) and a value of another dtype or shape (that would be another
 // program, or fail inside XLA).
 func (n *Nitro) SetDevice(name string, value any) error {
+	if n.isScheduledDevice(name) {
+		return fmt.Errorf("Device field %s is driven by a schedule, which rewrites it every optimizer step: a value written here would last until the next step and no longer; change the schedule instead (Schedules()[%q])", name, name)
+	}
 	old, ok := n.devVals[name]
 	if err := markers.SetDevice(n.e, name, value); err != nil {
 		return err

@@ -8,6 +8,7 @@ require (
 	github.com/nitro-go/nitro/compilecache v0.0.0
 	github.com/nitro-go/nitro/markers v0.0.0
 	github.com/nitro-go/nitro/optimizers v0.0.0
+	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000
 )
 
 require (

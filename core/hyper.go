@@ -2,14 +2,38 @@ package core
 
 import (
 	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/optimizers"
+	"github.com/nitro-go/nitro/schedules"
 )
 
-// Optional per-group optimizer accessors (Level 0). Group rates are ratios to LearningRate.
+// The optimizer is declared at one of three levels, all optional:
+//
+//	Level 0: declare nothing: RAdam per group, rates and decay from the accessors below.
+//	Level 1: OptimizerRule(group) names a rule (optimizers.Adam{...}); the framework feeds it the
+//	         resolved values by field name and appends Decay when the group decays.
+//	Level 2: OptimizerChain(setup) builds the group's whole chain from the resolved setup.
+//
+// Per-group accessors: LearningRateGroup (a rate; groups run at its ratio to LearningRate),
+// LambdaGroup, DecayAnchor, NoDecay, ParamGroup. Schedules() maps keys to a number or a
+// schedules.Factory; see package schedules for the key grammar.
 type (
+	// RuleChooser is Level 1.
+	RuleChooser interface {
+		OptimizerRule(group string) optimizers.Rule
+	}
+	// ChainBuilder is Level 2.
+	ChainBuilder interface {
+		OptimizerChain(setup optimizers.GroupSetup) (*optimizers.Chain, error)
+	}
 	// GroupLearningRater gives a group's base learning rate.
 	GroupLearningRater interface{ LearningRateGroup(group string) float64 }
 	// GroupLambdaer gives a group's decay coefficient (default: Lambda, itself 0 by default).
@@ -22,14 +46,195 @@ type (
 	NoDecayer interface {
 		NoDecay(keypath []string, shape shapes.Shape) bool
 	}
+	// Scheduler declares schedules: key -> number or schedules.Factory.
+	Scheduler interface{ Schedules() map[string]any }
 )
 
-// groupLR is a group's base learning rate and its ratio to the default group's.
-func (n *Nitro) groupRatio(group string) float64 {
-	if gl, ok := n.e.(GroupLearningRater); ok {
-		return gl.LearningRateGroup(group) / n.cfg.lr.value
+// optSetup is the resolved optimization: per group its chain inputs, and the bound schedules.
+type optSetup struct {
+	bound    *schedules.Bound
+	ratio    map[string]float64
+	base     map[string]map[string]float64 // group -> field -> constant base value
+	level    map[string]string
+	bindings []schedules.Binding
+	devSched []string // scheduled Device fields
+}
+
+// setupOptimization resolves levels, rates, decay and schedules for every group, then builds and
+// initializes each group's chain. It runs at setup, once; the per-step work is hyperValues.
+func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
+	o := &optSetup{ratio: map[string]float64{}, base: map[string]map[string]float64{}, level: map[string]string{}}
+	n.opt = o
+	lrg, hasLRG := n.e.(GroupLearningRater)
+	var lrs []optimizers.GroupLR
+	for _, g := range n.groups {
+		lr := n.cfg.lr.value
+		if hasLRG {
+			lr = lrg.LearningRateGroup(g.name)
+		}
+		lrs = append(lrs, optimizers.GroupLR{Group: g.name, LR: lr})
 	}
-	return 1
+	if hasLRG {
+		// The default group's rate is the accessor's for "default" when there is such a group.
+		ratios, err := optimizers.LRRatios(n.cfg.lr.value, lrs)
+		if err != nil {
+			return err
+		}
+		o.ratio = ratios
+	} else {
+		for _, g := range n.groups {
+			o.ratio[g.name] = 1
+		}
+	}
+
+	// Phase A: build each chain unscheduled, to learn the fields a schedule may reach.
+	for _, g := range n.groups {
+		c, err := n.buildChain(g, nil)
+		if err != nil {
+			return err
+		}
+		g.opt = c
+	}
+	// Phase B: resolve the schedules against Device fields and the chains' fields.
+	var entries map[string]any
+	if s, ok := n.e.(Scheduler); ok {
+		entries = s.Schedules()
+	}
+	space := schedules.Space{DeviceFields: n.traits.DeviceFields(), Nonschedulable: map[string]string{}}
+	_, space.GroupLambdaAccessors = n.e.(GroupLambdaer)
+	ruleFields := map[string]bool{optimizers.EtaField: true, optimizers.LambdaField: true}
+	for _, g := range n.groups {
+		space.Groups = append(space.Groups, g.name)
+		c := g.opt.(*optimizers.Chain)
+		for _, f := range c.HyperFields() {
+			ruleFields[f] = true
+		}
+		for f, why := range c.Nonschedulable() {
+			ruleFields[f] = true
+			space.Nonschedulable[f] = why
+		}
+		if rc, ok := n.e.(RuleChooser); ok && rc.OptimizerRule(g.name) != nil {
+			rule := rc.OptimizerRule(g.name)
+			if fs, err := optimizers.RuleFields(rule); err == nil {
+				for _, f := range fs {
+					ruleFields[f.Key] = true
+					if !f.Schedulable {
+						space.Nonschedulable[f.Key] = rule.RuleName() + ": " + f.Reason
+					}
+				}
+			}
+		}
+	}
+	for f := range ruleFields {
+		space.RuleFields = append(space.RuleFields, f)
+	}
+	sort.Strings(space.RuleFields)
+	total := n.TotalSteps()
+	if len(entries) > 0 {
+		b, err := schedules.Resolve(entries, space, max(total, 1))
+		if err != nil {
+			return err
+		}
+		o.bound = b
+	}
+	// Phase C: the final chains, knowing what is scheduled, then their initial state.
+	for _, g := range n.groups {
+		c, err := n.buildChain(g, o.scheduledFor(g.name))
+		if err != nil {
+			return err
+		}
+		g.opt = c
+		base := map[string]float64{}
+		for _, f := range c.HyperFields() {
+			switch f {
+			case optimizers.EtaField:
+				base[f] = n.cfg.lr.value
+			case optimizers.LambdaField:
+				base[f] = n.groupLambda(g.name)
+			default:
+				if rc, ok := n.e.(RuleChooser); ok && rc.OptimizerRule(g.name) != nil {
+					vals, err := optimizers.RuleHyperValues(rc.OptimizerRule(g.name))
+					if err != nil {
+						return err
+					}
+					if v, ok := vals[f]; ok {
+						base[f] = v
+						continue
+					}
+				}
+				if !slices.Contains(o.scheduledFor(g.name), f) {
+					return fmt.Errorf("group %q: the optimizer chain reads hyperparameter %q, which nothing sets: give it a value with Schedules() (a bare number is a constant), e.g. {%q: 0.9}", g.name, f, f)
+				}
+			}
+		}
+		o.base[g.name] = base
+		state, err := g.opt.Init(flat[g.name])
+		if err != nil {
+			return fmt.Errorf("group %q: optimizer init: %w", g.name, err)
+		}
+		for _, s := range state {
+			g.optState = append(g.optState, n.upload(s, &n.uploads.OptState))
+		}
+	}
+	if o.bound != nil {
+		for _, t := range o.bound.Targets() {
+			if t.Scope == schedules.ScopeDevice {
+				o.devSched = append(o.devSched, t.Name)
+			}
+		}
+	}
+	o.bindings = n.bindings()
+	return nil
+}
+
+// scheduledFor lists the opt keys a schedule drives for a group.
+func (o *optSetup) scheduledFor(group string) []string {
+	if o.bound == nil {
+		return nil
+	}
+	var keys []string
+	for _, t := range o.bound.Targets() {
+		if t.Scope == schedules.ScopeOpt && (t.Group == "" || t.Group == group) && !slices.Contains(keys, t.Name) {
+			keys = append(keys, t.Name)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// buildChain builds one group's chain at the experiment's level.
+func (n *Nitro) buildChain(g *paramGroup, scheduled []string) (*optimizers.Chain, error) {
+	noDecay := optimizers.DefaultNoDecay
+	if nd, ok := n.e.(NoDecayer); ok {
+		noDecay = nd.NoDecay
+	}
+	anchor := optimizers.AnchorZero
+	if da, ok := n.e.(DecayAnchorer); ok {
+		anchor = da.DecayAnchor(g.name)
+	}
+	setup := optimizers.GroupSetup{
+		Name: g.name, Layout: g.layout, Lambda: n.groupLambda(g.name), Anchor: anchor,
+		NoDecay: g.layout.NoDecayMask(noDecay), Scheduled: scheduled,
+	}
+	if cb, ok := n.e.(ChainBuilder); ok {
+		c, _, err := optimizers.BuildFactoryChain(cb.OptimizerChain, setup)
+		n.setLevel(g.name, "Level 2: OptimizerChain")
+		return c, err
+	}
+	if rc, ok := n.e.(RuleChooser); ok {
+		if rule := rc.OptimizerRule(g.name); rule != nil {
+			n.setLevel(g.name, "Level 1: OptimizerRule")
+			return optimizers.BuildRuleChain(rule, setup)
+		}
+	}
+	n.setLevel(g.name, "Level 0: default RAdam")
+	return optimizers.BuildRuleChain(nil, setup)
+}
+
+func (n *Nitro) setLevel(group, level string) {
+	if n.opt != nil {
+		n.opt.level[group] = level
+	}
 }
 
 func (n *Nitro) groupLambda(group string) float64 {
@@ -39,46 +244,170 @@ func (n *Nitro) groupLambda(group string) float64 {
 	return n.cfg.lambda.value
 }
 
-// buildOptimizer builds a group's chain at Level 0: RAdam, then Decay when the group's lambda is
-// non-zero (so by default there is no Decay in the chain at all).
-func (n *Nitro) buildOptimizer(g *paramGroup, flat *tensors.Tensor) (groupOptimizer, error) {
-	if r := n.groupRatio(g.name); r <= 0 || r != r {
-		return nil, fmt.Errorf("group %q: learning-rate ratio %v to LearningRate %v: group rates must be positive", g.name, r, n.cfg.lr.value)
+// hyperValues are a group's schedulable values at an optimizer step (1-based): the base values,
+// overridden by the group's schedules, then made effective (eta times the group's ratio; lambda,
+// decoupled, times that eta).
+func (n *Nitro) hyperValues(g *paramGroup, step int) (map[string]float64, error) {
+	o := n.opt
+	vals := make(map[string]float64, len(o.base[g.name]))
+	for k, v := range o.base[g.name] {
+		vals[k] = v
 	}
-	radam := optimizers.NewRAdam()
-	radam.Eta = n.cfg.lr.value
-	t, err := radam.Build()
-	if err != nil {
-		return nil, err
-	}
-	ts := []optimizers.Transform{t}
-	if n.groupLambda(g.name) != 0 {
-		leaves := make([]optimizers.ParamLeaf, len(g.vars))
-		for i, v := range g.vars {
-			leaves[i] = optimizers.ParamLeaf{Keypath: g.keypaths[i], Shape: v.Shape()}
-		}
-		layout, err := optimizers.NewLayout(g.name, leaves)
+	if o.bound != nil {
+		at, err := o.bound.At(step)
 		if err != nil {
 			return nil, err
 		}
-		noDecay := optimizers.DefaultNoDecay
-		if nd, ok := n.e.(NoDecayer); ok {
-			noDecay = nd.NoDecay
+		for _, f := range g.opt.HyperFields() {
+			if v, _, ok := at.Opt(g.name, f); ok {
+				vals[f] = v
+			}
 		}
-		anchor := optimizers.AnchorZero
-		if da, ok := n.e.(DecayAnchorer); ok {
-			anchor = da.DecayAnchor(g.name)
-		}
-		ts = append(ts, optimizers.Decay(anchor, layout.NoDecayMask(noDecay)))
 	}
-	return optimizers.NewChain(ts...)
+	return optimizers.EffectiveHyper(vals, o.ratio[g.name])
 }
 
-// hyperValues are a group's schedulable values at an optimizer step (1-based).
-func (n *Nitro) hyperValues(g *paramGroup, step int) (map[string]float64, error) {
-	base := map[string]float64{optimizers.EtaField: n.cfg.lr.value}
-	if l := n.groupLambda(g.name); l != 0 {
-		base[optimizers.LambdaField] = l
+// applyDeviceSchedules writes the scheduled Device fields' values for an optimizer step: computed
+// on the host once per step and uploaded once per step.
+func (n *Nitro) applyDeviceSchedules(step int) error {
+	if n.opt == nil || len(n.opt.devSched) == 0 {
+		return nil
 	}
-	return optimizers.EffectiveHyper(base, n.groupRatio(g.name))
+	at, err := n.opt.bound.At(step)
+	if err != nil {
+		return err
+	}
+	for _, name := range n.opt.devSched {
+		v, _ := at.Device(name)
+		cur, err := markers.DeviceValueOf(n.e, name)
+		if err != nil {
+			return err
+		}
+		ct := reflect.TypeOf(cur)
+		if !isNumber(ct) {
+			return fmt.Errorf("Device field %s holds %s: only scalar number fields can be scheduled", name, ct)
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("schedule for Device field %s returned %v at step %d", name, v, step)
+		}
+		nv := reflect.ValueOf(v).Convert(ct).Interface()
+		if err := markers.SetDevice(n.e, name, nv); err != nil {
+			return err
+		}
+		t, err := hostTensor(nv)
+		if err != nil {
+			return err
+		}
+		n.devVals[name].FinalizeAll()
+		n.devVals[name] = n.upload(t, &n.uploads.Device)
+	}
+	return nil
 }
+
+// isScheduledDevice reports whether a Device field is driven by a schedule.
+func (n *Nitro) isScheduledDevice(name string) bool {
+	return n.opt != nil && slices.Contains(n.opt.devSched, name)
+}
+
+// bindings lists where every configured optimization value bound.
+func (n *Nitro) bindings() []schedules.Binding {
+	o := n.opt
+	var bs []schedules.Binding
+	run := func(name, value, source string) {
+		bs = append(bs, schedules.Binding{Name: name, Value: value, Source: source})
+	}
+	run("max_epochs", fmt.Sprint(n.cfg.maxEpochs.value), n.cfg.maxEpochs.source)
+	run("accum", fmt.Sprint(n.cfg.accum.value), n.cfg.accum.source)
+	run("gradient_clip_norm", fmt.Sprint(n.cfg.clip.value), n.cfg.clip.source)
+	run("total_steps", fmt.Sprint(n.TotalSteps()), "max_epochs * (train batches / accum)")
+	for _, name := range n.devNames {
+		v, _ := markers.DeviceValueOf(n.e, name)
+		b := schedules.Binding{Name: name, Value: fmt.Sprint(v), Source: "field " + name}
+		if o.bound != nil && o.bound.Has(schedules.Target{Scope: schedules.ScopeDevice, Name: name}) {
+			key, _ := o.bound.Key(schedules.Target{Scope: schedules.ScopeDevice, Name: name})
+			b.Value, b.Source, b.Scheduled = n.scheduleValue(schedules.Target{Scope: schedules.ScopeDevice, Name: name}), "schedule "+key, true
+		}
+		bs = append(bs, b)
+	}
+	_, hasLRG := n.e.(GroupLearningRater)
+	for _, g := range n.groups {
+		c := g.opt.(*optimizers.Chain)
+		bs = append(bs, schedules.Binding{Group: g.name, Name: "optimizer", Value: c.Describe(), Source: o.level[g.name]})
+		read := c.HyperFields()
+		for _, f := range read {
+			b := schedules.Binding{Group: g.name, Name: f}
+			switch f {
+			case optimizers.EtaField:
+				b.Value, b.Source = fmt.Sprint(n.cfg.lr.value*o.ratio[g.name]), "LearningRate "+n.cfg.lr.source
+				if hasLRG {
+					b.Source = fmt.Sprintf("accessor LearningRateGroup(%s)", g.name)
+					b.Note = fmt.Sprintf("ratio %g of default", o.ratio[g.name])
+				}
+			case optimizers.LambdaField:
+				b.Value, b.Source = fmt.Sprint(n.groupLambda(g.name)), "Lambda "+n.cfg.lambda.source
+				if _, ok := n.e.(GroupLambdaer); ok {
+					b.Source = fmt.Sprintf("accessor LambdaGroup(%s)", g.name)
+				}
+				b.Note = "pre-multiplied by the group's effective eta"
+			default:
+				b.Value, b.Source = fmt.Sprint(o.base[g.name][f]), "rule field "+f
+			}
+			if t, ok := n.scheduleTarget(g.name, f); ok {
+				key, _ := o.bound.Key(t)
+				b.Value, b.Source, b.Scheduled = n.scheduleValue(t), "schedule "+key, true
+				if o.ratio[g.name] != 1 && f == optimizers.EtaField {
+					b.Source += " x ratio"
+				}
+			}
+			bs = append(bs, b)
+		}
+		for _, f := range o.scheduledFor(g.name) {
+			if !slices.Contains(read, f) {
+				t, _ := n.scheduleTarget(g.name, f)
+				key, _ := o.bound.Key(t)
+				bs = append(bs, schedules.Binding{Group: g.name, Name: f, Value: n.scheduleValue(t), Source: "schedule " + key, Scheduled: true, Unread: true})
+			}
+		}
+		if c.HasDecay() {
+			src := "default"
+			if _, ok := n.e.(DecayAnchorer); ok {
+				src = fmt.Sprintf("accessor DecayAnchor(%s)", g.name)
+			}
+			anchor := optimizers.AnchorZero
+			if da, ok := n.e.(DecayAnchorer); ok {
+				anchor = da.DecayAnchor(g.name)
+			}
+			bs = append(bs, schedules.Binding{Group: g.name, Name: "anchor", Value: anchor.String(), Source: src})
+		}
+	}
+	return bs
+}
+
+func (n *Nitro) scheduleTarget(group, field string) (schedules.Target, bool) {
+	if n.opt.bound == nil {
+		return schedules.Target{}, false
+	}
+	for _, t := range []schedules.Target{{Scope: schedules.ScopeOpt, Group: group, Name: field}, {Scope: schedules.ScopeOpt, Name: field}} {
+		if n.opt.bound.Has(t) {
+			return t, true
+		}
+	}
+	return schedules.Target{}, false
+}
+
+func (n *Nitro) scheduleValue(t schedules.Target) string {
+	at, err := n.opt.bound.At(1)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	if n.opt.bound.IsConstant(t) {
+		return fmt.Sprint(at[t])
+	}
+	return fmt.Sprintf("%g at step 1", at[t])
+}
+
+// BindingReport is plain text saying where every configured optimization value bound: which
+// accessor, field, schedule or default won, per group.
+func (n *Nitro) BindingReport() string { return schedules.Report(n.opt.bindings) }
+
+var _ = strings.Join

@@ -81,7 +81,8 @@ type Nitro struct {
 	groups    []*paramGroup
 	stateVars []*context.Variable
 	varInputs map[string]*context.Variable // program input name -> variable
-	state     []*tensors.Tensor            // layer state, device resident
+	opt       *optSetup
+	state     []*tensors.Tensor // layer state, device resident
 	devNames  []string
 	devVals   map[string]*tensors.Tensor // device fields, device resident
 
@@ -377,7 +378,7 @@ func (n *Nitro) ConfigReport() string {
 }
 
 func (n *Nitro) printReport() {
-	n.reportOnce.Do(func() { fmt.Fprint(n.out, n.ConfigReport()) })
+	n.reportOnce.Do(func() { fmt.Fprint(n.out, n.ConfigReport(), n.BindingReport()) })
 }
 
 // routedShapes returns, for a hook set, the batch keys to transfer (sorted) at width w.

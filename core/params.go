@@ -151,6 +151,7 @@ func (n *Nitro) placeParameters() error {
 		g.size += v.Shape().Size()
 	}
 	sort.Slice(n.groups, func(i, j int) bool { return n.groups[i].name < n.groups[j].name })
+	flats := map[string]*tensors.Tensor{}
 	for _, g := range n.groups {
 		leaves := make([]optimizers.ParamLeaf, len(g.vars))
 		for i, v := range g.vars {
@@ -160,16 +161,8 @@ func (n *Nitro) placeParameters() error {
 		if g.layout, err = optimizers.NewLayout(g.name, leaves); err != nil {
 			return err
 		}
-		flat, err := flatten(g)
-		if err != nil {
+		if flats[g.name], err = flatten(g); err != nil {
 			return err
-		}
-		if g.opt, err = n.buildOptimizer(g, flat); err != nil {
-			return err
-		}
-		state, err := g.opt.Init(flat)
-		if err != nil {
-			return fmt.Errorf("group %q: optimizer init: %w", g.name, err)
 		}
 		for _, v := range g.vars {
 			t, err := v.Value()
@@ -182,9 +175,9 @@ func (n *Nitro) placeParameters() error {
 			}
 			g.leaves = append(g.leaves, n.upload(c, &n.uploads.Params))
 		}
-		for _, s := range state {
-			g.optState = append(g.optState, n.upload(s, &n.uploads.OptState))
-		}
+	}
+	if err := n.setupOptimization(flats); err != nil {
+		return err
 	}
 	n.varInputs = map[string]*context.Variable{}
 	for _, g := range n.groups {

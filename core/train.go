@@ -114,6 +114,9 @@ func (n *Nitro) Train() error {
 					acc = append(acc, tensors.FromShape(tensorsShape(g.dtype, g.size)))
 				}
 			}
+			if err := n.applyDeviceSchedules(n.step + 1); err != nil {
+				return fmt.Errorf("epoch %d, step %d: %w", ep, n.step+1, err)
+			}
 			var grads []*tensors.Tensor
 			for k := 0; k < accum; k++ {
 				b, err := train.BatchAt(i + k)

@@ -176,9 +176,9 @@ func runExperiment(cmd string, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, n.Backend())
 	switch cmd {
 	case "train":
+
 		if err := n.Train(); err != nil {
 			return err
 		}
@@ -214,4 +214,3 @@ func fmtMetrics(m map[string]float64) string {
 	}
 	return b.String()
 }
-

@@ -2,10 +2,10 @@ package mnist
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"math/rand/v2"
 	"runtime/debug"
 	"strings"
 

@@ -8,10 +8,10 @@ import (
 	"fmt"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
 )
@@ -35,7 +35,7 @@ type MLP struct {
 // Presets are named partial configurations.
 func (MLP) Presets() map[string]map[string]any {
 	return map[string]map[string]any{
-		"tiny":  {"Hidden": 64, "Depth": 1, "MaxEpochs": 1, "TrainLimit": 6000, "TestLimit": 2000, "ValSize": 1000},
+		"tiny":  {"Hidden": 64, "Depth": 1, "MaxEpochs": 2, "LearningRate": 0.005, "TrainLimit": 6000, "TestLimit": 2000, "ValSize": 1000},
 		"small": {"Hidden": 128, "Depth": 1, "MaxEpochs": 2},
 		"wide":  {"Hidden": 1024, "Depth": 2},
 	}
@@ -83,7 +83,9 @@ func (e *MLP) BuildData() (core.Data, error) {
 	return core.Data{"train": trainSrc, "val": valSrc, "test": testSrc}, nil
 }
 
-func fields(s *Set) map[string]*tensors.Tensor { return map[string]*tensors.Tensor{"image": s.Images, "label": s.Labels} }
+func fields(s *Set) map[string]*tensors.Tensor {
+	return map[string]*tensors.Tensor{"image": s.Images, "label": s.Labels}
+}
 
 // Inputs is what Forward reads; Labels what Loss and Metrics read.
 type Inputs struct {
@@ -124,4 +126,3 @@ func (e *MLP) Metrics(out core.Outputs, in Labels) map[string]core.Metric {
 		"loss":     {Sum: graph.ReduceAllSum(crossEntropy(logits, in.Label)), Count: n},
 	}
 }
-
