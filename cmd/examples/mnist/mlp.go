@@ -14,6 +14,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/optimizers"
 )
 
 // MLP classifies 28x28 digits with Depth hidden layers of Hidden units.
@@ -30,14 +31,53 @@ type MLP struct {
 	TrainLimit    int     `default:"0" doc:"use only the first N training images (0: all 60000)"`
 	TestLimit     int     `default:"0" doc:"use only the first N test images (0: all 10000)"`
 	DataDir       string  `doc:"folder of the MNIST idx.gz files (empty: GoMNIST in the module cache)"`
+
+	// The "groups" preset trains the MLP as a fine-tuning recipe would: hidden layers are a
+	// "backbone" at BackboneRate (a ratio to LearningRate) decayed toward their initial weights
+	// (L2-SP, anchor w0), the output layer a "head" at the full rate decayed toward zero.
+	TwoGroups    bool    `doc:"split parameters into backbone (hidden layers) and head (output layer)"`
+	BackboneRate float64 `default:"0.0001" doc:"backbone learning rate when TwoGroups"`
+	Decay        float64 `default:"0" doc:"decay coefficient of every group (pre-multiplied by the group's rate)"`
+}
+
+// ParamGroup puts hidden layers in "backbone" and the output layer in "head" when TwoGroups.
+func (e *MLP) ParamGroup(keypath []string) string {
+	switch {
+	case !e.TwoGroups:
+		return "default"
+	case len(keypath) > 0 && keypath[0] == "output":
+		return "head"
+	default:
+		return "backbone"
+	}
+}
+
+// LearningRateGroup gives the backbone its own rate; other groups run at LearningRate.
+func (e *MLP) LearningRateGroup(group string) float64 {
+	if group == "backbone" {
+		return e.BackboneRate
+	}
+	return e.LearningRate
+}
+
+// LambdaGroup decays every group by Decay.
+func (e *MLP) LambdaGroup(group string) float64 { return e.Decay }
+
+// DecayAnchor pulls the backbone toward its initial weights and everything else toward zero.
+func (e *MLP) DecayAnchor(group string) optimizers.Anchor {
+	if group == "backbone" {
+		return optimizers.AnchorW0
+	}
+	return optimizers.AnchorZero
 }
 
 // Presets are named partial configurations.
 func (MLP) Presets() map[string]map[string]any {
 	return map[string]map[string]any{
-		"tiny":  {"Hidden": 64, "Depth": 1, "MaxEpochs": 2, "LearningRate": 0.005, "TrainLimit": 6000, "TestLimit": 2000, "ValSize": 1000},
-		"small": {"Hidden": 128, "Depth": 1, "MaxEpochs": 2},
-		"wide":  {"Hidden": 1024, "Depth": 2},
+		"tiny":   {"Hidden": 64, "Depth": 1, "MaxEpochs": 2, "LearningRate": 0.005, "TrainLimit": 6000, "TestLimit": 2000, "ValSize": 1000},
+		"small":  {"Hidden": 128, "Depth": 1, "MaxEpochs": 2},
+		"wide":   {"Hidden": 1024, "Depth": 2},
+		"groups": {"TwoGroups": true, "BackboneRate": 0.0001, "Decay": 0.0001},
 	}
 }
 
