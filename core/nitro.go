@@ -378,7 +378,11 @@ func (n *Nitro) ConfigReport() string {
 }
 
 func (n *Nitro) printReport() {
-	n.reportOnce.Do(func() { fmt.Fprint(n.out, n.ConfigReport(), n.BindingReport()) })
+	n.reportOnce.Do(func() {
+		fmt.Fprint(n.out, n.ConfigReport(), n.BindingReport())
+		n.logOther("config_report", n.ConfigReport())
+		n.logOther("binding_report", n.BindingReport())
+	})
 }
 
 // routedShapes returns, for a hook set, the batch keys to transfer (sorted) at width w.
@@ -400,6 +404,8 @@ func (n *Nitro) routed(w int, hooks ...*hook) []string {
 	}
 	return sortedKeys(set)
 }
+
+func (n *Nitro) printf(format string, args ...any) { fmt.Fprintf(n.out, format, args...) }
 
 // sortStrings is a small helper for deterministic orders.
 func sortStrings(s []string) []string { sort.Strings(s); return s }

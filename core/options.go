@@ -19,6 +19,7 @@ type options struct {
 	quiet                  bool
 	cache                  *compilecache.Cache
 	handleSignals          bool
+	logger                 Logger
 }
 
 // WithMaxEpochs sets how many epochs Train runs.

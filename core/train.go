@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -154,6 +155,14 @@ func (n *Nitro) Train() error {
 		res.Seconds = time.Since(start).Seconds()
 		n.epoch = ep
 		n.history = append(n.history, res)
+		logged := map[string]float64{"train_loss": res.TrainLoss, "epoch_seconds": res.Seconds}
+		for k, v := range res.Val {
+			if !strings.HasPrefix(k, "val_") {
+				k = "val_" + k
+			}
+			logged[k] = v
+		}
+		n.logMetrics(logged)
 		fmt.Fprintf(n.out, "epoch %d/%d  train_loss %.4f%s  (%.1fs, %.1f steps/s)\n", ep, n.cfg.maxEpochs.value, res.TrainLoss, formatMetrics(res.Val), res.Seconds, float64(steps)/res.Seconds)
 		if n.stop.Load() {
 			n.stopReason = StopRequested
