@@ -4,14 +4,19 @@ go 1.26
 
 require (
 	github.com/gomlx/gomlx v0.25.0
+	github.com/gomlx/gopjrt v0.10.0
+	github.com/nitro-go/nitro/compilecache v0.0.0
 	github.com/nitro-go/nitro/core v0.0.0
+	github.com/nitro-go/nitro/markers v0.0.0
 )
 
 require (
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
-	github.com/gomlx/gopjrt v0.10.0 // indirect
 	github.com/gomlx/stablehlo v0.2.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/nitro-go/nitro/optimizers v0.0.0 // indirect
+	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	golang.org/x/exp v0.0.0-20250819193227-8b4c13bb791b // indirect
@@ -19,4 +24,10 @@ require (
 	k8s.io/klog/v2 v2.130.1 // indirect
 )
 
-replace github.com/nitro-go/nitro/core => ../core
+replace (
+	github.com/nitro-go/nitro/compilecache => ../compilecache
+	github.com/nitro-go/nitro/core => ../core
+	github.com/nitro-go/nitro/markers => ../markers
+	github.com/nitro-go/nitro/optimizers => ../optimizers
+	github.com/nitro-go/nitro/schedules => ../schedules
+)
