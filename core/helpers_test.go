@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"testing"
 
@@ -147,3 +148,24 @@ func wantContains(t testing.TB, what, s string, want ...string) {
 		}
 	}
 }
+
+func newCache() *compilecache.Cache { return compilecache.New() }
+
+// must returns v, panicking on err (for values a test builds from known-good inputs).
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

@@ -91,7 +91,8 @@ type Nitro struct {
 
 	step, epoch   int
 	stopReason    string
-	stop          atomic.Bool
+	stop          atomic.Bool // RequestStop: checked once per epoch, after validation
+	interrupted   atomic.Bool // SIGINT: checked at every step boundary
 	uploads       Uploads
 	reportOnce    sync.Once
 	lastTrainLoss float64
@@ -339,8 +340,10 @@ func (n *Nitro) StopReason() string { return n.stopReason }
 // History lists the epochs trained by this Nitro.
 func (n *Nitro) History() []EpochResult { return n.history }
 
-// RequestStop asks Train to stop at the next step boundary: it finishes the epoch's accounting,
-// validates, and returns normally with StopReason "requested". Safe from any goroutine.
+// RequestStop asks Train to stop gracefully: it finishes the current epoch, validates, and
+// returns normally with StopReason "requested" (aborting mid-epoch would skip exactly what makes
+// the run useful). SIGINT, under WithSignalHandling, is the impatient form: it breaks at the next
+// step boundary, then validates and returns the same way. Safe from any goroutine.
 func (n *Nitro) RequestStop() { n.stop.Store(true) }
 
 // TotalSteps is the run's horizon in optimizer steps: max_epochs * (batches_per_epoch / accum).

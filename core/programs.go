@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"reflect"
+	"sort"
 	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -173,8 +174,20 @@ func (n *Nitro) key(kind, hooks string, inputs signature) compilecache.Key {
 		Hook:           hooks,
 		Inputs:         inputs,
 		DeviceCount:    1,
-		Extra:          [][2]string{{"layout", n.layoutDigest()}},
+		Extra:          [][2]string{{"layout", n.layoutDigest()}, {"context params", n.contextParams()}},
 	}
+}
+
+// contextParams prints the context's settings (what BuildModel configured: activations, dropout
+// rates, ...). GoMLX layers read them while tracing, so they shape the program and must be in its
+// key; a Host value smuggled in through them then recompiles instead of silently reusing a program.
+func (n *Nitro) contextParams() string {
+	var parts []string
+	n.ctx.EnumerateParams(func(scope, key string, value any) {
+		parts = append(parts, fmt.Sprintf("%s/%s=%#v", scope, key, value))
+	})
+	sort.Strings(parts)
+	return strings.Join(parts, ";")
 }
 
 // arg is one program input: a tensor, whether its buffer is donated, and which counter counts it

@@ -95,6 +95,7 @@ func (n *Nitro) Train() error {
 		defer stop()
 	}
 	n.stop.Store(false)
+	n.interrupted.Store(false)
 	n.stopReason = ""
 	keys := n.routed(n.trainWidth, n.forward, n.loss, n.trainMetrics)
 	accum := n.cfg.accum.value
@@ -140,8 +141,8 @@ func (n *Nitro) Train() error {
 			}
 			n.step++
 			steps++
-			if n.stop.Load() {
-				break
+			if n.interrupted.Load() {
+				break // SIGINT: stop at this step boundary, then validate as usual
 			}
 		}
 		res := EpochResult{Epoch: ep, TrainLoss: lossSum / float64(max(micro, 1)), Steps: steps}
@@ -164,7 +165,7 @@ func (n *Nitro) Train() error {
 		}
 		n.logMetrics(logged)
 		fmt.Fprintf(n.out, "epoch %d/%d  train_loss %.4f%s  (%.1fs, %.1f steps/s)\n", ep, n.cfg.maxEpochs.value, res.TrainLoss, formatMetrics(res.Val), res.Seconds, float64(steps)/res.Seconds)
-		if n.stop.Load() {
+		if n.stop.Load() || n.interrupted.Load() {
 			n.stopReason = StopRequested
 			return nil
 		}
@@ -257,8 +258,8 @@ func (n *Nitro) watchInterrupt() func() {
 	go func() {
 		select {
 		case <-ch:
-			fmt.Fprintln(n.out, "interrupt: finishing the epoch, validating, then stopping (interrupt again to kill)")
-			n.RequestStop()
+			fmt.Fprintln(n.out, "interrupt: stopping after this step, then validating (interrupt again to kill)")
+			n.interrupted.Store(true)
 			signal.Stop(ch)
 		case <-done:
 		}

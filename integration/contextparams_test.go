@@ -2,7 +2,6 @@ package integration_test
 
 import (
 	"math"
-	"os"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -10,15 +9,6 @@ import (
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 )
-
-// Tests of core behaviour known to be wrong, kept as executable repros. They run only with
-// NITRO_KNOWN_BUGS=1, so the suite stays green until core is fixed; then drop the gate.
-func knownBug(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("NITRO_KNOWN_BUGS") != "1" {
-		t.Skipf("known core bug, repro gated by NITRO_KNOWN_BUGS=1: %s", what)
-	}
-}
 
 // CtxParam hands a Host field to Forward through a context hyperparameter set in BuildModel, the
 // idiomatic GoMLX configuration path (layers read "activation", "dropout_rate", ... from ctx).
@@ -43,8 +33,7 @@ func (e *CtxParam) Loss(out core.Outputs, in Labels) *graph.Node {
 // A value that shapes the graph through the context is in no key and escapes the Host check: a
 // second Nitro with Scale 100 reuses the Scale 1 program from the shared cache and predicts with
 // the stale constant, silently. (With private caches the logits differ 100-fold.)
-func TestKnownBugContextParamIsNotKeyed(t *testing.T) {
-	knownBug(t, "a context hyperparameter set in BuildModel bakes into programs but is not in the compile key")
+func TestContextParamIsKeyed(t *testing.T) {
 	requireXLA(t)
 	c := compilecache.New()
 	x, _ := synthetic(4, 3)
