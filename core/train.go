@@ -19,58 +19,60 @@ func dtypeOf(name string) dtypes.DType { return dtypes.MapOfNames[name] }
 // running gradient sum when accum > 1) -> loss, per-group flat gradients, new layer state, train
 // metrics. accum bakes in (as 1/accum), so it is in this program's key and no other's.
 func (n *Nitro) gradientProgram(width int, keys []string) (*program, error) {
-	sig := n.modelInputs(width, keys)
-	accum := n.cfg.accum.value
-	if accum > 1 {
-		for _, g := range n.groups {
-			sig.add("acc/"+g.name, g.dtype, []int{g.size})
-		}
-	}
-	key := n.key(kindGradient, hookNames(n.forward, n.loss, n.trainMetrics), sig)
-	key.Accum = accum
-	return n.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
-		nodes := sig.params(g, n.varInputs)
-		view := n.bindModel(g, nodes, src)
-		n.ctx.SetTraining(g, true)
-		fwdBatch := batchNodes(nodes, n.routed(width, n.forward))
-		out := n.callForward(view, fwdBatch, width)
-		loss := n.loss.call(view, valueOfOutputs(out), batchNodes(nodes, n.routed(width, n.loss))).Interface().(*graph.Node)
-		if loss == nil || loss.Rank() != 0 {
-			panic(fmt.Errorf("Loss must return a scalar node, got %v", shapeOf(loss)))
-		}
-		var leaves []*graph.Node
-		for _, grp := range n.groups {
-			for _, v := range grp.vars {
-				leaves = append(leaves, nodes["param/"+v.ScopeAndName()])
-			}
-		}
-		leafGrads := graph.Gradient(loss, leaves...)
-		grads := make([]*graph.Node, len(n.groups))
-		for i, grp := range n.groups {
-			grads[i] = grp.layout.FlattenNodes(leafGrads[:len(grp.vars)])
-			leafGrads = leafGrads[len(grp.vars):]
-		}
+	return n.memo(fmt.Sprintf("gradient/%d/%v", width, keys), func() (*program, error) {
+		sig := n.modelInputs(width, keys)
+		accum := n.cfg.accum.value
 		if accum > 1 {
-			for i, grp := range n.groups {
-				grads[i] = graph.Add(nodes["acc/"+grp.name], graph.MulScalar(grads[i], 1/float64(accum)))
+			for _, g := range n.groups {
+				sig.add("acc/"+g.name, g.dtype, []int{g.size})
 			}
 		}
-		outs := append([]*graph.Node{loss}, grads...)
-		for _, v := range n.stateVars {
-			outs = append(outs, v.ValueGraph(g))
-		}
-		meta := &program{}
-		if n.trainMetrics != nil {
-			tm := n.trainMetrics.call(view, valueOfOutputs(out), batchNodes(nodes, n.routed(width, n.trainMetrics))).Interface().(map[string]*graph.Node)
-			for _, name := range sortedKeys(tm) {
-				if tm[name] == nil || tm[name].Rank() != 0 {
-					panic(fmt.Errorf("TrainMetrics %q must be a scalar node (a per-step diagnostic), got %v", name, shapeOf(tm[name])))
+		key := n.key(kindGradient, hookNames(n.forward, n.loss, n.trainMetrics), sig)
+		key.Accum = accum
+		return n.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
+			nodes := sig.params(g, n.varInputs)
+			view := n.bindModel(g, nodes, src)
+			n.ctx.SetTraining(g, true)
+			fwdBatch := batchNodes(nodes, n.routed(width, n.forward))
+			out := n.callForward(view, fwdBatch, width)
+			loss := n.loss.call(view, valueOfOutputs(out), batchNodes(nodes, n.routed(width, n.loss))).Interface().(*graph.Node)
+			if loss == nil || loss.Rank() != 0 {
+				panic(fmt.Errorf("Loss must return a scalar node, got %v", shapeOf(loss)))
+			}
+			var leaves []*graph.Node
+			for _, grp := range n.groups {
+				for _, v := range grp.vars {
+					leaves = append(leaves, nodes["param/"+v.ScopeAndName()])
 				}
-				meta.outNames = append(meta.outNames, name)
-				outs = append(outs, tm[name])
 			}
-		}
-		return outs, meta
+			leafGrads := graph.Gradient(loss, leaves...)
+			grads := make([]*graph.Node, len(n.groups))
+			for i, grp := range n.groups {
+				grads[i] = grp.layout.FlattenNodes(leafGrads[:len(grp.vars)])
+				leafGrads = leafGrads[len(grp.vars):]
+			}
+			if accum > 1 {
+				for i, grp := range n.groups {
+					grads[i] = graph.Add(nodes["acc/"+grp.name], graph.MulScalar(grads[i], 1/float64(accum)))
+				}
+			}
+			outs := append([]*graph.Node{loss}, grads...)
+			for _, v := range n.stateVars {
+				outs = append(outs, v.ValueGraph(g))
+			}
+			meta := &program{}
+			if n.trainMetrics != nil {
+				tm := n.trainMetrics.call(view, valueOfOutputs(out), batchNodes(nodes, n.routed(width, n.trainMetrics))).Interface().(map[string]*graph.Node)
+				for _, name := range sortedKeys(tm) {
+					if tm[name] == nil || tm[name].Rank() != 0 {
+						panic(fmt.Errorf("TrainMetrics %q must be a scalar node (a per-step diagnostic), got %v", name, shapeOf(tm[name])))
+					}
+					meta.outNames = append(meta.outNames, name)
+					outs = append(outs, tm[name])
+				}
+			}
+			return outs, meta
+		})
 	})
 }
 

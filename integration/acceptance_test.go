@@ -36,18 +36,16 @@ func TestAcceptanceCounts(t *testing.T) {
 			if got := len(n.History()); got != tc.epochs {
 				t.Errorf("History has %d epochs, want %d", got, tc.epochs)
 			}
-			// Every step after the first looks its programs up again: hits grow with steps, misses do not.
-			if s.Hits == 0 {
-				t.Errorf("no cache hits after %d steps: each step should look its programs up", n.Step())
-			}
+			// A Nitro asks the process cache once per program and keeps what it got, so neither
+			// misses nor lookups grow with steps or epochs.
 			switch tc.epochs {
 			case 1:
 				if tc.want == 3 {
 					oneEpochHits = s.Hits
 				}
 			case 2:
-				if oneEpochHits > 0 && s.Hits <= oneEpochHits {
-					t.Errorf("two epochs made %d hits, one epoch %d: the second epoch should hit, not compile", s.Hits, oneEpochHits)
+				if s.Hits != oneEpochHits {
+					t.Errorf("two epochs made %d hits, one epoch %d: lookups must not grow with epochs", s.Hits, oneEpochHits)
 				}
 			}
 		})
@@ -85,8 +83,9 @@ func TestAcceptanceWhatMisses(t *testing.T) {
 		if got := s.Misses - prev.Misses; got != newMisses {
 			t.Errorf("%s: %d new misses, want %d; explanations %q", what, got, newMisses, newExplanations(c, 0))
 		}
-		if s.Hits <= prev.Hits {
-			t.Errorf("%s: no new hits (%d -> %d): the run did not look its programs up", what, prev.Hits, s.Hits)
+		// A new Nitro asks the cache once per program: whatever did not miss must have hit.
+		if want := prev.Hits + (3 - newMisses); newMisses < 3 && s.Hits < want {
+			t.Errorf("%s: hits %d -> %d, want at least %d: the new Nitro did not look its programs up", what, prev.Hits, s.Hits, want)
 		}
 		prev = s
 		return s

@@ -15,14 +15,16 @@ import (
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/optimizers"
+	"github.com/nitro-go/nitro/schedules"
 )
 
 // MLP classifies 28x28 digits with Depth hidden layers of Hidden units.
 type MLP struct {
-	Hidden int `nitro:"graphconst" default:"512" doc:"hidden layer width"`
+	Hidden int `nitro:"graphconst" default:"256" doc:"hidden layer width"`
 	Depth  int `nitro:"graphconst" default:"2" doc:"number of hidden layers"`
 
 	LearningRate  float64 `default:"0.001" doc:"base learning rate (RAdam)"`
+	Cosine        bool    `default:"true" doc:"decay the learning rate to 0 over the run along a cosine"`
 	BatchSize     int     `default:"128" doc:"training batch size"`
 	EvalBatchSize int     `default:"500" doc:"evaluation batch size"`
 	MaxEpochs     int     `default:"5" doc:"epochs to train"`
@@ -38,6 +40,15 @@ type MLP struct {
 	TwoGroups    bool    `doc:"split parameters into backbone (hidden layers) and head (output layer)"`
 	BackboneRate float64 `default:"0.0001" doc:"backbone learning rate when TwoGroups"`
 	Decay        float64 `default:"0" doc:"decay coefficient of every group (pre-multiplied by the group's rate)"`
+}
+
+// Schedules decays the learning rate along a cosine over the whole run (the horizon is known at
+// setup: max_epochs * batches per epoch).
+func (e *MLP) Schedules() map[string]any {
+	if !e.Cosine {
+		return nil
+	}
+	return map[string]any{"eta": schedules.Cosine(e.LearningRate, 0)}
 }
 
 // ParamGroup puts hidden layers in "backbone" and the output layer in "head" when TwoGroups.

@@ -1,0 +1,263 @@
+package core_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/ml/layers"
+	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/markers"
+)
+
+// Line learns y = 2x + 1 with one Dense layer. Its predictions are multiplied by Scale, a Device
+// field: a traced input that SetDevice can change without recompiling anything.
+type Line struct {
+	Scale     markers.Device[float32]
+	MaxEpochs int
+}
+
+type LineIn struct {
+	X *graph.Node `batch:"x"`
+}
+
+type LineTarget struct {
+	Y *graph.Node `batch:"y"`
+}
+
+func (e *Line) BuildModel(ctx *context.Context) error { return nil }
+
+// BuildData returns 64 training samples in batches of 16 (the train split must drop a partial
+// batch), and 40 validation and 20 test samples whose final batches are short.
+func (e *Line) BuildData() (core.Data, error) {
+	split := func(n int, seed uint64, drop bool) (*core.ArrayBatches, error) {
+		r := rand.New(rand.NewPCG(seed, 1))
+		x, y := make([]float32, n), make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+			y[i] = 2*x[i] + 1
+		}
+		return core.NewArrayBatches(map[string]*tensors.Tensor{
+			"x": tensors.FromFlatDataAndDimensions(x, n, 1),
+			"y": tensors.FromFlatDataAndDimensions(y, n, 1),
+		}, 16, core.ArrayOptions{Shuffle: drop, Seed: seed, DropPartial: drop})
+	}
+	train, err := split(64, 1, true)
+	if err != nil {
+		return nil, err
+	}
+	val, err := split(40, 2, false)
+	if err != nil {
+		return nil, err
+	}
+	test, err := split(20, 3, false)
+	if err != nil {
+		return nil, err
+	}
+	return core.Data{"train": train, "val": val, "test": test}, nil
+}
+
+func (e *Line) Forward(ctx *context.Context, in LineIn) core.Outputs {
+	pred := layers.Dense(ctx.In("line"), in.X, true, 1)
+	return core.Outputs{"y": graph.Mul(pred, e.Scale.Node())}
+}
+
+func (e *Line) Loss(out core.Outputs, in LineTarget) *graph.Node {
+	return graph.ReduceAllMean(graph.Square(graph.Sub(out["y"], in.Y)))
+}
+
+func newLine() *Line { return &Line{Scale: markers.NewDevice[float32](1), MaxEpochs: 2} }
+
+// New runs setup only: hooks checked, data built, parameters initialized and placed on the
+// device. Nothing is trained or compiled yet.
+func ExampleNew() {
+	cache := compilecache.New()
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithCache(cache))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("total optimizer steps:", n.TotalSteps())
+	fmt.Println("steps taken:", n.Step())
+	fmt.Println("programs compiled:", cache.Stats().Entries)
+
+	// A malformed experiment fails here, naming what is wrong and how to fix it.
+	_, err = core.New(Line{}, core.WithBackend("go"), core.Quiet())
+	fmt.Println(err)
+	// Output:
+	// total optimizer steps: 8
+	// steps taken: 0
+	// programs compiled: 0
+	// core.New takes a pointer to an experiment struct, got core_test.Line
+}
+
+// Train runs MaxEpochs epochs (a field of Line here, a run option wins over it), validating after
+// each one.
+func ExampleNitro_Train() {
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithCache(compilecache.New()), core.WithMaxEpochs(3), core.WithLearningRate(0.05))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := n.Train(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	h := n.History()
+	fmt.Println("epochs:", n.Epoch(), "steps:", n.Step(), "stop:", n.StopReason())
+	fmt.Println("validated every epoch:", len(h) == 3 && h[2].Val[core.ValLoss] >= 0)
+	fmt.Println("learned:", h[2].Val[core.ValLoss] < h[0].Val[core.ValLoss])
+	// Output:
+	// epochs: 3 steps: 12 stop: completed
+	// validated every epoch: true
+	// learned: true
+}
+
+// Validate evaluates the "val" split; it works on a Nitro that never trained. With no Metrics
+// hook, it reports val_loss, the mean of Loss over the split's batches.
+func ExampleNitro_Validate() {
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithCache(compilecache.New()))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	m, err := n.Validate()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(sortedNames(m))
+	// Output:
+	// [val_loss]
+}
+
+// Evaluate runs any split BuildData returned, and names the available ones for any other.
+func ExampleNitro_Evaluate() {
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithCache(compilecache.New()))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	m, err := n.Evaluate("test")
+	fmt.Println(sortedNames(m), err)
+	_, err = n.Evaluate("holdout")
+	fmt.Println(err)
+	// Output:
+	// [val_loss] <nil>
+	// no split "holdout": BuildData returned [test train val]
+}
+
+// Predict runs Forward on one batch and returns its outputs on the host. A batch needs only the
+// fields Forward declares: no labels.
+func ExampleNitro_Predict() {
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithCache(compilecache.New()))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	x := tensors.FromFlatDataAndDimensions([]float32{0, 1, 2}, 3, 1)
+	p, err := n.Predict(core.Batch{"x": x})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(p["y"].Shape())
+
+	// A bare array is refused: Forward's inputs are routed by name.
+	_, err = n.Predict(x)
+	fmt.Println(err)
+	// Output:
+	// (Float32)[3 1]
+	// Predict takes a core.Batch keyed by Forward's declared fields [x], got *tensors.Tensor: wrap the array, e.g. core.Batch{"x": t}
+}
+
+// SetDevice changes a Device field of a live Nitro. Device values are program inputs, so the
+// next Validate reuses the compiled program.
+func ExampleNitro_SetDevice() {
+	cache := compilecache.New()
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithCache(cache))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if _, err := n.Validate(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	compiled := cache.Stats().Misses
+	if err := n.SetDevice("Scale", float32(0.5)); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if _, err := n.Validate(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	v, _ := n.DeviceValue("Scale")
+	fmt.Println("Scale:", v)
+	fmt.Println("recompiled:", cache.Stats().Misses != compiled)
+
+	// A Host field reaches no program, so writing it here is refused.
+	fmt.Println(n.SetDevice("MaxEpochs", 5) != nil)
+	// Output:
+	// Scale: 0.5
+	// recompiled: false
+	// true
+}
+
+// budget is a train source that asks its Nitro to stop once it has served a number of batches.
+// (Embedding *core.ArrayBatches keeps its Len, DropsPartial and BeginEpoch.)
+type budget struct {
+	*core.ArrayBatches
+	stop func()
+	left int
+}
+
+func (b *budget) BatchAt(i int) (core.Batch, error) {
+	if b.stop != nil {
+		if b.left--; b.left == 0 {
+			b.stop()
+		}
+	}
+	return b.ArrayBatches.BatchAt(i)
+}
+
+// RequestStop, from any goroutine (here the data path), stops Train gracefully: the current
+// epoch finishes and is validated, and Train returns nil with StopReason "requested".
+func ExampleNitro_RequestStop() {
+	e := newLine()
+	e.MaxEpochs = 10
+	d, err := e.BuildData()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	b := &budget{ArrayBatches: d["train"].(*core.ArrayBatches)}
+	d["train"] = b
+	n, err := core.New(e, core.WithBackend("go"), core.Quiet(), core.WithCache(compilecache.New()), core.WithData(d))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// 4 batches an epoch: the 6th batch read is the second of epoch 2.
+	b.stop, b.left = n.RequestStop, 6
+	err = n.Train()
+	fmt.Println("err:", err, "stop:", n.StopReason(), "epochs:", n.Epoch(), "steps:", n.Step())
+	fmt.Println("last epoch validated:", n.History()[1].Val != nil)
+	// Output:
+	// err: <nil> stop: requested epochs: 2 steps: 8
+	// last epoch validated: true
+}
+
+func sortedNames(m map[string]float64) []string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
