@@ -36,9 +36,10 @@ func resolveKnob[T int | float64 | string](e any, name string, opt *T, def T) (r
 		s = s.Elem()
 	}
 	if f := s.FieldByName(name); f.IsValid() && f.CanInterface() {
-		// A Device field holds its host value behind Value(); accessors read the host value.
-		if val := f.Addr().MethodByName("Value"); val.IsValid() && val.Type().NumIn() == 0 {
-			f = val.Call(nil)[0]
+		// A Device field is a traced input (device.lambda), never a driver knob (opt.lambda):
+		// the same name on both sides must not silently bind, so a Device field is skipped.
+		if _, isDevice := f.Interface().(interface{ IsBound() bool }); isDevice {
+			return resolved[T]{def, "default"}, nil
 		}
 		if !f.Type().ConvertibleTo(want) || (isNumber(want) != isNumber(f.Type())) {
 			return resolved[T]{}, fmt.Errorf("field %s has type %s: the %s accessor needs %s", name, f.Type(), name, want)

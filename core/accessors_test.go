@@ -37,11 +37,19 @@ func (*MethodKnobs) MaxEpochs() int            { return 3 }
 func (*MethodKnobs) Seed() int                 { return 7 }
 func (*MethodKnobs) Accum() int                { return 2 }
 func (*MethodKnobs) GradientClipNorm() float64 { return 0.5 }
+
 func newFieldKnobs() *FieldKnobs {
 	return &FieldKnobs{MaxEpochs: 2, Seed: 9, Accum: 4, GradientClipNorm: 0.25}
 }
-func newMethodKnobs() *MethodKnobs       { return &MethodKnobs{knobFields: knobFields{5, 11, 1, 2}} }
+
+// newMethodKnobs sets the shadowed fields to values no method returns.
+func newMethodKnobs() *MethodKnobs {
+	return &MethodKnobs{knobFields: knobFields{MaxEpochs: 5, Seed: 11, Accum: 1, GradientClipNorm: 2}}
+}
+
+// reportRow is one row of ConfigReport, as it prints it.
 func reportRow(key, value string) string { return fmt.Sprintf("  %-20s %s\n", key, value) }
+
 func reportRows(rows ...[2]string) (out []string) {
 	for _, r := range rows {
 		out = append(out, reportRow(r[0], r[1]))

@@ -25,13 +25,12 @@ const ValLoss = "val_loss"
 // final batch (real < width) the inputs arrive padded to the width and the program slices outputs
 // and batch fields back to real rows before Metrics/Loss see them; that is the one extra program
 // a split whose length is not a multiple of the batch size costs.
-func (n *Nitro) evalProgram(width, real int) (*program, error) {
-	return n.memo(fmt.Sprintf("eval/%d/%d", width, real), func() (*program, error) {
+func (n *Nitro) evalProgram(width, real int, keys []string) (*program, error) {
+	return n.memo(fmt.Sprintf("eval/%d/%d/%v", width, real, keys), func() (*program, error) {
 		metricHook := n.metrics
 		if metricHook == nil {
 			metricHook = n.loss
 		}
-		keys := n.routed(width, n.forward, metricHook)
 		sig := n.modelInputs(width, keys)
 		key := n.key(kindEval, hookNames(n.forward, metricHook), sig)
 		key.Extra = append(key.Extra, [2]string{"rows", fmt.Sprint(real)})
@@ -39,8 +38,8 @@ func (n *Nitro) evalProgram(width, real int) (*program, error) {
 			nodes := sig.params(g, n.varInputs)
 			view := n.bindModel(g, nodes, src)
 			n.ctx.SetTraining(g, false)
-			out := n.callForward(view, batchNodes(nodes, n.routed(width, n.forward)), width)
-			mb := batchNodes(nodes, n.routed(width, metricHook))
+			out := n.callForward(view, batchNodes(nodes, routed(setOf(keys), n.forward)), width)
+			mb := batchNodes(nodes, routed(setOf(keys), metricHook))
 			if real < width {
 				out = sliceOutputs(out, real)
 				for k, v := range mb {
@@ -121,15 +120,15 @@ func (n *Nitro) Evaluate(split string) (map[string]float64, error) {
 		if real > width {
 			return nil, fmt.Errorf("split %q, batch %d has %d rows, more than batch 0's %d: only the final batch may differ, and only by being shorter", split, i, real, width)
 		}
-		p, err := n.evalProgram(width, real)
-		if err != nil {
-			return nil, err
-		}
 		metricHook := n.metrics
 		if metricHook == nil {
 			metricHook = n.loss
 		}
-		keys := n.routed(width, n.forward, metricHook)
+		keys := routed(keySet(b), n.forward, metricHook)
+		p, err := n.evalProgram(width, real, keys)
+		if err != nil {
+			return nil, err
+		}
 		padded := make(Batch, len(keys))
 		for _, k := range keys {
 			padded[k] = padRows(b[k], width)
@@ -179,9 +178,8 @@ func scalarValue(t *tensors.Tensor) float64 {
 }
 
 // predictProgram: Forward alone, at one width, returning every output.
-func (n *Nitro) predictProgram(width int) (*program, error) {
-	return n.memo(fmt.Sprintf("predict/%d", width), func() (*program, error) {
-		keys := n.routed(width, n.forward)
+func (n *Nitro) predictProgram(width int, keys []string) (*program, error) {
+	return n.memo(fmt.Sprintf("predict/%d/%v", width, keys), func() (*program, error) {
 		sig := n.modelInputs(width, keys)
 		key := n.key(kindPredict, hookNames(n.forward), sig)
 		return n.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
@@ -255,15 +253,12 @@ func (n *Nitro) PredictAll(src Source) iter.Seq2[Prediction, error] {
 }
 
 func (n *Nitro) predictPadded(b Batch, width, real int) (Prediction, error) {
-	keys := n.routed(width, n.forward)
-	avail := map[string]bool{}
-	for k := range b {
-		avail[k] = true
-	}
+	avail := keySet(b)
 	if err := n.forward.checkAgainst("predict", avail); err != nil {
 		return nil, err
 	}
-	p, err := n.predictProgram(width)
+	keys := routed(avail, n.forward)
+	p, err := n.predictProgram(width, keys)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"reflect"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,7 +74,8 @@ type Nitro struct {
 
 	data        Data
 	trainWidth  int
-	fieldShapes map[string]fieldShape // per batch key: dtype and per-row dims
+	fieldShapes map[string]fieldShape      // per batch key: dtype and per-row dims
+	splitAvail  map[string]map[string]bool // per split: the keys its batches carry
 
 	ctx       *context.Context
 	groups    []*paramGroup
@@ -90,20 +90,22 @@ type Nitro struct {
 	gcHash   string
 	gcValues [][2]string
 
-	step, epoch   int
-	stopReason    string
-	stop          atomic.Bool // RequestStop: checked once per epoch, after validation
-	interrupted   atomic.Bool // SIGINT: checked at every step boundary
-	uploads       Uploads
-	reportOnce    sync.Once
-	lastTrainLoss float64
-	history       []EpochResult
+	step, epoch int
+	stopReason  string
+	stop        atomic.Bool // RequestStop: checked once per epoch, after validation
+	interrupted atomic.Bool // SIGINT: checked at every step boundary
+	uploads     Uploads
+	reportOnce  sync.Once
+	trainSums   map[string]float64 // TrainMetrics summed over the epoch's micro-batches
+	trainCount  int
+	history     []EpochResult
 }
 
 // EpochResult is one epoch's summary.
 type EpochResult struct {
 	Epoch     int
-	TrainLoss float64 // mean over the epoch's micro-batches
+	TrainLoss float64            // mean over the epoch's micro-batches
+	Train     map[string]float64 // TrainMetrics, each the mean over the epoch's micro-batches
 	Val       map[string]float64
 	Seconds   float64
 	Steps     int // optimizer steps in the epoch
@@ -229,6 +231,7 @@ func New(e any, opts ...Option) (n *Nitro, err error) {
 // checkData validates the splits against the hooks' declared fields and the train rules.
 func (n *Nitro) checkData() error {
 	n.fieldShapes = map[string]fieldShape{}
+	n.splitAvail = map[string]map[string]bool{}
 	for _, split := range sortedKeys(n.data) {
 		src := n.data[split]
 		if src == nil || src.Len() == 0 {
@@ -243,6 +246,7 @@ func (n *Nitro) checkData() error {
 			return fmt.Errorf("split %q: %w", split, err)
 		}
 		avail := map[string]bool{}
+		n.splitAvail[split] = avail
 		for k, t := range b {
 			avail[k] = true
 			fs := fieldShape{dtype: t.DType().String(), row: append([]int(nil), t.Shape().Dimensions[1:]...)}
@@ -389,12 +393,11 @@ func (n *Nitro) printReport() {
 	})
 }
 
-// routedShapes returns, for a hook set, the batch keys to transfer (sorted) at width w.
-func (n *Nitro) routed(w int, hooks ...*hook) []string {
-	avail := map[string]bool{}
-	for k := range n.fieldShapes {
-		avail[k] = true
-	}
+// routed returns the batch keys to transfer for a set of hooks, given the keys a batch (or a
+// split's batches) actually has: each hook's declared fields that are present, sorted. Routing is
+// per batch source, so an optional field present in one split and absent in another is passed
+// where it exists and omitted where it does not, each with its own program.
+func routed(avail map[string]bool, hooks ...*hook) []string {
 	set := map[string]bool{}
 	for _, h := range hooks {
 		if h == nil {
@@ -409,9 +412,23 @@ func (n *Nitro) routed(w int, hooks ...*hook) []string {
 	return sortedKeys(set)
 }
 
-func (n *Nitro) printf(format string, args ...any) { fmt.Fprintf(n.out, format, args...) }
+// keySet turns keys into the availability set routed takes.
+func keySet[V any](m map[string]V) map[string]bool {
+	s := make(map[string]bool, len(m))
+	for k := range m {
+		s[k] = true
+	}
+	return s
+}
 
-// sortStrings is a small helper for deterministic orders.
-func sortStrings(s []string) []string { sort.Strings(s); return s }
+func setOf(keys []string) map[string]bool {
+	s := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		s[k] = true
+	}
+	return s
+}
+
+func (n *Nitro) printf(format string, args ...any) { fmt.Fprintf(n.out, format, args...) }
 
 var _ = graph.Parameter

@@ -1,10 +1,13 @@
 package core_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/optimizers"
 	"github.com/nitro-go/nitro/schedules"
 )
@@ -320,4 +323,142 @@ func paramsByKey(t testing.TB, n *core.Nitro) map[string][]float64 {
 		})
 	}
 	return out
+}
+
+// DeviceLambda has a traced input named Lambda (e.g. an auxiliary loss weight). The spec keeps a
+// Device field lambda and the decay coefficient apart (schedule keys device.lambda vs opt.lambda;
+// lambda(e) defaults to 0), so it must not become the decay coefficient. BUG: resolveKnob
+// (accessors.go) reads a Device field's host value for any knob, so resolveConfig's Lambda
+// (accessors.go:93) picks it up and every group silently decays with lambda 0.5.
+type DeviceLambda struct {
+	base
+	Lambda markers.Device[float32]
+}
+
+func TestADeviceFieldNamedLambdaIsNotTheDecayCoefficient(t *testing.T) {
+	n := mustNew(t, &DeviceLambda{Lambda: markers.NewDevice[float32](0.5)}, data(t, 0))
+	rep := n.BindingReport()
+	if strings.Contains(rep, "decay(") || hasRow(section(rep, "group default"), "lambda", "0.5") {
+		t.Errorf("the Device field Lambda became the decay coefficient:\n%s", rep)
+	}
+}
+
+// Recorded schedules eta with a factory that records the horizon and the steps it is asked for.
+type Recorded struct {
+	base
+	total int
+	steps []int
+}
+
+func (e *Recorded) Schedules() map[string]any {
+	return map[string]any{"eta": schedules.Factory(func(total int) schedules.Schedule {
+		e.total = total
+		return func(step int) float64 {
+			e.steps = append(e.steps, step)
+			return 1e-3
+		}
+	})}
+}
+
+// TestSchedulesCountOptimizerSteps: the horizon and the step a schedule sees are optimizer steps,
+// not micro-batches; each step evaluates the schedule for that step.
+func TestSchedulesCountOptimizerSteps(t *testing.T) {
+	e := &Recorded{}
+	n := mustNew(t, e, data(t, 0), core.WithMaxEpochs(2), core.WithAccum(2))
+	if e.total != 4 {
+		t.Errorf("factory horizon %d, want 4 (2 epochs x 4 batches / accum 2)", e.total)
+	}
+	e.steps = nil
+	if err := n.Train(); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, s := range e.steps {
+		if s < 1 || s > 4 {
+			t.Errorf("schedule evaluated at step %d, outside [1, 4]", s)
+		}
+		seen[s] = true
+	}
+	if len(seen) != 4 {
+		t.Errorf("schedule evaluated at steps %v, want each of 1..4", e.steps)
+	}
+}
+
+// AnchoredSGD decays its single layer toward its initial weights (L2-SP), at Level 1 SGD.
+type AnchoredSGD struct {
+	base
+	ExcludeAll bool
+}
+
+func (*AnchoredSGD) OptimizerRule(string) optimizers.Rule       { return optimizers.NewSGD() }
+func (*AnchoredSGD) Lambda() float64                            { return 0.5 }
+func (*AnchoredSGD) DecayAnchor(string) optimizers.Anchor       { return optimizers.AnchorW0 }
+func (e *AnchoredSGD) NoDecay(kp []string, s shapes.Shape) bool { return e.ExcludeAll || s.Rank() == 1 }
+
+// TestDecayTowardW0TwoSteps replays two SGD steps on the host: step 1 has no decay term (the
+// parameters are w0), step 2 adds eta*lambda*(w1 - w0) to the weights and nothing to the bias
+// (1-D, excluded). With NoDecay excluding everything, decay contributes nothing at all.
+func TestDecayTowardW0TwoSteps(t *testing.T) {
+	const lr, lambda = 0.1, 0.5
+	for _, excludeAll := range []bool{false, true} {
+		tr := arrays(t, 32, 16, 5, core.ArrayOptions{DropPartial: true})
+		n := mustNew(t, &AnchoredSGD{ExcludeAll: excludeAll}, core.Data{"train": tr}, core.WithLearningRate(lr))
+		w0, b0 := linearParams(t, n)
+		gw, gb := mseGrad(t, must(tr.BatchAt(0)), w0, b0)
+		w1, b1 := make([]float64, len(w0)), b0-lr*gb
+		for j := range w0 {
+			w1[j] = w0[j] - lr*gw[j]
+		}
+		gw, gb = mseGrad(t, must(tr.BatchAt(1)), w1, b1)
+		want, wantB := make([]float64, len(w0)), b1-lr*gb
+		for j := range w1 {
+			decay := lr * lambda * (w1[j] - w0[j])
+			if excludeAll {
+				decay = 0
+			}
+			want[j] = w1[j] - lr*gw[j] - decay
+		}
+		if err := n.Train(); err != nil {
+			t.Fatal(err)
+		}
+		w2, b2 := linearParams(t, n)
+		for j := range want {
+			if !near(w2[j], want[j]) {
+				t.Errorf("excludeAll=%v: w[%d] = %v after two steps, want %v", excludeAll, j, w2[j], want[j])
+			}
+		}
+		if !near(b2, wantB) {
+			t.Errorf("excludeAll=%v: b = %v, want %v (biases are not decayed)", excludeAll, b2, wantB)
+		}
+	}
+}
+
+// TestGradientClipNormBoundsTheStep: with plain SGD, one step under a global-norm clip of c moves
+// the parameters by exactly lr*c in global norm when the gradient's norm exceeds c.
+func TestGradientClipNormBoundsTheStep(t *testing.T) {
+	const lr, clip = 0.1, 0.01
+	tr := arrays(t, 16, 16, 7, core.ArrayOptions{DropPartial: true})
+	n := mustNew(t, &SGDOne{}, core.Data{"train": tr}, core.WithLearningRate(lr), core.WithGradientClipNorm(clip))
+	w0, b0 := linearParams(t, n)
+	gw, gb := mseGrad(t, must(tr.BatchAt(0)), w0, b0)
+	norm := gb * gb
+	for _, g := range gw {
+		norm += g * g
+	}
+	norm = math.Sqrt(norm)
+	if norm <= clip {
+		t.Fatalf("gradient norm %v is under the clip; the test needs a larger one", norm)
+	}
+	if err := n.Train(); err != nil {
+		t.Fatal(err)
+	}
+	w1, b1 := linearParams(t, n)
+	for j := range w0 {
+		if want := w0[j] - lr*gw[j]*clip/norm; !near(w1[j], want) {
+			t.Errorf("w[%d] = %v, want %v (gradient scaled by clip/norm)", j, w1[j], want)
+		}
+	}
+	if want := b0 - lr*gb*clip/norm; !near(b1, want) {
+		t.Errorf("b = %v, want %v", b1, want)
+	}
 }

@@ -25,7 +25,9 @@ type options struct {
 // WithMaxEpochs sets how many epochs Train runs.
 func WithMaxEpochs(n int) Option { return func(o *options) { o.maxEpochs = &n } }
 
-// WithSeed sets the RNG seed (parameter initialization, shuffling, dropout).
+// WithSeed sets the RNG seed of the model's context: parameter initialization and in-graph
+// randomness such as dropout. Shuffling belongs to the source (ArrayOptions.Seed), which BuildData
+// builds from the experiment's own fields.
 func WithSeed(s int) Option { return func(o *options) { o.seed = &s } }
 
 // WithAccum sets micro-batches per optimizer step.

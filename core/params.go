@@ -44,16 +44,9 @@ func keypath(v *context.Variable) []string {
 
 // traceShapes traces Forward once (never compiled) so that every variable it creates exists.
 func (n *Nitro) traceShapes() error {
-	width := n.trainWidth
-	if width == 0 {
-		for _, split := range sortedKeys(n.data) {
-			b, err := n.data[split].BatchAt(0)
-			if err != nil {
-				return err
-			}
-			width, _ = batchWidth(b)
-			break
-		}
+	width, avail, err := n.sampleBatch()
+	if err != nil {
+		return err
 	}
 	return tryGraph("tracing Forward to create the model's variables", func() {
 		g := graph.NewGraph(n.backend.Backend, "nitro_shape_trace")
@@ -63,28 +56,35 @@ func (n *Nitro) traceShapes() error {
 		if err != nil {
 			panic(err)
 		}
-		batch := n.batchParams(g, width, n.routed(width, n.forward))
+		batch := n.batchParams(g, width, routed(avail, n.forward))
 		n.ctx.SetTraining(g, true)
 		n.forward.call(view, valueOf(n.ctx), batch)
 	})
+}
+
+// sampleBatch is the batch setup traces with: the train split's first, else the first split's.
+func (n *Nitro) sampleBatch() (int, map[string]bool, error) {
+	split := "train"
+	if _, ok := n.data[split]; !ok {
+		split = sortedKeys(n.data)[0]
+	}
+	b, err := n.data[split].BatchAt(0)
+	if err != nil {
+		return 0, nil, fmt.Errorf("split %q, batch 0: %w", split, err)
+	}
+	w, err := batchWidth(b)
+	return w, keySet(b), err
 }
 
 // checkForwardHostIndependent builds Forward from the Host-zeroed view and from the real
 // experiment and compares the graphs, so a Host read in Forward fails setup rather than the first
 // step. (Loss, Metrics and TrainMetrics are checked when their programs are first built.)
 func (n *Nitro) checkForwardHostIndependent() error {
-	width := n.trainWidth
-	if width == 0 {
-		for _, split := range sortedKeys(n.data) {
-			b, err := n.data[split].BatchAt(0)
-			if err != nil {
-				return err
-			}
-			width, _ = batchWidth(b)
-			break
-		}
+	width, avail, err := n.sampleBatch()
+	if err != nil {
+		return err
 	}
-	keys := n.routed(width, n.forward)
+	keys := routed(avail, n.forward)
 	return markers.CheckHostIndependent(n.e, func(src any) (string, error) {
 		var fp string
 		err := tryGraph("tracing Forward", func() {

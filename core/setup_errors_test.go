@@ -179,3 +179,21 @@ func TestEvaluateUnknownSplitListsTheSplits(t *testing.T) {
 	_, err = n.Validate()
 	wantErr(t, err, `no split "val"`, "[train]")
 }
+
+func TestNewRefusesOutOfRangeKnobs(t *testing.T) {
+	wantErr(t, newErr(t, &Reg{}, data(t, 0), core.WithAccum(0)), "Accum = 0 from run option", "must be >= 1")
+	wantErr(t, newErr(t, &Reg{}, data(t, 0), core.WithMaxEpochs(-1)), "MaxEpochs = -1 from run option", "must be >= 0")
+	wantErr(t, newErr(t, &Reg{}, data(t, 0), core.WithGradientClipNorm(-1)), "GradientClipNorm = -1 from run option", "0 turns clipping off")
+	wantErr(t, newErr(t, &Reg{}, data(t, 0), core.WithBackend("tpu")), `unknown backend "tpu"`, `"xla"`, `"go"`)
+}
+
+// MaxEpochs 0 is legal: Train does nothing and completes.
+func TestZeroEpochs(t *testing.T) {
+	n := mustNew(t, &Reg{}, data(t, 32), core.WithMaxEpochs(0))
+	if err := n.Train(); err != nil {
+		t.Fatal(err)
+	}
+	if n.Step() != 0 || n.Epoch() != 0 || n.TotalSteps() != 0 || n.StopReason() != core.StopCompleted {
+		t.Errorf("Step %d Epoch %d TotalSteps %d StopReason %q", n.Step(), n.Epoch(), n.TotalSteps(), n.StopReason())
+	}
+}

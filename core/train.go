@@ -33,9 +33,9 @@ func (n *Nitro) gradientProgram(width int, keys []string) (*program, error) {
 			nodes := sig.params(g, n.varInputs)
 			view := n.bindModel(g, nodes, src)
 			n.ctx.SetTraining(g, true)
-			fwdBatch := batchNodes(nodes, n.routed(width, n.forward))
+			fwdBatch := batchNodes(nodes, routed(setOf(keys), n.forward))
 			out := n.callForward(view, fwdBatch, width)
-			loss := n.loss.call(view, valueOfOutputs(out), batchNodes(nodes, n.routed(width, n.loss))).Interface().(*graph.Node)
+			loss := n.loss.call(view, valueOfOutputs(out), batchNodes(nodes, routed(setOf(keys), n.loss))).Interface().(*graph.Node)
 			if loss == nil || loss.Rank() != 0 {
 				panic(fmt.Errorf("Loss must return a scalar node, got %v", shapeOf(loss)))
 			}
@@ -62,7 +62,7 @@ func (n *Nitro) gradientProgram(width int, keys []string) (*program, error) {
 			}
 			meta := &program{}
 			if n.trainMetrics != nil {
-				tm := n.trainMetrics.call(view, valueOfOutputs(out), batchNodes(nodes, n.routed(width, n.trainMetrics))).Interface().(map[string]*graph.Node)
+				tm := n.trainMetrics.call(view, valueOfOutputs(out), batchNodes(nodes, routed(setOf(keys), n.trainMetrics))).Interface().(map[string]*graph.Node)
 				for _, name := range sortedKeys(tm) {
 					if tm[name] == nil || tm[name].Rank() != 0 {
 						panic(fmt.Errorf("TrainMetrics %q must be a scalar node (a per-step diagnostic), got %v", name, shapeOf(tm[name])))
@@ -96,10 +96,11 @@ func (n *Nitro) Train() error {
 		stop := n.watchInterrupt()
 		defer stop()
 	}
-	n.stop.Store(false)
+	// A RequestStop made before Train is kept: the run trains one epoch, validates and stops.
 	n.interrupted.Store(false)
+	defer n.stop.Store(false)
 	n.stopReason = ""
-	keys := n.routed(n.trainWidth, n.forward, n.loss, n.trainMetrics)
+	keys := routed(n.splitAvail["train"], n.forward, n.loss, n.trainMetrics)
 	accum := n.cfg.accum.value
 	batches := train.Len()
 	for ep := n.epoch + 1; ep <= n.cfg.maxEpochs.value; ep++ {
@@ -109,6 +110,7 @@ func (n *Nitro) Train() error {
 			}
 		}
 		start := time.Now()
+		n.trainSums, n.trainCount = map[string]float64{}, 0
 		var lossSum float64
 		micro, steps := 0, 0
 		for i := 0; i+accum <= batches; i += accum {
@@ -148,6 +150,12 @@ func (n *Nitro) Train() error {
 			}
 		}
 		res := EpochResult{Epoch: ep, TrainLoss: lossSum / float64(max(micro, 1)), Steps: steps}
+		if len(n.trainSums) > 0 {
+			res.Train = map[string]float64{}
+			for k, v := range n.trainSums {
+				res.Train[k] = v / float64(max(n.trainCount, 1))
+			}
+		}
 		if _, ok := n.data["val"]; ok {
 			m, err := n.Validate()
 			if err != nil {
@@ -159,6 +167,9 @@ func (n *Nitro) Train() error {
 		n.epoch = ep
 		n.history = append(n.history, res)
 		logged := map[string]float64{"train_loss": res.TrainLoss, "epoch_seconds": res.Seconds}
+		for k, v := range res.Train {
+			logged["train_"+k] = v
+		}
 		for k, v := range res.Val {
 			if !strings.HasPrefix(k, "val_") {
 				k = "val_" + k
@@ -166,7 +177,7 @@ func (n *Nitro) Train() error {
 			logged[k] = v
 		}
 		n.logMetrics(logged)
-		fmt.Fprintf(n.out, "epoch %d/%d  train_loss %.4f%s  (%.1fs, %.1f steps/s)\n", ep, n.cfg.maxEpochs.value, res.TrainLoss, formatMetrics(res.Val), res.Seconds, float64(steps)/res.Seconds)
+		fmt.Fprintf(n.out, "epoch %d/%d  train_loss %.4f%s%s  (%.1fs, %.1f steps/s)\n", ep, n.cfg.maxEpochs.value, res.TrainLoss, formatMetrics("train_", res.Train), formatMetrics("", res.Val), res.Seconds, float64(steps)/res.Seconds)
 		if n.stop.Load() || n.interrupted.Load() {
 			n.stopReason = StopRequested
 			return nil
@@ -204,6 +215,11 @@ func (n *Nitro) gradientStep(b Batch, keys []string, acc []*tensors.Tensor) (flo
 		return 0, nil, err
 	}
 	n.state = outs[1+G : 1+G+S]
+	// Train metrics are logged, never branched on, so they skip the validated readback.
+	for i, name := range p.outNames {
+		n.trainSums[name] += scalarValue(outs[1+G+S+i])
+	}
+	n.trainCount++
 	return loss, outs[1 : 1+G], nil
 }
 
@@ -269,10 +285,10 @@ func (n *Nitro) watchInterrupt() func() {
 	return func() { signal.Stop(ch); close(done) }
 }
 
-func formatMetrics(m map[string]float64) string {
+func formatMetrics(prefix string, m map[string]float64) string {
 	s := ""
 	for _, k := range sortedKeys(m) {
-		s += fmt.Sprintf("  %s %.4f", k, m[k])
+		s += fmt.Sprintf("  %s%s %.4f", prefix, k, m[k])
 	}
 	return s
 }

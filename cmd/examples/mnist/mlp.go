@@ -23,7 +23,7 @@ type MLP struct {
 	Hidden int `nitro:"graphconst" default:"256" doc:"hidden layer width"`
 	Depth  int `nitro:"graphconst" default:"2" doc:"number of hidden layers"`
 
-	LearningRate  float64 `default:"0.001" doc:"base learning rate (RAdam)"`
+	LearningRate  float64 `default:"0.003" doc:"base learning rate (RAdam), the peak of the cosine schedule"`
 	Cosine        bool    `default:"true" doc:"decay the learning rate to 0 over the run along a cosine"`
 	BatchSize     int     `default:"128" doc:"training batch size"`
 	EvalBatchSize int     `default:"500" doc:"evaluation batch size"`
@@ -85,7 +85,7 @@ func (e *MLP) DecayAnchor(group string) optimizers.Anchor {
 // Presets are named partial configurations.
 func (MLP) Presets() map[string]map[string]any {
 	return map[string]map[string]any{
-		"tiny":   {"Hidden": 64, "Depth": 1, "MaxEpochs": 2, "LearningRate": 0.005, "TrainLimit": 6000, "TestLimit": 2000, "ValSize": 1000},
+		"tiny":   {"Hidden": 64, "Depth": 1, "MaxEpochs": 2, "LearningRate": 0.01, "Cosine": false, "TrainLimit": 6000, "TestLimit": 2000, "ValSize": 1000},
 		"small":  {"Hidden": 128, "Depth": 1, "MaxEpochs": 2},
 		"wide":   {"Hidden": 1024, "Depth": 2},
 		"groups": {"TwoGroups": true, "BackboneRate": 0.0001, "Decay": 0.0001},

@@ -1,0 +1,65 @@
+package core_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/nitro-go/nitro/core"
+)
+
+// noPanic runs fn, turning a panic into a test error: a verb must return errors, never panic.
+func noPanic(t *testing.T, what string, fn func() error) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("%s panicked: %v", what, r)
+		}
+	}()
+	if err := fn(); err != nil {
+		t.Errorf("%s: %v", what, err)
+	}
+}
+
+// withW is the synthetic task plus an all-zero "w" field (OptionalW's optional input).
+func withW(t testing.TB, n int, opts core.ArrayOptions) *core.ArrayBatches {
+	t.Helper()
+	x, y := synthetic(n, 1)
+	w := tensors.FromFlatDataAndDimensions(make([]float32, n*features), n, features)
+	a, err := core.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y, "w": w}, 16, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// An optional batch field may be present in one split and absent from another: each split (and
+// each Predict batch) must be routed by what it has. BUG: core routes every program by the union
+// of all splits' fields (Nitro.routed, nitro.go), so the split lacking the field hands a nil tensor
+// to the program and the verb panics ("Tensor is nil" / nil pointer dereference).
+func TestOptionalFieldPresentInOnlySomeSplits(t *testing.T) {
+	t.Run("missing in train, present in val", func(t *testing.T) {
+		n := mustNew(t, &OptionalW{}, core.Data{
+			"train": arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}),
+			"val":   withW(t, 32, core.ArrayOptions{}),
+		})
+		noPanic(t, "Validate", func() error { _, err := n.Validate(); return err })
+		noPanic(t, "Train", n.Train)
+	})
+	t.Run("present in train, missing in val and in a Predict batch", func(t *testing.T) {
+		n := mustNew(t, &OptionalW{}, core.Data{
+			"train": withW(t, 64, core.ArrayOptions{DropPartial: true}),
+			"val":   arrays(t, 32, 16, 2, core.ArrayOptions{}),
+		})
+		noPanic(t, "Train", n.Train)
+		noPanic(t, "Validate", func() error { _, err := n.Validate(); return err })
+		x, _ := synthetic(16, 3)
+		noPanic(t, "Predict without the optional field", func() error {
+			p, err := n.Predict(core.Batch{"x": x})
+			if err == nil && fmt.Sprint(p["pred"].Shape().Dimensions) != "[16 1]" {
+				return fmt.Errorf("pred shape %v", p["pred"].Shape())
+			}
+			return err
+		})
+	})
+}
