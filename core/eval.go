@@ -129,11 +129,7 @@ func (n *Nitro) Evaluate(split string) (map[string]float64, error) {
 		if err != nil {
 			return nil, err
 		}
-		padded := make(Batch, len(keys))
-		for _, k := range keys {
-			padded[k] = padRows(b[k], width)
-		}
-		outs, err := n.run(p, n.modelArgs(padded, keys, false))
+		outs, err := n.runEval(p, b, keys, width)
 		if err != nil {
 			return nil, fmt.Errorf("split %q, batch %d: %w", split, i, err)
 		}
@@ -262,11 +258,7 @@ func (n *Nitro) predictPadded(b Batch, width, real int) (Prediction, error) {
 	if err != nil {
 		return nil, err
 	}
-	padded := make(Batch, len(keys))
-	for _, k := range keys {
-		padded[k] = padRows(b[k], width)
-	}
-	outs, err := n.run(p, n.modelArgs(padded, keys, false))
+	outs, err := n.runEval(p, b, keys, width)
 	if err != nil {
 		return nil, err
 	}
@@ -275,6 +267,17 @@ func (n *Nitro) predictPadded(b Batch, width, real int) (Prediction, error) {
 		res[name] = sliceRowsHost(outs[i], real)
 	}
 	return res, nil
+}
+
+// runEval runs an eval-mode program on a batch padded to the compiled width. Layer state is
+// passed but not donated, and what the program would return of it is never read: eval mode
+// discards it.
+func (n *Nitro) runEval(p *program, b Batch, keys []string, width int) ([]*tensors.Tensor, error) {
+	padded := make(Batch, len(keys))
+	for _, k := range keys {
+		padded[k] = padRows(b[k], width)
+	}
+	return n.run(p, n.modelArgs(padded, keys, false))
 }
 
 // sliceRowsHost brings t to the host and keeps its first rows.

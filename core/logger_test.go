@@ -1,65 +1,15 @@
 package core_test
 
 import (
-	"math/rand/v2"
 	"strings"
 	"testing"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/gomlx/gomlx/pkg/ml/layers"
-	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 )
 
-// loggerExp is a linear regression: the smallest experiment that trains.
-type loggerExp struct {
-	MaxEpochs int
-}
-
-type loggerIn struct {
-	X *graph.Node `batch:"x"`
-}
-type loggerTarget struct {
-	Y *graph.Node `batch:"y"`
-}
-
-func (e *loggerExp) BuildModel(ctx *context.Context) error { return nil }
-func (e *loggerExp) BuildData() (core.Data, error) {
-	r := rand.New(rand.NewPCG(1, 2))
-	const n = 64
-	x, y := make([]float32, n*3), make([]float32, n)
-	for i := 0; i < n; i++ {
-		for j := 0; j < 3; j++ {
-			x[i*3+j] = float32(r.NormFloat64())
-		}
-		y[i] = 2*x[i*3] - x[i*3+1] + 0.5
-	}
-	fields := map[string]*tensors.Tensor{
-		"x": tensors.FromFlatDataAndDimensions(x, n, 3),
-		"y": tensors.FromFlatDataAndDimensions(y, n, 1),
-	}
-	train, err := core.NewArrayBatches(fields, 16, core.ArrayOptions{DropPartial: true})
-	if err != nil {
-		return nil, err
-	}
-	val, err := core.NewArrayBatches(fields, 16, core.ArrayOptions{})
-	return core.Data{"train": train, "val": val}, err
-}
-func (e *loggerExp) Forward(ctx *context.Context, in loggerIn) core.Outputs {
-	return core.Outputs{"y": layers.Dense(ctx.In("out"), in.X, true, 1)}
-}
-func (e *loggerExp) Loss(out core.Outputs, t loggerTarget) *graph.Node {
-	return graph.ReduceAllMean(graph.Square(graph.Sub(out["y"], t.Y)))
-}
-
 func TestLoggerReceivesReportsAndEpochMetrics(t *testing.T) {
 	lg := &core.MemoryLogger{}
-	n, err := core.New(&loggerExp{MaxEpochs: 2}, core.WithBackend("go"), core.Quiet(), core.WithCache(compilecache.New()), core.WithLogger(lg))
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := mustNew(t, &Reg{}, data(t, 32), core.WithMaxEpochs(2), core.WithLogger(lg))
 	if err := n.Train(); err != nil {
 		t.Fatal(err)
 	}
