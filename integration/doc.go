@@ -1,5 +1,14 @@
 // Package integration holds nitro's end-to-end tests and benchmarks, run against the XLA CPU PJRT
-// plugin installed by `make setup`. In CI (CI=true) a missing plugin fails the run; elsewhere the
-// tests that need it say loudly that they are skipped and why. The depcheck command enforcing the
-// workspace layering lives here too, since only this module and cmd may sit above core.
+// plugin that `make setup` installs into .nitro/pjrt.
+//
+// What it proves, whole: the acceptance check of the compile cache (train+val compiles 3 programs,
+// train-only 2, more epochs none, a second Nitro none; what a GraphConst, Device, Host, accum or
+// clip change does and how the miss is explained), the four-hooks-only claim, parameter residency
+// during evaluation, the short final batch, non-finite losses, RequestStop and Predict. The
+// benchmark (`make bench`) prints the nitro/GoMLX step-time ratio measured in one run.
+//
+// In CI (CI=true) a missing plugin fails the run; elsewhere the tests that need it say loudly
+// that they are skipped and why. Tests use private caches (compilecache.New) so they can run in
+// any order. The depcheck command, which enforces the workspace layering, lives here too, since
+// only this module and cmd may sit above core.
 package integration
