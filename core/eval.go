@@ -145,9 +145,7 @@ func (n *Nitro) Evaluate(split string) (map[string]float64, error) {
 				counts[name]++
 			}
 		}
-		for _, o := range outs {
-			o.FinalizeAll() // free device buffers now, not at the next GC
-		}
+		freeTensors(outs) // free device buffers now, not at the next GC
 	}
 	res := map[string]float64{}
 	for m, name := range names {
@@ -277,7 +275,9 @@ func (n *Nitro) runEval(p *program, b Batch, keys []string, width int) ([]*tenso
 	for _, k := range keys {
 		padded[k] = padRows(b[k], width)
 	}
-	return n.run(p, n.modelArgs(padded, keys, false))
+	outs, err := n.run(p, n.modelArgs(padded, keys, false))
+	freeBatch(padded, keys)
+	return outs, err
 }
 
 // sliceRowsHost brings t to the host and keeps its first rows.

@@ -144,6 +144,7 @@ func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
 			return err
 		}
 		g.opt = c
+		g.constant = c.ConstantLeaves()
 		base := map[string]float64{}
 		for _, f := range c.HyperFields() {
 			switch f {

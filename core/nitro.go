@@ -305,6 +305,8 @@ func (n *Nitro) placeDeviceFields() error {
 	return nil
 }
 
+// hostTensor makes a tensor nitro owns from a host value (a caller's tensor is copied, since
+// nitro uploads, donates and frees what it owns).
 func hostTensor(v any) (t *tensors.Tensor, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -312,15 +314,16 @@ func hostTensor(v any) (t *tensors.Tensor, err error) {
 		}
 	}()
 	if t, ok := v.(*tensors.Tensor); ok {
-		return t, nil
+		return t.LocalClone()
 	}
 	return tensors.FromAnyValue(v), nil
 }
 
-// upload places t on device 0 and counts it.
+// upload places t (a tensor nitro owns) on device 0, drops its host copy, and counts it.
 func (n *Nitro) upload(t *tensors.Tensor, counter *int) *tensors.Tensor {
 	if !t.IsOnDevice(0) {
 		t.MustMaterializeOnDevice(n.backend.Backend, false, 0)
+		t.FinalizeLocal() // the device copy is the value now; keep no second copy on the host
 		*counter++
 	}
 	return t

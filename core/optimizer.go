@@ -67,12 +67,19 @@ func (n *Nitro) optimizerProgram() (*program, error) {
 				}
 				p, s := g.opt.Apply(g.layout.FlattenNodes(leaves), grads[i], state, hp, nodes["step"])
 				newParams = append(newParams, g.layout.UnflattenNode(p)...)
-				newState = append(newState, s...)
+				for j, leaf := range s {
+					if !g.constLeaf(j) {
+						newState = append(newState, leaf)
+					}
+				}
 			}
 			return append(newParams, newState...), &program{}
 		})
 	})
 }
+
+// constLeaf reports whether optimizer state leaf j never changes (the chain says so at setup).
+func (g *paramGroup) constLeaf(j int) bool { return j < len(g.constant) && g.constant[j] }
 
 // optimizerStep runs the optimizer program, replacing (donating) parameters, gradients and state.
 func (n *Nitro) optimizerStep(grads []*tensors.Tensor) error {
@@ -87,8 +94,9 @@ func (n *Nitro) optimizerStep(grads []*tensors.Tensor) error {
 			args = append(args, arg{t: t, donate: true, counter: &n.uploads.Params})
 		}
 		args = append(args, arg{t: grads[i], donate: true, counter: &n.uploads.Batch})
-		for _, s := range g.optState {
-			args = append(args, arg{t: s, donate: true, counter: &n.uploads.OptState})
+		for j, s := range g.optState {
+			// Constant leaves (Decay's anchor and mask) are read, never replaced: not donated.
+			args = append(args, arg{t: s, donate: !g.constLeaf(j), counter: &n.uploads.OptState})
 		}
 		hv, err := n.hyperValues(g, step)
 		if err != nil {
@@ -113,9 +121,12 @@ func (n *Nitro) optimizerStep(grads []*tensors.Tensor) error {
 		k += len(g.vars)
 	}
 	for _, g := range n.groups {
-		m := len(g.optState)
-		g.optState = outs[k : k+m]
-		k += m
+		for j := range g.optState {
+			if !g.constLeaf(j) {
+				g.optState[j] = outs[k]
+				k++
+			}
+		}
 	}
 	return nil
 }

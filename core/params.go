@@ -29,6 +29,7 @@ type paramGroup struct {
 	leaves   []*tensors.Tensor // per-leaf parameters, device resident
 	opt      groupOptimizer    // the group's chain
 	optState []*tensors.Tensor // flat, device resident
+	constant []bool            // optState leaves that never change (not donated, not re-output)
 }
 
 // keypath splits a variable's scope into parts, e.g. "/dense_0" + "weights" -> [dense_0 weights].

@@ -206,6 +206,7 @@ func (n *Nitro) gradientStep(b Batch, keys []string, acc []*tensors.Tensor) (flo
 		args = append(args, arg{t: a, donate: true, counter: &n.uploads.Batch})
 	}
 	outs, err := n.run(p, args)
+	freeBatch(b, keys)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -220,7 +221,30 @@ func (n *Nitro) gradientStep(b Batch, keys []string, acc []*tensors.Tensor) (flo
 		n.trainSums[name] += scalarValue(outs[1+G+S+i])
 	}
 	n.trainCount++
+	freeTensors(outs[0:1], outs[1+G+S:])
 	return loss, outs[1 : 1+G], nil
+}
+
+// freeBatch releases the device copies of a batch's transferred fields as soon as the step that
+// used them is done: the host GC cannot see device memory, so leaving them to finalizers can run
+// the device out of memory while the host looks idle. Host data stays (the source may reuse it).
+func freeBatch(b Batch, keys []string) {
+	for _, k := range keys {
+		if t := b[k]; t != nil && t.IsOnAnyDevice() {
+			_ = t.InvalidateOnDevice()
+		}
+	}
+}
+
+// freeTensors finalizes program outputs already read back.
+func freeTensors(groups ...[]*tensors.Tensor) {
+	for _, ts := range groups {
+		for _, t := range ts {
+			if t != nil {
+				_ = t.FinalizeAll()
+			}
+		}
+	}
 }
 
 // modelArgs lists parameters, layer state (donated when it is replaced), Device fields and batch fields.
