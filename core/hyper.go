@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -411,4 +410,3 @@ func (n *Nitro) scheduleValue(t schedules.Target) string {
 // accessor, field, schedule or default won, per group.
 func (n *Nitro) BindingReport() string { return schedules.Report(n.opt.bindings) }
 
-var _ = strings.Join

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/nitro-go/nitro/compilecache"
@@ -434,4 +433,3 @@ func setOf(keys []string) map[string]bool {
 
 func (n *Nitro) printf(format string, args ...any) { fmt.Fprintf(n.out, format, args...) }
 
-var _ = graph.Parameter
