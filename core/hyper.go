@@ -409,4 +409,3 @@ func (n *Nitro) scheduleValue(t schedules.Target) string {
 // BindingReport is plain text saying where every configured optimization value bound: which
 // accessor, field, schedule or default won, per group.
 func (n *Nitro) BindingReport() string { return schedules.Report(n.opt.bindings) }
-

@@ -432,4 +432,3 @@ func setOf(keys []string) map[string]bool {
 }
 
 func (n *Nitro) printf(format string, args ...any) { fmt.Fprintf(n.out, format, args...) }
-
