@@ -3,6 +3,7 @@ package compilecache
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -220,7 +221,7 @@ func diffInputs(old, new []Input) []string {
 			out = append(out, fmt.Sprintf("input %s: %s -> %s", in.Name, absent, typed(in)))
 		case was.DType != in.DType:
 			out = append(out, fmt.Sprintf("input %s: %s -> %s", in.Name, typed(was), typed(in)))
-		case !equalInts(was.Shape, in.Shape):
+		case !slices.Equal(was.Shape, in.Shape):
 			out = append(out, fmt.Sprintf("input %s: %v -> %v", in.Name, was.Shape, in.Shape))
 		}
 	}
@@ -236,18 +237,6 @@ func diffInputs(old, new []Input) []string {
 }
 
 func typed(in Input) string { return fmt.Sprintf("%s%v", in.DType, in.Shape) }
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
 
 func sameOrder(a, b []Input) bool {
 	if len(a) != len(b) {

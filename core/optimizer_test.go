@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -208,7 +209,7 @@ func TestSchedulingNeverRecompiles(t *testing.T) {
 	if sm != pm || se != pe || sm != se {
 		t.Errorf("compile-cache misses/entries: scheduled %d/%d, unscheduled %d/%d; want identical and equal", sm, se, pm, pe)
 	}
-	if equalFloats(flatParams(t, plain), flatParams(t, sched)) {
+	if slices.Equal(flatParams(t, plain), flatParams(t, sched)) {
 		t.Errorf("the eta schedule had no effect on training")
 	}
 	wantContains(t, "binding report", sched.BindingReport(), "schedule eta", "0.001 at step 1")

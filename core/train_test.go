@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -59,7 +60,7 @@ func TestTrainLearnsAndRecordsHistory(t *testing.T) {
 	if after[core.ValLoss] != last.Val[core.ValLoss] {
 		t.Errorf("Validate after Train = %v, last epoch's = %v", after[core.ValLoss], last.Val[core.ValLoss])
 	}
-	if p1 := flatParams(t, n); equalFloats(p0, p1) {
+	if p1 := flatParams(t, n); slices.Equal(p0, p1) {
 		t.Errorf("parameters did not change")
 	}
 	// Train + validate compiles 3 (gradient, optimizer, eval): nothing twice, nothing per step.
@@ -244,18 +245,6 @@ func flatParams(t testing.TB, n *core.Nitro) []float64 {
 		})
 	}
 	return out
-}
-
-func equalFloats(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // linearParams reads a one-Dense-layer model's weights [features] and bias.

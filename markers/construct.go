@@ -9,7 +9,6 @@ import (
 	"math"
 	"reflect"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -460,14 +459,7 @@ func readStruct(e any) (*Traits, reflect.Value, error) {
 	return tr, rv, nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // closestName returns the name a mistyped key most likely meant: equal up to case, or within a
 // small edit distance (a transposition counts as one edit); "" if none is close.
