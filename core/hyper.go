@@ -57,6 +57,8 @@ type optSetup struct {
 	level    map[string]string
 	bindings []schedules.Binding
 	devSched []string // scheduled Device fields
+	at       schedules.Values
+	atStep   int // the step at holds
 }
 
 // setupOptimization resolves levels, rates, decay and schedules for every group, then builds and
@@ -187,6 +189,19 @@ func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
 	return nil
 }
 
+// valuesAt evaluates every schedule at an optimizer step, once: the Device schedules and each
+// group's hyperparameters of that step all read the same evaluation.
+func (o *optSetup) valuesAt(step int) (schedules.Values, error) {
+	if o.atStep != step || o.at == nil {
+		at, err := o.bound.At(step)
+		if err != nil {
+			return nil, err
+		}
+		o.at, o.atStep = at, step
+	}
+	return o.at, nil
+}
+
 // scheduledFor lists the opt keys a schedule drives for a group.
 func (o *optSetup) scheduledFor(group string) []string {
 	if o.bound == nil {
@@ -254,7 +269,7 @@ func (n *Nitro) hyperValues(g *paramGroup, step int) (map[string]float64, error)
 		vals[k] = v
 	}
 	if o.bound != nil {
-		at, err := o.bound.At(step)
+		at, err := o.valuesAt(step)
 		if err != nil {
 			return nil, err
 		}
@@ -273,7 +288,7 @@ func (n *Nitro) applyDeviceSchedules(step int) error {
 	if n.opt == nil || len(n.opt.devSched) == 0 {
 		return nil
 	}
-	at, err := n.opt.bound.At(step)
+	at, err := n.opt.valuesAt(step)
 	if err != nil {
 		return err
 	}
