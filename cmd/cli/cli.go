@@ -1,5 +1,5 @@
 // Package cli is the nitro command line as a library: a user's own main registers experiments
-// and calls Main to get the same commands the nitro binary has (train, evaluate, list, info).
+// and calls Main to get the same commands the nitro binary has (train, evaluate, list, info, setup).
 package cli
 
 import (
@@ -12,6 +12,7 @@ import (
 
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/backend"
 	"github.com/nitro-go/nitro/markers"
 )
 
@@ -68,6 +69,9 @@ commands:
   list  the registered experiments and their presets
   info <experiment>
         the experiment's fields: kind, type, default, doc
+  setup [--dir DIR] [--wheel FILE] [--force]
+        install the pinned XLA CPU PJRT plugin (default DIR: the user cache folder, nitro/pjrt);
+        without it nitro runs on the pure-Go backend, about ten times slower
 `
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -109,6 +113,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "%-16s %-10s %-8s default %-8v %s\n", f.Name, f.Kind, f.Type, f.Default, f.Doc)
 		}
 		return nil
+	case "setup":
+		return runSetup(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -164,6 +170,15 @@ func runExperiment(cmd string, args []string, stdout, stderr io.Writer) error {
 	}
 	if err := markers.ApplyText(e, sets); err != nil {
 		return err
+	}
+	// The backend first, so that a fallback to pure Go is the first thing said, on stderr. core.New
+	// resolves the same name again and gets the same process-wide backend.
+	r, err := backend.Resolve(*backendName)
+	if err != nil {
+		return err
+	}
+	if r.Warning != "" {
+		fmt.Fprintln(stderr, "nitro:", r.Warning)
 	}
 	opts := []core.Option{core.WithOutput(stdout), core.WithBackend(*backendName), core.WithSignalHandling()}
 	if *maxEpochs >= 0 {

@@ -20,3 +20,9 @@ func ExampleRegister() {
 	cli.Register[Sweep]("sweep", "a registered experiment type (hooks omitted here)")
 	cli.Main([]string{"list"}, os.Stdout, os.Stderr)
 }
+
+// `nitro setup` installs the pinned XLA CPU PJRT plugin; here offline, from a wheel downloaded
+// beforehand, into a chosen folder (without --dir: the user cache folder, which nitro searches).
+func ExampleMain_setup() {
+	cli.Main([]string{"setup", "--wheel", "xla_cpu_pjrt-0.0.1-py3-none-manylinux_2_27_x86_64.whl", "--dir", "/opt/nitro/pjrt"}, os.Stdout, os.Stderr)
+}

@@ -1,12 +1,16 @@
 // Package backend resolves which GoMLX backend nitro runs on: the XLA CPU PJRT plugin when one is
 // found, otherwise GoMLX's pure-Go backend. It never falls back silently: the choice comes with a
-// one-line reason, and a forced backend that cannot be had is an error naming what was searched.
+// one-line reason, an automatic fallback to pure Go comes with a warning naming the fix
+// (Resolved.Warning, which the nitro CLI prints on stderr before anything else), and a forced
+// backend that cannot be had is an error naming what was searched.
 //
 // Resolution order: the force argument, then $NITRO_BACKEND, then auto ("xla" if a plugin is
 // found, else "go"). Plugins are searched in $PJRT_PLUGIN_LIBRARY_PATH (a ':' list of folders),
-// $NITRO_PJRT_DIR, then a .nitro/pjrt folder in the working directory or any parent of it, then the
-// same beside the running executable. Backends are created once per process and shared: a PJRT
-// client is expensive and owns the device memory. Resolve is safe for concurrent use.
+// $NITRO_PJRT_DIR, then a .nitro/pjrt folder in the working directory or any parent of it (where
+// `make setup` installs), then the same beside the running executable, then the user's cache
+// folder, os.UserCacheDir()/nitro/pjrt (where `nitro setup` installs; see UserPluginDir). Pinned
+// names the wheel both installers take the plugin from. Backends are created once per process and
+// shared: a PJRT client is expensive and owns the device memory. Resolve is safe for concurrent use.
 package backend
 
 import (
@@ -41,8 +45,13 @@ type Resolved struct {
 	Name    string           // XLA or Go
 	Plugin  string           // absolute plugin path, for XLA
 	Reason  string           // one line: which backend and why
+	Warning string           // set when auto resolution fell back to pure Go: print it on stderr
 	Backend backends.Backend // shared by the whole process; do not Finalize
 }
+
+// FallbackWarning is Resolved.Warning for an automatic fallback to pure Go.
+const FallbackWarning = "warning: no XLA CPU PJRT plugin found, so nitro runs on GoMLX's pure-Go backend, about ten times slower; " +
+	SetupHint + " to install it, or set " + EnvBackend + "=go to choose pure Go knowingly"
 
 // String is the line to print.
 func (r *Resolved) String() string { return "backend: " + r.Reason }
@@ -52,7 +61,8 @@ var (
 	shared = map[string]*Resolved{}
 )
 
-// Resolve picks the backend. force is "xla", "go" or "" (then $NITRO_BACKEND, then auto).
+// Resolve picks the backend. force is "xla", "go" or "" (then $NITRO_BACKEND, then auto). Each
+// call returns its own Resolved; the Backend inside is the process's shared one.
 func Resolve(force string) (*Resolved, error) {
 	name, source := strings.ToLower(strings.TrimSpace(force)), "the caller"
 	if name == "" {
@@ -62,14 +72,19 @@ func Resolve(force string) (*Resolved, error) {
 	case "", "auto":
 		plugin, searched := FindPlugin()
 		if plugin == "" {
-			return get(Go, "", fmt.Sprintf("go (pure Go): no XLA CPU PJRT plugin found (searched %s; run `make setup` to install it)", strings.Join(searched, ", ")))
+			r, err := get(Go, "", fmt.Sprintf("go (pure Go): no XLA CPU PJRT plugin found (searched %s; %s to install it)", strings.Join(searched, ", "), SetupHint))
+			if err != nil {
+				return nil, err
+			}
+			r.Warning = FallbackWarning
+			return r, nil
 		}
 		return get(XLA, plugin, fmt.Sprintf("xla (PJRT CPU plugin %s): found by search", plugin))
 	case XLA, "pjrt", "stablehlo":
 		plugin, searched := FindPlugin()
 		if plugin == "" {
-			return nil, fmt.Errorf("backend %q %s by %s, but no PJRT plugin %s was found in: %s; run `make setup`, or set $PJRT_PLUGIN_LIBRARY_PATH to the folder holding it, or choose --backend go",
-				name, "was forced", source, PluginFile, strings.Join(searched, ", "))
+			return nil, fmt.Errorf("backend %q %s by %s, but no PJRT plugin %s was found in: %s; %s, or set $PJRT_PLUGIN_LIBRARY_PATH to the folder holding it, or choose --backend go",
+				name, "was forced", source, PluginFile, strings.Join(searched, ", "), SetupHint)
 		}
 		return get(XLA, plugin, fmt.Sprintf("xla (PJRT CPU plugin %s): %s by %s", plugin, "forced", source))
 	case Go, "simplego":
@@ -99,9 +114,9 @@ func get(name, plugin, reason string) (*Resolved, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting backend %s: %w", reason, err)
 	}
-	r := &Resolved{Name: name, Plugin: plugin, Reason: reason, Backend: b}
+	r := &Resolved{Name: name, Plugin: plugin, Backend: b}
 	shared[key] = r
-	return r, nil
+	return &Resolved{Name: r.Name, Plugin: r.Plugin, Reason: reason, Backend: r.Backend}, nil
 }
 
 // FindPlugin returns the first plugin found and the folders searched, in order.
@@ -133,6 +148,9 @@ func searchDirs() []string {
 	}
 	if exe, err := os.Executable(); err == nil {
 		dirs = append(dirs, upward(filepath.Dir(exe))...)
+	}
+	if d, err := UserPluginDir(); err == nil {
+		dirs = append(dirs, d)
 	}
 	return dedupe(dirs)
 }

