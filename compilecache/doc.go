@@ -2,8 +2,9 @@
 // Nitro in the process, so a new handle reuses every program whose Key did not move; New makes a private one.
 //
 // A Key is kind, experiment type name, GraphConst hash, hook identity, input names/dtypes/shapes, device
-// count, Accum (gradient kind only), Clip (optimizer kind only) and Extra structure such as the optimizer
-// chain description. Device and Host field values have no place in it: changing them never recompiles.
+// count, Accum (gradient kind; 1 on the fused train_step kind), Clip (optimizer and train_step kinds)
+// and Extra structure such as the optimizer chain description. Device and Host field values have no
+// place in it: changing them never recompiles.
 // Get compiles on a miss; Stats counts hits, misses and entries; Reset empties the cache and zeroes the
 // counters. A miss that is not a new entry (failed compile retried, evicted key) leaves misses > entries.
 // A miss next to an entry of the same kind and experiment says which component moved ("accum: 1 -> 2")
@@ -15,7 +16,7 @@
 // record, export manifest, any persistent cache) stamps BuildIdentity instead: module version, VCS
 // revision and dirty flag, and a hash of the binary.
 //
-// Errors: Get refuses an invalid Key (Accum off the gradient kind, Clip off the optimizer kind, duplicate
-// names) and returns compile errors and panics as errors. Goroutine-safe: concurrent Gets of one key
+// Errors: Get refuses an invalid Key (Accum off the gradient and train_step kinds, Clip off the optimizer
+// and train_step kinds, duplicate names) and returns compile errors and panics as errors. Goroutine-safe: concurrent Gets of one key
 // compile once.
 package compilecache

@@ -8,10 +8,12 @@ import (
 	"strings"
 )
 
-// Program kinds. Only the gradient kind keys on Accum and only the optimizer kind on Clip.
+// Program kinds. The gradient kind keys on Accum, the optimizer kind on Clip, and the fused train
+// step (gradient and optimizer update in one program, accum 1 only) on both.
 const (
 	KindGradient  = "gradient"
 	KindOptimizer = "optimizer"
+	KindTrainStep = "train_step"
 	KindEval      = "eval"
 	KindPredict   = "predict"
 )
@@ -36,8 +38,8 @@ type Key struct {
 	Hook           string
 	Inputs         []Input
 	DeviceCount    int
-	Accum          int     // gradient program only: >= 1 there, 0 elsewhere
-	Clip           float64 // optimizer program only: global-norm threshold, 0 = off
+	Accum          int     // gradient program: >= 1; fused train step: 1; 0 elsewhere
+	Clip           float64 // optimizer program and fused train step: global-norm threshold, 0 = off
 	Extra          [][2]string
 }
 
@@ -53,16 +55,23 @@ func (k Key) validate() error {
 	if k.DeviceCount < 1 {
 		return fmt.Errorf("compile cache key for %s program: DeviceCount %d: set it to the number of devices the program runs on (>= 1)", k.Kind, k.DeviceCount)
 	}
-	if k.Kind == KindGradient {
+	switch k.Kind {
+	case KindGradient:
 		if k.Accum < 1 {
 			return fmt.Errorf("compile cache key for gradient program: Accum %d: set it to the accumulation count (>= 1)", k.Accum)
 		}
-	} else if k.Accum != 0 {
-		return fmt.Errorf("compile cache key for %s program: Accum %d set: accum belongs to the gradient program's key only (leave it 0 so changing accum does not recompile this program)", k.Kind, k.Accum)
+	case KindTrainStep:
+		if k.Accum != 1 {
+			return fmt.Errorf("compile cache key for train_step program: Accum %d: a fused train step exists only at accum 1; set Accum to 1", k.Accum)
+		}
+	default:
+		if k.Accum != 0 {
+			return fmt.Errorf("compile cache key for %s program: Accum %d set: accum belongs to the gradient program's key only (leave it 0 so changing accum does not recompile this program)", k.Kind, k.Accum)
+		}
 	}
-	if k.Kind == KindOptimizer {
+	if k.Kind == KindOptimizer || k.Kind == KindTrainStep {
 		if k.Clip < 0 || math.IsNaN(k.Clip) || math.IsInf(k.Clip, 0) {
-			return fmt.Errorf("compile cache key for optimizer program: Clip %v: set a finite threshold >= 0 (0 = no clipping)", k.Clip)
+			return fmt.Errorf("compile cache key for %s program: Clip %v: set a finite threshold >= 0 (0 = no clipping)", k.Kind, k.Clip)
 		}
 	} else if k.Clip != 0 {
 		return fmt.Errorf("compile cache key for %s program: Clip %v set: the clip threshold belongs to the optimizer program's key only (leave it 0 so changing it does not recompile this program)", k.Kind, k.Clip)

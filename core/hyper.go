@@ -174,8 +174,17 @@ func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
 		if err != nil {
 			return fmt.Errorf("group %q: optimizer init: %w", g.name, err)
 		}
+		// Initialized on the group's flat buffer (what a transform's Init is defined on), then kept
+		// per parameter array on the device, as the optimizer program reads it.
 		for _, s := range state {
-			g.optState = append(g.optState, n.upload(s, &n.uploads.OptState))
+			leaves, err := g.layout.Unflatten(s)
+			if err != nil {
+				return fmt.Errorf("group %q: optimizer init: %w", g.name, err)
+			}
+			for j := range leaves {
+				leaves[j] = n.upload(leaves[j], &n.uploads.OptState)
+			}
+			g.optState = append(g.optState, leaves)
 		}
 	}
 	if o.bound != nil {

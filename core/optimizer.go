@@ -11,18 +11,18 @@ import (
 // groupOptimizer is what core needs of a group's optimizer chain (optimizers.Chain satisfies it).
 type groupOptimizer interface {
 	Init(params *tensors.Tensor) ([]*tensors.Tensor, error)
-	Apply(params, grads *graph.Node, state []*graph.Node, hp optimizers.Hyper, step *graph.Node) (*graph.Node, []*graph.Node)
+	ApplyShared(params, grads *graph.Node, state []*graph.Node, hp optimizers.Hyper, step *graph.Node, shared *optimizers.Shared) (*graph.Node, []*graph.Node)
 	HyperFields() []string
+	StateNames() []string
 	Describe() string
 }
 
 var _ groupOptimizer = (*optimizers.Chain)(nil)
 
-// optimizerProgram: per group the parameter leaves (packed into the group's flat layout on entry,
-// split on exit), the accumulated flat gradients, the chain's
-// state and its schedulable hyperparameters, then the step -> new parameters and new state per
-// group. Clipping is global over all groups, at the top, and a threshold of 0 emits nothing;
-// the threshold bakes, so it is in this program's key and no other's.
+// optimizerProgram: per group the parameter leaves, their (accumulated) gradients, the chain's
+// state leaves and its schedulable hyperparameters, then the step -> new parameter leaves and new
+// state. Clipping is global over all groups, at the top, and a threshold of 0 emits nothing; the
+// threshold bakes, so it is in this program's key and no other's.
 func (n *Nitro) optimizerProgram() (*program, error) {
 	return n.memo("optimizer", func() (*program, error) {
 		var sig signature
@@ -30,13 +30,10 @@ func (n *Nitro) optimizerProgram() (*program, error) {
 			for _, v := range g.vars {
 				sig.add("param/"+v.ScopeAndName(), v.DType().String(), v.Shape().Dimensions)
 			}
-			sig.add("grads/"+g.name, g.dtype, []int{g.size})
-			for i, s := range g.optState {
-				sig.add(fmt.Sprintf("opt/%s/%d", g.name, i), s.DType().String(), s.Shape().Dimensions)
+			for _, v := range g.vars {
+				sig.add("grad/"+v.ScopeAndName(), v.DType().String(), v.Shape().Dimensions)
 			}
-			for _, f := range g.opt.HyperFields() {
-				sig.add("hyper/"+g.name+"/"+f, "Float32", nil)
-			}
+			n.addStateInputs(&sig, g)
 		}
 		sig.add("step", "Float32", nil)
 		key := n.key(kindOptimizer, "optimizer", sig)
@@ -46,87 +43,186 @@ func (n *Nitro) optimizerProgram() (*program, error) {
 		}
 		return n.getProgram(key, func(gr *graph.Graph, _ any) ([]*graph.Node, *program) {
 			nodes := sig.params(gr, nil)
-			grads := make([]*graph.Node, len(n.groups))
+			in := make([]groupUpdate, len(n.groups))
 			for i, g := range n.groups {
-				grads[i] = nodes["grads/"+g.name]
-			}
-			grads = optimizers.ClipByGlobalNorm(grads, n.cfg.clip.value)
-			var newParams, newState []*graph.Node
-			for i, g := range n.groups {
-				state := make([]*graph.Node, len(g.optState))
-				for j := range g.optState {
-					state[j] = nodes[fmt.Sprintf("opt/%s/%d", g.name, j)]
-				}
-				hp := optimizers.Hyper{}
-				for _, f := range g.opt.HyperFields() {
-					hp[f] = nodes["hyper/"+g.name+"/"+f]
-				}
-				leaves := make([]*graph.Node, len(g.vars))
-				for j, v := range g.vars {
-					leaves[j] = nodes["param/"+v.ScopeAndName()]
-				}
-				p, s := g.opt.Apply(g.layout.FlattenNodes(leaves), grads[i], state, hp, nodes["step"])
-				newParams = append(newParams, g.layout.UnflattenNode(p)...)
-				for j, leaf := range s {
-					if !g.constLeaf(j) {
-						newState = append(newState, leaf)
-					}
+				in[i] = n.groupInputs(g, nodes)
+				for _, v := range g.vars {
+					in[i].grads = append(in[i].grads, nodes["grad/"+v.ScopeAndName()])
 				}
 			}
+			newParams, newState := n.emitUpdates(in, nodes["step"])
 			return append(newParams, newState...), &program{}
 		})
 	})
 }
 
-// constLeaf reports whether optimizer state leaf j never changes (the chain says so at setup).
-func (g *paramGroup) constLeaf(j int) bool { return j < len(g.constant) && g.constant[j] }
+// addStateInputs adds a group's optimizer state leaves and hyperparameters to a signature.
+func (n *Nitro) addStateInputs(sig *signature, g *paramGroup) {
+	for s, leaves := range g.optState {
+		for j, t := range leaves {
+			sig.add(stateInput(g, s, j), t.DType().String(), t.Shape().Dimensions)
+		}
+	}
+	for _, f := range g.opt.HyperFields() {
+		sig.add("hyper/"+g.name+"/"+f, "Float32", nil)
+	}
+}
+
+// stateInput names state leaf s of the group's parameter array j, e.g. "opt/default/0.radam.mu/dense/weights".
+func stateInput(g *paramGroup, s, j int) string {
+	return "opt/" + g.name + "/" + g.opt.StateNames()[s] + "/" + g.vars[j].ScopeAndName()
+}
+
+// groupUpdate is one group's side of the update as graph nodes: its parameter leaves, their
+// gradients, its state ([state leaf][parameter array]) and its hyperparameters.
+type groupUpdate struct {
+	params, grads []*graph.Node
+	state         [][]*graph.Node
+	hyper         optimizers.Hyper
+}
+
+// groupInputs reads a group's parameters, state and hyperparameters from a program's parameter
+// nodes (the "param/", "opt/" and "hyper/" inputs of the signature).
+func (n *Nitro) groupInputs(g *paramGroup, nodes map[string]*graph.Node) groupUpdate {
+	u := groupUpdate{hyper: optimizers.Hyper{}}
+	for _, v := range g.vars {
+		u.params = append(u.params, nodes["param/"+v.ScopeAndName()])
+	}
+	for s, leaves := range g.optState {
+		var row []*graph.Node
+		for j := range leaves {
+			row = append(row, nodes[stateInput(g, s, j)])
+		}
+		u.state = append(u.state, row)
+	}
+	for _, f := range g.opt.HyperFields() {
+		u.hyper[f] = nodes["hyper/"+g.name+"/"+f]
+	}
+	return u
+}
+
+// emitUpdates clips the gradients (globally, over every group) and emits each group's chain one
+// parameter array at a time, so that XLA fuses each array's update into one pass over its bytes.
+// Parameters, gradients and state all stay per array: emitting the chain on a group's flat buffer
+// instead made XLA pack the arrays into a copy, materialize the shared intermediates and slice
+// every array out again (17 passes over the group's bytes where 10 do). The step-dependent scalars
+// are built once per group and shared by its arrays (optimizers.Shared), so only the elementwise
+// math grows with the array count. Returns every group's new parameter leaves, then every group's
+// new non-constant state leaves, in signature order.
+func (n *Nitro) emitUpdates(groups []groupUpdate, step *graph.Node) (newParams, newState []*graph.Node) {
+	var all []*graph.Node
+	for _, u := range groups {
+		all = append(all, u.grads...)
+	}
+	all = optimizers.ClipByGlobalNorm(all, n.cfg.clip.value)
+	for i, g := range n.groups {
+		u := groups[i]
+		grads := all[:len(u.grads)]
+		all = all[len(u.grads):]
+		shared := optimizers.NewShared()
+		perState := make([][]*graph.Node, len(u.state)) // [state leaf][parameter array]
+		for j := range u.params {
+			st := make([]*graph.Node, len(u.state))
+			for s := range u.state {
+				st[s] = u.state[s][j]
+			}
+			p, ns := g.opt.ApplyShared(u.params[j], grads[j], st, u.hyper, step, shared)
+			newParams = append(newParams, p)
+			for s := range ns {
+				perState[s] = append(perState[s], ns[s])
+			}
+		}
+		for s, leaves := range perState {
+			if !g.constLeaf(s) {
+				newState = append(newState, leaves...)
+			}
+		}
+	}
+	return newParams, newState
+}
+
+// constLeaf reports whether optimizer state leaf s never changes (the chain says so at setup).
+func (g *paramGroup) constLeaf(s int) bool { return s < len(g.constant) && g.constant[s] }
 
 // optimizerStep runs the optimizer program, replacing (donating) parameters, gradients and state.
+// grads holds every group's per-array gradients, in parameter order.
 func (n *Nitro) optimizerStep(grads []*tensors.Tensor) error {
 	p, err := n.optimizerProgram()
 	if err != nil {
 		return err
 	}
-	step := n.step + 1
-	var args []arg
-	for i, g := range n.groups {
-		for _, t := range g.leaves {
-			args = append(args, arg{t: t, donate: true, counter: &n.uploads.Params})
-		}
-		args = append(args, arg{t: grads[i], donate: true, counter: &n.uploads.Batch})
-		for j, s := range g.optState {
-			// Constant leaves (Decay's anchor and mask) are read, never replaced: not donated.
-			args = append(args, arg{t: s, donate: !g.constLeaf(j), counter: &n.uploads.OptState})
-		}
-		hv, err := n.hyperValues(g, step)
-		if err != nil {
-			return fmt.Errorf("group %q: %w", g.name, err)
-		}
-		for _, f := range g.opt.HyperFields() {
-			v, ok := hv[f]
-			if !ok {
-				return fmt.Errorf("group %q: the optimizer reads hyperparameter %q, which nothing configures", g.name, f)
-			}
-			args = append(args, arg{t: tensors.FromScalar(float32(v)), counter: &n.uploads.Hyper})
-		}
+	args, err := n.optimizerArgs(grads, true, n.step+1)
+	if err != nil {
+		return err
 	}
-	args = append(args, arg{t: tensors.FromScalar(float32(step)), counter: &n.uploads.Hyper})
 	outs, err := n.run(p, args)
 	if err != nil {
 		return err
 	}
-	k := 0
+	n.takeOptimizerOutputs(outs)
+	return nil
+}
+
+// optimizerArgs lists the optimizer program's inputs for the 1-based step: per group the parameter
+// leaves (donated), the gradients (donated when donateGrads), the state (donated unless constant)
+// and the hyperparameters, then the step.
+func (n *Nitro) optimizerArgs(grads []*tensors.Tensor, donateGrads bool, step int) ([]arg, error) {
+	var args []arg
 	for _, g := range n.groups {
-		g.leaves = outs[k : k+len(g.vars)]
-		k += len(g.vars)
+		for _, t := range g.leaves {
+			args = append(args, arg{t: t, donate: true, counter: &n.uploads.Params})
+		}
+		for _, t := range grads[:len(g.vars)] {
+			args = append(args, arg{t: t, donate: donateGrads, counter: &n.uploads.Batch})
+		}
+		grads = grads[len(g.vars):]
+		more, err := n.stateArgs(g, step)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, more...)
+	}
+	args = append(args, arg{t: tensors.FromScalar(float32(step)), counter: &n.uploads.Hyper})
+	return args, nil
+}
+
+// stateArgs lists a group's state leaves (donated unless constant) and its hyperparameters at step.
+func (n *Nitro) stateArgs(g *paramGroup, step int) ([]arg, error) {
+	var args []arg
+	for s, leaves := range g.optState {
+		for _, t := range leaves {
+			// Constant leaves (Decay's anchor and mask) are read, never replaced: not donated.
+			args = append(args, arg{t: t, donate: !g.constLeaf(s), counter: &n.uploads.OptState})
+		}
+	}
+	hv, err := n.hyperValues(g, step)
+	if err != nil {
+		return nil, fmt.Errorf("group %q: %w", g.name, err)
+	}
+	for _, f := range g.opt.HyperFields() {
+		v, ok := hv[f]
+		if !ok {
+			return nil, fmt.Errorf("group %q: the optimizer reads hyperparameter %q, which nothing configures", g.name, f)
+		}
+		args = append(args, arg{t: tensors.FromScalar(float32(v)), counter: &n.uploads.Hyper})
+	}
+	return args, nil
+}
+
+// takeOptimizerOutputs installs the optimizer program's outputs (every group's parameters, then
+// every group's non-constant state) and returns the outputs that follow them.
+func (n *Nitro) takeOptimizerOutputs(outs []*tensors.Tensor) []*tensors.Tensor {
+	for _, g := range n.groups {
+		g.leaves = outs[:len(g.vars)]
+		outs = outs[len(g.vars):]
 	}
 	for _, g := range n.groups {
-		for j := range g.optState {
-			if !g.constLeaf(j) {
-				g.optState[j] = outs[k]
-				k++
+		for s := range g.optState {
+			if !g.constLeaf(s) {
+				g.optState[s] = outs[:len(g.vars)]
+				outs = outs[len(g.vars):]
 			}
 		}
 	}
-	return nil
+	return outs
 }

@@ -28,8 +28,8 @@ type paramGroup struct {
 	layout   *optimizers.Layout
 	leaves   []*tensors.Tensor // per-leaf parameters, device resident
 	opt      groupOptimizer    // the group's chain
-	optState []*tensors.Tensor // flat, device resident
-	constant []bool            // optState leaves that never change (not donated, not re-output)
+	optState [][]*tensors.Tensor // [state leaf][parameter array], device resident
+	constant []bool              // state leaves that never change (not donated, not re-output)
 }
 
 // keypath splits a variable's scope into parts, e.g. "/dense_0" + "weights" -> [dense_0 weights].
@@ -256,4 +256,13 @@ func (n *Nitro) Parameters() (map[string]*tensors.Tensor, error) {
 		}
 	}
 	return out, nil
+}
+
+// paramArrays counts the parameter arrays over all groups.
+func (n *Nitro) paramArrays() int {
+	k := 0
+	for _, g := range n.groups {
+		k += len(g.vars)
+	}
+	return k
 }

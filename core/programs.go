@@ -18,6 +18,7 @@ import (
 const (
 	kindGradient  = "gradient"
 	kindOptimizer = "optimizer"
+	kindTrainStep = "train_step"
 	kindEval      = "eval"
 	kindPredict   = "predict"
 )

@@ -16,64 +16,128 @@ import (
 func dtypeOf(name string) dtypes.DType { return dtypes.MapOfNames[name] }
 
 // gradientProgram: parameters, layer state, Device fields and the routed batch fields (plus the
-// running gradient sum when accum > 1) -> loss, per-group flat gradients, new layer state, train
-// metrics. accum bakes in (as 1/accum), so it is in this program's key and no other's.
+// running gradient sums when accum > 1) -> loss, the gradient of every parameter array, new layer
+// state, train metrics. accum bakes in (as 1/accum), so it is in this program's key and no other's.
 func (n *Nitro) gradientProgram(width int, keys []string) (*program, error) {
 	return n.memo(fmt.Sprintf("gradient/%d/%v", width, keys), func() (*program, error) {
 		sig := n.modelInputs(width, keys)
 		accum := n.cfg.accum.value
 		if accum > 1 {
 			for _, g := range n.groups {
-				sig.add("acc/"+g.name, g.dtype, []int{g.size})
+				for _, v := range g.vars {
+					sig.add("acc/"+v.ScopeAndName(), v.DType().String(), v.Shape().Dimensions)
+				}
 			}
 		}
 		key := n.key(kindGradient, hookNames(n.forward, n.loss, n.trainMetrics), sig)
 		key.Accum = accum
 		return n.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
 			nodes := sig.params(g, n.varInputs)
-			view := n.bindModel(g, nodes, src)
-			n.ctx.SetTraining(g, true)
-			fwdBatch := batchNodes(nodes, routed(setOf(keys), n.forward))
-			out := n.callForward(view, fwdBatch, width)
-			loss := n.loss.call(view, valueOfOutputs(out), batchNodes(nodes, routed(setOf(keys), n.loss))).Interface().(*graph.Node)
-			if loss == nil || loss.Rank() != 0 {
-				panic(fmt.Errorf("Loss must return a scalar node, got %v", shapeOf(loss)))
-			}
-			var leaves []*graph.Node
-			for _, grp := range n.groups {
-				for _, v := range grp.vars {
-					leaves = append(leaves, nodes["param/"+v.ScopeAndName()])
-				}
-			}
-			leafGrads := graph.Gradient(loss, leaves...)
-			grads := make([]*graph.Node, len(n.groups))
-			for i, grp := range n.groups {
-				grads[i] = grp.layout.FlattenNodes(leafGrads[:len(grp.vars)])
-				leafGrads = leafGrads[len(grp.vars):]
-			}
+			loss, grads, extra, meta := n.traceTrain(g, nodes, src, width, keys)
 			if accum > 1 {
-				for i, grp := range n.groups {
-					grads[i] = graph.Add(nodes["acc/"+grp.name], graph.MulScalar(grads[i], 1/float64(accum)))
+				k := 0
+				for _, grp := range n.groups {
+					for _, v := range grp.vars {
+						grads[k] = graph.Add(nodes["acc/"+v.ScopeAndName()], graph.MulScalar(grads[k], 1/float64(accum)))
+						k++
+					}
 				}
 			}
 			outs := append([]*graph.Node{loss}, grads...)
-			for _, v := range n.stateVars {
-				outs = append(outs, v.ValueGraph(g))
-			}
-			meta := &program{}
-			if n.trainMetrics != nil {
-				tm := n.trainMetrics.call(view, valueOfOutputs(out), batchNodes(nodes, routed(setOf(keys), n.trainMetrics))).Interface().(map[string]*graph.Node)
-				for _, name := range sortedKeys(tm) {
-					if tm[name] == nil || tm[name].Rank() != 0 {
-						panic(fmt.Errorf("TrainMetrics %q must be a scalar node (a per-step diagnostic), got %v", name, shapeOf(tm[name])))
-					}
-					meta.outNames = append(meta.outNames, name)
-					outs = append(outs, tm[name])
-				}
-			}
-			return outs, meta
+			return append(outs, extra...), meta
 		})
 	})
+}
+
+// trainStepProgram is the fused step (WithFusedStep, accum 1): the gradient program's inputs plus
+// every group's optimizer state and hyperparameters and the step -> loss, new parameters, new
+// optimizer state, new layer state, train metrics. One program per step instead of two; its key
+// holds the clip threshold (and accum, always 1), so a clip sweep recompiles the whole step.
+func (n *Nitro) trainStepProgram(width int, keys []string) (*program, error) {
+	return n.memo(fmt.Sprintf("train_step/%d/%v", width, keys), func() (*program, error) {
+		sig := n.modelInputs(width, keys)
+		for _, g := range n.groups {
+			n.addStateInputs(&sig, g)
+		}
+		sig.add("step", "Float32", nil)
+		key := n.key(kindTrainStep, hookNames(n.forward, n.loss, n.trainMetrics)+"+optimizer", sig)
+		key.Accum, key.Clip = 1, n.cfg.clip.value
+		for _, g := range n.groups {
+			key.Extra = append(key.Extra, [2]string{"chain/" + g.name, g.opt.Describe()})
+		}
+		return n.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
+			nodes := sig.params(g, n.varInputs)
+			loss, grads, extra, meta := n.traceTrain(g, nodes, src, width, keys)
+			in := make([]groupUpdate, len(n.groups))
+			for i, grp := range n.groups {
+				in[i] = n.groupInputs(grp, nodes)
+				in[i].grads, grads = grads[:len(grp.vars)], grads[len(grp.vars):]
+			}
+			newParams, newState := n.emitUpdates(in, nodes["step"])
+			// A non-finite loss keeps the old parameters and state, as the two-program step does by
+			// stopping before its update: the run stops on that loss with nothing overwritten.
+			finite := graph.IsFinite(loss)
+			k := 0
+			for i, grp := range n.groups {
+				for j := range grp.vars {
+					newParams[k] = graph.Where(finite, newParams[k], in[i].params[j])
+					k++
+				}
+			}
+			k = 0
+			for i, grp := range n.groups {
+				for s := range grp.optState {
+					if grp.constLeaf(s) {
+						continue
+					}
+					for j := range grp.vars {
+						newState[k] = graph.Where(finite, newState[k], in[i].state[s][j])
+						k++
+					}
+				}
+			}
+			outs := append([]*graph.Node{loss}, newParams...)
+			outs = append(outs, newState...)
+			return append(outs, extra...), meta
+		})
+	})
+}
+
+// traceTrain traces Forward, Loss and TrainMetrics on a training program's inputs and returns the
+// loss, the gradient of every parameter array (in group order), and the outputs that follow the
+// update in every training program: the new layer state, then the train metrics (named in meta).
+func (n *Nitro) traceTrain(g *graph.Graph, nodes map[string]*graph.Node, src any, width int, keys []string) (loss *graph.Node, grads, extra []*graph.Node, meta *program) {
+	view := n.bindModel(g, nodes, src)
+	n.ctx.SetTraining(g, true)
+	out := n.callForward(view, batchNodes(nodes, routed(setOf(keys), n.forward)), width)
+	loss = n.loss.call(view, valueOfOutputs(out), batchNodes(nodes, routed(setOf(keys), n.loss))).Interface().(*graph.Node)
+	if loss == nil || loss.Rank() != 0 {
+		panic(fmt.Errorf("Loss must return a scalar node, got %v", shapeOf(loss)))
+	}
+	var leaves []*graph.Node
+	for _, grp := range n.groups {
+		for _, v := range grp.vars {
+			leaves = append(leaves, nodes["param/"+v.ScopeAndName()])
+		}
+	}
+	// Gradients stay per array, as the optimizer reads them: packing them into one buffer per
+	// group would cost a copy here and slices there.
+	grads = graph.Gradient(loss, leaves...)
+	for _, v := range n.stateVars {
+		extra = append(extra, v.ValueGraph(g))
+	}
+	meta = &program{}
+	if n.trainMetrics != nil {
+		tm := n.trainMetrics.call(view, valueOfOutputs(out), batchNodes(nodes, routed(setOf(keys), n.trainMetrics))).Interface().(map[string]*graph.Node)
+		for _, name := range sortedKeys(tm) {
+			if tm[name] == nil || tm[name].Rank() != 0 {
+				panic(fmt.Errorf("TrainMetrics %q must be a scalar node (a per-step diagnostic), got %v", name, shapeOf(tm[name])))
+			}
+			meta.outNames = append(meta.outNames, name)
+			extra = append(extra, tm[name])
+		}
+	}
+	return loss, grads, extra, meta
 }
 
 func shapeOf(n *graph.Node) string {
@@ -117,11 +181,34 @@ func (n *Nitro) Train() error {
 			var acc []*tensors.Tensor
 			if accum > 1 {
 				for _, g := range n.groups {
-					acc = append(acc, tensors.FromShape(tensorsShape(g.dtype, g.size)))
+					for _, v := range g.vars {
+						acc = append(acc, tensors.FromShape(v.Shape()))
+					}
 				}
 			}
 			if err := n.applyDeviceSchedules(n.step + 1); err != nil {
 				return fmt.Errorf("epoch %d, step %d: %w", ep, n.step+1, err)
+			}
+			if n.opts.fused {
+				b, err := train.BatchAt(i)
+				if err != nil {
+					return fmt.Errorf("epoch %d, train batch %d: %w", ep, i, err)
+				}
+				loss, err := n.fusedStep(b, keys)
+				if err != nil {
+					return fmt.Errorf("epoch %d, step %d: %w", ep, n.step+1, err)
+				}
+				lossSum += loss
+				micro++
+				n.step++
+				steps++
+				if math.IsNaN(loss) || math.IsInf(loss, 0) {
+					return fmt.Errorf("non-finite loss %v at epoch %d, step %d: stopping; resume from the last checkpoint with a lower learning rate", loss, ep, n.step)
+				}
+				if n.interrupted.Load() {
+					break
+				}
+				continue
 			}
 			var grads []*tensors.Tensor
 			for k := 0; k < accum; k++ {
@@ -188,7 +275,7 @@ func (n *Nitro) Train() error {
 }
 
 // gradientStep runs the gradient program on one micro-batch and returns the validated loss and
-// the (accumulated) flat gradients, still on the device.
+// the (accumulated) gradients of every parameter array, still on the device.
 func (n *Nitro) gradientStep(b Batch, keys []string, acc []*tensors.Tensor) (float64, []*tensors.Tensor, error) {
 	w, err := batchWidth(b)
 	if err != nil {
@@ -210,7 +297,7 @@ func (n *Nitro) gradientStep(b Batch, keys []string, acc []*tensors.Tensor) (flo
 	if err != nil {
 		return 0, nil, err
 	}
-	G, S := len(n.groups), len(n.stateVars)
+	G, S := n.paramArrays(), len(n.stateVars)
 	loss, err := readControlScalar(outs[0], "loss")
 	if err != nil {
 		return 0, nil, err
@@ -223,6 +310,55 @@ func (n *Nitro) gradientStep(b Batch, keys []string, acc []*tensors.Tensor) (flo
 	n.trainCount++
 	freeTensors(outs[0:1], outs[1+G+S:])
 	return loss, outs[1 : 1+G], nil
+}
+
+// fusedStep runs the fused train step on one batch: parameters, optimizer state and layer state
+// are replaced (donated) in place of the two-program step's gradient and optimizer runs. The
+// program keeps the old parameters and state when the loss is non-finite, and the caller stops
+// the run on that loss, as the two-program step does before its update.
+func (n *Nitro) fusedStep(b Batch, keys []string) (float64, error) {
+	w, err := batchWidth(b)
+	if err != nil {
+		return 0, err
+	}
+	if w != n.trainWidth {
+		return 0, fmt.Errorf("train batch has %d rows, the train split's batches have %d: a train source must yield equal batches", w, n.trainWidth)
+	}
+	p, err := n.trainStepProgram(w, keys)
+	if err != nil {
+		return 0, err
+	}
+	step := n.step + 1
+	args := n.modelArgs(b, keys, true)
+	for i := range args[:n.paramArrays()] {
+		args[i].donate = true // replaced by the update
+	}
+	for _, g := range n.groups {
+		more, err := n.stateArgs(g, step)
+		if err != nil {
+			return 0, err
+		}
+		args = append(args, more...)
+	}
+	args = append(args, arg{t: tensors.FromScalar(float32(step)), counter: &n.uploads.Hyper})
+	outs, err := n.run(p, args)
+	freeBatch(b, keys)
+	if err != nil {
+		return 0, err
+	}
+	loss, err := readControlScalar(outs[0], "loss")
+	if err != nil {
+		return 0, err
+	}
+	rest := n.takeOptimizerOutputs(outs[1:])
+	S := len(n.stateVars)
+	n.state = rest[:S]
+	for i, name := range p.outNames {
+		n.trainSums[name] += scalarValue(rest[S+i])
+	}
+	n.trainCount++
+	freeTensors(outs[0:1], rest[S:])
+	return loss, nil
 }
 
 // freeBatch releases the device copies of a batch's transferred fields as soon as the step that

@@ -105,6 +105,14 @@ func (c *Chain) Init(params *tensors.Tensor) ([]*tensors.Tensor, error) {
 // optimizer step. newParams keeps params' dtype and shape, so the parameters are a fixed point of
 // the step's types. Graph side: panics on a malformed input.
 func (c *Chain) Apply(params, grads *graph.Node, state []*graph.Node, hp Hyper, step *graph.Node) (newParams *graph.Node, newState []*graph.Node) {
+	return c.ApplyShared(params, grads, state, hp, step, nil)
+}
+
+// ApplyShared is Apply for one parameter array of a group whose other arrays reuse shared's
+// step-dependent scalars (see Shared): core calls it once per array with the same hp, step and
+// shared, so the scalar math is emitted once per group. Transforms are elementwise, so applying
+// the chain array by array equals applying it to the group's flat buffer.
+func (c *Chain) ApplyShared(params, grads *graph.Node, state []*graph.Node, hp Hyper, step *graph.Node, shared *Shared) (newParams *graph.Node, newState []*graph.Node) {
 	if !params.DType().IsFloat() {
 		panic(fmt.Errorf("optimizers: Chain.Apply: params have dtype %s, want a float", params.DType()))
 	}
@@ -132,7 +140,7 @@ func (c *Chain) Apply(params, grads *graph.Node, state []*graph.Node, hp Hyper, 
 			}
 		}
 		var st State[*graph.Node]
-		updates, st = t.Update(UpdateInput{Updates: updates, Params: params, State: slices.Clone(leaves), Hyper: hp, Step: step})
+		updates, st = t.Update(UpdateInput{Updates: updates, Params: params, State: slices.Clone(leaves), Hyper: hp, Step: step, Shared: shared, Position: i})
 		out := st.Leaves()
 		if len(out) != n {
 			panic(fmt.Errorf("optimizers: chain position %d (%s): Update returned %d state leaves, StateNames lists %d", i, t.Name(), len(out), n))

@@ -45,6 +45,10 @@ type UpdateInput struct {
 	// Step is the 1-based optimizer step (not the micro-batch) as a scalar node of any numeric
 	// dtype: 1 on the first update, so bias corrections divide by 1-beta^1, as optax counts.
 	Step *graph.Node
+	// Shared caches nodes across the arrays of one group (nil: no sharing); Position is the
+	// transform's index in its chain, for keys that must not collide (see Shared.Node).
+	Shared   *Shared
+	Position int
 }
 
 // Transform is one init/update pair with its own typed state (optax's GradientTransformation).
