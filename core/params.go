@@ -26,8 +26,8 @@ type paramGroup struct {
 	size     int
 	dtype    string
 	layout   *optimizers.Layout
-	leaves   []*tensors.Tensor // per-leaf parameters, device resident
-	opt      groupOptimizer    // the group's chain
+	leaves   []*tensors.Tensor   // per-leaf parameters, device resident
+	opt      groupOptimizer      // the group's chain
 	optState [][]*tensors.Tensor // [state leaf][parameter array], device resident
 	constant []bool              // state leaves that never change (not donated, not re-output)
 }

@@ -157,6 +157,7 @@ func runExperiment(cmd string, args []string, stdout, stderr io.Writer) error {
 	maxEpochs := fs.Int("max-epochs", -1, "epochs to train (overrides the experiment)")
 	backendName := fs.String("backend", "", "force a backend: xla or go (default: xla when the plugin is installed)")
 	quiet := fs.Bool("quiet", false, "print only the results")
+	fused := fs.Bool("fused", false, "compile each training step as one program (gradient and update); needs accum 1")
 	split := fs.String("split", "test", "split to evaluate (evaluate only)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -186,6 +187,9 @@ func runExperiment(cmd string, args []string, stdout, stderr io.Writer) error {
 	}
 	if *quiet {
 		opts = append(opts, core.Quiet())
+	}
+	if *fused {
+		opts = append(opts, core.WithFusedStep())
 	}
 	n, err := core.New(e, opts...)
 	if err != nil {

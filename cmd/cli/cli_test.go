@@ -9,6 +9,7 @@ import (
 
 	"github.com/nitro-go/nitro/cmd/cli"
 	"github.com/nitro-go/nitro/cmd/examples/mnist"
+	"github.com/nitro-go/nitro/compilecache"
 )
 
 func init() { cli.Register[mnist.MLP]("mnist-mlp", "MLP on MNIST") }
@@ -77,4 +78,25 @@ func TestTrainTinyMNIST(t *testing.T) {
 	if !strings.Contains(out, "compile cache: 3 misses") {
 		t.Fatalf("train+validate+test should compile 3 programs:\n%s", out)
 	}
+}
+
+// TestTrainTinyMNISTFused: --fused trains the same preset with one training program, so train +
+// validate + test compile 2 programs (the fused step and eval) where the default compiles 3.
+func TestTrainTinyMNISTFused(t *testing.T) {
+	compilecache.Default().Reset() // the CLI reports the process-level cache, which other tests fill
+	code, out, errs := runCLI("train", "mnist-mlp", "--preset", "tiny", "--fused", "--set", "TrainLimit=3000", "--set", "TestLimit=1000")
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errs, out)
+	}
+	m := regexp.MustCompile(`test: accuracy ([0-9.]+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no test accuracy in:\n%s", out)
+	}
+	if acc, _ := strconv.ParseFloat(m[1], 64); acc < 0.5 {
+		t.Fatalf("test accuracy %v after the tiny preset with --fused: the model did not learn", acc)
+	}
+	if !strings.Contains(out, "compile cache: 2 misses") || !strings.Contains(out, "fused") {
+		t.Fatalf("--fused train+validate+test should compile 2 programs and say it is fused:\n%s", out)
+	}
+
 }
