@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Stats are the counters behind the acceptance check: after a healthy run misses == entries, and misses
@@ -42,6 +43,7 @@ type Cache struct {
 	seq          uint64
 	hits, misses int
 	explanations []string
+	compileTime  map[string]time.Duration // by kind: wall time spent in successful compiles
 }
 
 // New returns an empty cache, for tests and for callers that want isolation from Default.
@@ -94,8 +96,16 @@ func (c *Cache) Get(key Key, compile func() (any, error)) (any, Lookup, error) {
 	}
 	c.mu.Unlock()
 
+	start := time.Now()
 	e.value, e.err = runCompile(key, compile)
+	took := time.Since(start)
 	c.mu.Lock()
+	if e.err == nil && c.generation == gen {
+		if c.compileTime == nil {
+			c.compileTime = map[string]time.Duration{}
+		}
+		c.compileTime[key.Kind] += took
+	}
 	if e.err != nil || c.generation != gen {
 		// A failed compile leaves no entry, so a retry compiles again and shows as misses > entries.
 		if c.entries[id] == e {
@@ -174,6 +184,19 @@ func (c *Cache) Reset() {
 	c.generation++
 	c.hits, c.misses = 0, 0
 	c.explanations = nil
+	c.compileTime = nil
+}
+
+// CompileTimes returns, by program kind, the wall time spent building and compiling the programs
+// the cache now counts (since New or the last Reset): what a run paid before its first step.
+func (c *Cache) CompileTimes() map[string]time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]time.Duration, len(c.compileTime))
+	for k, v := range c.compileTime {
+		out[k] = v
+	}
+	return out
 }
 
 // Evict drops the program stored under key and reports whether there was one. The next Get for it

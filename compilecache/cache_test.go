@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nitro-go/nitro/compilecache"
 )
@@ -499,5 +500,30 @@ func TestBuildIdentity(t *testing.T) {
 func waitForMiss(c *compilecache.Cache) {
 	for c.Stats().Misses == 0 {
 		runtime.Gosched()
+	}
+}
+
+// TestCompileTimesByKind: a miss adds its compile's wall time to its kind; a hit adds nothing;
+// Reset forgets them.
+func TestCompileTimesByKind(t *testing.T) {
+	c := compilecache.New()
+	slow := func() (any, error) { time.Sleep(20 * time.Millisecond); return 1, nil }
+	k := compilecache.Key{Kind: compilecache.KindOptimizer, Experiment: "E", DeviceCount: 1}
+	if _, _, err := c.Get(k, slow); err != nil {
+		t.Fatal(err)
+	}
+	first := c.CompileTimes()[compilecache.KindOptimizer]
+	if first < 20*time.Millisecond {
+		t.Fatalf("optimizer compile time %v, want >= 20ms", first)
+	}
+	if _, _, err := c.Get(k, slow); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.CompileTimes(); got[compilecache.KindOptimizer] != first || len(got) != 1 {
+		t.Fatalf("a hit changed the compile times: %v (was %v)", got, first)
+	}
+	c.Reset()
+	if got := c.CompileTimes(); len(got) != 0 {
+		t.Fatalf("Reset kept compile times %v", got)
 	}
 }

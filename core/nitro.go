@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"github.com/nitro-go/nitro/core/dotgrad"
 	"io"
 	"os"
 	"reflect"
@@ -119,6 +120,8 @@ type fieldShape struct {
 // build the model, initialize its parameters and place them on the device. No training and no
 // compilation of nitro programs happens here.
 func New(e any, opts ...Option) (n *Nitro, err error) {
+	// Matrix-product gradients for Dot/DotGeneral before any graph is built (see dotgrad).
+	dotgrad.Install()
 	o := options{out: os.Stdout}
 	for _, opt := range opts {
 		opt(&o)
