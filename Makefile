@@ -9,7 +9,7 @@ RACE    := compilecache markers
 GO      ?= go
 ARGS    ?=
 
-.PHONY: setup test lint bench depcheck run fmt $(addprefix test/,$(MODULES))
+.PHONY: setup test lint bench bench-venv depcheck run fmt $(addprefix test/,$(MODULES))
 
 ## setup: install the pinned XLA CPU PJRT plugin into .nitro/pjrt and download Go modules (idempotent)
 setup:
@@ -37,9 +37,14 @@ lint:
 fmt:
 	gofmt -w $(MODULES)
 
-## bench: benchmarks that print ratios measured in one run
-bench: setup
-	$(GO) test -run '^$$' -bench . -benchtime 1x ./integration/...
+## bench-venv: the JAX + optax peer's venv, for `make bench` only (pins: scripts/bench/requirements.txt)
+bench-venv:
+	@./scripts/bench/setup-venv.sh
+
+## bench: benchmarks that print ratios measured in one run (the step against GoMLX and JAX; the
+## optimizer program against a one-pass copy)
+bench: setup bench-venv
+	NITRO_BENCH_PYTHON=$(CURDIR)/.nitro/bench-venv/bin/python $(GO) test -run '^$$' -bench . -benchtime 1x ./integration/... ./core/
 
 ## run: train the MNIST example through the CLI
 run: setup

@@ -1,11 +1,22 @@
 package integration_test
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gopjrt/dtypes"
+	"github.com/nitro-go/nitro/core/backend"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -55,20 +66,27 @@ func (e *BenchMLP) Loss(out core.Outputs, in Labels) *graph.Node {
 	return benchLoss(out["logits"], in.Y)
 }
 
-// BenchmarkStepRatio measures, in one run, the median time of one training step in nitro and in a
-// hand-written GoMLX loop doing the same math on the same backend, and reports their ratio. It
-// asserts nothing about speed.
+// BenchmarkStepRatio measures, in one run, the median time of one training step on four sides
+// doing the same math on the same machine, and prints their ratios. It asserts nothing about
+// speed; it fails only if a side misbehaves (wrong step count, a compile during timing).
 //
-// nitro: per step, a gradient program and a separate optimizer program (RAdam), a fresh host batch
-// copied out of the dataset and uploaded, and the loss read back to check it is finite. Timed by
-// wall clock around one more epoch of Train on one handle, over a train-only split of benchSteps
-// batches; no validation runs.
+//   - nitro (two programs): per step a gradient program and a separate optimizer program (RAdam),
+//     a fresh host batch copied out of the dataset and uploaded, and the loss read back to check it
+//     is finite. Timed by wall clock around one more epoch of Train on one long-lived handle, over
+//     a train-only split of benchSteps batches; no validation runs.
+//   - nitro (fused): the same with core.WithFusedStep(): one program per step.
+//   - GoMLX: a hand-written loop, one context.Exec per step fusing forward, gradient and GoMLX's
+//     Adam (optimizers.Adam().Done(): Adam, not RAdam, so the rectification's few scalar ops are
+//     missing), fed a fresh host batch copied the same way, with the loss read back each step.
+//     It runs after core.New, so it has nitro's matrix-product gradients (core/dotgrad) too.
+//   - JAX + optax (scripts/bench/jax_step.py, when $NITRO_BENCH_PYTHON names the venv's python;
+//     `make bench` sets it up): a jitted step with params and state donated, radam at optax's
+//     defaults, a fresh host batch uploaded and the loss read back per step.
 //
-// GoMLX: one context.Exec per step fusing forward, gradient and GoMLX's own Adam update
-// (optimizers.Adam().Done(): Adam, not RAdam, so the rectification term's few scalar ops are
-// missing), fed a fresh host batch copied the same way, with the loss read back each step.
-//
-// Repeats alternate between the two sides so drift in the machine hits both alike.
+// Repeats alternate between the sides so drift in the machine hits all alike. Each side's GFLOP/s
+// (matmul flops of one step: forward, weight and input gradients) is set against the roofline of
+// one [batch,in]@[in,hidden] matmul looped on the same backend in the same run. The compile times
+// are those of nitro's programs (gradient, optimizer, fused train step, eval).
 func BenchmarkStepRatio(b *testing.B) {
 	r := requireXLA(b)
 	n := benchSteps * benchBatch
@@ -81,35 +99,44 @@ func BenchmarkStepRatio(b *testing.B) {
 	for i := range ys {
 		ys[i] = int32(rng.IntN(benchOut))
 	}
-	src, err := core.NewArrayBatches(map[string]*tensors.Tensor{
-		"x": tensors.FromFlatDataAndDimensions(xs, n, benchIn),
-		"y": tensors.FromFlatDataAndDimensions(ys, n),
-	}, benchBatch, core.ArrayOptions{DropPartial: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	cache := compilecache.New()
-
-	// nitroRepeat trains one more epoch of benchSteps steps on one long-lived handle (as a real run
-	// does) and returns seconds per step. RequestStop before Train makes Train run exactly one epoch.
-	nt, err := core.New(&BenchMLP{Hidden: benchHidden}, core.WithBackend("xla"), core.Quiet(),
-		core.WithCache(cache), core.WithData(core.Data{"train": src}), core.WithMaxEpochs(1000))
-	if err != nil {
-		b.Fatal(err)
-	}
-	nitroRepeat := func() float64 {
-		before := nt.Step()
-		nt.RequestStop()
-		start := time.Now()
-		if err := nt.Train(); err != nil {
+	newSource := func() *core.ArrayBatches {
+		src, err := core.NewArrayBatches(map[string]*tensors.Tensor{
+			"x": tensors.FromFlatDataAndDimensions(slices.Clone(xs), n, benchIn),
+			"y": tensors.FromFlatDataAndDimensions(slices.Clone(ys), n),
+		}, benchBatch, core.ArrayOptions{DropPartial: true})
+		if err != nil {
 			b.Fatal(err)
 		}
-		el := time.Since(start).Seconds()
-		if got := nt.Step() - before; got != benchSteps {
-			b.Fatalf("nitro took %d steps, want %d", got, benchSteps)
-		}
-		return el / benchSteps
+		return src
 	}
+
+	// nitroSide trains one more epoch of benchSteps steps on one long-lived handle (as a real run
+	// does) per repeat and returns seconds per step. RequestStop before Train makes Train run
+	// exactly one epoch. A "test" split (never touched by Train) lets the eval program compile.
+	nitroSide := func(cache *compilecache.Cache, opts ...core.Option) (*core.Nitro, func() float64) {
+		opts = append([]core.Option{core.WithBackend("xla"), core.Quiet(), core.WithCache(cache),
+			core.WithData(core.Data{"train": newSource(), "test": newSource()}), core.WithMaxEpochs(1000)}, opts...)
+		nt, err := core.New(&BenchMLP{Hidden: benchHidden}, opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return nt, func() float64 {
+			before := nt.Step()
+			nt.RequestStop()
+			start := time.Now()
+			if err := nt.Train(); err != nil {
+				b.Fatal(err)
+			}
+			el := time.Since(start).Seconds()
+			if got := nt.Step() - before; got != benchSteps {
+				b.Fatalf("nitro took %d steps, want %d", got, benchSteps)
+			}
+			return el / benchSteps
+		}
+	}
+	twoCache, fusedCache := compilecache.New(), compilecache.New()
+	twoN, twoRepeat := nitroSide(twoCache)
+	fusedN, fusedRepeat := nitroSide(fusedCache, core.WithFusedStep())
 
 	ctx := context.New()
 	ctx.SetRNGStateFromSeed(42)
@@ -140,29 +167,206 @@ func BenchmarkStepRatio(b *testing.B) {
 		}
 		return time.Since(start).Seconds() / benchSteps
 	}
+	jax := startJAX(b)
 
-	// Warm-up: compiles both sides (nitro's programs land in the private cache).
-	nitroRepeat()
+	// Warm-up: compiles every side (nitro's programs land in their private caches).
+	twoRepeat()
+	fusedRepeat()
 	gomlxRepeat()
+	if jax != nil {
+		jax.step()
+	}
 	b.ResetTimer()
-	var nitroT, gomlxT []float64
+	var twoT, fusedT, gomlxT, jaxT []float64
 	for range benchRepeats {
-		nitroT = append(nitroT, nitroRepeat())
+		twoT = append(twoT, twoRepeat())
+		fusedT = append(fusedT, fusedRepeat())
 		gomlxT = append(gomlxT, gomlxRepeat())
+		if jax != nil {
+			jaxT = append(jaxT, jax.step())
+		}
 	}
 	b.StopTimer()
-	if s := cache.Stats(); s.Misses != 2 {
+	if s := twoCache.Stats(); s.Misses != 2 {
 		b.Errorf("nitro compiled %d programs, want 2 (gradient, optimizer): the timing includes compiles", s.Misses)
 	}
-	nm, gm := median(nitroT)*1e3, median(gomlxT)*1e3
-	ratio := nm / gm
-	fmt.Printf("nitro/gomlx step time ratio: %.2f (nitro %.2f ms, gomlx %.2f ms, median of %d)\n", ratio, nm, gm, benchRepeats)
-	fmt.Printf("  MLP %d-%d-%d-%d, batch %d, %d steps per repeat, backend %s\n", benchIn, benchHidden, benchHidden, benchOut, benchBatch, benchSteps, r.Name)
-	fmt.Printf("  nitro: RAdam, gradient and optimizer programs per step; gomlx: optimizers.Adam().Done(), one fused program per step\n")
-	b.ReportMetric(ratio, "nitro/gomlx")
-	b.ReportMetric(nm, "nitro-ms/step")
+	if s := fusedCache.Stats(); s.Misses != 1 {
+		b.Errorf("nitro fused compiled %d programs, want 1 (train_step): the timing includes compiles", s.Misses)
+	}
+	for _, nt := range []*core.Nitro{twoN, fusedN} {
+		if _, err := nt.Evaluate("test"); err != nil { // compiles the eval program, for its compile time
+			b.Fatal(err)
+		}
+	}
+	roof := matmulGFLOPS(b, r)
+	flops := stepFlops()
+	gf := func(ms float64) float64 { return flops / (ms * 1e-3) / 1e9 }
+
+	two, fused, gm := median(twoT)*1e3, median(fusedT)*1e3, median(gomlxT)*1e3
+	fmt.Printf("step time, MLP %d-%d-%d-%d, batch %d, %d steps per repeat, median of %d repeats, backend %s:\n", benchIn, benchHidden, benchHidden, benchOut, benchBatch, benchSteps, benchRepeats, r.Name)
+	fmt.Printf("  %-22s %8s %8s %10s\n", "side", "ms/step", "GFLOP/s", "/roofline")
+	fmt.Printf("  %-22s %8.2f %8.1f %10.2f\n", "nitro (two programs)", two, gf(two), gf(two)/roof)
+	fmt.Printf("  %-22s %8.2f %8.1f %10.2f\n", "nitro (fused)", fused, gf(fused), gf(fused)/roof)
+	fmt.Printf("  %-22s %8.2f %8.1f %10.2f\n", "GoMLX loop", gm, gf(gm), gf(gm)/roof)
+	fmt.Printf("  matmul roofline (GoMLX, [%d,%d]@[%d,%d] looped): %.1f GFLOP/s; step = %.0f matmul flops\n", benchBatch, benchIn, benchIn, benchHidden, roof, flops)
+	fmt.Printf("ratios: fused/gomlx %.2f (goal <= 1.05), two/fused %.2f\n", fused/gm, two/fused)
+	b.ReportMetric(two, "nitro-ms/step")
+	b.ReportMetric(fused, "fused-ms/step")
 	b.ReportMetric(gm, "gomlx-ms/step")
+	b.ReportMetric(fused/gm, "fused/gomlx")
+	if jax != nil {
+		jm := median(jaxT) * 1e3
+		jroof := jax.matmul()
+		if jf := jax.flops(); jf != flops {
+			b.Errorf("JAX counts %.0f matmul flops per step, Go %.0f: the two sides do not train the same model", jf, flops)
+		}
+		fmt.Printf("  %-22s %8.2f %8.1f %10.2f   (%s; its matmul roofline %.1f GFLOP/s)\n", "JAX + optax", jm, gf(jm), gf(jm)/jroof, jax.versions, jroof)
+		fmt.Printf("ratios: fused/jax %.2f (goal <= 1.10), two/jax %.2f (goal <= 1.5)\n", fused/jm, two/jm)
+		b.ReportMetric(jm, "jax-ms/step")
+		b.ReportMetric(fused/jm, "fused/jax")
+		b.ReportMetric(two/jm, "two/jax")
+	} else {
+		fmt.Println("  JAX + optax: not measured ($NITRO_BENCH_PYTHON unset; `make bench` sets it up)")
+	}
+	ct := func(c *compilecache.Cache, kind string) string {
+		return fmt.Sprintf("%s %.0f ms", kind, float64(c.CompileTimes()[kind].Microseconds())/1e3)
+	}
+	fmt.Printf("compile: %s, %s, %s; fused: %s, %s\n",
+		ct(twoCache, compilecache.KindGradient), ct(twoCache, compilecache.KindOptimizer), ct(twoCache, compilecache.KindEval),
+		ct(fusedCache, compilecache.KindTrainStep), ct(fusedCache, compilecache.KindEval))
+	if jax != nil {
+		fmt.Printf("  JAX train step: %s ms\n", jax.compileMS)
+	}
 }
+
+// stepFlops counts the matmul flops of one training step of the benchmark's MLP, 2*M*N*K per
+// matmul: per layer the forward, the weight-gradient and the input-gradient matmuls, except the
+// first layer's input gradient (its input is data). The JAX side counts the same way.
+func stepFlops() float64 {
+	dims := []int{benchIn, benchHidden, benchHidden, benchOut}
+	total := 0.0
+	for i := 0; i+1 < len(dims); i++ {
+		mm := 2 * float64(benchBatch) * float64(dims[i]) * float64(dims[i+1])
+		total += 2 * mm // forward, weight gradient
+		if i > 0 {
+			total += mm // input gradient
+		}
+	}
+	return total
+}
+
+// matmulGFLOPS times one [batch,in]@[in,hidden] matmul program on the backend, on the same two
+// device-resident inputs each call, each call waited on: the roofline the step is set against.
+func matmulGFLOPS(b *testing.B, r *backend.Resolved) float64 {
+	exec, err := graph.NewExec(r.Backend, func(x, w *graph.Node) *graph.Node { return graph.Dot(x, w) })
+	if err != nil {
+		b.Fatal(err)
+	}
+	x := tensors.FromShape(shapes.Make(dtypes.Float32, benchBatch, benchIn))
+	w := tensors.FromShape(shapes.Make(dtypes.Float32, benchIn, benchHidden))
+	for _, t := range []*tensors.Tensor{x, w} {
+		if err := t.MaterializeOnDevice(r.Backend, false, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	call := func() {
+		out, err := exec.Exec(x, w)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = out[0].Value() // waits for the result, as the JAX side's block_until_ready
+		_ = out[0].FinalizeAll()
+	}
+	call()
+	calls, start := 0, time.Now()
+	for calls < 5 || time.Since(start) < 200*time.Millisecond {
+		call()
+		calls++
+	}
+	return 2 * float64(benchBatch*benchIn*benchHidden) * float64(calls) / time.Since(start).Seconds() / 1e9
+}
+
+// jaxPeer drives scripts/bench/jax_step.py, one command per line.
+type jaxPeer struct {
+	b         *testing.B
+	cmd       *exec.Cmd
+	in        io.WriteCloser
+	out       *bufio.Scanner
+	versions  string
+	compileMS string
+}
+
+// startJAX starts the JAX peer when $NITRO_BENCH_PYTHON names a python (the venv `make bench`
+// builds); nil otherwise. A peer that fails to start is a benchmark failure, not a silent skip.
+func startJAX(b *testing.B) *jaxPeer {
+	py := os.Getenv("NITRO_BENCH_PYTHON")
+	if py == "" {
+		return nil
+	}
+	script, err := filepath.Abs(filepath.Join("..", "scripts", "bench", "jax_step.py"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := exec.Command(py, script, "--in", fmt.Sprint(benchIn), "--hidden", fmt.Sprint(benchHidden), "--out", fmt.Sprint(benchOut),
+		"--batch", fmt.Sprint(benchBatch), "--steps", fmt.Sprint(benchSteps), "--lr", "1e-3")
+	c.Stderr = os.Stderr
+	in, err := c.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		b.Fatalf("starting the JAX peer (%s %s): %v", py, script, err)
+	}
+	p := &jaxPeer{b: b, cmd: c, in: in, out: bufio.NewScanner(out)}
+	b.Cleanup(func() {
+		_, _ = io.WriteString(p.in, "quit\n")
+		_ = p.in.Close()
+		_ = p.cmd.Wait()
+	})
+	ready := p.read("ready")
+	p.compileMS = ready["compile_ms"]
+	p.versions = fmt.Sprintf("jax %s, optax %s", ready["jax"], ready["optax"])
+	return p
+}
+
+// read reads one answer line, which must start with want, and returns its key=value fields.
+func (p *jaxPeer) read(want string) map[string]string {
+	if !p.out.Scan() {
+		p.b.Fatalf("JAX peer: no answer (want %q): %v", want, p.out.Err())
+	}
+	line := p.out.Text()
+	fields := strings.Fields(line)
+	if len(fields) == 0 || (!strings.HasPrefix(fields[0], want) && fields[0] != want) || fields[0] == "error" {
+		p.b.Fatalf("JAX peer: answered %q, want %q", line, want)
+	}
+	kv := map[string]string{}
+	for _, f := range fields {
+		if k, v, ok := strings.Cut(f, "="); ok {
+			kv[k] = v
+		}
+	}
+	return kv
+}
+
+func (p *jaxPeer) ask(cmd, key string) float64 {
+	if _, err := io.WriteString(p.in, cmd+"\n"); err != nil {
+		p.b.Fatalf("JAX peer: %v", err)
+	}
+	v, err := strconv.ParseFloat(p.read(key)[key], 64)
+	if err != nil {
+		p.b.Fatalf("JAX peer: %s: %v", cmd, err)
+	}
+	return v
+}
+
+// step runs one repeat of benchSteps steps and returns seconds per step.
+func (p *jaxPeer) step() float64   { return p.ask("step", "step_ms") / 1e3 }
+func (p *jaxPeer) matmul() float64 { return p.ask("matmul", "matmul_gflops") }
+func (p *jaxPeer) flops() float64  { return p.ask("flops", "step_flops") }
 
 func median(v []float64) float64 {
 	s := slices.Clone(v)
