@@ -6,7 +6,10 @@
 // is decoupled, last, with a zero, w0 or explicit anchor and a per-leaf no-decay mask.
 // Schedulable hyperparameters are scalar device inputs (Hyper), so changing them never
 // recompiles; nonschedulable ones are declared once per rule, baked, and named by Describe, which
-// is what the compile cache key takes. The step is 1-based.
+// is what the compile cache key takes. The step is 1-based; every step-dependent scalar (bias
+// corrections, RAdam's rho_t, r_t and switch) is computed in float64 in the graph and cast once to
+// the parameters' dtype, so float32 training matches the float64 formulas (the backend must run
+// float64 scalar ops: XLA on CPU and GPU and the pure-Go backend do).
 //
 // Left to the caller (core): compiling and running the programs, resolving accessors and
 // schedules into GroupSetup and per-step values (LRRatios, EffectiveHyper), uploading them, and

@@ -160,3 +160,40 @@ func mustChain(t testing.TB, ts ...optimizers.Transform) *optimizers.Chain {
 	}
 	return c
 }
+
+// tensorOf builds a rank-1 tensor of dt (float32 or float64) from float64 values, rounding once.
+func tensorOf(dt dtypes.DType, values []float64) *tensors.Tensor {
+	if dt == dtypes.Float64 {
+		return tensor64(values)
+	}
+	return tensors.FromAnyValue(shapes.CastAsDType(append([]float64(nil), values...), dt))
+}
+
+// scalarOf is the scalar v as a Go value of dt, for a program input.
+func scalarOf(dt dtypes.DType, v int) any {
+	return shapes.CastAsDType(float64(v), dt)
+}
+
+// asF64 reads a float32 or float64 tensor as float64 values.
+func asF64(t testing.TB, x *tensors.Tensor) []float64 {
+	t.Helper()
+	switch x.DType() {
+	case dtypes.Float64:
+		return tensors.MustCopyFlatData[float64](x)
+	case dtypes.Float32:
+		v := tensors.MustCopyFlatData[float32](x)
+		out := make([]float64, len(v))
+		for i, f := range v {
+			out[i] = float64(f)
+		}
+		return out
+	}
+	t.Fatalf("asF64: dtype %s", x.DType())
+	return nil
+}
+
+// relErrFloor is |a-b| / max(|b|, floor): relative error, absolute (scaled by 1/floor) for
+// references smaller than floor in magnitude.
+func relErrFloor(a, b, floor float64) float64 {
+	return math.Abs(a-b) / math.Max(math.Abs(b), floor)
+}

@@ -38,6 +38,8 @@ const RAdamThreshold = 5.0
 //	update = -eta * (rho_t >= 5 ? r_t mu_hat/(sqrt(nu_hat)+eps) : mu_hat)
 //
 // so the first steps (rho_t < 5; t <= 5 at b2 = 0.999) are bias-corrected momentum, unadapted.
+// The step-dependent scalars (b^t, the bias corrections, rho_t, r_t and the switch) are computed in
+// float64 whatever the parameters' dtype, so the switch falls where float64 math puts it.
 type RAdam struct {
 	Eta   float64
 	Beta1 float64

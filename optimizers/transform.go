@@ -44,6 +44,8 @@ type UpdateInput struct {
 	Hyper Hyper
 	// Step is the 1-based optimizer step (not the micro-batch) as a scalar node of any numeric
 	// dtype: 1 on the first update, so bias corrections divide by 1-beta^1, as optax counts.
+	// Transforms convert it to float64 for their step-dependent scalars: exact for integer dtypes
+	// up to 2^53 and for a float32 step (what core passes) up to 2^24 = 16,777,216 steps.
 	Step *graph.Node
 	// Shared caches nodes across the arrays of one group (nil: no sharing); Position is the
 	// transform's index in its chain, for keys that must not collide (see Shared.Node).
