@@ -31,10 +31,11 @@ type LeafLayout struct {
 	Size    int
 }
 
-// Layout describes one parameter group's flat buffer. Parameters, gradients and optimizer state
-// cross the program boundary as one such buffer per group, so the optimizer program emits one
-// update per group however many arrays the model has. A Layout is structural: it bakes into both
-// programs (offsets are static slices), so it belongs in the compile key via its shapes.
+// Layout describes one parameter group's flat buffer: the host-side view of the group's arrays
+// end to end, on which a chain's Init builds its state (core then keeps parameters, gradients and
+// state per array on the device, split with Unflatten, and applies the chain array by array; see
+// Chain.ApplyShared). A Layout is structural (the arrays, their order and shapes), so it belongs
+// in the compile key via its shapes.
 type Layout struct {
 	Group  string
 	DType  dtypes.DType
