@@ -10,7 +10,8 @@ import (
 
 // The acceptance check of spec/recompilation.txt, each count against a fresh private cache:
 // train-only compiles 2 programs (gradient, optimizer, separate even at accum = 1), validation
-// adds 1, and neither grows with the number of steps.
+// adds 1, and neither grows with the number of steps. With core.WithFusedStep() the step is one
+// program (train_step): train-only compiles 1 and train+val 2.
 func TestAcceptanceCounts(t *testing.T) {
 	requireXLA(t)
 	cases := []struct {
@@ -23,6 +24,8 @@ func TestAcceptanceCounts(t *testing.T) {
 		{"train+val, 1 epoch", func() *Clf { return newClf(t, nil) }, nil, 1, 3},
 		{"train+val, 2 epochs", func() *Clf { return newClf(t, nil) }, []core.Option{core.WithMaxEpochs(2)}, 2, 3},
 		{"train only (WithData, no val split)", func() *Clf { return newClf(t, nil) }, []core.Option{withTrainOnly(t)}, 1, 2},
+		{"fused train+val, 2 epochs", func() *Clf { return newClf(t, nil) }, []core.Option{core.WithMaxEpochs(2), core.WithFusedStep()}, 2, 2},
+		{"fused train only", func() *Clf { return newClf(t, nil) }, []core.Option{withTrainOnly(t), core.WithFusedStep()}, 1, 1},
 	}
 	var oneEpochHits int
 	for _, tc := range cases {

@@ -2,10 +2,11 @@
 // plugin that `make setup` installs into .nitro/pjrt.
 //
 // What it proves, whole: the acceptance check of the compile cache (train+val compiles 3 programs,
-// train-only 2, more epochs none, a second Nitro none; what a GraphConst, Device, Host, accum or
-// clip change does and how the miss is explained), the four-hooks-only claim, parameter residency
-// during evaluation, the short final batch, non-finite losses, RequestStop and Predict. The
-// benchmark (`make bench`) prints the nitro/GoMLX step-time ratio measured in one run.
+// train-only 2, with the fused step 2 and 1, more epochs none, a second Nitro none; what a
+// GraphConst, Device, Host, accum or clip change does and how the miss is explained), the
+// four-hooks-only claim, parameter residency during evaluation, the short final batch, non-finite
+// losses, RequestStop, Predict, and float32 whole runs against float64. The benchmark
+// (`make bench`) prints nitro's step time against a GoMLX loop and JAX + optax, measured in one run.
 //
 // In CI (CI=true) a missing plugin fails the run; elsewhere the tests that need it say loudly
 // that they are skipped and why. Tests use private caches (compilecache.New) so they can run in
