@@ -5,7 +5,7 @@ MODULES := markers compilecache optimizers schedules prefetch checkpoint logjson
 PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 # Race detector on the modules with goroutines and tests (prefetch and monitors join when they land).
 # core is left out: GoMLX v0.25.0's pure-Go backend, which core's unit tests run on, has known races.
-RACE    := compilecache markers
+RACE    := compilecache markers monitors
 GO      ?= go
 ARGS    ?=
 

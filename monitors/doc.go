@@ -1,6 +1,18 @@
-// Package monitors will own run observation: the phase tree, the monitor registry, a progress
-// counter and work-in-flight, and the shipped monitors (progress bar, stall watchdog, heartbeat).
+// Package monitors owns run observation: the run-phase tree, the monitor registry, the process
+// progress counter and work-in-flight depth, and shipped monitors (stall watchdog, heartbeat
+// file, progress display). A monitor watches a run and never steers it; RequestStop is graceful.
 //
-// Status: contract reserved, not implemented yet. Monitors will run in their own goroutines with
-// explicit teardown, never inside the driver's step sequence.
+// Contract. A Tracker (embedded by core, one per run) records the run's phase and publishes
+// transitions only: SetPhase to the current phase is no event. Repl is published (Publish, or
+// Tracker.Exit of the outermost entry point) but never recorded. Monitors receive
+// (phase, progress, info); Progress.Started is false until the first epoch begins.
+// Order: the process-level monitors (Register), snapshotted into a run by NewTracker and
+// Tracker.Snapshot, in registration order, then the run's own (Tracker.Register), which reach
+// a live run at once. Handle.Unregister removes from whichever registry issued it, idempotently.
+//
+// Left to the caller: calling SetPhase/Tick/SetProgress at the right points, checking
+// StopRequested once per epoch, and closing the shipped monitors (each runs one goroutine).
+// Errors: a monitor that returns an error or panics never stops a run; it is reported once per
+// monitor through TrackerOptions.Warn. Everything here is safe for concurrent use, but a
+// monitor must not call SetPhase/Publish/WithCompiling from inside Observe.
 package monitors

@@ -1,0 +1,260 @@
+package monitors
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+// DisplayMode selects the progress display's output.
+type DisplayMode int
+
+const (
+	// DisplayAuto uses DisplayTerminal when Out is a terminal, else DisplayPlain.
+	DisplayAuto DisplayMode = iota
+	// DisplayPlain writes one line per epoch (and one per compile and end state).
+	DisplayPlain
+	// DisplayTerminal draws a live progress bar.
+	DisplayTerminal
+)
+
+// LossReporter and StepsReporter are optional Run extensions the display reads (*Tracker
+// implements both).
+type (
+	LossReporter  interface{ LastLoss() (float64, bool) }
+	StepsReporter interface{ StepsPerEpoch() int }
+)
+
+// DisplayConfig configures a progress display.
+type DisplayConfig struct {
+	Out      io.Writer     // default os.Stderr
+	Mode     DisplayMode   // default DisplayAuto
+	Interval time.Duration // refresh period of the goroutine (default 200ms)
+	Now      func() time.Time
+}
+
+// Display shows epoch, step / steps in the epoch, steps/s, ETA and last loss, and
+// "compiling <program>" while a compile runs. Register it as a Monitor; Close stops it.
+type Display struct {
+	cfg  DisplayConfig
+	mode DisplayMode
+
+	mu         sync.Mutex
+	phase      Phase
+	run        Run
+	epoch      int
+	epochStart time.Time
+	epochCount uint64 // progress counter at epoch start
+	inEpoch    bool
+	bar        *progressbar.ProgressBar
+
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+// NewDisplay starts the display goroutine.
+func NewDisplay(cfg DisplayConfig) *Display {
+	if cfg.Out == nil {
+		cfg.Out = os.Stderr
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 200 * time.Millisecond
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	mode := cfg.Mode
+	if mode == DisplayAuto {
+		mode = DisplayPlain
+		if f, ok := cfg.Out.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(f.Fd())) {
+			mode = DisplayTerminal
+		}
+	}
+	d := &Display{cfg: cfg, mode: mode, phase: Starting{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go d.loop()
+	return d
+}
+
+// Mode reports the resolved mode.
+func (d *Display) Mode() DisplayMode { return d.mode }
+
+func (d *Display) loop() {
+	defer close(d.done)
+	t := time.NewTicker(d.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-t.C:
+			d.Refresh()
+		}
+	}
+}
+
+type snapshotView struct {
+	at    Progress
+	steps int
+	loss  float64
+	has   bool
+}
+
+func view(run Run) snapshotView {
+	var v snapshotView
+	if run == nil {
+		return v
+	}
+	v.at = run.Progress()
+	if s, ok := run.(StepsReporter); ok {
+		v.steps = s.StepsPerEpoch()
+	}
+	if l, ok := run.(LossReporter); ok {
+		v.loss, v.has = l.LastLoss()
+	}
+	return v
+}
+
+// Observe implements Monitor.
+func (d *Display) Observe(phase Phase, at Progress, info Info) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if info.Run != nil {
+		d.run = info.Run
+	}
+	prev := d.phase
+	d.phase = phase
+	if _, was := prev.(TrainStepping); was {
+		if _, is := phase.(TrainStepping); !is {
+			d.endEpochLocked()
+		}
+	}
+	switch p := phase.(type) {
+	case Compiling:
+		d.describeLocked("compiling " + p.Program())
+	case TrainStepping:
+		d.refreshLocked()
+	case Terminal:
+		d.describeLocked(p.String())
+		if d.bar != nil {
+			_ = d.bar.Finish()
+		}
+	}
+	return nil
+}
+
+func (d *Display) describeLocked(s string) {
+	if d.mode == DisplayPlain {
+		fmt.Fprintln(d.cfg.Out, s)
+		return
+	}
+	if d.bar == nil {
+		d.bar = d.newBar(-1)
+	}
+	d.bar.Describe(s)
+}
+
+func (d *Display) newBar(max int) *progressbar.ProgressBar {
+	return progressbar.NewOptions(max,
+		progressbar.OptionSetWriter(d.cfg.Out),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("steps"),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionThrottle(0),
+		progressbar.OptionSetRenderBlankState(true))
+}
+
+// Refresh updates the display from the run now (the goroutine calls it every Interval).
+func (d *Display) Refresh() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.refreshLocked()
+}
+
+func (d *Display) refreshLocked() {
+	if _, ok := d.phase.(TrainStepping); !ok || d.run == nil {
+		return
+	}
+	v := view(d.run)
+	if !v.at.Started {
+		return
+	}
+	if d.inEpoch && v.at.Epoch != d.epoch {
+		d.endEpochLocked()
+	}
+	if !d.inEpoch {
+		d.inEpoch, d.epoch, d.epochStart, d.epochCount = true, v.at.Epoch, d.cfg.Now(), ProgressCounter()
+		if d.mode == DisplayTerminal {
+			if d.bar != nil {
+				_ = d.bar.Finish()
+			}
+			d.bar = d.newBar(max(v.steps, -1))
+			if v.steps == 0 {
+				d.bar.ChangeMax(-1)
+			}
+		}
+	}
+	if d.mode == DisplayTerminal && d.bar != nil {
+		desc := fmt.Sprintf("epoch %d", v.at.Epoch)
+		if v.has {
+			desc += fmt.Sprintf(" loss %.4g", v.loss)
+		}
+		d.bar.Describe(desc)
+		_ = d.bar.Set(v.at.Step)
+	}
+}
+
+// endEpochLocked closes the current epoch: one plain line, or a finished bar.
+func (d *Display) endEpochLocked() {
+	if !d.inEpoch {
+		return
+	}
+	d.inEpoch = false
+	v := view(d.run)
+	el := d.cfg.Now().Sub(d.epochStart)
+	n := ProgressCounter() - d.epochCount
+	rate := 0.0
+	if el > 0 {
+		rate = float64(n) / el.Seconds()
+	}
+	if d.mode == DisplayTerminal {
+		if d.bar != nil {
+			_ = d.bar.Finish()
+		}
+		return
+	}
+	line := fmt.Sprintf("epoch %d: step %d", d.epoch, v.at.Step)
+	if v.steps > 0 {
+		line += fmt.Sprintf("/%d", v.steps)
+	}
+	line += fmt.Sprintf(", %.1f steps/s, %s", rate, el.Round(time.Millisecond))
+	if v.has {
+		line += fmt.Sprintf(", loss %.4g", v.loss)
+	}
+	fmt.Fprintln(d.cfg.Out, line)
+}
+
+// ETA estimates the time left in the current epoch from the epoch's rate so far (0: unknown).
+func (d *Display) ETA() time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	v := view(d.run)
+	if !d.inEpoch || v.steps == 0 || v.at.Step <= 0 {
+		return 0
+	}
+	el := d.cfg.Now().Sub(d.epochStart)
+	return time.Duration(float64(el) / float64(v.at.Step) * float64(v.steps-v.at.Step))
+}
+
+// Close stops the goroutine and waits for it; safe to call more than once.
+func (d *Display) Close() error {
+	d.once.Do(func() { close(d.stop) })
+	<-d.done
+	return nil
+}

@@ -1,0 +1,168 @@
+package monitors
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// HeartbeatConfig configures a heartbeat file.
+type HeartbeatConfig struct {
+	// Path of the JSON file (required). Its folder must exist.
+	Path string
+	// Interval between rewrites; also rewritten on every event (default 10s).
+	Interval time.Duration
+	// OnError receives write errors (default: stderr, once per distinct error text).
+	OnError func(error)
+	// Now is injectable for tests (default time.Now).
+	Now func() time.Time
+}
+
+// HeartbeatRecord is the file's JSON content. Step and Epoch are null before the first epoch.
+type HeartbeatRecord struct {
+	Phase        string    `json:"phase"`
+	Step         *int      `json:"step"`
+	Epoch        *int      `json:"epoch"`
+	Counter      uint64    `json:"counter"`
+	WorkInFlight bool      `json:"work_in_flight"`
+	Time         time.Time `json:"time"`
+}
+
+// Heartbeat rewrites a JSON file atomically (temp file in the same folder, then rename) on
+// every event and every Interval from its own goroutine, so it stays fresh during a compile.
+type Heartbeat struct {
+	cfg HeartbeatConfig
+
+	mu      sync.Mutex
+	phase   Phase
+	at      Progress
+	run     Run
+	lastErr string
+	writeMu sync.Mutex // serializes writers (event vs ticker)
+
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+// NewHeartbeat writes the file once (phase Starting) and starts the goroutine.
+func NewHeartbeat(cfg HeartbeatConfig) (*Heartbeat, error) {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 10 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	h := &Heartbeat{cfg: cfg, phase: Starting{}, stop: make(chan struct{}), done: make(chan struct{})}
+	if err := h.Write(); err != nil {
+		return nil, err
+	}
+	go h.loop()
+	return h, nil
+}
+
+func (h *Heartbeat) loop() {
+	defer close(h.done)
+	t := time.NewTicker(h.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-t.C:
+			h.report(h.Write())
+		}
+	}
+}
+
+func (h *Heartbeat) report(err error) {
+	if err == nil {
+		return
+	}
+	h.mu.Lock()
+	dup := err.Error() == h.lastErr
+	h.lastErr = err.Error()
+	h.mu.Unlock()
+	if dup {
+		return
+	}
+	if h.cfg.OnError != nil {
+		h.cfg.OnError(err)
+	} else {
+		stderrWarn("monitors: heartbeat: " + err.Error())
+	}
+}
+
+// Observe implements Monitor: it records the event and rewrites the file.
+func (h *Heartbeat) Observe(phase Phase, at Progress, info Info) error {
+	h.mu.Lock()
+	h.phase, h.at = phase, at
+	if info.Run != nil {
+		h.run = info.Run
+	}
+	h.mu.Unlock()
+	return h.Write()
+}
+
+// Record returns what the next write will contain.
+func (h *Heartbeat) Record() HeartbeatRecord {
+	h.mu.Lock()
+	phase, at, run := h.phase, h.at, h.run
+	h.mu.Unlock()
+	if run != nil && !IsRepl(phase) && SamePhase(run.Phase(), phase) {
+		at = run.Progress()
+	}
+	r := HeartbeatRecord{Phase: phase.String(), Counter: ProgressCounter(), WorkInFlight: WorkInFlight(),
+		Time: h.cfg.Now().UTC()}
+	if at.Started {
+		s, e := at.Step, at.Epoch
+		r.Step, r.Epoch = &s, &e
+	}
+	return r
+}
+
+// Write rewrites the file now, atomically.
+func (h *Heartbeat) Write() error {
+	data, err := json.Marshal(h.Record())
+	if err != nil {
+		return err
+	}
+	h.writeMu.Lock()
+	defer h.writeMu.Unlock()
+	dir, base := filepath.Split(h.cfg.Path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(append(data, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, h.cfg.Path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+// Close stops the goroutine, waits for it, and writes a final record.
+func (h *Heartbeat) Close() error {
+	first := false
+	h.once.Do(func() { close(h.stop); first = true })
+	<-h.done
+	if first {
+		return h.Write()
+	}
+	return nil
+}
