@@ -11,7 +11,6 @@ import (
 // groupOptimizer is what core needs of a group's optimizer chain (optimizers.Chain satisfies it).
 type groupOptimizer interface {
 	Init(params *tensors.Tensor) ([]*tensors.Tensor, error)
-	ApplyShared(params, grads *graph.Node, state []*graph.Node, hp optimizers.Hyper, step *graph.Node, shared *optimizers.Shared) (*graph.Node, []*graph.Node)
 	HyperFields() []string
 	StateNames() []string
 	Describe() string
@@ -101,40 +100,27 @@ func (n *Nitro) groupInputs(g *paramGroup, nodes map[string]*graph.Node) groupUp
 	return u
 }
 
-// emitUpdates clips the gradients (globally, over every group) and emits each group's chain one
-// parameter array at a time, so that XLA fuses each array's update into one pass over its bytes.
-// Parameters, gradients and state all stay per array: emitting the chain on a group's flat buffer
-// instead made XLA pack the arrays into a copy, materialize the shared intermediates and slice
-// every array out again (17 passes over the group's bytes where 10 do). The step-dependent scalars
-// are built once per group and shared by its arrays (optimizers.Shared), so only the elementwise
-// math grows with the array count. Returns every group's new parameter leaves, then every group's
-// new non-constant state leaves, in signature order.
+// emitUpdates builds the update with optimizers.Program.ApplyArrays (the global clip, then each
+// group's chain array by array, its scalars built once per group) and returns every group's new
+// parameter arrays, then every group's new non-constant state arrays, in signature order.
 func (n *Nitro) emitUpdates(groups []groupUpdate, step *graph.Node) (newParams, newState []*graph.Node) {
-	var all []*graph.Node
-	for _, u := range groups {
-		all = append(all, u.grads...)
-	}
-	all = optimizers.ClipByGlobalNorm(all, n.cfg.clip.value)
+	chains := make([]*optimizers.Chain, len(n.groups))
+	params, grads := make([][]*graph.Node, len(groups)), make([][]*graph.Node, len(groups))
+	states, hyper := make([][][]*graph.Node, len(groups)), make([]optimizers.Hyper, len(groups))
 	for i, g := range n.groups {
-		u := groups[i]
-		grads := all[:len(u.grads)]
-		all = all[len(u.grads):]
-		shared := optimizers.NewShared()
-		perState := make([][]*graph.Node, len(u.state)) // [state leaf][parameter array]
-		for j := range u.params {
-			st := make([]*graph.Node, len(u.state))
-			for s := range u.state {
-				st[s] = u.state[s][j]
-			}
-			p, ns := g.opt.ApplyShared(u.params[j], grads[j], st, u.hyper, step, shared)
-			newParams = append(newParams, p)
-			for s := range ns {
-				perState[s] = append(perState[s], ns[s])
-			}
-		}
-		for s, leaves := range perState {
+		chains[i] = g.opt.(*optimizers.Chain)
+		params[i], grads[i], states[i], hyper[i] = groups[i].params, groups[i].grads, groups[i].state, groups[i].hyper
+	}
+	prog, err := optimizers.NewProgram(chains, n.cfg.clip.value)
+	if err != nil {
+		panic(err) // graph side: getProgram recovers it into the build error
+	}
+	ps, ss := prog.ApplyArrays(params, grads, states, hyper, step)
+	for i, g := range n.groups {
+		newParams = append(newParams, ps[i]...)
+		for s, arrays := range ss[i] {
 			if !g.constLeaf(s) {
-				newState = append(newState, leaves...)
+				newState = append(newState, arrays...)
 			}
 		}
 	}

@@ -277,12 +277,9 @@ func (n *Nitro) Train() error {
 // gradientStep runs the gradient program on one micro-batch and returns the validated loss and
 // the (accumulated) gradients of every parameter array, still on the device.
 func (n *Nitro) gradientStep(b Batch, keys []string, acc []*tensors.Tensor) (float64, []*tensors.Tensor, error) {
-	w, err := batchWidth(b)
+	w, err := n.trainBatchWidth(b)
 	if err != nil {
 		return 0, nil, err
-	}
-	if w != n.trainWidth {
-		return 0, nil, fmt.Errorf("train batch has %d rows, the train split's batches have %d: a train source must yield equal batches", w, n.trainWidth)
 	}
 	p, err := n.gradientProgram(w, keys)
 	if err != nil {
@@ -317,12 +314,9 @@ func (n *Nitro) gradientStep(b Batch, keys []string, acc []*tensors.Tensor) (flo
 // program keeps the old parameters and state when the loss is non-finite, and the caller stops
 // the run on that loss, as the two-program step does before its update.
 func (n *Nitro) fusedStep(b Batch, keys []string) (float64, error) {
-	w, err := batchWidth(b)
+	w, err := n.trainBatchWidth(b)
 	if err != nil {
 		return 0, err
-	}
-	if w != n.trainWidth {
-		return 0, fmt.Errorf("train batch has %d rows, the train split's batches have %d: a train source must yield equal batches", w, n.trainWidth)
 	}
 	p, err := n.trainStepProgram(w, keys)
 	if err != nil {
@@ -359,6 +353,15 @@ func (n *Nitro) fusedStep(b Batch, keys []string) (float64, error) {
 	n.trainCount++
 	freeTensors(outs[0:1], rest[S:])
 	return loss, nil
+}
+
+// trainBatchWidth is a train batch's row count, which must be the train split's.
+func (n *Nitro) trainBatchWidth(b Batch) (int, error) {
+	w, err := batchWidth(b)
+	if err == nil && w != n.trainWidth {
+		err = fmt.Errorf("train batch has %d rows, the train split's batches have %d: a train source must yield equal batches", w, n.trainWidth)
+	}
+	return w, err
 }
 
 // freeBatch releases the device copies of a batch's transferred fields as soon as the step that

@@ -15,7 +15,7 @@
 // schedules into GroupSetup and per-step values (LRRatios, EffectiveHyper), uploading them, and
 // checkpointing state leaves (ConstantLeaves says which to rebuild with Init instead).
 // Errors: exported host functions return errors naming the field, the value and the fix;
-// graph-building functions (Apply, Update, ClipByGlobalNorm, FlattenNodes) panic, as GoMLX does.
+// graph-building functions (Apply, Update, ClipByGlobalNorm) panic, as GoMLX does.
 // Chains, Programs and Layouts are immutable and safe for concurrent use. Julia's "rules in,
 // states out" (strip_rules/merge_rules) is moot here: a chain's rules are Go values on the host,
 // and only state leaves and scalar hyperparameters ever cross a program boundary.

@@ -178,20 +178,6 @@ func ExampleLayout_Flatten() {
 	// Output: [1 2 3 4 5 6] (Float32)[2 2] (Float32)[2]
 }
 
-func ExampleLayout_FlattenNodes() {
-	backend, _ := simplego.New("")
-	l, _ := optimizers.NewLayout("default", exampleLeaves()[:2])
-	g := graph.NewGraph(backend, "gradients")
-	w := graph.Parameter(g, "w", l.Leaves[0].Shape)
-	b := graph.Parameter(g, "b", l.Leaves[1].Shape)
-	flat := l.FlattenNodes([]*graph.Node{w, b}) // what the gradient program emits per group
-	parts := l.UnflattenNode(flat)
-	g.Compile(flat, parts[1])
-	out := g.Run([][]float32{{1, 2}, {3, 4}}, []float32{5, 6})
-	fmt.Println(out[0], out[1])
-	// Output: [6]float32{1, 2, 3, 4, 5, 6} [2]float32{5, 6}
-}
-
 func ExampleLRRatios() {
 	ratios, _ := optimizers.LRRatios(1e-3, []optimizers.GroupLR{{Group: "backbone", LR: 1e-4}})
 	fmt.Printf("%.2f %.2f\n", ratios["default"], ratios["backbone"])

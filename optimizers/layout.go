@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gopjrt/dtypes"
@@ -169,39 +168,4 @@ func (l *Layout) Unflatten(flat *tensors.Tensor) ([]*tensors.Tensor, error) {
 		return nil, err
 	}
 	return out, nil
-}
-
-// FlattenNodes packs per-leaf nodes (in layout order) into the group's flat buffer: what the
-// gradient program emits. Graph side: panics on a mismatch.
-func (l *Layout) FlattenNodes(leaves []*graph.Node) *graph.Node {
-	if len(leaves) != len(l.Leaves) {
-		panic(fmt.Errorf("optimizers: group %q: FlattenNodes got %d nodes for %d leaves: pass one node per leaf, in layout order", l.Group, len(leaves), len(l.Leaves)))
-	}
-	parts := make([]*graph.Node, len(leaves))
-	for i, n := range leaves {
-		if !n.Shape().Equal(l.Leaves[i].Shape) {
-			panic(fmt.Errorf("optimizers: group %q leaf %s: FlattenNodes got shape %s, want %s", l.Group, strings.Join(l.Leaves[i].Keypath, "/"), n.Shape(), l.Leaves[i].Shape))
-		}
-		parts[i] = graph.Reshape(n, l.Leaves[i].Size)
-	}
-	if len(parts) == 1 {
-		return parts[0]
-	}
-	return graph.Concatenate(parts, 0)
-}
-
-// UnflattenNode splits the group's flat buffer into per-leaf nodes, in layout order. Graph side.
-func (l *Layout) UnflattenNode(flat *graph.Node) []*graph.Node {
-	if !flat.Shape().Equal(l.FlatShape()) {
-		panic(fmt.Errorf("optimizers: group %q: UnflattenNode got shape %s, want %s", l.Group, flat.Shape(), l.FlatShape()))
-	}
-	out := make([]*graph.Node, len(l.Leaves))
-	for i, ll := range l.Leaves {
-		part := flat
-		if len(l.Leaves) > 1 {
-			part = graph.Slice(flat, graph.AxisRange(ll.Offset, ll.Offset+ll.Size))
-		}
-		out[i] = graph.Reshape(part, ll.Shape.Dimensions...)
-	}
-	return out
 }

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gopjrt/dtypes"
@@ -102,28 +101,6 @@ func TestLayoutHostFlattenRoundTrip(t *testing.T) {
 	mustContain(t, err, "leaf dense/weights", "want (Float32)[2 2]", "layout order")
 	_, err = l.Unflatten(w)
 	mustContain(t, err, "Unflatten got shape")
-}
-
-func TestLayoutGraphFlattenRoundTrip(t *testing.T) {
-	l := twoLeafLayout(t, dtypes.Float32)
-	g := graph.NewGraph(goBackend(t), "flatten")
-	w := graph.Parameter(g, "w", shapes.Make(dtypes.Float32, 2, 2))
-	b := graph.Parameter(g, "b", shapes.Make(dtypes.Float32, 2))
-	flat := l.FlattenNodes([]*graph.Node{w, b})
-	parts := l.UnflattenNode(graph.MulScalar(flat, 2))
-	g.Compile(flat, parts[0], parts[1])
-	out := g.Run([][]float32{{1, 2}, {3, 4}}, []float32{5, 6})
-	if got := tensors.MustCopyFlatData[float32](out[0]); !slices.Equal(got, []float32{1, 2, 3, 4, 5, 6}) {
-		t.Errorf("flat %v", got)
-	}
-	if got := out[1].Shape().Dimensions; !slices.Equal(got, []int{2, 2}) {
-		t.Errorf("unflattened weights shape %v", got)
-	}
-	if got := tensors.MustCopyFlatData[float32](out[2]); !slices.Equal(got, []float32{10, 12}) {
-		t.Errorf("unflattened biases %v", got)
-	}
-	msg := mustPanic(t, func() { l.FlattenNodes([]*graph.Node{b, w}) })
-	mustContain(t, errString(msg), "FlattenNodes got shape")
 }
 
 type errString string

@@ -9,8 +9,9 @@ import (
 )
 
 // Program is the body of the optimizer program for G parameter groups: the global-norm clip over
-// all groups' fully accumulated gradients, then each group's chain on its flat buffer. Its graph
-// grows with G and the chains, never with the model's array count. Immutable; safe for
+// all groups' fully accumulated gradients, then each group's chain. Apply runs each chain on its
+// group's flat buffer; ApplyArrays (what core compiles) runs it array by array, its scalar math
+// still once per group, so only elementwise math grows with the array count. Immutable; safe for
 // concurrent use.
 type Program struct {
 	chains []*Chain
@@ -76,6 +77,47 @@ func (p *Program) Apply(params, grads []*graph.Node, states [][]*graph.Node, hyp
 	newStates = make([][]*graph.Node, n)
 	for g, c := range p.chains {
 		newParams[g], newStates[g] = c.Apply(params[g], grads[g], states[g], hyper[g], step)
+	}
+	return newParams, newStates
+}
+
+// ApplyArrays is Apply with every group split into its parameter arrays, which is how core runs
+// it: params[g][j] and grads[g][j] are array j of group g, states[g][s][j] is state leaf s of that
+// array, and the results come back in the same layout. The clip is global over every array; each
+// group's chain is applied array by array, so XLA fuses each array's update into one pass with no
+// packing copies, while the group's step-dependent scalars are built once (Shared). Transforms
+// are elementwise, so this equals Apply on the group's flat buffer.
+func (p *Program) ApplyArrays(params, grads [][]*graph.Node, states [][][]*graph.Node, hyper []Hyper, step *graph.Node) (newParams [][]*graph.Node, newStates [][][]*graph.Node) {
+	n := len(p.chains)
+	if len(params) != n || len(grads) != n || len(states) != n || len(hyper) != n {
+		panic(fmt.Errorf("optimizers: Program.ApplyArrays: %d groups but got %d params, %d grads, %d states, %d hyper: pass one of each per group", n, len(params), len(grads), len(states), len(hyper)))
+	}
+	var all []*graph.Node
+	for g := range grads {
+		if len(grads[g]) != len(params[g]) {
+			panic(fmt.Errorf("optimizers: Program.ApplyArrays: group %d has %d parameter arrays but %d gradients", g, len(params[g]), len(grads[g])))
+		}
+		all = append(all, grads[g]...)
+	}
+	all = ClipByGlobalNorm(all, p.clip)
+	newParams = make([][]*graph.Node, n)
+	newStates = make([][][]*graph.Node, n)
+	for g, c := range p.chains {
+		gr := all[:len(params[g])]
+		all = all[len(params[g]):]
+		shared := NewShared()
+		newStates[g] = make([][]*graph.Node, len(states[g]))
+		for j := range params[g] {
+			st := make([]*graph.Node, len(states[g]))
+			for s := range states[g] {
+				st[s] = states[g][s][j]
+			}
+			np, ns := c.ApplyShared(params[g][j], gr[j], st, hyper[g], step, shared)
+			newParams[g] = append(newParams[g], np)
+			for s := range ns {
+				newStates[g][s] = append(newStates[g][s], ns[s])
+			}
+		}
 	}
 	return newParams, newStates
 }
