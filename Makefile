@@ -3,9 +3,10 @@
 
 MODULES := markers compilecache optimizers schedules prefetch checkpoint logjson exportbundle monitors core cmd integration
 PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
-# Race detector on the modules with goroutines and tests (prefetch and monitors join when they land).
-# core is left out: GoMLX v0.25.0's pure-Go backend, which core's unit tests run on, has known races.
-RACE    := compilecache markers monitors
+# Race detector on the modules with goroutines or concurrency contracts and their tests (prefetch:
+# concurrent BatchAt). core is left out: GoMLX v0.25.0's pure-Go backend, which core's unit tests
+# run on, has known races.
+RACE    := compilecache markers monitors prefetch
 GO      ?= go
 ARGS    ?=
 

@@ -18,6 +18,7 @@ require (
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/gomlx/stablehlo v0.2.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/nitro-go/nitro/prefetch v0.0.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	golang.org/x/exp v0.0.0-20250819193227-8b4c13bb791b // indirect
@@ -30,5 +31,6 @@ replace (
 	github.com/nitro-go/nitro/core => ../core
 	github.com/nitro-go/nitro/markers => ../markers
 	github.com/nitro-go/nitro/optimizers => ../optimizers
+	github.com/nitro-go/nitro/prefetch => ../prefetch
 	github.com/nitro-go/nitro/schedules => ../schedules
 )

@@ -16,6 +16,7 @@ require (
 	github.com/gomlx/stablehlo v0.2.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/nitro-go/nitro/optimizers v0.0.0 // indirect
+	github.com/nitro-go/nitro/prefetch v0.0.0 // indirect
 	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
@@ -29,5 +30,6 @@ replace (
 	github.com/nitro-go/nitro/core => ../core
 	github.com/nitro-go/nitro/markers => ../markers
 	github.com/nitro-go/nitro/optimizers => ../optimizers
+	github.com/nitro-go/nitro/prefetch => ../prefetch
 	github.com/nitro-go/nitro/schedules => ../schedules
 )
