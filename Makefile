@@ -6,7 +6,7 @@ PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 # Race detector on the modules with goroutines or concurrency contracts and their tests (prefetch:
 # concurrent BatchAt). core is left out: GoMLX v0.25.0's pure-Go backend, which core's unit tests
 # run on, has known races.
-RACE    := compilecache markers monitors prefetch
+RACE    := compilecache markers monitors prefetch logjson
 GO      ?= go
 ARGS    ?=
 

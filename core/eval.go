@@ -1,6 +1,7 @@
 package core
 
 import (
+	"errors"
 	"fmt"
 	"iter"
 	"reflect"
@@ -8,7 +9,10 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/monitors"
+
 )
 
 func valueOfOutputs(o Outputs) reflect.Value { return reflect.ValueOf(o) }
@@ -32,7 +36,7 @@ func (n *Nitro) evalProgram(width, real int, keys []string) (*program, error) {
 			metricHook = n.loss
 		}
 		sig := n.modelInputs(width, keys)
-		key := n.key(kindEval, hookNames(n.forward, metricHook), sig)
+		key := n.key(compilecache.KindEval, hookNames(n.forward, metricHook), sig)
 		key.Extra = append(key.Extra, [2]string{"rows", fmt.Sprint(real)})
 		return n.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
 			nodes := sig.params(g, n.varInputs)
@@ -85,16 +89,41 @@ func sliceOutputs(out Outputs, rows int) Outputs {
 // Validate evaluates the "val" split.
 func (n *Nitro) Validate() (map[string]float64, error) { return n.Evaluate("val") }
 
+// ErrNoSplit is what the error for a split the data does not have matches (errors.Is).
+var ErrNoSplit = errors.New("no such split")
+
+// SplitError names a split the data does not have, and the splits it has.
+type SplitError struct {
+	Split string
+	Have  []string
+}
+
+func (e *SplitError) Error() string {
+	return fmt.Sprintf("no split %q: BuildData returned %v", e.Split, e.Have)
+}
+
+// Is makes errors.Is(err, ErrNoSplit) hold.
+func (e *SplitError) Is(target error) bool { return target == ErrNoSplit }
+
 // Evaluate runs a split in eval mode and returns its finalized metrics: sums and counts added up
 // over the split, then divided (a nil count is summed only; with no Metrics hook, val_loss is the
 // mean of Loss over batches). Layer state computed in eval mode is discarded, and the resident
-// parameters are used as they are: no parameter is uploaded.
-func (n *Nitro) Evaluate(split string) (map[string]float64, error) {
-	n.printReport()
+// parameters are used as they are: no parameter is uploaded. The run is in EvalStepping meanwhile
+// and returns to the phase it was in, the metrics going with that transition.
+func (n *Nitro) Evaluate(split string) (m map[string]float64, err error) {
+	prev := n.tracker.Phase()
+	defer n.enter("evaluate", &err, func(error) { n.setPhase(prev, m) })()
+	n.report()
 	src, ok := n.data[split]
 	if !ok {
-		return nil, fmt.Errorf("no split %q: BuildData returned %v", split, sortedKeys(n.data))
+		return nil, &SplitError{Split: split, Have: sortedKeys(n.data)}
 	}
+	n.setPhase(monitors.EvalStepping{}, nil)
+	return n.evaluate(split, src)
+}
+
+// evaluate is Evaluate's loop, also Train's validation: one tick of the progress counter per batch.
+func (n *Nitro) evaluate(split string, src Source) (map[string]float64, error) {
 	first, err := src.BatchAt(0)
 	if err != nil {
 		return nil, fmt.Errorf("split %q, batch 0: %w", split, err)
@@ -146,6 +175,7 @@ func (n *Nitro) Evaluate(split string) (map[string]float64, error) {
 			}
 		}
 		freeTensors(outs) // free device buffers now, not at the next GC
+		n.tracker.Tick()
 	}
 	res := map[string]float64{}
 	for m, name := range names {
@@ -155,8 +185,8 @@ func (n *Nitro) Evaluate(split string) (map[string]float64, error) {
 			res[name] = sums[name]
 		}
 	}
-	if f, ok := n.e.(MetricsFinalizer); ok {
-		res = f.FinalizeMetrics(res, split)
+	if n.acc.finalizer != nil {
+		res = n.acc.finalizer.FinalizeMetrics(res, split)
 	}
 	return res, nil
 }
@@ -175,7 +205,7 @@ func scalarValue(t *tensors.Tensor) float64 {
 func (n *Nitro) predictProgram(width int, keys []string) (*program, error) {
 	return n.memo(fmt.Sprintf("predict/%d/%v", width, keys), func() (*program, error) {
 		sig := n.modelInputs(width, keys)
-		key := n.key(kindPredict, hookNames(n.forward), sig)
+		key := n.key(compilecache.KindPredict, hookNames(n.forward), sig)
 		return n.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
 			nodes := sig.params(g, n.varInputs)
 			view := n.bindModel(g, nodes, src)
@@ -196,8 +226,10 @@ type Prediction map[string]*tensors.Tensor
 
 // Predict runs Forward in eval mode on one Batch and returns its outputs on the host. It refuses
 // anything that is not a Batch, naming the fields Forward declares; for a Source use PredictAll.
-func (n *Nitro) Predict(x any) (Prediction, error) {
-	n.printReport()
+func (n *Nitro) Predict(x any) (p Prediction, err error) {
+	prev := n.tracker.Phase()
+	defer n.enter("predict", &err, func(error) { n.setPhase(prev, nil) })()
+	n.report()
 	var b Batch
 	switch v := x.(type) {
 	case Batch:
@@ -213,6 +245,7 @@ func (n *Nitro) Predict(x any) (Prediction, error) {
 	if err != nil {
 		return nil, err
 	}
+	n.setPhase(monitors.EvalStepping{}, nil)
 	return n.predictPadded(b, w, w)
 }
 
@@ -220,7 +253,14 @@ func (n *Nitro) Predict(x any) (Prediction, error) {
 // compiled width (batch 0's) and its outputs sliced back to its real rows.
 func (n *Nitro) PredictAll(src Source) iter.Seq2[Prediction, error] {
 	return func(yield func(Prediction, error) bool) {
-		n.printReport()
+		// No recover around the iteration: a panic in the caller's loop body is the caller's.
+		// predictPadded recovers its own.
+		n.tracker.Enter()
+		defer n.tracker.Exit()
+		prev := n.tracker.Phase()
+		defer n.setPhase(prev, nil)
+		n.report()
+		n.setPhase(monitors.EvalStepping{}, nil)
 		width := -1
 		for i := 0; i < src.Len(); i++ {
 			b, err := src.BatchAt(i)
@@ -246,7 +286,8 @@ func (n *Nitro) PredictAll(src Source) iter.Seq2[Prediction, error] {
 	}
 }
 
-func (n *Nitro) predictPadded(b Batch, width, real int) (Prediction, error) {
+func (n *Nitro) predictPadded(b Batch, width, real int) (_ Prediction, err error) {
+	defer recoverInto("predict", &err)
 	avail := keySet(b)
 	if err := n.forward.checkAgainst("predict", avail); err != nil {
 		return nil, err
@@ -264,6 +305,7 @@ func (n *Nitro) predictPadded(b Batch, width, real int) (Prediction, error) {
 	for i, name := range p.outNames {
 		res[name] = sliceRowsHost(outs[i], real)
 	}
+	n.tracker.Tick()
 	return res, nil
 }
 
@@ -315,11 +357,12 @@ func first(s []string) string {
 // (it bakes: build a new Nitro, which hits every cache entry the change does not move), a Host
 // field (traced code never sees it) and a value of another dtype or shape (that would be another
 // program, or fail inside XLA).
-func (n *Nitro) SetDevice(name string, value any) error {
+func (n *Nitro) SetDevice(name string, value any) (err error) {
+	defer n.enter("SetDevice", &err, nil)()
 	if n.isScheduledDevice(name) {
 		return fmt.Errorf("Device field %s is driven by a schedule, which rewrites it every optimizer step: a value written here would last until the next step and no longer; change the schedule instead (Schedules()[%q])", name, name)
 	}
-	old, ok := n.devVals[name]
+	old, ok := n.dev[name]
 	if err := markers.SetDevice(n.e, name, value); err != nil {
 		return err
 	}
@@ -337,8 +380,23 @@ func (n *Nitro) SetDevice(name string, value any) error {
 	if !t.Shape().Equal(old.Shape()) {
 		return fmt.Errorf("Device field %s: new value has shape %s, the resident one %s", name, t.Shape(), old.Shape())
 	}
-	old.FinalizeAll()
-	n.devVals[name] = n.upload(t, &n.uploads.Device)
+	return n.replaceDevice(name, t)
+}
+
+// replaceDevice installs t (host) as Device field name's device copy, freeing the old one only
+// once the new one is on the device: a failed upload leaves the field as it was.
+func (n *Nitro) replaceDevice(name string, t *tensors.Tensor) error {
+	old := n.dev[name]
+	nt, err := n.upload(t, &n.uploads.Device)
+	if err != nil {
+		return fmt.Errorf("Device field %s: %w", name, err)
+	}
+	n.dev[name] = nt
+	if old != nil {
+		if err := old.FinalizeAll(); err != nil {
+			return fmt.Errorf("Device field %s: freeing the old value: %w", name, err)
+		}
+	}
 	return nil
 }
 

@@ -49,8 +49,41 @@ type (
 	Scheduler interface{ Schedules() map[string]any }
 )
 
+// accessors are the experiment's optional accessors, found once at setup as findHook finds the
+// hooks. The optimization setup, the programs and the binding report all read this one value
+// (and the per-group values resolved from it in optSetup), so the report cannot describe a binding
+// the programs do not use, and a user's accessor method runs once per group, not once per use.
+type accessors struct {
+	lrGroup     GroupLearningRater
+	lambdaGroup GroupLambdaer
+	anchor      DecayAnchorer
+	noDecay     NoDecayer
+	grouper     ParamGrouper
+	rule        RuleChooser
+	chain       ChainBuilder
+	scheduler   Scheduler
+	finalizer   MetricsFinalizer
+}
+
+func resolveAccessors(e any) accessors {
+	var a accessors
+	a.lrGroup, _ = e.(GroupLearningRater)
+	a.lambdaGroup, _ = e.(GroupLambdaer)
+	a.anchor, _ = e.(DecayAnchorer)
+	a.noDecay, _ = e.(NoDecayer)
+	a.grouper, _ = e.(ParamGrouper)
+	a.rule, _ = e.(RuleChooser)
+	a.chain, _ = e.(ChainBuilder)
+	a.scheduler, _ = e.(Scheduler)
+	a.finalizer, _ = e.(MetricsFinalizer)
+	return a
+}
+
 // optSetup is the resolved optimization: per group its chain inputs, and the bound schedules.
 type optSetup struct {
+	rule     map[string]optimizers.Rule   // group -> OptimizerRule(group), nil when none
+	anchor   map[string]optimizers.Anchor // group -> DecayAnchor(group), AnchorZero by default
+	lambda   map[string]float64           // group -> LambdaGroup(group), else Lambda
 	bound    *schedules.Bound
 	ratio    map[string]float64
 	base     map[string]map[string]float64 // group -> field -> constant base value
@@ -64,18 +97,30 @@ type optSetup struct {
 // setupOptimization resolves levels, rates, decay and schedules for every group, then builds and
 // initializes each group's chain. It runs at setup, once; the per-step work is hyperValues.
 func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
-	o := &optSetup{ratio: map[string]float64{}, base: map[string]map[string]float64{}, level: map[string]string{}}
+	o := &optSetup{ratio: map[string]float64{}, base: map[string]map[string]float64{}, level: map[string]string{},
+		rule: map[string]optimizers.Rule{}, anchor: map[string]optimizers.Anchor{}, lambda: map[string]float64{}}
 	n.opt = o
-	lrg, hasLRG := n.e.(GroupLearningRater)
+	a := n.acc
 	var lrs []optimizers.GroupLR
 	for _, g := range n.groups {
 		lr := n.cfg.lr.value
-		if hasLRG {
-			lr = lrg.LearningRateGroup(g.name)
+		if a.lrGroup != nil {
+			lr = a.lrGroup.LearningRateGroup(g.name)
 		}
 		lrs = append(lrs, optimizers.GroupLR{Group: g.name, LR: lr})
+		if a.rule != nil {
+			o.rule[g.name] = a.rule.OptimizerRule(g.name)
+		}
+		o.anchor[g.name] = optimizers.AnchorZero
+		if a.anchor != nil {
+			o.anchor[g.name] = a.anchor.DecayAnchor(g.name)
+		}
+		o.lambda[g.name] = n.cfg.lambda.value
+		if a.lambdaGroup != nil {
+			o.lambda[g.name] = a.lambdaGroup.LambdaGroup(g.name)
+		}
 	}
-	if hasLRG {
+	if a.lrGroup != nil {
 		// The default group's rate is the accessor's for "default" when there is such a group.
 		ratios, err := optimizers.LRRatios(n.cfg.lr.value, lrs)
 		if err != nil {
@@ -98,11 +143,11 @@ func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
 	}
 	// Phase B: resolve the schedules against Device fields and the chains' fields.
 	var entries map[string]any
-	if s, ok := n.e.(Scheduler); ok {
-		entries = s.Schedules()
+	if a.scheduler != nil {
+		entries = a.scheduler.Schedules()
 	}
 	space := schedules.Space{DeviceFields: n.traits.DeviceFields(), Nonschedulable: map[string]string{}}
-	_, space.GroupLambdaAccessors = n.e.(GroupLambdaer)
+	space.GroupLambdaAccessors = a.lambdaGroup != nil
 	ruleFields := map[string]bool{optimizers.EtaField: true, optimizers.LambdaField: true}
 	for _, g := range n.groups {
 		space.Groups = append(space.Groups, g.name)
@@ -114,8 +159,7 @@ func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
 			ruleFields[f] = true
 			space.Nonschedulable[f] = why
 		}
-		if rc, ok := n.e.(RuleChooser); ok && rc.OptimizerRule(g.name) != nil {
-			rule := rc.OptimizerRule(g.name)
+		if rule := o.rule[g.name]; rule != nil {
 			if fs, err := optimizers.RuleFields(rule); err == nil {
 				for _, f := range fs {
 					ruleFields[f.Key] = true
@@ -139,7 +183,7 @@ func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
 		o.bound = b
 	}
 	// Phase C: the final chains, knowing what is scheduled, then their initial state.
-	for _, g := range n.groups {
+	for gi, g := range n.groups {
 		c, err := n.buildChain(g, o.scheduledFor(g.name))
 		if err != nil {
 			return err
@@ -152,10 +196,10 @@ func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
 			case optimizers.EtaField:
 				base[f] = n.cfg.lr.value
 			case optimizers.LambdaField:
-				base[f] = n.groupLambda(g.name)
+				base[f] = o.lambda[g.name]
 			default:
-				if rc, ok := n.e.(RuleChooser); ok && rc.OptimizerRule(g.name) != nil {
-					vals, err := optimizers.RuleHyperValues(rc.OptimizerRule(g.name))
+				if rule := o.rule[g.name]; rule != nil {
+					vals, err := optimizers.RuleHyperValues(rule)
 					if err != nil {
 						return err
 					}
@@ -182,9 +226,11 @@ func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
 				return fmt.Errorf("group %q: optimizer init: %w", g.name, err)
 			}
 			for j := range leaves {
-				leaves[j] = n.upload(leaves[j], &n.uploads.OptState)
+				if leaves[j], err = n.upload(leaves[j], &n.uploads.OptState); err != nil {
+					return fmt.Errorf("group %q: optimizer state: %w", g.name, err)
+				}
 			}
-			g.optState = append(g.optState, leaves)
+			n.st.groups[gi].opt = append(n.st.groups[gi].opt, leaves)
 		}
 	}
 	if o.bound != nil {
@@ -228,44 +274,26 @@ func (o *optSetup) scheduledFor(group string) []string {
 
 // buildChain builds one group's chain at the experiment's level.
 func (n *Nitro) buildChain(g *paramGroup, scheduled []string) (*optimizers.Chain, error) {
+	o := n.opt
 	noDecay := optimizers.DefaultNoDecay
-	if nd, ok := n.e.(NoDecayer); ok {
-		noDecay = nd.NoDecay
-	}
-	anchor := optimizers.AnchorZero
-	if da, ok := n.e.(DecayAnchorer); ok {
-		anchor = da.DecayAnchor(g.name)
+	if n.acc.noDecay != nil {
+		noDecay = n.acc.noDecay.NoDecay
 	}
 	setup := optimizers.GroupSetup{
-		Name: g.name, Layout: g.layout, Lambda: n.groupLambda(g.name), Anchor: anchor,
+		Name: g.name, Layout: g.layout, Lambda: o.lambda[g.name], Anchor: o.anchor[g.name],
 		NoDecay: g.layout.NoDecayMask(noDecay), Scheduled: scheduled,
 	}
-	if cb, ok := n.e.(ChainBuilder); ok {
-		c, _, err := optimizers.BuildFactoryChain(cb.OptimizerChain, setup)
-		n.setLevel(g.name, "Level 2: OptimizerChain")
+	if n.acc.chain != nil {
+		c, _, err := optimizers.BuildFactoryChain(n.acc.chain.OptimizerChain, setup)
+		o.level[g.name] = "Level 2: OptimizerChain"
 		return c, err
 	}
-	if rc, ok := n.e.(RuleChooser); ok {
-		if rule := rc.OptimizerRule(g.name); rule != nil {
-			n.setLevel(g.name, "Level 1: OptimizerRule")
-			return optimizers.BuildRuleChain(rule, setup)
-		}
+	if rule := o.rule[g.name]; rule != nil {
+		o.level[g.name] = "Level 1: OptimizerRule"
+		return optimizers.BuildRuleChain(rule, setup)
 	}
-	n.setLevel(g.name, "Level 0: default RAdam")
+	o.level[g.name] = "Level 0: default RAdam"
 	return optimizers.BuildRuleChain(nil, setup)
-}
-
-func (n *Nitro) setLevel(group, level string) {
-	if n.opt != nil {
-		n.opt.level[group] = level
-	}
-}
-
-func (n *Nitro) groupLambda(group string) float64 {
-	if gl, ok := n.e.(GroupLambdaer); ok {
-		return gl.LambdaGroup(group)
-	}
-	return n.cfg.lambda.value
 }
 
 // hyperValues are a group's schedulable values at an optimizer step (1-based): the base values,
@@ -322,8 +350,9 @@ func (n *Nitro) applyDeviceSchedules(step int) error {
 		if err != nil {
 			return err
 		}
-		n.devVals[name].FinalizeAll()
-		n.devVals[name] = n.upload(t, &n.uploads.Device)
+		if err := n.replaceDevice(name, t); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -353,7 +382,7 @@ func (n *Nitro) bindings() []schedules.Binding {
 		}
 		bs = append(bs, b)
 	}
-	_, hasLRG := n.e.(GroupLearningRater)
+	hasLRG := n.acc.lrGroup != nil
 	for _, g := range n.groups {
 		c := g.opt.(*optimizers.Chain)
 		bs = append(bs, schedules.Binding{Group: g.name, Name: "optimizer", Value: c.Describe(), Source: o.level[g.name]})
@@ -368,8 +397,8 @@ func (n *Nitro) bindings() []schedules.Binding {
 					b.Note = fmt.Sprintf("ratio %g of default", o.ratio[g.name])
 				}
 			case optimizers.LambdaField:
-				b.Value, b.Source = fmt.Sprint(n.groupLambda(g.name)), "Lambda "+n.cfg.lambda.source
-				if _, ok := n.e.(GroupLambdaer); ok {
+				b.Value, b.Source = fmt.Sprint(o.lambda[g.name]), "Lambda "+n.cfg.lambda.source
+				if n.acc.lambdaGroup != nil {
 					b.Source = fmt.Sprintf("accessor LambdaGroup(%s)", g.name)
 				}
 				b.Note = "pre-multiplied by the group's effective eta"
@@ -394,14 +423,10 @@ func (n *Nitro) bindings() []schedules.Binding {
 		}
 		if c.HasDecay() {
 			src := "default"
-			if _, ok := n.e.(DecayAnchorer); ok {
+			if n.acc.anchor != nil {
 				src = fmt.Sprintf("accessor DecayAnchor(%s)", g.name)
 			}
-			anchor := optimizers.AnchorZero
-			if da, ok := n.e.(DecayAnchorer); ok {
-				anchor = da.DecayAnchor(g.name)
-			}
-			bs = append(bs, schedules.Binding{Group: g.name, Name: "anchor", Value: anchor.String(), Source: src})
+			bs = append(bs, schedules.Binding{Group: g.name, Name: "anchor", Value: o.anchor[g.name].String(), Source: src})
 		}
 	}
 	return bs

@@ -1,5 +1,7 @@
 package core
 
+import "fmt"
+
 // Logger receives a run's records. It is the consumer-side contract; the logjson module's JSON
 // Lines logger (and any tracker adapter) satisfies it. A Logger's errors never stop training:
 // logging is observation, not control, so a failed write is reported on the Nitro's output.
@@ -47,19 +49,19 @@ func (m *MemoryLogger) LogMetrics(step, epoch int, metrics map[string]float64) e
 }
 
 func (n *Nitro) logOther(key string, value any) {
-	if n.opts.logger == nil {
+	if n.logger == nil {
 		return
 	}
-	if err := n.opts.logger.LogOther(key, value); err != nil {
-		n.printf("logger: %s: %v\n", key, err)
+	if err := n.logger.LogOther(key, value); err != nil {
+		n.warn(fmt.Sprintf("logger: %s: %v", key, err))
 	}
 }
 
 func (n *Nitro) logMetrics(metrics map[string]float64) {
-	if n.opts.logger == nil {
+	if n.logger == nil {
 		return
 	}
-	if err := n.opts.logger.LogMetrics(n.step, n.epoch, metrics); err != nil {
-		n.printf("logger: metrics: %v\n", err)
+	if err := n.logger.LogMetrics(n.st.step, n.st.epoch, metrics); err != nil {
+		n.warn(fmt.Sprintf("logger: metrics: %v", err))
 	}
 }

@@ -3,16 +3,15 @@ package core
 import (
 	"fmt"
 	"github.com/nitro-go/nitro/core/dotgrad"
-	"io"
 	"os"
 	"reflect"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/monitors"
+	"github.com/nitro-go/nitro/schedules"
 	"github.com/nitro-go/nitro/core/backend"
 	"github.com/nitro-go/nitro/markers"
 )
@@ -59,45 +58,25 @@ type Uploads struct {
 
 // Nitro is a set-up experiment: data built, parameters initialized and resident on the device.
 // Programs compile lazily on first use through the process-level cache. A Nitro is not safe for
-// concurrent use, except RequestStop, which any goroutine may call.
+// concurrent use, except RequestStop, Interrupt and the read-only run accessors (Phase,
+// ProgressCounter), which any goroutine (a monitor, a signal handler) may call.
+//
+// Its fields are grouped by lifetime: what setup fixed, the compiled programs, the device-resident
+// values, and the run's observation and control.
 type Nitro struct {
-	e        any // *E, the real experiment
-	typeName string
-	traits   *markers.Traits
-	opts     options
-	out      io.Writer
-	cfg      config
-	backend  *backend.Resolved
-	cache    *compilecache.Cache
+	setup // fixed by New and read-only afterwards (setup.go)
 
-	forward, loss, metrics, trainMetrics *hook
+	progs map[string]*program          // compiled programs of this Nitro, by kind and width (see memo)
+	dev   map[string]*tensors.Tensor   // Device fields' device copies (SetDevice and schedules rewrite them)
+	st    trainState                   // the training state: what a checkpoint saves and export reads
 
-	data        Data
-	trainWidth  int
-	fieldShapes map[string]fieldShape      // per batch key: dtype and per-row dims
-	splitAvail  map[string]map[string]bool // per split: the keys its batches carry
-
-	ctx       *context.Context
-	groups    []*paramGroup
-	stateVars []*context.Variable
-	varInputs map[string]*context.Variable // program input name -> variable
-	opt       *optSetup
-	progs     map[string]*program // this Nitro's programs, by kind and width (see memo)
-	state     []*tensors.Tensor   // layer state, device resident
-	devNames  []string
-	devVals   map[string]*tensors.Tensor // device fields, device resident
-
-	gcHash   string
-	gcValues [][2]string
-
-	step, epoch int
-	stopReason  string
-	stop        atomic.Bool // RequestStop: checked once per epoch, after validation
-	interrupted atomic.Bool // SIGINT: checked at every step boundary
+	tracker     *monitors.Tracker // phase, progress, stop flag, monitors
+	console     Console           // human-readable report; nil when Quiet
+	logger      Logger            // the run's records; nil when none
+	interrupted atomic.Bool       // Interrupt: break at the next step boundary
 	uploads     Uploads
-	reportOnce  sync.Once
-	trainSums   map[string]float64 // TrainMetrics summed over the epoch's micro-batches
-	trainCount  int
+	reported    bool // the config and binding reports went out
+	stopReason  string
 	history     []EpochResult
 }
 
@@ -109,11 +88,6 @@ type EpochResult struct {
 	Val       map[string]float64
 	Seconds   float64
 	Steps     int // optimizer steps in the epoch
-}
-
-type fieldShape struct {
-	dtype string
-	row   []int
 }
 
 // New runs setup and nothing else: resolve the hooks and knobs, build (or take) the data, derive,
@@ -130,46 +104,53 @@ func New(e any, opts ...Option) (n *Nitro, err error) {
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct || v.IsNil() {
 		return nil, fmt.Errorf("core.New takes a pointer to an experiment struct, got %T", e)
 	}
-	n = &Nitro{e: e, typeName: v.Elem().Type().Name(), opts: o, out: o.out, cache: o.cache}
-	if o.quiet {
-		n.out = io.Discard
-	}
-	if n.cache == nil {
-		n.cache = compilecache.Default()
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			n, err = nil, fmt.Errorf("setup of %s: %v", v.Elem().Type().Name(), r)
+	run := newRun(e, v.Elem().Type().Name(), o)
+	// New is an entry point: setup can be minutes of work (BuildData), so it publishes Starting
+	// and, when it returns, Repl; a failed setup ends in Failed.
+	defer run.enter("setup of "+run.typeName, &err, func(err error) {
+		if err != nil {
+			n = nil
+			run.setPhase(monitors.Failed{Err: err}, nil)
 		}
-	}()
-	if n.traits, err = markers.TraitsOf(e); err != nil {
+	})()
+	if err := run.setUp(); err != nil {
 		return nil, err
+	}
+	return run, nil
+}
+
+// setUp is New's sequence: hooks, knobs, backend, data, Derive, model, parameters on the device.
+func (n *Nitro) setUp() (err error) {
+	e, o, v := n.e, n.opts, reflect.ValueOf(n.e)
+	if n.traits, err = markers.TraitsOf(e); err != nil {
+		return err
 	}
 	if err = markers.AssertGraphConstHashable(e); err != nil {
-		return nil, err
+		return err
 	}
+	n.acc = resolveAccessors(e)
 	et := v.Type()
 	if n.forward, err = findHook(et, "Forward", true); err != nil {
-		return nil, err
+		return err
 	}
 	if n.loss, err = findHook(et, "Loss", true); err != nil {
-		return nil, err
+		return err
 	}
 	if n.metrics, err = findHook(et, "Metrics", false); err != nil {
-		return nil, err
+		return err
 	}
 	if n.trainMetrics, err = findHook(et, "TrainMetrics", false); err != nil {
-		return nil, err
+		return err
 	}
 	mb, ok := e.(ModelBuilder)
 	if !ok {
-		return nil, fmt.Errorf("experiment %s has no BuildModel hook: define func (e *%s) BuildModel(ctx *context.Context) error", n.typeName, n.typeName)
+		return fmt.Errorf("experiment %s has no BuildModel hook: define func (e *%s) BuildModel(ctx *context.Context) error", n.typeName, n.typeName)
 	}
 	if n.cfg, err = resolveConfig(e, n.typeName, &o); err != nil {
-		return nil, err
+		return err
 	}
 	if n.backend, err = backend.Resolve(o.backend); err != nil {
-		return nil, err
+		return err
 	}
 
 	// Data: supplied, or built against the real experiment.
@@ -178,56 +159,56 @@ func New(e any, opts ...Option) (n *Nitro, err error) {
 	} else {
 		db, ok := e.(DataBuilder)
 		if !ok {
-			return nil, fmt.Errorf("experiment %s has no BuildData hook and no data was supplied: define func (e *%s) BuildData() (core.Data, error) or pass core.WithData", n.typeName, n.typeName)
+			return fmt.Errorf("experiment %s has no BuildData hook and no data was supplied: define func (e *%s) BuildData() (core.Data, error) or pass core.WithData", n.typeName, n.typeName)
 		}
 		if n.data, err = db.BuildData(); err != nil {
-			return nil, fmt.Errorf("BuildData: %w", err)
+			return fmt.Errorf("BuildData: %w", err)
 		}
 	}
 	if len(n.data) == 0 {
-		return nil, fmt.Errorf("BuildData returned no splits: return at least a \"train\" or \"val\" split")
+		return fmt.Errorf("BuildData returned no splits: return at least a \"train\" or \"val\" split")
 	}
 	if d, ok := e.(Deriver); ok {
 		vals, err := d.Derive(n.data)
 		if err != nil {
-			return nil, fmt.Errorf("Derive: %w", err)
+			return fmt.Errorf("Derive: %w", err)
 		}
 		if err := markers.Apply(e, vals); err != nil {
-			return nil, fmt.Errorf("Derive returned values that do not fit the experiment: %w", err)
+			return fmt.Errorf("Derive returned values that do not fit the experiment: %w", err)
 		}
 	}
 	if err := n.checkData(); err != nil {
-		return nil, err
+		return err
 	}
 	if n.gcHash, err = markers.GraphConstHash(e); err != nil {
-		return nil, err
+		return err
 	}
 	if n.gcValues, err = markers.GraphConstValues(e); err != nil {
-		return nil, err
+		return err
 	}
 
 	// Model: BuildModel configures the context; one shape trace of Forward creates the variables.
 	n.ctx = context.New()
 	n.ctx.SetRNGStateFromSeed(int64(n.cfg.seed.value))
 	if err := mb.BuildModel(n.ctx); err != nil {
-		return nil, fmt.Errorf("BuildModel: %w", err)
+		return fmt.Errorf("BuildModel: %w", err)
 	}
 	if err := n.placeDeviceFields(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := n.traceShapes(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := n.checkForwardHostIndependent(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := n.ctx.InitializeVariables(n.backend.Backend, nil); err != nil {
-		return nil, fmt.Errorf("initializing parameters: %w", err)
+		return fmt.Errorf("initializing parameters: %w", err)
 	}
 	if err := n.placeParameters(); err != nil {
-		return nil, err
+		return err
 	}
-	return n, nil
+	return nil
 }
 
 // checkData validates the splits against the hooks' declared fields and the train rules.
@@ -294,7 +275,7 @@ func (n *Nitro) placeDeviceFields() error {
 	if err != nil {
 		return err
 	}
-	n.devVals = map[string]*tensors.Tensor{}
+	n.dev = map[string]*tensors.Tensor{}
 	n.devNames = nil
 	for _, dv := range vals {
 		t, err := hostTensor(dv.Value)
@@ -302,7 +283,9 @@ func (n *Nitro) placeDeviceFields() error {
 			return fmt.Errorf("Device field %s: %w", dv.Name, err)
 		}
 		n.devNames = append(n.devNames, dv.Name)
-		n.devVals[dv.Name] = n.upload(t, &n.uploads.Device)
+		if n.dev[dv.Name], err = n.upload(t, &n.uploads.Device); err != nil {
+			return fmt.Errorf("Device field %s: %w", dv.Name, err)
+		}
 	}
 	return nil
 }
@@ -321,14 +304,23 @@ func hostTensor(v any) (t *tensors.Tensor, err error) {
 	return tensors.FromAnyValue(v), nil
 }
 
-// upload places t (a tensor nitro owns) on device 0, drops its host copy, and counts it.
-func (n *Nitro) upload(t *tensors.Tensor, counter *int) *tensors.Tensor {
-	if !t.IsOnDevice(0) {
-		t.MustMaterializeOnDevice(n.backend.Backend, false, 0)
-		t.FinalizeLocal() // the device copy is the value now; keep no second copy on the host
-		*counter++
+// upload places t (a tensor nitro owns) on device 0, drops its host copy, and counts it. A failed
+// transfer (device out of memory, a lost device) is an error, never a panic.
+func (n *Nitro) upload(t *tensors.Tensor, counter *int) (_ *tensors.Tensor, err error) {
+	if t.IsOnDevice(0) {
+		return t, nil
 	}
-	return t
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("uploading %s to the device: %v", t.Shape(), r)
+		}
+	}()
+	if err := t.MaterializeOnDevice(n.backend.Backend, false, 0); err != nil {
+		return nil, fmt.Errorf("uploading %s to the device: %w", t.Shape(), err)
+	}
+	t.FinalizeLocal() // the device copy is the value now; keep no second copy on the host
+	*counter++
+	return t, nil
 }
 
 // Experiment returns the real experiment.
@@ -341,8 +333,8 @@ func (n *Nitro) Backend() *backend.Resolved { return n.backend }
 func (n *Nitro) Uploads() Uploads { return n.uploads }
 
 // Step is the number of optimizer steps taken; Epoch the number of epochs completed.
-func (n *Nitro) Step() int  { return n.step }
-func (n *Nitro) Epoch() int { return n.epoch }
+func (n *Nitro) Step() int  { return n.st.step }
+func (n *Nitro) Epoch() int { return n.st.epoch }
 
 // StopReason is why the last Train returned ("completed" or "requested").
 func (n *Nitro) StopReason() string { return n.stopReason }
@@ -350,19 +342,22 @@ func (n *Nitro) StopReason() string { return n.stopReason }
 // History lists the epochs trained by this Nitro.
 func (n *Nitro) History() []EpochResult { return n.history }
 
-// RequestStop asks Train to stop gracefully: it finishes the current epoch, validates, and
-// returns normally with StopReason "requested" (aborting mid-epoch would skip exactly what makes
-// the run useful). SIGINT, under WithSignalHandling, is the impatient form: it breaks at the next
-// step boundary, then validates and returns the same way. Safe from any goroutine.
-func (n *Nitro) RequestStop() { n.stop.Store(true) }
+// RunDir is the run's output directory as this Nitro resolved it (run option, RunDir method or
+// field, else runs/<Experiment>): checkpoints, the manifest and the metrics file live there.
+func (n *Nitro) RunDir() string { return n.cfg.runDir.value }
 
-// TotalSteps is the run's horizon in optimizer steps: max_epochs * (batches_per_epoch / accum).
+// TotalSteps is the run's horizon in optimizer steps: max_epochs * (batches_per_epoch / accum),
+// as schedules computes it (schedules are defined over exactly this horizon).
 func (n *Nitro) TotalSteps() int {
 	tr, ok := n.data["train"]
 	if !ok {
 		return 0
 	}
-	return n.cfg.maxEpochs.value * (tr.Len() / n.cfg.accum.value)
+	total, err := schedules.TotalSteps(n.cfg.maxEpochs.value, tr.Len(), n.cfg.accum.value)
+	if err != nil {
+		return 0 // setup already refused a train split that does not divide by accum
+	}
+	return total
 }
 
 // ConfigReport is the text of the values fixed at construction.
@@ -395,12 +390,18 @@ func (n *Nitro) ConfigReport() string {
 	return b.String()
 }
 
-func (n *Nitro) printReport() {
-	n.reportOnce.Do(func() {
-		fmt.Fprint(n.out, n.ConfigReport(), n.BindingReport())
-		n.logOther("config_report", n.ConfigReport())
-		n.logOther("binding_report", n.BindingReport())
-	})
+// report sends the config and binding reports to the console and the logger, once per Nitro,
+// before the first entry point that runs programs.
+func (n *Nitro) report() {
+	if n.reported {
+		return
+	}
+	n.reported = true
+	if n.console != nil {
+		n.console.Reports(n.ConfigReport(), n.BindingReport())
+	}
+	n.logOther("config_report", n.ConfigReport())
+	n.logOther("binding_report", n.BindingReport())
 }
 
 // routed returns the batch keys to transfer for a set of hooks, given the keys a batch (or a
@@ -439,4 +440,3 @@ func setOf(keys []string) map[string]bool {
 	return s
 }
 
-func (n *Nitro) printf(format string, args ...any) { fmt.Fprintf(n.out, format, args...) }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/optimizers"
 )
 
@@ -25,17 +26,17 @@ var _ groupOptimizer = (*optimizers.Chain)(nil)
 func (n *Nitro) optimizerProgram() (*program, error) {
 	return n.memo("optimizer", func() (*program, error) {
 		var sig signature
-		for _, g := range n.groups {
+		for i, g := range n.groups {
 			for _, v := range g.vars {
 				sig.add("param/"+v.ScopeAndName(), v.DType().String(), v.Shape().Dimensions)
 			}
 			for _, v := range g.vars {
 				sig.add("grad/"+v.ScopeAndName(), v.DType().String(), v.Shape().Dimensions)
 			}
-			n.addStateInputs(&sig, g)
+			n.addStateInputs(&sig, i)
 		}
 		sig.add("step", "Float32", nil)
-		key := n.key(kindOptimizer, "optimizer", sig)
+		key := n.key(compilecache.KindOptimizer, "optimizer", sig)
 		key.Clip = n.cfg.clip.value
 		for _, g := range n.groups {
 			key.Extra = append(key.Extra, [2]string{"chain/" + g.name, g.opt.Describe()})
@@ -44,7 +45,7 @@ func (n *Nitro) optimizerProgram() (*program, error) {
 			nodes := sig.params(gr, nil)
 			in := make([]groupUpdate, len(n.groups))
 			for i, g := range n.groups {
-				in[i] = n.groupInputs(g, nodes)
+				in[i] = n.groupInputs(i, nodes)
 				for _, v := range g.vars {
 					in[i].grads = append(in[i].grads, nodes["grad/"+v.ScopeAndName()])
 				}
@@ -55,9 +56,10 @@ func (n *Nitro) optimizerProgram() (*program, error) {
 	})
 }
 
-// addStateInputs adds a group's optimizer state leaves and hyperparameters to a signature.
-func (n *Nitro) addStateInputs(sig *signature, g *paramGroup) {
-	for s, leaves := range g.optState {
+// addStateInputs adds group i's optimizer state leaves and hyperparameters to a signature.
+func (n *Nitro) addStateInputs(sig *signature, i int) {
+	g := n.groups[i]
+	for s, leaves := range n.st.groups[i].opt {
 		for j, t := range leaves {
 			sig.add(stateInput(g, s, j), t.DType().String(), t.Shape().Dimensions)
 		}
@@ -82,12 +84,13 @@ type groupUpdate struct {
 
 // groupInputs reads a group's parameters, state and hyperparameters from a program's parameter
 // nodes (the "param/", "opt/" and "hyper/" inputs of the signature).
-func (n *Nitro) groupInputs(g *paramGroup, nodes map[string]*graph.Node) groupUpdate {
+func (n *Nitro) groupInputs(i int, nodes map[string]*graph.Node) groupUpdate {
+	g := n.groups[i]
 	u := groupUpdate{hyper: optimizers.Hyper{}}
 	for _, v := range g.vars {
 		u.params = append(u.params, nodes["param/"+v.ScopeAndName()])
 	}
-	for s, leaves := range g.optState {
+	for s, leaves := range n.st.groups[i].opt {
 		var row []*graph.Node
 		for j := range leaves {
 			row = append(row, nodes[stateInput(g, s, j)])
@@ -137,7 +140,7 @@ func (n *Nitro) optimizerStep(grads []*tensors.Tensor) error {
 	if err != nil {
 		return err
 	}
-	args, err := n.optimizerArgs(grads, true, n.step+1)
+	args, err := n.optimizerArgs(grads, true, n.st.step+1)
 	if err != nil {
 		return err
 	}
@@ -154,15 +157,15 @@ func (n *Nitro) optimizerStep(grads []*tensors.Tensor) error {
 // and the hyperparameters, then the step.
 func (n *Nitro) optimizerArgs(grads []*tensors.Tensor, donateGrads bool, step int) ([]arg, error) {
 	var args []arg
-	for _, g := range n.groups {
-		for _, t := range g.leaves {
+	for i, g := range n.groups {
+		for _, t := range n.st.groups[i].params {
 			args = append(args, arg{t: t, donate: true, counter: &n.uploads.Params})
 		}
 		for _, t := range grads[:len(g.vars)] {
 			args = append(args, arg{t: t, donate: donateGrads, counter: &n.uploads.Batch})
 		}
 		grads = grads[len(g.vars):]
-		more, err := n.stateArgs(g, step)
+		more, err := n.stateArgs(i, step)
 		if err != nil {
 			return nil, err
 		}
@@ -172,10 +175,11 @@ func (n *Nitro) optimizerArgs(grads []*tensors.Tensor, donateGrads bool, step in
 	return args, nil
 }
 
-// stateArgs lists a group's state leaves (donated unless constant) and its hyperparameters at step.
-func (n *Nitro) stateArgs(g *paramGroup, step int) ([]arg, error) {
+// stateArgs lists group i's state leaves (donated unless constant) and its hyperparameters at step.
+func (n *Nitro) stateArgs(i int, step int) ([]arg, error) {
+	g := n.groups[i]
 	var args []arg
-	for s, leaves := range g.optState {
+	for s, leaves := range n.st.groups[i].opt {
 		for _, t := range leaves {
 			// Constant leaves (Decay's anchor and mask) are read, never replaced: not donated.
 			args = append(args, arg{t: t, donate: !g.constLeaf(s), counter: &n.uploads.OptState})
@@ -198,14 +202,15 @@ func (n *Nitro) stateArgs(g *paramGroup, step int) ([]arg, error) {
 // takeOptimizerOutputs installs the optimizer program's outputs (every group's parameters, then
 // every group's non-constant state) and returns the outputs that follow them.
 func (n *Nitro) takeOptimizerOutputs(outs []*tensors.Tensor) []*tensors.Tensor {
-	for _, g := range n.groups {
-		g.leaves = outs[:len(g.vars)]
+	for i, g := range n.groups {
+		n.st.groups[i].params = outs[:len(g.vars)]
 		outs = outs[len(g.vars):]
 	}
-	for _, g := range n.groups {
-		for s := range g.optState {
+	for i, g := range n.groups {
+		st := &n.st.groups[i]
+		for s := range st.opt {
 			if !g.constLeaf(s) {
-				g.optState[s] = outs[:len(g.vars)]
+				st.opt[s] = outs[:len(g.vars)]
 				outs = outs[len(g.vars):]
 			}
 		}

@@ -73,8 +73,8 @@ func BenchmarkOptimizerProgram(b *testing.B) {
 	}
 	const runs = 50
 	sync := func() {
-		last := n.groups[len(n.groups)-1]
-		_ = last.leaves[0].Value()
+		last := n.st.groups[len(n.st.groups)-1]
+		_ = last.params[0].Value()
 	}
 	optRepeat := func() float64 {
 		start := time.Now()
@@ -98,14 +98,14 @@ func BenchmarkOptimizerProgram(b *testing.B) {
 	cg := graph.NewGraph(n.backend.Backend, "copy_baseline")
 	var outs, stateOuts []*graph.Node
 	k := 0
-	for _, g := range n.groups {
-		for _, t := range g.leaves {
+	for _, g := range n.st.groups {
+		for _, t := range g.params {
 			p := graph.Parameter(cg, fmt.Sprintf("p%d", k), t.Shape())
 			gr := graph.Parameter(cg, fmt.Sprintf("g%d", k), t.Shape())
 			outs = append(outs, graph.Add(p, gr))
 			k++
 		}
-		for _, leaves := range g.optState {
+		for _, leaves := range g.opt {
 			for _, t := range leaves {
 				stateOuts = append(stateOuts, graph.Neg(graph.Parameter(cg, fmt.Sprintf("s%d", k), t.Shape())))
 				k++
@@ -118,13 +118,13 @@ func BenchmarkOptimizerProgram(b *testing.B) {
 		for range runs {
 			var in []any
 			gi := 0
-			for _, g := range n.groups {
-				for _, t := range g.leaves {
+			for _, g := range n.st.groups {
+				for _, t := range g.params {
 					d, _ := graph.DonateTensorBuffer(t, n.backend.Backend, 0)
 					in = append(in, d, grads[gi])
 					gi++
 				}
-				for _, leaves := range g.optState {
+				for _, leaves := range g.opt {
 					for _, t := range leaves {
 						d, _ := graph.DonateTensorBuffer(t, n.backend.Backend, 0)
 						in = append(in, d)
@@ -132,14 +132,16 @@ func BenchmarkOptimizerProgram(b *testing.B) {
 				}
 			}
 			o := cg.Run(in...)
-			for _, g := range n.groups {
-				g.leaves = o[:len(g.leaves)]
-				o = o[len(g.leaves):]
+			for i := range n.st.groups {
+				g := &n.st.groups[i]
+				g.params = o[:len(g.params)]
+				o = o[len(g.params):]
 			}
-			for _, g := range n.groups {
-				for s := range g.optState {
-					g.optState[s] = o[:len(g.vars)]
-					o = o[len(g.vars):]
+			for i := range n.st.groups {
+				g := &n.st.groups[i]
+				for s := range g.opt {
+					g.opt[s] = o[:len(g.params)]
+					o = o[len(g.params):]
 				}
 			}
 		}
@@ -158,7 +160,7 @@ func BenchmarkOptimizerProgram(b *testing.B) {
 	om, cm := medianOf(ot)*1e3, medianOf(ct)*1e3
 	mib := float64(bytes) / (1 << 20)
 	fmt.Printf("optimizer program / one-pass copy: %.2f (optimizer %.3f ms, copy %.3f ms; %.2f MiB of parameters, %d state arrays per group)\n",
-		om/cm, om, cm, mib, len(n.groups[0].optState))
+		om/cm, om, cm, mib, len(n.st.groups[0].opt))
 	b.ReportMetric(om/cm, "opt/copy")
 	b.ReportMetric(om, "opt-ms")
 	b.ReportMetric(cm, "copy-ms")

@@ -4,6 +4,7 @@ import (
 	"io"
 
 	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/monitors"
 )
 
 // Option configures New. Run options win over the experiment's methods and fields.
@@ -17,10 +18,13 @@ type options struct {
 	backend                string
 	out                    io.Writer
 	quiet                  bool
+	console                Console
+	consoleSet             bool
 	cache                  *compilecache.Cache
-	handleSignals          bool
 	fused                  bool
 	logger                 Logger
+	monitors               []monitors.Monitor
+	warn                   func(string)
 }
 
 // WithMaxEpochs sets how many epochs Train runs.
@@ -49,17 +53,26 @@ func WithData(d Data) Option { return func(o *options) { o.data = d } }
 // WithBackend forces a backend ("xla" or "go"); empty resolves automatically.
 func WithBackend(name string) Option { return func(o *options) { o.backend = name } }
 
-// WithOutput sends the Nitro's printed lines (config report, epoch lines) to w.
+// WithOutput sends the Nitro's printed lines (config report, epoch lines) to w, through
+// TextConsole(w).
 func WithOutput(w io.Writer) Option { return func(o *options) { o.out = w } }
 
-// Quiet silences the printed lines.
+// Quiet runs with no console: nothing is printed.
 func Quiet() Option { return func(o *options) { o.quiet = true } }
+
+// WithMonitor registers m on the run from its start, after the process-level monitors (see
+// package monitors for the order and the failure rules). Monitors registered later with
+// Nitro.RegisterMonitor reach the live run at once.
+func WithMonitor(m monitors.Monitor) Option {
+	return func(o *options) { o.monitors = append(o.monitors, m) }
+}
+
+// WithWarn receives the run's warnings (a failing monitor, reported once per monitor; a logger
+// write that failed). The default prints them on the console, or on stderr when Quiet.
+func WithWarn(warn func(msg string)) Option { return func(o *options) { o.warn = warn } }
 
 // WithCache uses c instead of the process-level compile cache (tests).
 func WithCache(c *compilecache.Cache) Option { return func(o *options) { o.cache = c } }
-
-// WithSignalHandling makes Train turn SIGINT into RequestStop (the CLI sets it).
-func WithSignalHandling() Option { return func(o *options) { o.handleSignals = true } }
 
 // WithFusedStep compiles each training step as ONE program (gradient and optimizer update
 // together) instead of the default two. It saves a program launch and a round trip of the

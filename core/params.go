@@ -13,11 +13,9 @@ import (
 	"github.com/nitro-go/nitro/optimizers"
 )
 
-// paramGroup is one parameter group. Its gradients and optimizer state cross program boundaries as
-// one flat buffer per group, so the optimizer's update math is emitted once per group however many
-// arrays the model has. The parameters themselves stay one device buffer per leaf: GoMLX's context
-// binds each variable to its own program parameter, so the optimizer program packs them into the
-// flat layout on entry and splits them on exit (data movement only, which XLA fuses into copies).
+// paramGroup is one parameter group as setup fixed it: its variables, layout and optimizer chain.
+// Its device-resident values (parameters and optimizer state, one buffer per array) are the
+// training state's groupState at the same index.
 type paramGroup struct {
 	name     string
 	vars     []*context.Variable
@@ -26,10 +24,8 @@ type paramGroup struct {
 	size     int
 	dtype    string
 	layout   *optimizers.Layout
-	leaves   []*tensors.Tensor   // per-leaf parameters, device resident
-	opt      groupOptimizer      // the group's chain
-	optState [][]*tensors.Tensor // [state leaf][parameter array], device resident
-	constant []bool              // state leaves that never change (not donated, not re-output)
+	opt      groupOptimizer // the group's chain
+	constant []bool         // state leaves that never change (not donated, not re-output)
 }
 
 // keypath splits a variable's scope into parts, e.g. "/dense_0" + "weights" -> [dense_0 weights].
@@ -127,7 +123,7 @@ func (n *Nitro) placeParameters() error {
 	if len(trainable) == 0 {
 		return fmt.Errorf("the model has no trainable parameters: Forward created no trainable variables in the context")
 	}
-	grouper, _ := n.e.(ParamGrouper)
+	grouper := n.acc.grouper
 	index := map[string]*paramGroup{}
 	for _, v := range trainable {
 		kp := keypath(v)
@@ -152,8 +148,9 @@ func (n *Nitro) placeParameters() error {
 		g.size += v.Shape().Size()
 	}
 	sort.Slice(n.groups, func(i, j int) bool { return n.groups[i].name < n.groups[j].name })
+	n.st.groups = make([]groupState, len(n.groups))
 	flats := map[string]*tensors.Tensor{}
-	for _, g := range n.groups {
+	for i, g := range n.groups {
 		leaves := make([]optimizers.ParamLeaf, len(g.vars))
 		for i, v := range g.vars {
 			leaves[i] = optimizers.ParamLeaf{Keypath: g.keypaths[i], Shape: v.Shape()}
@@ -174,7 +171,10 @@ func (n *Nitro) placeParameters() error {
 			if err != nil {
 				return err
 			}
-			g.leaves = append(g.leaves, n.upload(c, &n.uploads.Params))
+			if c, err = n.upload(c, &n.uploads.Params); err != nil {
+				return fmt.Errorf("parameter %s: %w", v.ScopeAndName(), err)
+			}
+			n.st.groups[i].params = append(n.st.groups[i].params, c)
 		}
 	}
 	if err := n.setupOptimization(flats); err != nil {
@@ -198,7 +198,10 @@ func (n *Nitro) placeParameters() error {
 		if err != nil {
 			return err
 		}
-		n.state = append(n.state, n.upload(c, &n.uploads.LayerState))
+		if c, err = n.upload(c, &n.uploads.LayerState); err != nil {
+			return fmt.Errorf("layer state %s: %w", v.ScopeAndName(), err)
+		}
+		n.st.layer = append(n.st.layer, c)
 	}
 	return nil
 }
@@ -246,8 +249,8 @@ func (n *Nitro) layoutDigest() string {
 // This is an explicit readback; training never needs it.
 func (n *Nitro) Parameters() (map[string]*tensors.Tensor, error) {
 	out := map[string]*tensors.Tensor{}
-	for _, g := range n.groups {
-		for i, t := range g.leaves {
+	for gi, g := range n.groups {
+		for i, t := range n.st.groups[gi].params {
 			c, err := t.LocalClone()
 			if err != nil {
 				return nil, fmt.Errorf("reading %v back: %w", g.keypaths[i], err)

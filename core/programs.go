@@ -14,15 +14,6 @@ import (
 	"github.com/nitro-go/nitro/markers"
 )
 
-// Program kinds, as they appear in compile-cache keys.
-const (
-	kindGradient  = "gradient"
-	kindOptimizer = "optimizer"
-	kindTrainStep = "train_step"
-	kindEval      = "eval"
-	kindPredict   = "predict"
-)
-
 // program is a compiled graph plus what its outputs mean. It is what the compile cache stores, so
 // everything a caller needs to read the outputs must be here, not in the building closure.
 type program struct {
@@ -66,7 +57,7 @@ func (n *Nitro) modelInputs(width int, keys []string) signature {
 		s.add("state/"+v.ScopeAndName(), v.DType().String(), v.Shape().Dimensions)
 	}
 	for _, name := range n.devNames {
-		t := n.devVals[name]
+		t := n.dev[name]
 		s.add("device/"+name, t.DType().String(), t.Shape().Dimensions)
 	}
 	for _, k := range keys {
@@ -140,37 +131,13 @@ func (n *Nitro) memo(id string, get func() (*program, error)) (*program, error) 
 
 // getProgram returns the cached program for key, building it on a miss: first the host-independence
 // check (the program built from the real experiment and from the Host-zeroed view must agree), then
-// the real build from the view, then compilation.
+// the real build from the view, then compilation. A miss runs in the Compiling phase of its kind
+// and restores the phase it interrupted.
 func (n *Nitro) getProgram(key compilecache.Key, build func(g *graph.Graph, src any) ([]*graph.Node, *program)) (*program, error) {
-	v, lk, err := n.cache.Get(key, func() (any, error) {
-		err := markers.CheckHostIndependent(n.e, func(src any) (string, error) {
-			var fp string
-			err := tryGraph("building the "+key.Kind+" program", func() {
-				g := graph.NewGraph(n.backend.Backend, "nitro_check_"+key.Kind)
-				defer g.Finalize()
-				build(g, src)
-				fp = markers.Fingerprint(g)
-			})
-			return fp, err
-		})
-		if err != nil {
-			return nil, err
-		}
-		zero, err := markers.ZeroHost(n.e)
-		if err != nil {
-			return nil, err
-		}
-		var p *program
-		err = tryGraph("compiling the "+key.Kind+" program", func() {
-			g := graph.NewGraph(n.backend.Backend, "nitro_"+key.Kind)
-			outs, meta := build(g, zero)
-			if got, want := g.NumParameters(), len(key.Inputs); got != want {
-				panic(fmt.Errorf("the %s program has %d inputs, expected %d: a hook read a variable that setup's trace of Forward did not create (create every variable in Forward unconditionally)", key.Kind, got, want))
-			}
-			g.Compile(outs...)
-			p = meta
-			p.g = g
-			p.inputs = key.Inputs
+	v, lk, err := n.cache.Get(key, func() (p any, err error) {
+		err = n.tracker.WithCompiling(compilingLeaf(key.Kind), func() (err error) {
+			p, err = n.compileProgram(key, build)
+			return err
 		})
 		return p, err
 	})
@@ -178,9 +145,43 @@ func (n *Nitro) getProgram(key compilecache.Key, build func(g *graph.Graph, src 
 		return nil, err
 	}
 	if lk.Why != "" {
-		fmt.Fprintf(n.out, "recompiling the %s program: %s\n", key.Kind, lk.Why)
+		n.notice(fmt.Sprintf("recompiling the %s program: %s", key.Kind, lk.Why))
 	}
 	return v.(*program), nil
+}
+
+// compileProgram is a cache miss's work (see getProgram).
+func (n *Nitro) compileProgram(key compilecache.Key, build func(g *graph.Graph, src any) ([]*graph.Node, *program)) (*program, error) {
+	err := markers.CheckHostIndependent(n.e, func(src any) (string, error) {
+		var fp string
+		err := tryGraph("building the "+key.Kind+" program", func() {
+			g := graph.NewGraph(n.backend.Backend, "nitro_check_"+key.Kind)
+			defer g.Finalize()
+			build(g, src)
+			fp = markers.Fingerprint(g)
+		})
+		return fp, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	zero, err := markers.ZeroHost(n.e)
+	if err != nil {
+		return nil, err
+	}
+	var p *program
+	err = tryGraph("compiling the "+key.Kind+" program", func() {
+		g := graph.NewGraph(n.backend.Backend, "nitro_"+key.Kind)
+		outs, meta := build(g, zero)
+		if got, want := g.NumParameters(), len(key.Inputs); got != want {
+			panic(fmt.Errorf("the %s program has %d inputs, expected %d: a hook read a variable that setup's trace of Forward did not create (create every variable in Forward unconditionally)", key.Kind, got, want))
+		}
+		g.Compile(outs...)
+		p = meta
+		p.g = g
+		p.inputs = key.Inputs
+	})
+	return p, err
 }
 
 // key builds a compile-cache key. Device and Host field values never enter it.
@@ -274,7 +275,7 @@ func hookNames(hs ...*hook) string {
 func (n *Nitro) deviceParams(g *graph.Graph) map[string]*graph.Node {
 	m := map[string]*graph.Node{}
 	for _, name := range n.devNames {
-		m[name] = graph.Parameter(g, "device/"+name, n.devVals[name].Shape())
+		m[name] = graph.Parameter(g, "device/"+name, n.dev[name].Shape())
 	}
 	return m
 }

@@ -3,14 +3,14 @@ package core
 import (
 	"fmt"
 	"math"
-	"os"
-	"os/signal"
 	"strings"
 	"time"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gopjrt/dtypes"
+	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/monitors"
 )
 
 func dtypeOf(name string) dtypes.DType { return dtypes.MapOfNames[name] }
@@ -29,7 +29,7 @@ func (n *Nitro) gradientProgram(width int, keys []string) (*program, error) {
 				}
 			}
 		}
-		key := n.key(kindGradient, hookNames(n.forward, n.loss, n.trainMetrics), sig)
+		key := n.key(compilecache.KindGradient, hookNames(n.forward, n.loss, n.trainMetrics), sig)
 		key.Accum = accum
 		return n.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
 			nodes := sig.params(g, n.varInputs)
@@ -56,11 +56,11 @@ func (n *Nitro) gradientProgram(width int, keys []string) (*program, error) {
 func (n *Nitro) trainStepProgram(width int, keys []string) (*program, error) {
 	return n.memo(fmt.Sprintf("train_step/%d/%v", width, keys), func() (*program, error) {
 		sig := n.modelInputs(width, keys)
-		for _, g := range n.groups {
-			n.addStateInputs(&sig, g)
+		for i := range n.groups {
+			n.addStateInputs(&sig, i)
 		}
 		sig.add("step", "Float32", nil)
-		key := n.key(kindTrainStep, hookNames(n.forward, n.loss, n.trainMetrics)+"+optimizer", sig)
+		key := n.key(compilecache.KindTrainStep, hookNames(n.forward, n.loss, n.trainMetrics)+"+optimizer", sig)
 		key.Accum, key.Clip = 1, n.cfg.clip.value
 		for _, g := range n.groups {
 			key.Extra = append(key.Extra, [2]string{"chain/" + g.name, g.opt.Describe()})
@@ -70,7 +70,7 @@ func (n *Nitro) trainStepProgram(width int, keys []string) (*program, error) {
 			loss, grads, extra, meta := n.traceTrain(g, nodes, src, width, keys)
 			in := make([]groupUpdate, len(n.groups))
 			for i, grp := range n.groups {
-				in[i] = n.groupInputs(grp, nodes)
+				in[i] = n.groupInputs(i, nodes)
 				in[i].grads, grads = grads[:len(grp.vars)], grads[len(grp.vars):]
 			}
 			newParams, newState := n.emitUpdates(in, nodes["step"])
@@ -86,7 +86,7 @@ func (n *Nitro) trainStepProgram(width int, keys []string) (*program, error) {
 			}
 			k = 0
 			for i, grp := range n.groups {
-				for s := range grp.optState {
+				for s := range n.st.groups[i].opt {
 					if grp.constLeaf(s) {
 						continue
 					}
@@ -148,124 +148,48 @@ func shapeOf(n *graph.Node) string {
 }
 
 // Train runs the loop for the resolved number of epochs: per optimizer step, accum runs of the
-// gradient program then one run of the optimizer program; validation after each epoch when a
-// "val" split exists. It returns an error for a non-finite loss, naming the step and epoch.
-func (n *Nitro) Train() error {
-	n.printReport()
+// gradient program then one run of the optimizer program (or one fused program); validation after
+// each epoch when a "val" split exists. It reads as the run's sequence: publish the phase, step,
+// hand the epoch's summary to the console and the logger, check the stop flag. It returns an error
+// for a non-finite loss, naming the step and epoch; the run's phase is then Failed, else Done.
+func (n *Nitro) Train() (err error) {
+	var val map[string]float64 // finalized metrics, carried by the transition out of EvalStepping
+	defer n.enter("train", &err, func(err error) {
+		if err != nil {
+			n.setPhase(monitors.Failed{Err: err}, val)
+		} else {
+			n.setPhase(monitors.Done{}, val)
+		}
+	})()
+	n.tracker.Snapshot() // process-level monitors registered since New join this run
+	n.report()
 	train, ok := n.data["train"]
 	if !ok {
 		return fmt.Errorf("Train needs a \"train\" split; BuildData returned %v", sortedKeys(n.data))
 	}
-	if n.opts.handleSignals {
-		stop := n.watchInterrupt()
-		defer stop()
-	}
 	// A RequestStop made before Train is kept: the run trains one epoch, validates and stops.
 	n.interrupted.Store(false)
-	defer n.stop.Store(false)
+	defer n.tracker.ClearStop()
 	n.stopReason = ""
-	keys := routed(n.splitAvail["train"], n.forward, n.loss, n.trainMetrics)
-	accum := n.cfg.accum.value
-	batches := train.Len()
-	for ep := n.epoch + 1; ep <= n.cfg.maxEpochs.value; ep++ {
-		if es, ok := train.(EpochSource); ok {
-			if err := es.BeginEpoch(ep); err != nil {
-				return fmt.Errorf("epoch %d: BeginEpoch: %w", ep, err)
-			}
-		}
+	n.tracker.SetStepsPerEpoch(train.Len() / n.cfg.accum.value)
+	for ep := n.st.epoch + 1; ep <= n.cfg.maxEpochs.value; ep++ {
 		start := time.Now()
-		n.trainSums, n.trainCount = map[string]float64{}, 0
-		var lossSum float64
-		micro, steps := 0, 0
-		for i := 0; i+accum <= batches; i += accum {
-			var acc []*tensors.Tensor
-			if accum > 1 {
-				for _, g := range n.groups {
-					for _, v := range g.vars {
-						acc = append(acc, tensors.FromShape(v.Shape()))
-					}
-				}
-			}
-			if err := n.applyDeviceSchedules(n.step + 1); err != nil {
-				return fmt.Errorf("epoch %d, step %d: %w", ep, n.step+1, err)
-			}
-			if n.opts.fused {
-				b, err := train.BatchAt(i)
-				if err != nil {
-					return fmt.Errorf("epoch %d, train batch %d: %w", ep, i, err)
-				}
-				loss, err := n.fusedStep(b, keys)
-				if err != nil {
-					return fmt.Errorf("epoch %d, step %d: %w", ep, n.step+1, err)
-				}
-				lossSum += loss
-				micro++
-				n.step++
-				steps++
-				if math.IsNaN(loss) || math.IsInf(loss, 0) {
-					return fmt.Errorf("non-finite loss %v at epoch %d, step %d: stopping; resume from the last checkpoint with a lower learning rate", loss, ep, n.step)
-				}
-				if n.interrupted.Load() {
-					break
-				}
-				continue
-			}
-			var grads []*tensors.Tensor
-			for k := 0; k < accum; k++ {
-				b, err := train.BatchAt(i + k)
-				if err != nil {
-					return fmt.Errorf("epoch %d, train batch %d: %w", ep, i+k, err)
-				}
-				loss, g, err := n.gradientStep(b, keys, acc)
-				if err != nil {
-					return fmt.Errorf("epoch %d, step %d: %w", ep, n.step+1, err)
-				}
-				if math.IsNaN(loss) || math.IsInf(loss, 0) {
-					return fmt.Errorf("non-finite loss %v at epoch %d, step %d (micro-batch %d): stopping; resume from the last checkpoint with a lower learning rate", loss, ep, n.step+1, k+1)
-				}
-				lossSum += loss
-				micro++
-				grads, acc = g, g
-			}
-			if err := n.optimizerStep(grads); err != nil {
-				return fmt.Errorf("epoch %d, step %d: %w", ep, n.step+1, err)
-			}
-			n.step++
-			steps++
-			if n.interrupted.Load() {
-				break // SIGINT: stop at this step boundary, then validate as usual
-			}
+		n.tracker.SetProgress(ep, n.st.step)
+		n.setPhase(monitors.TrainStepping{}, val)
+		res, err := n.trainEpoch(train, ep)
+		if err != nil {
+			return err
 		}
-		res := EpochResult{Epoch: ep, TrainLoss: lossSum / float64(max(micro, 1)), Steps: steps}
-		if len(n.trainSums) > 0 {
-			res.Train = map[string]float64{}
-			for k, v := range n.trainSums {
-				res.Train[k] = v / float64(max(n.trainCount, 1))
-			}
-		}
-		if _, ok := n.data["val"]; ok {
-			m, err := n.Validate()
-			if err != nil {
+		if src, ok := n.data["val"]; ok {
+			n.setPhase(monitors.EvalStepping{}, nil)
+			if val, err = n.evaluate("val", src); err != nil {
 				return fmt.Errorf("epoch %d: %w", ep, err)
 			}
-			res.Val = m
+			res.Val = val
 		}
 		res.Seconds = time.Since(start).Seconds()
-		n.epoch = ep
-		n.history = append(n.history, res)
-		logged := map[string]float64{"train_loss": res.TrainLoss, "epoch_seconds": res.Seconds}
-		for k, v := range res.Train {
-			logged["train_"+k] = v
-		}
-		for k, v := range res.Val {
-			if !strings.HasPrefix(k, "val_") {
-				k = "val_" + k
-			}
-			logged[k] = v
-		}
-		n.logMetrics(logged)
-		fmt.Fprintf(n.out, "epoch %d/%d  train_loss %.4f%s%s  (%.1fs, %.1f steps/s)\n", ep, n.cfg.maxEpochs.value, res.TrainLoss, formatMetrics("train_", res.Train), formatMetrics("", res.Val), res.Seconds, float64(steps)/res.Seconds)
-		if n.stop.Load() || n.interrupted.Load() {
+		n.endEpoch(res)
+		if n.tracker.StopRequested() {
 			n.stopReason = StopRequested
 			return nil
 		}
@@ -274,9 +198,128 @@ func (n *Nitro) Train() error {
 	return nil
 }
 
+// trainEpoch runs one epoch's optimizer steps and returns its summary (without validation).
+// An Interrupt ends the epoch at the next step boundary.
+func (n *Nitro) trainEpoch(train Source, ep int) (EpochResult, error) {
+	if es, ok := train.(EpochSource); ok {
+		if err := es.BeginEpoch(ep); err != nil {
+			return EpochResult{}, fmt.Errorf("epoch %d: BeginEpoch: %w", ep, err)
+		}
+	}
+	keys := routed(n.splitAvail["train"], n.forward, n.loss, n.trainMetrics)
+	accum := n.cfg.accum.value
+	sums := stepSums{train: map[string]float64{}}
+	steps := 0
+	for i := 0; i+accum <= train.Len(); i += accum {
+		n.st.data = dataPosition{epoch: ep, batch: i}
+		loss, micro, err := n.optimizationStep(train, i, keys, &sums)
+		if err != nil {
+			return EpochResult{}, fmt.Errorf("epoch %d, step %d: %w", ep, n.st.step+1, err)
+		}
+		if math.IsNaN(loss) || math.IsInf(loss, 0) {
+			where := ""
+			if n.cfg.accum.value > 1 {
+				where = fmt.Sprintf(" (micro-batch %d)", micro)
+			}
+			return EpochResult{}, fmt.Errorf("non-finite loss %v at epoch %d, step %d%s: stopping; resume from the last checkpoint with a lower learning rate", loss, ep, n.st.step+1, where)
+		}
+		n.st.step++
+		steps++
+		n.st.data.batch = i + accum
+		n.tracker.SetProgress(ep, n.st.step)
+		n.tracker.SetLoss(loss)
+		n.tracker.Tick()
+		if n.interrupted.Load() {
+			break // Interrupt (Ctrl+C): stop at this step boundary, then validate as usual
+		}
+	}
+	return sums.result(ep, steps), nil
+}
+
+// stepSums adds up an epoch's per-micro-batch loss and TrainMetrics for its means.
+type stepSums struct {
+	loss  float64
+	micro int
+	train map[string]float64
+}
+
+func (s *stepSums) result(ep, steps int) EpochResult {
+	res := EpochResult{Epoch: ep, TrainLoss: s.loss / float64(max(s.micro, 1)), Steps: steps}
+	if len(s.train) > 0 {
+		res.Train = map[string]float64{}
+		for k, v := range s.train {
+			res.Train[k] = v / float64(max(s.micro, 1))
+		}
+	}
+	return res
+}
+
+// optimizationStep runs one optimizer step on train batches [i, i+accum) and returns its loss
+// (the last micro-batch's) and that micro-batch's 1-based number: the first non-finite loss stops
+// there, before the update.
+func (n *Nitro) optimizationStep(train Source, i int, keys []string, sums *stepSums) (float64, int, error) {
+	if err := n.applyDeviceSchedules(n.st.step + 1); err != nil {
+		return 0, 0, err
+	}
+	if n.opts.fused {
+		b, err := train.BatchAt(i)
+		if err != nil {
+			return 0, 0, fmt.Errorf("train batch %d: %w", i, err)
+		}
+		loss, err := n.fusedStep(b, keys, sums)
+		return loss, 1, err
+	}
+	var acc []*tensors.Tensor
+	if accum := n.cfg.accum.value; accum > 1 {
+		for _, g := range n.groups {
+			for _, v := range g.vars {
+				acc = append(acc, tensors.FromShape(v.Shape()))
+			}
+		}
+	}
+	var loss float64
+	for k := 0; k < n.cfg.accum.value; k++ {
+		b, err := train.BatchAt(i + k)
+		if err != nil {
+			return 0, 0, fmt.Errorf("train batch %d: %w", i+k, err)
+		}
+		var grads []*tensors.Tensor
+		if loss, grads, err = n.gradientStep(b, keys, acc, sums); err != nil {
+			return 0, 0, err
+		}
+		if math.IsNaN(loss) || math.IsInf(loss, 0) {
+			freeTensors(grads)
+			return loss, k + 1, nil // the caller stops on it, before the update
+		}
+		acc = grads
+	}
+	return loss, n.cfg.accum.value, n.optimizerStep(acc)
+}
+
+// endEpoch records a finished epoch: the epoch counter, the history, the logger's epoch record
+// and the console's line.
+func (n *Nitro) endEpoch(res EpochResult) {
+	n.st.epoch = res.Epoch
+	n.history = append(n.history, res)
+	logged := map[string]float64{"train_loss": res.TrainLoss, "epoch_seconds": res.Seconds}
+	for k, v := range res.Train {
+		logged["train_"+k] = v
+	}
+	for k, v := range res.Val {
+		if !strings.HasPrefix(k, "val_") {
+			k = "val_" + k
+		}
+		logged[k] = v
+	}
+	n.logMetrics(logged)
+	if n.console != nil {
+		n.console.Epoch(res, n.cfg.maxEpochs.value)
+	}
+}
+
 // gradientStep runs the gradient program on one micro-batch and returns the validated loss and
 // the (accumulated) gradients of every parameter array, still on the device.
-func (n *Nitro) gradientStep(b Batch, keys []string, acc []*tensors.Tensor) (float64, []*tensors.Tensor, error) {
+func (n *Nitro) gradientStep(b Batch, keys []string, acc []*tensors.Tensor, sums *stepSums) (float64, []*tensors.Tensor, error) {
 	w, err := n.trainBatchWidth(b)
 	if err != nil {
 		return 0, nil, err
@@ -299,12 +342,8 @@ func (n *Nitro) gradientStep(b Batch, keys []string, acc []*tensors.Tensor) (flo
 	if err != nil {
 		return 0, nil, err
 	}
-	n.state = outs[1+G : 1+G+S]
-	// Train metrics are logged, never branched on, so they skip the validated readback.
-	for i, name := range p.outNames {
-		n.trainSums[name] += scalarValue(outs[1+G+S+i])
-	}
-	n.trainCount++
+	n.st.layer = outs[1+G : 1+G+S]
+	sums.add(loss, p.outNames, outs[1+G+S:])
 	freeTensors(outs[0:1], outs[1+G+S:])
 	return loss, outs[1 : 1+G], nil
 }
@@ -313,7 +352,7 @@ func (n *Nitro) gradientStep(b Batch, keys []string, acc []*tensors.Tensor) (flo
 // are replaced (donated) in place of the two-program step's gradient and optimizer runs. The
 // program keeps the old parameters and state when the loss is non-finite, and the caller stops
 // the run on that loss, as the two-program step does before its update.
-func (n *Nitro) fusedStep(b Batch, keys []string) (float64, error) {
+func (n *Nitro) fusedStep(b Batch, keys []string, sums *stepSums) (float64, error) {
 	w, err := n.trainBatchWidth(b)
 	if err != nil {
 		return 0, err
@@ -322,13 +361,13 @@ func (n *Nitro) fusedStep(b Batch, keys []string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	step := n.step + 1
+	step := n.st.step + 1
 	args := n.modelArgs(b, keys, true)
 	for i := range args[:n.paramArrays()] {
 		args[i].donate = true // replaced by the update
 	}
-	for _, g := range n.groups {
-		more, err := n.stateArgs(g, step)
+	for i := range n.groups {
+		more, err := n.stateArgs(i, step)
 		if err != nil {
 			return 0, err
 		}
@@ -346,11 +385,8 @@ func (n *Nitro) fusedStep(b Batch, keys []string) (float64, error) {
 	}
 	rest := n.takeOptimizerOutputs(outs[1:])
 	S := len(n.stateVars)
-	n.state = rest[:S]
-	for i, name := range p.outNames {
-		n.trainSums[name] += scalarValue(rest[S+i])
-	}
-	n.trainCount++
+	n.st.layer = rest[:S]
+	sums.add(loss, p.outNames, rest[S:])
 	freeTensors(outs[0:1], rest[S:])
 	return loss, nil
 }
@@ -375,6 +411,16 @@ func freeBatch(b Batch, keys []string) {
 	}
 }
 
+// add counts one micro-batch: its loss and its TrainMetrics outputs. Train metrics are logged,
+// never branched on, so they skip the validated readback.
+func (s *stepSums) add(loss float64, names []string, outs []*tensors.Tensor) {
+	s.loss += loss
+	s.micro++
+	for i, name := range names {
+		s.train[name] += scalarValue(outs[i])
+	}
+}
+
 // freeTensors finalizes program outputs already read back.
 func freeTensors(groups ...[]*tensors.Tensor) {
 	for _, ts := range groups {
@@ -389,16 +435,16 @@ func freeTensors(groups ...[]*tensors.Tensor) {
 // modelArgs lists parameters, layer state (donated when it is replaced), Device fields and batch fields.
 func (n *Nitro) modelArgs(b Batch, keys []string, donateState bool) []arg {
 	var args []arg
-	for _, g := range n.groups {
-		for _, t := range g.leaves {
+	for _, g := range n.st.groups {
+		for _, t := range g.params {
 			args = append(args, arg{t: t, counter: &n.uploads.Params})
 		}
 	}
-	for _, s := range n.state {
+	for _, s := range n.st.layer {
 		args = append(args, arg{t: s, donate: donateState, counter: &n.uploads.LayerState})
 	}
 	for _, name := range n.devNames {
-		args = append(args, arg{t: n.devVals[name], counter: &n.uploads.Device})
+		args = append(args, arg{t: n.dev[name], counter: &n.uploads.Device})
 	}
 	for _, k := range keys {
 		args = append(args, arg{t: b[k], counter: &n.uploads.Batch})
@@ -429,29 +475,4 @@ func readControlScalar(t *tensors.Tensor, what string) (v float64, err error) {
 	default:
 		return 0, fmt.Errorf("reading %s back: expected a float scalar, got %T", what, x)
 	}
-}
-
-// watchInterrupt turns SIGINT into RequestStop until the returned teardown runs.
-func (n *Nitro) watchInterrupt() func() {
-	ch := make(chan os.Signal, 1)
-	done := make(chan struct{})
-	signal.Notify(ch, os.Interrupt)
-	go func() {
-		select {
-		case <-ch:
-			fmt.Fprintln(n.out, "interrupt: stopping after this step, then validating (interrupt again to kill)")
-			n.interrupted.Store(true)
-			signal.Stop(ch)
-		case <-done:
-		}
-	}()
-	return func() { signal.Stop(ch); close(done) }
-}
-
-func formatMetrics(prefix string, m map[string]float64) string {
-	s := ""
-	for _, k := range sortedKeys(m) {
-		s += fmt.Sprintf("  %s%s %.4f", prefix, k, m[k])
-	}
-	return s
 }

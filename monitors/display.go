@@ -51,6 +51,7 @@ type Display struct {
 	epochStart time.Time
 	epochCount uint64 // progress counter at epoch start
 	inEpoch    bool
+	terminal   string // the end state last shown
 	bar        *progressbar.ProgressBar
 
 	stop chan struct{}
@@ -105,6 +106,15 @@ type snapshotView struct {
 	has   bool
 }
 
+// epochStep is the step within the current epoch: Progress.Step counts optimizer steps over the
+// whole run, and every epoch has the same number of steps.
+func (v snapshotView) epochStep() int {
+	if v.steps <= 0 || v.at.Epoch < 1 {
+		return v.at.Step
+	}
+	return min(max(v.at.Step-(v.at.Epoch-1)*v.steps, 0), v.steps)
+}
+
 func view(run Run) snapshotView {
 	var v snapshotView
 	if run == nil {
@@ -129,9 +139,13 @@ func (d *Display) Observe(phase Phase, at Progress, info Info) error {
 	}
 	prev := d.phase
 	d.phase = phase
-	if _, was := prev.(TrainStepping); was {
-		if _, is := phase.(TrainStepping); !is {
-			d.endEpochLocked()
+	// An epoch ends when the run leaves training for evaluation or an end state; a compile in the
+	// middle of an epoch (the first step's programs) is part of it.
+	if IsStepping(phase) || IsTerminal(phase) {
+		if _, was := prev.(TrainStepping); was {
+			if _, is := phase.(TrainStepping); !is {
+				d.endEpochLocked()
+			}
 		}
 	}
 	switch p := phase.(type) {
@@ -140,9 +154,16 @@ func (d *Display) Observe(phase Phase, at Progress, info Info) error {
 	case TrainStepping:
 		d.refreshLocked()
 	case Terminal:
+		// A standalone evaluation after the run returns it to its end state: say it once.
+		if d.terminal == p.String() {
+			return nil
+		}
+		d.terminal = p.String()
 		d.describeLocked(p.String())
 		if d.bar != nil {
-			_ = d.bar.Finish()
+			err := d.bar.Finish()
+			d.bar = nil
+			return err
 		}
 	}
 	return nil
@@ -206,7 +227,7 @@ func (d *Display) refreshLocked() {
 			desc += fmt.Sprintf(" loss %.4g", v.loss)
 		}
 		d.bar.Describe(desc)
-		_ = d.bar.Set(v.at.Step)
+		_ = d.bar.Set(v.epochStep())
 	}
 }
 
@@ -229,7 +250,7 @@ func (d *Display) endEpochLocked() {
 		}
 		return
 	}
-	line := fmt.Sprintf("epoch %d: step %d", d.epoch, v.at.Step)
+	line := fmt.Sprintf("epoch %d: step %d", d.epoch, v.epochStep())
 	if v.steps > 0 {
 		line += fmt.Sprintf("/%d", v.steps)
 	}
@@ -245,11 +266,12 @@ func (d *Display) ETA() time.Duration {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	v := view(d.run)
-	if !d.inEpoch || v.steps == 0 || v.at.Step <= 0 {
+	done := v.epochStep()
+	if !d.inEpoch || v.steps == 0 || done <= 0 {
 		return 0
 	}
 	el := d.cfg.Now().Sub(d.epochStart)
-	return time.Duration(float64(el) / float64(v.at.Step) * float64(v.steps-v.at.Step))
+	return time.Duration(float64(el) / float64(done) * float64(v.steps-done))
 }
 
 // Close stops the goroutine and waits for it; safe to call more than once.

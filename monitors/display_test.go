@@ -36,14 +36,17 @@ func TestDisplayPlainOneLinePerEpoch(t *testing.T) {
 		tr.SetLoss(1.0 / float64(s))
 		clk.Add(500 * time.Millisecond)
 		d.Refresh()
+		if s == 1 { // the first step's second program compiles mid-epoch: no epoch line for it
+			tr.WithCompiling(OptimizerCompiling{}, func() error { return nil })
+		}
 	}
 	if eta := d.ETA(); eta != 0 {
 		t.Errorf("ETA at end of epoch = %v", eta)
 	}
 	tr.SetPhase(EvalStepping{}, Info{})
-	tr.SetProgress(2, 0) // core sets the new epoch before entering TrainStepping
+	tr.SetProgress(2, 4) // core sets the new epoch before entering TrainStepping; steps count the run
 	tr.SetPhase(TrainStepping{}, Info{})
-	tr.SetProgress(2, 2)
+	tr.SetProgress(2, 6)
 	tr.Tick()
 	clk.Add(time.Second)
 	d.Refresh()
@@ -51,8 +54,11 @@ func TestDisplayPlainOneLinePerEpoch(t *testing.T) {
 		t.Errorf("ETA = %v", eta)
 	}
 	tr.SetPhase(Done{}, Info{})
+	tr.SetPhase(EvalStepping{}, Info{}) // a standalone evaluation returns the run to Done:
+	tr.SetPhase(Done{}, Info{})         // said once
 	got := out.String()
 	want := "compiling gradient\n" +
+		"compiling optimizer\n" +
 		"epoch 1: step 4/4, 2.0 steps/s, 2s, loss 0.25\n" +
 		"epoch 2: step 2/4, 1.0 steps/s, 1s, loss 0.25\n" +
 		"Done\n"

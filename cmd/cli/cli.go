@@ -158,6 +158,10 @@ func runExperiment(cmd string, args []string, stdout, stderr io.Writer) error {
 	backendName := fs.String("backend", "", "force a backend: xla or go (default: xla when the plugin is installed)")
 	quiet := fs.Bool("quiet", false, "print only the results")
 	fused := fs.Bool("fused", false, "compile each training step as one program (gradient and update); needs accum 1")
+	noProgress := fs.Bool("no-progress", false, "no live progress display on stderr (the epoch lines on stdout stay)")
+	heartbeat := fs.String("heartbeat", "", "rewrite `FILE` atomically with the run's phase, step, epoch and progress counter, for a supervisor")
+	stall := fs.Duration("stall-timeout", 0, "report a stall when no step or eval batch completes for this `long` (x10 while compiling); 0 is off")
+	stopOnStall := fs.Bool("stop-on-stall", false, "with --stall-timeout: also request a graceful stop on a stall")
 	split := fs.String("split", "test", "split to evaluate (evaluate only)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -181,7 +185,19 @@ func runExperiment(cmd string, args []string, stdout, stderr io.Writer) error {
 	if r.Warning != "" {
 		fmt.Fprintln(stderr, "nitro:", r.Warning)
 	}
-	opts := []core.Option{core.WithOutput(stdout), core.WithBackend(*backendName), core.WithSignalHandling()}
+	opts := []core.Option{core.WithOutput(stdout), core.WithBackend(*backendName)}
+	watch, err := startMonitors(monitorFlags{progress: !*noProgress && !*quiet, heartbeat: *heartbeat, stall: *stall, stopOnStall: *stopOnStall}, stderr)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := watch.close(); cerr != nil {
+			fmt.Fprintln(stderr, "nitro: closing monitors:", cerr)
+		}
+	}()
+	for _, m := range watch.monitors {
+		opts = append(opts, core.WithMonitor(m))
+	}
 	if *maxEpochs >= 0 {
 		opts = append(opts, core.WithMaxEpochs(*maxEpochs))
 	}
@@ -195,17 +211,20 @@ func runExperiment(cmd string, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Ctrl+C is a graceful stop: the epoch breaks at the next step boundary, validates, and the
+	// run returns with stop reason "requested". A second Ctrl+C kills the process as usual.
+	defer onInterrupt(stderr, n.Interrupt)()
 	switch cmd {
 	case "train":
-
 		if err := n.Train(); err != nil {
 			return err
 		}
+		watch.settle()
 		fmt.Fprintf(stdout, "stopped: %s after %d epochs, %d optimizer steps\n", n.StopReason(), n.Epoch(), n.Step())
 		if _, ok := n.Experiment().(interface{ BuildData() (core.Data, error) }); ok {
 			if m, err := n.Evaluate("test"); err == nil {
 				fmt.Fprintf(stdout, "test:%s\n", fmtMetrics(m))
-			} else if !strings.Contains(err.Error(), "no split") {
+			} else if !errors.Is(err, core.ErrNoSplit) {
 				return err
 			}
 		}

@@ -1,0 +1,79 @@
+package core
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+)
+
+// Console receives the run's human-readable report: the config and binding reports once, one
+// summary per epoch, and notices (a recompile and why, a logger that failed). It is how a Nitro
+// prints; a Nitro built with Quiet has none, so nothing in the loop tests a quiet flag. Core calls
+// it only from the goroutine running the entry point.
+type Console interface {
+	Reports(config, binding string)
+	Epoch(r EpochResult, maxEpochs int)
+	Notice(msg string)
+}
+
+// WithConsole replaces the text console (WithOutput) with c; nil prints nothing, like Quiet.
+func WithConsole(c Console) Option {
+	return func(o *options) { o.console, o.consoleSet = c, true }
+}
+
+// TextConsole writes the reports and one line per epoch to w.
+func TextConsole(w io.Writer) Console { return textConsole{w} }
+
+type textConsole struct{ w io.Writer }
+
+var _ Console = textConsole{}
+
+func (c textConsole) Reports(config, binding string) { fmt.Fprint(c.w, config, binding) }
+
+func (c textConsole) Epoch(r EpochResult, maxEpochs int) {
+	fmt.Fprintf(c.w, "epoch %d/%d  train_loss %.4f%s%s  (%.1fs, %.1f steps/s)\n", r.Epoch, maxEpochs,
+		r.TrainLoss, formatMetrics("train_", r.Train), formatMetrics("", r.Val), r.Seconds, float64(r.Steps)/max(r.Seconds, 1e-9))
+}
+
+func (c textConsole) Notice(msg string) { fmt.Fprintln(c.w, msg) }
+
+func formatMetrics(prefix string, m map[string]float64) string {
+	var b strings.Builder
+	for _, k := range sortedKeys(m) {
+		fmt.Fprintf(&b, "  %s%s %.4f", prefix, k, m[k])
+	}
+	return b.String()
+}
+
+// MemoryConsole records what a Nitro reports, for tests. Safe for concurrent use.
+type MemoryConsole struct {
+	mu      sync.Mutex
+	Config  string
+	Binding string
+	Epochs  []EpochResult
+	Notices []string
+}
+
+var _ Console = (*MemoryConsole)(nil)
+
+// Reports implements Console.
+func (m *MemoryConsole) Reports(config, binding string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.Config, m.Binding = config, binding
+}
+
+// Epoch implements Console.
+func (m *MemoryConsole) Epoch(r EpochResult, _ int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.Epochs = append(m.Epochs, r)
+}
+
+// Notice implements Console.
+func (m *MemoryConsole) Notice(msg string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.Notices = append(m.Notices, msg)
+}

@@ -1,0 +1,135 @@
+package core
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/monitors"
+)
+
+// newRun makes the handle with its run-lifetime collaborators: the tracker (phase, progress, stop
+// flag and monitors, from package monitors), the console and the logger. It publishes Starting,
+// so a supervisor learns of setup before BuildData runs.
+func newRun(e any, typeName string, o options) *Nitro {
+	n := &Nitro{setup: setup{e: e, typeName: typeName, opts: o, cache: o.cache}, logger: o.logger}
+	if n.cache == nil {
+		n.cache = compilecache.Default()
+	}
+	switch {
+	case o.quiet:
+	case o.consoleSet:
+		n.console = o.console
+	default:
+		n.console = TextConsole(o.out)
+	}
+	warn := o.warn
+	if warn == nil {
+		warn = n.warn
+	}
+	n.tracker = monitors.NewTracker(monitors.TrackerOptions{Logger: o.logger, Warn: warn})
+	for _, m := range o.monitors {
+		n.tracker.Register(m)
+	}
+	n.tracker.Publish(monitors.Starting{}, monitors.Info{})
+	return n
+}
+
+// notice reports an informational message (a recompile and why) on the console, if any.
+func (n *Nitro) notice(msg string) {
+	if n.console != nil {
+		n.console.Notice(msg)
+	}
+}
+
+// warn reports a warning (a failing monitor, a failed logger write) through WithWarn, else on
+// the console, else on stderr: a warning is never silently dropped, even when Quiet.
+func (n *Nitro) warn(msg string) {
+	switch {
+	case n.opts.warn != nil:
+		n.opts.warn(msg)
+	case n.console != nil:
+		n.console.Notice("warning: " + msg)
+	default:
+		fmt.Fprintln(os.Stderr, "nitro: warning:", msg)
+	}
+}
+
+// enter marks a public entry point. The returned func, deferred, turns a panic that escaped the
+// entry point into its error, lets finish record the outcome (Done or Failed), and publishes Repl
+// when this was the outermost entry point (Train's inner Validate does not).
+func (n *Nitro) enter(what string, err *error, finish func(error)) func() {
+	n.tracker.Enter()
+	return func() {
+		if r := recover(); r != nil { // recover works only in the deferred function itself
+			*err = panicError(what, r)
+		}
+		if finish != nil {
+			finish(*err)
+		}
+		n.tracker.Exit()
+	}
+}
+
+// recoverInto, deferred, turns a panic into *err (naming what was running). Graph building
+// reports user errors by panicking; nothing of that may escape an exported function.
+func recoverInto(what string, err *error) {
+	if r := recover(); r != nil {
+		*err = panicError(what, r)
+	}
+}
+
+func panicError(what string, r any) error {
+	if e, ok := r.(error); ok {
+		return fmt.Errorf("%s: %w", what, e)
+	}
+	return fmt.Errorf("%s: %v", what, r)
+}
+
+// setPhase records a phase transition (publishing only on change); metrics go with the
+// transition out of EvalStepping.
+func (n *Nitro) setPhase(p monitors.Phase, metrics map[string]float64) {
+	n.tracker.SetPhase(p, monitors.Info{Metrics: metrics})
+}
+
+// compilingLeaf is the Compiling phase of a program kind. The fused train step builds the
+// gradient, so it reports GradientCompiling; predict is an eval-mode program.
+func compilingLeaf(kind string) monitors.Compiling {
+	switch kind {
+	case compilecache.KindOptimizer:
+		return monitors.OptimizerCompiling{}
+	case compilecache.KindEval, compilecache.KindPredict:
+		return monitors.EvalCompiling{}
+	default:
+		return monitors.GradientCompiling{}
+	}
+}
+
+// Phase is the run's recorded phase: Starting on a fresh handle, Done after a Train that returned
+// nil, Failed after one that returned an error; never Repl (published, not recorded).
+func (n *Nitro) Phase() monitors.Phase { return n.tracker.Phase() }
+
+// ProgressCounter is the process-wide count of completed units of work (one per optimizer step,
+// one per eval batch); a stall watchdog compares it across observations.
+func (n *Nitro) ProgressCounter() uint64 { return monitors.ProgressCounter() }
+
+// Run is the view of this run monitors receive in Info.Run.
+func (n *Nitro) Run() monitors.Run { return n.tracker }
+
+// RegisterMonitor adds m to this run's own monitors; it fires from the next transition on, also
+// when called from another goroutine while Train runs. Unregister with the handle.
+func (n *Nitro) RegisterMonitor(m monitors.Monitor) monitors.Handle { return n.tracker.Register(m) }
+
+// RequestStop asks Train to stop gracefully: it finishes the current epoch, validates, and
+// returns normally with StopReason "requested" (aborting mid-epoch would skip exactly what makes
+// the run useful). Checked once per epoch, after validation. Safe from any goroutine, including a
+// monitor.
+func (n *Nitro) RequestStop() { n.tracker.RequestStop() }
+
+// Interrupt is the impatient RequestStop, what Ctrl+C means (the CLI calls it on SIGINT): the
+// epoch breaks at the next step boundary, then validates and Train returns the same way, with
+// StopReason "requested". Safe from any goroutine.
+func (n *Nitro) Interrupt() {
+	n.interrupted.Store(true)
+	n.tracker.RequestStop()
+}
