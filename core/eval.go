@@ -12,7 +12,6 @@ import (
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/monitors"
-
 )
 
 func valueOfOutputs(o Outputs) reflect.Value { return reflect.ValueOf(o) }

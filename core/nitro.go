@@ -10,10 +10,10 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/nitro-go/nitro/monitors"
-	"github.com/nitro-go/nitro/schedules"
 	"github.com/nitro-go/nitro/core/backend"
 	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/monitors"
+	"github.com/nitro-go/nitro/schedules"
 )
 
 // ModelBuilder is the required BuildModel hook: configure the context (initializers, scopes) and
@@ -66,9 +66,9 @@ type Uploads struct {
 type Nitro struct {
 	setup // fixed by New and read-only afterwards (setup.go)
 
-	progs map[string]*program          // compiled programs of this Nitro, by kind and width (see memo)
-	dev   map[string]*tensors.Tensor   // Device fields' device copies (SetDevice and schedules rewrite them)
-	st    trainState                   // the training state: what a checkpoint saves and export reads
+	progs map[string]*program        // compiled programs of this Nitro, by kind and width (see memo)
+	dev   map[string]*tensors.Tensor // Device fields' device copies (SetDevice and schedules rewrite them)
+	st    trainState                 // the training state: what a checkpoint saves and export reads
 
 	tracker     *monitors.Tracker // phase, progress, stop flag, monitors
 	console     Console           // human-readable report; nil when Quiet
@@ -439,4 +439,3 @@ func setOf(keys []string) map[string]bool {
 	}
 	return s
 }
-
