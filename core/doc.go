@@ -1,21 +1,19 @@
-// Package core is the Nitro: it composes markers, compilecache, optimizers and schedules into the
-// documented hook surface and runs the driver. New runs setup only (hooks found and checked by
-// reflection once, data built, Derive merged, parameters initialized and placed on the device);
-// Train, Validate, Evaluate, Predict and SetDevice are the verbs. Each training step is two
-// compiled programs by default, kept separate even at accum = 1: the gradient program (parameters,
-// layer state, Device fields, declared batch fields -> loss, the gradient of every parameter
-// array, new state) and the optimizer program (parameters, gradients, optimizer state,
-// hyperparameters, step -> new parameters and state), so a clip or accum change recompiles only
-// the cheap one; WithFusedStep makes it one program at accum 1. Parameters, gradients and
-// optimizer state stay per array and on the device between steps (no packing copies; the
-// optimizer's scalar math is emitted once per group); eval reuses them (Uploads counts every
-// host-to-device transfer so tests can hold it to that). New installs core/dotgrad's
-// matrix-product gradients for Dot and DotGeneral before building any graph.
+// Package core is the Nitro: a thin composer of markers (fields and the compile view),
+// compilecache (program keys), optimizers (the update program), schedules (the horizon and
+// per-step values), prefetch (the data contract) and monitors (run phases), behind the documented
+// hook surface. New runs setup only; Train, Validate, Evaluate, Predict and SetDevice are the
+// verbs. A training step is two compiled programs by default (gradient; optimizer), so a clip or
+// accum change recompiles only the cheap one; WithFusedStep makes it one at accum 1. Parameters,
+// gradients and optimizer state stay per array on the device between steps; Uploads counts every
+// host-to-device transfer. Nitro keeps setup values, compiled programs and the training state
+// (parameters, optimizer and layer state, step, epoch, data position) apart.
 //
-// Left to the caller: the experiment's hooks and data. Errors: every exported function returns an
-// error naming the hook, field or value and the fix; graph-building panics are recovered into
-// errors at this boundary. A Nitro is not safe for concurrent use, except RequestStop.
-//
-// Go changes two things: batch routing is by the hook's batch struct type instead of keywords, and
-// the batch axis leads (GoMLX is row-major); device metrics are fused into the eval program.
+// Collaborators core calls through small interfaces: Console (human-readable report; Quiet has
+// none), Logger (records), monitors.Monitor (phases, via WithMonitor or RegisterMonitor).
+// Left to the caller: the experiment's hooks and data, and signal handling (the CLI turns Ctrl+C
+// into Interrupt). Errors: every exported function returns an error naming the hook, field or
+// value and the fix; graph-building panics are recovered into errors at this boundary and no
+// panic escapes an exported function. A Nitro is not safe for concurrent use, except
+// RequestStop, Interrupt, RegisterMonitor, Phase and ProgressCounter. Go differs from the spec in
+// two ways: batch routing is by the hook's batch struct type, and the batch axis leads.
 package core

@@ -173,7 +173,9 @@ func (n *Nitro) evaluate(split string, src Source) (map[string]float64, error) {
 				counts[name]++
 			}
 		}
-		freeTensors(outs) // free device buffers now, not at the next GC
+		if err := freeTensors(outs); err != nil { // free device buffers now, not at the next GC
+			return nil, fmt.Errorf("split %q, batch %d: %w", split, i, err)
+		}
 		n.tracker.Tick()
 	}
 	res := map[string]float64{}
@@ -302,7 +304,9 @@ func (n *Nitro) predictPadded(b Batch, width, real int) (_ Prediction, err error
 	}
 	res := Prediction{}
 	for i, name := range p.outNames {
-		res[name] = sliceRowsHost(outs[i], real)
+		if res[name], err = sliceRowsHost(outs[i], real); err != nil {
+			return nil, fmt.Errorf("reading output %q back: %w", name, err)
+		}
 	}
 	n.tracker.Tick()
 	return res, nil
@@ -317,23 +321,22 @@ func (n *Nitro) runEval(p *program, b Batch, keys []string, width int) ([]*tenso
 		padded[k] = padRows(b[k], width)
 	}
 	outs, err := n.run(p, n.modelArgs(padded, keys, false))
-	freeBatch(padded, keys)
-	return outs, err
+	return outs, errors.Join(err, freeBatch(padded, keys))
 }
 
 // sliceRowsHost brings t to the host and keeps its first rows.
-func sliceRowsHost(t *tensors.Tensor, rows int) *tensors.Tensor {
+func sliceRowsHost(t *tensors.Tensor, rows int) (*tensors.Tensor, error) {
 	dims := t.Shape().Dimensions
 	if dims[0] == rows {
-		t.MaterializeLocal()
-		return t
+		t.MaterializeLocal() // panics on a failed transfer: predictPadded recovers it into an error
+		return t, nil
 	}
 	out := tensors.FromShape(shapes.Make(t.DType(), append([]int{rows}, dims[1:]...)...))
-	t.ConstBytes(func(src []byte) {
-		out.MutableBytes(func(dst []byte) { copy(dst, src[:len(dst)]) })
+	var inner error
+	err := t.ConstBytes(func(src []byte) {
+		inner = out.MutableBytes(func(dst []byte) { copy(dst, src[:len(dst)]) })
 	})
-	t.FinalizeAll()
-	return out
+	return out, errors.Join(err, inner, t.FinalizeAll())
 }
 
 func (n *Nitro) forwardFields() []string {

@@ -151,7 +151,7 @@ func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
 	ruleFields := map[string]bool{optimizers.EtaField: true, optimizers.LambdaField: true}
 	for _, g := range n.groups {
 		space.Groups = append(space.Groups, g.name)
-		c := g.opt.(*optimizers.Chain)
+		c := g.opt
 		for _, f := range c.HyperFields() {
 			ruleFields[f] = true
 		}
@@ -384,7 +384,7 @@ func (n *Nitro) bindings() []schedules.Binding {
 	}
 	hasLRG := n.acc.lrGroup != nil
 	for _, g := range n.groups {
-		c := g.opt.(*optimizers.Chain)
+		c := g.opt
 		bs = append(bs, schedules.Binding{Group: g.name, Name: "optimizer", Value: c.Describe(), Source: o.level[g.name]})
 		read := c.HyperFields()
 		for _, f := range read {

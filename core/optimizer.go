@@ -9,16 +9,6 @@ import (
 	"github.com/nitro-go/nitro/optimizers"
 )
 
-// groupOptimizer is what core needs of a group's optimizer chain (optimizers.Chain satisfies it).
-type groupOptimizer interface {
-	Init(params *tensors.Tensor) ([]*tensors.Tensor, error)
-	HyperFields() []string
-	StateNames() []string
-	Describe() string
-}
-
-var _ groupOptimizer = (*optimizers.Chain)(nil)
-
 // optimizerProgram: per group the parameter leaves, their (accumulated) gradients, the chain's
 // state leaves and its schedulable hyperparameters, then the step -> new parameter leaves and new
 // state. Clipping is global over all groups, at the top, and a threshold of 0 emits nothing; the
@@ -111,7 +101,7 @@ func (n *Nitro) emitUpdates(groups []groupUpdate, step *graph.Node) (newParams, 
 	params, grads := make([][]*graph.Node, len(groups)), make([][]*graph.Node, len(groups))
 	states, hyper := make([][][]*graph.Node, len(groups)), make([]optimizers.Hyper, len(groups))
 	for i, g := range n.groups {
-		chains[i] = g.opt.(*optimizers.Chain)
+		chains[i] = g.opt
 		params[i], grads[i], states[i], hyper[i] = groups[i].params, groups[i].grads, groups[i].state, groups[i].hyper
 	}
 	prog, err := optimizers.NewProgram(chains, n.cfg.clip.value)

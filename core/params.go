@@ -24,8 +24,8 @@ type paramGroup struct {
 	size     int
 	dtype    string
 	layout   *optimizers.Layout
-	opt      groupOptimizer // the group's chain
-	constant []bool         // state leaves that never change (not donated, not re-output)
+	opt      *optimizers.Chain // the group's chain (optimizers owns the update math)
+	constant []bool            // state leaves that never change (not donated, not re-output)
 }
 
 // keypath splits a variable's scope into parts, e.g. "/dense_0" + "weights" -> [dense_0 weights].

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -288,8 +289,8 @@ func (n *Nitro) optimizationStep(train Source, i int, keys []string, sums *stepS
 			return 0, 0, err
 		}
 		if math.IsNaN(loss) || math.IsInf(loss, 0) {
-			freeTensors(grads)
-			return loss, k + 1, nil // the caller stops on it, before the update
+			// the caller stops on it, before the update
+			return loss, k + 1, freeTensors(grads)
 		}
 		acc = grads
 	}
@@ -333,8 +334,7 @@ func (n *Nitro) gradientStep(b Batch, keys []string, acc []*tensors.Tensor, sums
 		args = append(args, arg{t: a, donate: true, counter: &n.uploads.Batch})
 	}
 	outs, err := n.run(p, args)
-	freeBatch(b, keys)
-	if err != nil {
+	if err = errors.Join(err, freeBatch(b, keys)); err != nil {
 		return 0, nil, err
 	}
 	G, S := n.paramArrays(), len(n.stateVars)
@@ -344,8 +344,7 @@ func (n *Nitro) gradientStep(b Batch, keys []string, acc []*tensors.Tensor, sums
 	}
 	n.st.layer = outs[1+G : 1+G+S]
 	sums.add(loss, p.outNames, outs[1+G+S:])
-	freeTensors(outs[0:1], outs[1+G+S:])
-	return loss, outs[1 : 1+G], nil
+	return loss, outs[1 : 1+G], freeTensors(outs[0:1], outs[1+G+S:])
 }
 
 // fusedStep runs the fused train step on one batch: parameters, optimizer state and layer state
@@ -375,8 +374,7 @@ func (n *Nitro) fusedStep(b Batch, keys []string, sums *stepSums) (float64, erro
 	}
 	args = append(args, arg{t: tensors.FromScalar(float32(step)), counter: &n.uploads.Hyper})
 	outs, err := n.run(p, args)
-	freeBatch(b, keys)
-	if err != nil {
+	if err = errors.Join(err, freeBatch(b, keys)); err != nil {
 		return 0, err
 	}
 	loss, err := readControlScalar(outs[0], "loss")
@@ -387,8 +385,7 @@ func (n *Nitro) fusedStep(b Batch, keys []string, sums *stepSums) (float64, erro
 	S := len(n.stateVars)
 	n.st.layer = rest[:S]
 	sums.add(loss, p.outNames, rest[S:])
-	freeTensors(outs[0:1], rest[S:])
-	return loss, nil
+	return loss, freeTensors(outs[0:1], rest[S:])
 }
 
 // trainBatchWidth is a train batch's row count, which must be the train split's.
@@ -403,12 +400,16 @@ func (n *Nitro) trainBatchWidth(b Batch) (int, error) {
 // freeBatch releases the device copies of a batch's transferred fields as soon as the step that
 // used them is done: the host GC cannot see device memory, so leaving them to finalizers can run
 // the device out of memory while the host looks idle. Host data stays (the source may reuse it).
-func freeBatch(b Batch, keys []string) {
+func freeBatch(b Batch, keys []string) error {
+	var errs []error
 	for _, k := range keys {
 		if t := b[k]; t != nil && t.IsOnAnyDevice() {
-			_ = t.InvalidateOnDevice()
+			if err := t.InvalidateOnDevice(); err != nil {
+				errs = append(errs, fmt.Errorf("freeing batch field %q on the device: %w", k, err))
+			}
 		}
 	}
+	return errors.Join(errs...)
 }
 
 // add counts one micro-batch: its loss and its TrainMetrics outputs. Train metrics are logged,
@@ -422,14 +423,18 @@ func (s *stepSums) add(loss float64, names []string, outs []*tensors.Tensor) {
 }
 
 // freeTensors finalizes program outputs already read back.
-func freeTensors(groups ...[]*tensors.Tensor) {
+func freeTensors(groups ...[]*tensors.Tensor) error {
+	var errs []error
 	for _, ts := range groups {
 		for _, t := range ts {
 			if t != nil {
-				_ = t.FinalizeAll()
+				if err := t.FinalizeAll(); err != nil {
+					errs = append(errs, fmt.Errorf("freeing a program output: %w", err))
+				}
 			}
 		}
 	}
+	return errors.Join(errs...)
 }
 
 // modelArgs lists parameters, layer state (donated when it is replaced), Device fields and batch fields.
