@@ -52,7 +52,8 @@ type Display struct {
 	epochCount uint64 // progress counter at epoch start
 	inEpoch    bool
 	terminal   string // the end state last shown
-	bar        *progressbar.ProgressBar
+	bar        *progressbar.ProgressBar // the epoch's bar (terminal mode)
+	spin       *progressbar.ProgressBar // a compile's spinner between epochs (terminal mode)
 
 	stop chan struct{}
 	done chan struct{}
@@ -148,36 +149,45 @@ func (d *Display) Observe(phase Phase, at Progress, info Info) error {
 			}
 		}
 	}
+	var err error
+	if _, ok := phase.(Compiling); !ok && d.spin != nil {
+		err = d.spin.Finish() // the compile is over: its spinner clears itself and its goroutine ends
+		d.spin = nil
+	}
 	switch p := phase.(type) {
 	case Compiling:
 		d.describeLocked("compiling " + p.Program())
 	case TrainStepping:
 		d.refreshLocked()
 	case Terminal:
-		// A standalone evaluation after the run returns it to its end state: say it once.
+		// A standalone evaluation after the run returns it to its end state: say it once. On a
+		// terminal the caller reports the outcome; the plain log gets its own line.
 		if d.terminal == p.String() {
-			return nil
-		}
-		d.terminal = p.String()
-		d.describeLocked(p.String())
-		if d.bar != nil {
-			err := d.bar.Finish()
-			d.bar = nil
 			return err
 		}
+		d.terminal = p.String()
+		if d.mode == DisplayPlain {
+			fmt.Fprintln(d.cfg.Out, p.String())
+		}
 	}
-	return nil
+	return err
 }
 
+// describeLocked shows s: a plain line, the live epoch bar's description (a compile inside an
+// epoch), or a spinner of its own between epochs, cleared when the phase moves on.
 func (d *Display) describeLocked(s string) {
-	if d.mode == DisplayPlain {
+	switch {
+	case d.mode == DisplayPlain:
 		fmt.Fprintln(d.cfg.Out, s)
-		return
+	case d.inEpoch && d.bar != nil:
+		d.bar.Describe(s)
+	default:
+		if d.spin == nil {
+			d.spin = progressbar.NewOptions(-1, progressbar.OptionSetWriter(d.cfg.Out),
+				progressbar.OptionClearOnFinish(), progressbar.OptionSetRenderBlankState(true))
+		}
+		d.spin.Describe(s)
 	}
-	if d.bar == nil {
-		d.bar = d.newBar(-1)
-	}
-	d.bar.Describe(s)
 }
 
 func (d *Display) newBar(max int) *progressbar.ProgressBar {
@@ -188,7 +198,9 @@ func (d *Display) newBar(max int) *progressbar.ProgressBar {
 		progressbar.OptionSetItsString("steps"),
 		progressbar.OptionSetPredictTime(true),
 		progressbar.OptionThrottle(0),
-		progressbar.OptionSetRenderBlankState(true))
+		progressbar.OptionSetRenderBlankState(true),
+		// A finished epoch bar keeps its line; what is printed next starts on a new one.
+		progressbar.OptionOnCompletion(func() { fmt.Fprintln(d.cfg.Out) }))
 }
 
 // Refresh updates the display from the run now (the goroutine calls it every Interval).
@@ -246,7 +258,15 @@ func (d *Display) endEpochLocked() {
 	}
 	if d.mode == DisplayTerminal {
 		if d.bar != nil {
-			_ = d.bar.Finish()
+			// A full epoch finishes its bar; a cut one (a stop, a failure) keeps where it got to.
+			// Both leave the cursor on a fresh line. Redraw errors are the terminal's; ignored.
+			if v.steps > 0 && v.epochStep() >= v.steps {
+				_ = d.bar.Finish()
+			} else {
+				_ = d.bar.Exit()
+				fmt.Fprintln(d.cfg.Out)
+			}
+			d.bar = nil
 		}
 		return
 	}
@@ -278,5 +298,12 @@ func (d *Display) ETA() time.Duration {
 func (d *Display) Close() error {
 	d.once.Do(func() { close(d.stop) })
 	<-d.done
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.spin != nil { // closed mid-compile: end the spinner's goroutine too
+		err := d.spin.Finish()
+		d.spin = nil
+		return err
+	}
 	return nil
 }
