@@ -51,7 +51,7 @@ type Display struct {
 	epochStart time.Time
 	epochCount uint64 // progress counter at epoch start
 	inEpoch    bool
-	terminal   string // the end state last shown
+	terminal   string                   // the end state last shown
 	bar        *progressbar.ProgressBar // the epoch's bar (terminal mode)
 	spin       *progressbar.ProgressBar // a compile's spinner between epochs (terminal mode)
 
