@@ -189,7 +189,9 @@ func (n *Nitro) setUp() (err error) {
 
 	// Model: BuildModel configures the context; one shape trace of Forward creates the variables.
 	n.ctx = context.New()
-	n.ctx.SetRNGStateFromSeed(int64(n.cfg.seed.value))
+	if err := n.ctx.SetRNGStateFromSeed(int64(n.cfg.seed.value)); err != nil {
+		return fmt.Errorf("seeding the model's RNG with Seed = %d: %w", n.cfg.seed.value, err)
+	}
 	if err := mb.BuildModel(n.ctx); err != nil {
 		return fmt.Errorf("BuildModel: %w", err)
 	}

@@ -8,7 +8,8 @@ import (
 
 // trainState is the training state, kept apart from setup values and compiled programs: per
 // parameter group the parameters and optimizer state, the layer state (which carries the model's
-// RNG state, GoMLX's "#rngState" variable, when the model draws random numbers), the optimizer
+// RNG state: GoMLX's "#rngState" variable, seeded from Seed at setup and advanced by every
+// program that draws random numbers, e.g. dropout), the optimizer
 // step, the epoch and the data position. It is exactly what a checkpoint saves and restores and
 // what export reads; every tensor in it is device resident between steps.
 type trainState struct {
@@ -32,8 +33,8 @@ type dataPosition struct {
 	epoch, batch int
 }
 
-// States reads the layer state back to the host, by variable scope and name ("/batch_norm/mean",
-// and "/#rngState" when the model draws random numbers): running statistics and the like, which
+// States reads the layer state back to the host, by variable scope and name (e.g.
+// "/batch_norm/mean", and "/#rngState", the RNG state): running statistics and the like, which
 // training updates but the optimizer does not. An explicit readback; training never needs it.
 func (n *Nitro) States() (map[string]*tensors.Tensor, error) {
 	out := make(map[string]*tensors.Tensor, len(n.stateVars))

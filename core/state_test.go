@@ -66,3 +66,25 @@ func TestLayerStateAdvancesInTrainingOnly(t *testing.T) {
 	}
 	wantContains(t, "config report", n.ConfigReport(), "default (2 arrays, 5 values)")
 }
+
+// TestStatesReadsTheLayerStateAndRNG: States is the layer state on the host by variable name,
+// the counter as training left it and the context's RNG state beside it.
+func TestStatesReadsTheLayerStateAndRNG(t *testing.T) {
+	n := mustNew(t, &Counter{}, data(t, 0), core.WithMaxEpochs(1))
+	if err := n.Train(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := n.States()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 2 || st["/#rngState"] == nil {
+		t.Fatalf("States() has %v, want the counter and /#rngState", keys(st))
+	}
+	if c := st["/counter/count"].Value().(float32); c != 4 {
+		t.Errorf("counter after one epoch of 4 batches = %v, want 4", c)
+	}
+	if n.RunDir() == "" {
+		t.Error("RunDir is empty")
+	}
+}
