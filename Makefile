@@ -6,11 +6,11 @@ PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 # Race detector on the modules with goroutines or concurrency contracts and their tests (prefetch:
 # concurrent BatchAt). core is left out: GoMLX v0.25.0's pure-Go backend, which core's unit tests
 # run on, has known races.
-RACE    := compilecache markers monitors prefetch logjson
+RACE    := compilecache markers monitors prefetch logjson checkpoint
 GO      ?= go
 ARGS    ?=
 
-.PHONY: setup test lint bench bench-venv depcheck run fmt $(addprefix test/,$(MODULES))
+.PHONY: setup test lint bench bench-venv ckpt-venv depcheck run fmt $(addprefix test/,$(MODULES))
 
 ## setup: install the pinned XLA CPU PJRT plugin into .nitro/pjrt and download Go modules (idempotent)
 setup:
@@ -21,10 +21,16 @@ setup:
 depcheck:
 	@$(GO) run ./integration/depcheck .
 
-## test: setup, layering check, then every module's tests (race detector on the concurrent modules)
-test: setup depcheck
-	$(GO) test -count=1 $(PKGS)
+## ckpt-venv: the reference Python safetensors reader for checkpoint's interop test (test-only)
+ckpt-venv:
+	@./scripts/ckpt/setup-venv.sh
+
+## test: setup, layering check, then every module's tests (race detector on the concurrent modules),
+## then a short fuzz of the checkpoint reader (hostile headers must never panic)
+test: setup depcheck ckpt-venv
+	NITRO_SAFETENSORS_PYTHON=$(CURDIR)/.nitro/ckpt-venv/bin/python $(GO) test -count=1 $(PKGS)
 	$(GO) test -count=1 -race $(addprefix ./,$(addsuffix /...,$(RACE)))
+	$(GO) test -run '^$$' -fuzz FuzzRead -fuzztime 10s -fuzzminimizetime 100x ./checkpoint/
 
 ## test/<module>: one module's tests
 $(addprefix test/,$(MODULES)): test/%:

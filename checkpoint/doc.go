@@ -1,8 +1,17 @@
-// Package checkpoint will own the checkpoint record and its storage: the Checkpointer contract,
-// TopKCheckpointer, the run manifest, atomic durable writes with retry, and reading a
-// checkpoint's info (epoch, step, metrics, build identity) from the safetensors header without
-// loading the weights.
-//
-// Status: contract reserved, not implemented yet. Headers are untrusted bytes: the reader will
-// validate them and return errors, never panic, and a failed write will leave no partial file.
+// Package checkpoint stores training checkpoints: a Record (tensors as plain little-endian bytes
+// plus epoch, step, metrics, run, experiment values, logger, RNG and data-position state) is one
+// safetensors file, its metadata JSON under the header's "__metadata__" key "nitro.record" with a
+// CRC-32C of the data. The format is written here, not with github.com/nlpodyssey/safetensors:
+// that library decodes the header into a map (a duplicate tensor name silently wins), needs the
+// whole file in memory even for the header, reorders tensors by dtype and reports errors without
+// the field. Checkpointer is the seam: TopK (K best by a metric plus the newest), EveryN, Memory.
+// Files go through FS: temp file, fsync, rename, fsync of the directory, retried on transient
+// errors (WithIORetry); the manifest.json beside them is rewritten the same way, and rotation
+// removes a displaced file only after both are durable.
+// Left to the caller: converting tensors to and from the device, choosing the metric (a metric
+// no record carries only makes checkpoints unscored), resume decisions, one writer per directory.
+// Errors: a malformed file is a *FormatError naming the file and the field (never a panic); I/O
+// errors name the path and the step; ErrNotRotated means the save itself succeeded. A file a
+// failed or interrupted save left unlisted is marked displaced beforehand; the next Save removes it.
+// TopK, EveryN, Memory and MemFS are safe for concurrent use; a Record is not.
 package checkpoint

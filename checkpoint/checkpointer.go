@@ -1,0 +1,328 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"path/filepath"
+	"slices"
+	"sync"
+)
+
+// Checkpointer is the seam core composes: save a record, load one, find the newest.
+// A nil Checkpointer disables checkpointing.
+type Checkpointer interface {
+	// Save writes r and applies the retention policy; it returns where r went.
+	Save(r *Record) (path string, err error)
+	// Load reads a record Save returned the path of.
+	Load(path string) (*Record, error)
+	// Latest is the newest saved record's path; ok is false when there is none.
+	Latest() (path string, ok bool, err error)
+}
+
+var (
+	_ Checkpointer = (*TopK)(nil)
+	_ Checkpointer = (*EveryN)(nil)
+	_ Checkpointer = (*Memory)(nil)
+)
+
+// ErrNotRotated is wrapped by a Save error that comes after the new checkpoint and the
+// manifest are durable: only the removal of a displaced file failed. Save then returns the
+// path too, and the next Save retries the removal.
+var ErrNotRotated = errors.New("displaced checkpoint not removed")
+
+// store is the file-backed part TopK and EveryN share: the directory, the filename, the
+// manifest and the durable write; keep is the retention policy.
+type store struct {
+	mu      sync.Mutex
+	dir     string
+	name    NameFunc
+	o       options
+	cleaned bool // temporary leftovers removed
+}
+
+func newStore(dir string, name NameFunc, opts []Option) store {
+	return store{dir: dir, name: name, o: newOptions(opts)}
+}
+
+func (s *store) adopt(dir string, name NameFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dir == "" {
+		s.dir = dir
+	}
+	if s.name == nil {
+		s.name = name
+	}
+}
+
+func (s *store) getDir() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dir
+}
+
+// save writes r under the name args give and rewrites the manifest with the entries keep
+// retains (all holds the old entries then the new one, oldest first), then removes the others.
+func (s *store) save(r *Record, args NameArgs, keep func(all []ManifestEntry) []bool) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r == nil {
+		return "", errors.New("checkpoint: Save of a nil record")
+	}
+	if r.Epoch < 0 || r.Step < 0 {
+		return "", fmt.Errorf("checkpoint: epoch %d, step %d: negative", r.Epoch, r.Step)
+	}
+	if s.dir == "" {
+		return "", errors.New("checkpoint: no directory: pass one or adopt the run directory")
+	}
+	name := s.name
+	if name == nil {
+		name = Filename
+	}
+	base := name(args)
+	if err := validBase(base); err != nil {
+		return "", err
+	}
+	fsys, rt, dir := s.o.fs, s.o.retry, s.dir
+	path := filepath.Join(dir, base)
+	if err := rt.do(func() error { return fsys.MkdirAll(dir) }); err != nil {
+		return "", fmt.Errorf("checkpoint: save %s: create directory: %w", path, err)
+	}
+	if !s.cleaned {
+		if names, err := fsys.ReadDir(dir); err == nil {
+			for _, n := range names {
+				if IsTemp(n) {
+					fsys.Remove(filepath.Join(dir, n)) // a crashed write's leftover; best effort
+				}
+			}
+			s.cleaned = true
+		}
+	}
+	old, err := readManifest(fsys, dir)
+	if err != nil {
+		return "", fmt.Errorf("checkpoint: save %s: %w", path, err)
+	}
+	listed := map[string]bool{}
+	for _, e := range old.Checkpoints {
+		listed[e.File] = true
+	}
+	// Removals pending from an earlier save come first; then base is recorded as displaced
+	// before it is written, so that a crash before the final manifest leaves no unlisted
+	// file that nothing would remove. (An overwrite of a listed name needs no such entry.)
+	var pending []string
+	for _, f := range old.Displaced {
+		switch {
+		case listed[f], f == base:
+		case s.remove(filepath.Join(dir, f)) != nil:
+			pending = append(pending, f)
+		}
+	}
+	if !listed[base] {
+		intent := &manifest{Checkpoints: old.Checkpoints, Displaced: append(slices.Clone(pending), base)}
+		if err := writeManifest(fsys, rt, dir, intent); err != nil {
+			return "", fmt.Errorf("checkpoint: save %s: %w", path, err)
+		}
+	}
+
+	if err := writeRecord(fsys, rt, path, r); err != nil {
+		return "", err
+	}
+
+	entry := ManifestEntry{File: base, Epoch: r.Epoch, Step: r.Step, StopReason: r.StopReason}
+	if args.Scored {
+		entry.Metric, entry.Score = args.Metric, &args.Score
+	}
+	all := make([]ManifestEntry, 0, len(old.Checkpoints)+1)
+	for _, e := range old.Checkpoints {
+		if e.File == base { // the same name again: the new file replaced it
+			continue
+		}
+		all = append(all, e)
+	}
+	all = append(all, entry)
+	kept := keep(all)
+	kept[len(all)-1] = true // never rotate out the newest
+	next := &manifest{Displaced: pending}
+	var displaced []string
+	for i, e := range all {
+		if kept[i] {
+			next.Checkpoints = append(next.Checkpoints, e)
+		} else {
+			displaced = append(displaced, e.File)
+		}
+	}
+	next.Displaced = append(next.Displaced, displaced...)
+	if err := writeManifest(fsys, rt, dir, next); err != nil {
+		// The record stays for now: the failed write may have renamed the new manifest into
+		// place before its directory fsync failed, and then it lists the record; otherwise
+		// the intent manifest has it displaced and the next Save removes it.
+		return "", fmt.Errorf("checkpoint: save %s: the record was written but the manifest was not: %w", path, err)
+	}
+
+	// Only now, with the new file and the manifest durable, remove the displaced files.
+	var errs []error
+	for _, f := range displaced {
+		if err := s.remove(filepath.Join(dir, f)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(displaced) > len(errs) {
+		fsys.SyncDir(dir) // the removals' durability is not needed for correctness
+	}
+	if len(errs) > 0 {
+		return path, fmt.Errorf("checkpoint: saved %s: %w: %w", path, ErrNotRotated, errors.Join(errs...))
+	}
+	return path, nil
+}
+
+// remove deletes one file with retries; a file already gone counts as removed.
+func (s *store) remove(path string) error {
+	err := s.o.retry.do(func() error { return s.o.fs.Remove(path) })
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("checkpoint: remove %s: %w", path, err)
+	}
+	return nil
+}
+
+func (s *store) load(path string) (*Record, error) { return readRecord(s.o.fs, path) }
+
+func (s *store) latest() (string, bool, error) {
+	dir := s.getDir()
+	if dir == "" {
+		return "", false, errors.New("checkpoint: no directory: pass one or adopt the run directory")
+	}
+	m, err := readManifest(s.o.fs, dir)
+	if err != nil {
+		return "", false, err
+	}
+	if len(m.Checkpoints) == 0 {
+		return "", false, nil
+	}
+	return filepath.Join(dir, m.Checkpoints[len(m.Checkpoints)-1].File), true, nil
+}
+
+// TopK keeps the K best checkpoints by one metric plus the newest whatever it scored: K files
+// when the newest is among the best, K+1 when it is not. A record without the metric is
+// unscored and kept only while it is the newest. It is safe for concurrent use.
+type TopK struct {
+	store
+	k      int
+	metric string
+	max    bool
+}
+
+// NewTopK returns a TopK checkpointer writing into dir. mode is "min" or "max"; name nil uses
+// Filename; dir "" is filled in later by Adopt. It touches no file until the first Save.
+func NewTopK(k int, metric, mode, dir string, name NameFunc, opts ...Option) (*TopK, error) {
+	if k < 0 {
+		return nil, fmt.Errorf("checkpoint: top-k: k = %d, want >= 0", k)
+	}
+	if metric == "" {
+		return nil, errors.New("checkpoint: top-k: no metric")
+	}
+	if mode != "min" && mode != "max" {
+		return nil, fmt.Errorf("checkpoint: top-k: mode %q, want \"min\" or \"max\"", mode)
+	}
+	return &TopK{store: newStore(dir, name, opts), k: k, metric: metric, max: mode == "max"}, nil
+}
+
+// Adopt sets the directory and the filename function where the constructor left them unset
+// (dir "", name nil); values passed to the constructor stay.
+func (t *TopK) Adopt(dir string, name NameFunc) { t.adopt(dir, name) }
+
+// Dir is the directory checkpoints go to ("" until set).
+func (t *TopK) Dir() string { return t.getDir() }
+
+// Save writes r, named by its epoch, step and score (r.Metrics[metric]), then rotates. A
+// non-finite score is refused before anything is written.
+func (t *TopK) Save(r *Record) (string, error) {
+	args := NameArgs{Metric: t.metric}
+	if r != nil {
+		args.Epoch, args.Step = r.Epoch, r.Step
+		if v, ok := r.Metrics[t.metric]; ok {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return "", fmt.Errorf("checkpoint: metric %q is %v at epoch %d: a non-finite score cannot rank a checkpoint", t.metric, v, r.Epoch)
+			}
+			args.Score, args.Scored = v, true
+		}
+	}
+	return t.save(r, args, t.keep)
+}
+
+// keep marks the k best scored entries (ties: the older stays) and the newest.
+func (t *TopK) keep(all []ManifestEntry) []bool {
+	var scored []int
+	for i, e := range all {
+		if e.Score != nil && e.Metric == t.metric {
+			scored = append(scored, i)
+		}
+	}
+	slices.SortStableFunc(scored, func(a, b int) int {
+		x, y := *all[a].Score, *all[b].Score
+		if t.max {
+			x, y = y, x
+		}
+		switch {
+		case x < y:
+			return -1
+		case x > y:
+			return 1
+		}
+		return 0
+	})
+	kept := make([]bool, len(all))
+	for _, i := range scored[:min(t.k, len(scored))] {
+		kept[i] = true
+	}
+	return kept
+}
+
+// Load reads and validates the record at path.
+func (t *TopK) Load(path string) (*Record, error) { return t.load(path) }
+
+// Latest is the newest checkpoint the manifest lists.
+func (t *TopK) Latest() (string, bool, error) { return t.latest() }
+
+// EveryN keeps the checkpoints of every n-th epoch (epoch % n == 0) plus the newest. Its files
+// carry no metric segment. It is safe for concurrent use.
+type EveryN struct {
+	store
+	n int
+}
+
+// NewEveryN returns an EveryN checkpointer writing into dir; name nil uses Filename.
+func NewEveryN(n int, dir string, name NameFunc, opts ...Option) (*EveryN, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("checkpoint: every-n: n = %d, want >= 1", n)
+	}
+	return &EveryN{store: newStore(dir, name, opts), n: n}, nil
+}
+
+// Adopt sets the directory and the filename function where the constructor left them unset.
+func (e *EveryN) Adopt(dir string, name NameFunc) { e.adopt(dir, name) }
+
+// Dir is the directory checkpoints go to ("" until set).
+func (e *EveryN) Dir() string { return e.getDir() }
+
+// Save writes r and removes the previous newest unless its epoch is a multiple of n.
+func (e *EveryN) Save(r *Record) (string, error) {
+	var args NameArgs
+	if r != nil {
+		args.Epoch, args.Step = r.Epoch, r.Step
+	}
+	return e.save(r, args, func(all []ManifestEntry) []bool {
+		kept := make([]bool, len(all))
+		for i, x := range all {
+			kept[i] = x.Epoch%e.n == 0
+		}
+		return kept
+	})
+}
+
+// Load reads and validates the record at path.
+func (e *EveryN) Load(path string) (*Record, error) { return e.load(path) }
+
+// Latest is the newest checkpoint the manifest lists.
+func (e *EveryN) Latest() (string, bool, error) { return e.latest() }

@@ -1,0 +1,197 @@
+package checkpoint
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// FS is the file-system seam every write and read of this package goes through: OSFS in
+// production, MemFS (with injected faults and simulated power loss) in tests.
+type FS interface {
+	// MkdirAll creates dir and its parents.
+	MkdirAll(dir string) error
+	// CreateTemp creates a new file in dir whose name starts with prefix, open for writing.
+	CreateTemp(dir, prefix string) (File, error)
+	// Open opens a file for reading and reports its size.
+	Open(path string) (io.ReadCloser, int64, error)
+	// Rename atomically replaces newpath with oldpath.
+	Rename(oldpath, newpath string) error
+	// Remove deletes a file.
+	Remove(path string) error
+	// SyncDir makes dir's entries (creations, renames, removals) durable.
+	SyncDir(dir string) error
+	// ReadDir lists the names in dir, sorted.
+	ReadDir(dir string) ([]string, error)
+}
+
+// File is a file being written.
+type File interface {
+	io.Writer
+	Sync() error
+	Close() error
+	Name() string // the full path
+}
+
+// OSFS is the operating system's file system.
+type OSFS struct{}
+
+var _ FS = OSFS{}
+
+func (OSFS) MkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
+
+// CreateTemp creates the file with mode 0666 less the umask (os.CreateTemp would use 0600).
+func (OSFS) CreateTemp(dir, prefix string) (File, error) {
+	for range 100 {
+		var b [8]byte
+		rand.Read(b[:])
+		name := filepath.Join(dir, prefix+hex.EncodeToString(b[:]))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return f, nil
+	}
+	return nil, &fs.PathError{Op: "createtemp", Path: filepath.Join(dir, prefix+"*"), Err: fs.ErrExist}
+}
+
+func (OSFS) Open(path string) (io.ReadCloser, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, 0, &fs.PathError{Op: "open", Path: path, Err: errors.New("not a regular file")}
+	}
+	return f, st.Size(), nil
+}
+
+func (OSFS) Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
+func (OSFS) Remove(path string) error             { return os.Remove(path) }
+
+// SyncDir fsyncs the directory; file systems that cannot (EINVAL, ENOTSUP) count as done.
+func (OSFS) SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) {
+		return nil
+	}
+	return err
+}
+
+func (OSFS) ReadDir(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(ents))
+	for i, e := range ents {
+		names[i] = e.Name()
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// tmpPrefix starts every temporary file's name; readers of a directory ignore such files and
+// a checkpointer removes leftovers (from a crash) before its first write.
+const tmpPrefix = ".nitro-tmp-"
+
+// IsTemp reports whether a base name is one of this package's temporary files.
+func IsTemp(base string) bool { return strings.HasPrefix(base, tmpPrefix) }
+
+// retry is the with_io_retry policy: attempts tries in all, sleeping base, 2*base, 4*base …
+// (capped at 5 s) between tries, retrying only transient errors.
+type retry struct {
+	attempts int
+	base     time.Duration
+	sleep    func(time.Duration)
+}
+
+var defaultRetry = retry{attempts: 3, base: 100 * time.Millisecond, sleep: time.Sleep}
+
+func (r retry) do(op func() error) error {
+	var err error
+	for i := range max(r.attempts, 1) {
+		if i > 0 {
+			d := min(r.base<<(i-1), 5*time.Second)
+			if d > 0 {
+				r.sleep(d)
+			}
+		}
+		if err = op(); err == nil || !Transient(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// Transient reports whether an I/O error may go away on a retry of the whole operation:
+// EINTR, EAGAIN, EBUSY, ETIMEDOUT and EIO (a failed fsync is retried by rewriting the file
+// from scratch, never by a second fsync). A full disk, a permission or a missing path is not.
+func Transient(err error) bool {
+	for _, e := range []error{syscall.EINTR, syscall.EAGAIN, syscall.EBUSY, syscall.ETIMEDOUT, syscall.EIO} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
+}
+
+// writeDurable writes path through fsys so that it is either absent or complete, even across
+// a crash: a temporary file in the same directory, fsync, close, rename onto path, fsync of
+// the directory. The whole sequence is retried on transient errors; the temporary file is
+// removed after a failure. The error names path and the step that failed.
+func writeDurable(fsys FS, rt retry, path string, write func(io.Writer) error) error {
+	dir, base := filepath.Split(path)
+	dir = filepath.Clean(dir)
+	return rt.do(func() error {
+		f, err := fsys.CreateTemp(dir, tmpPrefix+base+".")
+		if err != nil {
+			return fmt.Errorf("checkpoint: write %s: create temporary file: %w", path, err)
+		}
+		tmp := f.Name()
+		step, err := "write", write(f)
+		if err == nil {
+			step, err = "fsync", f.Sync()
+		}
+		if cerr := f.Close(); err == nil && cerr != nil {
+			step, err = "close", cerr
+		}
+		if err == nil {
+			step, err = "rename", fsys.Rename(tmp, path)
+		}
+		if err != nil {
+			fsys.Remove(tmp) // best effort; a leftover is cleaned before the next first write
+			return fmt.Errorf("checkpoint: write %s: %s: %w", path, step, err)
+		}
+		if err := fsys.SyncDir(dir); err != nil {
+			return fmt.Errorf("checkpoint: write %s: fsync directory: %w", path, err)
+		}
+		return nil
+	})
+}

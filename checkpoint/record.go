@@ -1,0 +1,205 @@
+package checkpoint
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+)
+
+// DType names a tensor's element type with the safetensors spelling.
+type DType string
+
+// The element types a record may hold.
+const (
+	BOOL DType = "BOOL"
+	U8   DType = "U8"
+	I8   DType = "I8"
+	I16  DType = "I16"
+	U16  DType = "U16"
+	F16  DType = "F16"
+	BF16 DType = "BF16"
+	I32  DType = "I32"
+	U32  DType = "U32"
+	F32  DType = "F32"
+	F64  DType = "F64"
+	I64  DType = "I64"
+	U64  DType = "U64"
+)
+
+var dtypeSizes = map[DType]int{
+	BOOL: 1, U8: 1, I8: 1,
+	I16: 2, U16: 2, F16: 2, BF16: 2,
+	I32: 4, U32: 4, F32: 4,
+	F64: 8, I64: 8, U64: 8,
+}
+
+// Size is the byte width of one element, 0 for an unknown dtype.
+func (d DType) Size() int { return dtypeSizes[d] }
+
+// Tensor is one named array as plain data: Data holds the elements little-endian, row-major.
+type Tensor struct {
+	Name  string
+	DType DType
+	Shape []int
+	Data  []byte
+}
+
+// Values holds an experiment's field values by category, each rendered as a string.
+type Values struct {
+	GraphConst map[string]string `json:"graph_const,omitempty"`
+	Device     map[string]string `json:"device,omitempty"`
+	Host       map[string]string `json:"host,omitempty"`
+}
+
+// Position is where the data stream stands: the epoch and the next batch within it.
+type Position struct {
+	Epoch int `json:"epoch"`
+	Batch int `json:"batch"`
+}
+
+// Record is one checkpoint: the tensors, in the order given (the file keeps it), and the
+// metadata a resume or a reader needs. Strings must be valid UTF-8; LoggerState must be JSON
+// (it is stored compacted).
+type Record struct {
+	Tensors []Tensor
+
+	Epoch           int
+	Step            int
+	Metrics         map[string]float64 // non-finite values survive (stored as "NaN", "+Inf", "-Inf")
+	StopReason      string
+	Preset          string
+	RunID           string
+	RunURL          string
+	Values          Values
+	Derived         map[string]string // derived values, recomputed and compared on resume
+	AnchorChecksums map[string]string // per group, the decay anchor's checksum
+	LoggerType      string
+	LoggerState     json.RawMessage
+	RNGState        []byte
+	Position        Position
+	Build           string // build identity of the writer
+}
+
+// Tensor returns the tensor with this name.
+func (r *Record) Tensor(name string) (Tensor, bool) {
+	for _, t := range r.Tensors {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Tensor{}, false
+}
+
+// recordFormat is the version of the "nitro.record" JSON; a reader refuses a newer one.
+const recordFormat = 1
+
+// recordMeta is everything in a Record but its tensors, as stored under "nitro.record".
+type recordMeta struct {
+	Format          int               `json:"format"`
+	Epoch           int               `json:"epoch"`
+	Step            int               `json:"step"`
+	Metrics         metricMap         `json:"metrics,omitempty"`
+	StopReason      string            `json:"stop_reason,omitempty"`
+	Preset          string            `json:"preset,omitempty"`
+	RunID           string            `json:"run_id,omitempty"`
+	RunURL          string            `json:"run_url,omitempty"`
+	Values          Values            `json:"values"`
+	Derived         map[string]string `json:"derived,omitempty"`
+	AnchorChecksums map[string]string `json:"anchor_checksums,omitempty"`
+	LoggerType      string            `json:"logger_type,omitempty"`
+	LoggerState     json.RawMessage   `json:"logger_state,omitempty"`
+	RNGState        []byte            `json:"rng_state,omitempty"`
+	Position        Position          `json:"position"`
+	Build           string            `json:"build,omitempty"`
+}
+
+func metaOf(r *Record) recordMeta {
+	return recordMeta{
+		Format: recordFormat, Epoch: r.Epoch, Step: r.Step, Metrics: r.Metrics,
+		StopReason: r.StopReason, Preset: r.Preset, RunID: r.RunID, RunURL: r.RunURL,
+		Values: r.Values, Derived: r.Derived, AnchorChecksums: r.AnchorChecksums,
+		LoggerType: r.LoggerType, LoggerState: r.LoggerState, RNGState: r.RNGState,
+		Position: r.Position, Build: r.Build,
+	}
+}
+
+func (m *recordMeta) apply(r *Record) {
+	r.Epoch, r.Step, r.Metrics = m.Epoch, m.Step, m.Metrics
+	r.StopReason, r.Preset, r.RunID, r.RunURL = m.StopReason, m.Preset, m.RunID, m.RunURL
+	r.Values, r.Derived, r.AnchorChecksums = m.Values, m.Derived, m.AnchorChecksums
+	r.LoggerType, r.LoggerState, r.RNGState = m.LoggerType, m.LoggerState, m.RNGState
+	r.Position, r.Build = m.Position, m.Build
+}
+
+// metricMap encodes finite values as JSON numbers (shortest form, exact round trip) and the
+// non-finite ones as the strings "NaN", "+Inf" and "-Inf", which plain JSON cannot carry.
+type metricMap map[string]float64
+
+func (m metricMap) MarshalJSON() ([]byte, error) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := []byte{'{'}
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		kb, err := json.Marshal(k)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, kb...)
+		out = append(out, ':')
+		v := m[k]
+		switch {
+		case math.IsNaN(v):
+			out = append(out, `"NaN"`...)
+		case math.IsInf(v, 1):
+			out = append(out, `"+Inf"`...)
+		case math.IsInf(v, -1):
+			out = append(out, `"-Inf"`...)
+		default:
+			out = strconv.AppendFloat(out, v, 'g', -1, 64)
+		}
+	}
+	return append(out, '}'), nil
+}
+
+func (m *metricMap) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	if raw == nil {
+		*m = nil
+		return nil
+	}
+	out := make(metricMap, len(raw))
+	for k, v := range raw {
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			switch s {
+			case "NaN":
+				out[k] = math.NaN()
+			case "+Inf":
+				out[k] = math.Inf(1)
+			case "-Inf":
+				out[k] = math.Inf(-1)
+			default:
+				return fmt.Errorf("metric %q: %q is neither a number nor NaN/+Inf/-Inf", k, s)
+			}
+			continue
+		}
+		var f float64
+		if err := json.Unmarshal(v, &f); err != nil {
+			return fmt.Errorf("metric %q: %w", k, err)
+		}
+		out[k] = f
+	}
+	*m = out
+	return nil
+}
