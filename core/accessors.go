@@ -103,6 +103,8 @@ func resolveConfig(e any, typeName string, o *options) (config, error) {
 		return c, fmt.Errorf("GradientClipNorm = %g from %s: must be >= 0 (0 turns clipping off)", c.clip.value, c.clip.source)
 	case o.fused && c.accum.value > 1:
 		return c, fmt.Errorf("WithFusedStep with Accum = %d from %s: a fused step compiles the gradient and the update as one program, so there is no step between micro-batches to accumulate in; set Accum to 1, or drop WithFusedStep (--fused) to use the two-program step, which accumulates", c.accum.value, c.accum.source)
+	case o.logEvery != nil && *o.logEvery < 1:
+		return c, fmt.Errorf("WithLogEvery(%d): must be >= 1 (a \"train\" line every k-th optimizer step; 1 logs every step)", *o.logEvery)
 	case c.lr.value == 0:
 		return c, fmt.Errorf("LearningRate = 0 from %s: per-group learning rates are ratios to it, so it must be non-zero", c.lr.source)
 	}

@@ -1,9 +1,14 @@
 package core_test
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -11,6 +16,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/markers"
 )
 
@@ -73,10 +79,11 @@ func (e *Line) Loss(out core.Outputs, in LineTarget) *graph.Node {
 func newLine() *Line { return &Line{Scale: markers.NewDevice[float32](1), MaxEpochs: 2} }
 
 // New runs setup only: hooks checked, data built, parameters initialized and placed on the
-// device. Nothing is trained or compiled yet.
+// device. Nothing is trained or compiled yet. (These examples pass WithoutLogger, so they keep no
+// runs/Line/metrics.jsonl; see ExampleWithLogger and Example_metricsFile for the run's record.)
 func ExampleNew() {
 	cache := compilecache.New()
-	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithCache(cache))
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithCache(cache))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -98,7 +105,7 @@ func ExampleNew() {
 // Train runs MaxEpochs epochs (a field of Line here, a run option wins over it), validating after
 // each one.
 func ExampleNitro_Train() {
-	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithCache(compilecache.New()), core.WithMaxEpochs(3), core.WithLearningRate(0.05))
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithCache(compilecache.New()), core.WithMaxEpochs(3), core.WithLearningRate(0.05))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -120,7 +127,7 @@ func ExampleNitro_Train() {
 // Validate evaluates the "val" split; it works on a Nitro that never trained. With no Metrics
 // hook, it reports val_loss, the mean of Loss over the split's batches.
 func ExampleNitro_Validate() {
-	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithCache(compilecache.New()))
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithCache(compilecache.New()))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -137,7 +144,7 @@ func ExampleNitro_Validate() {
 
 // Evaluate runs any split BuildData returned, and names the available ones for any other.
 func ExampleNitro_Evaluate() {
-	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithCache(compilecache.New()))
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithCache(compilecache.New()))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -154,7 +161,7 @@ func ExampleNitro_Evaluate() {
 // Predict runs Forward on one batch and returns its outputs on the host. A batch needs only the
 // fields Forward declares: no labels.
 func ExampleNitro_Predict() {
-	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithCache(compilecache.New()))
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithCache(compilecache.New()))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -179,7 +186,7 @@ func ExampleNitro_Predict() {
 // next Validate reuses the compiled program.
 func ExampleNitro_SetDevice() {
 	cache := compilecache.New()
-	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithCache(cache))
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithCache(cache))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -238,7 +245,7 @@ func ExampleNitro_RequestStop() {
 	}
 	b := &budget{ArrayBatches: d["train"].(*core.ArrayBatches)}
 	d["train"] = b
-	n, err := core.New(e, core.WithBackend("go"), core.Quiet(), core.WithCache(compilecache.New()), core.WithData(d))
+	n, err := core.New(e, core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithCache(compilecache.New()), core.WithData(d))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -251,6 +258,102 @@ func ExampleNitro_RequestStop() {
 	// Output:
 	// err: <nil> stop: requested epochs: 2 steps: 8
 	// last epoch validated: true
+}
+
+// WithLogger hands the run's record to any logjson.Logger; logjson.Memory keeps the calls. Train
+// writes one "train" line per optimizer step, one "validate" and one "data" line per epoch, and
+// finishes the record with the stop reason.
+func ExampleWithLogger() {
+	lg := &logjson.Memory{}
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithCache(compilecache.New()), core.WithLogger(lg))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := n.Train(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("params:", sortedKeysOf(lg.Params()[0]))
+	for _, m := range lg.Metrics("") {
+		fmt.Println(m.Context, "epoch", m.Epoch, "step", m.Step, sortedNames(m.Values))
+	}
+	fmt.Println("finish:", lg.Status())
+	// Output:
+	// params: [MaxEpochs Scale accum fused gradient_clip_norm learning_rate max_epochs run_dir seed]
+	// train epoch 1 step 1 [loss]
+	// train epoch 1 step 2 [loss]
+	// train epoch 1 step 3 [loss]
+	// train epoch 1 step 4 [loss]
+	// validate epoch 1 step 4 [val_loss]
+	// data epoch 1 step 4 [data_wait_frac]
+	// train epoch 2 step 5 [loss]
+	// train epoch 2 step 6 [loss]
+	// train epoch 2 step 7 [loss]
+	// train epoch 2 step 8 [loss]
+	// validate epoch 2 step 8 [val_loss]
+	// data epoch 2 step 8 [data_wait_frac]
+	// finish: completed
+}
+
+// With no logger option the run's record is <RunDir>/metrics.jsonl, JSON Lines written by a
+// logjson.JSONLogger: the params at the end of New, then Train's lines, finish last.
+func Example_metricsFile() {
+	dir, err := os.MkdirTemp("", "nitro-example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithCache(compilecache.New()),
+		core.WithRunDir(dir), core.WithMaxEpochs(1))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := n.Train(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	f, err := os.Open(filepath.Join(dir, core.MetricsFile))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var line struct {
+			Type, Context, Key, Status string
+			Step                       int
+		}
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println(strings.Join(strings.Fields(fmt.Sprint(line.Type, " ", line.Context, " ", line.Key, " ", line.Status)), " "), line.Step)
+	}
+	// Output:
+	// params 0
+	// other config_report 0
+	// other binding_report 0
+	// metrics train 1
+	// metrics train 2
+	// metrics train 3
+	// metrics train 4
+	// metrics validate 4
+	// metrics data 4
+	// finish completed 0
+}
+
+func sortedKeysOf(m map[string]any) []string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
 }
 
 func sortedNames(m map[string]float64) []string {

@@ -1,67 +1,266 @@
 package core
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
 
-// Logger receives a run's records. It is the consumer-side contract; the logjson module's JSON
-// Lines logger (and any tracker adapter) satisfies it. A Logger's errors never stop training:
-// logging is observation, not control, so a failed write is reported on the Nitro's output.
-type Logger interface {
-	// LogOther records one named value of the run, e.g. "binding_report" or "config_report".
-	LogOther(key string, value any) error
-	// LogMetrics records scalar metrics at an optimizer step and epoch.
-	LogMetrics(step, epoch int, metrics map[string]float64) error
-}
+	"github.com/nitro-go/nitro/logjson"
+	"github.com/nitro-go/nitro/markers"
+)
 
-// WithLogger hands the run's records to l.
-func WithLogger(l Logger) Option { return func(o *options) { o.logger = l } }
+// Logger is the run's logger: the logger contract of package logjson (LogParams, LogMetrics,
+// LogOther, Finish), by alias. An alias and not a core-side interface with the same methods,
+// because the contract is logjson's: its Metrics and Status types, its optional capabilities
+// (Tagger, DropCounter, Resumable, ...) and their helpers live there, so a logger written
+// against logjson is a core.Logger with nothing to adapt and there is one definition to keep.
+// A Logger's errors never stop training: logging is observation, not control, so a failed
+// write is a warning (WithWarn), once per distinct failure.
+type Logger = logjson.Logger
 
-// MemoryLogger is an in-memory Logger for tests and notebooks.
-type MemoryLogger struct {
-	Other   map[string]any
-	Metrics []LoggedMetrics
-}
+// MetricsFile is the default logger's file in the run directory (RunDir).
+const MetricsFile = "metrics.jsonl"
 
-// LoggedMetrics is one LogMetrics call.
-type LoggedMetrics struct {
-	Step, Epoch int
-	Metrics     map[string]float64
-}
-
-var _ Logger = (*MemoryLogger)(nil)
-
-// LogOther implements Logger.
-func (m *MemoryLogger) LogOther(key string, value any) error {
-	if m.Other == nil {
-		m.Other = map[string]any{}
+// WithLogger hands the run's records to l instead of the default JSON Lines logger. nil means no
+// logging (WithoutLogger). A *logjson.JSONLogger without a path is pinned to
+// <RunDir>/metrics.jsonl at the end of setup, as the default is.
+func WithLogger(l Logger) Option {
+	return func(o *options) {
+		if v := reflect.ValueOf(l); v.IsValid() && v.Kind() == reflect.Pointer && v.IsNil() {
+			l = nil // a typed nil pointer is "no logger" too, not a logger that panics
+		}
+		o.logger, o.loggerSet = l, true
 	}
-	m.Other[key] = value
-	return nil
 }
 
-// LogMetrics implements Logger.
-func (m *MemoryLogger) LogMetrics(step, epoch int, metrics map[string]float64) error {
-	c := make(map[string]float64, len(metrics))
-	for k, v := range metrics {
-		c[k] = v
+// WithoutLogger turns logging off: the run keeps no record (no metrics.jsonl). Without it or
+// WithLogger, New creates one logjson.JSONLogger whose path setup pins to
+// <RunDir>/metrics.jsonl; it opens the file on the first record (the params, at the end of New).
+func WithoutLogger() Option { return WithLogger(nil) }
+
+// WithLogEvery writes a "train" line every k-th optimizer step (the steps whose number is a
+// multiple of k) instead of every step (k = 1, the default). On the steps it skips, TrainMetrics
+// are not read back from the device either, so EpochResult.Train's means are over the logged
+// steps' micro-batches. New refuses k < 1.
+func WithLogEvery(k int) Option { return func(o *options) { o.logEvery = &k } }
+
+// runLog is the run's logger and how core calls it. Core calls the logger from the goroutine
+// running the entry point only.
+type runLog struct {
+	l      Logger          // nil: no logging
+	every  int             // a "train" line every k-th optimizer step
+	warned map[string]bool // logger failures already reported
+}
+
+// newRunLog picks the run's logger: the option's, or a pathless JSON Lines logger (its
+// construction has no side effect; setup pins the path, the first record opens the file).
+func newRunLog(o options) runLog {
+	l := o.logger
+	if !o.loggerSet {
+		l = logjson.NewJSONLogger("")
 	}
-	m.Metrics = append(m.Metrics, LoggedMetrics{Step: step, Epoch: epoch, Metrics: c})
-	return nil
+	return runLog{l: l, every: 1}
+}
+
+// Logger is the run's logger: the default JSON Lines logger (its path in logjson.Info), the one
+// WithLogger gave, or nil under WithoutLogger.
+func (n *Nitro) Logger() Logger { return n.log.l }
+
+// startLog ends setup: it pins a pathless JSON logger to <RunDir>/metrics.jsonl and logs the
+// params, so they are on record before the first compile.
+func (n *Nitro) startLog() {
+	if n.opts.logEvery != nil {
+		n.log.every = *n.opts.logEvery
+	}
+	if n.log.l == nil {
+		return
+	}
+	if jl, ok := n.log.l.(*logjson.JSONLogger); ok && jl.Path() == "" {
+		n.logFailed("path", jl.SetPath(filepath.Join(n.RunDir(), MetricsFile)))
+	}
+	n.logFailed("params", logCall(func() error { return n.log.l.LogParams(n.runParams()) }))
+}
+
+// logFailed reports a logger error as a warning, once per distinct failure.
+func (n *Nitro) logFailed(what string, err error) {
+	if err == nil {
+		return
+	}
+	msg := fmt.Sprintf("logger: %s: %v", what, err)
+	if n.log.warned[msg] {
+		return
+	}
+	if n.log.warned == nil {
+		n.log.warned = map[string]bool{}
+	}
+	n.log.warned[msg] = true
+	n.warn(msg)
 }
 
 func (n *Nitro) logOther(key string, value any) {
-	if n.logger == nil {
-		return
-	}
-	if err := n.logger.LogOther(key, value); err != nil {
-		n.warn(fmt.Sprintf("logger: %s: %v", key, err))
+	if n.log.l != nil {
+		n.logFailed(key, logCall(func() error { return n.log.l.LogOther(key, value) }))
 	}
 }
 
-func (n *Nitro) logMetrics(metrics map[string]float64) {
-	if n.logger == nil {
+// logMetrics drops the non-finite values (telling a logjson.DropCounter how many) and logs the
+// rest as one line of context at the current step.
+func (n *Nitro) logMetrics(context string, epoch int, values map[string]float64) {
+	if n.log.l == nil {
 		return
 	}
-	if err := n.logger.LogMetrics(n.st.step, n.st.epoch, metrics); err != nil {
-		n.warn(fmt.Sprintf("logger: metrics: %v", err))
+	kept, dropped := logjson.DropNonFinite(values)
+	if dc, ok := n.log.l.(logjson.DropCounter); ok && dropped > 0 {
+		n.logFailed("dropped count", logCall(func() error { dc.CountDropped(dropped); return nil }))
 	}
+	m := logjson.Metrics{Step: n.st.step, Epoch: epoch, Context: context, Values: kept}
+	n.logFailed(context+" metrics", logCall(func() error { return n.log.l.LogMetrics(m) }))
+}
+
+// logsStep reports whether optimizer step (1-based) gets a "train" line, and so whether its
+// TrainMetrics are read back.
+func (n *Nitro) logsStep(step int) bool { return step%n.log.every == 0 }
+
+// logStep writes the "train" line of the step just taken, at the LogEvery cadence: its loss and
+// TrainMetrics, each the mean over the step's micro-batches, all read back already.
+func (n *Nitro) logStep(ep int, s *stepSums) {
+	if n.log.l != nil && n.logsStep(n.st.step) {
+		n.logMetrics(logjson.ContextTrain, ep, s.stepValues())
+	}
+	s.endStep()
+}
+
+// logEpoch writes an epoch's "validate" line (the finalized metrics, named val_*; only when
+// there is a val split) and its "data" line (data_wait_frac).
+func (n *Nitro) logEpoch(res EpochResult) {
+	if res.Val != nil {
+		n.logMetrics(logjson.ContextValidate, res.Epoch, withPrefix("val_", res.Val))
+	}
+	n.logMetrics(logjson.ContextData, res.Epoch, map[string]float64{"data_wait_frac": res.DataWaitFrac})
+}
+
+// finishLog ends Train's record: error when err is set, else the stop reason (completed,
+// requested; the logger's first status wins, so nothing later can stamp an error run completed).
+func (n *Nitro) finishLog(err error) {
+	if n.log.l == nil {
+		return
+	}
+	status := logjson.Status(n.stopReason)
+	switch {
+	case err != nil:
+		status = logjson.StatusError
+	case !status.Valid():
+		status = logjson.StatusCompleted
+	}
+	n.logFailed("finish", logCall(func() error { return n.log.l.Finish(status) }))
+}
+
+// logCall makes one logger call; a panic in it is reported like an error: a logger never stops
+// the run, not even a broken one.
+func logCall(call func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return call()
+}
+
+// withPrefix names every metric prefix+name unless it already starts with prefix.
+func withPrefix(prefix string, m map[string]float64) map[string]float64 {
+	out := make(map[string]float64, len(m))
+	for k, v := range m {
+		if !strings.HasPrefix(k, prefix) {
+			k = prefix + k
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// runParams is what LogParams records, flat: the experiment's exported fields by name (GraphConst,
+// Device and Host, via markers) with plain scalar values (a GraphConst of another type as its
+// printed value, which is what its compile key compares; other non-scalars, which may be whole
+// datasets, left out), then the resolved knobs under snake_case names.
+func (n *Nitro) runParams() map[string]any {
+	p := map[string]any{}
+	fields, _ := markers.ConfigMetadata(n.e) // setup read the traits already; this cannot fail now
+	dev := map[string]any{}
+	if vals, err := markers.DeviceValues(n.e); err == nil {
+		for _, dv := range vals {
+			dev[dv.Name] = dv.Value
+		}
+	}
+	printed := map[string]string{}
+	for _, kv := range n.gcValues {
+		printed[kv[0]] = kv[1]
+	}
+	s := reflect.ValueOf(n.e).Elem()
+	for _, f := range fields {
+		v := s.Field(f.Index)
+		if f.Kind == markers.KindDevice {
+			v = reflect.ValueOf(dev[f.Name])
+		}
+		if x, ok := plainParam(v); ok {
+			p[f.Name] = x
+		} else if f.Kind == markers.KindGraphConst {
+			p[f.Name] = printed[f.Name]
+		}
+	}
+	p["max_epochs"] = n.cfg.maxEpochs.value
+	p["seed"] = n.cfg.seed.value
+	p["accum"] = n.cfg.accum.value
+	p["gradient_clip_norm"] = n.cfg.clip.value
+	p["learning_rate"] = n.cfg.lr.value
+	p["run_dir"] = n.cfg.runDir.value
+	p["fused"] = n.opts.fused
+	return p
+}
+
+// plainParam is v as a JSON scalar: a bool, an integer, a finite float (a float32 as it prints),
+// a string; a non-finite float as its text ("NaN", "+Inf"), which JSON cannot hold as a number;
+// a named type with a String method as that text. ok is false for anything else.
+func plainParam(v reflect.Value) (x any, ok bool) {
+	for v.IsValid() && v.Kind() == reflect.Interface && !v.IsNil() {
+		v = v.Elem()
+	}
+	if !v.IsValid() {
+		return nil, false
+	}
+	if st, isStringer := v.Interface().(fmt.Stringer); isStringer && v.Type().PkgPath() != "" && v.Kind() != reflect.Pointer {
+		return stringOf(st)
+	}
+	switch v.Kind() {
+	case reflect.Bool:
+		return v.Bool(), true
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return v.Int(), true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return v.Uint(), true
+	case reflect.Float32, reflect.Float64:
+		f := v.Float()
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return strconv.FormatFloat(f, 'g', -1, 64), true
+		}
+		if v.Kind() == reflect.Float32 {
+			f, _ = strconv.ParseFloat(strconv.FormatFloat(f, 'g', -1, 32), 64)
+		}
+		return f, true
+	case reflect.String:
+		return v.String(), true
+	}
+	return nil, false
+}
+
+// stringOf is st.String(), or not ok when it panics: a param is never worth failing setup.
+func stringOf(st fmt.Stringer) (s any, ok bool) {
+	defer func() {
+		if recover() != nil {
+			s, ok = nil, false
+		}
+	}()
+	return st.String(), true
 }

@@ -72,7 +72,7 @@ type Nitro struct {
 
 	tracker     *monitors.Tracker // phase, progress, stop flag, monitors
 	console     Console           // human-readable report; nil when Quiet
-	logger      Logger            // the run's records; nil when none
+	log         runLog            // the run's logger (nil when none) and its cadence
 	interrupted atomic.Bool       // Interrupt: break at the next step boundary
 	uploads     Uploads
 	reported    bool // the config and binding reports went out
@@ -83,11 +83,16 @@ type Nitro struct {
 // EpochResult is one epoch's summary.
 type EpochResult struct {
 	Epoch     int
-	TrainLoss float64            // mean over the epoch's micro-batches
-	Train     map[string]float64 // TrainMetrics, each the mean over the epoch's micro-batches
-	Val       map[string]float64
-	Seconds   float64
-	Steps     int // optimizer steps in the epoch
+	TrainLoss float64 // mean over the epoch's micro-batches
+	// Train holds the TrainMetrics, each the mean over the epoch's micro-batches (under
+	// WithLogEvery, over the logged steps' micro-batches: the others are not read back).
+	Train   map[string]float64
+	Val     map[string]float64
+	Seconds float64
+	Steps   int // optimizer steps in the epoch
+	// DataWaitFrac is the fraction of the epoch's training wall time (its steps, without
+	// validation) spent inside the train Source's BatchAt: the "data" line's data_wait_frac.
+	DataWaitFrac float64
 }
 
 // New runs setup and nothing else: resolve the hooks and knobs, build (or take) the data, derive,
@@ -210,6 +215,7 @@ func (n *Nitro) setUp() (err error) {
 	if err := n.placeParameters(); err != nil {
 		return err
 	}
+	n.startLog() // the params go on record before the first compile
 	return nil
 }
 

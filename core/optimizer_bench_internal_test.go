@@ -51,7 +51,7 @@ func BenchmarkOptimizerProgram(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	n, err := New(&optBenchMLP{}, WithBackend("xla"), Quiet(), WithCache(compilecache.New()), WithData(Data{"train": src}))
+	n, err := New(&optBenchMLP{}, WithBackend("xla"), Quiet(), WithCache(compilecache.New()), WithData(Data{"train": src}), WithoutLogger())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -23,6 +23,8 @@ type options struct {
 	cache                  *compilecache.Cache
 	fused                  bool
 	logger                 Logger
+	loggerSet              bool // WithLogger or WithoutLogger was given: no default logger
+	logEvery               *int
 	monitors               []monitors.Monitor
 	warn                   func(string)
 }

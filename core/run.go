@@ -9,10 +9,11 @@ import (
 )
 
 // newRun makes the handle with its run-lifetime collaborators: the tracker (phase, progress, stop
-// flag and monitors, from package monitors), the console and the logger. It publishes Starting,
-// so a supervisor learns of setup before BuildData runs.
+// flag and monitors, from package monitors), the console and the logger (the default one pathless
+// until setup pins it). It publishes Starting, so a supervisor learns of setup before BuildData
+// runs.
 func newRun(e any, typeName string, o options) *Nitro {
-	n := &Nitro{setup: setup{e: e, typeName: typeName, opts: o, cache: o.cache}, logger: o.logger}
+	n := &Nitro{setup: setup{e: e, typeName: typeName, opts: o, cache: o.cache}, log: newRunLog(o)}
 	if n.cache == nil {
 		n.cache = compilecache.Default()
 	}
@@ -27,7 +28,7 @@ func newRun(e any, typeName string, o options) *Nitro {
 	if warn == nil {
 		warn = n.warn
 	}
-	n.tracker = monitors.NewTracker(monitors.TrackerOptions{Logger: o.logger, Warn: warn})
+	n.tracker = monitors.NewTracker(monitors.TrackerOptions{Logger: n.log.l, Warn: warn})
 	for _, m := range o.monitors {
 		n.tracker.Register(m)
 	}

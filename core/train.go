@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -150,9 +149,12 @@ func shapeOf(n *graph.Node) string {
 
 // Train runs the loop for the resolved number of epochs: per optimizer step, accum runs of the
 // gradient program then one run of the optimizer program (or one fused program); validation after
-// each epoch when a "val" split exists. It reads as the run's sequence: publish the phase, step,
-// hand the epoch's summary to the console and the logger, check the stop flag. It returns an error
-// for a non-finite loss, naming the step and epoch; the run's phase is then Failed, else Done.
+// each epoch when a "val" split exists. It reads as the run's sequence: publish the phase, step
+// (one "train" line per optimizer step), hand the epoch's summary to the console and the logger
+// ("validate" and "data" lines), check the stop flag, and finish the logger's record (completed,
+// requested or error). It returns an error for a non-finite loss, naming the step and epoch; the
+// run's phase is then Failed, else Done. The record is finished once: a later Train on the same
+// Nitro writes to a finished logger, which a JSONLogger refuses (one warning per kind of line).
 func (n *Nitro) Train() (err error) {
 	var val map[string]float64 // finalized metrics, carried by the transition out of EvalStepping
 	defer n.enter("train", &err, func(err error) {
@@ -161,6 +163,7 @@ func (n *Nitro) Train() (err error) {
 		} else {
 			n.setPhase(monitors.Done{}, val)
 		}
+		n.finishLog(err) // after Done/Failed, so a monitor may still log on that transition
 	})()
 	n.tracker.Snapshot() // process-level monitors registered since New join this run
 	n.report()
@@ -199,9 +202,10 @@ func (n *Nitro) Train() (err error) {
 	return nil
 }
 
-// trainEpoch runs one epoch's optimizer steps and returns its summary (without validation).
-// An Interrupt ends the epoch at the next step boundary.
+// trainEpoch runs one epoch's optimizer steps, logging each step's "train" line, and returns
+// its summary (without validation). An Interrupt ends the epoch at the next step boundary.
 func (n *Nitro) trainEpoch(train Source, ep int) (EpochResult, error) {
+	start := time.Now()
 	if es, ok := train.(EpochSource); ok {
 		if err := es.BeginEpoch(ep); err != nil {
 			return EpochResult{}, fmt.Errorf("epoch %d: BeginEpoch: %w", ep, err)
@@ -209,10 +213,11 @@ func (n *Nitro) trainEpoch(train Source, ep int) (EpochResult, error) {
 	}
 	keys := routed(n.splitAvail["train"], n.forward, n.loss, n.trainMetrics)
 	accum := n.cfg.accum.value
-	sums := stepSums{train: map[string]float64{}}
+	sums := stepSums{train: map[string]float64{}, step: map[string]float64{}}
 	steps := 0
 	for i := 0; i+accum <= train.Len(); i += accum {
 		n.st.data = dataPosition{epoch: ep, batch: i}
+		sums.read = n.logsStep(n.st.step + 1)
 		loss, micro, err := n.optimizationStep(train, i, keys, &sums)
 		if err != nil {
 			return EpochResult{}, fmt.Errorf("epoch %d, step %d: %w", ep, n.st.step+1, err)
@@ -230,18 +235,30 @@ func (n *Nitro) trainEpoch(train Source, ep int) (EpochResult, error) {
 		n.tracker.SetProgress(ep, n.st.step)
 		n.tracker.SetLoss(loss)
 		n.tracker.Tick()
+		n.logStep(ep, &sums)
 		if n.interrupted.Load() {
 			break // Interrupt (Ctrl+C): stop at this step boundary, then validate as usual
 		}
 	}
-	return sums.result(ep, steps), nil
+	res := sums.result(ep, steps)
+	res.DataWaitFrac = sums.wait.Seconds() / max(time.Since(start).Seconds(), 1e-9)
+	return res, nil
 }
 
-// stepSums adds up an epoch's per-micro-batch loss and TrainMetrics for its means.
+// stepSums adds up an epoch's per-micro-batch loss and TrainMetrics for its means, the current
+// optimizer step's for its "train" line, and the time the epoch waited inside Source.BatchAt.
 type stepSums struct {
-	loss  float64
-	micro int
-	train map[string]float64
+	loss   float64
+	micro  int
+	train  map[string]float64
+	trainN int  // micro-batches whose TrainMetrics were read
+	read   bool // read this step's TrainMetrics back (a logged step)
+
+	stepLoss  float64
+	stepMicro int
+	step      map[string]float64 // this step's TrainMetrics sums (when read)
+
+	wait time.Duration
 }
 
 func (s *stepSums) result(ep, steps int) EpochResult {
@@ -249,10 +266,36 @@ func (s *stepSums) result(ep, steps int) EpochResult {
 	if len(s.train) > 0 {
 		res.Train = map[string]float64{}
 		for k, v := range s.train {
-			res.Train[k] = v / float64(max(s.micro, 1))
+			res.Train[k] = v / float64(max(s.trainN, 1))
 		}
 	}
 	return res
+}
+
+// stepValues is the current step's "train" line: "loss" and each TrainMetric, the means over the
+// step's micro-batches (the loss wins over a TrainMetric of the same name).
+func (s *stepSums) stepValues() map[string]float64 {
+	d := float64(max(s.stepMicro, 1))
+	v := make(map[string]float64, len(s.step)+1)
+	for k, x := range s.step {
+		v[k] = x / d
+	}
+	v["loss"] = s.stepLoss / d
+	return v
+}
+
+// endStep clears the current step's sums.
+func (s *stepSums) endStep() {
+	s.stepLoss, s.stepMicro = 0, 0
+	clear(s.step)
+}
+
+// batchAt reads train batch i, adding the time spent inside Source.BatchAt to the epoch's wait.
+func (s *stepSums) batchAt(train Source, i int) (Batch, error) {
+	t := time.Now()
+	b, err := train.BatchAt(i)
+	s.wait += time.Since(t)
+	return b, err
 }
 
 // optimizationStep runs one optimizer step on train batches [i, i+accum) and returns its loss
@@ -263,7 +306,7 @@ func (n *Nitro) optimizationStep(train Source, i int, keys []string, sums *stepS
 		return 0, 0, err
 	}
 	if n.opts.fused {
-		b, err := train.BatchAt(i)
+		b, err := sums.batchAt(train, i)
 		if err != nil {
 			return 0, 0, fmt.Errorf("train batch %d: %w", i, err)
 		}
@@ -280,7 +323,7 @@ func (n *Nitro) optimizationStep(train Source, i int, keys []string, sums *stepS
 	}
 	var loss float64
 	for k := 0; k < n.cfg.accum.value; k++ {
-		b, err := train.BatchAt(i + k)
+		b, err := sums.batchAt(train, i+k)
 		if err != nil {
 			return 0, 0, fmt.Errorf("train batch %d: %w", i+k, err)
 		}
@@ -297,22 +340,12 @@ func (n *Nitro) optimizationStep(train Source, i int, keys []string, sums *stepS
 	return loss, n.cfg.accum.value, n.optimizerStep(acc)
 }
 
-// endEpoch records a finished epoch: the epoch counter, the history, the logger's epoch record
-// and the console's line.
+// endEpoch records a finished epoch: the epoch counter, the history, the logger's "validate" and
+// "data" lines and the console's line.
 func (n *Nitro) endEpoch(res EpochResult) {
 	n.st.epoch = res.Epoch
 	n.history = append(n.history, res)
-	logged := map[string]float64{"train_loss": res.TrainLoss, "epoch_seconds": res.Seconds}
-	for k, v := range res.Train {
-		logged["train_"+k] = v
-	}
-	for k, v := range res.Val {
-		if !strings.HasPrefix(k, "val_") {
-			k = "val_" + k
-		}
-		logged[k] = v
-	}
-	n.logMetrics(logged)
+	n.logEpoch(res)
 	if n.console != nil {
 		n.console.Epoch(res, n.cfg.maxEpochs.value)
 	}
@@ -412,13 +445,23 @@ func freeBatch(b Batch, keys []string) error {
 	return errors.Join(errs...)
 }
 
-// add counts one micro-batch: its loss and its TrainMetrics outputs. Train metrics are logged,
-// never branched on, so they skip the validated readback.
+// add counts one micro-batch: its loss (already read back, by the validated readback the loop
+// branches on) and, on a step that is read, its TrainMetrics outputs. Train metrics are logged,
+// never branched on, so they skip the validated readback; on the steps LogEvery skips they are
+// not read at all (the outputs are freed unread).
 func (s *stepSums) add(loss float64, names []string, outs []*tensors.Tensor) {
 	s.loss += loss
 	s.micro++
+	s.stepLoss += loss
+	s.stepMicro++
+	if !s.read || len(names) == 0 {
+		return
+	}
+	s.trainN++
 	for i, name := range names {
-		s.train[name] += scalarValue(outs[i])
+		v := scalarValue(outs[i])
+		s.train[name] += v
+		s.step[name] += v
 	}
 }
 

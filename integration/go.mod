@@ -15,11 +15,14 @@ require (
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/gomlx/stablehlo v0.2.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/nitro-go/nitro/logjson v0.0.0 // indirect
 	github.com/nitro-go/nitro/optimizers v0.0.0 // indirect
 	github.com/nitro-go/nitro/prefetch v0.0.0 // indirect
 	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
+	go.uber.org/multierr v1.10.0 // indirect
+	go.uber.org/zap v1.28.0 // indirect
 	golang.org/x/exp v0.0.0-20250819193227-8b4c13bb791b // indirect
 	google.golang.org/protobuf v1.36.10 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
@@ -28,6 +31,7 @@ require (
 replace (
 	github.com/nitro-go/nitro/compilecache => ../compilecache
 	github.com/nitro-go/nitro/core => ../core
+	github.com/nitro-go/nitro/logjson => ../logjson
 	github.com/nitro-go/nitro/markers => ../markers
 	github.com/nitro-go/nitro/optimizers => ../optimizers
 	github.com/nitro-go/nitro/prefetch => ../prefetch

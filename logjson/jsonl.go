@@ -24,9 +24,10 @@ import (
 // opened on the first write, at the path given to NewJSONLogger or SetPath (parent directories
 // are created), in append mode so a resumed run extends the same file. Each line goes to the
 // file in one write call, so a crash leaves every complete line readable. Non-finite metric
-// values are dropped and counted; the count appears on the finish line as
-// "dropped_non_finite" when it is not zero. Finish writes the finish line and closes the file;
-// the first status given wins. A JSONLogger is safe for concurrent use.
+// values are dropped and counted, CountDropped adds what a caller dropped before the call, and
+// the count appears on the finish line as "dropped_non_finite" when it is not zero. Finish
+// writes the finish line and closes the file; the first status given wins. A JSONLogger is safe
+// for concurrent use.
 //
 // It has no resumable state (it does not implement Resumable): append mode is all a resumed
 // run needs, and setup pins the path again.
@@ -46,6 +47,7 @@ var (
 	_ Tagger          = (*JSONLogger)(nil)
 	_ ConfusionLogger = (*JSONLogger)(nil)
 	_ Identified      = (*JSONLogger)(nil)
+	_ DropCounter     = (*JSONLogger)(nil)
 )
 
 // NewJSONLogger returns a logger that will write to path; "" leaves the path for SetPath
@@ -71,11 +73,22 @@ func (l *JSONLogger) Path() string {
 	return l.path
 }
 
-// Dropped is how many non-finite metric values this logger has dropped.
+// Dropped is how many non-finite metric values this logger has dropped, or was told of through
+// CountDropped.
 func (l *JSONLogger) Dropped() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.dropped
+}
+
+// CountDropped adds n non-finite values the caller dropped before LogMetrics to the count the
+// finish line reports; it is ignored after Finish, and for n <= 0.
+func (l *JSONLogger) CountDropped(n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n > 0 && !l.finished {
+		l.dropped += n
+	}
 }
 
 // Lines is how many lines this logger has written (a resumed file's earlier lines not counted).
@@ -120,9 +133,10 @@ func (l *JSONLogger) LogParams(params map[string]any) error {
 }
 
 // LogMetrics writes {"type":"metrics","context":...,"epoch":...,"step":...,<values>} with the
-// values sorted by name. Non-finite values are dropped and counted; the line is written even
-// when nothing is left, so the cadence of a context stays one line per call. A value named
-// type, context, epoch or step is refused with ErrReservedKey.
+// values sorted by name. Non-finite values are dropped and counted (a caller that dropped them
+// first reports its count through CountDropped); the line is written even when nothing is left,
+// so the cadence of a context stays one line per call. A value named type, context, epoch or
+// step is refused with ErrReservedKey.
 func (l *JSONLogger) LogMetrics(m Metrics) error {
 	if err := checkMetricNames(m.Values); err != nil {
 		return err

@@ -90,6 +90,14 @@ type Identified interface {
 	Info() map[string]any
 }
 
+// DropCounter is implemented by loggers that report how many non-finite metric values never
+// reached them. The contract has the caller drop NaN and ±Inf before LogMetrics (DropNonFinite),
+// so a logger that counts what it drops itself sees none; the framework hands it the count of
+// each call's dropped values through CountDropped instead, before that LogMetrics call.
+type DropCounter interface {
+	CountDropped(n int)
+}
+
 // Backender is implemented by wrappers that hold a native backend object (a tracker's run
 // handle, a *zap.Logger). Without it a logger is its own backend.
 type Backender interface {

@@ -16,9 +16,10 @@ type Memory struct {
 	// state ({"run_id": ID}); Reattach sets it back.
 	ID, URL string
 
-	mu    sync.Mutex
-	calls []Call
-	err   error
+	mu      sync.Mutex
+	calls   []Call
+	err     error
+	dropped int
 }
 
 // Call is one recorded call. Verb says which fields are set.
@@ -47,6 +48,7 @@ var (
 	_ ConfusionLogger = (*Memory)(nil)
 	_ Resumable       = (*Memory)(nil)
 	_ Identified      = (*Memory)(nil)
+	_ DropCounter     = (*Memory)(nil)
 )
 
 // Fail makes every later call return err without recording it (nil restores normal service).
@@ -102,6 +104,23 @@ func (m *Memory) Finish(status Status) error {
 		return fmt.Errorf("%w: %q", ErrUnknownStatus, status)
 	}
 	return m.record(Call{Verb: "finish", Status: status})
+}
+
+// CountDropped adds n to Dropped (n <= 0 is ignored). It is a count, not a call: Calls does not
+// list it.
+func (m *Memory) CountDropped(n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n > 0 {
+		m.dropped += n
+	}
+}
+
+// Dropped is the sum of every CountDropped.
+func (m *Memory) Dropped() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.dropped
 }
 
 // State is {"run_id": ID}, or nil (no resumable state) while ID is empty.

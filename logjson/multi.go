@@ -19,11 +19,12 @@ var (
 	_ Resumable       = (*MultiLogger)(nil)
 	_ Identified      = (*MultiLogger)(nil)
 	_ Backender       = (*MultiLogger)(nil)
+	_ DropCounter     = (*MultiLogger)(nil)
 )
 
 // Multi returns a logger that calls every non-nil logger in turn. Every member is called even
 // when an earlier one fails; the errors are joined, each prefixed with its member's TypeName.
-// LogTags and LogConfusion reach the members that implement them. Its state is a JSON array
+// LogTags, LogConfusion and CountDropped reach the members that implement them. Its state is a JSON array
 // with one {"type","state"} entry per member (null for members without state), and Reattach
 // hands each entry back to its member through Reattach, with the same type check. It is as safe
 // for concurrent use as its members are.
@@ -85,6 +86,15 @@ func (m *MultiLogger) LogConfusion(matrix [][]int, labels []string, epoch int) e
 		}
 		return nil
 	})
+}
+
+// CountDropped tells every member that is a DropCounter.
+func (m *MultiLogger) CountDropped(n int) {
+	for _, l := range m.members {
+		if dc, ok := l.(DropCounter); ok {
+			dc.CountDropped(n)
+		}
+	}
 }
 
 type memberState struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/core/backend"
+	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/markers"
 )
 
@@ -63,9 +64,12 @@ const usage = `usage: nitro <command> [arguments]
 
 commands:
   train <experiment> [--preset P] [--set field=value]... [--max-epochs N] [--backend xla|go] [--quiet]
-        set up, train, validate each epoch, then report the test split
+        [--run-dir DIR] [--no-log] [--log-every N]
+        set up, train, validate each epoch, then report the test split; the run's record goes to
+        <run dir>/metrics.jsonl (default run dir: runs/<Experiment>), one line per step
   evaluate <experiment> [--split test] [same flags]
-        set up and evaluate one split (weights as BuildModel initializes them, until checkpoints land)
+        set up and evaluate one split (weights as BuildModel initializes them, until checkpoints
+        land); it keeps no metrics.jsonl
   list  the registered experiments and their presets
   info <experiment>
         the experiment's fields: kind, type, default, doc
@@ -163,8 +167,14 @@ func runExperiment(cmd string, args []string, stdout, stderr io.Writer) error {
 	stall := fs.Duration("stall-timeout", 0, "report a stall when no step or eval batch completes for this `long` (x10 while compiling); 0 is off")
 	stopOnStall := fs.Bool("stop-on-stall", false, "with --stall-timeout: also request a graceful stop on a stall")
 	split := fs.String("split", "test", "split to evaluate (evaluate only)")
+	runDir := fs.String("run-dir", "", "the run directory, where metrics.jsonl goes (default: the experiment's, else runs/<Experiment>)")
+	noLog := fs.Bool("no-log", false, "keep no metrics.jsonl (train)")
+	logEvery := fs.Int("log-every", 1, "write a train line every `N`th optimizer step (train)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	if *logEvery < 1 {
+		return fmt.Errorf("--log-every %d: must be >= 1 (1 writes a train line every optimizer step, N every Nth)", *logEvery)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %v (flags go after the experiment name)", fs.Args())
@@ -207,6 +217,15 @@ func runExperiment(cmd string, args []string, stdout, stderr io.Writer) error {
 	if *fused {
 		opts = append(opts, core.WithFusedStep())
 	}
+	if *runDir != "" {
+		opts = append(opts, core.WithRunDir(*runDir))
+	}
+	// The default JSON Lines logger records a training run; evaluate keeps no record.
+	if *noLog || cmd != "train" {
+		opts = append(opts, core.WithoutLogger())
+	} else {
+		opts = append(opts, core.WithLogEvery(*logEvery))
+	}
 	n, err := core.New(e, opts...)
 	if err != nil {
 		return err
@@ -223,7 +242,7 @@ func runExperiment(cmd string, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "stopped: %s after %d epochs, %d optimizer steps\n", n.StopReason(), n.Epoch(), n.Step())
 		if _, ok := n.Experiment().(interface{ BuildData() (core.Data, error) }); ok {
 			if m, err := n.Evaluate("test"); err == nil {
-				fmt.Fprintf(stdout, "test:%s\n", fmtMetrics(m))
+				fmt.Fprintf(stdout, "test:%s\n", fmtMetrics("test_", m))
 			} else if !errors.Is(err, core.ErrNoSplit) {
 				return err
 			}
@@ -233,14 +252,21 @@ func runExperiment(cmd string, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s:%s\n", *split, fmtMetrics(m))
+		fmt.Fprintf(stdout, "%s:%s\n", *split, fmtMetrics(*split+"_", m))
 	}
 	s := compilecache.Default().Stats()
 	fmt.Fprintf(stdout, "compile cache: %d misses, %d hits, %d entries\n", s.Misses, s.Hits, s.Entries)
+	if p, ok := logjson.Info(n.Logger())["path"].(string); ok && p != "" {
+		fmt.Fprintf(stdout, "metrics: %s\n", p)
+	}
 	return nil
 }
 
-func fmtMetrics(m map[string]float64) string {
+// fmtMetrics prints m sorted by name, each labelled prefix+name unless it already starts with
+// prefix (test_accuracy, val_loss), so a line says which split it is about. core.ValLoss, the
+// Loss fallback of an experiment without a Metrics hook, is named val_loss whatever the split,
+// so on another split it prints as <split>_loss.
+func fmtMetrics(prefix string, m map[string]float64) string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -248,7 +274,14 @@ func fmtMetrics(m map[string]float64) string {
 	sort.Strings(keys)
 	var b strings.Builder
 	for _, k := range keys {
-		fmt.Fprintf(&b, " %s %.4f", k, m[k])
+		label := k
+		if k == core.ValLoss {
+			label = "loss"
+		}
+		if !strings.HasPrefix(label, prefix) {
+			label = prefix + label
+		}
+		fmt.Fprintf(&b, " %s %.4f", label, m[k])
 	}
 	return b.String()
 }

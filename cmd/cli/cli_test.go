@@ -1,7 +1,11 @@
 package cli_test
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -42,6 +46,7 @@ func TestErrorsNameTheFix(t *testing.T) {
 		{[]string{"train", "mnist-mlp", "--set", "Hidden=wide"}, []string{"Hidden", "wide", "int"}},
 		{[]string{"train", "mnist-mlp", "--preset", "huge"}, []string{"huge", "tiny"}},
 		{[]string{"train", "mnist-mlp", "--backend", "tpu"}, []string{`"tpu"`, "xla"}},
+		{[]string{"train", "mnist-mlp", "--log-every", "0"}, []string{"--log-every 0", ">= 1"}},
 	}
 	for _, c := range cases {
 		code, _, errs := runCLI(c.args...)
@@ -57,18 +62,29 @@ func TestErrorsNameTheFix(t *testing.T) {
 }
 
 // TestTrainTinyMNIST trains the tiny preset end to end on real MNIST through the CLI and checks
-// it learned (far above the 10% of chance) with the acceptance-check program count.
+// it learned (far above the 10% of chance) with the acceptance-check program count, labelled its
+// metrics by split, and left the run's record in <run dir>/metrics.jsonl.
 func TestTrainTinyMNIST(t *testing.T) {
-	code, out, errs := runCLI("train", "mnist-mlp", "--preset", "tiny", "--set", "TrainLimit=3000", "--set", "TestLimit=1000")
+	dir := t.TempDir()
+	code, out, errs := runCLI("train", "mnist-mlp", "--preset", "tiny", "--set", "TrainLimit=3000", "--set", "TestLimit=1000", "--run-dir", dir)
 	if code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, errs, out)
 	}
-	for _, w := range []string{"epoch 2/2", "stopped: completed after 2 epochs", "binding report", "group default"} {
+	for _, w := range []string{"epoch 2/2", "stopped: completed after 2 epochs", "binding report", "group default", " val_accuracy ", " val_loss "} {
 		if !strings.Contains(out, w) {
 			t.Fatalf("output lacks %q:\n%s", w, out)
 		}
 	}
-	m := regexp.MustCompile(`test: accuracy ([0-9.]+)`).FindStringSubmatch(out)
+	path := filepath.Join(dir, "metrics.jsonl")
+	if !strings.Contains(out, "\nmetrics: "+path+"\n") {
+		t.Errorf("output does not name the metrics file %s:\n%s", path, out)
+	}
+	steps := regexp.MustCompile(`after 2 epochs, ([0-9]+) optimizer steps`).FindStringSubmatch(out)
+	if steps == nil {
+		t.Fatalf("no step count in:\n%s", out)
+	}
+	checkRecord(t, path, steps[1])
+	m := regexp.MustCompile(`test: test_accuracy ([0-9.]+)`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("no test accuracy in:\n%s", out)
 	}
@@ -84,11 +100,16 @@ func TestTrainTinyMNIST(t *testing.T) {
 // validate + test compile 2 programs (the fused step and eval) where the default compiles 3.
 func TestTrainTinyMNISTFused(t *testing.T) {
 	compilecache.Default().Reset() // the CLI reports the process-level cache, which other tests fill
-	code, out, errs := runCLI("train", "mnist-mlp", "--preset", "tiny", "--fused", "--set", "TrainLimit=3000", "--set", "TestLimit=1000")
+	dir := t.TempDir()
+	code, out, errs := runCLI("train", "mnist-mlp", "--preset", "tiny", "--fused", "--set", "TrainLimit=3000", "--set", "TestLimit=1000",
+		"--run-dir", dir, "--no-log")
 	if code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, errs, out)
 	}
-	m := regexp.MustCompile(`test: accuracy ([0-9.]+)`).FindStringSubmatch(out)
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 || strings.Contains(out, "metrics:") {
+		t.Errorf("--no-log wrote %v and said %q", entries, out)
+	}
+	m := regexp.MustCompile(`test: test_accuracy ([0-9.]+)`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("no test accuracy in:\n%s", out)
 	}
@@ -98,5 +119,49 @@ func TestTrainTinyMNISTFused(t *testing.T) {
 	if !strings.Contains(out, "compile cache: 2 misses") || !strings.Contains(out, "fused") {
 		t.Fatalf("--fused train+validate+test should compile 2 programs and say it is fused:\n%s", out)
 	}
+}
 
+// checkRecord reads a run's metrics.jsonl line by line: every line parses, params first, one
+// train line per optimizer step with increasing steps, one validate and one data line per epoch
+// (2), the binding report, finish last with completed.
+func checkRecord(t *testing.T, path, steps string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("line %d of %s does not parse: %v", len(lines)+1, path, err)
+		}
+		lines = append(lines, m)
+	}
+	if len(lines) < 2 || lines[0]["type"] != "params" || lines[len(lines)-1]["type"] != "finish" || lines[len(lines)-1]["status"] != "completed" {
+		t.Fatalf("%s: want params first and finish completed last, got %d lines", path, len(lines))
+	}
+	count := map[string]int{}
+	last := 0.0
+	for _, l := range lines {
+		switch {
+		case l["type"] == "metrics":
+			count[l["context"].(string)]++
+			if l["context"] == "train" {
+				if s := l["step"].(float64); s <= last {
+					t.Errorf("train step %v after %v", s, last)
+				} else {
+					last = s
+				}
+			}
+		case l["type"] == "other":
+			count[l["key"].(string)]++
+		}
+	}
+	if n, _ := strconv.Atoi(steps); count["train"] != n || count["validate"] != 2 || count["data"] != 2 || count["binding_report"] != 1 {
+		t.Errorf("%s: %v; want %s train lines, 2 validate, 2 data, 1 binding_report", path, count, steps)
+	}
 }

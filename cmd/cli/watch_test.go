@@ -8,14 +8,17 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/nitro-go/nitro/compilecache"
 )
 
 // TestProgressAndHeartbeat: off a terminal the progress display prints plain lines on stderr (a
 // compile line per program, one line per epoch), --no-progress silences it, and --heartbeat
 // leaves the last state for a supervisor: Repl (idle, nothing in flight) after the run's steps.
 func TestProgressAndHeartbeat(t *testing.T) {
+	compilecache.Default().Reset() // every program compiles here, whatever ran before in this process
 	hb := filepath.Join(t.TempDir(), "hb.json")
-	args := []string{"train", "mnist-mlp", "--preset", "tiny", "--max-epochs", "1", "--set", "TrainLimit=3000", "--set", "TestLimit=1000"}
+	args := []string{"train", "mnist-mlp", "--preset", "tiny", "--max-epochs", "1", "--no-log", "--set", "TrainLimit=3000", "--set", "TestLimit=1000"}
 	code, out, errs := runCLI(append(args, "--heartbeat", hb)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, errs, out)

@@ -1,0 +1,105 @@
+package integration_test
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/logjson"
+)
+
+// unfinished is a JSONLogger whose Finish waits for the benchmark's end: each timed repeat is
+// one Train, which finishes its record, and a finished logger writes nothing more.
+type unfinished struct{ *logjson.JSONLogger }
+
+func (unfinished) Finish(logjson.Status) error { return nil }
+
+// BenchmarkStepLogger measures the two-program step of BenchmarkStepRatio's MLP with the default
+// JSON Lines logger on (one "train" line per optimizer step, written to a file) and off, in one
+// run, repeats alternating, and prints the ratio (goal: within 2%). The loss the line carries is
+// the one the step already reads back to check it is finite, so the logger adds host work (a map,
+// a line encoded and written), never a device sync. It fails only if the record is incomplete.
+func BenchmarkStepLogger(b *testing.B) {
+	const n = benchSteps * benchBatch
+	rng := rand.New(rand.NewPCG(7, 8))
+	xs := make([]float32, n*benchIn)
+	for i := range xs {
+		xs[i] = float32(rng.NormFloat64())
+	}
+	ys := make([]int32, n)
+	for i := range ys {
+		ys[i] = int32(rng.IntN(benchOut))
+	}
+	side := func(opts ...core.Option) (*core.Nitro, func() float64) {
+		src, err := core.NewArrayBatches(map[string]*tensors.Tensor{
+			"x": tensors.FromFlatDataAndDimensions(slices.Clone(xs), n, benchIn),
+			"y": tensors.FromFlatDataAndDimensions(slices.Clone(ys), n),
+		}, benchBatch, core.ArrayOptions{DropPartial: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		opts = append([]core.Option{core.WithBackend("xla"), core.Quiet(), core.WithCache(compilecache.New()),
+			core.WithData(core.Data{"train": src}), core.WithMaxEpochs(1000)}, opts...)
+		nt, err := core.New(&BenchMLP{Hidden: benchHidden}, opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return nt, func() float64 {
+			nt.RequestStop() // one epoch of benchSteps steps
+			start := time.Now()
+			if err := nt.Train(); err != nil {
+				b.Fatal(err)
+			}
+			return time.Since(start).Seconds() / benchSteps
+		}
+	}
+	path := filepath.Join(b.TempDir(), core.MetricsFile)
+	jl := logjson.NewJSONLogger(path)
+	var warnings []string
+	on, onRepeat := side(core.WithLogger(unfinished{jl}), core.WithWarn(func(m string) { warnings = append(warnings, m) }))
+	_, offRepeat := side(core.WithoutLogger())
+	onRepeat() // warm-up: compiles
+	offRepeat()
+	b.ResetTimer()
+	var onT, offT []float64
+	for range benchRepeats {
+		onT = append(onT, onRepeat())
+		offT = append(offT, offRepeat())
+	}
+	b.StopTimer()
+	if err := jl.Finish(logjson.StatusCompleted); err != nil {
+		b.Fatal(err)
+	}
+	if len(warnings) > 0 {
+		b.Fatalf("the logger failed: %v", warnings)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	lines := 0
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		if strings.Contains(sc.Text(), `"context":"train"`) {
+			lines++
+		}
+	}
+	if lines != on.Step() {
+		b.Fatalf("%d train lines for %d steps", lines, on.Step())
+	}
+	onMS, offMS := median(onT)*1e3, median(offT)*1e3
+	fmt.Printf("step time with the JSON logger on %.3f ms, off %.3f ms (median of %d repeats of %d steps): on/off %.3f (goal <= 1.02)\n",
+		onMS, offMS, benchRepeats, benchSteps, onMS/offMS)
+	b.ReportMetric(onMS, "on-ms/step")
+	b.ReportMetric(offMS, "off-ms/step")
+	b.ReportMetric(onMS/offMS, "on/off")
+}
