@@ -8,6 +8,8 @@ PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 # run on, has known races.
 RACE    := compilecache markers monitors prefetch logjson checkpoint
 GO      ?= go
+# checkpoint's interop test opens nitro's files with the reference Python safetensors (ckpt-venv)
+TESTENV := NITRO_SAFETENSORS_PYTHON=$(CURDIR)/.nitro/ckpt-venv/bin/python
 ARGS    ?=
 
 .PHONY: setup test lint bench bench-venv ckpt-venv depcheck run fmt $(addprefix test/,$(MODULES))
@@ -28,8 +30,8 @@ ckpt-venv:
 ## test: setup, layering check, then every module's tests (race detector on the concurrent modules),
 ## then a short fuzz of the checkpoint reader (hostile headers must never panic)
 test: setup depcheck ckpt-venv
-	NITRO_SAFETENSORS_PYTHON=$(CURDIR)/.nitro/ckpt-venv/bin/python $(GO) test -count=1 $(PKGS)
-	$(GO) test -count=1 -race $(addprefix ./,$(addsuffix /...,$(RACE)))
+	$(TESTENV) $(GO) test -count=1 $(PKGS)
+	$(TESTENV) $(GO) test -count=1 -race $(addprefix ./,$(addsuffix /...,$(RACE)))
 	$(GO) test -run '^$$' -fuzz FuzzRead -fuzztime 10s -fuzzminimizetime 100x ./checkpoint/
 
 ## test/<module>: one module's tests
