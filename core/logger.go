@@ -78,10 +78,39 @@ func (n *Nitro) startLog() {
 	if n.log.l == nil {
 		return
 	}
-	if jl, ok := n.log.l.(*logjson.JSONLogger); ok && jl.Path() == "" {
-		n.logFailed("path", jl.SetPath(filepath.Join(n.RunDir(), MetricsFile)))
+	for _, jl := range jsonLoggers(n.log.l) {
+		if jl.Path() == "" {
+			n.logFailed("path", jl.SetPath(filepath.Join(n.RunDir(), MetricsFile)))
+		}
 	}
 	n.logFailed("params", logCall(func() error { return n.log.l.LogParams(n.runParams()) }))
+}
+
+// jsonLoggers finds the JSON Lines loggers in l: l itself, or the members of a logjson.Multi (a
+// JSON file beside, e.g., a Prometheus exporter).
+func jsonLoggers(l Logger) []*logjson.JSONLogger {
+	var out []*logjson.JSONLogger
+	switch v := l.(type) {
+	case *logjson.JSONLogger:
+		out = append(out, v)
+	case *logjson.MultiLogger:
+		for _, m := range v.Members() {
+			if jl, ok := m.(*logjson.JSONLogger); ok {
+				out = append(out, jl)
+			}
+		}
+	}
+	return out
+}
+
+// MetricsPath is the JSON Lines file this Nitro's logger writes ("" when none).
+func (n *Nitro) MetricsPath() string {
+	for _, jl := range jsonLoggers(n.log.l) {
+		if p := jl.Path(); p != "" {
+			return p
+		}
+	}
+	return ""
 }
 
 // logFailed reports a logger error as a warning, once per distinct failure.

@@ -445,6 +445,15 @@ func TestNoRecordWithoutLogger(t *testing.T) {
 	if want := filepath.Join(dir, "pinned", core.MetricsFile); jl.Path() != want {
 		t.Errorf("a pathless JSONLogger was pinned to %q, want %q", jl.Path(), want)
 	}
+	// Inside a Multi (the CLI's JSON file beside a Prometheus exporter) it is pinned too.
+	jm, mem := logjson.NewJSONLogger(""), &logjson.Memory{}
+	nm := mustNew(t, &Reg{}, data(t, 0), core.WithLogger(logjson.Multi(jm, mem)), core.WithRunDir(filepath.Join(dir, "multi")))
+	if want := filepath.Join(dir, "multi", core.MetricsFile); jm.Path() != want || nm.MetricsPath() != want {
+		t.Errorf("a pathless JSONLogger in a Multi: path %q, MetricsPath %q, want %q", jm.Path(), nm.MetricsPath(), want)
+	}
+	if len(mem.Params()) == 0 {
+		t.Error("the Multi's other member got no params")
+	}
 	var typedNil *logjson.JSONLogger
 	if n := mustNew(t, &Reg{}, data(t, 0), core.WithLogger(typedNil)); n.Logger() != nil {
 		t.Errorf("WithLogger(typed nil): Logger() = %v, want nil", n.Logger())

@@ -38,6 +38,9 @@ func Multi(loggers ...Logger) *MultiLogger {
 	return m
 }
 
+// Members returns the loggers m calls, in order (a copy).
+func (m *MultiLogger) Members() []Logger { return append([]Logger(nil), m.members...) }
+
 func (m *MultiLogger) each(f func(Logger) error) error {
 	var errs []error
 	for _, l := range m.members {
