@@ -1,17 +1,21 @@
-// Package prefetch owns the data contract between a batch source and the training loop: the Batch
-// type (host arrays by field name, the batch on axis 0), the index-addressable Source with its
-// EpochSource and PartialDropper refinements, Data (splits by name), and ArrayBatches, an
-// in-memory source that cuts whole-dataset arrays into batches, optionally reshuffled per epoch
-// as a pure function of seed and epoch. BatchWidth and PadRows check and pad a batch's leading
-// axis. The fan-out pipeline (workers, a transfer goroutine, a reorder buffer) arrives with its
-// own issue; until then callers read sources synchronously.
+// Package prefetch owns the data contract between a batch source and the training loop (Batch,
+// the index-addressable Source with its EpochSource and PartialDropper refinements, Data,
+// ArrayBatches, BatchWidth, PadRows) and the pipeline that keeps the device fed from it.
+// Prefetch declares a source with its settings and NoPrefetch declines; both pass BatchAt
+// straight through, and Wrap declares every undeclared split at the framework's defaults. Start
+// realizes a declaration for one epoch as a Stream on one of three paths behind one Next: a
+// fan-out (workers build host batches, one goroutine transfers, a reorder buffer keeps index
+// order, an exactly-once ledger checks every completed epoch), one producer goroutine, or inline.
 //
-// The caller keeps the policy: batch contents and field names, the batch size, when epochs begin,
-// and device placement; this package never touches a device. Errors name what is wrong and where
-// (the field, the batch index, both lengths of a mismatch); PadRows, which has no error result,
-// panics on inputs it cannot pad.
+// The caller keeps the policy: batch contents, the batch size, when epochs begin, and device
+// placement. Transfer and Free are the caller's; the package never touches a device itself, but
+// bounds what it holds: DeviceBatches+2 placed batches, about HostBatches host ones.
 //
-// Goroutine safety: a Source's BatchAt may be called from several goroutines at once within an
-// epoch, never concurrently with BeginEpoch, and returns fresh tensors the caller owns.
-// ArrayBatches keeps that contract. The package starts no goroutines.
+// Errors name what is wrong and where: a failed or panicking BatchAt, pad or Transfer surfaces at
+// the consumer as a *BatchError with the batch index, never as a hang, and settings are refused
+// naming the field. PadRows, which has no error result, panics on inputs it cannot pad.
+//
+// Goroutine safety: a Source's BatchAt may run on several goroutines at once within an epoch,
+// never concurrently with BeginEpoch (ArrayBatches keeps that contract). A Stream is consumed by
+// one goroutine; Close is safe from any goroutine, more than once, and after an error.
 package prefetch

@@ -2,7 +2,10 @@ module github.com/nitro-go/nitro/prefetch
 
 go 1.26
 
-require github.com/gomlx/gomlx v0.25.0
+require (
+	github.com/gomlx/gomlx v0.25.0
+	go.uber.org/goleak v1.3.0
+)
 
 require (
 	github.com/go-logr/logr v1.4.3 // indirect
