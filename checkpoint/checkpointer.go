@@ -21,10 +21,27 @@ type Checkpointer interface {
 	Latest() (path string, ok bool, err error)
 }
 
+// Ranker is implemented by a Checkpointer that ranks checkpoints by a metric (TopK): the
+// caller checks before training that the metric exists, and validates its value each epoch.
+type Ranker interface {
+	// Metric is the name of the metric ranked by; Mode is "min" or "max".
+	Metric() string
+	Mode() string
+}
+
+// Adopter is implemented by a Checkpointer whose directory and filename may be left to the run
+// (TopK, EveryN): Adopt fills in what the constructor left unset, as a run adopts its run dir.
+type Adopter interface {
+	Adopt(dir string, name NameFunc)
+}
+
 var (
 	_ Checkpointer = (*TopK)(nil)
 	_ Checkpointer = (*EveryN)(nil)
 	_ Checkpointer = (*Memory)(nil)
+	_ Ranker       = (*TopK)(nil)
+	_ Adopter      = (*TopK)(nil)
+	_ Adopter      = (*EveryN)(nil)
 )
 
 // ErrNotRotated is wrapped by a Save error that comes after the new checkpoint and the
@@ -234,6 +251,17 @@ func (t *TopK) Adopt(dir string, name NameFunc) { t.adopt(dir, name) }
 
 // Dir is the directory checkpoints go to ("" until set).
 func (t *TopK) Dir() string { return t.getDir() }
+
+// Metric is the metric checkpoints are ranked by.
+func (t *TopK) Metric() string { return t.metric }
+
+// Mode is "min" (lower scores are better) or "max".
+func (t *TopK) Mode() string {
+	if t.max {
+		return "max"
+	}
+	return "min"
+}
 
 // Save writes r, named by its epoch, step and score (r.Metrics[metric]), then rotates. A
 // non-finite score is refused before anything is written.

@@ -91,5 +91,6 @@ func (r *Record) Clone() *Record {
 	c.AnchorChecksums = maps.Clone(r.AnchorChecksums)
 	c.LoggerState = bytes.Clone(r.LoggerState)
 	c.RNGState = bytes.Clone(r.RNGState)
+	c.Control = bytes.Clone(r.Control)
 	return &c
 }

@@ -60,8 +60,8 @@ type Position struct {
 }
 
 // Record is one checkpoint: the tensors, in the order given (the file keeps it), and the
-// metadata a resume or a reader needs. Strings must be valid UTF-8; LoggerState must be JSON
-// (it is stored compacted).
+// metadata a resume or a reader needs. Strings must be valid UTF-8; LoggerState and Control
+// must be JSON (they are stored compacted).
 type Record struct {
 	Tensors []Tensor
 
@@ -80,6 +80,9 @@ type Record struct {
 	RNGState        []byte
 	Position        Position
 	Build           string // build identity of the writer
+	// Control is the caller's run-control state, opaque here (core stores its early-stopping
+	// state under it), so that a resume restores what decides when the run stops.
+	Control json.RawMessage
 }
 
 // Tensor returns the tensor with this name.
@@ -113,6 +116,7 @@ type recordMeta struct {
 	RNGState        []byte            `json:"rng_state,omitempty"`
 	Position        Position          `json:"position"`
 	Build           string            `json:"build,omitempty"`
+	Control         json.RawMessage   `json:"control,omitempty"`
 }
 
 func metaOf(r *Record) recordMeta {
@@ -121,7 +125,7 @@ func metaOf(r *Record) recordMeta {
 		StopReason: r.StopReason, Preset: r.Preset, RunID: r.RunID, RunURL: r.RunURL,
 		Values: r.Values, Derived: r.Derived, AnchorChecksums: r.AnchorChecksums,
 		LoggerType: r.LoggerType, LoggerState: r.LoggerState, RNGState: r.RNGState,
-		Position: r.Position, Build: r.Build,
+		Position: r.Position, Build: r.Build, Control: r.Control,
 	}
 }
 
@@ -130,7 +134,7 @@ func (m *recordMeta) apply(r *Record) {
 	r.StopReason, r.Preset, r.RunID, r.RunURL = m.StopReason, m.Preset, m.RunID, m.RunURL
 	r.Values, r.Derived, r.AnchorChecksums = m.Values, m.Derived, m.AnchorChecksums
 	r.LoggerType, r.LoggerState, r.RNGState = m.LoggerType, m.LoggerState, m.RNGState
-	r.Position, r.Build = m.Position, m.Build
+	r.Position, r.Build, r.Control = m.Position, m.Build, m.Control
 }
 
 // metricMap encodes finite values as JSON numbers (shortest form, exact round trip) and the

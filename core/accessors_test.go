@@ -161,7 +161,7 @@ func TestSeedDrivesInitialization(t *testing.T) {
 
 func TestConfigReportPrintedOnceAcrossEntryPoints(t *testing.T) {
 	var buf bytes.Buffer
-	n, err := core.New(&Reg{}, core.WithBackend("go"), core.WithData(data(t, 32)), core.WithOutput(&buf), core.WithCache(newCache()), core.WithoutLogger())
+	n, err := core.New(&Reg{}, core.WithBackend("go"), core.WithData(data(t, 32)), core.WithOutput(&buf), core.WithCache(newCache()), core.WithoutLogger(), core.WithoutCheckpoints())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestConfigReportPrintedOnceAcrossEntryPoints(t *testing.T) {
 
 func TestQuietPrintsNothing(t *testing.T) {
 	var buf bytes.Buffer
-	n, err := core.New(&Reg{}, core.WithBackend("go"), core.WithData(data(t, 32)), core.WithOutput(&buf), core.Quiet(), core.WithCache(newCache()), core.WithoutLogger())
+	n, err := core.New(&Reg{}, core.WithBackend("go"), core.WithData(data(t, 32)), core.WithOutput(&buf), core.Quiet(), core.WithCache(newCache()), core.WithoutLogger(), core.WithoutCheckpoints())
 	if err != nil {
 		t.Fatal(err)
 	}

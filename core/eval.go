@@ -45,8 +45,8 @@ func (n *Nitro) evalProgram(width, real int, keys []string) (*program, error) {
 			mb := batchNodes(nodes, routed(setOf(keys), metricHook))
 			if real < width {
 				out = sliceOutputs(out, real)
-				for k, v := range mb {
-					mb[k] = graph.Slice(v, graph.AxisRange(0, real))
+				for _, k := range sortedKeys(mb) { // in a fixed order: the program must not depend on map order
+					mb[k] = graph.Slice(mb[k], graph.AxisRange(0, real))
 				}
 			}
 			meta := &program{}
@@ -79,8 +79,8 @@ func (n *Nitro) evalProgram(width, real int, keys []string) (*program, error) {
 
 func sliceOutputs(out Outputs, rows int) Outputs {
 	s := make(Outputs, len(out))
-	for k, v := range out {
-		s[k] = graph.Slice(v, graph.AxisRange(0, rows))
+	for _, k := range sortedKeys(out) {
+		s[k] = graph.Slice(out[k], graph.AxisRange(0, rows))
 	}
 	return s
 }
@@ -164,10 +164,18 @@ func (n *Nitro) evaluate(split string, src Source) (map[string]float64, error) {
 		names, withCount = p.outNames, p.hasCount
 		j := 0
 		for m, name := range p.outNames {
-			sums[name] += scalarValue(outs[j])
+			v, err := n.metricValue(split, name, outs[j])
+			if err != nil {
+				return nil, fmt.Errorf("split %q, batch %d: %w", split, i, err)
+			}
+			sums[name] += v
 			j++
 			if p.hasCount[m] {
-				counts[name] += scalarValue(outs[j])
+				c, err := n.metricValue(split, name, outs[j])
+				if err != nil {
+					return nil, fmt.Errorf("split %q, batch %d: %w", split, i, err)
+				}
+				counts[name] += c
 				j++
 			} else if n.metrics == nil {
 				counts[name]++
@@ -190,6 +198,16 @@ func (n *Nitro) evaluate(split string, src Source) (map[string]float64, error) {
 		res = n.acc.finalizer.FinalizeMetrics(res, split)
 	}
 	return res, nil
+}
+
+// metricValue reads one of an eval program's metric outputs back. A metric the run branches on
+// (the checkpoint ranking or early-stopping metric of the val split) goes through the validated
+// readback; the others are only reported, and a failed readback of them is not worth a stop.
+func (n *Nitro) metricValue(split, name string, t *tensors.Tensor) (float64, error) {
+	if n.ck.isControl(split, name) {
+		return readControlScalar(t, "metric "+name)
+	}
+	return scalarValue(t), nil
 }
 
 func scalarValue(t *tensors.Tensor) float64 {

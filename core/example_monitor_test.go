@@ -22,7 +22,7 @@ func ExampleWithMonitor() {
 	})
 	e := newLine()
 	e.MaxEpochs = 1
-	n, err := core.New(e, core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithCache(compilecache.New()), core.WithMonitor(print))
+	n, err := core.New(e, core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(), core.WithCache(compilecache.New()), core.WithMonitor(print))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -61,7 +61,7 @@ func ExampleNitro_Interrupt() {
 	}
 	b := &budget{ArrayBatches: d["train"].(*core.ArrayBatches)}
 	d["train"] = b
-	n, err := core.New(e, core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithCache(compilecache.New()), core.WithData(d))
+	n, err := core.New(e, core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(), core.WithCache(compilecache.New()), core.WithData(d))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -83,7 +83,7 @@ func newLine() *Line { return &Line{Scale: markers.NewDevice[float32](1), MaxEpo
 // runs/Line/metrics.jsonl; see ExampleWithLogger and Example_metricsFile for the run's record.)
 func ExampleNew() {
 	cache := compilecache.New()
-	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithCache(cache))
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(), core.WithCache(cache))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -105,7 +105,7 @@ func ExampleNew() {
 // Train runs MaxEpochs epochs (a field of Line here, a run option wins over it), validating after
 // each one.
 func ExampleNitro_Train() {
-	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithCache(compilecache.New()), core.WithMaxEpochs(3), core.WithLearningRate(0.05))
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(), core.WithCache(compilecache.New()), core.WithMaxEpochs(3), core.WithLearningRate(0.05))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -127,7 +127,7 @@ func ExampleNitro_Train() {
 // Validate evaluates the "val" split; it works on a Nitro that never trained. With no Metrics
 // hook, it reports val_loss, the mean of Loss over the split's batches.
 func ExampleNitro_Validate() {
-	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithCache(compilecache.New()))
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(), core.WithCache(compilecache.New()))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -144,7 +144,7 @@ func ExampleNitro_Validate() {
 
 // Evaluate runs any split BuildData returned, and names the available ones for any other.
 func ExampleNitro_Evaluate() {
-	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithCache(compilecache.New()))
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(), core.WithCache(compilecache.New()))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -161,7 +161,7 @@ func ExampleNitro_Evaluate() {
 // Predict runs Forward on one batch and returns its outputs on the host. A batch needs only the
 // fields Forward declares: no labels.
 func ExampleNitro_Predict() {
-	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithCache(compilecache.New()))
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(), core.WithCache(compilecache.New()))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -186,7 +186,7 @@ func ExampleNitro_Predict() {
 // next Validate reuses the compiled program.
 func ExampleNitro_SetDevice() {
 	cache := compilecache.New()
-	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithCache(cache))
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(), core.WithCache(cache))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -245,7 +245,7 @@ func ExampleNitro_RequestStop() {
 	}
 	b := &budget{ArrayBatches: d["train"].(*core.ArrayBatches)}
 	d["train"] = b
-	n, err := core.New(e, core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithCache(compilecache.New()), core.WithData(d))
+	n, err := core.New(e, core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(), core.WithCache(compilecache.New()), core.WithData(d))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -265,7 +265,7 @@ func ExampleNitro_RequestStop() {
 // finishes the record with the stop reason.
 func ExampleWithLogger() {
 	lg := &logjson.Memory{}
-	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithCache(compilecache.New()), core.WithLogger(lg))
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithCache(compilecache.New()), core.WithLogger(lg), core.WithoutCheckpoints())
 	if err != nil {
 		fmt.Println(err)
 		return

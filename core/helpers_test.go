@@ -94,14 +94,15 @@ func (*Deep) Forward(ctx *context.Context, in In) core.Outputs {
 	return core.Outputs{"pred": layers.Dense(ctx.In("head"), h, true, 1)}
 }
 
-// goOpts are the options every test uses: pure-Go backend, silent, a private compile cache, and
-// no logger, so a test leaves no runs/ folder behind (the logger tests pass their own, or a
-// RunDir under t.TempDir(); a later WithLogger wins).
+// goOpts are the options every test uses: pure-Go backend, silent, a private compile cache, no
+// logger and no checkpoints, so a test leaves no runs/ folder behind (the logger and checkpoint
+// tests pass their own, or a RunDir under t.TempDir(); a later WithLogger or WithCheckpointer
+// wins).
 func goOpts(c *compilecache.Cache, more ...core.Option) []core.Option {
 	if c == nil {
 		c = compilecache.New()
 	}
-	return append([]core.Option{core.WithBackend("go"), core.Quiet(), core.WithCache(c), core.WithoutLogger()}, more...)
+	return append([]core.Option{core.WithBackend("go"), core.Quiet(), core.WithCache(c), core.WithoutLogger(), core.WithoutCheckpoints()}, more...)
 }
 
 // mustNew sets up e on the go backend with a private cache, failing the test on error.

@@ -172,7 +172,7 @@ func (n *Nitro) logEpoch(res EpochResult) {
 }
 
 // finishLog ends Train's record: error when err is set, else the stop reason (completed,
-// requested; the logger's first status wins, so nothing later can stamp an error run completed).
+// early_stop, requested; the logger's first status wins, so nothing later can stamp an error run completed).
 func (n *Nitro) finishLog(err error) {
 	if n.log.l == nil {
 		return
@@ -246,6 +246,9 @@ func (n *Nitro) runParams() map[string]any {
 	p["learning_rate"] = n.cfg.lr.value
 	p["run_dir"] = n.cfg.runDir.value
 	p["fused"] = n.opts.fused
+	if n.opts.preset != "" {
+		p["preset"] = n.opts.preset
+	}
 	return p
 }
 

@@ -463,7 +463,7 @@ func TestNoRecordWithoutLogger(t *testing.T) {
 // TestConsoleLabelsValidationMetrics: the epoch line names validation metrics val_*.
 func TestConsoleLabelsValidationMetrics(t *testing.T) {
 	var buf bytes.Buffer
-	n, err := core.New(&Rows{}, core.WithBackend("go"), core.WithOutput(&buf), core.WithCache(newCache()), core.WithoutLogger(),
+	n, err := core.New(&Rows{}, core.WithBackend("go"), core.WithOutput(&buf), core.WithCache(newCache()), core.WithoutLogger(), core.WithoutCheckpoints(),
 		core.WithData(data(t, 32)))
 	if err != nil {
 		t.Fatal(err)

@@ -44,10 +44,11 @@ type ParamGrouper interface {
 	ParamGroup(keypath []string) string
 }
 
-// Stop reasons reported by Train.
+// Stop reasons reported by Train, as a checkpoint records them and the logger finishes with.
 const (
 	StopCompleted = "completed"
 	StopRequested = "requested"
+	StopEarly     = "early_stop" // WithEarlyStopping ended the run
 )
 
 // Uploads counts host-to-device transfers by what was transferred, so tests can assert
@@ -73,6 +74,7 @@ type Nitro struct {
 	tracker     *monitors.Tracker // phase, progress, stop flag, monitors
 	console     Console           // human-readable report; nil when Quiet
 	log         runLog            // the run's logger (nil when none) and its cadence
+	ck          runCkpt           // checkpointer and early stopping (checkpoint.go)
 	interrupted atomic.Bool       // Interrupt: break at the next step boundary
 	uploads     Uploads
 	reported    bool // the config and binding reports went out
@@ -181,6 +183,12 @@ func (n *Nitro) setUp() (err error) {
 		if err := markers.Apply(e, vals); err != nil {
 			return fmt.Errorf("Derive returned values that do not fit the experiment: %w", err)
 		}
+		n.derived = map[string]string{}
+		for k, v := range vals {
+			if s, ok := valueText(reflect.ValueOf(v)); ok {
+				n.derived[k] = s
+			}
+		}
 	}
 	if err := n.checkData(); err != nil {
 		return err
@@ -213,6 +221,11 @@ func (n *Nitro) setUp() (err error) {
 		return fmt.Errorf("initializing parameters: %w", err)
 	}
 	if err := n.placeParameters(); err != nil {
+		return err
+	}
+	// The checkpointer, early stopping and a resume come before the logger's first record: a
+	// resumed logger is reattached before anything is logged.
+	if err := n.setUpCheckpoints(); err != nil {
 		return err
 	}
 	n.startLog() // the params go on record before the first compile
@@ -344,7 +357,7 @@ func (n *Nitro) Uploads() Uploads { return n.uploads }
 func (n *Nitro) Step() int  { return n.st.step }
 func (n *Nitro) Epoch() int { return n.st.epoch }
 
-// StopReason is why the last Train returned ("completed" or "requested").
+// StopReason is why the last Train returned ("completed", "early_stop" or "requested").
 func (n *Nitro) StopReason() string { return n.stopReason }
 
 // History lists the epochs trained by this Nitro.

@@ -51,7 +51,7 @@ func BenchmarkOptimizerProgram(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	n, err := New(&optBenchMLP{}, WithBackend("xla"), Quiet(), WithCache(compilecache.New()), WithData(Data{"train": src}), WithoutLogger())
+	n, err := New(&optBenchMLP{}, WithBackend("xla"), Quiet(), WithCache(compilecache.New()), WithData(Data{"train": src}), WithoutLogger(), WithoutCheckpoints())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func TestOptimizerProgramUpdateMathIsPerGroup(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, err := New(&deepLinear{Layers: layers}, WithBackend("go"), Quiet(), WithCache(compilecache.New()), WithData(Data{"train": src}), WithoutLogger())
+		n, err := New(&deepLinear{Layers: layers}, WithBackend("go"), Quiet(), WithCache(compilecache.New()), WithData(Data{"train": src}), WithoutLogger(), WithoutCheckpoints())
 		if err != nil {
 			t.Fatal(err)
 		}

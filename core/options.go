@@ -3,6 +3,7 @@ package core
 import (
 	"io"
 
+	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/monitors"
 )
@@ -27,6 +28,12 @@ type options struct {
 	logEvery               *int
 	monitors               []monitors.Monitor
 	warn                   func(string)
+	ckpt                   checkpoint.Checkpointer
+	ckptSet                bool   // WithCheckpointer or WithoutCheckpoints was given
+	resume                 string // WithResume: "auto" or a checkpoint path
+	weights                string // WithCheckpoint: a checkpoint path, weights only
+	early                  *earlySpec
+	preset                 string
 }
 
 // WithMaxEpochs sets how many epochs Train runs.

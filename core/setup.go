@@ -38,6 +38,7 @@ type setup struct {
 
 	gcHash   string
 	gcValues [][2]string
+	derived  map[string]string // what Derive returned, as plain text (a checkpoint records it)
 }
 
 type fieldShape struct {

@@ -151,10 +151,14 @@ func shapeOf(n *graph.Node) string {
 // gradient program then one run of the optimizer program (or one fused program); validation after
 // each epoch when a "val" split exists. It reads as the run's sequence: publish the phase, step
 // (one "train" line per optimizer step), hand the epoch's summary to the console and the logger
-// ("validate" and "data" lines), check the stop flag, and finish the logger's record (completed,
-// requested or error). It returns an error for a non-finite loss, naming the step and epoch; the
-// run's phase is then Failed, else Done. The record is finished once: a later Train on the same
-// Nitro writes to a finished logger, which a JSONLogger refuses (one warning per kind of line).
+// ("validate" and "data" lines), decide whether to stop (the stop flag, early stopping), save the
+// epoch's checkpoint (recording that decision), and finish the logger's record (completed,
+// early_stop, requested or error). It starts after the epochs already done (a resumed run's
+// included) and finishes an epoch an Interrupt cut short first. It returns an error for a
+// non-finite loss, naming the step and epoch, for a non-finite or missing control metric, and for
+// a failed checkpoint save; the run's phase is then Failed, else Done. The record is finished
+// once: a later Train on the same Nitro writes to a finished logger, which a JSONLogger refuses
+// (one warning per kind of line).
 func (n *Nitro) Train() (err error) {
 	var val map[string]float64 // finalized metrics, carried by the transition out of EvalStepping
 	defer n.enter("train", &err, func(err error) {
@@ -175,15 +179,26 @@ func (n *Nitro) Train() (err error) {
 	n.interrupted.Store(false)
 	defer n.tracker.ClearStop()
 	n.stopReason = ""
+	if path := n.ck.stopped; path != "" {
+		// Resuming a run that stopped early would re-satisfy the condition at once.
+		n.notice(fmt.Sprintf("%s records an early stop at epoch %d, and the early stopping configured now stops there too: nothing to train (start from its weights with WithCheckpoint, or relax the patience, to train on)", path, n.st.epoch))
+		n.stopReason = StopEarly
+		return nil
+	}
 	n.tracker.SetStepsPerEpoch(train.Len() / n.cfg.accum.value)
-	for ep := n.st.epoch + 1; ep <= n.cfg.maxEpochs.value; ep++ {
+	first, from := n.st.epoch+1, 0
+	if p := n.st.data; p.epoch > 0 && p.epoch == n.st.epoch && p.batch > 0 && p.batch < train.Len() {
+		first, from = p.epoch, p.batch // an epoch that ended part-way (Interrupt): finish it first
+	}
+	for ep := first; ep <= n.cfg.maxEpochs.value; ep++ {
 		start := time.Now()
 		n.tracker.SetProgress(ep, n.st.step)
 		n.setPhase(monitors.TrainStepping{}, val)
-		res, err := n.trainEpoch(train, ep)
+		res, err := n.trainEpoch(train, ep, from)
 		if err != nil {
 			return err
 		}
+		from = 0
 		if src, ok := n.data["val"]; ok {
 			n.setPhase(monitors.EvalStepping{}, nil)
 			if val, err = n.evaluate("val", src); err != nil {
@@ -193,8 +208,19 @@ func (n *Nitro) Train() (err error) {
 		}
 		res.Seconds = time.Since(start).Seconds()
 		n.endEpoch(res)
-		if n.tracker.StopRequested() {
-			n.stopReason = StopRequested
+		// The stop decision comes before the checkpoint, so the last checkpoint records it.
+		reason, err := n.stopDecision(res)
+		if err != nil {
+			return fmt.Errorf("epoch %d: %w", ep, err)
+		}
+		if reason == "" && ep == n.cfg.maxEpochs.value {
+			reason = StopCompleted
+		}
+		if err := n.saveCheckpoint(res, reason); err != nil {
+			return err
+		}
+		if reason != "" {
+			n.stopReason = reason
 			return nil
 		}
 	}
@@ -202,9 +228,10 @@ func (n *Nitro) Train() (err error) {
 	return nil
 }
 
-// trainEpoch runs one epoch's optimizer steps, logging each step's "train" line, and returns
-// its summary (without validation). An Interrupt ends the epoch at the next step boundary.
-func (n *Nitro) trainEpoch(train Source, ep int) (EpochResult, error) {
+// trainEpoch runs one epoch's optimizer steps from train batch from (0, or where an interrupted
+// epoch stopped), logging each step's "train" line, and returns its summary (without
+// validation). An Interrupt ends the epoch at the next step boundary.
+func (n *Nitro) trainEpoch(train Source, ep, from int) (EpochResult, error) {
 	start := time.Now()
 	if es, ok := train.(EpochSource); ok {
 		if err := es.BeginEpoch(ep); err != nil {
@@ -215,7 +242,7 @@ func (n *Nitro) trainEpoch(train Source, ep int) (EpochResult, error) {
 	accum := n.cfg.accum.value
 	sums := stepSums{train: map[string]float64{}, step: map[string]float64{}}
 	steps := 0
-	for i := 0; i+accum <= train.Len(); i += accum {
+	for i := from; i+accum <= train.Len(); i += accum {
 		n.st.data = dataPosition{epoch: ep, batch: i}
 		sums.read = n.logsStep(n.st.step + 1)
 		loss, micro, err := n.optimizationStep(train, i, keys, &sums)

@@ -29,7 +29,7 @@ func (e *HostReader) Loss(out core.Outputs, in Labels) *graph.Node {
 func TestHostReadInForwardRefusedAtSetup(t *testing.T) {
 	requireXLA(t)
 	e := &HostReader{Width: 8, Scale: 1.5}
-	n, err := core.New(e, core.WithBackend("xla"), core.Quiet(), core.WithCache(compilecache.New()), core.WithoutLogger())
+	n, err := core.New(e, core.WithBackend("xla"), core.Quiet(), core.WithCache(compilecache.New()), core.WithoutLogger(), core.WithoutCheckpoints())
 	if err == nil {
 		t.Fatalf("core.New accepted a Forward that reads the Host field Scale (got %v)", n)
 	}
@@ -49,7 +49,7 @@ func TestHostReadInForwardRefusedAtSetup(t *testing.T) {
 func TestFourHooksOnly(t *testing.T) {
 	requireXLA(t)
 	e := newClf(t, map[string]any{"MaxEpochs": 3})
-	n, err := core.New(e, core.WithBackend("xla"), core.Quiet(), core.WithoutLogger())
+	n, err := core.New(e, core.WithBackend("xla"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,7 +114,7 @@ func BenchmarkStepRatio(b *testing.B) {
 	// does) per repeat and returns seconds per step. RequestStop before Train makes Train run
 	// exactly one epoch. A "test" split (never touched by Train) lets the eval program compile.
 	nitroSide := func(cache *compilecache.Cache, opts ...core.Option) (*core.Nitro, func() float64) {
-		opts = append([]core.Option{core.WithBackend("xla"), core.Quiet(), core.WithCache(cache), core.WithoutLogger(),
+		opts = append([]core.Option{core.WithBackend("xla"), core.Quiet(), core.WithCache(cache), core.WithoutLogger(), core.WithoutCheckpoints(),
 			core.WithData(core.Data{"train": newSource(), "test": newSource()}), core.WithMaxEpochs(1000)}, opts...)
 		nt, err := core.New(&BenchMLP{Hidden: benchHidden}, opts...)
 		if err != nil {

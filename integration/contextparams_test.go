@@ -39,7 +39,7 @@ func TestContextParamIsKeyed(t *testing.T) {
 	x, _ := synthetic(4, 3)
 	var first []float32
 	for _, s := range []float64{1, 100} {
-		n, err := core.New(&CtxParam{Width: 8, Scale: s}, core.WithBackend("xla"), core.Quiet(), core.WithCache(c), core.WithoutLogger())
+		n, err := core.New(&CtxParam{Width: 8, Scale: s}, core.WithBackend("xla"), core.Quiet(), core.WithCache(c), core.WithoutLogger(), core.WithoutCheckpoints())
 		if err != nil {
 			t.Logf("Scale %v: core.New refused (an acceptable fix): %v", s, err)
 			return

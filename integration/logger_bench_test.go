@@ -47,7 +47,7 @@ func BenchmarkStepLogger(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		opts = append([]core.Option{core.WithBackend("xla"), core.Quiet(), core.WithCache(compilecache.New()),
+		opts = append([]core.Option{core.WithBackend("xla"), core.Quiet(), core.WithCache(compilecache.New()), core.WithoutCheckpoints(),
 			core.WithData(core.Data{"train": src}), core.WithMaxEpochs(1000)}, opts...)
 		nt, err := core.New(&BenchMLP{Hidden: benchHidden}, opts...)
 		if err != nil {

@@ -1,5 +1,6 @@
 // Package cli is the nitro command line as a library: a user's own main registers experiments
-// and calls Main to get the same commands the nitro binary has (train, evaluate, list, info, setup).
+// and calls Main to get the same commands the nitro binary has (train, evaluate, list, info, ls,
+// setup).
 package cli
 
 import (
@@ -7,9 +8,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 
+	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/core/backend"
@@ -64,15 +67,20 @@ const usage = `usage: nitro <command> [arguments]
 
 commands:
   train <experiment> [--preset P] [--set field=value]... [--max-epochs N] [--backend xla|go] [--quiet]
-        [--run-dir DIR] [--no-log] [--log-every N]
+        [--run-dir DIR] [--no-log] [--log-every N] [--resume auto|PATH] [--no-checkpoints]
         set up, train, validate each epoch, then report the test split; the run's record goes to
-        <run dir>/metrics.jsonl (default run dir: runs/<Experiment>), one line per step
-  evaluate <experiment> [--split test] [same flags]
-        set up and evaluate one split (weights as BuildModel initializes them, until checkpoints
-        land); it keeps no metrics.jsonl
+        <run dir>/metrics.jsonl (default run dir: runs/<Experiment>), one line per step, and a
+        checkpoint per epoch into the run dir (the 3 best by val_loss plus the newest);
+        --resume auto continues from the run dir's newest checkpoint (none: a fresh run)
+  evaluate <experiment> [--split test] [--checkpoint PATH|RUN_DIR] [same flags]
+        set up and evaluate one split, with the weights of a checkpoint (a run dir: its newest),
+        else as BuildModel initializes them; it keeps no metrics.jsonl and writes no checkpoint
   list  the registered experiments and their presets
-  info <experiment>
-        the experiment's fields: kind, type, default, doc
+  info <experiment>|<checkpoint file>
+        the experiment's fields: kind, type, default, doc; or what a checkpoint says about itself
+        (epoch, step, preset, run id, stop reason, metrics), read from its header alone
+  ls <run dir>
+        the run dir's checkpoints, one line each, from its manifest (no checkpoint is opened)
   setup [--dir DIR] [--wheel FILE] [--force]
         install the pinned XLA CPU PJRT plugin (default DIR: the user cache folder, nitro/pjrt);
         without it nitro runs on the pure-Go backend, about ten times slower
@@ -99,7 +107,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return nil
 	case "info":
 		if len(args) < 2 {
-			return fmt.Errorf("info needs an experiment name; registered: %s", strings.Join(sortedNames(), ", "))
+			return fmt.Errorf("info needs an experiment name or a checkpoint file; registered: %s", strings.Join(sortedNames(), ", "))
+		}
+		if fi, err := os.Stat(args[1]); err == nil && !fi.IsDir() {
+			return checkpointInfo(args[1], stdout)
 		}
 		e, err := lookup(args[1])
 		if err != nil {
@@ -117,6 +128,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "%-16s %-10s %-8s default %-8v %s\n", f.Name, f.Kind, f.Type, f.Default, f.Doc)
 		}
 		return nil
+	case "ls":
+		if len(args) != 2 {
+			return fmt.Errorf("ls needs one run directory, e.g. nitro ls runs/MLP")
+		}
+		return listCheckpoints(args[1], stdout)
 	case "setup":
 		return runSetup(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
@@ -170,8 +186,17 @@ func runExperiment(cmd string, args []string, stdout, stderr io.Writer) error {
 	runDir := fs.String("run-dir", "", "the run directory, where metrics.jsonl goes (default: the experiment's, else runs/<Experiment>)")
 	noLog := fs.Bool("no-log", false, "keep no metrics.jsonl (train)")
 	logEvery := fs.Int("log-every", 1, "write a train line every `N`th optimizer step (train)")
+	resume := fs.String("resume", "", "continue a run: `auto` (the run dir's newest checkpoint; none: a fresh run) or a checkpoint PATH (train)")
+	noCkpt := fs.Bool("no-checkpoints", false, "write no checkpoints (train)")
+	fromCkpt := fs.String("checkpoint", "", "evaluate the weights of this checkpoint `PATH`, or of a RUN_DIR's newest (evaluate)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	if cmd != "train" && (*resume != "" || *noCkpt) {
+		return fmt.Errorf("--resume and --no-checkpoints are train flags; evaluate a checkpoint with --checkpoint PATH|RUN_DIR")
+	}
+	if cmd != "evaluate" && *fromCkpt != "" {
+		return fmt.Errorf("--checkpoint is an evaluate flag; to continue a run from a checkpoint, use --resume auto|PATH")
 	}
 	if *logEvery < 1 {
 		return fmt.Errorf("--log-every %d: must be >= 1 (1 writes a train line every optimizer step, N every Nth)", *logEvery)
@@ -195,7 +220,7 @@ func runExperiment(cmd string, args []string, stdout, stderr io.Writer) error {
 	if r.Warning != "" {
 		fmt.Fprintln(stderr, "nitro:", r.Warning)
 	}
-	opts := []core.Option{core.WithOutput(stdout), core.WithBackend(*backendName)}
+	opts := []core.Option{core.WithOutput(stdout), core.WithBackend(*backendName), core.WithPreset(*preset)}
 	watch, err := startMonitors(monitorFlags{progress: !*noProgress && !*quiet, heartbeat: *heartbeat, stall: *stall, stopOnStall: *stopOnStall}, stderr)
 	if err != nil {
 		return err
@@ -225,6 +250,16 @@ func runExperiment(cmd string, args []string, stdout, stderr io.Writer) error {
 		opts = append(opts, core.WithoutLogger())
 	} else {
 		opts = append(opts, core.WithLogEvery(*logEvery))
+	}
+	// Training checkpoints into the run dir (core's default TopK); evaluate writes none.
+	if *noCkpt || cmd != "train" {
+		opts = append(opts, core.WithoutCheckpoints())
+	}
+	if *resume != "" {
+		opts = append(opts, core.WithResume(*resume))
+	}
+	if *fromCkpt != "" {
+		opts = append(opts, core.WithCheckpoint(*fromCkpt))
 	}
 	n, err := core.New(e, opts...)
 	if err != nil {
@@ -258,6 +293,79 @@ func runExperiment(cmd string, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "compile cache: %d misses, %d hits, %d entries\n", s.Misses, s.Hits, s.Entries)
 	if p, ok := logjson.Info(n.Logger())["path"].(string); ok && p != "" {
 		fmt.Fprintf(stdout, "metrics: %s\n", p)
+	}
+	if p := n.LastCheckpoint(); p != "" && cmd == "train" {
+		fmt.Fprintf(stdout, "checkpoint: %s\n", p)
+	}
+	return nil
+}
+
+// checkpointInfo prints what a checkpoint says about itself, from its header alone.
+func checkpointInfo(path string, stdout io.Writer) error {
+	h, err := checkpoint.Info(path)
+	if err != nil {
+		return err
+	}
+	row := func(k string, v any) { fmt.Fprintf(stdout, "%-12s %v\n", k, v) }
+	orNone := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
+	values := 0
+	for _, t := range h.Tensors {
+		n := 1
+		for _, d := range t.Shape {
+			n *= d
+		}
+		values += n
+	}
+	row("checkpoint", path)
+	row("epoch", h.Epoch)
+	row("step", h.Step)
+	row("preset", orNone(h.Preset))
+	row("run id", orNone(h.RunID))
+	if h.RunURL != "" {
+		row("run url", h.RunURL)
+	}
+	row("stop reason", orNone(h.StopReason))
+	row("position", fmt.Sprintf("epoch %d, batch %d", h.Position.Epoch, h.Position.Batch))
+	names := make([]string, 0, len(h.Metrics))
+	for k := range h.Metrics {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var ms []string
+	for _, k := range names {
+		ms = append(ms, fmt.Sprintf("%s %.6g", k, h.Metrics[k]))
+	}
+	row("metrics", orNone(strings.Join(ms, "  ")))
+	row("tensors", fmt.Sprintf("%d (%d values)", len(h.Tensors), values))
+	row("build", orNone(h.Build))
+	return nil
+}
+
+// listCheckpoints prints a run dir's manifest, oldest first: file, epoch, step, score, stop reason.
+func listCheckpoints(dir string, stdout io.Writer) error {
+	entries, err := checkpoint.ReadManifest(dir)
+	if err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		fmt.Fprintf(stdout, "no checkpoints in %s\n", dir)
+		return nil
+	}
+	for _, e := range entries {
+		score := "unscored"
+		if e.Score != nil {
+			score = fmt.Sprintf("%s %g", e.Metric, *e.Score)
+		}
+		line := fmt.Sprintf("%-48s epoch %-4d step %-8d %s", e.File, e.Epoch, e.Step, score)
+		if e.StopReason != "" {
+			line += "  stopped: " + e.StopReason
+		}
+		fmt.Fprintln(stdout, line)
 	}
 	return nil
 }

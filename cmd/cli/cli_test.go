@@ -102,7 +102,7 @@ func TestTrainTinyMNISTFused(t *testing.T) {
 	compilecache.Default().Reset() // the CLI reports the process-level cache, which other tests fill
 	dir := t.TempDir()
 	code, out, errs := runCLI("train", "mnist-mlp", "--preset", "tiny", "--fused", "--set", "TrainLimit=3000", "--set", "TestLimit=1000",
-		"--run-dir", dir, "--no-log")
+		"--run-dir", dir, "--no-log", "--no-checkpoints")
 	if code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, errs, out)
 	}

@@ -18,7 +18,7 @@ import (
 func TestProgressAndHeartbeat(t *testing.T) {
 	compilecache.Default().Reset() // every program compiles here, whatever ran before in this process
 	hb := filepath.Join(t.TempDir(), "hb.json")
-	args := []string{"train", "mnist-mlp", "--preset", "tiny", "--max-epochs", "1", "--no-log", "--set", "TrainLimit=3000", "--set", "TestLimit=1000"}
+	args := []string{"train", "mnist-mlp", "--preset", "tiny", "--max-epochs", "1", "--no-log", "--no-checkpoints", "--set", "TrainLimit=3000", "--set", "TestLimit=1000"}
 	code, out, errs := runCLI(append(args, "--heartbeat", hb)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, errs, out)

@@ -1,0 +1,477 @@
+package core_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/ml/layers"
+	"github.com/nitro-go/nitro/checkpoint"
+	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/logjson"
+)
+
+// ckptOpts are goOpts with checkpoints on: the default checkpointer adopts dir as the run dir.
+// (No console; a later WithConsole gets the notices.)
+func ckptOpts(dir string, more ...core.Option) []core.Option {
+	return append([]core.Option{core.WithBackend("go"), core.WithConsole(nil), core.WithCache(newCache()), core.WithoutLogger(), core.WithRunDir(dir)}, more...)
+}
+
+// shuffled is a train split that reshuffles every epoch (from its seed and the epoch) and a val
+// split: a resume must replay the same order.
+func shuffled(t testing.TB) core.Data {
+	return core.Data{
+		"train": arrays(t, 64, 8, 1, core.ArrayOptions{DropPartial: true, Shuffle: true, Seed: 11}),
+		"val":   arrays(t, 24, 16, 2, core.ArrayOptions{}),
+	}
+}
+
+// Dropped is Groups with dropout on the hidden layer: training draws from the context's RNG,
+// whose state a checkpoint must carry for a resume to be exact.
+type Dropped struct{ Groups }
+
+func (*Dropped) Forward(ctx *context.Context, in In) core.Outputs {
+	h := layers.Dense(ctx.In("backbone"), in.X, true, 8)
+	h = layers.DropoutStatic(ctx, h, 0.25)
+	return core.Outputs{"pred": layers.Dense(ctx.In("head"), h, true, 1)}
+}
+
+// sameBits fails unless a and b are equal bit for bit.
+func sameBits(t testing.TB, what string, a, b []float64) {
+	t.Helper()
+	if len(a) != len(b) {
+		t.Fatalf("%s: %d values vs %d", what, len(a), len(b))
+	}
+	for i := range a {
+		if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
+			t.Fatalf("%s: value %d differs: %v vs %v", what, i, a[i], b[i])
+		}
+	}
+}
+
+func train(t testing.TB, n *core.Nitro) {
+	t.Helper()
+	if err := n.Train(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newNitro(t testing.TB, e any, opts ...core.Option) *core.Nitro {
+	t.Helper()
+	n, err := core.New(e, opts...)
+	if err != nil {
+		t.Fatalf("core.New(%T): %v", e, err)
+	}
+	return n
+}
+
+// TestDefaultCheckpointer: with no option, a run checkpoints into its run dir through TopK(3,
+// val_loss, min): one record per epoch, the three best plus the newest kept, the record holding
+// the training state under stable names and the run's metadata, the last one the stop reason.
+func TestDefaultCheckpointer(t *testing.T) {
+	dir := t.TempDir()
+	n := newNitro(t, &Groups{}, ckptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(5), core.WithPreset("tiny"))...)
+	if _, ok := n.Checkpointer().(*checkpoint.TopK); !ok {
+		t.Fatalf("default checkpointer %T, want *checkpoint.TopK", n.Checkpointer())
+	}
+	train(t, n)
+	entries, err := checkpoint.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) < 3 || len(entries) > 4 {
+		t.Fatalf("manifest %+v: want the 3 best plus the newest", entries)
+	}
+	newest := entries[len(entries)-1]
+	if newest.Epoch != 5 || newest.StopReason != core.StopCompleted || newest.Metric != "val_loss" || newest.Score == nil ||
+		!strings.HasPrefix(newest.File, "epoch-0005-step-40-val_loss=") {
+		t.Errorf("newest entry %+v", newest)
+	}
+	if n.LastCheckpoint() != filepath.Join(dir, newest.File) {
+		t.Errorf("LastCheckpoint %q, want %q", n.LastCheckpoint(), filepath.Join(dir, newest.File))
+	}
+	rec, err := checkpoint.Read(filepath.Join(dir, newest.File))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tn := range rec.Tensors {
+		names = append(names, tn.Name)
+	}
+	for _, want := range []string{"param/backbone/dense/weights", "param/backbone/dense/biases", "param/head/dense/weights", "param/head/dense/biases",
+		"opt/backbone/0.radam.mu/backbone/dense/weights", "opt/head/0.radam.nu/head/dense/biases", "state/#rngState"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("record tensors %v lack %q", names, want)
+		}
+	}
+	for _, name := range names {
+		if strings.Contains(name, ".decay.") {
+			t.Errorf("record holds %q: Decay's anchor and mask are rebuilt at setup, never stored", name)
+		}
+	}
+	w, _ := rec.Tensor("param/backbone/dense/weights")
+	if w.DType != checkpoint.F32 || !slices.Equal(w.Shape, []int{4, 8}) {
+		t.Errorf("param/backbone/dense/weights is %s%v, want F32[4 8]", w.DType, w.Shape)
+	}
+	if rec.Epoch != 5 || rec.Step != 40 || rec.StopReason != core.StopCompleted || rec.Preset != "tiny" ||
+		rec.Position != (checkpoint.Position{Epoch: 5, Batch: 8}) || !strings.Contains(rec.Build, "github.com/nitro-go/nitro/core@") {
+		t.Errorf("record metadata: epoch %d step %d stop %q preset %q position %+v build %q", rec.Epoch, rec.Step, rec.StopReason, rec.Preset, rec.Position, rec.Build)
+	}
+	for _, m := range []string{"val_loss", "train_loss"} {
+		if _, ok := rec.Metrics[m]; !ok {
+			t.Errorf("record metrics %v lack %s", rec.Metrics, m)
+		}
+	}
+	if !strings.HasPrefix(rec.AnchorChecksums["backbone"], "sha256:") || len(rec.AnchorChecksums) != 1 {
+		t.Errorf("anchor checksums %v: want one for the w0-anchored backbone only", rec.AnchorChecksums)
+	}
+	// Only the final checkpoint records a stop reason.
+	first, err := checkpoint.Info(filepath.Join(dir, entries[0].File))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entries[0].Epoch != 5 && first.StopReason != "" {
+		t.Errorf("epoch %d's checkpoint records stop reason %q", first.Epoch, first.StopReason)
+	}
+}
+
+// resumeCase trains k epochs into dir, then a second Nitro resumes ("auto") to total epochs; the
+// final parameters must be those of one uninterrupted run, bit for bit.
+func resumeCase(t *testing.T, mk func() any, k, total int, opts ...core.Option) {
+	t.Helper()
+	straight := newNitro(t, mk(), append(goOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(total)), opts...)...)
+	train(t, straight)
+
+	dir := t.TempDir()
+	first := newNitro(t, mk(), append(ckptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(k)), opts...)...)
+	fresh := first.Uploads() // what setup uploads: every array once
+	train(t, first)
+	con := &core.MemoryConsole{}
+	second := newNitro(t, mk(), append(ckptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(total), core.WithResume(core.ResumeAuto), core.WithConsole(con)), opts...)...)
+	before := second.Uploads()
+	if second.Epoch() != k || second.Step() != first.Step() {
+		t.Fatalf("resumed at epoch %d step %d, want %d and %d", second.Epoch(), second.Step(), k, first.Step())
+	}
+	train(t, second)
+	if second.Step() != straight.Step() || len(second.History()) != total-k {
+		t.Fatalf("resumed run: step %d (want %d), %d epochs trained (want %d)", second.Step(), straight.Step(), len(second.History()), total-k)
+	}
+	sameBits(t, "parameters after resume", flatParams(t, second), flatParams(t, straight))
+	if before.Params != 2*fresh.Params || before.LayerState != 2*fresh.LayerState || before.OptState <= fresh.OptState {
+		t.Errorf("Uploads after the resume %+v, after a fresh setup %+v: the restore uploads every parameter, layer state and (non-constant) optimizer state array once more", before, fresh)
+	}
+	if !slices.ContainsFunc(con.Notices, func(s string) bool { return strings.Contains(s, "resumed from "+dir) }) {
+		t.Errorf("notices %q: the resume is not reported", con.Notices)
+	}
+}
+
+// TestResumeIsExact: two groups, w0 decay, accum 2, a reshuffled train split, dropout (the RNG
+// state) and layer state: interrupted after epoch k and resumed, the run ends where the
+// uninterrupted one does, bit for bit.
+func TestResumeIsExact(t *testing.T) {
+	for _, k := range []int{1, 2} {
+		resumeCase(t, func() any { return &Dropped{} }, k, 3, core.WithAccum(2))
+		resumeCase(t, func() any { return &Counter{} }, k, 3)
+	}
+}
+
+// interruptAt calls Interrupt when the loop reads batch at (of the first epoch), as Ctrl+C would;
+// it keeps the shuffled source's BeginEpoch.
+type interruptAt struct {
+	*core.ArrayBatches
+	at int
+	n  **core.Nitro
+}
+
+func (s interruptAt) BatchAt(i int) (core.Batch, error) {
+	if i == s.at && (*s.n).Epoch() == 0 {
+		(*s.n).Interrupt()
+	}
+	return s.ArrayBatches.BatchAt(i)
+}
+
+// TestResumeFinishesAnInterruptedEpoch: a run interrupted part-way through an epoch checkpoints
+// there (stop reason requested, the data position mid-epoch); the resume finishes that epoch
+// from the same batch, exactly.
+func TestResumeFinishesAnInterruptedEpoch(t *testing.T) {
+	straight := newNitro(t, &Groups{}, goOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(2))...)
+	train(t, straight)
+
+	dir := t.TempDir()
+	var n *core.Nitro
+	d := shuffled(t)
+	d["train"] = interruptAt{ArrayBatches: d["train"].(*core.ArrayBatches), at: 3, n: &n}
+	n = newNitro(t, &Groups{}, ckptOpts(dir, core.WithData(d), core.WithMaxEpochs(2))...)
+	train(t, n)
+	h, err := checkpoint.Info(n.LastCheckpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.StopReason != core.StopRequested || h.Position != (checkpoint.Position{Epoch: 1, Batch: 4}) {
+		t.Fatalf("interrupted checkpoint: stop %q position %+v", h.StopReason, h.Position)
+	}
+	second := newNitro(t, &Groups{}, ckptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(2), core.WithResume(core.ResumeAuto))...)
+	train(t, second)
+	if second.Step() != straight.Step() {
+		t.Fatalf("steps %d, want %d", second.Step(), straight.Step())
+	}
+	sameBits(t, "parameters", flatParams(t, second), flatParams(t, straight))
+}
+
+// TestResumeAutoWithNothingStartsFresh: resume auto in an empty run dir trains from scratch and
+// says so once.
+func TestResumeAutoWithNothingStartsFresh(t *testing.T) {
+	con := &core.MemoryConsole{}
+	n := newNitro(t, &Reg{}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithResume("auto"), core.WithConsole(con))...)
+	if n.Epoch() != 0 || n.Step() != 0 || len(con.Notices) != 1 || !strings.Contains(con.Notices[0], "no checkpoint") || !strings.Contains(con.Notices[0], "fresh run") {
+		t.Fatalf("epoch %d step %d notices %q", n.Epoch(), n.Step(), con.Notices)
+	}
+	train(t, n)
+	wantErr(t, newErr(t, &Reg{}, data(t, 16), core.WithResume("auto")), "WithResume(\"auto\")", "WithoutCheckpoints")
+}
+
+// Width is Reg with a GraphConst hidden width and a Device scale.
+type Width struct {
+	base
+	Hidden int `nitro:"graphconst"`
+	Note   string
+}
+
+func (e *Width) Forward(ctx *context.Context, in In) core.Outputs {
+	h := layers.Dense(ctx.In("hidden"), in.X, true, e.Hidden)
+	return core.Outputs{"pred": layers.Dense(ctx.In("out"), h, true, 1)}
+}
+
+// TestResumeRefusesAGraphConstChange: a GraphConst field that differs from the record refuses,
+// naming the field and both values; a Host change is allowed and reported.
+func TestResumeRefusesAGraphConstChange(t *testing.T) {
+	dir := t.TempDir()
+	train(t, newNitro(t, &Width{Hidden: 4, Note: "a"}, ckptOpts(dir, core.WithData(data(t, 16)))...))
+	_, err := core.New(&Width{Hidden: 6, Note: "a"}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithResume("auto"))...)
+	wantErr(t, err, "refused", "GraphConst", "field Hidden: checkpoint 4, now 6")
+
+	con := &core.MemoryConsole{}
+	n := newNitro(t, &Width{Hidden: 4, Note: "b"}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithResume("auto"), core.WithConsole(con))...)
+	if n.Epoch() != 1 || !slices.ContainsFunc(con.Notices, func(s string) bool { return strings.Contains(s, "Host field Note: checkpoint a, now b") }) {
+		t.Errorf("epoch %d, notices %q: want the resume, the Host change reported", n.Epoch(), con.Notices)
+	}
+}
+
+// TestResumeRefusesAnotherAnchor: a w0-anchored group whose initial weights differ (another
+// seed) refuses to resume: the run would decay toward another point.
+func TestResumeRefusesAnotherAnchor(t *testing.T) {
+	dir := t.TempDir()
+	train(t, newNitro(t, &Groups{}, ckptOpts(dir, core.WithData(data(t, 16)))...))
+	_, err := core.New(&Groups{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithSeed(7), core.WithResume("auto"))...)
+	wantErr(t, err, "refused", `group "backbone"`, "w0", "anchor checksum")
+}
+
+// TestCheckpointMetricMustExist: a ranking metric the val split does not report is a setup
+// error naming the ones it does; with no val split, checkpoints are unscored.
+func TestCheckpointMetricMustExist(t *testing.T) {
+	_, err := core.New(&Rows{}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)))...)
+	wantErr(t, err, `checkpoint metric "val_loss"`, "val_mse, val_rows, val_sse", "WithoutCheckpoints")
+
+	tk := must(checkpoint.NewTopK(2, "val_mse", "min", "", nil))
+	dir := t.TempDir()
+	train(t, newNitro(t, &Rows{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithCheckpointer(tk))...))
+	if e, _ := checkpoint.ReadManifest(dir); len(e) != 1 || e[0].Metric != "val_mse" || e[0].Score == nil {
+		t.Errorf("manifest %+v: want one checkpoint scored by val_mse", e)
+	}
+
+	dir = t.TempDir()
+	train(t, newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 0)))...))
+	if e, _ := checkpoint.ReadManifest(dir); len(e) != 1 || e[0].Score != nil || strings.Contains(e[0].File, "=") {
+		t.Errorf("manifest %+v: want one unscored checkpoint for a run with no val split", e)
+	}
+	wantErr(t, newErr(t, &Reg{}, data(t, 0), core.WithEarlyStopping("val_loss", "min", 2, 0)), "WithEarlyStopping", `no "val" split`)
+	wantErr(t, newErr(t, &Rows{}, data(t, 16), core.WithEarlyStopping("val_accuracy", "max", 2, 0)), "val_accuracy", "val_mse")
+	wantErr(t, newErr(t, &Rows{}, data(t, 16), core.WithEarlyStopping("val_mse", "down", 2, 0)), `mode "down"`)
+}
+
+// NaNMetric reports a metric that is NaN.
+type NaNMetric struct{ base }
+
+func (*NaNMetric) Metrics(out core.Outputs, in Tgt) map[string]core.Metric {
+	g := out["pred"].Graph()
+	zero := graph.ScalarZero(g, out["pred"].DType())
+	return map[string]core.Metric{"bad": {Sum: graph.Div(zero, zero)}, "mse": {Sum: mse(out["pred"], in.Y)}}
+}
+
+// TestNonFiniteControlMetricStops: the ranking metric goes through the validated readback; NaN
+// stops the run with an error naming it, before anything is saved.
+func TestNonFiniteControlMetricStops(t *testing.T) {
+	dir := t.TempDir()
+	tk := must(checkpoint.NewTopK(2, "val_bad", "min", "", nil))
+	n := newNitro(t, &NaNMetric{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithCheckpointer(tk))...)
+	wantErr(t, n.Train(), "epoch 1", `checkpoint metric "val_bad"`, "NaN")
+	if e, _ := checkpoint.ReadManifest(dir); len(e) != 0 {
+		t.Errorf("a checkpoint was saved: %+v", e)
+	}
+	// Only logged, a NaN metric stops nothing.
+	train(t, newNitro(t, &NaNMetric{}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithCheckpointer(must(checkpoint.NewTopK(2, "val_mse", "min", "", nil))))...))
+}
+
+// TestEarlyStopping: no improvement by more than minDelta for patience epochs stops gracefully:
+// the epoch validated and checkpointed with stop reason early_stop, the logger finished with
+// early_stop. Resuming it says so and trains nothing.
+func TestEarlyStopping(t *testing.T) {
+	dir := t.TempDir()
+	lg := &logjson.Memory{}
+	es := core.WithEarlyStopping("val_loss", "min", 2, 1e9) // no epoch improves by 1e9
+	n := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(10), core.WithLogger(lg), es)...)
+	train(t, n)
+	if n.StopReason() != core.StopEarly || n.Epoch() != 3 || len(n.History()) != 3 || n.History()[2].Val == nil {
+		t.Fatalf("stop %q after %d epochs: want early_stop after 3 validated epochs (the first sets the best, two more without improvement)", n.StopReason(), n.Epoch())
+	}
+	if lg.Status() != logjson.StatusEarlyStop {
+		t.Errorf("logger finished with %q, want early_stop", lg.Status())
+	}
+	e, _ := checkpoint.ReadManifest(dir)
+	if last := e[len(e)-1]; last.Epoch != 3 || last.StopReason != core.StopEarly {
+		t.Fatalf("newest checkpoint %+v: want epoch 3, early_stop", last)
+	}
+	rec := must(checkpoint.Read(filepath.Join(dir, e[len(e)-1].File)))
+	var ctl map[string]json.RawMessage
+	if err := json.Unmarshal(rec.Control, &ctl); err != nil || !strings.Contains(string(ctl["early_stopping"]), `"bad_epochs":2`) {
+		t.Errorf("record control %s: want the early-stopping state", rec.Control)
+	}
+
+	con := &core.MemoryConsole{}
+	again := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(10), core.WithResume("auto"), core.WithConsole(con), es)...)
+	train(t, again)
+	if again.StopReason() != core.StopEarly || again.Step() != n.Step() || len(again.History()) != 0 {
+		t.Errorf("resumed early-stopped run: stop %q, step %d (want %d), %d epochs trained", again.StopReason(), again.Step(), n.Step(), len(again.History()))
+	}
+	if !slices.ContainsFunc(con.Notices, func(s string) bool {
+		return strings.Contains(s, "early stop at epoch 3") && strings.Contains(s, "nothing to train")
+	}) {
+		t.Errorf("notices %q: the resume of an early-stopped run must say so", con.Notices)
+	}
+	// With a patience that does not stop there, the resumed run trains on.
+	more := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(4), core.WithResume("auto"), core.WithEarlyStopping("val_loss", "min", 5, 1e9))...)
+	train(t, more)
+	if more.Epoch() != 4 || more.StopReason() != core.StopCompleted {
+		t.Errorf("patience 5: epoch %d stop %q, want 4 completed", more.Epoch(), more.StopReason())
+	}
+}
+
+// TestEarlyStoppingPolicy: patience counts epochs without improvement, minDelta is absolute,
+// max mode, and the state round-trips.
+func TestEarlyStoppingPolicy(t *testing.T) {
+	es := must(core.NewEarlyStopping("val_acc", "max", 2, 0.01))
+	var stops []bool
+	for _, v := range []float64{0.5, 0.505, 0.52, 0.525, 0.529} {
+		stop, _ := es.Observe(map[string]float64{"val_acc": v})
+		stops = append(stops, stop)
+	}
+	// 0.5 best; 0.505 no (+0.005); 0.52 yes (+0.02); 0.525 no; 0.529 no -> stop.
+	if !slices.Equal(stops, []bool{false, false, false, false, true}) {
+		t.Errorf("stops %v", stops)
+	}
+	if b, ok := es.Best(); !ok || b != 0.52 {
+		t.Errorf("best %v %v, want 0.52", b, ok)
+	}
+	st := must(es.State())
+	back := must(core.NewEarlyStopping("val_acc", "max", 2, 0.01))
+	if ok, err := back.Restore(st); !ok || err != nil || !back.Exhausted() {
+		t.Errorf("Restore(%s): %v %v, exhausted %v", st, ok, err, back.Exhausted())
+	}
+	other := must(core.NewEarlyStopping("val_loss", "min", 2, 0))
+	if ok, err := other.Restore(st); ok || err != nil || other.Exhausted() {
+		t.Errorf("another metric's state: %v %v", ok, err)
+	}
+	zero := must(core.NewEarlyStopping("m", "min", 0, 0))
+	if s, _ := zero.Observe(map[string]float64{"m": 1}); s {
+		t.Error("patience 0 stopped on the first epoch")
+	}
+	if s, why := zero.Observe(map[string]float64{"m": 1}); !s || !strings.Contains(why, "has not improved") {
+		t.Errorf("patience 0 did not stop at the first epoch without improvement: %v %q", s, why)
+	}
+}
+
+// TestWithCheckpointLoadsWeightsOnly: a checkpoint's weights, evaluated as the run left them,
+// with the counters at zero; a directory means its newest checkpoint.
+func TestWithCheckpointLoadsWeightsOnly(t *testing.T) {
+	dir := t.TempDir()
+	n := newNitro(t, &Counter{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(2))...)
+	train(t, n)
+	want := must(n.Validate())
+	for _, from := range []string{dir, n.LastCheckpoint()} {
+		w := newNitro(t, &Counter{}, goOpts(nil, core.WithData(data(t, 16)), core.WithCheckpoint(from))...)
+		if w.Epoch() != 0 || w.Step() != 0 {
+			t.Errorf("%s: epoch %d step %d, want 0 0", from, w.Epoch(), w.Step())
+		}
+		sameBits(t, "weights", flatParams(t, w), flatParams(t, n))
+		got := must(w.Validate())
+		if math.Float64bits(got["val_loss"]) != math.Float64bits(want["val_loss"]) {
+			t.Errorf("%s: val_loss %v, the trained run's %v", from, got["val_loss"], want["val_loss"])
+		}
+		st := must(w.States())
+		if c := st["/counter/count"].Value().(float32); c != 8 {
+			t.Errorf("layer state counter %v, want the trained 8", c)
+		}
+	}
+	wantErr(t, newErr(t, &Width{Hidden: 4}, data(t, 16), core.WithCheckpoint(dir)), "does not fit this model", "missing: param/hidden/dense/biases", "not in this model: param/dense_0/dense/biases")
+	if _, err := os.Stat(filepath.Join(dir, checkpoint.ManifestName)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestResumeReattachesTheLogger: the record keeps the logger's type, run id and resumable state;
+// a resume hands the state back before anything is logged, and refuses another logger type.
+func TestResumeReattachesTheLogger(t *testing.T) {
+	dir := t.TempDir()
+	lg := &logjson.Memory{ID: "run-7", URL: "https://example.invalid/run-7"}
+	n := newNitro(t, &Reg{}, append(ckptOpts(dir, core.WithData(data(t, 16))), core.WithLogger(lg))...)
+	train(t, n)
+	rec := must(checkpoint.Read(n.LastCheckpoint()))
+	if rec.LoggerType != "*github.com/nitro-go/nitro/logjson.Memory" || string(rec.LoggerState) != `{"run_id":"run-7"}` ||
+		rec.RunID != "run-7" || rec.RunURL != lg.URL {
+		t.Fatalf("record logger %q state %s run %q %q", rec.LoggerType, rec.LoggerState, rec.RunID, rec.RunURL)
+	}
+	again := &logjson.Memory{}
+	newNitro(t, &Reg{}, append(ckptOpts(dir, core.WithData(data(t, 16)), core.WithResume("auto")), core.WithLogger(again))...)
+	if calls := again.Calls(); again.ID != "run-7" || len(calls) < 2 || calls[0].Verb != "reattach" || calls[1].Verb != "params" {
+		t.Errorf("resumed logger: id %q, calls %+v: want the state reattached before the params", again.ID, calls)
+	}
+	jl := logjson.NewJSONLogger(filepath.Join(t.TempDir(), "m.jsonl"))
+	_, err := core.New(&Reg{}, append(ckptOpts(dir, core.WithData(data(t, 16)), core.WithResume("auto")), core.WithLogger(jl))...)
+	wantErr(t, err, "logjson.Memory", "logjson.JSONLogger")
+}
+
+// Chosen picks its own checkpointer (ranked by its own metric) and names its files.
+type Chosen struct{ Rows }
+
+func (*Chosen) Checkpointer() checkpoint.Checkpointer {
+	return must(checkpoint.NewTopK(1, "val_mse", "min", "", nil))
+}
+
+func (*Chosen) CheckpointFilename(a checkpoint.NameArgs) string {
+	return fmt.Sprintf("e%d-%s.safetensors", a.Epoch, a.Metric)
+}
+
+// TestExperimentChoosesItsCheckpointer: an experiment's Checkpointer and CheckpointFilename
+// methods are used when the run passes no checkpointer; the run's option wins over them.
+func TestExperimentChoosesItsCheckpointer(t *testing.T) {
+	dir := t.TempDir()
+	train(t, newNitro(t, &Chosen{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(2))...))
+	e, _ := checkpoint.ReadManifest(dir)
+	var files []string
+	for _, x := range e {
+		files = append(files, x.File)
+	}
+	if len(files) == 0 || files[len(files)-1] != "e2-val_mse.safetensors" || e[0].Metric != "val_mse" {
+		t.Errorf("manifest files %v: want the experiment's names, ranked by val_mse", files)
+	}
+	if n := newNitro(t, &Chosen{}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithoutCheckpoints())...); n.Checkpointer() != nil {
+		t.Errorf("WithoutCheckpoints lost to the experiment's Checkpointer: %T", n.Checkpointer())
+	}
+}
