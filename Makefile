@@ -53,7 +53,7 @@ bench-venv:
 ## bench: benchmarks that print ratios measured in one run (the step against GoMLX and JAX; the
 ## optimizer program against a one-pass copy)
 bench: setup bench-venv
-	NITRO_BENCH_PYTHON=$(CURDIR)/.nitro/bench-venv/bin/python $(GO) test -run '^$$' -bench . -benchtime 1x ./integration/... ./core/
+	NITRO_BENCH_PYTHON=$(CURDIR)/.nitro/bench-venv/bin/python $(GO) test -run '^$$' -bench . -benchtime 1x ./integration/... ./core/ ./checkpoint/ ./prefetch/
 
 ## run: train the MNIST example through the CLI
 run: setup
