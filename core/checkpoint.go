@@ -92,6 +92,19 @@ func WithEarlyStopping(metric, mode string, patience int, minDelta float64) Opti
 // records none): it goes into every checkpoint and the logged params.
 func WithPreset(name string) Option { return func(o *options) { o.preset = name } }
 
+// NewFromPreset is the recorded-preset form of New: it builds E from its named preset with the
+// field overrides (markers.FromPreset; an unknown preset or field is an error naming the valid
+// ones) and records the preset's name, so it reaches the checkpoint record and the logged params.
+// Run options stay options: a knob that is both a field and an option (MaxEpochs, Seed, ...) is
+// set as an option here, acting at run level, while overrides act on the recipe.
+func NewFromPreset[E any](preset string, overrides map[string]any, opts ...Option) (*Nitro, error) {
+	e, err := markers.FromPreset[E](preset, overrides)
+	if err != nil {
+		return nil, err
+	}
+	return New(e, append([]Option{WithPreset(preset)}, opts...)...)
+}
+
 type earlySpec struct {
 	metric, mode string
 	patience     int

@@ -475,3 +475,30 @@ func TestExperimentChoosesItsCheckpointer(t *testing.T) {
 		t.Errorf("WithoutCheckpoints lost to the experiment's Checkpointer: %T", n.Checkpointer())
 	}
 }
+
+// PresetReg has named presets: the recorded-preset form builds from one and records its name.
+type PresetReg struct {
+	base
+	Note string
+}
+
+func (PresetReg) Presets() map[string]map[string]any {
+	return map[string]map[string]any{"baseline": {"Note": "from the recipe"}}
+}
+
+func TestNewFromPresetRecordsThePreset(t *testing.T) {
+	mem := &logjson.Memory{}
+	n, err := core.NewFromPreset[PresetReg]("baseline", nil, append(goOpts(nil, core.WithData(data(t, 0))), core.WithLogger(mem))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Preset() != "baseline" || n.Experiment().(*PresetReg).Note != "from the recipe" {
+		t.Errorf("preset %q, Note %q", n.Preset(), n.Experiment().(*PresetReg).Note)
+	}
+	if p := mem.Params(); len(p) == 0 || p[0]["preset"] != "baseline" {
+		t.Errorf("logged params %v lack preset=baseline", p)
+	}
+	if _, err := core.NewFromPreset[PresetReg]("basline", nil, goOpts(nil, core.WithData(data(t, 0)))...); err == nil || !strings.Contains(err.Error(), "baseline") {
+		t.Errorf("an unknown preset: %v, want an error naming the valid ones", err)
+	}
+}
