@@ -207,7 +207,8 @@ func TestResumeFinishesAnInterruptedEpoch(t *testing.T) {
 	dir := t.TempDir()
 	var n *core.Nitro
 	d := shuffled(t)
-	d["train"] = interruptAt{ArrayBatches: d["train"].(*core.ArrayBatches), at: 3, n: &n}
+	// Inline (no read-ahead), so the interrupt lands while the loop is at batch 3.
+	d["train"] = core.NoPrefetch(interruptAt{ArrayBatches: d["train"].(*core.ArrayBatches), at: 3, n: &n})
 	n = newNitro(t, &Groups{}, ckptOpts(dir, core.WithData(d), core.WithMaxEpochs(2))...)
 	train(t, n)
 	h, err := checkpoint.Info(n.LastCheckpoint())

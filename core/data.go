@@ -41,3 +41,7 @@ func batchWidth(b Batch) (int, error) { return prefetch.BatchWidth(b) }
 func padRows(t *tensors.Tensor, width int) *tensors.Tensor { return prefetch.PadRows(t, width) }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// NoPrefetch declares src to be fed inline, on the training goroutine, with no read-ahead
+// (prefetch.NoPrefetch): for a source whose BatchAt must run in step with the loop.
+func NoPrefetch(src Source) Source { return prefetch.NoPrefetch(src) }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"reflect"
+	"strconv"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -12,6 +13,7 @@ import (
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/monitors"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 func valueOfOutputs(o Outputs) reflect.Value { return reflect.ValueOf(o) }
@@ -122,44 +124,44 @@ func (n *Nitro) Evaluate(split string) (m map[string]float64, err error) {
 }
 
 // evaluate is Evaluate's loop, also Train's validation: one tick of the progress counter per batch.
-func (n *Nitro) evaluate(split string, src Source) (map[string]float64, error) {
-	first, err := src.BatchAt(0)
-	if err != nil {
-		return nil, fmt.Errorf("split %q, batch 0: %w", split, err)
+func (n *Nitro) evaluate(split string, src Source) (_ map[string]float64, err error) {
+	width := n.splitWidth[split]
+	metricHook := n.metrics
+	if metricHook == nil {
+		metricHook = n.loss
 	}
-	width, err := batchWidth(first)
+	keys := routed(n.splitAvail[split], n.forward, metricHook)
+	// The producer pads a short final batch to the compiled width and transfers the padded one;
+	// Item.Rows is the real count, which picks the program that slices the padding away.
+	stream, err := n.batchStream(src, max(n.st.epoch, 1), keys, width, 0, 0)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("split %q: %w", split, err)
 	}
+	defer func() {
+		if cerr := stream.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("split %q: closing the stream: %w", split, cerr)
+		}
+	}()
 	sums, counts := map[string]float64{}, map[string]float64{}
 	var names []string
 	var withCount []bool
 	for i := 0; i < src.Len(); i++ {
-		b := first
-		if i > 0 {
-			if b, err = src.BatchAt(i); err != nil {
-				return nil, fmt.Errorf("split %q, batch %d: %w", split, i, err)
-			}
+		it, err := n.next(stream, keys, "split "+strconv.Quote(split)+",")
+		var be *prefetch.BatchError
+		var pe *prefetch.PadError
+		if errors.As(err, &be) && errors.As(err, &pe) {
+			return nil, fmt.Errorf("split %q, batch %d has %d rows, more than batch 0's %d: only the final batch may differ, and only by being shorter", split, be.Index, pe.Rows, pe.Width)
 		}
-		real, err := batchWidth(b)
 		if err != nil {
-			return nil, fmt.Errorf("split %q, batch %d: %w", split, i, err)
+			return nil, fmt.Errorf("split %q: %w", split, err)
 		}
-		if real > width {
-			return nil, fmt.Errorf("split %q, batch %d has %d rows, more than batch 0's %d: only the final batch may differ, and only by being shorter", split, i, real, width)
-		}
-		metricHook := n.metrics
-		if metricHook == nil {
-			metricHook = n.loss
-		}
-		keys := routed(keySet(b), n.forward, metricHook)
-		p, err := n.evalProgram(width, real, keys)
+		p, err := n.evalProgram(width, it.Rows, keys)
 		if err != nil {
-			return nil, err
+			return nil, errors.Join(err, freeBatch(it.Device, keys))
 		}
-		outs, err := n.runEval(p, b, keys, width)
-		if err != nil {
-			return nil, fmt.Errorf("split %q, batch %d: %w", split, i, err)
+		outs, err := n.run(p, n.modelArgs(it.Device, keys, false))
+		if err = errors.Join(err, freeBatch(it.Device, keys)); err != nil {
+			return nil, fmt.Errorf("split %q, batch %d: %w", split, it.Index, err)
 		}
 		names, withCount = p.outNames, p.hasCount
 		j := 0

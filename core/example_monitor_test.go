@@ -60,7 +60,7 @@ func ExampleNitro_Interrupt() {
 		return
 	}
 	b := &budget{ArrayBatches: d["train"].(*core.ArrayBatches)}
-	d["train"] = b
+	d["train"] = core.NoPrefetch(b) // read in step with the loop, so "Ctrl+C" lands at batch 2
 	n, err := core.New(e, core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(), core.WithCache(compilecache.New()), core.WithData(d))
 	if err != nil {
 		fmt.Println(err)

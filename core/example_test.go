@@ -244,7 +244,7 @@ func ExampleNitro_RequestStop() {
 		return
 	}
 	b := &budget{ArrayBatches: d["train"].(*core.ArrayBatches)}
-	d["train"] = b
+	d["train"] = core.NoPrefetch(b) // its counter is not safe for prefetch's concurrent workers
 	n, err := core.New(e, core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(), core.WithCache(compilecache.New()), core.WithData(d))
 	if err != nil {
 		fmt.Println(err)
@@ -286,13 +286,13 @@ func ExampleWithLogger() {
 	// train epoch 1 step 3 [loss]
 	// train epoch 1 step 4 [loss]
 	// validate epoch 1 step 4 [val_loss]
-	// data epoch 1 step 4 [data_wait_frac]
+	// data epoch 1 step 4 [data_wait_frac epoch_seconds steps_per_second]
 	// train epoch 2 step 5 [loss]
 	// train epoch 2 step 6 [loss]
 	// train epoch 2 step 7 [loss]
 	// train epoch 2 step 8 [loss]
 	// validate epoch 2 step 8 [val_loss]
-	// data epoch 2 step 8 [data_wait_frac]
+	// data epoch 2 step 8 [data_wait_frac epoch_seconds steps_per_second]
 	// finish: completed
 }
 

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -373,6 +374,9 @@ func (n *Nitro) bindings() []schedules.Binding {
 	run("accum", fmt.Sprint(n.cfg.accum.value), n.cfg.accum.source)
 	run("gradient_clip_norm", fmt.Sprint(n.cfg.clip.value), n.cfg.clip.source)
 	run("total_steps", fmt.Sprint(n.TotalSteps()), "max_epochs * (train batches / accum)")
+	for _, split := range sortedKeys(n.data) {
+		run("prefetch "+split, strings.TrimPrefix(describePrefetch(n.data[split]), "prefetch: "), n.prefetchFrom[split])
+	}
 	for _, name := range n.devNames {
 		v, _ := markers.DeviceValueOf(n.e, name)
 		b := schedules.Binding{Name: name, Value: fmt.Sprint(v), Source: "field " + name}

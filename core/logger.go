@@ -163,12 +163,15 @@ func (n *Nitro) logStep(ep int, s *stepSums) {
 }
 
 // logEpoch writes an epoch's "validate" line (the finalized metrics, named val_*; only when
-// there is a val split) and its "data" line (data_wait_frac).
+// there is a val split) and its "data" line: data_wait_frac (the fraction of the epoch's train
+// wall time the loop waited on the batch stream), epoch_seconds (train and validation) and
+// steps_per_second (optimizer steps over epoch_seconds), which `nitro plot` draws.
 func (n *Nitro) logEpoch(res EpochResult) {
 	if res.Val != nil {
 		n.logMetrics(logjson.ContextValidate, res.Epoch, withPrefix("val_", res.Val))
 	}
-	n.logMetrics(logjson.ContextData, res.Epoch, map[string]float64{"data_wait_frac": res.DataWaitFrac})
+	n.logMetrics(logjson.ContextData, res.Epoch, map[string]float64{"data_wait_frac": res.DataWaitFrac,
+		"epoch_seconds": res.Seconds, "steps_per_second": float64(res.Steps) / max(res.Seconds, 1e-9)})
 }
 
 // finishLog ends Train's record: error when err is set, else the stop reason (completed,

@@ -99,8 +99,11 @@ func TestLoggerCadence(t *testing.T) {
 	}
 	for i, d := range lg.Metrics(logjson.ContextData) {
 		f, ok := d.Values["data_wait_frac"]
-		if !ok || len(d.Values) != 1 || f < 0 || f > 1 || d.Epoch != i+1 || d.Step != 4*(i+1) {
+		if !ok || len(d.Values) != 3 || f < 0 || f > 1 || d.Epoch != i+1 || d.Step != 4*(i+1) {
 			t.Errorf("data line %d = %+v; want data_wait_frac in [0, 1] at epoch %d step %d", i, d, i+1, 4*(i+1))
+		}
+		if h := n.History()[i]; d.Values["epoch_seconds"] != h.Seconds || d.Values["steps_per_second"] != float64(h.Steps)/h.Seconds {
+			t.Errorf("data line %d = %+v; want the epoch's seconds %v and steps/s", i, d, h.Seconds)
 		}
 		if f != n.History()[i].DataWaitFrac {
 			t.Errorf("data line %d says %v, the epoch's summary %v", i, f, n.History()[i].DataWaitFrac)

@@ -93,7 +93,8 @@ type EpochResult struct {
 	Seconds float64
 	Steps   int // optimizer steps in the epoch
 	// DataWaitFrac is the fraction of the epoch's training wall time (its steps, without
-	// validation) spent inside the train Source's BatchAt: the "data" line's data_wait_frac.
+	// validation) the loop spent waiting on the train batch stream (prefetch's Next): the
+	// "data" line's data_wait_frac. Near 0, the device never starved; near 1, data is the limit.
 	DataWaitFrac float64
 }
 
@@ -193,6 +194,9 @@ func (n *Nitro) setUp() (err error) {
 	if err := n.checkData(); err != nil {
 		return err
 	}
+	if err := n.wrapData(); err != nil {
+		return err
+	}
 	if n.gcHash, err = markers.GraphConstHash(e); err != nil {
 		return err
 	}
@@ -236,6 +240,7 @@ func (n *Nitro) setUp() (err error) {
 func (n *Nitro) checkData() error {
 	n.fieldShapes = map[string]fieldShape{}
 	n.splitAvail = map[string]map[string]bool{}
+	n.splitWidth = map[string]int{}
 	for _, split := range sortedKeys(n.data) {
 		src := n.data[split]
 		if src == nil || src.Len() == 0 {
@@ -251,6 +256,7 @@ func (n *Nitro) checkData() error {
 		}
 		avail := map[string]bool{}
 		n.splitAvail[split] = avail
+		n.splitWidth[split] = w
 		for k, t := range b {
 			avail[k] = true
 			fs := fieldShape{dtype: t.DType().String(), row: append([]int(nil), t.Shape().Dimensions[1:]...)}

@@ -6,6 +6,7 @@ import (
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/monitors"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // Option configures New. Run options win over the experiment's methods and fields.
@@ -23,6 +24,7 @@ type options struct {
 	consoleSet             bool
 	cache                  *compilecache.Cache
 	fused                  bool
+	prefetch               *prefetch.Options
 	logger                 Logger
 	loggerSet              bool // WithLogger or WithoutLogger was given: no default logger
 	logEvery               *int
@@ -82,6 +84,12 @@ func WithWarn(warn func(msg string)) Option { return func(o *options) { o.warn =
 
 // WithCache uses c instead of the process-level compile cache (tests).
 func WithCache(c *compilecache.Cache) Option { return func(o *options) { o.cache = c } }
+
+// WithPrefetch sets the prefetch settings every split is declared with, unless BuildData already
+// declared it (prefetch.Prefetch, or prefetch.NoPrefetch to feed it inline). The default is
+// prefetch.Defaults(): min(4, GOMAXPROCS) workers, 1 device batch staged, 2 host batches per
+// worker. The resolved settings are in the binding report.
+func WithPrefetch(o prefetch.Options) Option { return func(opts *options) { opts.prefetch = &o } }
 
 // WithFusedStep compiles each training step as ONE program (gradient and optimizer update
 // together) instead of the default two. It saves a program launch and a round trip of the

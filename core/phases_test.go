@@ -210,7 +210,8 @@ func TestRequestStopAndInterruptAreGracefulWithoutLeaks(t *testing.T) {
 			d := data(t, 32)
 			var opts []core.Option
 			if tc.interrupt {
-				d["train"] = interruptingSource{Source: d["train"], at: 1, n: &n}
+				// Inline (no read-ahead), so the interrupt lands while the loop is at batch 1.
+				d["train"] = core.NoPrefetch(interruptingSource{Source: d["train"], at: 1, n: &n})
 			} else {
 				stopper := monitors.MonitorFunc(func(p monitors.Phase, _ monitors.Progress, info monitors.Info) error {
 					if _, ok := p.(monitors.TrainStepping); ok {

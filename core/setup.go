@@ -24,10 +24,12 @@ type setup struct {
 
 	forward, loss, metrics, trainMetrics *hook
 
-	data        Data
-	trainWidth  int
-	fieldShapes map[string]fieldShape      // per batch key: dtype and per-row dims
-	splitAvail  map[string]map[string]bool // per split: the keys its batches carry
+	data         Data
+	trainWidth   int
+	splitWidth   map[string]int             // per split: batch 0's rows, the compiled width
+	prefetchFrom map[string]string          // per split: where its prefetch settings came from
+	fieldShapes  map[string]fieldShape      // per batch key: dtype and per-row dims
+	splitAvail   map[string]map[string]bool // per split: the keys its batches carry
 
 	ctx       *context.Context
 	groups    []*paramGroup                // parameter groups: variables, layout, chain

@@ -11,6 +11,7 @@ import (
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/monitors"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 func dtypeOf(name string) dtypes.DType { return dtypes.MapOfNames[name] }
@@ -231,21 +232,27 @@ func (n *Nitro) Train() (err error) {
 // trainEpoch runs one epoch's optimizer steps from train batch from (0, or where an interrupted
 // epoch stopped), logging each step's "train" line, and returns its summary (without
 // validation). An Interrupt ends the epoch at the next step boundary.
-func (n *Nitro) trainEpoch(train Source, ep, from int) (EpochResult, error) {
-	start := time.Now()
-	if es, ok := train.(EpochSource); ok {
-		if err := es.BeginEpoch(ep); err != nil {
-			return EpochResult{}, fmt.Errorf("epoch %d: BeginEpoch: %w", ep, err)
-		}
-	}
+func (n *Nitro) trainEpoch(train Source, ep, from int) (res EpochResult, err error) {
 	keys := routed(n.splitAvail["train"], n.forward, n.loss, n.trainMetrics)
 	accum := n.cfg.accum.value
+	to := from + (train.Len()-from)/accum*accum // whole optimizer steps
+	// The stream calls the source's BeginEpoch; Close stops its goroutines and frees every batch
+	// it staged, on every way out of the epoch (an Interrupt, a non-finite loss, an error).
+	stream, err := n.batchStream(train, ep, keys, 0, from, to)
+	if err != nil {
+		return EpochResult{}, fmt.Errorf("epoch %d: %w", ep, err)
+	}
+	defer func() {
+		if cerr := stream.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("epoch %d: closing the train stream: %w", ep, cerr)
+		}
+	}()
 	sums := stepSums{train: map[string]float64{}, step: map[string]float64{}}
 	steps := 0
-	for i := from; i+accum <= train.Len(); i += accum {
+	for i := from; i < to; i += accum {
 		n.st.data = dataPosition{epoch: ep, batch: i}
 		sums.read = n.logsStep(n.st.step + 1)
-		loss, micro, err := n.optimizationStep(train, i, keys, &sums)
+		loss, micro, err := n.optimizationStep(stream, keys, &sums)
 		if err != nil {
 			return EpochResult{}, fmt.Errorf("epoch %d, step %d: %w", ep, n.st.step+1, err)
 		}
@@ -267,13 +274,13 @@ func (n *Nitro) trainEpoch(train Source, ep, from int) (EpochResult, error) {
 			break // Interrupt (Ctrl+C): stop at this step boundary, then validate as usual
 		}
 	}
-	res := sums.result(ep, steps)
-	res.DataWaitFrac = sums.wait.Seconds() / max(time.Since(start).Seconds(), 1e-9)
+	res = sums.result(ep, steps)
+	res.DataWaitFrac = stream.WaitFraction()
 	return res, nil
 }
 
-// stepSums adds up an epoch's per-micro-batch loss and TrainMetrics for its means, the current
-// optimizer step's for its "train" line, and the time the epoch waited inside Source.BatchAt.
+// stepSums adds up an epoch's per-micro-batch loss and TrainMetrics for its means, and the current
+// optimizer step's for its "train" line.
 type stepSums struct {
 	loss   float64
 	micro  int
@@ -284,8 +291,6 @@ type stepSums struct {
 	stepLoss  float64
 	stepMicro int
 	step      map[string]float64 // this step's TrainMetrics sums (when read)
-
-	wait time.Duration
 }
 
 func (s *stepSums) result(ep, steps int) EpochResult {
@@ -317,27 +322,19 @@ func (s *stepSums) endStep() {
 	clear(s.step)
 }
 
-// batchAt reads train batch i, adding the time spent inside Source.BatchAt to the epoch's wait.
-func (s *stepSums) batchAt(train Source, i int) (Batch, error) {
-	t := time.Now()
-	b, err := train.BatchAt(i)
-	s.wait += time.Since(t)
-	return b, err
-}
-
 // optimizationStep runs one optimizer step on train batches [i, i+accum) and returns its loss
 // (the last micro-batch's) and that micro-batch's 1-based number: the first non-finite loss stops
 // there, before the update.
-func (n *Nitro) optimizationStep(train Source, i int, keys []string, sums *stepSums) (float64, int, error) {
+func (n *Nitro) optimizationStep(stream *prefetch.Stream[Batch], keys []string, sums *stepSums) (float64, int, error) {
 	if err := n.applyDeviceSchedules(n.st.step + 1); err != nil {
 		return 0, 0, err
 	}
 	if n.opts.fused {
-		b, err := sums.batchAt(train, i)
+		it, err := n.next(stream, keys, "train")
 		if err != nil {
-			return 0, 0, fmt.Errorf("train batch %d: %w", i, err)
+			return 0, 0, err
 		}
-		loss, err := n.fusedStep(b, keys, sums)
+		loss, err := n.fusedStep(it.Device, keys, sums)
 		return loss, 1, err
 	}
 	var acc []*tensors.Tensor
@@ -350,12 +347,12 @@ func (n *Nitro) optimizationStep(train Source, i int, keys []string, sums *stepS
 	}
 	var loss float64
 	for k := 0; k < n.cfg.accum.value; k++ {
-		b, err := sums.batchAt(train, i+k)
+		it, err := n.next(stream, keys, "train")
 		if err != nil {
-			return 0, 0, fmt.Errorf("train batch %d: %w", i+k, err)
+			return 0, 0, err
 		}
 		var grads []*tensors.Tensor
-		if loss, grads, err = n.gradientStep(b, keys, acc, sums); err != nil {
+		if loss, grads, err = n.gradientStep(it.Device, keys, acc, sums); err != nil {
 			return 0, 0, err
 		}
 		if math.IsNaN(loss) || math.IsInf(loss, 0) {

@@ -61,17 +61,19 @@ func (s *Stream[D]) startFanout(o Options) {
 					return
 				}
 				r := s.build(i)
-				if r.err != nil {
-					s.fail(r.err)
-					return
-				}
 				if s.ctx.Err() != nil {
 					return // abandoned while in BatchAt: the host batch is dropped
 				}
+				// A failed batch travels on like the others, so its error reaches the consumer in
+				// index order: every batch before it is still delivered (a run fails at the same step
+				// with or without prefetch). This worker stops; the stream ends at that error.
 				select {
 				case hostCh <- r:
 				case <-s.ctx.Done():
 					return // abandoned (Close or a failure elsewhere): the host batch is dropped
+				}
+				if r.err != nil {
+					return
 				}
 			}
 		}()
@@ -135,12 +137,7 @@ func (s *Stream[D]) produce() {
 		if s.ctx.Err() != nil {
 			return
 		}
-		r := s.build(i)
-		if r.err != nil {
-			s.fail(r.err)
-			return
-		}
-		if !s.emit(r, nil) {
+		if !s.emit(s.build(i), nil) {
 			return
 		}
 	}
@@ -155,6 +152,13 @@ func (s *Stream[D]) emit(r built, release func()) bool {
 		return false
 	}
 	defer s.holders.Done()
+	if r.err != nil { // a failed batch: hand its error over in its place, then stop
+		if release != nil {
+			release()
+		}
+		s.sendErr(Item[D]{Index: r.index, err: r.err})
+		return false
+	}
 	d, err := s.transfer(r.index, r.send)
 	it := Item[D]{Index: r.index, Device: d, Rows: r.rows}
 	if s.cfg.KeepHost {
@@ -166,7 +170,7 @@ func (s *Stream[D]) emit(r built, release func()) bool {
 		release()
 	}
 	if err != nil {
-		s.fail(err)
+		s.sendErr(Item[D]{Index: r.index, err: err})
 		return false
 	}
 	select {
@@ -175,5 +179,13 @@ func (s *Stream[D]) emit(r built, release func()) bool {
 	case <-s.ctx.Done():
 		s.free(it.Device)
 		return false
+	}
+}
+
+// sendErr hands a failed batch's error to the consumer in the batch's place.
+func (s *Stream[D]) sendErr(it Item[D]) {
+	select {
+	case s.out <- it:
+	case <-s.ctx.Done():
 	}
 }

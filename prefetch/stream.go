@@ -52,6 +52,8 @@ type Item[D any] struct {
 	Host   Batch
 	Device D   // the placed batch, padded when Pad is set; the consumer frees it
 	Rows   int // the real row count, before padding
+
+	err error // a failure of this index (BatchAt, pad, Transfer), delivered in its place
 }
 
 // Stats is the consumer's view of a stream: how long it waited in Next out of the wall time
@@ -87,6 +89,13 @@ func (e *BatchError) Error() string {
 }
 
 func (e *BatchError) Unwrap() error { return e.Err }
+
+// PadError is a batch wider than the pad width: only a final batch may differ, by being shorter.
+type PadError struct{ Rows, Width int }
+
+func (e *PadError) Error() string {
+	return fmt.Sprintf("%d rows, more than the pad width %d", e.Rows, e.Width)
+}
 
 // Stream is one epoch's feed, realized from a declaration by Start: the same Next on each of
 // the three paths. One goroutine consumes it; Close may be called from any goroutine, any
@@ -237,6 +246,9 @@ func (s *Stream[D]) Next() (Item[D], bool, error) {
 	case it, ok := <-s.out:
 		if !ok {
 			return zero, false, s.end(s.ledger.complete(s.epoch))
+		}
+		if it.err != nil { // a batch that failed: its error comes in its turn, after the ones before it
+			return zero, false, s.end(it.err)
 		}
 		if s.isClosed() { // Close began while we waited: this one is not handed out
 			s.free(it.Device)
@@ -425,7 +437,7 @@ func (s *Stream[D]) build(i int) (r built) {
 	r.host, r.send, r.rows = b, b, rows
 	if p := s.cfg.Pad; p > 0 && rows != p {
 		if rows > p {
-			r.err = &BatchError{Index: i, Op: "pad", Err: fmt.Errorf("%d rows, more than the pad width %d", rows, p)}
+			r.err = &BatchError{Index: i, Op: "pad", Err: &PadError{Rows: rows, Width: p}}
 			return built{index: i, err: r.err}
 		}
 		padded := make(Batch, len(b))
