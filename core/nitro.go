@@ -292,8 +292,29 @@ func (n *Nitro) checkData() error {
 		} else if err := n.loss.checkAgainst(split, avail); err != nil {
 			return fmt.Errorf("%w (with no Metrics hook, validation reports val_loss through Loss)", err)
 		}
+		if split != "train" {
+			n.warnDroppedEval(split, src, w)
+		}
 	}
 	return nil
+}
+
+// warnDroppedEval warns, once at setup, about an evaluation split that drops its partial final
+// batch: its metrics silently leave those samples out (padding would keep them).
+func (n *Nitro) warnDroppedEval(split string, src Source, width int) {
+	pd, ok := src.(PartialDropper)
+	if !ok || !pd.DropsPartial() {
+		return
+	}
+	skipped := "some samples"
+	if s, ok := src.(interface{ Samples() int }); ok {
+		k := s.Samples() - src.Len()*width
+		if k <= 0 {
+			return
+		}
+		skipped = fmt.Sprintf("%d of its %d samples", k, s.Samples())
+	}
+	n.warn(fmt.Sprintf("split %q drops its partial final batch, so its metrics leave out %s: build it without DropPartial (an eval split pads its short final batch instead)", split, skipped))
 }
 
 // placeDeviceFields uploads each Device field's host value once.

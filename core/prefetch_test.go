@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/nitro-go/nitro/core"
@@ -42,4 +43,19 @@ func TestPrefetchWorkersTrainBitwiseAlike(t *testing.T) {
 func TestPrefetchSettingsAreChecked(t *testing.T) {
 	err := newErr(t, &Reg{}, data(t, 0), core.WithPrefetch(prefetch.Options{Workers: 4, DeviceBatches: 1, HostBatches: 2}))
 	wantErr(t, err, "HostBatches")
+}
+
+// TestEvalSplitThatDropsIsWarnedOnce: an evaluation split that drops its partial batch is
+// warned about at setup, naming the split and how many samples its metrics leave out.
+func TestEvalSplitThatDropsIsWarnedOnce(t *testing.T) {
+	var warnings []string
+	d := data(t, 0)
+	d["val"] = arrays(t, 40, 16, 2, core.ArrayOptions{DropPartial: true}) // 8 of 40 never evaluated
+	n := mustNew(t, &Reg{}, d, core.WithWarn(func(m string) { warnings = append(warnings, m) }))
+	if _, err := n.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], `split "val"`) || !strings.Contains(warnings[0], "8 of its 40 samples") {
+		t.Errorf("warnings %q, want one naming split val and 8 of its 40 samples", warnings)
+	}
 }
