@@ -6,7 +6,7 @@ PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 # Race detector on the modules with goroutines or concurrency contracts and their tests (prefetch:
 # concurrent BatchAt). core is left out: GoMLX v0.25.0's pure-Go backend, which core's unit tests
 # run on, has known races.
-RACE    := compilecache markers monitors prefetch logjson checkpoint promexport
+RACE    := compilecache markers monitors prefetch logjson checkpoint promexport exportbundle
 GO      ?= go
 # checkpoint's interop test opens nitro's files with the reference Python safetensors (ckpt-venv)
 TESTENV := NITRO_SAFETENSORS_PYTHON=$(CURDIR)/.nitro/ckpt-venv/bin/python
@@ -28,11 +28,12 @@ ckpt-venv:
 	@./scripts/ckpt/setup-venv.sh
 
 ## test: setup, layering check, then every module's tests (race detector on the concurrent modules),
-## then a short fuzz of the checkpoint reader (hostile headers must never panic)
+## then a short fuzz of the checkpoint and bundle readers (hostile input must never panic)
 test: setup depcheck ckpt-venv
 	$(TESTENV) $(GO) test -count=1 $(PKGS)
 	$(TESTENV) $(GO) test -count=1 -race $(addprefix ./,$(addsuffix /...,$(RACE)))
 	$(GO) test -run '^$$' -fuzz FuzzRead -fuzztime 10s -fuzzminimizetime 100x ./checkpoint/
+	$(GO) test -run '^$$' -fuzz FuzzReadManifest -fuzztime 10s -fuzzminimizetime 100x ./exportbundle/
 
 ## test/<module>: one module's tests
 $(addprefix test/,$(MODULES)): test/%:

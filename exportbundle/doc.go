@@ -1,7 +1,20 @@
-// Package exportbundle will own the export bundle: ExportSpec, the writer (one StableHLO program
-// per batch size, safetensors weights, a manifest with provenance) and a runner that executes a
-// bundle on PJRT through gopjrt alone, with no GoMLX needed to serve.
+// Package exportbundle writes, verifies and runs export bundles: one StableHLO program per batch size
+// (program-b<N>.mlir), the weights in weights.safetensors, an optional postprocess.txt, and a
+// manifest.json (input/output specs, weight names in argument order, batch sizes, provenance, and
+// every file's size and SHA-256). A program takes the inputs, then the weights, in manifest order.
 //
-// Status: contract reserved, not implemented yet. Bundles are untrusted input to the runner: it
-// will validate the manifest against the files before loading anything.
+// Capture obtains the programs. GoMLX v0.25 (v0.26 too) builds StableHLO text and hands it straight
+// to PJRT's Client_Compile, with no accessor, so Capture interposes: a few dozen lines of C in
+// internal/shim (cgo, no XLA code) copy the real plugin's PJRT_Api table, wrap PJRT_Client_Compile to
+// record each program's format and bytes before forwarding it, and register the copy through gopjrt's
+// public RegisterPreloadedPlugin; a fresh GoMLX stablehlo backend on it compiles the caller's graphs.
+// The bundle holds exactly what XLA compiled. Rejected: a separate shim .so (a compiler at run time;
+// a Go c-shared library cannot be loaded into a Go process), moving the GoMLX/gopjrt pins, reading
+// unexported fields through unsafe, parsing GoMLX's V(2) log, copying GoMLX's builder.
+//
+// Left to the caller: which graphs to build (inputs before weights), the specs, provenance and its
+// precedence, phases. Errors: Read and Open return *FormatError naming the file (wrapping
+// ErrNewerFormat for a newer format); Run returns *InputError naming the input, and Handler answers
+// 400 with it. Captures are serialized in a process (one real plugin per process); a Runner is safe
+// for concurrent use; a Bundle is plain data, not synchronized.
 package exportbundle

@@ -1,0 +1,199 @@
+package exportbundle
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/bits"
+
+	"github.com/gomlx/gopjrt/dtypes"
+	"github.com/gomlx/gopjrt/dtypes/bfloat16"
+	"github.com/x448/float16"
+)
+
+// DType is an element type, spelled as safetensors spells it.
+type DType string
+
+// The element types a bundle may hold.
+const (
+	Bool DType = "BOOL"
+	U8   DType = "U8"
+	I8   DType = "I8"
+	I16  DType = "I16"
+	U16  DType = "U16"
+	F16  DType = "F16"
+	BF16 DType = "BF16"
+	I32  DType = "I32"
+	U32  DType = "U32"
+	F32  DType = "F32"
+	I64  DType = "I64"
+	U64  DType = "U64"
+	F64  DType = "F64"
+)
+
+var dtypeInfo = map[DType]struct {
+	size int
+	pjrt dtypes.DType
+}{
+	Bool: {1, dtypes.Bool}, U8: {1, dtypes.Uint8}, I8: {1, dtypes.Int8},
+	I16: {2, dtypes.Int16}, U16: {2, dtypes.Uint16}, F16: {2, dtypes.Float16}, BF16: {2, dtypes.BFloat16},
+	I32: {4, dtypes.Int32}, U32: {4, dtypes.Uint32}, F32: {4, dtypes.Float32},
+	I64: {8, dtypes.Int64}, U64: {8, dtypes.Uint64}, F64: {8, dtypes.Float64},
+}
+
+// Size is the byte width of one element, 0 for a dtype a bundle cannot hold.
+func (d DType) Size() int { return dtypeInfo[d].size }
+
+// Valid reports whether a bundle can hold this dtype.
+func (d DType) Valid() bool { return d.Size() > 0 }
+
+// dtypeFromPJRT is the inverse of dtypeInfo's pjrt column ("" when there is none).
+func dtypeFromPJRT(p dtypes.DType) DType {
+	for d, info := range dtypeInfo {
+		if info.pjrt == p {
+			return d
+		}
+	}
+	return ""
+}
+
+// maxElements bounds a tensor's element count, so that no byte count computed from a hostile
+// shape overflows.
+const maxElements = 1 << 40
+
+// numElements is the product of shape, or an error for a negative dimension or a product over
+// maxElements.
+func numElements(shape []int) (int64, error) {
+	n := uint64(1)
+	for i, d := range shape {
+		if d < 0 {
+			return 0, fmt.Errorf("dimension %d is negative (%d)", i, d)
+		}
+		hi, lo := bits.Mul64(n, uint64(d))
+		if hi != 0 || lo > maxElements {
+			return 0, fmt.Errorf("shape %v has more than %d elements", shape, int64(maxElements))
+		}
+		n = lo
+	}
+	return int64(n), nil
+}
+
+// Tensor is one array as plain host data: Data holds the elements row-major and little-endian
+// (BOOL as one byte, 0 or 1), len(Data) == product(Shape) * DType.Size().
+type Tensor struct {
+	DType DType
+	Shape []int
+	Data  []byte
+}
+
+// check returns an error when t's dtype is unknown or its data does not fit its shape.
+func (t Tensor) check() error {
+	if !t.DType.Valid() {
+		return fmt.Errorf("unknown dtype %q", t.DType)
+	}
+	n, err := numElements(t.Shape)
+	if err != nil {
+		return err
+	}
+	if want := n * int64(t.DType.Size()); int64(len(t.Data)) != want {
+		return fmt.Errorf("%d bytes of data, %s%v needs %d", len(t.Data), t.DType, t.Shape, want)
+	}
+	return nil
+}
+
+// Element is a Go type with a bundle dtype (F16 and BF16 have none: use Tensor.Data).
+type Element interface {
+	bool | uint8 | int8 | int16 | uint16 | int32 | uint32 | int64 | uint64 | float32 | float64
+}
+
+func dtypeOf[T Element]() DType {
+	var z T
+	switch any(z).(type) {
+	case bool:
+		return Bool
+	case uint8:
+		return U8
+	case int8:
+		return I8
+	case int16:
+		return I16
+	case uint16:
+		return U16
+	case int32:
+		return I32
+	case uint32:
+		return U32
+	case int64:
+		return I64
+	case uint64:
+		return U64
+	case float32:
+		return F32
+	default:
+		return F64
+	}
+}
+
+// NewTensor builds a Tensor of T's dtype from row-major values; len(values) must equal the
+// product of shape.
+func NewTensor[T Element](shape []int, values []T) (Tensor, error) {
+	n, err := numElements(shape)
+	if err != nil {
+		return Tensor{}, fmt.Errorf("exportbundle: NewTensor: %w", err)
+	}
+	if int64(len(values)) != n {
+		return Tensor{}, fmt.Errorf("exportbundle: NewTensor: %d values for shape %v (%d elements)", len(values), shape, n)
+	}
+	data, err := binary.Append(make([]byte, 0, int(n)*dtypeOf[T]().Size()), binary.LittleEndian, values)
+	if err != nil {
+		return Tensor{}, fmt.Errorf("exportbundle: NewTensor: %w", err)
+	}
+	return Tensor{DType: dtypeOf[T](), Shape: append([]int{}, shape...), Data: data}, nil
+}
+
+// Values returns t's elements as []T, row-major; T must be t's dtype.
+func Values[T Element](t Tensor) ([]T, error) {
+	if want := dtypeOf[T](); t.DType != want {
+		return nil, fmt.Errorf("exportbundle: Values: tensor is %s, not %s", t.DType, want)
+	}
+	if err := t.check(); err != nil {
+		return nil, fmt.Errorf("exportbundle: Values: %w", err)
+	}
+	out := make([]T, len(t.Data)/t.DType.Size())
+	if _, err := binary.Decode(t.Data, binary.LittleEndian, out); err != nil {
+		return nil, fmt.Errorf("exportbundle: Values: %w", err)
+	}
+	return out, nil
+}
+
+// float64At reads element i of a float or integer tensor as a float64 (for comparisons and JSON).
+func float64At(d DType, data []byte, i int) float64 {
+	le := binary.LittleEndian
+	switch d {
+	case Bool, U8:
+		return float64(data[i])
+	case I8:
+		return float64(int8(data[i]))
+	case I16:
+		return float64(int16(le.Uint16(data[2*i:])))
+	case U16:
+		return float64(le.Uint16(data[2*i:]))
+	case F16:
+		return float64(float16.Frombits(le.Uint16(data[2*i:])).Float32())
+	case BF16:
+		return float64(bfloat16.FromBits(le.Uint16(data[2*i:])).Float32())
+	case I32:
+		return float64(int32(le.Uint32(data[4*i:])))
+	case U32:
+		return float64(le.Uint32(data[4*i:]))
+	case F32:
+		return float64(math.Float32frombits(le.Uint32(data[4*i:])))
+	case I64:
+		return float64(int64(le.Uint64(data[8*i:])))
+	case U64:
+		return float64(le.Uint64(data[8*i:]))
+	case F64:
+		return math.Float64frombits(le.Uint64(data[8*i:]))
+	}
+	return math.NaN()
+}
