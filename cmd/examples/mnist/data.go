@@ -36,6 +36,9 @@ func DataDir(dir string) (string, error) {
 		if try(dir) {
 			return dir, nil
 		}
+		if _, err := os.Stat(filepath.Join(dir, parquetTrain)); err == nil {
+			return "", fmt.Errorf("DataDir %q holds no train-images-idx3-ubyte.gz but holds %s: set Format=parquet", dir, parquetTrain)
+		}
 		return "", fmt.Errorf("DataDir %q holds no train-images-idx3-ubyte.gz", dir)
 	}
 	if d := os.Getenv(EnvDataDir); d != "" && try(d) {

@@ -32,7 +32,8 @@ type MLP struct {
 	ValSize       int     `default:"5000" doc:"training samples carved off (fixed seed) for validation"`
 	TrainLimit    int     `default:"0" doc:"use only the first N training images (0: all 60000)"`
 	TestLimit     int     `default:"0" doc:"use only the first N test images (0: all 10000)"`
-	DataDir       string  `doc:"folder of the MNIST idx.gz files (empty: GoMNIST in the module cache)"`
+	DataDir       string  `doc:"folder of the MNIST files: the idx.gz files, or train.parquet and t10k.parquet with Format parquet (empty: GoMNIST in the module cache, converted once into the user cache for parquet)"`
+	Format        string  `default:"idx" doc:"what DataDir holds: idx (the gzipped idx files) or parquet (mnist.WriteParquet's files)"`
 
 	// The "groups" preset trains the MLP as a fine-tuning recipe would: hidden layers are a
 	// "backbone" at BackboneRate (a ratio to LearningRate) decayed toward their initial weights
@@ -101,8 +102,16 @@ func (e *MLP) BuildModel(ctx *context.Context) error {
 }
 
 // BuildData reads MNIST: train (shuffled each epoch, partial batch dropped), val (carved from
-// train by a fixed seed) and test.
+// train by a fixed seed) and test, from the idx files or, with Format "parquet", from Parquet
+// files (buildParquet), sample for sample the same batches.
 func (e *MLP) BuildData() (core.Data, error) {
+	switch e.Format {
+	case "", "idx":
+	case "parquet":
+		return e.buildParquet()
+	default:
+		return nil, fmt.Errorf("Format %q: want idx (the gzipped idx files) or parquet (train.parquet and t10k.parquet)", e.Format)
+	}
 	dir, err := DataDir(e.DataDir)
 	if err != nil {
 		return nil, err
