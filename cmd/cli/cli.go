@@ -1,22 +1,21 @@
 // Package cli is the nitro command line as a library: a user's own main registers experiments
 // and calls Main to get the same commands the nitro binary has (train, evaluate, list, info, ls,
-// setup).
+// plot, data convert, setup, completion). It is built on github.com/spf13/cobra: every command
+// has its own help and flags, flags may come before or after the arguments, and a bad flag
+// value is an error naming the flag.
 package cli
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"sort"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/nitro-go/nitro/checkpoint"
-	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
-	"github.com/nitro-go/nitro/core/backend"
-	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/markers"
 )
 
@@ -45,103 +44,282 @@ func Register[E any](name, doc string) {
 	}
 }
 
-// multi is a repeatable string flag.
-type multi []string
-
-func (m *multi) String() string     { return strings.Join(*m, ",") }
-func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
-
-// Main runs the CLI with args (without the program name) and returns the process exit code.
+// Main runs the CLI with args (without the program name) and returns the process exit code: 0
+// on success and for help, 1 on an error, which it prints on stderr after "nitro: ".
 func Main(args []string, stdout, stderr io.Writer) int {
-	if err := run(args, stdout, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	root := newRoot(stdout, stderr)
+	if args == nil {
+		args = []string{} // cobra reads os.Args when given nil
+	}
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		msg := strings.TrimRight(err.Error(), "\n")
+		if strings.HasPrefix(msg, "unknown command") {
+			msg += "\n(run nitro --help for the commands)"
 		}
-		fmt.Fprintln(stderr, "nitro:", err)
+		fmt.Fprintln(stderr, "nitro:", msg)
 		return 1
 	}
 	return 0
 }
 
-const usage = `usage: nitro <command> [arguments]
+// commandOrder is the order the root help lists the commands in; others (completion, help)
+// follow.
+var commandOrder = []string{"train", "evaluate", "list", "info", "ls", "plot", "data", "setup"}
 
-commands:
-  train <experiment> [--preset P] [--set field=value]... [--max-epochs N] [--backend xla|go] [--quiet]
-        [--run-dir DIR] [--no-log] [--log-every N] [--resume auto|PATH] [--no-checkpoints]
-        set up, train, validate each epoch, then report the test split; the run's record goes to
-        <run dir>/metrics.jsonl (default run dir: runs/<Experiment>), one line per step, and a
-        checkpoint per epoch into the run dir (the 3 best by val_loss plus the newest);
-        --resume auto continues from the run dir's newest checkpoint (none: a fresh run)
-  evaluate <experiment> [--split test] [--checkpoint PATH|RUN_DIR] [same flags]
-        set up and evaluate one split, with the weights of a checkpoint (a run dir: its newest),
-        else as BuildModel initializes them; it keeps no metrics.jsonl and writes no checkpoint
-  list  the registered experiments and their presets
-  info <experiment>|<checkpoint file>
-        the experiment's fields: kind, type, default, doc; or what a checkpoint says about itself
-        (epoch, step, preset, run id, stop reason, metrics), read from its header alone
-  ls <run dir>
-        the run dir's checkpoints, one line each, from its manifest (no checkpoint is opened)
-  setup [--dir DIR] [--wheel FILE] [--force]
-        install the pinned XLA CPU PJRT plugin (default DIR: the user cache folder, nitro/pjrt);
-        without it nitro runs on the pure-Go backend, about ten times slower
-`
-
-func run(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("no command given")
+// newRoot builds the command tree; each Main call gets its own, so flag values never leak from
+// one call into the next.
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "nitro",
+		Short: "train, evaluate and inspect nitro experiments",
+		// No arguments: the usage, and exit status 1, as for any other mistake.
+		RunE: func(c *cobra.Command, args []string) error {
+			writeRootHelp(stderr, c)
+			return fmt.Errorf("no command given")
+		},
+		SilenceErrors: true, // Main prints the error once, its own way
+		SilenceUsage:  true, // an error is not a reason to print the whole usage
 	}
-	switch args[0] {
-	case "train", "evaluate":
-		return runExperiment(args[0], args[1:], stdout, stderr)
-	case "list":
-		for _, name := range sortedNames() {
-			e := registry[name]
-			presets := make([]string, 0)
-			for p := range e.presets() {
-				presets = append(presets, p)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetHelpFunc(help)
+	root.SetUsageFunc(func(c *cobra.Command) error { help(c, nil); return nil })
+	root.SetFlagErrorFunc(flagError)
+	root.AddCommand(
+		newExperimentCmd("train", stdout, stderr),
+		newExperimentCmd("evaluate", stdout, stderr),
+		newListCmd(stdout),
+		newInfoCmd(stdout),
+		newLsCmd(stdout),
+		newPlotCmd(stdout, stderr),
+		newDataCmd(stdout),
+		newSetupCmd(stdout, stderr),
+	)
+	return root
+}
+
+// help prints c's help: on stdout, except a subcommand's -h/--help, which goes to stderr as the
+// flag package's usage did (so `nitro train --help` never mixes into a pipe of results), while
+// `nitro help train` goes to stdout.
+func help(c *cobra.Command, _ []string) {
+	w := c.OutOrStdout()
+	if f := c.Flags().Lookup("help"); c.HasParent() && f != nil && f.Changed {
+		w = c.ErrOrStderr()
+	}
+	if !c.HasParent() {
+		writeRootHelp(w, c)
+		return
+	}
+	fmt.Fprintf(w, "usage: %s\n", c.UseLine())
+	if text := strings.TrimSpace(c.Long); text != "" {
+		fmt.Fprintf(w, "\n%s\n", text)
+	} else if c.Short != "" {
+		fmt.Fprintf(w, "\n%s\n", c.Short)
+	}
+	if subs := available(c); len(subs) > 0 {
+		fmt.Fprintf(w, "\ncommands:\n")
+		for _, s := range subs {
+			fmt.Fprintf(w, "  %-12s %s\n", s.Name(), s.Short)
+		}
+	}
+	if c.HasAvailableLocalFlags() {
+		fmt.Fprintf(w, "\nflags:\n%s", c.LocalFlags().FlagUsages())
+	}
+	if c.HasAvailableInheritedFlags() {
+		fmt.Fprintf(w, "\nglobal flags:\n%s", c.InheritedFlags().FlagUsages())
+	}
+	if len(available(c)) > 0 {
+		fmt.Fprintf(w, "\nRun \"%s <command> --help\" for a command's flags.\n", c.CommandPath())
+	}
+}
+
+// writeRootHelp lists the commands, each with its arguments and what it does.
+func writeRootHelp(w io.Writer, root *cobra.Command) {
+	fmt.Fprintf(w, "nitro: %s\n\nusage: nitro <command> [arguments] [flags]\n\ncommands:\n", root.Short)
+	for _, c := range ordered(root) {
+		short := c.Short
+		if subs := available(c); len(subs) == 1 {
+			short = subs[0].Short
+		}
+		fmt.Fprintf(w, "  %s\n        %s\n", synopsis(c), short)
+	}
+	fmt.Fprintf(w, "\nFlags may come before or after the arguments. Run \"nitro <command> --help\" (or\n\"nitro help <command>\") for a command's flags.\n")
+}
+
+// ordered is root's available commands (and help) in commandOrder, then the rest by name.
+func ordered(root *cobra.Command) []*cobra.Command {
+	rank := func(c *cobra.Command) int {
+		for i, n := range commandOrder {
+			if c.Name() == n {
+				return i
 			}
-			sort.Strings(presets)
-			fmt.Fprintf(stdout, "%-16s %s (presets: %s)\n", name, e.doc, strings.Join(presets, ", "))
 		}
-		return nil
-	case "info":
-		if len(args) < 2 {
-			return fmt.Errorf("info needs an experiment name or a checkpoint file; registered: %s", strings.Join(sortedNames(), ", "))
-		}
-		if fi, err := os.Stat(args[1]); err == nil && !fi.IsDir() {
-			return checkpointInfo(args[1], stdout)
-		}
-		e, err := lookup(args[1])
-		if err != nil {
-			return err
-		}
-		x, err := e.build("")
-		if err != nil {
-			return err
-		}
-		fields, err := markers.ConfigMetadata(x)
-		if err != nil {
-			return err
-		}
-		for _, f := range fields {
-			fmt.Fprintf(stdout, "%-16s %-10s %-8s default %-8v %s\n", f.Name, f.Kind, f.Type, f.Default, f.Doc)
-		}
-		return nil
-	case "ls":
-		if len(args) != 2 {
-			return fmt.Errorf("ls needs one run directory, e.g. nitro ls runs/MLP")
-		}
-		return listCheckpoints(args[1], stdout)
-	case "setup":
-		return runSetup(args[1:], stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
-	default:
-		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("unknown command %q", args[0])
+		return len(commandOrder)
 	}
+	var cmds []*cobra.Command
+	for _, c := range root.Commands() {
+		if c.IsAvailableCommand() || c.Name() == "help" {
+			cmds = append(cmds, c)
+		}
+	}
+	sort.SliceStable(cmds, func(i, j int) bool {
+		ri, rj := rank(cmds[i]), rank(cmds[j])
+		if ri != rj {
+			return ri < rj
+		}
+		return cmds[i].Name() < cmds[j].Name()
+	})
+	return cmds
+}
+
+// synopsis is a command's use line within the root help: its Use, or for a command that only
+// groups others, its name and theirs ("completion bash|fish|powershell|zsh").
+func synopsis(c *cobra.Command) string {
+	subs := available(c)
+	if len(subs) == 0 {
+		return c.Use
+	}
+	uses := make([]string, len(subs))
+	for i, s := range subs {
+		uses[i] = s.Use
+	}
+	return c.Name() + " " + strings.Join(uses, "|")
+}
+
+func available(c *cobra.Command) []*cobra.Command {
+	var subs []*cobra.Command
+	for _, s := range c.Commands() {
+		if s.IsAvailableCommand() {
+			subs = append(subs, s)
+		}
+	}
+	return subs
+}
+
+// flagError adds a hint to pflag's errors where the fix is not obvious: a long flag given with
+// one dash (the flag package took -preset; pflag reads it as the shorthands -p -r -e ...).
+func flagError(c *cobra.Command, err error) error {
+	msg := err.Error()
+	if i := strings.Index(msg, " in -"); strings.HasPrefix(msg, "unknown shorthand flag") && i >= 0 {
+		name := strings.SplitN(msg[i+len(" in -"):], "=", 2)[0]
+		if c.Flags().Lookup(name) != nil {
+			return fmt.Errorf("%s: %w (long flags take two dashes: --%s)", c.Name(), err, name)
+		}
+	}
+	return fmt.Errorf("%s: %w (see %s --help)", c.Name(), err, c.CommandPath())
+}
+
+// unknownFlagHints adds, to an unknown-flag error, the fix for a flag that belongs to another
+// command (evaluate --resume, train --checkpoint).
+func unknownFlagHints(hints map[string]string) func(*cobra.Command, error) error {
+	return func(c *cobra.Command, err error) error {
+		if name, ok := strings.CutPrefix(err.Error(), "unknown flag: --"); ok {
+			if hint, ok := hints[name]; ok {
+				return fmt.Errorf("%s: %w: %s", c.Name(), err, hint)
+			}
+		}
+		return flagError(c, err)
+	}
+}
+
+// experimentNames completes an experiment name as the first argument.
+func experimentNames(_ *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []cobra.Completion
+	for _, n := range sortedNames() {
+		out = append(out, cobra.CompletionWithDesc(n, registry[n].doc))
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+func newListCmd(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "the registered experiments and their presets",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			for _, name := range sortedNames() {
+				e := registry[name]
+				presets := make([]string, 0)
+				for p := range e.presets() {
+					presets = append(presets, p)
+				}
+				sort.Strings(presets)
+				fmt.Fprintf(stdout, "%-16s %s (presets: %s)\n", name, e.doc, strings.Join(presets, ", "))
+			}
+			return nil
+		},
+	}
+}
+
+func newInfoCmd(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "info <experiment>|<checkpoint file>",
+		Short: "an experiment's fields, or what a checkpoint says about itself",
+		Long: `Prints the experiment's fields: name, kind, type, default, doc. Given a checkpoint file
+instead, prints what it says about itself (epoch, step, preset, run id, stop reason, position,
+metrics, tensors, build), read from its header alone.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("info needs an experiment name or a checkpoint file; registered: %s", strings.Join(sortedNames(), ", "))
+			}
+			if len(args) > 1 {
+				return fmt.Errorf("info takes one experiment name or checkpoint file, got %d arguments %v", len(args), args)
+			}
+			return nil
+		},
+		ValidArgsFunction: func(c *cobra.Command, args []string, s string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			names, _ := experimentNames(c, args, s)
+			return names, cobra.ShellCompDirectiveDefault // a checkpoint file too
+		},
+		RunE: func(_ *cobra.Command, args []string) error {
+			if fi, err := os.Stat(args[0]); err == nil && !fi.IsDir() {
+				return checkpointInfo(args[0], stdout)
+			}
+			e, err := lookup(args[0])
+			if err != nil {
+				return err
+			}
+			x, err := e.build("")
+			if err != nil {
+				return err
+			}
+			fields, err := markers.ConfigMetadata(x)
+			if err != nil {
+				return err
+			}
+			for _, f := range fields {
+				fmt.Fprintf(stdout, "%-16s %-10s %-8s default %-8v %s\n", f.Name, f.Kind, f.Type, f.Default, f.Doc)
+			}
+			return nil
+		},
+	}
+}
+
+func newLsCmd(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "ls <run dir>",
+		Short: "the run dir's checkpoints, one line each, from its manifest",
+		Long:  `Lists the run dir's checkpoints, oldest first, from its manifest (no checkpoint is opened): file, epoch, step, score, stop reason.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("ls needs one run directory, e.g. nitro ls runs/MLP")
+			}
+			return nil
+		},
+		ValidArgsFunction: dirsOnly,
+		RunE: func(_ *cobra.Command, args []string) error {
+			return listCheckpoints(args[0], stdout)
+		},
+	}
+}
+
+// dirsOnly completes a directory.
+func dirsOnly(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	return nil, cobra.ShellCompDirectiveFilterDirs
 }
 
 func lookup(name string) (entry, error) {
@@ -159,145 +337,6 @@ func sortedNames() []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-func runExperiment(cmd string, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return fmt.Errorf("%s needs an experiment name first; registered: %s", cmd, strings.Join(sortedNames(), ", "))
-	}
-	ent, err := lookup(args[0])
-	if err != nil {
-		return err
-	}
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	preset := fs.String("preset", "", "named preset of the experiment")
-	var sets multi
-	fs.Var(&sets, "set", "field=value override (repeatable)")
-	maxEpochs := fs.Int("max-epochs", -1, "epochs to train (overrides the experiment)")
-	backendName := fs.String("backend", "", "force a backend: xla or go (default: xla when the plugin is installed)")
-	quiet := fs.Bool("quiet", false, "print only the results")
-	fused := fs.Bool("fused", false, "compile each training step as one program (gradient and update); needs accum 1")
-	noProgress := fs.Bool("no-progress", false, "no live progress display on stderr (the epoch lines on stdout stay)")
-	heartbeat := fs.String("heartbeat", "", "rewrite `FILE` atomically with the run's phase, step, epoch and progress counter, for a supervisor")
-	stall := fs.Duration("stall-timeout", 0, "report a stall when no step or eval batch completes for this `long` (x10 while compiling); 0 is off")
-	stopOnStall := fs.Bool("stop-on-stall", false, "with --stall-timeout: also request a graceful stop on a stall")
-	split := fs.String("split", "test", "split to evaluate (evaluate only)")
-	runDir := fs.String("run-dir", "", "the run directory, where metrics.jsonl goes (default: the experiment's, else runs/<Experiment>)")
-	noLog := fs.Bool("no-log", false, "keep no metrics.jsonl (train)")
-	logEvery := fs.Int("log-every", 1, "write a train line every `N`th optimizer step (train)")
-	resume := fs.String("resume", "", "continue a run: `auto` (the run dir's newest checkpoint; none: a fresh run) or a checkpoint PATH (train)")
-	noCkpt := fs.Bool("no-checkpoints", false, "write no checkpoints (train)")
-	fromCkpt := fs.String("checkpoint", "", "evaluate the weights of this checkpoint `PATH`, or of a RUN_DIR's newest (evaluate)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	if cmd != "train" && (*resume != "" || *noCkpt) {
-		return fmt.Errorf("--resume and --no-checkpoints are train flags; evaluate a checkpoint with --checkpoint PATH|RUN_DIR")
-	}
-	if cmd != "evaluate" && *fromCkpt != "" {
-		return fmt.Errorf("--checkpoint is an evaluate flag; to continue a run from a checkpoint, use --resume auto|PATH")
-	}
-	if *logEvery < 1 {
-		return fmt.Errorf("--log-every %d: must be >= 1 (1 writes a train line every optimizer step, N every Nth)", *logEvery)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %v (flags go after the experiment name)", fs.Args())
-	}
-	e, err := ent.build(*preset)
-	if err != nil {
-		return err
-	}
-	if err := markers.ApplyText(e, sets); err != nil {
-		return err
-	}
-	// The backend first, so that a fallback to pure Go is the first thing said, on stderr. core.New
-	// resolves the same name again and gets the same process-wide backend.
-	r, err := backend.Resolve(*backendName)
-	if err != nil {
-		return err
-	}
-	if r.Warning != "" {
-		fmt.Fprintln(stderr, "nitro:", r.Warning)
-	}
-	opts := []core.Option{core.WithOutput(stdout), core.WithBackend(*backendName), core.WithPreset(*preset)}
-	watch, err := startMonitors(monitorFlags{progress: !*noProgress && !*quiet, heartbeat: *heartbeat, stall: *stall, stopOnStall: *stopOnStall}, stderr)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := watch.close(); cerr != nil {
-			fmt.Fprintln(stderr, "nitro: closing monitors:", cerr)
-		}
-	}()
-	for _, m := range watch.monitors {
-		opts = append(opts, core.WithMonitor(m))
-	}
-	if *maxEpochs >= 0 {
-		opts = append(opts, core.WithMaxEpochs(*maxEpochs))
-	}
-	if *quiet {
-		opts = append(opts, core.Quiet())
-	}
-	if *fused {
-		opts = append(opts, core.WithFusedStep())
-	}
-	if *runDir != "" {
-		opts = append(opts, core.WithRunDir(*runDir))
-	}
-	// The default JSON Lines logger records a training run; evaluate keeps no record.
-	if *noLog || cmd != "train" {
-		opts = append(opts, core.WithoutLogger())
-	} else {
-		opts = append(opts, core.WithLogEvery(*logEvery))
-	}
-	// Training checkpoints into the run dir (core's default TopK); evaluate writes none.
-	if *noCkpt || cmd != "train" {
-		opts = append(opts, core.WithoutCheckpoints())
-	}
-	if *resume != "" {
-		opts = append(opts, core.WithResume(*resume))
-	}
-	if *fromCkpt != "" {
-		opts = append(opts, core.WithCheckpoint(*fromCkpt))
-	}
-	n, err := core.New(e, opts...)
-	if err != nil {
-		return err
-	}
-	// Ctrl+C is a graceful stop: the epoch breaks at the next step boundary, validates, and the
-	// run returns with stop reason "requested". A second Ctrl+C kills the process as usual.
-	defer onInterrupt(stderr, n.Interrupt)()
-	switch cmd {
-	case "train":
-		if err := n.Train(); err != nil {
-			return err
-		}
-		watch.settle()
-		fmt.Fprintf(stdout, "stopped: %s after %d epochs, %d optimizer steps\n", n.StopReason(), n.Epoch(), n.Step())
-		if _, ok := n.Experiment().(interface{ BuildData() (core.Data, error) }); ok {
-			if m, err := n.Evaluate("test"); err == nil {
-				fmt.Fprintf(stdout, "test:%s\n", fmtMetrics("test_", m))
-			} else if !errors.Is(err, core.ErrNoSplit) {
-				return err
-			}
-		}
-	case "evaluate":
-		m, err := n.Evaluate(*split)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "%s:%s\n", *split, fmtMetrics(*split+"_", m))
-	}
-	s := compilecache.Default().Stats()
-	fmt.Fprintf(stdout, "compile cache: %d misses, %d hits, %d entries\n", s.Misses, s.Hits, s.Entries)
-	if p, ok := logjson.Info(n.Logger())["path"].(string); ok && p != "" {
-		fmt.Fprintf(stdout, "metrics: %s\n", p)
-	}
-	if p := n.LastCheckpoint(); p != "" && cmd == "train" {
-		fmt.Fprintf(stdout, "checkpoint: %s\n", p)
-	}
-	return nil
 }
 
 // checkpointInfo prints what a checkpoint says about itself, from its header alone.
@@ -370,26 +409,41 @@ func listCheckpoints(dir string, stdout io.Writer) error {
 	return nil
 }
 
-// fmtMetrics prints m sorted by name, each labelled prefix+name unless it already starts with
-// prefix (test_accuracy, val_loss), so a line says which split it is about. core.ValLoss, the
-// Loss fallback of an experiment without a Metrics hook, is named val_loss whatever the split,
-// so on another split it prints as <split>_loss.
-func fmtMetrics(prefix string, m map[string]float64) string {
+// metric is one labelled value.
+type metric struct {
+	name  string
+	value float64
+}
+
+// prefixed is m sorted by name, each labelled prefix+name unless it already starts with prefix
+// (test_accuracy, val_loss), so a line says which split it is about. With split, core.ValLoss,
+// the Loss fallback of an experiment without a Metrics hook, which is named val_loss whatever the
+// split, is labelled <prefix>loss.
+func prefixed(prefix string, m map[string]float64, split bool) []metric {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
+	out := make([]metric, len(keys))
+	for i, k := range keys {
 		label := k
-		if k == core.ValLoss {
+		if split && k == core.ValLoss {
 			label = "loss"
 		}
 		if !strings.HasPrefix(label, prefix) {
 			label = prefix + label
 		}
-		fmt.Fprintf(&b, " %s %.4f", label, m[k])
+		out[i] = metric{label, m[k]}
+	}
+	return out
+}
+
+// fmtMetrics prints a split's metrics m as " name value" pairs, labelled as prefixed does.
+func fmtMetrics(prefix string, m map[string]float64) string {
+	var b strings.Builder
+	for _, x := range prefixed(prefix, m, true) {
+		fmt.Fprintf(&b, " %s %.4f", x.name, x.value)
 	}
 	return b.String()
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,21 +20,18 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/nitro-go/nitro/core/backend"
 )
 
 // DefaultIndex is the PyPI JSON API that `nitro setup` asks for the pinned wheel's download URL.
 const DefaultIndex = "https://pypi.org/pypi"
 
-const setupUsage = `usage: nitro setup [--dir DIR] [--wheel FILE] [--force] [--index URL]
-
-Installs the XLA CPU PJRT plugin, the pinned and sha256-checked %s wheel, as
+const setupLong = `Installs the XLA CPU PJRT plugin, the pinned and sha256-checked %s wheel, as
 DIR/%s (the same install as ` + "`make setup`" + `, with no Python needed).
 Default DIR: %s, which nitro searches after the usual places.
-It does nothing when DIR already holds that install.
-
-flags:
-`
+It does nothing when DIR already holds that install.`
 
 // installer installs one pinned plugin wheel into dir.
 type installer struct {
@@ -50,45 +46,55 @@ type installer struct {
 	stderr    io.Writer // progress
 }
 
-func runSetup(args []string, stdout, stderr io.Writer) error {
+// newSetupCmd builds `nitro setup`.
+func newSetupCmd(stdout, stderr io.Writer) *cobra.Command {
 	defDir, dirErr := backend.UserPluginDir()
 	w := backend.Pinned()
-	fs := flag.NewFlagSet("setup", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dir := fs.String("dir", defDir, "folder to install the plugin into")
-	wheel := fs.String("wheel", "", "install from this already downloaded wheel file (offline) instead of downloading it")
-	index := fs.String("index", DefaultIndex, "PyPI JSON API to look the wheel up in (a mirror of pypi.org/pypi)")
-	force := fs.Bool("force", false, "reinstall even if the plugin is already installed")
-	fs.Usage = func() {
-		shown := defDir
-		if dirErr != nil {
-			shown = "os.UserCacheDir()/nitro/pjrt"
-		}
-		fmt.Fprintf(fs.Output(), setupUsage, w.Requirement(), backend.PluginFile, shown)
-		fs.PrintDefaults()
+	shown := defDir
+	if dirErr != nil {
+		shown = "os.UserCacheDir()/nitro/pjrt"
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
+	var dir, wheel, index string
+	var force bool
+	c := &cobra.Command{
+		Use:                   "setup [--dir DIR] [--wheel FILE] [--force] [--index URL]",
+		Short:                 "install the pinned XLA CPU PJRT plugin (without it nitro runs on pure Go, about ten times slower)",
+		Long:                  fmt.Sprintf(setupLong, w.Requirement(), backend.PluginFile, shown),
+		DisableFlagsInUseLine: true,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("setup takes no arguments, got %v (see nitro setup --help)", args)
+			}
+			return nil
+		},
+		RunE: func(*cobra.Command, []string) error {
+			if dir == "" {
+				return fmt.Errorf("no folder to install into: the user cache folder is unknown (%v); pass --dir", dirErr)
+			}
+			abs, err := filepath.Abs(dir)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			tr.ResponseHeaderTimeout = time.Minute
+			in := &installer{
+				wheel: w, dir: abs, wheelFile: wheel, index: strings.TrimRight(index, "/"), force: force,
+				pip: true, client: &http.Client{Transport: tr}, stdout: stdout, stderr: stderr,
+			}
+			return in.install(ctx)
+		},
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("setup takes no arguments, got %v (see nitro setup --help)", fs.Args())
-	}
-	if *dir == "" {
-		return fmt.Errorf("no folder to install into: the user cache folder is unknown (%v); pass --dir", dirErr)
-	}
-	abs, err := filepath.Abs(*dir)
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.ResponseHeaderTimeout = time.Minute
-	in := &installer{
-		wheel: w, dir: abs, wheelFile: *wheel, index: strings.TrimRight(*index, "/"), force: *force,
-		pip: true, client: &http.Client{Transport: tr}, stdout: stdout, stderr: stderr,
-	}
-	return in.install(ctx)
+	fs := c.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&dir, "dir", defDir, "the folder `DIR` to install the plugin into")
+	fs.StringVar(&wheel, "wheel", "", "install from this already downloaded wheel `FILE` (offline) instead of downloading it")
+	fs.StringVar(&index, "index", DefaultIndex, "the PyPI JSON API `URL` to look the wheel up in (a mirror of pypi.org/pypi)")
+	fs.BoolVar(&force, "force", false, "reinstall even if the plugin is already installed")
+	_ = c.MarkFlagDirname("dir")
+	_ = c.MarkFlagFilename("wheel", "whl")
+	return c
 }
 
 // install is idempotent: a stamp holding the wheel's sha256 beside the plugin means done. Nothing

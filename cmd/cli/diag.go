@@ -1,0 +1,216 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/buffer"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/logjson"
+)
+
+// The --log-format values.
+const (
+	formatConsole = logjson.FormatConsole
+	formatJSON    = logjson.FormatJSON
+)
+
+// checkLogFormat refuses a --log-format value other than console or json.
+func checkLogFormat(format string) error {
+	if format != formatConsole && format != formatJSON {
+		return fmt.Errorf("--log-format %q: want %s or %s", format, formatConsole, formatJSON)
+	}
+	return nil
+}
+
+// newDiagnostics builds the zap logger the framework's own diagnostics go through, writing to w
+// at info level and above. "json" is logjson.NewDiagnostics' JSON encoder: one object per line
+// with "level", "ts", "msg" and the fields. "console" is for people and reads like the plain
+// text it replaces: no timestamp, no level for info ("warning: " or "error: " before the
+// message otherwise), the message as it is (multi-line reports included), then the fields as
+// "  key value" pairs in the order given. (logjson.NewDiagnostics' console encoder stamps the
+// time and level on every line and prints the fields as a JSON object, so the CLI builds this
+// one itself.)
+func newDiagnostics(w io.Writer, format string) (*zap.Logger, error) {
+	if err := checkLogFormat(format); err != nil {
+		return nil, err
+	}
+	if format == formatJSON {
+		return logjson.NewDiagnostics(w, formatJSON)
+	}
+	return zap.New(zapcore.NewCore(newTextEncoder(), zapcore.Lock(zapcore.AddSync(w)), zapcore.InfoLevel)), nil
+}
+
+// zapConsole is core's Console over the diagnostics logger: one entry per report, one per epoch
+// with structured fields, one per notice. In console format (text) an epoch's number is in the
+// message, "epoch 2/5", which the fields then follow; in JSON the message is "epoch" and the
+// fields carry epoch and max_epochs.
+type zapConsole struct {
+	z    *zap.Logger
+	text bool
+}
+
+var _ core.Console = zapConsole{}
+
+// Reports logs the config report and the binding report, one entry each: in console format the
+// text as it is; in JSON, message "config report" / "binding report" with the text in "text".
+func (c zapConsole) Reports(config, binding string) {
+	for _, r := range []struct{ msg, text string }{{"config report", config}, {"binding report", binding}} {
+		text := strings.TrimRight(r.text, "\n")
+		switch {
+		case text == "":
+		case c.text:
+			c.z.Info(text)
+		default:
+			c.z.Info(r.msg, zap.String("text", text))
+		}
+	}
+}
+
+// Epoch logs one entry: epoch, max_epochs, train_loss, each train_* and val_* metric (sorted by
+// name within each group), seconds and steps_per_second.
+func (c zapConsole) Epoch(r core.EpochResult, maxEpochs int) {
+	fields := make([]zap.Field, 0, 6+len(r.Train)+len(r.Val))
+	msg := "epoch"
+	if c.text {
+		msg = fmt.Sprintf("epoch %d/%d", r.Epoch, maxEpochs)
+	} else {
+		fields = append(fields, zap.Int("epoch", r.Epoch), zap.Int("max_epochs", maxEpochs))
+	}
+	fields = append(fields, zap.Float64("train_loss", r.TrainLoss))
+	fields = append(fields, metricFields("train_", r.Train)...)
+	fields = append(fields, metricFields("val_", r.Val)...)
+	fields = append(fields, zap.Float64("seconds", r.Seconds),
+		zap.Float64("steps_per_second", float64(r.Steps)/max(r.Seconds, 1e-9)))
+	c.z.Info(msg, fields...)
+}
+
+// Notice logs msg (a recompile and why, where the weights came from) at info level.
+func (c zapConsole) Notice(msg string) { c.z.Info(msg) }
+
+// metricFields is m as float fields sorted by name, each named prefix+name unless it already
+// starts with prefix (val_loss stays val_loss, accuracy becomes val_accuracy).
+func metricFields(prefix string, m map[string]float64) []zap.Field {
+	return floatFields(prefixed(prefix, m, false))
+}
+
+// floatFields is one float field per metric, in order.
+func floatFields(ms []metric) []zap.Field {
+	fields := make([]zap.Field, len(ms))
+	for i, m := range ms {
+		fields[i] = zap.Float64(m.name, m.value)
+	}
+	return fields
+}
+
+// results prints the CLI's own result lines (stopped, test metrics, compile cache, the files a
+// run left) on the diagnostics logger: in console format the line as it reads today, in JSON an
+// entry with a short message and structured fields.
+type results struct {
+	z    *zap.Logger
+	text bool
+}
+
+func (r results) say(line, msg string, fields ...zap.Field) {
+	if r.text {
+		r.z.Info(line)
+		return
+	}
+	r.z.Info(msg, fields...)
+}
+
+// textEncoder is the console format's zapcore.Encoder: "[level: ]message[  key value]...", one
+// line per entry. Floats print with four decimals, like the plain text it replaces; fields added
+// with With come first, sorted by key. It is not safe for concurrent use (zap clones it per
+// logger and locks the writer).
+type textEncoder struct {
+	*zapcore.MapObjectEncoder
+}
+
+var textPool = buffer.NewPool()
+
+func newTextEncoder() *textEncoder { return &textEncoder{zapcore.NewMapObjectEncoder()} }
+
+// Clone implements zapcore.Encoder.
+func (e *textEncoder) Clone() zapcore.Encoder {
+	c := newTextEncoder()
+	for k, v := range e.Fields {
+		c.Fields[k] = v
+	}
+	return c
+}
+
+// EncodeEntry implements zapcore.Encoder.
+func (e *textEncoder) EncodeEntry(ent zapcore.Entry, fields []zapcore.Field) (*buffer.Buffer, error) {
+	b := textPool.Get()
+	switch {
+	case ent.Level == zapcore.InfoLevel:
+	case ent.Level == zapcore.WarnLevel:
+		b.AppendString("warning: ")
+	default:
+		b.AppendString(ent.Level.String())
+		b.AppendString(": ")
+	}
+	b.AppendString(ent.Message)
+	appendPairs(b, e.Fields)
+	for _, f := range fields {
+		m := zapcore.NewMapObjectEncoder()
+		f.AddTo(m)
+		appendPairs(b, m.Fields)
+	}
+	if ent.Stack != "" {
+		b.AppendString("\n")
+		b.AppendString(ent.Stack)
+	}
+	b.AppendString("\n")
+	return b, nil
+}
+
+// appendPairs writes "  key value" for each entry of m, sorted by key.
+func appendPairs(b *buffer.Buffer, m map[string]any) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		b.AppendString("  ")
+		b.AppendString(k)
+		b.AppendString(" ")
+		b.AppendString(textValue(m[k]))
+	}
+}
+
+func textValue(v any) string {
+	switch x := v.(type) {
+	case float64:
+		return textFloat(x)
+	case float32:
+		return textFloat(float64(x))
+	case string:
+		return x
+	case time.Duration:
+		return x.String()
+	case time.Time:
+		return x.Format(time.RFC3339Nano)
+	case []byte:
+		return strconv.Quote(string(x))
+	default:
+		return fmt.Sprint(x)
+	}
+}
+
+func textFloat(f float64) string {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(f, 'f', 4, 64)
+}

@@ -1,0 +1,326 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/backend"
+	"github.com/nitro-go/nitro/logjson"
+	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/promexport"
+)
+
+// expFlags are the flags of train and evaluate; each command defines the ones it takes.
+type expFlags struct {
+	preset      string
+	sets        []string
+	maxEpochs   int
+	backend     string
+	quiet       bool
+	fused       bool
+	noProgress  bool
+	heartbeat   string
+	stall       time.Duration
+	stopOnStall bool
+	runDir      string
+	logFormat   string
+
+	// train
+	noLog       bool
+	logEvery    int
+	resume      string
+	noCkpt      bool
+	metricsAddr string
+
+	// evaluate
+	split    string
+	fromCkpt string
+}
+
+const trainLong = `Sets the experiment up, trains it, validates each epoch, then reports the test split.
+
+The run's record goes to <run dir>/metrics.jsonl (default run dir: the experiment's, else
+runs/<Experiment>), one line per optimizer step, and a checkpoint per epoch into the run dir (the
+3 best by val_loss plus the newest); --resume auto continues from the run dir's newest checkpoint
+(none: a fresh run). The config and binding reports, one line per epoch (train_* and val_*
+metrics), notices and warnings go to stdout, readable or as JSON Lines (--log-format); a live
+progress display goes to stderr. --metrics-addr serves Prometheus gauges while it trains. Ctrl+C
+stops gracefully after the current step (validating first); a second Ctrl+C kills.`
+
+const evaluateLong = `Sets the experiment up and evaluates one split (--split, default test), with the weights of
+a checkpoint (--checkpoint FILE, or a run dir: its newest), else as BuildModel initializes them.
+It keeps no metrics.jsonl and writes no checkpoint.`
+
+// foreignFlags are the other command's flags, with the fix to say when one is given.
+var foreignFlags = map[string]map[string]string{
+	"train": {
+		"checkpoint": "--checkpoint is an evaluate flag; to continue a run from a checkpoint, use --resume auto|PATH",
+		"split":      "--split is an evaluate flag; train reports the test split after training",
+	},
+	"evaluate": {
+		"resume":         "--resume and --no-checkpoints are train flags; evaluate a checkpoint with --checkpoint PATH|RUN_DIR",
+		"no-checkpoints": "--resume and --no-checkpoints are train flags; evaluate a checkpoint with --checkpoint PATH|RUN_DIR",
+		"no-log":         "--no-log is a train flag; evaluate keeps no metrics.jsonl",
+		"log-every":      "--log-every is a train flag; evaluate keeps no metrics.jsonl",
+		"metrics-addr":   "--metrics-addr is a train flag",
+	},
+}
+
+// newExperimentCmd builds train or evaluate.
+func newExperimentCmd(name string, stdout, stderr io.Writer) *cobra.Command {
+	f := &expFlags{}
+	c := &cobra.Command{
+		Use:               name + " <experiment> [flags]",
+		ValidArgsFunction: experimentNames,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("%s needs an experiment name; registered: %s", name, strings.Join(sortedNames(), ", "))
+			}
+			if len(args) > 1 {
+				return fmt.Errorf("unexpected arguments %v (%s takes one experiment name; flags may go before or after it)", args[1:], name)
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error { return runExperiment(c, name, args[0], f, stdout, stderr) },
+	}
+	if name == "train" {
+		c.Short = "set up, train, validate each epoch, then report the test split"
+		c.Long = trainLong
+	} else {
+		c.Short = "set up and evaluate one split, optionally with a checkpoint's weights"
+		c.Long = evaluateLong
+	}
+	fs := c.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&f.preset, "preset", "", "the experiment's preset `NAME` (nitro list shows them)")
+	fs.StringArrayVar(&f.sets, "set", nil, "override an experiment field: `FIELD=VALUE` (repeatable)")
+	fs.IntVar(&f.maxEpochs, "max-epochs", 0, "epochs to train, `N` >= 0 (default: the experiment's)")
+	fs.StringVar(&f.backend, "backend", "", "force a `BACKEND`: xla or go (default: xla when the plugin is installed)")
+	fs.StringVar(&f.runDir, "run-dir", "", "the run directory `DIR` (default: the experiment's, else runs/<Experiment>)")
+	if name == "train" {
+		fs.BoolVar(&f.noLog, "no-log", false, "keep no metrics.jsonl")
+		fs.IntVar(&f.logEvery, "log-every", 1, "write a train line every `N`th optimizer step")
+		fs.StringVar(&f.resume, "resume", "", "continue a run from `WHERE`: auto (the run dir's newest checkpoint; none: a fresh run) or a checkpoint PATH")
+		fs.BoolVar(&f.noCkpt, "no-checkpoints", false, "write no checkpoints")
+		fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus gauges on http://`ADDR`/metrics while training (e.g. 127.0.0.1:9090; port 0 picks one)")
+	} else {
+		fs.StringVar(&f.split, "split", "test", "the `SPLIT` to evaluate")
+		fs.StringVar(&f.fromCkpt, "checkpoint", "", "evaluate the weights of this checkpoint `PATH`, or of a RUN_DIR's newest")
+	}
+	fs.BoolVar(&f.fused, "fused", false, "compile each training step as one program (gradient and update); needs accum 1")
+	fs.StringVar(&f.logFormat, "log-format", formatConsole, "`FORMAT` of the reports, epoch lines, notices, warnings and results on stdout: console or json (JSON Lines)")
+	fs.BoolVar(&f.quiet, "quiet", false, "print only the results")
+	fs.BoolVar(&f.noProgress, "no-progress", false, "no live progress display on stderr (the epoch lines on stdout stay)")
+	fs.StringVar(&f.heartbeat, "heartbeat", "", "rewrite `FILE` atomically with the run's phase, step, epoch and progress counter, for a supervisor")
+	fs.DurationVar(&f.stall, "stall-timeout", 0, "report a stall when no step or eval batch completes for this `DURATION` (x10 while compiling); 0 is off")
+	fs.BoolVar(&f.stopOnStall, "stop-on-stall", false, "with --stall-timeout: also request a graceful stop on a stall")
+	c.SetFlagErrorFunc(unknownFlagHints(foreignFlags[name]))
+
+	complete := func(values ...string) func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			return values, cobra.ShellCompDirectiveNoFileComp
+		}
+	}
+	_ = c.RegisterFlagCompletionFunc("backend", complete("xla", "go"))
+	_ = c.RegisterFlagCompletionFunc("log-format", complete(formatConsole, formatJSON))
+	_ = c.RegisterFlagCompletionFunc("preset", func(_ *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		var out []cobra.Completion
+		if len(args) > 0 {
+			if e, ok := registry[args[0]]; ok {
+				for p := range e.presets() {
+					out = append(out, p)
+				}
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveKeepOrder
+	})
+	_ = c.RegisterFlagCompletionFunc("run-dir", dirsOnly)
+	return c
+}
+
+// checkFlags refuses what the flag types let through: a value out of range, an empty value
+// where empty would silently mean "not given", an option without the one it needs.
+func checkFlags(c *cobra.Command, f *expFlags) error {
+	changed := c.Flags().Changed
+	if changed("max-epochs") && f.maxEpochs < 0 {
+		return fmt.Errorf("--max-epochs %d: must be >= 0 (leave it out to train the experiment's own epoch count)", f.maxEpochs)
+	}
+	if changed("log-every") && f.logEvery < 1 {
+		return fmt.Errorf("--log-every %d: must be >= 1 (1 writes a train line every optimizer step, N every Nth)", f.logEvery)
+	}
+	for _, name := range []string{"preset", "backend", "run-dir", "resume", "checkpoint", "split", "heartbeat", "metrics-addr"} {
+		if fl := c.Flags().Lookup(name); fl != nil && fl.Changed && fl.Value.String() == "" {
+			return fmt.Errorf("--%s: empty value (leave the flag out for the default)", name)
+		}
+	}
+	return checkLogFormat(f.logFormat)
+}
+
+// cacheStats is the process-level compile cache's hits and misses, for the Prometheus exporter.
+func cacheStats() (hits, misses uint64) {
+	s := compilecache.Default().Stats()
+	return uint64(s.Hits), uint64(s.Misses)
+}
+
+func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, stderr io.Writer) error {
+	ent, err := lookup(expName)
+	if err != nil {
+		return err
+	}
+	if err := checkFlags(c, f); err != nil {
+		return err
+	}
+	e, err := ent.build(f.preset)
+	if err != nil {
+		return err
+	}
+	if err := markers.ApplyText(e, f.sets); err != nil {
+		return err
+	}
+	// The backend first, so that a fallback to pure Go is the first thing said, on stderr. core.New
+	// resolves the same name again and gets the same process-wide backend.
+	r, err := backend.Resolve(f.backend)
+	if err != nil {
+		return err
+	}
+	if r.Warning != "" {
+		fmt.Fprintln(stderr, "nitro:", r.Warning)
+	}
+
+	// The framework's own diagnostics (reports, epoch lines, notices, warnings) and the CLI's
+	// results go through zap on stdout; under --quiet only the results, and warnings go to stderr.
+	zl, err := newDiagnostics(stdout, f.logFormat)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = zl.Sync() }() // syncing a terminal fails harmlessly
+	text := f.logFormat == formatConsole
+	res := results{z: zl, text: text}
+	opts := []core.Option{core.WithBackend(f.backend), core.WithPreset(f.preset)}
+	if f.quiet {
+		zw, err := newDiagnostics(stderr, f.logFormat)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, core.Quiet(), core.WithWarn(func(msg string) { zw.Warn(msg) }))
+	} else {
+		opts = append(opts, core.WithConsole(zapConsole{z: zl, text: text}), core.WithWarn(func(msg string) { zl.Warn(msg) }))
+	}
+
+	watch, err := startMonitors(monitorFlags{progress: !f.noProgress && !f.quiet, heartbeat: f.heartbeat, stall: f.stall, stopOnStall: f.stopOnStall}, stderr)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := watch.close(); cerr != nil {
+			fmt.Fprintln(stderr, "nitro: closing monitors:", cerr)
+		}
+	}()
+	for _, m := range watch.monitors {
+		opts = append(opts, core.WithMonitor(m))
+	}
+	if c.Flags().Changed("max-epochs") {
+		opts = append(opts, core.WithMaxEpochs(f.maxEpochs))
+	}
+	if f.fused {
+		opts = append(opts, core.WithFusedStep())
+	}
+	if f.runDir != "" {
+		opts = append(opts, core.WithRunDir(f.runDir))
+	}
+
+	// The run's loggers: the default JSON Lines logger records a training run (core pins it to
+	// <run dir>/metrics.jsonl), beside the Prometheus exporter with --metrics-addr; evaluate keeps
+	// no record.
+	var jsonl logjson.Logger
+	if cmd == "train" && !f.noLog {
+		jsonl = logjson.NewJSONLogger("")
+	}
+	if cmd == "train" && f.metricsAddr != "" {
+		exp, err := promexport.New(promexport.Options{Addr: f.metricsAddr, CacheStats: cacheStats})
+		if err != nil {
+			return fmt.Errorf("--metrics-addr %s: %w", f.metricsAddr, err)
+		}
+		defer func() {
+			if cerr := exp.Close(); cerr != nil {
+				fmt.Fprintln(stderr, "nitro: closing the metrics endpoint:", cerr)
+			}
+		}()
+		fmt.Fprintf(stderr, "nitro: metrics endpoint: http://%s/metrics\n", exp.Addr())
+		opts = append(opts, core.WithMonitor(exp))
+		if jsonl != nil {
+			opts = append(opts, core.WithLogger(logjson.Multi(jsonl, exp)))
+		} else {
+			opts = append(opts, core.WithLogger(exp))
+		}
+		opts = append(opts, core.WithLogEvery(f.logEvery))
+	} else if jsonl != nil {
+		opts = append(opts, core.WithLogger(jsonl), core.WithLogEvery(f.logEvery))
+	} else {
+		opts = append(opts, core.WithoutLogger())
+	}
+	// Training checkpoints into the run dir (core's default TopK); evaluate writes none.
+	if f.noCkpt || cmd != "train" {
+		opts = append(opts, core.WithoutCheckpoints())
+	}
+	if f.resume != "" {
+		opts = append(opts, core.WithResume(f.resume))
+	}
+	if f.fromCkpt != "" {
+		opts = append(opts, core.WithCheckpoint(f.fromCkpt))
+	}
+	n, err := core.New(e, opts...)
+	if err != nil {
+		return err
+	}
+	// Ctrl+C is a graceful stop: the epoch breaks at the next step boundary, validates, and the
+	// run returns with stop reason "requested". A second Ctrl+C kills the process as usual.
+	defer onInterrupt(stderr, n.Interrupt)()
+	switch cmd {
+	case "train":
+		if err := n.Train(); err != nil {
+			return err
+		}
+		watch.settle()
+		res.say(fmt.Sprintf("stopped: %s after %d epochs, %d optimizer steps", n.StopReason(), n.Epoch(), n.Step()),
+			"stopped", zap.String("reason", n.StopReason()), zap.Int("epochs", n.Epoch()), zap.Int("steps", n.Step()))
+		if _, ok := n.Experiment().(interface{ BuildData() (core.Data, error) }); ok {
+			if m, err := n.Evaluate("test"); err == nil {
+				sayMetrics(res, "test", m)
+			} else if !errors.Is(err, core.ErrNoSplit) {
+				return err
+			}
+		}
+	case "evaluate":
+		m, err := n.Evaluate(f.split)
+		if err != nil {
+			return err
+		}
+		sayMetrics(res, f.split, m)
+	}
+	s := compilecache.Default().Stats()
+	res.say(fmt.Sprintf("compile cache: %d misses, %d hits, %d entries", s.Misses, s.Hits, s.Entries),
+		"compile cache", zap.Int("misses", s.Misses), zap.Int("hits", s.Hits), zap.Int("entries", s.Entries))
+	if p := n.MetricsPath(); p != "" {
+		res.say("metrics: "+p, "metrics file", zap.String("path", p))
+	}
+	if p := n.LastCheckpoint(); p != "" && cmd == "train" {
+		res.say("checkpoint: "+p, "checkpoint", zap.String("path", p))
+	}
+	return nil
+}
+
+// sayMetrics reports a split's metrics: "test: test_accuracy 0.9696 test_loss 0.0976", or in
+// JSON {"msg":"evaluation","split":"test","test_accuracy":0.9696,...}.
+func sayMetrics(res results, split string, m map[string]float64) {
+	fields := append([]zap.Field{zap.String("split", split)}, floatFields(prefixed(split+"_", m, true))...)
+	res.say(split+":"+fmtMetrics(split+"_", m), "evaluation", fields...)
+}
