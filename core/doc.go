@@ -12,7 +12,12 @@
 // Checkpointer (default: TopK(3, val_loss, min) in RunDir, called once per epoch after validation
 // and the stop decision; WithCheckpointer, WithoutCheckpoints; WithResume("auto"|path) restores
 // the whole state exactly, refusing a GraphConst or w0-anchor change; WithCheckpoint loads
-// weights only); WithEarlyStopping adds the EarlyStopping policy. Left to the caller: the hooks
+// weights only); WithEarlyStopping adds the EarlyStopping policy. Export writes the Nitro as an
+// exportbundle (one captured StableHLO program per batch size, taking the declared inputs then the
+// weights Forward reads; Device fields frozen to constants; provenance from the framework, the
+// git state at an ExportSpec.ProvenanceRoot, an ExportProvenance hook, then the caller, each
+// winning over the one before); the input shapes come from the data contract, so BuildData still
+// runs (a checkpointed Nitro needs only enough data for its shapes). Left to the caller: the hooks
 // and data, signal handling (the CLI turns Ctrl+C into Interrupt). Errors name the hook, field
 // or value and the fix; no panic escapes an exported function. A Nitro is not safe for concurrent
 // use, except RequestStop, Interrupt, RegisterMonitor, Phase and ProgressCounter. Go differs from

