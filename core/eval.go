@@ -116,6 +116,9 @@ func (n *Nitro) Evaluate(split string) (m map[string]float64, err error) {
 	defer n.enter("evaluate", &err, func(error) { n.setPhase(prev, m) })()
 	n.report()
 	src, ok := n.data[split]
+	if !ok && n.specOnly() {
+		return nil, n.noDataError("evaluate")
+	}
 	if !ok {
 		return nil, &SplitError{Split: split, Have: sortedKeys(n.data)}
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,9 +44,28 @@ type ExportSpec struct {
 	// Inputs are the batch fields the program takes, in argument order: the wire contract, so
 	// reordering them changes what a client must send. Default: the fields Forward declares
 	// (its required fields and those optional ones the data has). Each must be a field Forward
-	// declares and one the Nitro's data has (its dtype and per-row shape come from there); every
-	// required Forward field must be listed. Every input has the batch on axis 0.
+	// declares and one the Nitro's data contract has (its data, or WithInputSpecs: the dtype and
+	// per-row shape come from there); every required Forward field must be listed. Every input
+	// has the batch on axis 0. Empty when a Preprocess is given (see WireInputs).
 	Inputs []string
+	// WireInputs and Preprocess, given together, put a traced conversion between what a client
+	// sends and the batch Forward reads (e.g. uint8 pixels to normalized float32), inside the
+	// program. The program then takes the WireInputs, in this order (the wire contract; each
+	// batch-first, with its dtype and per-row shape), and they are the bundle's inputs; Inputs
+	// must be empty.
+	WireInputs []InputSpec
+	// Preprocess receives the wire inputs by name, at the batch size being compiled, and returns
+	// the batch fields Forward reads. It obeys every rule a traced hook obeys: graph operations
+	// only, no data-dependent control flow; a panic in it is an error. It is given no view of
+	// the experiment (Device fields are Forward's, frozen in the export view): a value it needs
+	// is a Go constant it closes over.
+	//
+	// It is also called eagerly: before anything is captured, Export runs it once on zero wire
+	// inputs at the first batch size, on the Nitro's own backend, and checks that it returns every
+	// field Forward requires (and none Forward does not declare), each batch-first, with the dtype
+	// and per-row shape of the Nitro's data contract (its data or WithInputSpecs); an error names
+	// the field. An echo output (ExportOutput.From naming an input) returns the wire tensor as sent.
+	Preprocess func(wire map[string]*graph.Node) map[string]*graph.Node
 	// Outputs are the tensors the program returns, in order. Default: every Forward output, by
 	// name, sorted.
 	Outputs []ExportOutput
@@ -104,12 +124,17 @@ const PatchFile = "working_tree.patch"
 // device, named as a checkpoint names them ("param/dense_0/weights"), in argument order.
 //
 // In order: the spec is checked against the hooks (names, the batch-first rule, echoes declared
-// with From, client specs only with a Postprocess) before anything is traced; the provenance is
+// with From, client specs only with a Postprocess) before anything is traced; a Preprocess is
+// called eagerly once and what it returns checked against Forward's fields; the provenance is
 // resolved (framework, then site, then the model hook, then the explicit argument, each winning
 // over the one before); then, in the ExportCompiling phase, Forward is traced once to find what
 // it reads, each batch size is compiled on a capturing backend, and the first one is run once on
 // example inputs to confirm the output shapes; last the bundle is written, atomically, and the
 // previous phase restored (also when the export fails).
+//
+// Export needs no data: it reads the weights and traces Forward. A Nitro built with
+// WithInputSpecs (the fields' dtypes and shapes, no data) and WithCheckpoint (the trained
+// weights) exports as the trained Nitro does.
 //
 // The programs are compiled through the XLA PJRT plugin the Nitro runs on (or, on the pure-Go
 // backend, the one backend.FindPlugin finds); without a plugin Export is an error. Export never
@@ -124,6 +149,12 @@ func Export(n *Nitro, dir string, spec ExportSpec) (b *exportbundle.Bundle, err 
 		return nil, fmt.Errorf("export: %w", err)
 	}
 	if err := checkExportDir(dir); err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	if err := n.checkPreprocess(plan); err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	if plan.plugin, err = n.exportPlugin(); err != nil {
 		return nil, fmt.Errorf("export: %w", err)
 	}
 	prov, extra, err := n.exportProvenance(spec, plan)
@@ -169,6 +200,9 @@ type exportPlan struct {
 	inputs  []exportInput
 	outputs []ExportOutput // as given, or nil for "every Forward output"
 	plugin  string
+	// pre is ExportSpec.Preprocess: inputs are then the wire inputs, and pre maps them to the
+	// batch Forward reads. nil: the inputs are batch fields, passed to Forward as they are.
+	pre func(wire map[string]*graph.Node) map[string]*graph.Node
 }
 
 type exportInput struct {
@@ -220,43 +254,25 @@ func (n *Nitro) planExport(spec ExportSpec) (*exportPlan, error) {
 	}
 	p.batches = slices.Sorted(slices.Values(sizes))
 
-	// Inputs: batch fields Forward declares and the data has; every required one listed.
-	names := spec.Inputs
-	if names == nil {
-		if n.forward.whole {
-			return nil, fmt.Errorf("ExportSpec.Inputs is empty and Forward takes the whole batch (map[string]*graph.Node), so export cannot tell its inputs from its targets: list the batch fields the program takes")
+	// Inputs: the wire inputs of a Preprocess (checked here by form; what Preprocess returns is
+	// checked against Forward by running it, in checkPreprocess), else batch fields Forward
+	// declares and the data contract has, every required one listed.
+	switch {
+	case spec.Preprocess != nil && spec.Inputs != nil:
+		return nil, fmt.Errorf("ExportSpec.Inputs %v and a Preprocess both given: with a Preprocess the program takes the WireInputs, and Preprocess makes Forward's batch fields from them; drop Inputs", spec.Inputs)
+	case spec.Preprocess != nil:
+		if err := checkSpecList("ExportSpec.WireInputs", spec.WireInputs); err != nil {
+			return nil, fmt.Errorf("%w (with a Preprocess, WireInputs declare what a client sends: name, dtype, per-row shape)", err)
 		}
-		for _, f := range n.forward.fields {
-			if _, ok := n.fieldShapes[f.name]; ok || !f.optional {
-				names = append(names, f.name)
-			}
+		for _, w := range spec.WireInputs {
+			p.inputs = append(p.inputs, exportInput{name: w.Name, dtype: w.DType, row: slices.Clone(w.Shape)})
 		}
-	}
-	if len(names) == 0 {
-		return nil, fmt.Errorf("ExportSpec.Inputs: the program would take no input: list the batch fields Forward reads")
-	}
-	for i, name := range names {
-		what := fmt.Sprintf("ExportSpec.Inputs[%d] %q", i, name)
-		if err := checkExportName(fmt.Sprintf("ExportSpec.Inputs[%d]", i), name); err != nil {
+		p.pre = spec.Preprocess
+	case spec.WireInputs != nil:
+		return nil, errors.New("ExportSpec.WireInputs given without a Preprocess: wire inputs are what a Preprocess converts into Forward's batch fields; add the Preprocess, or list the batch fields the program takes in Inputs")
+	default:
+		if err := n.planBatchInputs(spec, p); err != nil {
 			return nil, err
-		}
-		if j := slices.Index(names[:i], name); j >= 0 {
-			return nil, fmt.Errorf("%s: listed twice (also Inputs[%d])", what, j)
-		}
-		if !n.forward.whole && !slices.ContainsFunc(n.forward.fields, func(f batchField) bool { return f.name == name }) {
-			return nil, fmt.Errorf("%s: not a batch field Forward declares (it declares %v): the program takes only what Forward reads", what, n.forwardFields())
-		}
-		fs, ok := n.fieldShapes[name]
-		if !ok {
-			return nil, fmt.Errorf("%s: no split of the data has this field, so its dtype and shape are unknown: export takes each input's dtype and per-row shape from the data contract", what)
-		}
-		p.inputs = append(p.inputs, exportInput{name: name, dtype: dtypeOf(fs.dtype), row: slices.Clone(fs.row)})
-	}
-	if !n.forward.whole {
-		for _, f := range n.forward.fields {
-			if !f.optional && !slices.Contains(names, f.name) {
-				return nil, fmt.Errorf("ExportSpec.Inputs %v: Forward requires batch field %q: add it (the program cannot run Forward without it)", names, f.name)
-			}
 		}
 	}
 
@@ -305,17 +321,67 @@ func (n *Nitro) planExport(spec ExportSpec) (*exportPlan, error) {
 			return nil, fmt.Errorf("experiment %s has an ExportProvenance method of type %s, which export would ignore: define func (e *%s) ExportProvenance() map[string]string", n.typeName, m.Type, n.typeName)
 		}
 	}
-
-	// The plugin the programs are compiled through.
-	p.plugin = n.backend.Plugin
-	if p.plugin == "" {
-		found, searched := backend.FindPlugin()
-		if found == "" {
-			return nil, fmt.Errorf("export compiles StableHLO through the XLA PJRT plugin, and this Nitro runs on %s with no plugin found (searched %s): %s", n.backend.Name, strings.Join(searched, ", "), backend.SetupHint)
-		}
-		p.plugin = found
-	}
 	return p, nil
+}
+
+// planBatchInputs resolves ExportSpec.Inputs (no Preprocess): batch fields Forward declares, each
+// with the dtype and per-row shape of the data contract, every field Forward requires listed.
+func (n *Nitro) planBatchInputs(spec ExportSpec, p *exportPlan) error {
+	names := spec.Inputs
+	if names == nil {
+		if n.forward.whole {
+			return fmt.Errorf("ExportSpec.Inputs is empty and Forward takes the whole batch (map[string]*graph.Node), so export cannot tell its inputs from its targets: list the batch fields the program takes")
+		}
+		for _, f := range n.forward.fields {
+			if _, ok := n.fieldShapes[f.name]; ok || !f.optional {
+				names = append(names, f.name)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("ExportSpec.Inputs: the program would take no input: list the batch fields Forward reads")
+	}
+	for i, name := range names {
+		what := fmt.Sprintf("ExportSpec.Inputs[%d] %q", i, name)
+		if err := checkExportName(fmt.Sprintf("ExportSpec.Inputs[%d]", i), name); err != nil {
+			return err
+		}
+		if j := slices.Index(names[:i], name); j >= 0 {
+			return fmt.Errorf("%s: listed twice (also Inputs[%d])", what, j)
+		}
+		if !n.forward.whole && !slices.ContainsFunc(n.forward.fields, func(f batchField) bool { return f.name == name }) {
+			return fmt.Errorf("%s: not a batch field Forward declares (it declares %v): the program takes only what Forward reads", what, n.forwardFields())
+		}
+		fs, ok := n.fieldShapes[name]
+		if !ok && n.specOnly() {
+			return fmt.Errorf("%s: WithInputSpecs declares no such field, so its dtype and shape are unknown: add its spec", what)
+		}
+		if !ok {
+			return fmt.Errorf("%s: no split of the data has this field, so its dtype and shape are unknown: export takes each input's dtype and per-row shape from the data contract", what)
+		}
+		p.inputs = append(p.inputs, exportInput{name: name, dtype: dtypeOf(fs.dtype), row: slices.Clone(fs.row)})
+	}
+	if !n.forward.whole {
+		for _, f := range n.forward.fields {
+			if !f.optional && !slices.Contains(names, f.name) {
+				return fmt.Errorf("ExportSpec.Inputs %v: Forward requires batch field %q: add it (the program cannot run Forward without it)", names, f.name)
+			}
+		}
+	}
+	return nil
+}
+
+// exportPlugin is the PJRT plugin the programs are compiled through: the Nitro's own, else (on
+// the pure-Go backend) the one backend.FindPlugin finds.
+func (n *Nitro) exportPlugin() (string, error) {
+	if n.backend.Plugin != "" {
+		return n.backend.Plugin, nil
+	}
+	found, searched := backend.FindPlugin()
+	if found == "" {
+		return "", fmt.Errorf("export compiles StableHLO through the XLA PJRT plugin, and this Nitro runs on %s with no plugin found (searched %s): %s", n.backend.Name, strings.Join(searched, ", "), backend.SetupHint)
+	}
+	return found, nil
 }
 
 // checkExportName applies the bundle's name rules (non-empty UTF-8, at most 256 bytes, no
@@ -515,15 +581,12 @@ func (n *Nitro) probeExport(be backends.Backend, p *exportPlan, view any, frozen
 	err = tryGraph("tracing Forward for export", func() {
 		g := graph.NewGraph(be, "nitro_export_probe")
 		defer g.Finalize()
-		batch := map[string]*graph.Node{}
-		for _, in := range p.inputs {
-			batch[in.name] = graph.Parameter(g, "batch/"+in.name, shapes.Make(in.dtype, append([]int{b}, in.row...)...))
-		}
+		wire := p.inputParams(g, b)
 		consts := map[string]*graph.Node{}
 		for _, name := range n.devNames {
 			consts[name] = graph.ConstTensor(g, frozen[name])
 		}
-		out := n.exportForward(g, view, consts, batch, b)
+		out := n.exportForward(g, view, consts, n.exportBatch(p, wire), b)
 		srcs, err := resolveOutputs(p, out)
 		if err != nil {
 			panic(err)
@@ -555,6 +618,131 @@ func (n *Nitro) exportForward(g *graph.Graph, view any, consts map[string]*graph
 	}
 	n.ctx.SetTraining(g, false)
 	return n.callForward(bound, batch, width)
+}
+
+// inputParams creates the program's input parameters at batch size b, in argument order: the
+// batch fields, or with a Preprocess the wire inputs.
+func (p *exportPlan) inputParams(g *graph.Graph, b int) map[string]*graph.Node {
+	prefix := "batch/"
+	if p.pre != nil {
+		prefix = "wire/"
+	}
+	nodes := make(map[string]*graph.Node, len(p.inputs))
+	for _, in := range p.inputs {
+		nodes[in.name] = graph.Parameter(g, prefix+in.name, shapes.Make(in.dtype, append([]int{b}, in.row...)...))
+	}
+	return nodes
+}
+
+// exportBatch is the batch Forward reads in the exported program: the input parameters as they
+// are, or what the Preprocess makes of them (the fields Forward declares).
+func (n *Nitro) exportBatch(p *exportPlan, wire map[string]*graph.Node) map[string]*graph.Node {
+	if p.pre == nil {
+		return wire
+	}
+	out := callPreprocess(p.pre, wire)
+	batch := make(map[string]*graph.Node, len(out))
+	for _, k := range routed(keySet(out), n.forward) {
+		batch[k] = out[k]
+	}
+	return batch
+}
+
+// callPreprocess calls the Preprocess on a copy of wire, naming it in a panic that escapes it.
+func callPreprocess(pre func(map[string]*graph.Node) map[string]*graph.Node, wire map[string]*graph.Node) map[string]*graph.Node {
+	defer func() {
+		if r := recover(); r != nil {
+			panic(panicError("ExportSpec.Preprocess", r))
+		}
+	}()
+	return pre(maps.Clone(wire))
+}
+
+// checkPreprocess calls the Preprocess eagerly, before anything is captured: once, on zero wire
+// inputs at the first batch size, on the Nitro's own backend. It must return every batch field
+// Forward requires and none Forward does not declare, each batch-first with the dtype and
+// per-row shape of the data contract; an error names the field.
+func (n *Nitro) checkPreprocess(p *exportPlan) (err error) {
+	if p.pre == nil {
+		return nil
+	}
+	b := p.batches[0]
+	what := fmt.Sprintf("ExportSpec.Preprocess (called eagerly on zero wire inputs at batch size %d)", b)
+	var names []string
+	var owned, results []*tensors.Tensor
+	defer func() {
+		for _, t := range owned {
+			t.FinalizeAll()
+		}
+	}()
+	err = tryGraph(what, func() {
+		g := graph.NewGraph(n.backend.Backend, "nitro_export_preprocess")
+		defer g.Finalize()
+		out := callPreprocess(p.pre, p.inputParams(g, b))
+		if err := n.checkPreprocessFields(out); err != nil {
+			panic(err)
+		}
+		names = sortedKeys(out)
+		nodes := make([]*graph.Node, len(names))
+		for i, k := range names {
+			nodes[i] = out[k]
+		}
+		g.Compile(nodes...)
+		args := make([]any, len(p.inputs))
+		for i, in := range p.inputs {
+			t := tensors.FromShape(shapes.Make(in.dtype, append([]int{b}, in.row...)...))
+			owned = append(owned, t)
+			args[i] = t
+		}
+		results = g.Run(args...)
+		owned = append(owned, results...)
+	})
+	if err != nil {
+		return err
+	}
+	for i, name := range names {
+		t := results[i]
+		dims := t.Shape().Dimensions
+		if len(dims) == 0 || dims[0] != b {
+			return fmt.Errorf("%s: batch field %q has shape %v for %d rows of wire input: the batch must lead (batch-first rule), one row per wire row", what, name, dims, b)
+		}
+		fs, ok := n.fieldShapes[name]
+		if ok && (t.DType().String() != fs.dtype || !slices.Equal(dims[1:], fs.row)) {
+			return fmt.Errorf("%s: batch field %q is %s%v per row, and Forward's data contract (%s) has it as %s%v per row", what, name, t.DType(), dims[1:], n.contractName(), fs.dtype, fs.row)
+		}
+	}
+	return nil
+}
+
+// checkPreprocessFields checks the names of what the Preprocess returned against Forward's.
+func (n *Nitro) checkPreprocessFields(out map[string]*graph.Node) error {
+	if len(out) == 0 {
+		return errors.New("it returned no batch field: return the fields Forward reads, by name")
+	}
+	for _, k := range sortedKeys(out) {
+		if out[k] == nil {
+			return fmt.Errorf("batch field %q is nil", k)
+		}
+		if !n.forward.whole && !slices.ContainsFunc(n.forward.fields, func(f batchField) bool { return f.name == k }) {
+			return fmt.Errorf("it returned batch field %q, which Forward does not declare (it declares %v)", k, n.forwardFields())
+		}
+	}
+	if !n.forward.whole {
+		for _, f := range n.forward.fields {
+			if _, ok := out[f.name]; !ok && !f.optional {
+				return fmt.Errorf("it returned %v, without batch field %q, which Forward requires", sortedKeys(out), f.name)
+			}
+		}
+	}
+	return nil
+}
+
+// contractName says where the Nitro's field dtypes and shapes came from.
+func (n *Nitro) contractName() string {
+	if n.specOnly() {
+		return "WithInputSpecs"
+	}
+	return "the data"
 }
 
 // resolveOutputs maps each shipped output to its source: a Forward output or an echoed input.
@@ -628,11 +816,10 @@ func (n *Nitro) compileExport(be backends.Backend, p *exportPlan, probe *exportP
 	err = tryGraph(fmt.Sprintf("compiling the export program for batch size %d", b), func() {
 		g := graph.NewGraph(be, fmt.Sprintf("nitro_export_b%d", b))
 		defer g.Finalize()
-		batch := map[string]*graph.Node{}
+		wire := p.inputParams(g, b)
 		inNodes := make([]*graph.Node, len(p.inputs))
 		for i, in := range p.inputs {
-			inNodes[i] = graph.Parameter(g, "batch/"+in.name, shapes.Make(in.dtype, append([]int{b}, in.row...)...))
-			batch[in.name] = inNodes[i]
+			inNodes[i] = wire[in.name]
 		}
 		for _, w := range used {
 			w.v.ValueGraph(g) // the weights' parameters, after the inputs, in weight order
@@ -645,7 +832,7 @@ func (n *Nitro) compileExport(be backends.Backend, p *exportPlan, probe *exportP
 				consts[name] = graph.Zeros(g, frozen[name].Shape())
 			}
 		}
-		out := n.exportForward(g, view, consts, batch, b)
+		out := n.exportForward(g, view, consts, n.exportBatch(p, wire), b)
 		if got, want := g.NumParameters(), len(p.inputs)+len(used); got != want {
 			panic(fmt.Errorf("the program has %d arguments, expected %d (%d inputs, %d weights): Forward read a variable at batch size %d that it did not read at batch size %d; read every variable unconditionally", got, want, len(p.inputs), len(used), b, p.batches[0]))
 		}

@@ -1,15 +1,19 @@
 package core_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
+	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/exportbundle"
 	"github.com/nitro-go/nitro/monitors"
@@ -194,4 +198,199 @@ func TestSiteProvenance(t *testing.T) {
 	wantErr(t, err, "is not in a git work tree")
 	_, _, err = core.SiteProvenance(filepath.Join(repo, "model.go"))
 	wantErr(t, err, "is not a directory")
+}
+
+// OptIn is Forward's batch with an optional field, for the Preprocess field checks.
+type OptIn struct {
+	X *graph.Node `batch:"x"`
+	W *graph.Node `batch:"w,optional"`
+}
+
+// Opt reads x and, when the batch has it, w.
+type Opt struct{ base }
+
+func (*Opt) Forward(ctx *context.Context, in OptIn) core.Outputs {
+	x := in.X
+	if in.W != nil {
+		x = graph.Mul(x, in.W)
+	}
+	return core.Outputs{"pred": layers.Dense(ctx.In("dense_0"), x, true, 1)}
+}
+
+// TestExportPreprocessEagerCheck: a Preprocess is called eagerly on the Nitro's own backend (here
+// pure Go) before anything is captured, and what it returns is checked against Forward's fields
+// and the data contract (dtype, per-row shape, batch first), the error naming the field; a
+// refused spec publishes no ExportCompiling and writes no bundle. A Preprocess that passes is
+// exported when a plugin is found: the bundle's inputs are then the wire inputs.
+func TestExportPreprocessEagerCheck(t *testing.T) {
+	var phases []string
+	mon := monitors.MonitorFunc(func(p monitors.Phase, _ monitors.Progress, _ monitors.Info) error {
+		phases = append(phases, p.String())
+		return nil
+	})
+	n := mustNew(t, &Opt{}, data(t, 0), core.WithMonitor(mon))
+	raw := []core.InputSpec{{Name: "raw", DType: dtypes.Uint8, Shape: []int{features}}}
+	calls := 0
+	toF32 := func(w map[string]*graph.Node) *graph.Node {
+		calls++
+		return graph.DivScalar(graph.ConvertDType(w["raw"], dtypes.Float32), 255)
+	}
+	pre := func(f func(w map[string]*graph.Node) map[string]*graph.Node) core.ExportSpec {
+		return core.ExportSpec{Name: "pre", WireInputs: raw, Preprocess: f}
+	}
+	cases := []struct {
+		name string
+		spec core.ExportSpec
+		want []string
+	}{
+		{"wrong dtype", pre(func(w map[string]*graph.Node) map[string]*graph.Node {
+			return map[string]*graph.Node{"x": graph.ConvertDType(toF32(w), dtypes.Float64)}
+		}), []string{"ExportSpec.Preprocess (called eagerly on zero wire inputs at batch size 1)", `batch field "x" is Float64[4] per row`, "data contract (the data) has it as Float32[4] per row"}},
+		{"wrong row shape", pre(func(w map[string]*graph.Node) map[string]*graph.Node {
+			return map[string]*graph.Node{"x": graph.Slice(toF32(w), graph.AxisRange(), graph.AxisRange(0, 3))}
+		}), []string{`batch field "x" is Float32[3] per row`, "Float32[4] per row"}},
+		{"batch not first", pre(func(w map[string]*graph.Node) map[string]*graph.Node {
+			return map[string]*graph.Node{"x": graph.Reshape(toF32(w), features)}
+		}), []string{`batch field "x" has shape [4] for 1 rows of wire input`, "batch-first"}},
+		{"undeclared field", pre(func(w map[string]*graph.Node) map[string]*graph.Node {
+			return map[string]*graph.Node{"x": toF32(w), "z": toF32(w)}
+		}), []string{`it returned batch field "z", which Forward does not declare (it declares [x w])`}},
+		{"required field missing", pre(func(w map[string]*graph.Node) map[string]*graph.Node {
+			return map[string]*graph.Node{"w": toF32(w)}
+		}), []string{`it returned [w], without batch field "x", which Forward requires`}},
+		{"nil field", pre(func(w map[string]*graph.Node) map[string]*graph.Node {
+			return map[string]*graph.Node{"x": nil}
+		}), []string{`batch field "x" is nil`}},
+		{"nothing returned", pre(func(map[string]*graph.Node) map[string]*graph.Node { return nil }), []string{"it returned no batch field"}},
+		{"panics", pre(func(w map[string]*graph.Node) map[string]*graph.Node {
+			panic(errors.New("deliberately broken"))
+		}), []string{"ExportSpec.Preprocess: deliberately broken"}},
+		{"no wire inputs", core.ExportSpec{Name: "pre", Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
+			[]string{"ExportSpec.WireInputs: no specs given", "with a Preprocess, WireInputs declare what a client sends"}},
+		{"wire inputs without preprocess", core.ExportSpec{Name: "pre", WireInputs: raw}, []string{"ExportSpec.WireInputs given without a Preprocess"}},
+		{"inputs with preprocess", core.ExportSpec{Name: "pre", Inputs: []string{"x"}, WireInputs: raw, Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
+			[]string{"ExportSpec.Inputs [x] and a Preprocess both given"}},
+		{"wire dtype", core.ExportSpec{Name: "pre", WireInputs: []core.InputSpec{{Name: "raw", Shape: []int{features}}}, Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
+			[]string{`ExportSpec.WireInputs[0] "raw": dtype InvalidDType`}},
+		{"wire dimension 0", core.ExportSpec{Name: "pre", WireInputs: []core.InputSpec{{Name: "raw", DType: dtypes.Uint8, Shape: []int{0}}}, Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
+			[]string{`ExportSpec.WireInputs[0] "raw": Shape [0]: dimension 0 is 0`}},
+		{"wire name twice", core.ExportSpec{Name: "pre", WireInputs: append(slices.Clone(raw), raw[0]), Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
+			[]string{`ExportSpec.WireInputs[1] "raw": declared twice (also ExportSpec.WireInputs[0])`}},
+		{"echo of a wire input undeclared", core.ExportSpec{Name: "pre", WireInputs: raw, Outputs: []core.ExportOutput{{Name: "raw"}},
+			Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return map[string]*graph.Node{"x": toF32(w)} }},
+			[]string{`ExportSpec.Outputs[0] "raw": the name is a declared input, and an echo must be declared`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "bundle")
+			_, err := core.Export(n, dir, c.spec)
+			wantErr(t, err, c.want...)
+			if _, serr := os.Stat(dir); !os.IsNotExist(serr) {
+				t.Errorf("the bundle directory exists after a refusal (%v)", serr)
+			}
+		})
+	}
+	if calls == 0 {
+		t.Fatal("the Preprocess was never called eagerly")
+	}
+	if slices.Contains(phases, (monitors.ExportCompiling{}).String()) {
+		t.Errorf("a refused export published ExportCompiling: phases %v", phases)
+	}
+
+	// A Preprocess that returns what Forward reads passes the eager check; then the export
+	// compiles through the plugin, or stops for want of one (after the check).
+	calls = 0
+	dir := filepath.Join(t.TempDir(), "bundle")
+	b, err := core.Export(n, dir, core.ExportSpec{Name: "pre", WireInputs: raw, BatchSizes: []int{2},
+		Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return map[string]*graph.Node{"x": toF32(w)} },
+		Outputs:    []core.ExportOutput{{Name: "pred"}, {Name: "raw_echo", From: "raw"}}})
+	if calls == 0 {
+		t.Fatal("the Preprocess was not called")
+	}
+	if err != nil {
+		wantErr(t, err, "no plugin found")
+		t.Logf("no XLA plugin: the eager check passed, the capture was not tried: %v", err)
+		return
+	}
+	if len(b.Inputs) != 1 || b.Inputs[0].Name != "raw" || b.Inputs[0].DType != exportbundle.U8 || !slices.Equal(b.Inputs[0].Shape, []int{-1, features}) {
+		t.Errorf("bundle inputs %+v, want the wire input raw U8 [-1 4]", b.Inputs)
+	}
+	if len(b.Outputs) != 2 || b.Outputs[1].Name != "raw_echo" || b.Outputs[1].DType != exportbundle.U8 {
+		t.Errorf("bundle outputs %+v, want pred and the echo of the wire input (U8)", b.Outputs)
+	}
+	t.Logf("exported through %s: inputs %+v, outputs %+v", b.Provenance["pjrt_plugin"], b.Inputs, b.Outputs)
+}
+
+// TestInputSpecsNoData: WithInputSpecs builds a Nitro without data (BuildData is not called):
+// with the same seed it holds the weights a data-built Nitro initializes, and with WithCheckpoint
+// a trained run's weights; its Predict equals the trained Nitro's. It has no splits (Train and
+// Evaluate say so), and the specs are checked against Forward.
+func TestInputSpecsNoData(t *testing.T) {
+	dir := t.TempDir()
+	trained := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(2))...)
+	train(t, trained)
+	x, _ := synthetic(8, 5)
+	want := must(trained.Predict(core.Batch{"x": x}))
+
+	spec := core.InputSpec{Name: "x", DType: dtypes.Float32, Shape: []int{features}}
+	fresh := mustNew(t, &Reg{}, data(t, 0))
+	bare := newNitro(t, &Reg{}, goOpts(nil, core.WithInputSpecs(spec))...)
+	sameBits(t, "initial weights", flatParams(t, bare), flatParams(t, fresh))
+
+	n := newNitro(t, &Reg{}, goOpts(nil, core.WithInputSpecs(spec), core.WithCheckpoint(dir))...)
+	sameBits(t, "weights from the checkpoint", flatParams(t, n), flatParams(t, trained))
+	got := must(n.Predict(core.Batch{"x": x}))
+	sameBits(t, "Predict", flatF32(got["pred"]), flatF32(want["pred"]))
+
+	err := n.Train()
+	wantErr(t, err, "train: this Nitro was built with core.WithInputSpecs, from no data, so it has no splits")
+	if !errors.Is(err, core.ErrNoSplit) {
+		t.Errorf("Train's error does not match ErrNoSplit: %v", err)
+	}
+	_, err = n.Evaluate("val")
+	wantErr(t, err, "evaluate: this Nitro was built with core.WithInputSpecs")
+	if !errors.Is(err, core.ErrNoSplit) {
+		t.Errorf("Evaluate's error does not match ErrNoSplit: %v", err)
+	}
+
+	opts := func(more ...core.Option) []core.Option { return goOpts(nil, more...) }
+	for _, c := range []struct {
+		name string
+		opts []core.Option
+		want []string
+	}{
+		{"no specs", opts(core.WithInputSpecs()), []string{"WithInputSpecs: no specs given"}},
+		{"required field missing", opts(core.WithInputSpecs(core.InputSpec{Name: "y", DType: dtypes.Float32, Shape: []int{1}})),
+			[]string{`WithInputSpecs declares [y], but Forward requires batch field "x"`}},
+		{"name twice", opts(core.WithInputSpecs(spec, spec)), []string{`WithInputSpecs[1] "x": declared twice`}},
+		{"bad dtype", opts(core.WithInputSpecs(core.InputSpec{Name: "x", Shape: []int{features}})), []string{`WithInputSpecs[0] "x": dtype InvalidDType`}},
+		{"dimension 0", opts(core.WithInputSpecs(core.InputSpec{Name: "x", DType: dtypes.Float32, Shape: []int{0}})), []string{`WithInputSpecs[0] "x": Shape [0]`}},
+		{"with data", opts(core.WithInputSpecs(spec), core.WithData(data(t, 0))), []string{"WithInputSpecs and WithData both given"}},
+		{"with resume", opts(core.WithInputSpecs(spec), core.WithResume(dir)), []string{"WithInputSpecs and WithResume", "WithCheckpoint"}},
+		{"wrong row shape for the checkpoint", opts(core.WithInputSpecs(core.InputSpec{Name: "x", DType: dtypes.Float32, Shape: []int{3}}), core.WithCheckpoint(dir)),
+			[]string{"does not fit this model"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := core.New(&Reg{}, c.opts...)
+			wantErr(t, err, c.want...)
+		})
+	}
+
+	// Derive has no data to derive from: it is not called, and New says so.
+	var warned []string
+	d := newNitro(t, &Derived{}, goOpts(nil, core.WithInputSpecs(spec), core.WithWarn(func(m string) { warned = append(warned, m) }))...)
+	if len(warned) != 1 || !strings.Contains(warned[0], "experiment Derived has a Derive hook, which is not called under WithInputSpecs") {
+		t.Errorf("warnings %q", warned)
+	}
+	if e := d.Experiment().(*Derived); e.YMean != 0 {
+		t.Errorf("Derive ran: YMean %v", e.YMean)
+	}
+}
+
+func flatF32(t *tensors.Tensor) []float64 {
+	var out []float64
+	for _, v := range tensors.MustCopyFlatData[float32](t) {
+		out = append(out, float64(v))
+	}
+	return out
 }

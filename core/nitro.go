@@ -161,10 +161,17 @@ func (n *Nitro) setUp() (err error) {
 		return err
 	}
 
-	// Data: supplied, or built against the real experiment.
-	if o.data != nil {
+	// Data: supplied, or built against the real experiment; with WithInputSpecs, none at all.
+	switch {
+	case n.specOnly() && o.data != nil:
+		return fmt.Errorf("WithInputSpecs and WithData both given: the specs stand in for data; pass one")
+	case n.specOnly() && o.resume != "":
+		return fmt.Errorf("WithInputSpecs and WithResume(%q) both given: a resume continues training, which needs data; load weights without data with WithCheckpoint", o.resume)
+	case n.specOnly():
+		n.data = Data{}
+	case o.data != nil:
 		n.data = o.data
-	} else {
+	default:
 		db, ok := e.(DataBuilder)
 		if !ok {
 			return fmt.Errorf("experiment %s has no BuildData hook and no data was supplied: define func (e *%s) BuildData() (core.Data, error) or pass core.WithData", n.typeName, n.typeName)
@@ -173,10 +180,12 @@ func (n *Nitro) setUp() (err error) {
 			return fmt.Errorf("BuildData: %w", err)
 		}
 	}
-	if len(n.data) == 0 {
+	if len(n.data) == 0 && !n.specOnly() {
 		return fmt.Errorf("BuildData returned no splits: return at least a \"train\" or \"val\" split")
 	}
-	if d, ok := e.(Deriver); ok {
+	if _, ok := e.(Deriver); ok && n.specOnly() {
+		n.warn(fmt.Sprintf("experiment %s has a Derive hook, which is not called under WithInputSpecs (there is no data to derive from): the fields it sets keep their values as constructed", n.typeName))
+	} else if d, ok := e.(Deriver); ok {
 		vals, err := d.Derive(n.data)
 		if err != nil {
 			return fmt.Errorf("Derive: %w", err)
@@ -191,7 +200,11 @@ func (n *Nitro) setUp() (err error) {
 			}
 		}
 	}
-	if err := n.checkData(); err != nil {
+	check := n.checkData
+	if n.specOnly() {
+		check = n.checkInputSpecs
+	}
+	if err := check(); err != nil {
 		return err
 	}
 	if err := n.wrapData(); err != nil {

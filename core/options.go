@@ -17,6 +17,7 @@ type options struct {
 	runDir                 *string
 	clip, lr               *float64
 	data                   Data
+	inputSpecs             []InputSpec // WithInputSpecs: no data; nil when not given
 	backend                string
 	out                    io.Writer
 	quiet                  bool

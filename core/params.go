@@ -59,8 +59,12 @@ func (n *Nitro) traceShapes() error {
 	})
 }
 
-// sampleBatch is the batch setup traces with: the train split's first, else the first split's.
+// sampleBatch is the batch setup traces with: the train split's first, else the first split's;
+// under WithInputSpecs, one row of each declared field (only shapes are traced, no data is read).
 func (n *Nitro) sampleBatch() (int, map[string]bool, error) {
+	if n.specOnly() {
+		return 1, keySet(n.fieldShapes), nil
+	}
 	split := "train"
 	if _, ok := n.data[split]; !ok {
 		split = sortedKeys(n.data)[0]

@@ -173,6 +173,9 @@ func (n *Nitro) Train() (err error) {
 	n.tracker.Snapshot() // process-level monitors registered since New join this run
 	n.report()
 	train, ok := n.data["train"]
+	if !ok && n.specOnly() {
+		return n.noDataError("train")
+	}
 	if !ok {
 		return fmt.Errorf("Train needs a \"train\" split; BuildData returned %v", sortedKeys(n.data))
 	}

@@ -1,11 +1,12 @@
 // Package cli is the nitro command line as a library: a user's own main registers experiments
-// and calls Main to get the same commands the nitro binary has (train, evaluate, list, info, ls,
-// plot, data convert, setup, completion). It is built on github.com/spf13/cobra: every command
+// and calls Main to get the same commands the nitro binary has (train, evaluate, export,
+// run-bundle, serve, list, info, ls, plot, data convert, setup, completion). It is built on github.com/spf13/cobra: every command
 // has its own help and flags, flags may come before or after the arguments, and a bad flag
 // value is an error naming the flag.
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -47,12 +48,18 @@ func Register[E any](name, doc string) {
 // Main runs the CLI with args (without the program name) and returns the process exit code: 0
 // on success and for help, 1 on an error, which it prints on stderr after "nitro: ".
 func Main(args []string, stdout, stderr io.Writer) int {
+	return MainContext(context.Background(), args, stdout, stderr)
+}
+
+// MainContext is Main under ctx: a command that runs until stopped (serve) also stops, as on
+// SIGINT or SIGTERM, when ctx is done.
+func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	if args == nil {
 		args = []string{} // cobra reads os.Args when given nil
 	}
 	root.SetArgs(args)
-	if err := root.Execute(); err != nil {
+	if err := root.ExecuteContext(ctx); err != nil {
 		msg := strings.TrimRight(err.Error(), "\n")
 		if strings.HasPrefix(msg, "unknown command") {
 			msg += "\n(run nitro --help for the commands)"
@@ -65,7 +72,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 // commandOrder is the order the root help lists the commands in; others (completion, help)
 // follow.
-var commandOrder = []string{"train", "evaluate", "list", "info", "ls", "plot", "data", "setup"}
+var commandOrder = []string{"train", "evaluate", "export", "run-bundle", "serve", "list", "info", "ls", "plot", "data", "setup"}
 
 // newRoot builds the command tree; each Main call gets its own, so flag values never leak from
 // one call into the next.
@@ -89,6 +96,9 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(
 		newExperimentCmd("train", stdout, stderr),
 		newExperimentCmd("evaluate", stdout, stderr),
+		newExportCmd(stdout, stderr),
+		newRunBundleCmd(stdout),
+		newServeCmd(stdout, stderr),
 		newListCmd(stdout),
 		newInfoCmd(stdout),
 		newLsCmd(stdout),

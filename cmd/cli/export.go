@@ -1,0 +1,420 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gomlx/gopjrt/dtypes"
+	"github.com/spf13/cobra"
+
+	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/backend"
+	"github.com/nitro-go/nitro/exportbundle"
+	"github.com/nitro-go/nitro/markers"
+)
+
+const exportLong = `Builds the experiment from a checkpoint's weights (--checkpoint FILE, or a run dir: its newest)
+and writes it as an export bundle into --out: one StableHLO program per batch size (--batch-sizes),
+the weights in safetensors, and a manifest with the inputs, outputs and provenance (see the
+exportbundle package). Nothing is trained, logged or checkpointed.
+
+The inputs' dtypes and shapes come from the experiment's data (BuildData runs, as for
+evaluate), or, with --input-spec, from the specs alone: then BuildData is not called and no data
+is read at all. It prints the bundle's folder, its batch sizes, inputs and outputs, and its files.`
+
+const runBundleLong = `Loads an export bundle with gopjrt alone (no experiment code), runs it once on the inputs given
+as JSON, and prints the outputs as JSON on stdout: {"outputs": {"<name>": <nested arrays>}}.
+
+The inputs are {"inputs": {"<name>": <nested arrays>}}, batch-first, from --inputs FILE (- or no
+flag: standard input), or one input per --input NAME=FILE, each file holding that input's nested
+arrays. The batch size is the inputs' leading length; it must be one the bundle was exported at.
+The JSON is exactly what POST /predict of nitro serve takes and answers.`
+
+const serveLong = `Loads an export bundle with gopjrt alone and answers HTTP POST /predict on --addr: the body is
+{"inputs": {"<name>": <nested arrays>}}, batch-first, the answer {"outputs": {...}}. A malformed
+body, a missing or unknown input, a wrong shape or dtype is a 400 naming the input. It prints the
+address it listens on (port 0 picks one) and runs until SIGINT or SIGTERM, then stops accepting,
+finishes the requests in flight and exits.`
+
+// exportFlags are the flags of nitro export.
+type exportFlags struct {
+	preset     string
+	sets       []string
+	checkpoint string
+	out        string
+	name       string
+	batches    []int
+	provRoot   string
+	inputSpecs []string
+	backend    string
+}
+
+func newExportCmd(stdout, stderr io.Writer) *cobra.Command {
+	f := &exportFlags{}
+	c := &cobra.Command{
+		Use:               "export <experiment> --checkpoint PATH|RUN_DIR --out DIR",
+		Short:             "write a checkpoint's model as an export bundle (StableHLO programs, safetensors weights, manifest)",
+		Long:              exportLong,
+		ValidArgsFunction: experimentNames,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("export needs an experiment name; registered: %s", strings.Join(sortedNames(), ", "))
+			}
+			if len(args) > 1 {
+				return fmt.Errorf("unexpected arguments %v (export takes one experiment name; flags may go before or after it)", args[1:])
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error { return runExport(c, args[0], f, stdout, stderr) },
+	}
+	fs := c.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&f.checkpoint, "checkpoint", "", "export the weights of this checkpoint `PATH`, or of a RUN_DIR's newest (required)")
+	fs.StringVar(&f.out, "out", "", "the bundle folder `DIR` to write (must not exist, or be empty; required)")
+	fs.IntSliceVar(&f.batches, "batch-sizes", []int{1}, "the batch `SIZES` to compile, one program each (e.g. 1,32)")
+	fs.StringVar(&f.name, "name", "", "the bundle's `NAME`, recorded in its manifest (default: the base name of --out)")
+	fs.StringVar(&f.preset, "preset", "", "the experiment's preset `NAME` (nitro list shows them)")
+	fs.StringArrayVar(&f.sets, "set", nil, "override an experiment field: `FIELD=VALUE` (repeatable)")
+	fs.StringArrayVar(&f.inputSpecs, "input-spec", nil, "declare a batch field instead of reading data: `NAME=DTYPE:DIMS`, DIMS per row joined by x (image=float32:784, img=uint8:28x28x1; repeatable)")
+	fs.StringVar(&f.provRoot, "provenance-root", "", "record the git state (commit, tree, patch) of the repository holding `DIR` in the bundle")
+	fs.StringVar(&f.backend, "backend", "", "the `BACKEND` the weights are loaded on: xla or go (the programs always compile through the XLA plugin)")
+	c.SetFlagErrorFunc(flagError)
+	_ = c.RegisterFlagCompletionFunc("backend", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return []cobra.Completion{"xla", "go"}, cobra.ShellCompDirectiveNoFileComp
+	})
+	_ = c.MarkFlagDirname("out")
+	_ = c.MarkFlagDirname("provenance-root")
+	return c
+}
+
+func runExport(c *cobra.Command, expName string, f *exportFlags, stdout, stderr io.Writer) error {
+	ent, err := lookup(expName)
+	if err != nil {
+		return err
+	}
+	for _, name := range []string{"checkpoint", "out", "name", "preset", "provenance-root", "backend"} {
+		if fl := c.Flags().Lookup(name); fl.Changed && fl.Value.String() == "" {
+			return fmt.Errorf("--%s: empty value", name)
+		}
+	}
+	if f.checkpoint == "" {
+		return errors.New("export needs --checkpoint PATH|RUN_DIR: the weights to export (a checkpoint file, or a run dir: its newest)")
+	}
+	if f.out == "" {
+		return errors.New("export needs --out DIR: the bundle folder to write")
+	}
+	for _, b := range f.batches {
+		if b < 1 {
+			return fmt.Errorf("--batch-sizes %v: each batch size is at least 1", f.batches)
+		}
+	}
+	specs, err := parseInputSpecs(f.inputSpecs)
+	if err != nil {
+		return err
+	}
+	e, err := ent.build(f.preset)
+	if err != nil {
+		return err
+	}
+	if err := markers.ApplyText(e, f.sets); err != nil {
+		return err
+	}
+	name := f.name
+	if name == "" {
+		name = filepath.Base(filepath.Clean(f.out))
+	}
+	opts := []core.Option{
+		core.WithBackend(f.backend), core.WithPreset(f.preset), core.WithCheckpoint(f.checkpoint),
+		core.WithoutLogger(), core.WithoutCheckpoints(),
+		core.WithConsole(noticeConsole{stderr}), core.WithWarn(func(msg string) { fmt.Fprintln(stderr, "nitro: warning:", msg) }),
+	}
+	if specs != nil {
+		opts = append(opts, core.WithInputSpecs(specs...))
+	}
+	n, err := core.New(e, opts...)
+	if err != nil {
+		return err
+	}
+	b, err := core.Export(n, f.out, core.ExportSpec{Name: name, BatchSizes: f.batches, ProvenanceRoot: f.provRoot})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "bundle: %s\n", f.out)
+	fmt.Fprintf(stdout, "batch sizes: %s\n", joinInts(b.BatchSizes()))
+	for _, s := range b.Inputs {
+		fmt.Fprintf(stdout, "input:  %s %s %v\n", s.Name, s.DType, s.Shape)
+	}
+	for _, s := range b.Outputs {
+		fmt.Fprintf(stdout, "output: %s %s %v\n", s.Name, s.DType, s.Shape)
+	}
+	entries, err := os.ReadDir(f.out)
+	if err != nil {
+		return err
+	}
+	for _, de := range entries {
+		fi, err := de.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "file:   %s (%d bytes)\n", filepath.Join(f.out, de.Name()), fi.Size())
+	}
+	return nil
+}
+
+// noticeConsole prints a Nitro's notices (where the weights came from, a GraphConst that
+// differs from the checkpoint's) on stderr, and nothing else.
+type noticeConsole struct{ w io.Writer }
+
+var _ core.Console = noticeConsole{}
+
+func (noticeConsole) Reports(string, string)      {}
+func (noticeConsole) Epoch(core.EpochResult, int) {}
+func (c noticeConsole) Notice(msg string)         { fmt.Fprintln(c.w, "nitro:", msg) }
+
+// joinInts is "1 32" for [1 32].
+func joinInts(xs []int) string { return strings.Trim(fmt.Sprint(xs), "[]") }
+
+// parseInputSpecs parses --input-spec values, NAME=DTYPE:DIMS (DIMS per row, joined by x; empty
+// for one scalar per row). It returns nil when there are none.
+func parseInputSpecs(values []string) ([]core.InputSpec, error) {
+	var specs []core.InputSpec
+	for _, v := range values {
+		bad := func(why string) error {
+			return fmt.Errorf("--input-spec %q: %s (want NAME=DTYPE:DIMS, e.g. image=float32:784 or img=uint8:28x28x1)", v, why)
+		}
+		name, rest, ok := strings.Cut(v, "=")
+		if !ok || name == "" {
+			return nil, bad("no NAME=")
+		}
+		dt, dims, ok := strings.Cut(rest, ":")
+		if !ok {
+			return nil, bad("no :DIMS")
+		}
+		d, ok := dtypeNamed(dt)
+		if !ok {
+			return nil, bad(fmt.Sprintf("unknown dtype %q", dt))
+		}
+		s := core.InputSpec{Name: name, DType: d, Shape: []int{}}
+		if dims != "" {
+			for _, x := range strings.Split(dims, "x") {
+				k, err := strconv.Atoi(x)
+				if err != nil || k < 1 {
+					return nil, bad(fmt.Sprintf("dimension %q is not a positive integer", x))
+				}
+				s.Shape = append(s.Shape, k)
+			}
+		}
+		specs = append(specs, s)
+	}
+	return specs, nil
+}
+
+// dtypeNamed finds a dtype by its GoMLX name, in any case (float32, Float32, uint8, bfloat16).
+func dtypeNamed(name string) (dtypes.DType, bool) {
+	for k, d := range dtypes.MapOfNames {
+		if strings.EqualFold(k, name) && d != dtypes.InvalidDType {
+			return d, true
+		}
+	}
+	return dtypes.InvalidDType, false
+}
+
+// openBundle loads a bundle on the XLA PJRT plugin nitro finds (backend.FindPlugin).
+func openBundle(dir string) (*exportbundle.Runner, error) {
+	plugin, searched := backend.FindPlugin()
+	if plugin == "" {
+		return nil, fmt.Errorf("running a bundle needs the XLA CPU PJRT plugin, and none was found (searched %s): %s", strings.Join(searched, ", "), backend.SetupHint)
+	}
+	return exportbundle.Open(dir, plugin)
+}
+
+func newRunBundleCmd(stdout io.Writer) *cobra.Command {
+	var inputsFile string
+	var inputs []string
+	c := &cobra.Command{
+		Use:   "run-bundle <bundle dir> [--inputs FILE|-] [--input NAME=FILE]...",
+		Short: "run an export bundle once on JSON inputs and print its outputs as JSON",
+		Long:  runBundleLong,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("run-bundle needs one bundle folder (nitro export writes one), got %d arguments", len(args))
+			}
+			return nil
+		},
+		DisableFlagsInUseLine: true,
+		ValidArgsFunction:     dirsOnly,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(inputs) > 0 && c.Flags().Changed("inputs") {
+				return errors.New("--inputs and --input both given: pass the whole request in one file, or each input in its own")
+			}
+			body, err := requestBody(c.InOrStdin(), inputsFile, inputs)
+			if err != nil {
+				return err
+			}
+			r, err := openBundle(args[0])
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			out, err := runOnce(r, body)
+			if err != nil {
+				return err
+			}
+			_, err = stdout.Write(out)
+			return err
+		},
+	}
+	c.Flags().SortFlags = false
+	c.Flags().StringVar(&inputsFile, "inputs", "-", `read {"inputs": {...}} from `+"`FILE`"+` (- is standard input)`)
+	c.Flags().StringArrayVar(&inputs, "input", nil, "read one input's nested arrays from a file: `NAME=FILE` (repeatable)")
+	_ = c.MarkFlagFilename("inputs", "json")
+	return c
+}
+
+// requestBody is the /predict body: the --inputs file (or stdin) as it is, or one built from the
+// --input NAME=FILE files.
+func requestBody(stdin io.Reader, file string, inputs []string) ([]byte, error) {
+	if len(inputs) == 0 {
+		if file == "-" {
+			b, err := io.ReadAll(io.LimitReader(stdin, exportbundle.MaxRequestBytes+1))
+			if err != nil {
+				return nil, fmt.Errorf("reading the inputs from standard input: %w", err)
+			}
+			return b, nil
+		}
+		return readLimited(file, "--inputs")
+	}
+	m := map[string]json.RawMessage{}
+	for _, in := range inputs {
+		name, path, ok := strings.Cut(in, "=")
+		if !ok || name == "" || path == "" {
+			return nil, fmt.Errorf("--input %q: want NAME=FILE", in)
+		}
+		if _, dup := m[name]; dup {
+			return nil, fmt.Errorf("--input %s given twice", name)
+		}
+		b, err := readLimited(path, "--input "+name)
+		if err != nil {
+			return nil, err
+		}
+		if !json.Valid(b) {
+			return nil, fmt.Errorf("--input %s: %s is not JSON", name, path)
+		}
+		m[name] = bytes.TrimSpace(b)
+	}
+	return json.Marshal(map[string]any{"inputs": m})
+}
+
+func readLimited(path, flag string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, exportbundle.MaxRequestBytes+1))
+}
+
+// runOnce answers one /predict request in memory, through exportbundle.Handler: the same
+// decoding, checks and encoding as nitro serve. It returns the response body, or the handler's
+// error message as an error.
+func runOnce(r *exportbundle.Runner, body []byte) ([]byte, error) {
+	req, err := http.NewRequest(http.MethodPost, "/predict", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	w := &memoryResponse{header: http.Header{}, status: http.StatusOK}
+	exportbundle.Handler(r).ServeHTTP(w, req)
+	if w.status != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(w.body.Bytes(), &e) == nil && e.Error != "" {
+			return nil, errors.New(e.Error)
+		}
+		return nil, fmt.Errorf("%s: %s", http.StatusText(w.status), strings.TrimSpace(w.body.String()))
+	}
+	return w.body.Bytes(), nil
+}
+
+// memoryResponse is an http.ResponseWriter that keeps the answer in memory.
+type memoryResponse struct {
+	header http.Header
+	status int
+	wrote  bool
+	body   bytes.Buffer
+}
+
+func (m *memoryResponse) Header() http.Header { return m.header }
+
+func (m *memoryResponse) WriteHeader(status int) {
+	if !m.wrote {
+		m.status, m.wrote = status, true
+	}
+}
+
+func (m *memoryResponse) Write(b []byte) (int, error) {
+	m.WriteHeader(http.StatusOK)
+	return m.body.Write(b)
+}
+
+// shutdownGrace bounds how long serve waits for the requests in flight after a signal.
+const shutdownGrace = 30 * time.Second
+
+func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
+	var addr string
+	c := &cobra.Command{
+		Use:                   "serve <bundle dir> [--addr ADDR]",
+		Short:                 "answer HTTP POST /predict with an export bundle until SIGINT or SIGTERM",
+		Long:                  serveLong,
+		DisableFlagsInUseLine: true,
+		ValidArgsFunction:     dirsOnly,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("serve needs one bundle folder (nitro export writes one), got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			if addr == "" {
+				return errors.New("--addr: empty value (e.g. 127.0.0.1:8080; port 0 picks one)")
+			}
+			r, err := openBundle(args[0])
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			srv, bound, err := exportbundle.Serve(r, addr)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "serving %s (batch sizes %s) on http://%s/predict\n", r.Name(), joinInts(r.BatchSizes()), bound)
+			<-ctx.Done()
+			stop() // a second signal kills, as usual
+			fmt.Fprintln(stderr, "nitro: serve: stopping (finishing the requests in flight)")
+			sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+			defer cancel()
+			if err := srv.Shutdown(sctx); err != nil {
+				srv.Close()
+				return fmt.Errorf("serve: shutting down: %w", err)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "listen on `ADDR` (host:port; port 0 picks one)")
+	return c
+}

@@ -1,0 +1,104 @@
+package core
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/gomlx/gopjrt/dtypes"
+)
+
+// InputSpec declares one batch-first tensor by name, dtype and per-row shape (the batch axis,
+// axis 0, excluded): a batch field for WithInputSpecs, a wire input for ExportSpec.WireInputs.
+type InputSpec struct {
+	Name  string
+	DType dtypes.DType
+	Shape []int // per row: the dimensions after the batch axis ([] for one scalar per row)
+}
+
+// WithInputSpecs builds the Nitro from declared batch fields instead of data: BuildData is not
+// called (nor Derive, which has no data to derive from: the fields it would set keep their
+// values, and New warns when the experiment has a Derive hook), and the fields' dtypes and
+// per-row shapes, which New otherwise reads off each split's first batch, are the specs'. The
+// specs must cover every field Forward requires; fields Loss and Metrics read need none.
+//
+// Such a Nitro has no splits: it can Predict and be exported (core.Export), with the weights of
+// WithCheckpoint or as BuildModel initializes them, but Train and Evaluate are errors (they
+// match ErrNoSplit). This is how a model is served or exported where its training data is not:
+// New(e, WithInputSpecs(InputSpec{"image", dtypes.Float32, []int{784}}), WithCheckpoint(path)).
+// WithInputSpecs excludes WithData and WithResume (a resume continues training).
+func WithInputSpecs(specs ...InputSpec) Option {
+	return func(o *options) {
+		o.inputSpecs = append([]InputSpec{}, specs...) // non-nil even when empty: New refuses none
+		for i := range o.inputSpecs {
+			o.inputSpecs[i].Shape = slices.Clone(specs[i].Shape)
+		}
+	}
+}
+
+// specOnly reports whether the Nitro was built with WithInputSpecs, from no data.
+func (n *Nitro) specOnly() bool { return n.opts.inputSpecs != nil }
+
+// check validates one spec; what names it in errors ("WithInputSpecs[0]").
+func (s InputSpec) check(what string) error {
+	if err := checkExportName(what+".Name", s.Name); err != nil {
+		return err
+	}
+	what = fmt.Sprintf("%s %q", what, s.Name)
+	if _, ok := bundleDTypes[s.DType]; !ok {
+		return fmt.Errorf("%s: dtype %s is not one a batch field (or a bundle) can hold", what, s.DType)
+	}
+	for i, d := range s.Shape {
+		if d < 1 {
+			return fmt.Errorf("%s: Shape %v: dimension %d is %d; each per-row dimension is at least 1 (the batch axis is not part of Shape)", what, s.Shape, i, d)
+		}
+	}
+	return nil
+}
+
+// checkSpecList validates a list of specs: each well-formed, no name twice. field names the
+// list in errors ("WithInputSpecs", "ExportSpec.WireInputs").
+func checkSpecList(field string, specs []InputSpec) error {
+	if len(specs) == 0 {
+		return fmt.Errorf("%s: no specs given", field)
+	}
+	for i, s := range specs {
+		if err := s.check(fmt.Sprintf("%s[%d]", field, i)); err != nil {
+			return err
+		}
+		if j := slices.IndexFunc(specs[:i], func(x InputSpec) bool { return x.Name == s.Name }); j >= 0 {
+			return fmt.Errorf("%s[%d] %q: declared twice (also %s[%d])", field, i, s.Name, field, j)
+		}
+	}
+	return nil
+}
+
+// checkInputSpecs is checkData for a Nitro built from WithInputSpecs: the data contract is the
+// specs, checked against Forward's declared fields; there are no splits.
+func (n *Nitro) checkInputSpecs() error {
+	specs := n.opts.inputSpecs
+	if err := checkSpecList("WithInputSpecs", specs); err != nil {
+		return err
+	}
+	n.fieldShapes = map[string]fieldShape{}
+	n.splitAvail = map[string]map[string]bool{}
+	n.splitWidth = map[string]int{}
+	var names []string
+	for _, s := range specs {
+		n.fieldShapes[s.Name] = fieldShape{dtype: s.DType.String(), row: slices.Clone(s.Shape)}
+		names = append(names, s.Name)
+	}
+	if n.forward.whole {
+		return nil
+	}
+	for _, f := range n.forward.fields {
+		if !f.optional && !slices.Contains(names, f.name) {
+			return fmt.Errorf("WithInputSpecs declares %v, but Forward requires batch field %q: add its spec (name, dtype, per-row shape)", names, f.name)
+		}
+	}
+	return nil
+}
+
+// noDataError is what Train and Evaluate return on a Nitro built from WithInputSpecs.
+func (n *Nitro) noDataError(what string) error {
+	return fmt.Errorf("%s: this Nitro was built with core.WithInputSpecs, from no data, so it has no splits: it can Predict and be exported; build it with data (BuildData or WithData) to %s: %w", what, what, ErrNoSplit)
+}
