@@ -81,6 +81,9 @@ type ExportSpec struct {
 	// When empty, the bundle carries no repository keys at all (nitro never guesses which
 	// repository produced a model).
 	ProvenanceRoot string
+	// Writer is the export backend the finished bundle goes to: nil is exportbundle.Files (the
+	// on-disk bundle at dir); exportbundle.Memory keeps it in memory (tests).
+	Writer exportbundle.Writer
 }
 
 // ExportOutput is one output of the exported program.
@@ -145,8 +148,12 @@ func Export(n *Nitro, dir string, spec ExportSpec) (b *exportbundle.Bundle, err 
 	if err != nil {
 		return nil, fmt.Errorf("export: %w", err)
 	}
-	if err := checkExportDir(dir); err != nil {
-		return nil, fmt.Errorf("export: %w", err)
+	writer := spec.Writer
+	if writer == nil {
+		writer = exportbundle.Files{}
+		if err := checkExportDir(dir); err != nil {
+			return nil, fmt.Errorf("export: %w", err)
+		}
 	}
 	if err := n.checkPreprocess(plan); err != nil {
 		return nil, fmt.Errorf("export: %w", err)
@@ -182,7 +189,7 @@ func Export(n *Nitro, dir string, spec ExportSpec) (b *exportbundle.Bundle, err 
 		if len(extra) > 0 {
 			b.Extra = extra
 		}
-		return exportbundle.Write(dir, b)
+		return writer.WriteBundle(dir, b)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("export: %w", err)

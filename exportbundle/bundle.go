@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -368,4 +369,55 @@ func readRegular(dir, name string, size int64) ([]byte, error) {
 		return nil, bad("grew while being read")
 	}
 	return buf, nil
+}
+
+// Writer is the export backend: where a finished bundle goes. Core's Export calls it once per
+// export; Files (the default) is the on-disk format above, and Memory keeps bundles for tests.
+type Writer interface {
+	WriteBundle(dir string, b *Bundle) error
+}
+
+// Files writes bundles with Write.
+type Files struct{}
+
+var _ Writer = Files{}
+
+// WriteBundle implements Writer.
+func (Files) WriteBundle(dir string, b *Bundle) error { return Write(dir, b) }
+
+// Memory is an in-memory Writer for tests: it validates a bundle as Write would (encoding its
+// manifest) and keeps it by dir. Safe for concurrent use.
+type Memory struct {
+	mu      sync.Mutex
+	bundles map[string]*Bundle
+}
+
+var _ Writer = (*Memory)(nil)
+
+// WriteBundle implements Writer; a second bundle at the same dir is refused, as on disk.
+func (m *Memory) WriteBundle(dir string, b *Bundle) error {
+	if b == nil {
+		return errors.New("exportbundle: nil bundle")
+	}
+	if _, _, err := b.encode(true); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.bundles == nil {
+		m.bundles = map[string]*Bundle{}
+	}
+	if _, ok := m.bundles[dir]; ok {
+		return fmt.Errorf("exportbundle: %s already holds a bundle", dir)
+	}
+	m.bundles[dir] = b
+	return nil
+}
+
+// Bundle returns the bundle written at dir.
+func (m *Memory) Bundle(dir string) (*Bundle, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.bundles[dir]
+	return b, ok
 }
