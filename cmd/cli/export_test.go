@@ -33,6 +33,9 @@ func needPlugin(t *testing.T) string {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("CI=true and no XLA CPU PJRT plugin found (searched %v)", searched)
 		}
+		if os.Getenv("CI") != "" {
+			t.Fatalf("SKIPPED, NOT PASSED: no XLA CPU PJRT plugin found (searched %v): run `make setup`", searched)
+		}
 		t.Skipf("SKIPPED, NOT PASSED: no XLA CPU PJRT plugin found (searched %v): run `make setup`", searched)
 	}
 	return p
@@ -43,6 +46,9 @@ func testImages(t *testing.T, k int) (*tensors.Tensor, []int32) {
 	t.Helper()
 	dir, err := mnist.DataDir("")
 	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("SKIPPED, NOT PASSED: MNIST is not in the module cache (run `make setup`): %v", err)
+		}
 		t.Skipf("SKIPPED, NOT PASSED: MNIST is not in the module cache (run `make setup`): %v", err)
 	}
 	s, err := mnist.Load(dir, "t10k", k)

@@ -15,10 +15,16 @@ import (
 func TestLayoutMatchesPJRTHeader(t *testing.T) {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/gomlx/gopjrt").Output()
 	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("go list gopjrt: %v", err)
+		}
 		t.Skipf("go list gopjrt: %v", err)
 	}
 	header := filepath.Join(strings.TrimSpace(string(out)), "pjrt")
 	if _, err := os.Stat(filepath.Join(header, "pjrt_c_api.h")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no pjrt_c_api.h: %v", err)
+		}
 		t.Skipf("no pjrt_c_api.h: %v", err)
 	}
 	cc := os.Getenv("CC")
@@ -26,6 +32,9 @@ func TestLayoutMatchesPJRTHeader(t *testing.T) {
 		cc = "gcc"
 	}
 	if _, err := exec.LookPath(cc); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no C compiler: %v", err)
+		}
 		t.Skipf("no C compiler: %v", err)
 	}
 	dir := t.TempDir()
