@@ -700,7 +700,7 @@ func (n *Nitro) loadWeights(path string) error {
 	if err != nil {
 		return fmt.Errorf("WithCheckpoint: %w", err)
 	}
-	for _, d := range configDiffs(rec.Values.GraphConst, n.recordValues().GraphConst) {
+	for _, d := range checkpoint.DiffValues(rec.Values.GraphConst, n.recordValues().GraphConst) {
 		n.notice("checkpoint " + path + ": GraphConst " + d)
 	}
 	if err := n.restore(rec, path, false); err != nil {
@@ -714,10 +714,9 @@ func (n *Nitro) loadWeights(path string) error {
 // bake into the programs, so a change would train another program), anchored groups must decay
 // toward the same anchor; Device, Host and derived changes are allowed and reported.
 func (n *Nitro) checkCompatible(rec *checkpoint.Record, path string) error {
-	now := n.recordValues()
-	if diffs := configDiffs(rec.Values.GraphConst, now.GraphConst); len(diffs) > 0 {
-		return fmt.Errorf("resume from %s refused: GraphConst fields differ from the checkpoint's, and a GraphConst field bakes into the compiled programs, so the resumed run would train a different program:\n  %s\nset them back to the checkpoint's values, or start a new run (another run dir; core.WithCheckpoint / --checkpoint starts from the weights alone)",
-			path, strings.Join(diffs, "\n  "))
+	notes, err := checkpoint.CheckConfigCompatible(path, rec.Values, n.recordValues())
+	if err != nil {
+		return err
 	}
 	anchors, err := n.anchorChecksums()
 	if err != nil {
@@ -729,43 +728,17 @@ func (n *Nitro) checkCompatible(rec *checkpoint.Record, path string) error {
 				path, g, got, rec.AnchorChecksums[g])
 		}
 	}
-	for _, d := range configDiffs(rec.Values.Device, now.Device) {
-		n.notice("resume: Device " + d)
-	}
-	for _, d := range configDiffs(rec.Values.Host, now.Host) {
-		n.notice("resume: Host " + d)
-	}
-	for _, d := range configDiffs(rec.Derived, n.derived) {
-		n.notice("resume: derived " + d)
+	for _, d := range append(notes, prefixed("derived ", checkpoint.DiffValues(rec.Derived, n.derived))...) {
+		n.notice("resume: " + d)
 	}
 	return nil
 }
 
-// configDiffs lists the fields whose values differ, "Name: checkpoint X, now Y", sorted.
-func configDiffs(was, now map[string]string) []string {
-	names := map[string]bool{}
-	for k := range was {
-		names[k] = true
+func prefixed(p string, lines []string) []string {
+	for i := range lines {
+		lines[i] = p + lines[i]
 	}
-	for k := range now {
-		names[k] = true
-	}
-	var out []string
-	for _, k := range sortedKeys(names) {
-		a, inWas := was[k]
-		b, inNow := now[k]
-		if inWas && inNow && a == b {
-			continue
-		}
-		if !inWas {
-			a = "(absent)"
-		}
-		if !inNow {
-			b = "(absent)"
-		}
-		out = append(out, fmt.Sprintf("field %s: checkpoint %s, now %s", k, a, b))
-	}
-	return out
+	return lines
 }
 
 // restore installs a record into the training state, all or nothing: every tensor is checked and
