@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"math"
 	"math/bits"
 	"slices"
@@ -65,13 +66,25 @@ func tensorBytes(dt DType, shape []int) (uint64, error) {
 	return n, nil
 }
 
-// encodeHeader validates r and returns the padded header bytes.
+// encodeHeader validates r and returns the padded header bytes: the tensors, then the record's
+// metadata (the data checksum, the format version, the record as JSON).
 func encodeHeader(r *Record) ([]byte, error) {
-	seen := make(map[string]bool, len(r.Tensors))
+	meta, err := json.Marshal(metaOf(r))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: record metadata: %w", err)
+	}
+	return encodeTensorHeader(r.Tensors, [][2]string{{keyFormat, strconv.Itoa(recordFormat)}, {keyRecord, string(meta)}})
+}
+
+// encodeTensorHeader validates tensors (names, dtypes, byte counts) and returns the padded
+// header: "__metadata__" with the data's CRC-32C first, then meta in order, then one entry per
+// tensor with contiguous data_offsets in the given order.
+func encodeTensorHeader(tensors []Tensor, meta [][2]string) ([]byte, error) {
+	seen := make(map[string]bool, len(tensors))
 	crc := crc32.New(castagnoli)
 	var total uint64
-	offsets := make([][2]uint64, len(r.Tensors))
-	for i, t := range r.Tensors {
+	offsets := make([][2]uint64, len(tensors))
+	for i, t := range tensors {
 		switch {
 		case t.Name == "" || t.Name == metaKey:
 			return nil, fmt.Errorf("checkpoint: tensor %d: name %q is reserved", i, t.Name)
@@ -93,19 +106,18 @@ func encodeHeader(r *Record) ([]byte, error) {
 		total += n
 		crc.Write(t.Data)
 	}
-	meta, err := json.Marshal(metaOf(r))
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: record metadata: %w", err)
-	}
 	var h bytes.Buffer
 	h.WriteString(`{"` + metaKey + `":{`)
 	writeKV(&h, keyCRC, hex.EncodeToString(crc.Sum(nil)))
-	h.WriteByte(',')
-	writeKV(&h, keyFormat, strconv.Itoa(recordFormat))
-	h.WriteByte(',')
-	writeKV(&h, keyRecord, string(meta))
+	for _, kv := range meta {
+		if kv[0] == keyCRC {
+			return nil, fmt.Errorf("checkpoint: metadata key %q is reserved", kv[0])
+		}
+		h.WriteByte(',')
+		writeKV(&h, kv[0], kv[1])
+	}
 	h.WriteByte('}')
-	for i, t := range r.Tensors {
+	for i, t := range tensors {
 		h.WriteByte(',')
 		writeString(&h, t.Name)
 		h.WriteString(`:{"dtype":"` + string(t.DType) + `","shape":[`)
@@ -149,16 +161,46 @@ func Encode(w io.Writer, r *Record) error {
 }
 
 // writeEncoded writes the length prefix, hdr (from encodeHeader(r)) and r's tensor data.
-func writeEncoded(w io.Writer, hdr []byte, r *Record) error {
+func writeEncoded(w io.Writer, hdr []byte, r *Record) error { return writeTensors(w, hdr, r.Tensors) }
+
+// writeTensors writes the length prefix, hdr and the tensors' data in order.
+func writeTensors(w io.Writer, hdr []byte, tensors []Tensor) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	var n [8]byte
 	binary.LittleEndian.PutUint64(n[:], uint64(len(hdr)))
 	bw.Write(n[:])
 	bw.Write(hdr)
-	for _, t := range r.Tensors {
+	for _, t := range tensors {
 		bw.Write(t.Data) // a large slice goes straight through to w
 	}
 	return bw.Flush()
+}
+
+// EncodeTensors writes tensors, in order, and string metadata as a plain safetensors file: the
+// format under a Record, for other artifacts (an export bundle's weights). The metadata also
+// carries the data's CRC-32C, which DecodeTensors checks.
+func EncodeTensors(w io.Writer, tensors []Tensor, meta map[string]string) error {
+	kv := make([][2]string, 0, len(meta))
+	for _, k := range slices.Sorted(maps.Keys(meta)) {
+		kv = append(kv, [2]string{k, meta[k]})
+	}
+	hdr, err := encodeTensorHeader(tensors, kv)
+	if err != nil {
+		return err
+	}
+	return writeTensors(w, hdr, tensors)
+}
+
+// DecodeTensors reads a safetensors file held in data with every check Read makes (header
+// bound, JSON with no duplicate key, dtypes, overflow-checked sizes, offsets tiling the data
+// exactly, the CRC-32C when the metadata has one) and returns its tensors in data order, their
+// Data aliasing data, and its metadata. file names it in errors (*FormatError).
+func DecodeTensors(file string, data []byte) ([]Tensor, map[string]string, error) {
+	p, tensors, err := decodeTensors(file, bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return nil, nil, err
+	}
+	return tensors, p.meta, nil
 }
 
 // entry is one tensor as the header describes it.

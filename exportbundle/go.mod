@@ -5,6 +5,7 @@ go 1.26
 require (
 	github.com/gomlx/gomlx v0.25.0
 	github.com/gomlx/gopjrt v0.10.0
+	github.com/nitro-go/nitro/checkpoint v0.0.0
 	github.com/x448/float16 v0.8.4
 )
 
@@ -17,3 +18,5 @@ require (
 	google.golang.org/protobuf v1.36.10 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 )
+
+replace github.com/nitro-go/nitro/checkpoint => ../checkpoint
