@@ -218,22 +218,13 @@ type exportInput struct {
 func (p *exportPlan) inputSpecs() []exportbundle.TensorSpec {
 	out := make([]exportbundle.TensorSpec, len(p.inputs))
 	for i, in := range p.inputs {
-		out[i] = exportbundle.TensorSpec{Name: in.name, DType: bundleDTypes[in.dtype], Shape: append([]int{-1}, in.row...), BatchAxis: 0}
+		out[i] = exportbundle.TensorSpec{Name: in.name, DType: exportbundle.DTypeOf(in.dtype), Shape: append([]int{-1}, in.row...), BatchAxis: 0}
 	}
 	return out
 }
 
 func (p *exportPlan) isInput(name string) bool {
 	return slices.ContainsFunc(p.inputs, func(in exportInput) bool { return in.name == name })
-}
-
-// The bundle dtype of each GoMLX dtype an export may hold.
-var bundleDTypes = map[dtypes.DType]exportbundle.DType{
-	dtypes.Bool: exportbundle.Bool, dtypes.Uint8: exportbundle.U8, dtypes.Int8: exportbundle.I8,
-	dtypes.Int16: exportbundle.I16, dtypes.Uint16: exportbundle.U16, dtypes.Float16: exportbundle.F16,
-	dtypes.BFloat16: exportbundle.BF16, dtypes.Int32: exportbundle.I32, dtypes.Uint32: exportbundle.U32,
-	dtypes.Float32: exportbundle.F32, dtypes.Float64: exportbundle.F64, dtypes.Int64: exportbundle.I64,
-	dtypes.Uint64: exportbundle.U64,
 }
 
 // planExport checks everything about the spec that needs no trace, naming the field at fault.
@@ -872,7 +863,8 @@ func (n *Nitro) compileExport(be backends.Backend, p *exportPlan, probe *exportP
 // outputSpec is an output's bundle spec from its traced shape, checked against the assertions.
 func outputSpec(o ExportOutput, s shapes.Shape, b int) (exportbundle.TensorSpec, error) {
 	what := fmt.Sprintf("ExportSpec.Outputs %q (from %q)", o.Name, o.From)
-	dt, ok := bundleDTypes[s.DType]
+	dt := exportbundle.DTypeOf(s.DType)
+	ok := dt.Valid()
 	if !ok {
 		return exportbundle.TensorSpec{}, fmt.Errorf("%s: dtype %s cannot be held in a bundle", what, s.DType)
 	}
@@ -923,7 +915,7 @@ func runExportOnce(g *graph.Graph, p *exportPlan, used []exportWeight, specs []e
 	}
 	for i, t := range outs {
 		want := specs[i].ShapeAt(b)
-		if dt := bundleDTypes[t.DType()]; dt != specs[i].DType || !slices.Equal(t.Shape().Dimensions, want) {
+		if dt := exportbundle.DTypeOf(t.DType()); dt != specs[i].DType || !slices.Equal(t.Shape().Dimensions, want) {
 			return fmt.Errorf("output %q: the program returned %s%v, the trace said %s%v", specs[i].Name, dt, t.Shape().Dimensions, specs[i].DType, want)
 		}
 	}
@@ -932,7 +924,8 @@ func runExportOnce(g *graph.Graph, p *exportPlan, used []exportWeight, specs []e
 
 // bundleTensor reads a (device) tensor back to the host as a bundle tensor.
 func bundleTensor(name string, t *tensors.Tensor) (exportbundle.Tensor, error) {
-	dt, ok := bundleDTypes[t.DType()]
+	dt := exportbundle.DTypeOf(t.DType())
+	ok := dt.Valid()
 	if !ok {
 		return exportbundle.Tensor{}, fmt.Errorf("%s: dtype %s cannot be held in a bundle", name, t.DType())
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/gomlx/gopjrt/dtypes"
+	"github.com/nitro-go/nitro/exportbundle"
 )
 
 // InputSpec declares one batch-first tensor by name, dtype and per-row shape (the batch axis,
@@ -44,7 +45,7 @@ func (s InputSpec) check(what string) error {
 		return err
 	}
 	what = fmt.Sprintf("%s %q", what, s.Name)
-	if _, ok := bundleDTypes[s.DType]; !ok {
+	if !exportbundle.DTypeOf(s.DType).Valid() {
 		return fmt.Errorf("%s: dtype %s is not one a batch field (or a bundle) can hold", what, s.DType)
 	}
 	for i, d := range s.Shape {

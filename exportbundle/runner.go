@@ -245,7 +245,7 @@ func fromDevice(b *pjrt.Buffer) (Tensor, error) {
 	if err != nil {
 		return Tensor{}, err
 	}
-	d := dtypeFromPJRT(pd)
+	d := DTypeOf(pd)
 	if d == "" || pd == dtypes.InvalidDType {
 		return Tensor{}, fmt.Errorf("the program returned dtype %s, which a bundle cannot hold", pd)
 	}

@@ -47,8 +47,8 @@ func (d DType) Size() int { return dtypeInfo[d].size }
 // Valid reports whether a bundle can hold this dtype.
 func (d DType) Valid() bool { return d.Size() > 0 }
 
-// dtypeFromPJRT is the inverse of dtypeInfo's pjrt column ("" when there is none).
-func dtypeFromPJRT(p dtypes.DType) DType {
+// DTypeOf is the bundle dtype of a PJRT (and GoMLX) dtype, "" when a bundle cannot hold it.
+func DTypeOf(p dtypes.DType) DType {
 	for d, info := range dtypeInfo {
 		if info.pjrt == p {
 			return d
