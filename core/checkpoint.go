@@ -252,13 +252,7 @@ func (n *Nitro) valMetricNames() (names []string, known bool, err error) {
 	err = tryGraph("tracing Metrics to learn the names of the validation metrics", func() {
 		g := graph.NewGraph(n.backend.Backend, "nitro_metric_names")
 		defer g.Finalize()
-		nodes := map[string]*graph.Node{}
-		for name, nd := range n.deviceParams(g) {
-			nodes["device/"+name] = nd
-		}
-		for k, nd := range n.batchParams(g, width, keys) {
-			nodes["batch/"+k] = nd
-		}
+		nodes := n.traceInputs(g, width, keys)
 		view := n.bindModel(g, nodes, n.e)
 		n.ctx.SetTraining(g, false)
 		out := n.callForward(view, batchNodes(nodes, routed(setOf(keys), n.forward)), width)

@@ -91,13 +91,7 @@ func (n *Nitro) checkForwardHostIndependent() error {
 		err := tryGraph("tracing Forward", func() {
 			g := graph.NewGraph(n.backend.Backend, "nitro_forward_check")
 			defer g.Finalize()
-			nodes := map[string]*graph.Node{}
-			for name, nd := range n.deviceParams(g) {
-				nodes["device/"+name] = nd
-			}
-			for k, nd := range n.batchParams(g, width, keys) {
-				nodes["batch/"+k] = nd
-			}
+			nodes := n.traceInputs(g, width, keys)
 			view := n.bindModel(g, nodes, src)
 			n.ctx.SetTraining(g, false)
 			n.forward.call(view, valueOf(n.ctx.Reuse()), batchNodes(nodes, keys))

@@ -271,6 +271,19 @@ func hookNames(hs ...*hook) string {
 	return strings.Join(names, "+")
 }
 
+// traceInputs creates the parameters of a setup trace (never compiled): the Device fields and
+// the batch fields keys at width, named as the programs name them ("device/", "batch/").
+func (n *Nitro) traceInputs(g *graph.Graph, width int, keys []string) map[string]*graph.Node {
+	nodes := map[string]*graph.Node{}
+	for name, nd := range n.deviceParams(g) {
+		nodes["device/"+name] = nd
+	}
+	for k, nd := range n.batchParams(g, width, keys) {
+		nodes["batch/"+k] = nd
+	}
+	return nodes
+}
+
 // deviceParams creates one graph parameter per Device field (used by the shape trace).
 func (n *Nitro) deviceParams(g *graph.Graph) map[string]*graph.Node {
 	m := map[string]*graph.Node{}
