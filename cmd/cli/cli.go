@@ -29,6 +29,19 @@ type entry struct {
 
 var registry = map[string]entry{}
 
+// configure builds the experiment from its preset (none: its defaults) and applies the
+// --set overrides, each checked against the experiment's fields.
+func (e entry) configure(preset string, sets []string) (any, error) {
+	x, err := e.build(preset)
+	if err != nil {
+		return nil, err
+	}
+	if err := markers.ApplyText(x, sets); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
 // Register makes experiment type E available to the CLI under name. Construction goes through
 // markers (defaults, presets, validated overrides), so every CLI-built experiment is checked the
 // same way a Go caller's is.

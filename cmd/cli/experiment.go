@@ -14,7 +14,6 @@ import (
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/core/backend"
 	"github.com/nitro-go/nitro/logjson"
-	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/promexport"
 )
 
@@ -178,11 +177,8 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 	if err := checkFlags(c, f); err != nil {
 		return err
 	}
-	e, err := ent.build(f.preset)
+	e, err := ent.configure(f.preset, f.sets)
 	if err != nil {
-		return err
-	}
-	if err := markers.ApplyText(e, f.sets); err != nil {
 		return err
 	}
 	// The backend first, so that a fallback to pure Go is the first thing said, on stderr. core.New

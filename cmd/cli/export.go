@@ -22,7 +22,6 @@ import (
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/core/backend"
 	"github.com/nitro-go/nitro/exportbundle"
-	"github.com/nitro-go/nitro/markers"
 )
 
 const exportLong = `Builds the experiment from a checkpoint's weights (--checkpoint FILE, or a run dir: its newest)
@@ -124,11 +123,8 @@ func runExport(c *cobra.Command, expName string, f *exportFlags, stdout, stderr 
 	if err != nil {
 		return err
 	}
-	e, err := ent.build(f.preset)
+	e, err := ent.configure(f.preset, f.sets)
 	if err != nil {
-		return err
-	}
-	if err := markers.ApplyText(e, f.sets); err != nil {
 		return err
 	}
 	name := f.name
