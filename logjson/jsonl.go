@@ -206,8 +206,8 @@ func (l *JSONLogger) LogConfusion(matrix [][]int, labels []string, epoch int) er
 // with the first status, never its own. A status outside the four is refused with
 // ErrUnknownStatus. Writes after Finish return ErrFinished.
 func (l *JSONLogger) Finish(status Status) error {
-	if !status.Valid() {
-		return fmt.Errorf("%w: %q (want completed, early_stop, requested or error)", ErrUnknownStatus, status)
+	if err := status.Check(); err != nil {
+		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

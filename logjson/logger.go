@@ -59,6 +59,14 @@ func (s Status) Valid() bool {
 	return false
 }
 
+// Check is nil for one of the four statuses, else ErrUnknownStatus naming s and the four.
+func (s Status) Check() error {
+	if s.Valid() {
+		return nil
+	}
+	return fmt.Errorf("%w: %q (want completed, early_stop, requested or error)", ErrUnknownStatus, s)
+}
+
 // Tagger is implemented by loggers that accept tags.
 type Tagger interface {
 	LogTags(tags []string) error

@@ -109,8 +109,8 @@ func (l *ZapLogger) LogConfusion(matrix [][]int, labels []string, epoch int) err
 // Finish logs one "finish" entry, the first time only; a status outside the four is refused
 // with ErrUnknownStatus.
 func (l *ZapLogger) Finish(status Status) error {
-	if !status.Valid() {
-		return fmt.Errorf("%w: %q (want completed, early_stop, requested or error)", ErrUnknownStatus, status)
+	if err := status.Check(); err != nil {
+		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

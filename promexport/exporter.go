@@ -341,8 +341,8 @@ func (e *Exporter) logTrain(m logjson.Metrics) {
 // Finish implements logjson.Logger: nitro_run_status{status} becomes 1. The first call wins,
 // as the contract says; a status outside the four is refused with logjson.ErrUnknownStatus.
 func (e *Exporter) Finish(status logjson.Status) error {
-	if !status.Valid() {
-		return fmt.Errorf("promexport: %w: %q (want completed, early_stop, requested or error)", logjson.ErrUnknownStatus, status)
+	if err := status.Check(); err != nil {
+		return fmt.Errorf("promexport: %w", err)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
