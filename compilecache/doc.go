@@ -8,8 +8,9 @@
 // Get compiles on a miss; Stats counts hits, misses and entries; Reset empties the cache and zeroes the
 // counters. A miss that is not a new entry (failed compile retried, evicted key) leaves misses > entries.
 // A miss next to an entry of the same kind and experiment says which component moved ("accum: 1 -> 2")
-// in Lookup.Why and in Explanations. The caller builds the key and the program; Reset is the escape hatch
-// for what a key cannot see (a global or captured value read by a hook that is not a GraphConst).
+// in Lookup.Why and in Explanations. The caller builds the key and the program, and checks a hit against what
+// it would build now (core traces its experiment on every hit: an equal key leaves Host values out by
+// design); Reset is the escape hatch for what a key cannot see (a global or captured value a hook reads).
 //
 // Go makes the spec's world age, Revise and dependency-closure poisoning moot: a process cannot redefine
 // a function, so within a process a hook's identity cannot move. What outlives the process (checkpoint

@@ -517,6 +517,9 @@ func (n *Nitro) captureExport(p *exportPlan) (*exportResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := n.checkExportHostIndependent(p, frozen); err != nil {
+		return nil, err
+	}
 
 	res := &exportResult{programs: map[int]exportbundle.Program{}}
 	progs, err := exportbundle.Capture(p.plugin, func(be backends.Backend) error {

@@ -89,13 +89,16 @@ func (n *Nitro) checkForwardHostIndependent() error {
 	return markers.CheckHostIndependent(n.e, func(src any) (string, error) {
 		var fp string
 		err := tryGraph("tracing Forward", func() {
-			g := graph.NewGraph(n.backend.Backend, "nitro_forward_check")
+			g := markers.NewTraceGraph(n.backend.Backend, "nitro_forward_check")
 			defer g.Finalize()
 			nodes := n.traceInputs(g, width, keys)
 			view := n.bindModel(g, nodes, src)
 			n.ctx.SetTraining(g, false)
 			n.forward.call(view, valueOf(n.ctx.Reuse()), batchNodes(nodes, keys))
-			fp = markers.Fingerprint(g)
+			var err error
+			if fp, err = markers.Fingerprint(g); err != nil {
+				panic(err)
+			}
 		})
 		return fp, err
 	})

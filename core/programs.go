@@ -21,6 +21,10 @@ type program struct {
 	inputs   []compilecache.Input
 	outNames []string
 	hasCount []bool // eval: whether metric i has a count output after its sum
+	// traced is the fingerprint of the graph the program was compiled from (Host fields zero,
+	// constants by value). A handle that gets the program from the cache traces its own
+	// experiment and compares, so a program is used only by an experiment that traces to it.
+	traced string
 }
 
 // signature is a program's ordered parameter list; building and the cache key both derive from it.
@@ -132,9 +136,13 @@ func (n *Nitro) memo(id string, get func() (*program, error)) (*program, error) 
 // getProgram returns the cached program for key, building it on a miss: first the host-independence
 // check (the program built from the real experiment and from the Host-zeroed view must agree), then
 // the real build from the view, then compilation. A miss runs in the Compiling phase of its kind
-// and restores the phase it interrupted.
+// and restores the phase it interrupted. A program this handle did not compile (a hit, or another
+// handle's compile it waited for) is checked against a trace of this handle's experiment: an equal
+// key is not enough, since the key leaves Host values out by design.
 func (n *Nitro) getProgram(key compilecache.Key, build func(g *graph.Graph, src any) ([]*graph.Node, *program)) (*program, error) {
+	compiled := false
 	v, lk, err := n.cache.Get(key, func() (p any, err error) {
+		compiled = true
 		err = n.tracker.WithCompiling(compilingLeaf(key.Kind), func() (err error) {
 			p, err = n.compileProgram(key, build)
 			return err
@@ -147,19 +155,61 @@ func (n *Nitro) getProgram(key compilecache.Key, build func(g *graph.Graph, src 
 	if lk.Why != "" {
 		n.notice(fmt.Sprintf("recompiling the %s program: %s", key.Kind, lk.Why))
 	}
-	return v.(*program), nil
+	p := v.(*program)
+	if !compiled {
+		if err := n.checkCached(key, p, build); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// checkCached traces the program from this handle's experiment as it is (Host values included)
+// and compares it with the graph the cached program was compiled from. A difference the Host
+// fields explain is a *markers.HostReadError naming them, exactly as a miss would report it;
+// any other difference means a hook read something the key cannot see.
+func (n *Nitro) checkCached(key compilecache.Key, p *program, build func(g *graph.Graph, src any) ([]*graph.Node, *program)) error {
+	fp, err := n.traceProgram(key.Kind, build, n.e)
+	if err != nil {
+		return fmt.Errorf("checking the cached %s program against this experiment: %w", key.Kind, err)
+	}
+	if fp == p.traced {
+		return nil
+	}
+	if err := markers.CheckHostIndependent(n.e, func(src any) (string, error) { return n.traceProgram(key.Kind, build, src) }); err != nil {
+		return err
+	}
+	return fmt.Errorf("the cached %s program of %s was compiled from a graph this experiment no longer traces to, "+
+		"although every key component (GraphConst values, hooks, inputs, layout, context params) is equal and no Host "+
+		"field explains it: a hook reads a value outside the experiment (a global or a captured variable). Make it a "+
+		"GraphConst field (recompiles per value) or a Device field (a traced input), or call compilecache.Default.Reset() "+
+		"after changing it", key.Kind, n.typeName)
+}
+
+// traceProgram builds key's program from src on a trace graph (never compiled) and returns its
+// fingerprint, with constants compared by value.
+func (n *Nitro) traceProgram(kind string, build func(g *graph.Graph, src any) ([]*graph.Node, *program), src any) (string, error) {
+	var fp string
+	err := tryGraph("building the "+kind+" program", func() {
+		g := markers.NewTraceGraph(n.backend.Backend, "nitro_check_"+kind)
+		defer g.Finalize()
+		build(g, src)
+		var err error
+		if fp, err = markers.Fingerprint(g); err != nil {
+			panic(err)
+		}
+	})
+	return fp, err
 }
 
 // compileProgram is a cache miss's work (see getProgram).
 func (n *Nitro) compileProgram(key compilecache.Key, build func(g *graph.Graph, src any) ([]*graph.Node, *program)) (*program, error) {
+	var traced string // the first build is from the experiment as it is; it passes only if the zeroed one agrees
 	err := markers.CheckHostIndependent(n.e, func(src any) (string, error) {
-		var fp string
-		err := tryGraph("building the "+key.Kind+" program", func() {
-			g := graph.NewGraph(n.backend.Backend, "nitro_check_"+key.Kind)
-			defer g.Finalize()
-			build(g, src)
-			fp = markers.Fingerprint(g)
-		})
+		fp, err := n.traceProgram(key.Kind, build, src)
+		if traced == "" {
+			traced = fp
+		}
 		return fp, err
 	})
 	if err != nil {
@@ -180,6 +230,7 @@ func (n *Nitro) compileProgram(key compilecache.Key, build func(g *graph.Graph, 
 		p = meta
 		p.g = g
 		p.inputs = key.Inputs
+		p.traced = traced
 	})
 	return p, err
 }

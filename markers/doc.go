@@ -11,7 +11,9 @@
 // Go cannot trap a read of a zeroed int as the seed's StrippedHost sentinel did, so the compile
 // view (CompileView: Host zeroed, Device bound to graph nodes) comes with a structural check:
 // CheckHostIndependent builds from the view and from the real experiment and, if the programs
-// differ or the view's build panics, names the Host fields by bisection. Left to the caller:
+// differ or the view's build panics, names the Host fields by bisection. Programs are compared by
+// Fingerprint of graphs from NewTraceGraph: every node, and every constant by a hash of its bytes
+// (GoMLX itself keeps only small constants' values). Left to the caller:
 // building graphs, the rest of the cache key, scheduled Device fields. Exported functions return
 // errors naming the field and the fix; only Device.Value and Device.Node panic (graph tier).
 // Safe for concurrent use on distinct experiments; Apply, ApplyText, SetDevice mutate theirs.

@@ -39,7 +39,7 @@ func buildWith(forward func(*Classifier, *graph.Node) *graph.Node) func(src any)
 		if err != nil {
 			return "", err
 		}
-		g := graph.NewGraph(backend, "forward")
+		g := markers.NewTraceGraph(backend, "forward")
 		shape, err := markers.DeviceShapeOf(src, "Temperature")
 		if err != nil {
 			return "", err
@@ -49,7 +49,7 @@ func buildWith(forward func(*Classifier, *graph.Node) *graph.Node) func(src any)
 			return "", err
 		}
 		forward(view.(*Classifier), graph.Parameter(g, "x", shapes.Make(dtypes.Float32, 4, 16)))
-		return markers.Fingerprint(g), nil
+		return markers.Fingerprint(g)
 	}
 }
 
@@ -269,12 +269,15 @@ func ExampleCheckHostIndependent() {
 
 func ExampleFingerprint() {
 	backend, _ := simplego.New("")
-	g := graph.NewGraph(backend, "example")
+	g := markers.NewTraceGraph(backend, "example")
 	x := graph.Parameter(g, "x", shapes.Make(dtypes.Float32, 2))
 	graph.MulScalar(x, 3)
-	fmt.Print(markers.Fingerprint(g))
+	fp, err := markers.Fingerprint(g)
+	fmt.Print(fp, err)
 	// Output:
 	// #0 Parameter(name="x", shape=(Float32)[2]) -> [(Float32)[2]]
 	// #1 Constant((Float32): 3) -> [(Float32)]
 	// #2 Mul(lhs=[#0], rhs=[#1]) -> [(Float32)[2]]
+	// const 0 sha256:58ab091a70ce8b2acc16700b6295b91af72036bb58723493b54be6aae59ab261
+	// <nil>
 }

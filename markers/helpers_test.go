@@ -61,7 +61,7 @@ func goBackend(t testing.TB) backends.Backend {
 // Device field, the bound view, then forward traced on it.
 func builder(t testing.TB, forward func(e *scaled, x *graph.Node) *graph.Node) func(any) (string, error) {
 	return func(src any) (string, error) {
-		g := graph.NewGraph(goBackend(t), "forward")
+		g := markers.NewTraceGraph(goBackend(t), "forward")
 		nodes := map[string]*graph.Node{}
 		dvs, err := markers.DeviceValues(src)
 		if err != nil {
@@ -81,7 +81,7 @@ func builder(t testing.TB, forward func(e *scaled, x *graph.Node) *graph.Node) f
 		e := view.(*scaled)
 		x := graph.Parameter(g, "x", shapes.Make(dtypes.Float32, 2, e.Width))
 		forward(e, x)
-		return markers.Fingerprint(g), nil
+		return markers.Fingerprint(g)
 	}
 }
 

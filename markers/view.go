@@ -234,23 +234,3 @@ func runBuild(build func(any) (string, error), src any) (fp string, err error) {
 	}()
 	return build(src)
 }
-
-// Fingerprint is a canonical text of the graph built so far: one line per node in creation
-// order with its op, static arguments, input node ids, output shapes and dtypes, and constant
-// values, so a Host float baked in as a constant changes it. The graph's name is left out.
-// GoMLX keeps the value of a constant only below graph.MinConstValueSizeToKeep elements; a
-// larger constant contributes its shape alone.
-func Fingerprint(g *graph.Graph) string {
-	if g == nil {
-		return ""
-	}
-	var b strings.Builder
-	for _, n := range g.Nodes() {
-		line := n.String()
-		if i := strings.LastIndex(line, " - mem: "); i >= 0 { // memory is derived from the shapes
-			line = line[:i]
-		}
-		fmt.Fprintf(&b, "#%d %s\n", n.Id(), line)
-	}
-	return b.String()
-}

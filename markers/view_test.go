@@ -144,11 +144,11 @@ func TestNondeterministicBuildIsNamed(t *testing.T) {
 
 func TestFingerprint(t *testing.T) {
 	build := func(scale float32) string {
-		g := graph.NewGraph(goBackend(t), "any name")
+		g := markers.NewTraceGraph(goBackend(t), "any name")
 		x := graph.Parameter(g, "x", shapes.Make(dtypes.Float32, 2, 3))
 		y := graph.Add(graph.MulScalar(x, scale), graph.Const(g, [][]float32{{1, 2, 3}}))
 		graph.ReduceSum(y, 1)
-		return markers.Fingerprint(g)
+		return must(markers.Fingerprint(g))
 	}
 	fp := build(2.5)
 	golden(t, "fingerprint.golden", fp)
@@ -158,7 +158,74 @@ func TestFingerprint(t *testing.T) {
 	if build(0) == fp {
 		t.Error("a different constant value gives the same fingerprint")
 	}
-	if markers.Fingerprint(nil) != "" {
+	if fp, err := markers.Fingerprint(nil); fp != "" || err != nil {
 		t.Error("nil graph")
+	}
+}
+
+// A constant too large for GoMLX to keep its values is still compared by value: one element of
+// 64 (or of a million) that differs changes the fingerprint.
+func TestFingerprintLargeConstantsByValue(t *testing.T) {
+	for _, size := range []int{graph.MinConstValueSizeToKeep, 64, 1 << 20} {
+		build := func(at int, v float32) string {
+			vals := make([]float32, size)
+			if at >= 0 {
+				vals[at] = v
+			}
+			g := markers.NewTraceGraph(goBackend(t), "large")
+			x := graph.Parameter(g, "x", shapes.Make(dtypes.Float32, size))
+			graph.Mul(x, graph.Const(g, vals))
+			return must(markers.Fingerprint(g))
+		}
+		zero := build(-1, 0)
+		if build(-1, 0) != zero {
+			t.Fatalf("size %d: two identical builds differ", size)
+		}
+		for _, at := range []int{0, size / 2, size - 1} {
+			if build(at, 1) == zero {
+				t.Errorf("size %d: element %d set to 1 gives the zero constant's fingerprint", size, at)
+			}
+		}
+		if build(0, 1) == build(size-1, 1) {
+			t.Errorf("size %d: the same value at two positions gives one fingerprint", size)
+		}
+	}
+}
+
+// A graph not built on NewTraceGraph cannot be compared by value above the threshold: refused,
+// never a shape-only fingerprint.
+func TestFingerprintRefusesUnrecordedLargeConstant(t *testing.T) {
+	g := graph.NewGraph(goBackend(t), "plain")
+	graph.Const(g, make([]float32, graph.MinConstValueSizeToKeep))
+	_, err := markers.Fingerprint(g)
+	wantErr(t, err, "NewTraceGraph")
+	small := graph.NewGraph(goBackend(t), "plain small")
+	graph.Const(small, []float32{1, 2})
+	if _, err := markers.Fingerprint(small); err != nil {
+		t.Errorf("a small constant keeps its values: %v", err)
+	}
+}
+
+// A Host array above the constant threshold, read by traced code and non-zero, is caught.
+func TestCheckHostIndependentLargeHostArray(t *testing.T) {
+	type big struct {
+		Weights []float32
+	}
+	e := &big{Weights: make([]float32, 64)}
+	e.Weights[63] = 3
+	build := func(src any) (string, error) {
+		g := markers.NewTraceGraph(goBackend(t), "big")
+		w := src.(*big).Weights
+		if w == nil {
+			w = make([]float32, 64) // the zeroed view: a reader that tolerates nil
+		}
+		x := graph.Parameter(g, "x", shapes.Make(dtypes.Float32, 64))
+		graph.Mul(x, graph.Const(g, w))
+		return markers.Fingerprint(g)
+	}
+	err := markers.CheckHostIndependent(e, build)
+	var hre *markers.HostReadError
+	if !errors.As(err, &hre) || !slices.Equal(hre.Fields, []string{"Weights"}) {
+		t.Fatalf("a non-zero [64]float32 Host field read by traced code: got %v, want a HostReadError naming Weights", err)
 	}
 }

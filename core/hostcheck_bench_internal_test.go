@@ -1,0 +1,111 @@
+package core
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/ml/layers"
+	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
+	"github.com/nitro-go/nitro/compilecache"
+)
+
+// hostCheckMLP is an MLP of Depth hidden Dense layers of Width units (2 arrays each, plus the
+// output layer's 2): Depth 2, Width 256 is the MNIST example's shape; Depth 49, Width 32 has 100
+// parameter arrays.
+type hostCheckMLP struct {
+	Depth int `nitro:"graphconst"`
+	Width int `nitro:"graphconst"`
+	Note  string
+}
+
+type hostCheckIn struct {
+	X *graph.Node `batch:"x"`
+	Y *graph.Node `batch:"y"`
+}
+
+func (e *hostCheckMLP) BuildModel(ctx *context.Context) error { return nil }
+func (e *hostCheckMLP) Forward(ctx *context.Context, in hostCheckIn) Outputs {
+	h := in.X
+	for i := range e.Depth {
+		h = activations.Relu(layers.Dense(ctx.In(fmt.Sprintf("hidden_%d", i)), h, true, e.Width))
+	}
+	return Outputs{"logits": layers.Dense(ctx.In("output"), h, true, 10)}
+}
+func (e *hostCheckMLP) Loss(out Outputs, in hostCheckIn) *graph.Node {
+	return graph.ReduceAllMean(graph.Square(out["logits"]))
+}
+
+// BenchmarkHostCheckCost prints what the compile check costs a handle that finds its programs in
+// the cache (one trace of the gradient program, compared with the cached fingerprint) and what
+// the Forward check costs every New, beside a compile of the same program, on XLA, for the
+// MNIST MLP and a 100-array MLP. Ratios come from one run.
+func BenchmarkHostCheckCost(b *testing.B) {
+	const rows = 256
+	rng := rand.New(rand.NewPCG(1, 2))
+	xs := make([]float32, rows*784)
+	for i := range xs {
+		xs[i] = float32(rng.NormFloat64())
+	}
+	src, err := NewArrayBatches(map[string]*tensors.Tensor{
+		"x": tensors.FromFlatDataAndDimensions(xs, rows, 784),
+		"y": tensors.FromFlatDataAndDimensions(make([]float32, rows), rows),
+	}, 128, ArrayOptions{DropPartial: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	median := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
+	for _, m := range []struct {
+		name         string
+		depth, width int
+	}{{"mnist-mlp 784-256-256-10", 2, 256}, {"mlp 49x32 (100 arrays)", 49, 32}} {
+		c := compilecache.New()
+		newHandle := func() *Nitro {
+			n, err := New(&hostCheckMLP{Depth: m.depth, Width: m.width, Note: "host value"}, WithBackend("xla"), Quiet(), WithCache(c),
+				WithData(Data{"train": src}), WithoutLogger(), WithoutCheckpoints())
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+		first := newHandle()
+		keys := []string{"x", "y"}
+		start := time.Now()
+		if _, err := first.gradientProgram(128, keys); err != nil {
+			b.Fatal(err)
+		}
+		compile := ms(time.Since(start))
+		var hit, fwd, newAll []float64
+		for range 7 {
+			start := time.Now()
+			n := newHandle()
+			newAll = append(newAll, ms(time.Since(start)))
+			start = time.Now()
+			if err := n.checkForwardHostIndependent(); err != nil {
+				b.Fatal(err)
+			}
+			fwd = append(fwd, ms(time.Since(start)))
+			start = time.Now()
+			if _, err := n.gradientProgram(128, keys); err != nil {
+				b.Fatal(err)
+			}
+			hit = append(hit, ms(time.Since(start)))
+		}
+		if st := c.Stats(); st.Hits != 7 || st.Entries != 1 {
+			b.Fatalf("%s: the handles did not hit the cache: %+v", m.name, st)
+		}
+		arrays := 0
+		for _, g := range first.groups {
+			arrays += len(g.vars)
+		}
+		h, f := median(hit), median(fwd)
+		fmt.Printf("host check cost, %s (%d parameter arrays): New %.1f ms (its Forward check %.2f ms); gradient program from the cache with the check %.2f ms; "+
+			"compiling it %.0f ms; check on a hit / compile = %.3f\n", m.name, arrays, median(newAll), f, h, compile, h/compile)
+	}
+}

@@ -1,0 +1,258 @@
+package core_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/ml/layers"
+	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/markers"
+)
+
+// Experiments whose traced hooks read a Host field (the forgotten marker), one per hook, plus
+// the marked fields that must never be refused.
+type (
+	HostInMetrics struct {
+		base
+		Offset float64
+	}
+	HostInTrainMetrics struct {
+		base
+		Offset float64
+	}
+	// HostArrayInLoss bakes a Host array larger than the size below which GoMLX keeps a
+	// constant's values: it must be compared by value, not by shape.
+	HostArrayInLoss struct {
+		base
+		Weights [64]float32
+	}
+	// MarkedInLoss reads a GraphConst and a Device field in Loss: both are allowed.
+	MarkedInLoss struct {
+		base
+		Power  float64 `nitro:"graphconst"`
+		Weight markers.Device[float32]
+	}
+	// GlobalInLoss reads a package variable: nothing in the experiment or the key moves with it.
+	GlobalInLoss struct{ base }
+)
+
+var globalLossScale float64
+
+func (e *HostInMetrics) Metrics(out core.Outputs, in Tgt) map[string]core.Metric {
+	return map[string]core.Metric{"shifted": {Sum: graph.AddScalar(mse(out["pred"], in.Y), e.Offset)}}
+}
+
+func (e *HostInTrainMetrics) TrainMetrics(out core.Outputs, in Tgt) map[string]*graph.Node {
+	return map[string]*graph.Node{"shifted": graph.AddScalar(mse(out["pred"], in.Y), e.Offset)}
+}
+
+func (e *HostArrayInLoss) Loss(out core.Outputs, in Tgt) *graph.Node {
+	w := graph.ReduceAllSum(graph.Const(out["pred"].Graph(), e.Weights[:]))
+	return graph.Add(mse(out["pred"], in.Y), graph.ConvertDType(w, out["pred"].DType()))
+}
+
+func (e *MarkedInLoss) Loss(out core.Outputs, in Tgt) *graph.Node {
+	l := graph.MulScalar(mse(out["pred"], in.Y), e.Power)
+	return graph.Mul(l, graph.ConvertDType(e.Weight.Node(), l.DType()))
+}
+
+func (*GlobalInLoss) Loss(out core.Outputs, in Tgt) *graph.Node {
+	return graph.MulScalar(mse(out["pred"], in.Y), globalLossScale)
+}
+
+// hostCheckBackends are the backends the compile check is proven on: XLA (what users run)
+// and pure Go. XLA missing is a failure under CI.
+func hostCheckBackends(t *testing.T) []string {
+	t.Helper()
+	if _, err := core.New(&Reg{}, append(goOpts(nil, core.WithData(data(t, 0))), core.WithBackend("xla"))...); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("the XLA backend is a prerequisite in CI (make setup installs the plugin): %v", err)
+		}
+		t.Logf("XLA backend unavailable, checking on pure Go only: %v", err)
+		return []string{"go"}
+	}
+	return []string{"xla", "go"}
+}
+
+// sweepNew builds a handle for e on backend with the shared cache c and runs fn on it.
+func sweepNew(t *testing.T, backend string, c *compilecache.Cache, e any, valN int) (*core.Nitro, error) {
+	t.Helper()
+	return core.New(e, append(goOpts(c, core.WithData(data(t, valN)), core.WithMaxEpochs(1)), core.WithBackend(backend))...)
+}
+
+func wantHostRead(t *testing.T, err error, field string) {
+	t.Helper()
+	var hre *markers.HostReadError
+	if !errors.As(err, &hre) || !slices.Equal(hre.Fields, []string{field}) {
+		t.Fatalf("got %v; want a *markers.HostReadError naming %s", err, field)
+	}
+}
+
+// A sweep over a Host field read in a traced hook, zero first: the zero value passes (the
+// program from the Host-zeroed view is right for it), the program is cached, and every later
+// value is refused naming the field, although its handle finds the program in the cache.
+func TestHostSweepZeroFirstIsRefusedOnCacheHits(t *testing.T) {
+	type verb struct {
+		name string
+		run  func(*core.Nitro) error
+	}
+	train := verb{"Train", func(n *core.Nitro) error { return n.Train() }}
+	validate := verb{"Validate", func(n *core.Nitro) error { _, err := n.Validate(); return err }}
+	cases := []struct {
+		hook  string
+		field string
+		make  func(v float64) any
+		verbs []verb
+	}{
+		{"Loss", "Scale", func(v float64) any { return &HostInLoss{Scale: v} }, []verb{train, validate}},
+		{"Metrics", "Offset", func(v float64) any { return &HostInMetrics{Offset: v} }, []verb{validate}},
+		{"TrainMetrics", "Offset", func(v float64) any { return &HostInTrainMetrics{Offset: v} }, []verb{train}},
+	}
+	for _, be := range hostCheckBackends(t) {
+		for _, tc := range cases {
+			for _, vb := range tc.verbs {
+				t.Run(be+"/"+tc.hook+"/"+vb.name, func(t *testing.T) {
+					c := compilecache.New()
+					for _, v := range []float64{0, 1, 3} {
+						n, err := sweepNew(t, be, c, tc.make(v), 32)
+						if err != nil {
+							t.Fatalf("New at %s=%v: %v", tc.field, v, err)
+						}
+						err = vb.run(n)
+						if v == 0 {
+							if err != nil {
+								t.Fatalf("%s at %s=0: %v", vb.name, tc.field, err)
+							}
+							continue
+						}
+						wantHostRead(t, err, tc.field)
+						if st := c.Stats(); st.Hits == 0 {
+							t.Fatalf("%s=%v: the refusal did not come from a cache hit (stats %+v): the test lost its point", tc.field, v, st)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// Forward is checked at every New, so a zero-first sweep is refused at setup.
+func TestHostSweepInForwardIsRefusedAtEveryNew(t *testing.T) {
+	for _, be := range hostCheckBackends(t) {
+		c := compilecache.New()
+		if _, err := sweepNew(t, be, c, &HostInForward{Scale: 0}, 0); err != nil {
+			t.Fatalf("%s: New at Scale=0: %v", be, err)
+		}
+		_, err := sweepNew(t, be, c, &HostInForward{Scale: 1}, 0)
+		wantHostRead(t, err, "Scale")
+	}
+}
+
+// A Host [64]float32 read in Loss, non-zero from the very first run: the constant is above the
+// size GoMLX keeps values for, so only a by-value comparison sees it.
+func TestHostArrayAboveConstThresholdIsRefused(t *testing.T) {
+	if len(HostArrayInLoss{}.Weights) < graph.MinConstValueSizeToKeep {
+		t.Fatalf("the array (%d) must be at least graph.MinConstValueSizeToKeep (%d)", len(HostArrayInLoss{}.Weights), graph.MinConstValueSizeToKeep)
+	}
+	for _, be := range hostCheckBackends(t) {
+		e := &HostArrayInLoss{}
+		for i := range e.Weights {
+			e.Weights[i] = 1
+		}
+		n, err := sweepNew(t, be, compilecache.New(), e, 0)
+		if err != nil {
+			t.Fatalf("%s: New: %v", be, err)
+		}
+		wantHostRead(t, n.Train(), "Weights")
+	}
+}
+
+// GraphConst and Device fields read in Loss are never refused: a GraphConst sweep recompiles per
+// value, a Device sweep reuses the program (and the check on the hit passes).
+func TestMarkedFieldSweepsAreNeverRefused(t *testing.T) {
+	for _, be := range hostCheckBackends(t) {
+		c := compilecache.New()
+		for _, p := range []float64{1, 2, 3} {
+			n, err := sweepNew(t, be, c, &MarkedInLoss{Power: p, Weight: markers.NewDevice[float32](1)}, 32)
+			if err != nil {
+				t.Fatalf("%s: New at Power=%v: %v", be, p, err)
+			}
+			if err := n.Train(); err != nil {
+				t.Fatalf("%s: Train at Power=%v: %v", be, p, err)
+			}
+		}
+		before := c.Stats()
+		for _, w := range []float32{0, 0.5, 4} {
+			n, err := sweepNew(t, be, c, &MarkedInLoss{Power: 3, Weight: markers.NewDevice(w)}, 32)
+			if err != nil {
+				t.Fatalf("%s: New at Weight=%v: %v", be, w, err)
+			}
+			if err := n.Train(); err != nil {
+				t.Fatalf("%s: Train at Weight=%v: %v", be, w, err)
+			}
+			if _, err := n.Validate(); err != nil {
+				t.Fatalf("%s: Validate at Weight=%v: %v", be, w, err)
+			}
+		}
+		after := c.Stats()
+		if after.Entries != before.Entries || after.Hits == before.Hits { // Train validated already: eval is cached
+			t.Errorf("%s: the Device sweep compiled: stats before %+v, after %+v; want no new program and hits only", be, before, after)
+		}
+	}
+}
+
+// A hook that reads a package variable moves nothing the key or the Host check can see; the
+// program from the cache no longer matches a trace of the handle in hand, and that is refused.
+func TestCachedProgramThatNoLongerTracesIsRefused(t *testing.T) {
+	defer func() { globalLossScale = 0 }()
+	for _, be := range hostCheckBackends(t) {
+		c := compilecache.New()
+		globalLossScale = 1
+		n, err := sweepNew(t, be, c, &GlobalInLoss{}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Train(); err != nil {
+			t.Fatal(err)
+		}
+		globalLossScale = 2
+		n, err = sweepNew(t, be, c, &GlobalInLoss{}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, n.Train(), "gradient program", "no longer traces to", "global or a captured variable", "Reset")
+	}
+}
+
+// HostAtWidthOne reads a Host field in Forward only at batch size 1: setup's check at the
+// training width cannot see it; the export check at each exported batch size does.
+type HostAtWidthOne struct {
+	base
+	Scale float64
+}
+
+func (e *HostAtWidthOne) Forward(ctx *context.Context, in In) core.Outputs {
+	pred := layers.Dense(ctx.In("dense_0"), in.X, true, 1)
+	if in.X.Shape().Dimensions[0] == 1 {
+		pred = graph.MulScalar(pred, e.Scale)
+	}
+	return core.Outputs{"pred": pred}
+}
+
+func TestExportRefusesHostReadAtAnExportedBatchSize(t *testing.T) {
+	for _, be := range hostCheckBackends(t) {
+		n, err := sweepNew(t, be, compilecache.New(), &HostAtWidthOne{Scale: 2}, 0)
+		if err != nil {
+			t.Fatalf("%s: New (training width 16 reads no Host field): %v", be, err)
+		}
+		_, err = core.Export(n, filepath.Join(t.TempDir(), "bundle"), core.ExportSpec{Name: "w1", BatchSizes: []int{4, 1}})
+		wantHostRead(t, err, "Scale")
+		wantErr(t, err, "export at batch size 1")
+	}
+}
