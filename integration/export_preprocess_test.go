@@ -83,9 +83,10 @@ func TestExportPreprocessMNIST(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Called eagerly once, then traced once to probe and once per batch size.
-	if eager != 4 {
-		t.Errorf("Preprocess called %d times, want 4 (eager check, probe, two batch sizes)", eager)
+	// Called eagerly once, traced twice per batch size by the Host check (the experiment as it is
+	// and its Host-zeroed view), then once to probe and once per batch size.
+	if eager != 8 {
+		t.Errorf("Preprocess called %d times, want 8 (eager check, Host check 2 x two batch sizes, probe, two batch sizes)", eager)
 	}
 	got, err := exportbundle.Read(dir)
 	if err != nil {
