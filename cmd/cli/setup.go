@@ -151,8 +151,10 @@ func (in *installer) install(ctx context.Context) error {
 
 // noteIfNotFound says so when the resolver would not pick the plugin just installed.
 func (in *installer) noteIfNotFound(target string) {
-	found, searched := backend.FindPlugin()
+	found, searched, err := backend.FindPlugin()
 	switch {
+	case err != nil:
+		fmt.Fprintf(in.stdout, "pjrt: note: nitro run from here stops at a place it refuses: %v\n", err)
 	case found == target:
 	case found != "":
 		fmt.Fprintf(in.stdout, "pjrt: note: nitro run from here loads %s, found earlier in its search\n", found)

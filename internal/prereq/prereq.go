@@ -78,10 +78,12 @@ func (p Prereq) Need(t testing.TB, err error) {
 // ErrAbsent marks an error as "the prerequisite is not there" for Need; wrap it with %w.
 var ErrAbsent = errors.New("not installed")
 
-// IsAbsent reports whether err says something is not there (ErrAbsent, fs.ErrNotExist, or
-// exec.ErrNotFound for a command missing from $PATH) rather than that it is there but fails.
+// IsAbsent reports whether err says something is not there (ErrAbsent, fs.ErrNotExist,
+// exec.ErrNotFound for a command missing from $PATH, or pluginsearch.ErrNotFound, which
+// core/backend's "no plugin" errors wrap) rather than that it is there but fails.
 func IsAbsent(err error) bool {
-	return errors.Is(err, ErrAbsent) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound)
+	return errors.Is(err, ErrAbsent) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound) ||
+		errors.Is(err, pluginsearch.ErrNotFound)
 }
 
 // Plugin returns the absolute path of the XLA CPU PJRT plugin, found by the search nitro's

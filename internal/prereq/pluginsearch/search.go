@@ -16,6 +16,7 @@ package pluginsearch
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -30,6 +31,10 @@ const (
 	EnvLibraryPath = "PJRT_PLUGIN_LIBRARY_PATH" // ':' list of folders or plugin files (gopjrt's variable)
 	EnvDir         = "NITRO_PJRT_DIR"           // one folder holding the plugin, or the plugin file
 )
+
+// ErrNotFound is the error callers wrap when no place holds the plugin (Find itself reports that
+// as a zero Found, not an error).
+var ErrNotFound = errors.New("no PJRT plugin " + File + " was found")
 
 // Place is one place to look.
 type Place struct {
