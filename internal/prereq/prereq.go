@@ -59,7 +59,7 @@ func (p Prereq) Absent(t testing.TB, detail any) {
 // in CI or not: what is there must be repaired or removed.
 func (p Prereq) Broken(t testing.TB, detail any) {
 	t.Helper()
-	t.Fatalf("%s is present but broken: %v (to reinstall it: %s)", p.What, detail, p.Install)
+	t.Fatalf("%s is there but unusable, or named wrongly: %v (a failure with or without CI; to reinstall it: %s)", p.What, detail, p.Install)
 }
 
 // Need does nothing when err is nil, and otherwise stops the test: Absent when IsAbsent(err),

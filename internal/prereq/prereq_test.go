@@ -86,7 +86,7 @@ func TestBrokenAlwaysFails(t *testing.T) {
 		if returned || !f.failed || f.skipped {
 			t.Fatalf("CI=%q: broken must fail: returned %v, failed %v, skipped %v", ci, returned, f.failed, f.skipped)
 		}
-		if !strings.Contains(f.msg, "present but broken") || !strings.Contains(f.msg, "bad ELF header") || !strings.Contains(f.msg, "make demo") {
+		if !strings.Contains(f.msg, "there but unusable") || !strings.Contains(f.msg, "bad ELF header") || !strings.Contains(f.msg, "make demo") {
 			t.Errorf("failure message: %s", f.msg)
 		}
 	}
@@ -150,7 +150,7 @@ func TestPluginAbsentOrBroken(t *testing.T) {
 	text := filepath.Join(dir, "notes.txt")
 	os.WriteFile(text, []byte("not a library"), 0o644)
 	t.Setenv(pluginsearch.EnvLibraryPath, text)
-	if f, returned := run(func(tb testing.TB) { prereq.Plugin(tb) }); returned || !f.failed || !strings.Contains(f.msg, "present but broken") || !strings.Contains(f.msg, "$PJRT_PLUGIN_LIBRARY_PATH") {
+	if f, returned := run(func(tb testing.TB) { prereq.Plugin(tb) }); returned || !f.failed || !strings.Contains(f.msg, "there but unusable") || !strings.Contains(f.msg, "$PJRT_PLUGIN_LIBRARY_PATH") {
 		t.Fatalf("a named file that is not a plugin must fail even outside CI: returned %v, %+v", returned, f)
 	}
 	lib := filepath.Join(dir, "my_plugin.so")
