@@ -153,10 +153,19 @@ func TestPluginAbsentOrBroken(t *testing.T) {
 	if f, returned := run(func(tb testing.TB) { prereq.Plugin(tb) }); returned || !f.failed || !strings.Contains(f.msg, "there but unusable") || !strings.Contains(f.msg, "$PJRT_PLUGIN_LIBRARY_PATH") {
 		t.Fatalf("a named file that is not a plugin must fail even outside CI: returned %v, %+v", returned, f)
 	}
+	// The user cache folder, where `nitro setup` installs (the private searches tests once had
+	// missed it): found with no variable set.
+	t.Setenv(pluginsearch.EnvLibraryPath, "")
+	user := filepath.Join(dir, "usercache", "nitro", "pjrt", pluginsearch.File)
+	os.MkdirAll(filepath.Dir(user), 0o755)
+	os.WriteFile(user, []byte("\x7fELF rest"), 0o755)
+	var got string
+	if f, returned := run(func(tb testing.TB) { got = prereq.Plugin(tb) }); !returned || got != user {
+		t.Fatalf("the plugin `nitro setup` installs: got %q, returned %v, %+v", got, returned, f)
+	}
 	lib := filepath.Join(dir, "my_plugin.so")
 	os.WriteFile(lib, []byte("\x7fELF rest"), 0o755)
 	t.Setenv(pluginsearch.EnvLibraryPath, lib)
-	var got string
 	if f, returned := run(func(tb testing.TB) { got = prereq.Plugin(tb) }); !returned || got != lib {
 		t.Fatalf("a named plugin file: got %q, returned %v, %+v", got, returned, f)
 	}
