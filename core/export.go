@@ -372,7 +372,10 @@ func (n *Nitro) exportPlugin() (string, error) {
 	if n.backend.Plugin != "" {
 		return n.backend.Plugin, nil
 	}
-	found, searched := backend.FindPlugin()
+	found, searched, err := backend.FindPlugin()
+	if err != nil {
+		return "", fmt.Errorf("export compiles StableHLO through the XLA PJRT plugin: %w", err)
+	}
 	if found == "" {
 		return "", fmt.Errorf("export compiles StableHLO through the XLA PJRT plugin, and this Nitro runs on %s with no plugin found (searched %s): %s", n.backend.Name, strings.Join(searched, ", "), backend.SetupHint)
 	}

@@ -6,6 +6,7 @@ require (
 	github.com/gomlx/gomlx v0.25.0
 	github.com/gomlx/gopjrt v0.10.0
 	github.com/nitro-go/nitro/checkpoint v0.0.0
+	github.com/nitro-go/nitro/internal/prereq v0.0.0
 	github.com/x448/float16 v0.8.4
 )
 
@@ -19,4 +20,7 @@ require (
 	k8s.io/klog/v2 v2.130.1 // indirect
 )
 
-replace github.com/nitro-go/nitro/checkpoint => ../checkpoint
+replace (
+	github.com/nitro-go/nitro/checkpoint => ../checkpoint
+	github.com/nitro-go/nitro/internal/prereq => ../internal/prereq
+)

@@ -13,49 +13,18 @@ import (
 	"github.com/gomlx/gomlx/backends/stablehlo"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+
+	"github.com/nitro-go/nitro/internal/prereq"
 )
 
 const pluginFile = "pjrt_c_api_cpu_plugin.so"
 
-// findPlugin looks for the XLA CPU PJRT plugin where nitro installs it: $PJRT_PLUGIN_LIBRARY_PATH,
-// $NITRO_PJRT_DIR, then .nitro/pjrt in the working directory or a parent of it.
-func findPlugin() string {
-	dirs := filepath.SplitList(os.Getenv("PJRT_PLUGIN_LIBRARY_PATH"))
-	dirs = append(dirs, os.Getenv("NITRO_PJRT_DIR"))
-	if wd, err := os.Getwd(); err == nil {
-		for dir := wd; ; dir = filepath.Dir(dir) {
-			dirs = append(dirs, filepath.Join(dir, ".nitro", "pjrt"))
-			if filepath.Dir(dir) == dir {
-				break
-			}
-		}
-	}
-	for _, d := range dirs {
-		if d == "" {
-			continue
-		}
-		p := filepath.Join(d, pluginFile)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
-			if abs, err := filepath.Abs(p); err == nil {
-				return abs
-			}
-		}
-	}
-	return ""
-}
-
-// requirePlugin returns the plugin path, skips the test if there is none, or fails it in CI.
+// requirePlugin returns the plugin path nitro's backend resolver would load (prereq.Plugin runs
+// the same search, pluginsearch, which this module can use and core/backend calls), or stops the
+// test: a skip without one (a failure under CI), a failure when the search refuses a place.
 func requirePlugin(t testing.TB) string {
 	t.Helper()
-	p := findPlugin()
-	if p == "" {
-		msg := "no XLA CPU PJRT plugin " + pluginFile + " found ($PJRT_PLUGIN_LIBRARY_PATH, $NITRO_PJRT_DIR, .nitro/pjrt); run `make setup`"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return p
+	return prereq.Plugin(t)
 }
 
 var (

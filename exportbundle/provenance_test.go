@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nitro-go/nitro/exportbundle"
+	"github.com/nitro-go/nitro/internal/prereq"
 )
 
 // wantErr fails unless err is non-nil and its text contains want.
@@ -24,10 +25,7 @@ func wantErr(t *testing.T, err error, want string) {
 // are errors naming the fix.
 func TestSiteProvenance(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("SKIPPED, NOT PASSED: git is not on PATH: %v", err)
-		}
-		t.Skipf("SKIPPED, NOT PASSED: git is not on PATH: %v", err)
+		prereq.Git.Absent(t, err)
 	}
 	repo := t.TempDir()
 	git := func(args ...string) string {

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/nitro-go/nitro/internal/prereq"
 )
 
 // TestPythonSafetensors opens a bundle's weights.safetensors with the reference Python
@@ -15,10 +17,7 @@ import (
 func TestPythonSafetensors(t *testing.T) {
 	py := os.Getenv("NITRO_SAFETENSORS_PYTHON")
 	if py == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("NITRO_SAFETENSORS_PYTHON is not set: in CI the interop check must run (make test sets it up)")
-		}
-		t.Skip("NITRO_SAFETENSORS_PYTHON is not set: `make test` sets it up")
+		prereq.SafetensorsPython.Absent(t, "NITRO_SAFETENSORS_PYTHON is not set")
 	}
 	dir := filepath.Join(t.TempDir(), "b")
 	b := tinyBundle()

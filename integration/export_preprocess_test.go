@@ -3,7 +3,6 @@ package integration_test
 import (
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/exportbundle"
+	"github.com/nitro-go/nitro/internal/prereq"
 	"github.com/nitro-go/nitro/markers"
 )
 
@@ -34,10 +34,7 @@ func mnistData(t testing.TB) string {
 	t.Helper()
 	dir, err := mnist.DataDir("")
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("SKIPPED, NOT PASSED: MNIST is not in the module cache (run `make setup`): %v", err)
-		}
-		t.Skipf("SKIPPED, NOT PASSED: MNIST is not in the module cache (run `make setup`): %v", err)
+		prereq.MNIST.Absent(t, err)
 	}
 	return dir
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/exportbundle"
+	"github.com/nitro-go/nitro/internal/prereq"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/monitors"
 )
@@ -119,10 +120,7 @@ func TestExportMNIST(t *testing.T) {
 	r := requireXLA(t)
 	dataDir, err := mnist.DataDir("")
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("SKIPPED, NOT PASSED: MNIST is not in the module cache (run `make setup`): %v", err)
-		}
-		t.Skipf("SKIPPED, NOT PASSED: MNIST is not in the module cache (run `make setup`): %v", err)
+		prereq.MNIST.Absent(t, err)
 	}
 	e, err := markers.FromPreset[mnist.MLP]("tiny", map[string]any{"TrainLimit": 2000, "TestLimit": 200, "ValSize": 400, "DataDir": dataDir, "MaxEpochs": 1})
 	if err != nil {
@@ -398,10 +396,7 @@ func TestExportRefusals(t *testing.T) {
 func TestExportSiteProvenance(t *testing.T) {
 	r := requireXLA(t)
 	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("SKIPPED, NOT PASSED: git is not on PATH: %v", err)
-		}
-		t.Skipf("SKIPPED, NOT PASSED: git is not on PATH: %v", err)
+		prereq.Git.Absent(t, err)
 	}
 	repo := t.TempDir()
 	git := func(args ...string) string {

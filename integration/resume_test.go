@@ -16,6 +16,7 @@ import (
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/cmd/examples/mnist"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/internal/prereq"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/optimizers"
 	"github.com/nitro-go/nitro/schedules"
@@ -220,10 +221,7 @@ func TestExactResume(t *testing.T) {
 	requireXLA(t)
 	dataDir, err := mnist.DataDir("")
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("SKIPPED, NOT PASSED: MNIST is not in the module cache (run `make setup`): %v", err)
-		}
-		t.Skipf("SKIPPED, NOT PASSED: MNIST is not in the module cache (run `make setup`): %v", err)
+		prereq.MNIST.Absent(t, err)
 	}
 	tiny := func() any {
 		e, err := markers.FromPreset[mnist.MLP]("tiny", map[string]any{"TrainLimit": 2000, "TestLimit": 200, "ValSize": 400, "DataDir": dataDir})

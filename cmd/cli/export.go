@@ -229,7 +229,10 @@ func dtypeNamed(name string) (dtypes.DType, bool) {
 
 // openBundle loads a bundle on the XLA PJRT plugin nitro finds (backend.FindPlugin).
 func openBundle(dir string) (*exportbundle.Runner, error) {
-	plugin, searched := backend.FindPlugin()
+	plugin, searched, err := backend.FindPlugin()
+	if err != nil {
+		return nil, fmt.Errorf("running a bundle needs the XLA CPU PJRT plugin: %w", err)
+	}
 	if plugin == "" {
 		return nil, fmt.Errorf("running a bundle needs the XLA CPU PJRT plugin, and none was found (searched %s): %s", strings.Join(searched, ", "), backend.SetupHint)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -23,20 +24,19 @@ import (
 	"github.com/nitro-go/nitro/cmd/examples/mnist"
 	"github.com/nitro-go/nitro/core/backend"
 	"github.com/nitro-go/nitro/exportbundle"
+	"github.com/nitro-go/nitro/internal/prereq"
 )
 
-// needPlugin returns the XLA plugin run-bundle and serve load, or skips (fails under CI=true).
+// needPlugin returns the XLA plugin run-bundle and serve load (the one backend.FindPlugin finds),
+// or stops the test as prereq does.
 func needPlugin(t *testing.T) string {
 	t.Helper()
-	p, searched := backend.FindPlugin()
+	p, searched, err := backend.FindPlugin()
+	if err != nil {
+		prereq.XLAPlugin.Broken(t, err)
+	}
 	if p == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true and no XLA CPU PJRT plugin found (searched %v)", searched)
-		}
-		if os.Getenv("CI") != "" {
-			t.Fatalf("SKIPPED, NOT PASSED: no XLA CPU PJRT plugin found (searched %v): run `make setup`", searched)
-		}
-		t.Skipf("SKIPPED, NOT PASSED: no XLA CPU PJRT plugin found (searched %v): run `make setup`", searched)
+		prereq.XLAPlugin.Absent(t, fmt.Sprintf("searched %v", searched))
 	}
 	return p
 }
@@ -46,10 +46,7 @@ func testImages(t *testing.T, k int) (*tensors.Tensor, []int32) {
 	t.Helper()
 	dir, err := mnist.DataDir("")
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("SKIPPED, NOT PASSED: MNIST is not in the module cache (run `make setup`): %v", err)
-		}
-		t.Skipf("SKIPPED, NOT PASSED: MNIST is not in the module cache (run `make setup`): %v", err)
+		prereq.MNIST.Absent(t, err)
 	}
 	s, err := mnist.Load(dir, "t10k", k)
 	if err != nil {

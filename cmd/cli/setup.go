@@ -46,10 +46,14 @@ type installer struct {
 	stderr    io.Writer // progress
 }
 
+// pinned is the wheel `nitro setup` installs; a variable only so that tests can run the whole
+// command on a small synthetic wheel (pinned by its own sha256) when the real one is not at hand.
+var pinned = backend.Pinned
+
 // newSetupCmd builds `nitro setup`.
 func newSetupCmd(stdout, stderr io.Writer) *cobra.Command {
 	defDir, dirErr := backend.UserPluginDir()
-	w := backend.Pinned()
+	w := pinned()
 	shown := defDir
 	if dirErr != nil {
 		shown = "os.UserCacheDir()/nitro/pjrt"
@@ -151,8 +155,10 @@ func (in *installer) install(ctx context.Context) error {
 
 // noteIfNotFound says so when the resolver would not pick the plugin just installed.
 func (in *installer) noteIfNotFound(target string) {
-	found, searched := backend.FindPlugin()
+	found, searched, err := backend.FindPlugin()
 	switch {
+	case err != nil:
+		fmt.Fprintf(in.stdout, "pjrt: note: nitro run from here stops at a place it refuses: %v\n", err)
 	case found == target:
 	case found != "":
 		fmt.Fprintf(in.stdout, "pjrt: note: nitro run from here loads %s, found earlier in its search\n", found)

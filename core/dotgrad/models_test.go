@@ -21,6 +21,9 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
 	"github.com/gomlx/gomlx/pkg/ml/train/losses"
 	"github.com/gomlx/gopjrt/dtypes"
+
+	"github.com/nitro-go/nitro/core/backend"
+	"github.com/nitro-go/nitro/internal/prereq"
 )
 
 // model is a training program whose gradient we inspect.
@@ -193,46 +196,16 @@ const (
 	envPlugin = "DOTGRAD_XLA_PLUGIN" // the PJRT plugin the child loads
 )
 
-const pluginFile = "pjrt_c_api_cpu_plugin.so"
-
-// findPlugin looks for the XLA CPU PJRT plugin where nitro installs it: $PJRT_PLUGIN_LIBRARY_PATH,
-// $NITRO_PJRT_DIR, then .nitro/pjrt in the working directory or a parent of it.
-func findPlugin() string {
-	var dirs []string
-	dirs = append(dirs, filepath.SplitList(os.Getenv("PJRT_PLUGIN_LIBRARY_PATH"))...)
-	dirs = append(dirs, os.Getenv("NITRO_PJRT_DIR"))
-	if wd, err := os.Getwd(); err == nil {
-		for dir := wd; ; dir = filepath.Dir(dir) {
-			dirs = append(dirs, filepath.Join(dir, ".nitro", "pjrt"))
-			if filepath.Dir(dir) == dir {
-				break
-			}
-		}
-	}
-	for _, dir := range dirs {
-		if dir == "" {
-			continue
-		}
-		p := filepath.Join(dir, pluginFile)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
-			if abs, err := filepath.Abs(p); err == nil {
-				return abs
-			}
-		}
-	}
-	return ""
-}
-
-// requirePlugin returns the plugin path, skips the test if there is none, or fails it in CI.
+// requirePlugin returns the plugin path backend.FindPlugin finds (the resolver's own search), or
+// stops the test: a skip without one (a failure under CI), a failure when the search refuses a place.
 func requirePlugin(t *testing.T) string {
 	t.Helper()
-	p := findPlugin()
+	p, searched, err := backend.FindPlugin()
+	if err != nil {
+		prereq.XLAPlugin.Broken(t, err)
+	}
 	if p == "" {
-		msg := "no XLA CPU PJRT plugin " + pluginFile + " found ($PJRT_PLUGIN_LIBRARY_PATH, $NITRO_PJRT_DIR, .nitro/pjrt); run `make setup`"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		prereq.XLAPlugin.Absent(t, fmt.Sprintf("searched %v", searched))
 	}
 	return p
 }

@@ -1,6 +1,8 @@
 // Command depcheck enforces the workspace's layering: no module but cmd and integration imports
-// core, and no import cycle runs between modules (Go modules tolerate module-level cycles; we do
-// not, since each module must be usable alone). Run from the repository root: go run ./integration/depcheck
+// core; internal/prereq (the test prerequisites and the plugin search, which every module may
+// import, core/backend included) imports no workspace module, so it sits below them all; and no
+// import cycle runs between modules (Go modules tolerate module-level cycles; we do not, since
+// each module must be usable alone). Run from the repository root: go run ./integration/depcheck
 package main
 
 import (
@@ -16,6 +18,9 @@ import (
 
 // mayImportCore lists the modules allowed to depend on core.
 var mayImportCore = map[string]bool{"cmd": true, "integration": true}
+
+// bottom lists the modules that import no workspace module: every module may import them.
+var bottom = map[string]bool{"internal/prereq": true}
 
 func main() {
 	root := "."
@@ -85,6 +90,9 @@ func Check(graph map[string][]string) error {
 	sort.Strings(names)
 	for _, m := range names {
 		for _, dep := range graph[m] {
+			if bottom[m] {
+				problems = append(problems, fmt.Sprintf("module %s imports %s: it must import no workspace module, since every module may import it", m, dep))
+			}
 			if dep == "core" && !mayImportCore[m] {
 				problems = append(problems, fmt.Sprintf("module %s imports core: only cmd and integration may; move the shared code into %s or a lower module", m, m))
 			}

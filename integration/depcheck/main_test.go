@@ -17,6 +17,18 @@ func TestCheckRefusesCoreImport(t *testing.T) {
 	}
 }
 
+// TestCheckKeepsPrereqAtTheBottom: every module may import internal/prereq; it imports none.
+func TestCheckKeepsPrereqAtTheBottom(t *testing.T) {
+	ok := map[string][]string{"markers": {"internal/prereq"}, "core": {"internal/prereq", "markers"}, "internal/prereq": nil}
+	if err := Check(ok); err != nil {
+		t.Fatalf("modules importing internal/prereq were refused: %v", err)
+	}
+	err := Check(map[string][]string{"internal/prereq": {"markers"}, "markers": nil})
+	if err == nil || !strings.Contains(err.Error(), "module internal/prereq imports markers") {
+		t.Fatalf("want internal/prereq -> markers refused, got %v", err)
+	}
+}
+
 func TestCheckFindsCycle(t *testing.T) {
 	err := Check(map[string][]string{"optimizers": {"schedules"}, "schedules": {"optimizers"}})
 	if err == nil || !strings.Contains(err.Error(), "optimizers -> schedules -> optimizers") {

@@ -1,12 +1,15 @@
 package shim
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/nitro-go/nitro/internal/prereq"
 )
 
 // TestLayoutMatchesPJRTHeader compiles a probe against the pjrt_c_api.h that gopjrt (at the pinned
@@ -15,27 +18,18 @@ import (
 func TestLayoutMatchesPJRTHeader(t *testing.T) {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/gomlx/gopjrt").Output()
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("go list gopjrt: %v", err)
-		}
-		t.Skipf("go list gopjrt: %v", err)
+		prereq.GopjrtHeader.Absent(t, fmt.Sprintf("go list gopjrt: %v", err))
 	}
 	header := filepath.Join(strings.TrimSpace(string(out)), "pjrt")
 	if _, err := os.Stat(filepath.Join(header, "pjrt_c_api.h")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no pjrt_c_api.h: %v", err)
-		}
-		t.Skipf("no pjrt_c_api.h: %v", err)
+		prereq.GopjrtHeader.Absent(t, err)
 	}
 	cc := os.Getenv("CC")
 	if cc == "" {
 		cc = "gcc"
 	}
 	if _, err := exec.LookPath(cc); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no C compiler: %v", err)
-		}
-		t.Skipf("no C compiler: %v", err)
+		prereq.CCompiler.Absent(t, err)
 	}
 	dir := t.TempDir()
 	src := filepath.Join(dir, "probe.c")

@@ -1,0 +1,10 @@
+package cli
+
+import "github.com/nitro-go/nitro/core/backend"
+
+// SetPinnedForTest makes `nitro setup` install w instead of the real pin, until restore is called.
+func SetPinnedForTest(w backend.Wheel) (restore func()) {
+	old := pinned
+	pinned = func() backend.Wheel { return w }
+	return func() { pinned = old }
+}

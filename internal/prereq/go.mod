@@ -1,0 +1,3 @@
+module github.com/nitro-go/nitro/internal/prereq
+
+go 1.26
