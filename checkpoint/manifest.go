@@ -19,6 +19,9 @@ const manifestVersion = 1
 // maxManifest bounds what ReadManifest reads: a manifest lists a handful of files.
 const maxManifest = 64 << 20
 
+// maxName bounds a manifest entry's metric and stop reason, short names both.
+const maxName = 1024
+
 // ManifestEntry is one checkpoint the directory holds.
 type ManifestEntry struct {
 	File       string   `json:"file"` // base name
@@ -95,10 +98,22 @@ func parseManifest(path string, b []byte) (*manifest, error) {
 		}
 		seen[e.File] = true
 		if e.Epoch < 0 || e.Step < 0 {
-			return bad("checkpoints[%d]: negative epoch or step", i)
+			return bad("checkpoints[%d]: negative epoch or step (epoch %d, step %d)", i, e.Epoch, e.Step)
+		}
+		if e.Epoch > MaxEpoch {
+			return bad("checkpoints[%d].epoch: %s", i, boundMsg(e.Epoch, MaxEpoch))
+		}
+		if e.Step > MaxStep {
+			return bad("checkpoints[%d].step: %s", i, boundMsg(e.Step, MaxStep))
 		}
 		if e.Score != nil && (math.IsNaN(*e.Score) || math.IsInf(*e.Score, 0)) {
 			return bad("checkpoints[%d].score: not finite", i)
+		}
+		if e.Score != nil && e.Metric == "" {
+			return bad("checkpoints[%d].metric: missing beside a score", i)
+		}
+		if len(e.Metric) > maxName || len(e.StopReason) > maxName {
+			return bad("checkpoints[%d]: metric or stop_reason longer than %d bytes", i, maxName)
 		}
 	}
 	for i, f := range m.Displaced {
