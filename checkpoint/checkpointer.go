@@ -129,7 +129,9 @@ func (s *store) save(r *Record, args NameArgs, keep func(all []ManifestEntry) []
 	}
 	// Removals pending from an earlier save come first; then base is recorded as displaced
 	// before it is written, so that a crash before the final manifest leaves no unlisted
-	// file that nothing would remove. (An overwrite of a listed name needs no such entry.)
+	// file that nothing would remove. An overwrite of a listed name is unlisted meanwhile:
+	// after a crash the file may hold the old record or the new one, and neither matches
+	// the entry for sure (the name rounds the score and omits the stop reason), so it goes.
 	var pending []string
 	for _, f := range old.Displaced {
 		switch {
@@ -138,11 +140,14 @@ func (s *store) save(r *Record, args NameArgs, keep func(all []ManifestEntry) []
 			pending = append(pending, f)
 		}
 	}
-	if !listed[base] {
-		intent := &manifest{Checkpoints: old.Checkpoints, Displaced: append(slices.Clone(pending), base)}
-		if err := writeManifest(fsys, rt, dir, intent); err != nil {
-			return "", fmt.Errorf("checkpoint: save %s: %w", path, err)
+	intent := &manifest{Displaced: append(slices.Clone(pending), base)}
+	for _, e := range old.Checkpoints {
+		if e.File != base {
+			intent.Checkpoints = append(intent.Checkpoints, e)
 		}
+	}
+	if err := writeManifest(fsys, rt, dir, intent); err != nil {
+		return "", fmt.Errorf("checkpoint: save %s: %w", path, err)
 	}
 
 	if err := writeRecord(fsys, rt, path, r); err != nil {

@@ -186,3 +186,50 @@ func TestPendingRotationFinished(t *testing.T) {
 		}
 	}
 }
+
+// TestCrashDuringAnOverwrite cuts the power at each operation of a save that overwrites a
+// listed name (the same epoch and step trained again, another stop reason and metric): after
+// the crash every listed checkpoint still agrees with its manifest entry and loads, and the
+// next process resumes and saves on.
+func TestCrashDuringAnOverwrite(t *testing.T) {
+	crash := errors.New("power cut")
+	for cut := 0; ; cut++ {
+		m := NewMemFS()
+		en, _ := NewEveryN(1, "/run", nil, WithFS(m), WithIORetry(1, 0))
+		for e := 1; e <= 3; e++ {
+			r := epochRecord(e, 64, 0.5)
+			r.StopReason = "completed"
+			if _, err := en.Save(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		again := epochRecord(3, 64, 0.25)
+		again.StopReason = "requested"
+		m.FailAfter(cut, crash)
+		_, err := en.Save(again)
+		m.Crash()
+		m.ClearFaults()
+
+		for _, e := range mustManifest(t, m).Checkpoints {
+			if _, err := readRecord(m, "/run/"+e.File); err != nil {
+				t.Fatalf("cut %d: listed %s: %v", cut, e.File, err)
+			}
+		}
+		en2, _ := NewEveryN(1, "/run", nil, WithFS(m), WithIORetry(1, 0))
+		latest, ok, lerr := en2.Latest()
+		if lerr != nil || !ok {
+			t.Fatalf("cut %d: Latest: %v %v", cut, ok, lerr)
+		}
+		if _, err := en2.Load(latest); err != nil {
+			t.Fatalf("cut %d: resume: %v", cut, err)
+		}
+		if _, err := en2.Save(epochRecord(4, 64, 0.1)); err != nil {
+			t.Fatalf("cut %d: save after the crash: %v", cut, err)
+		}
+		checkDir(t, m, "/run")
+		if err == nil {
+			t.Logf("cut the power at each of %d operations", cut)
+			return
+		}
+	}
+}
