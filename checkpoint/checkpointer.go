@@ -93,6 +93,9 @@ func (s *store) save(r *Record, args NameArgs, keep func(all []ManifestEntry) []
 	if r.Epoch < 0 || r.Step < 0 {
 		return "", fmt.Errorf("checkpoint: epoch %d, step %d: negative", r.Epoch, r.Step)
 	}
+	if f, msg := outOfBounds(r.Epoch, r.Step, r.Position); f != "" { // before the manifest changes
+		return "", fmt.Errorf("checkpoint: record %s: %s", f, msg)
+	}
 	if s.dir == "" {
 		return "", errors.New("checkpoint: no directory: pass one or adopt the run directory")
 	}

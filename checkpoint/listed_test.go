@@ -233,3 +233,18 @@ func TestCrashDuringAnOverwrite(t *testing.T) {
 		}
 	}
 }
+
+// TestSaveRefusesOutOfBounds: a record past the counters' bounds is refused before the
+// directory changes at all.
+func TestSaveRefusesOutOfBounds(t *testing.T) {
+	m := NewMemFS()
+	en, _ := NewEveryN(1, "/run", nil, WithFS(m), fast)
+	r := epochRecord(1, 8, 0.5)
+	r.Epoch = MaxEpoch + 1
+	if _, err := en.Save(r); err == nil || !strings.Contains(err.Error(), "record epoch") {
+		t.Fatalf("Save of epoch %d: %v", r.Epoch, err)
+	}
+	if names, err := m.ReadDir("/run"); err == nil && len(names) > 0 {
+		t.Errorf("a refused Save left %v", names)
+	}
+}

@@ -89,3 +89,13 @@ func TestResumeAutoNamesTheOlderCheckpoints(t *testing.T) {
 		t.Errorf("it trained:\n%s", out)
 	}
 }
+
+// TestLsRefusesAnAbsurdManifest: ls prints no epoch 2^63-1; it names the field instead.
+func TestLsRefusesAnAbsurdManifest(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, checkpoint.ManifestName), []byte(`{"version":1,"checkpoints":[{"file":"epoch-0001.safetensors","epoch":9223372036854775807,"step":1,"score":null}]}`), 0o644)
+	code, out, errs := runCLI("ls", dir)
+	if code != 1 || strings.Contains(out, "9223372036854775807") || !strings.Contains(errs, "checkpoints[0].epoch") || !strings.Contains(errs, "past the bound") {
+		t.Errorf("ls: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
