@@ -11,6 +11,7 @@ import (
 	"hash"
 	"math"
 	"os"
+	"path/filepath"
 	"reflect"
 	"runtime/debug"
 	"slices"
@@ -644,9 +645,18 @@ func NewestCheckpoint(dir string) (string, error) {
 		return "", err
 	}
 	if !ok {
+		if listedIn(dir) {
+			return "", fmt.Errorf("%s is a directory, and its run dir's %s lists it as a checkpoint file: the file was replaced; pass another checkpoint (nitro ls %s)", dir, checkpoint.ManifestName, filepath.Dir(dir))
+		}
 		return "", fmt.Errorf("%s holds no checkpoint (no %s listing one)", dir, checkpoint.ManifestName)
 	}
 	return p, nil
+}
+
+// listedIn reports whether the manifest beside path lists it as a checkpoint.
+func listedIn(path string) bool {
+	entries, _ := checkpoint.ReadManifest(filepath.Dir(path))
+	return slices.ContainsFunc(entries, func(e checkpoint.ManifestEntry) bool { return e.File == filepath.Base(path) })
 }
 
 // withOlderHint adds how to use one of the older checkpoints a *checkpoint.NewestError names:

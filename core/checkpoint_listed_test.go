@@ -49,6 +49,10 @@ func TestResumeNamesAMissingNewest(t *testing.T) {
 		wantErr(t, err, "resume auto", newest, problem, older+" (epoch 2,", filepath.Join(dir, entries[0].File), "--resume PATH")
 		err = newErr(t, &Reg{}, data(t, 16), core.WithCheckpoint(dir))
 		wantErr(t, err, "WithCheckpoint", newest, problem, older, "--checkpoint PATH")
+		if how == "directory" { // given by path, the replaced file is named as such
+			err = newErr(t, &Reg{}, data(t, 16), core.WithResume(newest))
+			wantErr(t, err, newest, "is a directory", "lists it as a checkpoint file")
+		}
 		// The older one named loads.
 		w := newNitro(t, &Reg{}, goOpts(nil, core.WithData(data(t, 16)), core.WithResume(older))...)
 		if w.Epoch() != 2 {
