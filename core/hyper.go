@@ -87,6 +87,7 @@ type optSetup struct {
 	lambda   map[string]float64           // group -> LambdaGroup(group), else Lambda
 	bound    *schedules.Bound
 	ratio    map[string]float64
+	rate     map[string]float64 // group -> LearningRateGroup(group), when that accessor exists
 	base     map[string]map[string]float64 // group -> field -> constant base value
 	level    map[string]string
 	bindings []schedules.Binding
@@ -98,7 +99,7 @@ type optSetup struct {
 // setupOptimization resolves levels, rates, decay and schedules for every group, then builds and
 // initializes each group's chain. It runs at setup, once; the per-step work is hyperValues.
 func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
-	o := &optSetup{ratio: map[string]float64{}, base: map[string]map[string]float64{}, level: map[string]string{},
+	o := &optSetup{ratio: map[string]float64{}, rate: map[string]float64{}, base: map[string]map[string]float64{}, level: map[string]string{},
 		rule: map[string]optimizers.Rule{}, anchor: map[string]optimizers.Anchor{}, lambda: map[string]float64{}}
 	n.opt = o
 	a := n.acc
@@ -107,6 +108,7 @@ func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
 		lr := n.cfg.lr.value
 		if a.lrGroup != nil {
 			lr = a.lrGroup.LearningRateGroup(g.name)
+			o.rate[g.name] = lr
 		}
 		lrs = append(lrs, optimizers.GroupLR{Group: g.name, LR: lr})
 		if a.rule != nil {
@@ -185,6 +187,11 @@ func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
 	}
 	// Phase C: the final chains, knowing what is scheduled, then their initial state.
 	for gi, g := range n.groups {
+		if rule := o.rule[g.name]; rule != nil && a.chain == nil {
+			if err := n.checkRuleOverrides(g.name, rule); err != nil {
+				return err
+			}
+		}
 		c, err := n.buildChain(g, o.scheduledFor(g.name))
 		if err != nil {
 			return err
@@ -242,6 +249,67 @@ func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
 		}
 	}
 	o.bindings = n.bindings()
+	return nil
+}
+
+// checkRuleOverrides refuses a Level 1 rule field that the framework feeds from elsewhere (eta
+// from the resolved learning rate, any field from its schedule) while the rule holds a different
+// non-zero value: the rule's value would be silently ignored, and the run would train with other
+// numbers than the rule reads. Zero means unset; a value equal to what replaces it is accepted.
+// Nonschedulable fields are baked into the program from the rule itself and never replaced.
+func (n *Nitro) checkRuleOverrides(group string, rule optimizers.Rule) error {
+	o := n.opt
+	fields, err := optimizers.RuleFields(rule)
+	if err != nil {
+		return err // BuildRuleChain reports it with the group; here only the fields matter
+	}
+	rt := reflect.TypeOf(rule)
+	for rt.Kind() == reflect.Pointer {
+		rt = rt.Elem()
+	}
+	where := fmt.Sprintf("OptimizerRule(%q)", group)
+	scheduled := o.scheduledFor(group)
+	for _, f := range fields {
+		if !f.Schedulable || f.Value == 0 {
+			continue
+		}
+		field := rt.Name() + "." + f.GoName
+		if slices.Contains(scheduled, f.Key) {
+			t, _ := n.scheduleTarget(group, f.Key)
+			key, _ := o.bound.Key(t)
+			if o.bound.IsConstant(t) {
+				at, err := o.bound.At(1)
+				if err != nil {
+					return err
+				}
+				v, note := at[t], ""
+				if f.Key == optimizers.EtaField && o.ratio[group] != 1 {
+					v, note = v*o.ratio[group], fmt.Sprintf(" (%g x the group's ratio %g)", at[t], o.ratio[group])
+				}
+				if v == f.Value {
+					continue
+				}
+				return fmt.Errorf("%s: %s is %g but the constant schedule %q sets %s to %g%s, which the framework feeds the rule in its place: set the value in one place (leave %s zero, or drop the schedule)",
+					where, field, f.Value, key, f.Key, v, note, f.GoName)
+			}
+			return fmt.Errorf("%s: %s is %g but schedule %q drives %s, which the framework feeds the rule in its place at every step: leave %s zero (the schedule sets it), or drop the schedule",
+				where, field, f.Value, key, f.Key, f.GoName)
+		}
+		if f.Key != optimizers.EtaField {
+			continue // fed from the rule itself
+		}
+		if n.acc.lrGroup != nil {
+			if rate := o.rate[group]; f.Value != rate {
+				return fmt.Errorf("%s: %s is %g but group %q's resolved learning rate is %g (accessor LearningRateGroup(%s)), which the framework feeds the rule's eta in its place: set it in LearningRateGroup instead, or leave %s zero",
+					where, field, f.Value, group, rate, group, f.GoName)
+			}
+			continue
+		}
+		if lr := n.cfg.lr; f.Value != lr.value {
+			return fmt.Errorf("%s: %s is %g but the resolved LearningRate is %g (%s), which the framework feeds the rule's eta in its place: set LearningRate instead, or leave %s zero",
+				where, field, f.Value, lr.value, lr.source, f.GoName)
+		}
+	}
 	return nil
 }
 
