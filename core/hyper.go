@@ -87,7 +87,7 @@ type optSetup struct {
 	lambda   map[string]float64           // group -> LambdaGroup(group), else Lambda
 	bound    *schedules.Bound
 	ratio    map[string]float64
-	rate     map[string]float64 // group -> LearningRateGroup(group), when that accessor exists
+	rate     map[string]float64            // group -> LearningRateGroup(group), when that accessor exists
 	base     map[string]map[string]float64 // group -> field -> constant base value
 	level    map[string]string
 	bindings []schedules.Binding
@@ -252,52 +252,31 @@ func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
 	return nil
 }
 
-// checkRuleOverrides refuses a Level 1 rule field that the framework feeds from elsewhere (eta
-// from the resolved learning rate, any field from its schedule) while the rule holds a different
-// non-zero value: the rule's value would be silently ignored, and the run would train with other
-// numbers than the rule reads. Zero means unset; a value equal to what replaces it is accepted.
-// Nonschedulable fields are baked into the program from the rule itself and never replaced.
+// checkRuleOverrides refuses a Level 1 rule whose eta the framework replaces with the resolved
+// learning rate (LearningRate, or the group's LearningRateGroup) while the rule holds a different
+// non-zero value: the rule's value would be silently ignored and the run would train at another
+// rate than the rule reads. Zero means unset; a value equal to the resolved one is accepted. A
+// schedule of eta is the user's own declaration of where eta comes from, and a schedule
+// replacing a rule's value is the documented precedence for every rule field (the rule's value
+// is the default when no schedule drives it), so a scheduled eta is not checked here.
 func (n *Nitro) checkRuleOverrides(group string, rule optimizers.Rule) error {
 	o := n.opt
+	if slices.Contains(o.scheduledFor(group), optimizers.EtaField) {
+		return nil
+	}
 	fields, err := optimizers.RuleFields(rule)
 	if err != nil {
-		return err // BuildRuleChain reports it with the group; here only the fields matter
+		return err
 	}
 	rt := reflect.TypeOf(rule)
 	for rt.Kind() == reflect.Pointer {
 		rt = rt.Elem()
 	}
-	where := fmt.Sprintf("OptimizerRule(%q)", group)
-	scheduled := o.scheduledFor(group)
 	for _, f := range fields {
-		if !f.Schedulable || f.Value == 0 {
+		if f.Key != optimizers.EtaField || !f.Schedulable || f.Value == 0 {
 			continue
 		}
-		field := rt.Name() + "." + f.GoName
-		if slices.Contains(scheduled, f.Key) {
-			t, _ := n.scheduleTarget(group, f.Key)
-			key, _ := o.bound.Key(t)
-			if o.bound.IsConstant(t) {
-				at, err := o.bound.At(1)
-				if err != nil {
-					return err
-				}
-				v, note := at[t], ""
-				if f.Key == optimizers.EtaField && o.ratio[group] != 1 {
-					v, note = v*o.ratio[group], fmt.Sprintf(" (%g x the group's ratio %g)", at[t], o.ratio[group])
-				}
-				if v == f.Value {
-					continue
-				}
-				return fmt.Errorf("%s: %s is %g but the constant schedule %q sets %s to %g%s, which the framework feeds the rule in its place: set the value in one place (leave %s zero, or drop the schedule)",
-					where, field, f.Value, key, f.Key, v, note, f.GoName)
-			}
-			return fmt.Errorf("%s: %s is %g but schedule %q drives %s, which the framework feeds the rule in its place at every step: leave %s zero (the schedule sets it), or drop the schedule",
-				where, field, f.Value, key, f.Key, f.GoName)
-		}
-		if f.Key != optimizers.EtaField {
-			continue // fed from the rule itself
-		}
+		where, field := fmt.Sprintf("OptimizerRule(%q)", group), rt.Name()+"."+f.GoName
 		if n.acc.lrGroup != nil {
 			if rate := o.rate[group]; f.Value != rate {
 				return fmt.Errorf("%s: %s is %g but group %q's resolved learning rate is %g (accessor LearningRateGroup(%s)), which the framework feeds the rule's eta in its place: set it in LearningRateGroup instead, or leave %s zero",
