@@ -246,9 +246,9 @@ func (n *Nitro) resolveEarlyStop() (*runEarlyStop, error) {
 	default:
 		ch, ok := n.e.(EarlyStopChooser)
 		if !ok {
-			if m, has := reflect.TypeOf(n.e).MethodByName("EarlyStop"); has {
+			if m := reflect.ValueOf(n.e).MethodByName("EarlyStop"); m.IsValid() {
 				return nil, fmt.Errorf("experiment %s has an EarlyStop method of type %s, which is not the stopping-rule hook: want func (e *%s) EarlyStop() core.EarlyStopper (return core.DefaultEarlyStopping(), or nil for none)",
-					n.typeName, m.Type, n.typeName)
+					n.typeName, m.Type(), n.typeName)
 			}
 			return nil, nil
 		}
