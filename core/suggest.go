@@ -14,7 +14,7 @@ import (
 // Name parts of metrics where lower is better, and where higher is. A name mentioning a loss or
 // an error is lower-is-better even when it also names a score ("top1_error").
 var (
-	lowerBetter = []string{"loss", "error", "err", "errors", "mae", "mse", "rmse", "msle", "rmsle", "mape", "smape",
+	lowerBetter = []string{"loss", "error", "err", "errors", "mae", "mse", "rmse", "sse", "sae", "rss", "msle", "rmsle", "mape", "smape",
 		"nll", "xent", "crossentropy", "ce", "bce", "perplexity", "ppl", "wer", "cer", "ter", "distance", "dist",
 		"l1", "l2", "huber", "kl", "divergence", "cost", "regret", "fid", "eer", "fpr", "fnr"}
 	higherBetter = []string{"acc", "accuracy", "f1", "fscore", "auc", "auroc", "auprc", "roc", "precision", "recall",
