@@ -291,7 +291,7 @@ func requestBody(stdin io.Reader, file string, inputs []string, explicit bool) (
 		if file == "-" {
 			if f, ok := stdin.(*os.File); ok && !explicit {
 				if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-					return nil, errors.New("run-bundle: no inputs given, and standard input is a terminal: " + inputsHint)
+					return nil, errors.New("run-bundle: no inputs given, and standard input is a terminal or device, not a request: " + inputsHint)
 				}
 			}
 			b, err := io.ReadAll(io.LimitReader(stdin, exportbundle.MaxRequestBytes+1))
