@@ -108,6 +108,7 @@ func NewEarlyStopping(metric, mode string, patience int, minDelta float64) (*Ear
 
 // check refuses a configuration that cannot decide a stop, naming the field and the fix.
 func (s *EarlyStopping) check(origin string) error {
+	origin = strings.TrimSuffix(origin, "()") // "E.EarlyStop()" reads as E.EarlyStop("val_acc") below
 	switch {
 	case s.Metric == "":
 		return fmt.Errorf("%s: no metric: name a validation metric, e.g. %q, or start from core.DefaultEarlyStopping() (%s, %s, patience %d, min_delta %g)",
