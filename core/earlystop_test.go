@@ -173,13 +173,12 @@ func TestCustomEarlyStopper(t *testing.T) {
 	}
 	// Another policy type does not take afterCalls's state.
 	con = &core.MemoryConsole{}
-	other := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(4), core.WithResume("auto"), core.WithConsole(con), core.WithEarlyStopping("val_loss", "min", 5, 0))...)
+	newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(4), core.WithResume("auto"), core.WithConsole(con), core.WithEarlyStopping("val_loss", "min", 5, 0))...)
 	if !slices.ContainsFunc(con.Notices, func(s string) bool {
 		return strings.Contains(s, "*core_test.afterCalls's") && strings.Contains(s, "starts afresh")
 	}) {
 		t.Errorf("notices %q: want the policy-type mismatch said", con.Notices)
 	}
-	_ = other
 	// A policy without state: afresh, said.
 	con = &core.MemoryConsole{}
 	newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(4), core.WithResume("auto"), core.WithConsole(con), core.WithEarlyStopper(&stateless{}))...)
