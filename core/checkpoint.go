@@ -80,14 +80,6 @@ func WithResume(from string) Option { return func(o *options) { o.resume = from 
 // --checkpoint) or fine-tuned.
 func WithCheckpoint(path string) Option { return func(o *options) { o.weights = path } }
 
-// WithEarlyStopping stops Train when the validation metric (named as the record names it, e.g.
-// "val_loss") has not improved by more than minDelta for patience epochs; mode is "min" or "max".
-// None by default. The metric must be one the val split reports (New checks) and finite each
-// epoch. See EarlyStopping.
-func WithEarlyStopping(metric, mode string, patience int, minDelta float64) Option {
-	return func(o *options) { o.early = &earlySpec{metric, mode, patience, minDelta} }
-}
-
 // WithPreset records the name of the preset the experiment was built from (markers.FromPreset
 // records none): it goes into every checkpoint and the logged params.
 func WithPreset(name string) Option { return func(o *options) { o.preset = name } }
@@ -103,12 +95,6 @@ func NewFromPreset[E any](preset string, overrides map[string]any, opts ...Optio
 		return nil, err
 	}
 	return New(e, append([]Option{WithPreset(preset)}, opts...)...)
-}
-
-type earlySpec struct {
-	metric, mode string
-	patience     int
-	minDelta     float64
 }
 
 // CheckpointerChooser is an experiment that picks its own checkpointer (e.g. TopK by its own
@@ -129,7 +115,7 @@ type CheckpointNamer interface {
 type runCkpt struct {
 	c       checkpoint.Checkpointer
 	metric  string            // the Ranker's metric; "" when the checkpointer ranks by none
-	es      *EarlyStopping    // nil: no early stopping
+	es      *runEarlyStop     // nil: no early stopping
 	anchors map[string]string // per w0- or array-anchored group, its anchor's checksum (memo)
 	stopped string            // the early stop a resumed checkpoint records, still in force
 	last    string            // the newest checkpoint written or restored
@@ -173,13 +159,11 @@ func (n *Nitro) setUpCheckpoints() error {
 	if r, ok := c.(checkpoint.Ranker); ok {
 		n.ck.metric = r.Metric()
 	}
-	if s := o.early; s != nil {
-		es, err := NewEarlyStopping(s.metric, s.mode, s.patience, s.minDelta)
-		if err != nil {
-			return err
-		}
-		n.ck.es = es
+	es, err := n.resolveEarlyStop()
+	if err != nil {
+		return err
 	}
+	n.ck.es = es
 	if err := n.checkControlMetrics(); err != nil {
 		return err
 	}
@@ -211,7 +195,7 @@ func (n *Nitro) checkControlMetrics() error {
 	}
 	if _, ok := n.data["val"]; !ok {
 		if n.ck.es != nil {
-			return fmt.Errorf("WithEarlyStopping(%q): the data has no \"val\" split (it has %v), so no validation metric exists to stop on", n.ck.es.Metric, sortedKeys(n.data))
+			return n.ck.es.checkMetric(false, sortedKeys(n.data), nil)
 		}
 		return nil
 	}
@@ -220,11 +204,16 @@ func (n *Nitro) checkControlMetrics() error {
 		return err
 	}
 	if m := n.ck.metric; m != "" && !slices.Contains(names, m) {
-		return fmt.Errorf("checkpoint metric %q: no metric of the val split has this name; it reports %s: rank by one of them, e.g. core.WithCheckpointer(checkpoint.NewTopK(3, %q, \"max\", \"\", nil)) (mode min or max as the metric wants), or turn checkpoints off with core.WithoutCheckpoints()",
-			m, strings.Join(names, ", "), first(names))
+		from := ckptFromDefault
+		if n.opts.ckptSet {
+			from = ckptFromOption
+		} else if _, ok := n.e.(CheckpointerChooser); ok {
+			from = ckptFromHook
+		}
+		return checkpointMetricError(n.typeName, m, from, names)
 	}
-	if es := n.ck.es; es != nil && !slices.Contains(names, es.Metric) {
-		return fmt.Errorf("WithEarlyStopping(%q): no metric of the val split has this name; it reports %s", es.Metric, strings.Join(names, ", "))
+	if es := n.ck.es; es != nil {
+		return es.checkMetric(true, nil, names)
 	}
 	return nil
 }
@@ -280,7 +269,7 @@ func (c *runCkpt) isControl(split, name string) bool {
 		return false
 	}
 	full := withPrefixName("val_", name)
-	return (c.metric != "" && full == c.metric) || (c.es != nil && full == c.es.Metric)
+	return (c.metric != "" && full == c.metric) || (c.es != nil && c.es.reads(full))
 }
 
 // controlValue is the validated value of a metric the run branches on: present among the
@@ -307,16 +296,9 @@ func (n *Nitro) stopDecision(res EpochResult) (string, error) {
 			return "", err
 		}
 	}
-	early := false
-	if es := n.ck.es; es != nil && res.Val != nil {
-		if _, err := controlValue(res.Val, es.Metric, "early-stopping metric"); err != nil {
-			return "", err
-		}
-		stop, why := es.Observe(withPrefix("val_", res.Val))
-		if stop {
-			early = true
-			n.notice("early stop after epoch " + fmt.Sprint(res.Epoch) + ": " + why)
-		}
+	early, err := n.observeEarlyStop(res)
+	if err != nil {
+		return "", err
 	}
 	switch {
 	case n.tracker.StopRequested():
@@ -492,12 +474,14 @@ func (n *Nitro) record(res EpochResult, reason string) (*checkpoint.Record, erro
 		}
 	}
 	if es := n.ck.es; es != nil {
-		st, err := es.State()
+		ctl, err := es.controlState()
 		if err != nil {
 			return nil, err
 		}
-		if r.Control, err = json.Marshal(map[string]json.RawMessage{"early_stopping": st}); err != nil {
-			return nil, err
+		if ctl != nil {
+			if r.Control, err = json.Marshal(ctl); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return r, nil
@@ -679,7 +663,7 @@ func (n *Nitro) resume(from string) error {
 	n.ck.last = path
 	n.notice(fmt.Sprintf("resumed from %s: epoch %d, step %d", path, rec.Epoch, rec.Step))
 	if rec.StopReason == StopEarly {
-		if n.ck.es != nil && n.ck.es.Exhausted() {
+		if n.ck.es != nil && n.ck.es.stillStopped() {
 			n.ck.stopped = path
 		} else {
 			n.notice(fmt.Sprintf("the checkpoint records an early stop at epoch %d; the early stopping configured now does not stop there, so training goes on", rec.Epoch))
@@ -789,23 +773,11 @@ func (n *Nitro) restore(rec *checkpoint.Record, path string, full bool) error {
 		}
 		return errors.New(b.String())
 	}
-	var es *EarlyStopping
 	if full && n.ck.es != nil {
-		es = &EarlyStopping{Metric: n.ck.es.Metric, Mode: n.ck.es.Mode, Patience: n.ck.es.Patience, MinDelta: n.ck.es.MinDelta}
-		var ctl map[string]json.RawMessage
-		if len(rec.Control) > 0 {
-			if err := json.Unmarshal(rec.Control, &ctl); err != nil {
-				return fmt.Errorf("checkpoint %s: control state: %w", path, err)
-			}
-		}
-		if st, ok := ctl["early_stopping"]; ok {
-			same, err := es.Restore(st)
-			if err != nil {
-				return fmt.Errorf("checkpoint %s: %w", path, err)
-			}
-			if !same {
-				n.notice("resume: the checkpoint's early-stopping state is for another metric or mode; early stopping starts afresh")
-			}
+		// Resume runs only in New, so a failure after this leaves no Nitro behind to hold a
+		// half-restored policy.
+		if err := n.restoreEarlyStop(rec.Control, path); err != nil {
+			return err
 		}
 	}
 	if full && n.log.l != nil {
@@ -839,9 +811,6 @@ func (n *Nitro) restore(rec *checkpoint.Record, path string, full bool) error {
 	if full {
 		n.st.step, n.st.epoch = rec.Step, rec.Epoch
 		n.st.data = dataPosition{epoch: rec.Position.Epoch, batch: rec.Position.Batch}
-		if es != nil {
-			n.ck.es = es
-		}
 	}
 	return nil
 }
