@@ -56,6 +56,17 @@ func sameBits(t testing.TB, what string, a, b []float64) {
 	}
 }
 
+// manifest reads dir's checkpoint manifest, failing the test on a read error (no manifest is no
+// entries, not an error).
+func manifest(t testing.TB, dir string) []checkpoint.ManifestEntry {
+	t.Helper()
+	e, err := checkpoint.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 func train(t testing.TB, n *core.Nitro) {
 	t.Helper()
 	if err := n.Train(); err != nil {
@@ -116,7 +127,10 @@ func TestDefaultCheckpointer(t *testing.T) {
 			t.Errorf("record holds %q: Decay's anchor and mask are rebuilt at setup, never stored", name)
 		}
 	}
-	w, _ := rec.Tensor("param/backbone/dense/weights")
+	w, ok := rec.Tensor("param/backbone/dense/weights")
+	if !ok {
+		t.Fatal("the record has no param/backbone/dense/weights")
+	}
 	if w.DType != checkpoint.F32 || !slices.Equal(w.Shape, []int{4, 8}) {
 		t.Errorf("param/backbone/dense/weights is %s%v, want F32[4 8]", w.DType, w.Shape)
 	}
@@ -283,13 +297,13 @@ func TestCheckpointMetricMustExist(t *testing.T) {
 	tk := must(checkpoint.NewTopK(2, "val_mse", "min", "", nil))
 	dir := t.TempDir()
 	train(t, newNitro(t, &Rows{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithCheckpointer(tk))...))
-	if e, _ := checkpoint.ReadManifest(dir); len(e) != 1 || e[0].Metric != "val_mse" || e[0].Score == nil {
+	if e := manifest(t, dir); len(e) != 1 || e[0].Metric != "val_mse" || e[0].Score == nil {
 		t.Errorf("manifest %+v: want one checkpoint scored by val_mse", e)
 	}
 
 	dir = t.TempDir()
 	train(t, newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 0)))...))
-	if e, _ := checkpoint.ReadManifest(dir); len(e) != 1 || e[0].Score != nil || strings.Contains(e[0].File, "=") {
+	if e := manifest(t, dir); len(e) != 1 || e[0].Score != nil || strings.Contains(e[0].File, "=") {
 		t.Errorf("manifest %+v: want one unscored checkpoint for a run with no val split", e)
 	}
 	wantErr(t, newErr(t, &Reg{}, data(t, 0), core.WithEarlyStopping("val_loss", "min", 2, 0)), "WithEarlyStopping", `no "val" split`)
@@ -313,8 +327,17 @@ func TestNonFiniteControlMetricStops(t *testing.T) {
 	tk := must(checkpoint.NewTopK(2, "val_bad", "min", "", nil))
 	n := newNitro(t, &NaNMetric{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithCheckpointer(tk))...)
 	wantErr(t, n.Train(), "epoch 1", `checkpoint metric "val_bad"`, "NaN")
-	if e, _ := checkpoint.ReadManifest(dir); len(e) != 0 {
+	if e := manifest(t, dir); len(e) != 0 {
 		t.Errorf("a checkpoint was saved: %+v", e)
+	}
+	files, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f.Name(), ".safetensors") {
+			t.Errorf("%s was written after the NaN stop", f.Name())
+		}
 	}
 	// Only logged, a NaN metric stops nothing.
 	train(t, newNitro(t, &NaNMetric{}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithCheckpointer(must(checkpoint.NewTopK(2, "val_mse", "min", "", nil))))...))
@@ -335,7 +358,10 @@ func TestEarlyStopping(t *testing.T) {
 	if lg.Status() != logjson.StatusEarlyStop {
 		t.Errorf("logger finished with %q, want early_stop", lg.Status())
 	}
-	e, _ := checkpoint.ReadManifest(dir)
+	e := manifest(t, dir)
+	if len(e) == 0 {
+		t.Fatal("no checkpoint in the manifest")
+	}
 	if last := e[len(e)-1]; last.Epoch != 3 || last.StopReason != core.StopEarly {
 		t.Fatalf("newest checkpoint %+v: want epoch 3, early_stop", last)
 	}
@@ -464,7 +490,7 @@ func (*Chosen) CheckpointFilename(a checkpoint.NameArgs) string {
 func TestExperimentChoosesItsCheckpointer(t *testing.T) {
 	dir := t.TempDir()
 	train(t, newNitro(t, &Chosen{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(2))...))
-	e, _ := checkpoint.ReadManifest(dir)
+	e := manifest(t, dir)
 	var files []string
 	for _, x := range e {
 		files = append(files, x.File)
