@@ -148,6 +148,7 @@ func TestTrainTinyFromParquet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		ranOn(t, n)
 		if err := n.Train(); err != nil {
 			t.Fatal(err)
 		}
