@@ -188,12 +188,14 @@ func resumeCase(t *testing.T, mk func() any, k, total int, opts ...core.Option) 
 
 // TestResumeIsExact: two groups, w0 decay, accum 2, a reshuffled train split, dropout (the RNG
 // state) and layer state: interrupted after epoch k and resumed, the run ends where the
-// uninterrupted one does, bit for bit.
+// uninterrupted one does, bit for bit, on each backend.
 func TestResumeIsExact(t *testing.T) {
-	for _, k := range []int{1, 2} {
-		resumeCase(t, func() any { return &Dropped{} }, k, 3, core.WithAccum(2))
-		resumeCase(t, func() any { return &Counter{} }, k, 3)
-	}
+	onBackends(t, func(t *testing.T, on []core.Option) {
+		for _, k := range []int{1, 2} {
+			resumeCase(t, func() any { return &Dropped{} }, k, 3, append([]core.Option{core.WithAccum(2)}, on...)...)
+			resumeCase(t, func() any { return &Counter{} }, k, 3, on...)
+		}
+	})
 }
 
 // interruptAt calls Interrupt when the loop reads batch at (of the first epoch), as Ctrl+C would;
@@ -213,31 +215,33 @@ func (s interruptAt) BatchAt(i int) (core.Batch, error) {
 
 // TestResumeFinishesAnInterruptedEpoch: a run interrupted part-way through an epoch checkpoints
 // there (stop reason requested, the data position mid-epoch); the resume finishes that epoch
-// from the same batch, exactly.
+// from the same batch, exactly, on each backend.
 func TestResumeFinishesAnInterruptedEpoch(t *testing.T) {
-	straight := newNitro(t, &Groups{}, goOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(2))...)
-	train(t, straight)
+	onBackends(t, func(t *testing.T, on []core.Option) {
+		straight := newNitro(t, &Groups{}, append(goOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(2)), on...)...)
+		train(t, straight)
 
-	dir := t.TempDir()
-	var n *core.Nitro
-	d := shuffled(t)
-	// Inline (no read-ahead), so the interrupt lands while the loop is at batch 3.
-	d["train"] = core.NoPrefetch(interruptAt{ArrayBatches: d["train"].(*core.ArrayBatches), at: 3, n: &n})
-	n = newNitro(t, &Groups{}, ckptOpts(dir, core.WithData(d), core.WithMaxEpochs(2))...)
-	train(t, n)
-	h, err := checkpoint.Info(n.LastCheckpoint())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h.StopReason != core.StopRequested || h.Position != (checkpoint.Position{Epoch: 1, Batch: 4}) {
-		t.Fatalf("interrupted checkpoint: stop %q position %+v", h.StopReason, h.Position)
-	}
-	second := newNitro(t, &Groups{}, ckptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(2), core.WithResume(core.ResumeAuto))...)
-	train(t, second)
-	if second.Step() != straight.Step() {
-		t.Fatalf("steps %d, want %d", second.Step(), straight.Step())
-	}
-	sameBits(t, "parameters", flatParams(t, second), flatParams(t, straight))
+		dir := t.TempDir()
+		var n *core.Nitro
+		d := shuffled(t)
+		// Inline (no read-ahead), so the interrupt lands while the loop is at batch 3.
+		d["train"] = core.NoPrefetch(interruptAt{ArrayBatches: d["train"].(*core.ArrayBatches), at: 3, n: &n})
+		n = newNitro(t, &Groups{}, append(ckptOpts(dir, core.WithData(d), core.WithMaxEpochs(2)), on...)...)
+		train(t, n)
+		h, err := checkpoint.Info(n.LastCheckpoint())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.StopReason != core.StopRequested || h.Position != (checkpoint.Position{Epoch: 1, Batch: 4}) {
+			t.Fatalf("interrupted checkpoint: stop %q position %+v", h.StopReason, h.Position)
+		}
+		second := newNitro(t, &Groups{}, append(ckptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(2), core.WithResume(core.ResumeAuto)), on...)...)
+		train(t, second)
+		if second.Step() != straight.Step() {
+			t.Fatalf("steps %d, want %d", second.Step(), straight.Step())
+		}
+		sameBits(t, "parameters", flatParams(t, second), flatParams(t, straight))
+	})
 }
 
 // TestResumeAutoWithNothingStartsFresh: resume auto in an empty run dir trains from scratch and
@@ -453,25 +457,29 @@ func TestWithCheckpointLoadsWeightsOnly(t *testing.T) {
 }
 
 // TestResumeReattachesTheLogger: the record keeps the logger's type, run id and resumable state;
-// a resume hands the state back before anything is logged, and refuses another logger type.
+// a resume hands the state back before anything is logged, and refuses another logger type. On
+// each backend.
 func TestResumeReattachesTheLogger(t *testing.T) {
-	dir := t.TempDir()
-	lg := &logjson.Memory{ID: "run-7", URL: "https://example.invalid/run-7"}
-	n := newNitro(t, &Reg{}, append(ckptOpts(dir, core.WithData(data(t, 16))), core.WithLogger(lg))...)
-	train(t, n)
-	rec := must(checkpoint.Read(n.LastCheckpoint()))
-	if rec.LoggerType != "*github.com/nitro-go/nitro/logjson.Memory" || string(rec.LoggerState) != `{"run_id":"run-7"}` ||
-		rec.RunID != "run-7" || rec.RunURL != lg.URL {
-		t.Fatalf("record logger %q state %s run %q %q", rec.LoggerType, rec.LoggerState, rec.RunID, rec.RunURL)
-	}
-	again := &logjson.Memory{}
-	newNitro(t, &Reg{}, append(ckptOpts(dir, core.WithData(data(t, 16)), core.WithResume("auto")), core.WithLogger(again))...)
-	if calls := again.Calls(); again.ID != "run-7" || len(calls) < 2 || calls[0].Verb != "reattach" || calls[1].Verb != "params" {
-		t.Errorf("resumed logger: id %q, calls %+v: want the state reattached before the params", again.ID, calls)
-	}
-	jl := logjson.NewJSONLogger(filepath.Join(t.TempDir(), "m.jsonl"))
-	_, err := core.New(&Reg{}, append(ckptOpts(dir, core.WithData(data(t, 16)), core.WithResume("auto")), core.WithLogger(jl))...)
-	wantErr(t, err, "logjson.Memory", "logjson.JSONLogger")
+	onBackends(t, func(t *testing.T, on []core.Option) {
+		dir := t.TempDir()
+		lg := &logjson.Memory{ID: "run-7", URL: "https://example.invalid/run-7"}
+		n := newNitro(t, &Reg{}, append(ckptOpts(dir, core.WithData(data(t, 16)), core.WithLogger(lg)), on...)...)
+		train(t, n)
+		rec := must(checkpoint.Read(n.LastCheckpoint()))
+		if rec.LoggerType != "*github.com/nitro-go/nitro/logjson.Memory" || string(rec.LoggerState) != `{"run_id":"run-7"}` ||
+			rec.RunID != "run-7" || rec.RunURL != lg.URL {
+			t.Fatalf("record logger %q state %s run %q %q", rec.LoggerType, rec.LoggerState, rec.RunID, rec.RunURL)
+		}
+		again := &logjson.Memory{}
+		resumed := newNitro(t, &Reg{}, append(ckptOpts(dir, core.WithData(data(t, 16)), core.WithResume("auto"), core.WithLogger(again)), on...)...)
+		if calls := again.Calls(); again.ID != "run-7" || len(calls) < 2 || calls[0].Verb != "reattach" || calls[1].Verb != "params" {
+			t.Errorf("resumed logger: id %q, calls %+v: want the state reattached before the params", again.ID, calls)
+		}
+		sameBits(t, "resumed parameters", flatParams(t, resumed), flatParams(t, n))
+		jl := logjson.NewJSONLogger(filepath.Join(t.TempDir(), "m.jsonl"))
+		_, err := core.New(&Reg{}, append(ckptOpts(dir, core.WithData(data(t, 16)), core.WithResume("auto"), core.WithLogger(jl)), on...)...)
+		wantErr(t, err, "logjson.Memory", "logjson.JSONLogger")
+	})
 }
 
 // Chosen picks its own checkpointer (ranked by its own metric) and names its files.
