@@ -789,15 +789,17 @@ func (n *Nitro) restore(rec *checkpoint.Record, path string, full bool) error {
 		}
 		return errors.New(b.String())
 	}
+	// The control state is checked on every resume, early stopping on or off: a record whose
+	// control does not parse is damaged, whatever part of it this run would use.
+	var ctl map[string]json.RawMessage
+	if full && len(rec.Control) > 0 {
+		if err := json.Unmarshal(rec.Control, &ctl); err != nil {
+			return fmt.Errorf("checkpoint %s: control state: %w", path, err)
+		}
+	}
 	var es *EarlyStopping
 	if full && n.ck.es != nil {
 		es = &EarlyStopping{Metric: n.ck.es.Metric, Mode: n.ck.es.Mode, Patience: n.ck.es.Patience, MinDelta: n.ck.es.MinDelta}
-		var ctl map[string]json.RawMessage
-		if len(rec.Control) > 0 {
-			if err := json.Unmarshal(rec.Control, &ctl); err != nil {
-				return fmt.Errorf("checkpoint %s: control state: %w", path, err)
-			}
-		}
 		if st, ok := ctl["early_stopping"]; ok {
 			same, err := es.Restore(st)
 			if err != nil {
