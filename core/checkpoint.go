@@ -773,6 +773,14 @@ func (n *Nitro) restore(rec *checkpoint.Record, path string, full bool) error {
 		}
 		return errors.New(b.String())
 	}
+	// The control state is checked on every resume, early stopping on or off: a record whose
+	// control does not parse is damaged, whatever part of it this run would use.
+	if full && len(rec.Control) > 0 {
+		var ctl map[string]json.RawMessage
+		if err := json.Unmarshal(rec.Control, &ctl); err != nil {
+			return fmt.Errorf("checkpoint %s: control state: %w", path, err)
+		}
+	}
 	if full && n.ck.es != nil {
 		// Resume runs only in New, so a failure after this leaves no Nitro behind to hold a
 		// half-restored policy.
