@@ -329,11 +329,18 @@ func (n *Nitro) stopDecision(res EpochResult) (string, error) {
 
 // saveCheckpoint writes the epoch's checkpoint through the checkpointer, if any. A failed save
 // stops the run (a run that cannot checkpoint loses its work at the next crash); a save whose
-// only failure was removing a displaced file is a warning.
+// only failure was removing a displaced file is a warning. The read-back of the state and the
+// write run in the Checkpointing phase, so a stall watchdog gives a slow disk the patience of a
+// long phase instead of a step's; the phase it interrupted is restored afterwards.
 func (n *Nitro) saveCheckpoint(res EpochResult, reason string) error {
 	if n.ck.c == nil {
 		return nil
 	}
+	return n.tracker.WithCheckpointing(func() error { return n.writeCheckpoint(res, reason) })
+}
+
+// writeCheckpoint is saveCheckpoint's work: the record, then the checkpointer's Save.
+func (n *Nitro) writeCheckpoint(res EpochResult, reason string) error {
 	rec, err := n.record(res, reason)
 	if err != nil {
 		return fmt.Errorf("epoch %d: checkpoint: %w", res.Epoch, err)
