@@ -144,6 +144,9 @@ func Export(n *Nitro, dir string, spec ExportSpec) (b *exportbundle.Bundle, err 
 		return nil, errors.New("core.Export: nil *Nitro")
 	}
 	defer n.enter("export", &err, nil)()
+	if err := n.checkDrift("Export"); err != nil {
+		return nil, err
+	}
 	plan, err := n.planExport(spec)
 	if err != nil {
 		return nil, fmt.Errorf("export: %w", err)
