@@ -186,18 +186,31 @@ func scalarsText(v reflect.Value) (string, bool) {
 // fingerprintValue hashes a value by content: scalars by their bits, slices, arrays, maps,
 // structs and what pointers point to element by element. A *tensors.Tensor, a func or a channel
 // is compared by identity (its contents may live on the device, and reading them back per verb
-// would cost a transfer): replacing one is seen, writing into one in place is not.
+// would cost a transfer), and so is a slice or map past hashBudget bytes (a field holding a
+// dataset would otherwise be hashed twice per Predict): replacing one is seen, writing into one
+// in place is not.
 func fingerprintValue(v reflect.Value) string {
 	h := sha256.New()
-	fp := fingerprinter{h: h, seen: map[uintptr]bool{}}
+	fp := fingerprinter{h: h, seen: map[uintptr]bool{}, budget: hashBudget}
 	fp.walk(v, 0)
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// hashBudget is how many bytes of one field's contents are hashed per verb (about 1 ms).
+const hashBudget = 1 << 20
+
 type fingerprinter struct {
-	h    hash.Hash
-	seen map[uintptr]bool
-	buf  [8]byte
+	h      hash.Hash
+	seen   map[uintptr]bool
+	budget int
+	buf    [8]byte
+}
+
+// identity hashes a slice's or map's address and length instead of its contents.
+func (f *fingerprinter) identity(v reflect.Value) {
+	f.h.Write([]byte("identity"))
+	f.u64(uint64(v.Pointer()))
+	f.u64(uint64(v.Len()))
 }
 
 var tensorPtrType = reflect.TypeOf((*tensors.Tensor)(nil))
@@ -242,6 +255,12 @@ func (f *fingerprinter) walk(v reflect.Value, depth int) {
 			f.h.Write([]byte("nil"))
 			return
 		}
+		size := v.Len() * int(max(v.Type().Elem().Size(), 1))
+		if v.Kind() == reflect.Slice && size > f.budget {
+			f.identity(v)
+			return
+		}
+		f.budget -= size
 		f.u64(uint64(v.Len()))
 		if fixedSize(v.Type().Elem().Kind()) && v.CanInterface() && binary.Size(v.Interface()) > 0 {
 			_ = binary.Write(f.h, binary.LittleEndian, v.Interface()) // fixed-size elements: their bytes at once
@@ -255,6 +274,12 @@ func (f *fingerprinter) walk(v reflect.Value, depth int) {
 			f.h.Write([]byte("nil"))
 			return
 		}
+		size := v.Len() * int(v.Type().Key().Size()+v.Type().Elem().Size())
+		if size > f.budget {
+			f.identity(v)
+			return
+		}
+		f.budget -= size
 		type kv struct{ k, v string }
 		pairs := make([]kv, 0, v.Len())
 		it := v.MapRange()

@@ -194,3 +194,34 @@ func TestDriftScheduledDeviceIsNotDrift(t *testing.T) {
 		t.Errorf("warnings for a scheduled Device field: %q", msgs)
 	}
 }
+
+// Big has a Host field past the hash budget: its contents are not hashed per verb, but a new
+// slice assigned to it is still seen; a small one is hashed, so an in-place write is seen too.
+type Big struct {
+	base
+	Table []float32
+	Small []float32
+}
+
+func TestDriftBigHostFieldIsComparedByIdentity(t *testing.T) {
+	w := &warnings{}
+	e := &Big{Table: make([]float32, 1<<19), Small: []float32{1, 2}}
+	n := mustNew(t, e, data(t, 32), core.WithWarn(w.add))
+	e.Table[0] = 1 // in place, past the budget: not seen (documented)
+	if _, err := n.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if msgs := w.take(); len(msgs) != 0 {
+		t.Errorf("warnings %q", msgs)
+	}
+	e.Table = make([]float32, 1<<19)
+	e.Small[1] = 3
+	if _, err := n.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	msgs := strings.Join(w.take(), "\n")
+	if !strings.Contains(msgs, "Host field Table of Big was assigned after core.New (was a []float32 value, now a []float32 value)") ||
+		!strings.Contains(msgs, "Host field Small of Big was assigned after core.New (was [1 2], now [1 3])") {
+		t.Errorf("warnings %q, want Table (replaced) and Small (written in place)", msgs)
+	}
+}
