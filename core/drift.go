@@ -117,7 +117,7 @@ func (n *Nitro) checkDrift(verb string) error {
 				continue
 			}
 			n.drift.warned[s.name] = fp
-			n.warn(fmt.Sprintf("%s: Host field %s of %s was assigned after core.New (was %s, now %s); %s: set it before core.New (or pass the run option)",
+			n.warn(fmt.Sprintf("%s: Host field %s of %s was assigned after core.New (was %s, now %s); %s",
 				verb, s.name, n.typeName, s.text, now, n.frozenUse(s.name, s.text, now)))
 		}
 	}
@@ -139,16 +139,25 @@ func (n *Nitro) adoptHostWrites() {
 	}
 }
 
-// frozenUse says what the frozen value of a Host field still drives.
+// frozenUse says what the frozen value of a Host field still drives, and the fix.
 func (n *Nitro) frozenUse(name, was, now string) string {
-	knobs := map[string]fmt.Stringer{
-		"MaxEpochs": n.cfg.maxEpochs, "Seed": n.cfg.seed, "RunDir": n.cfg.runDir, "Accum": n.cfg.accum,
-		"GradientClipNorm": n.cfg.clip, "LearningRate": n.cfg.lr, "Lambda": n.cfg.lambda,
+	knobs := map[string]struct {
+		v   fmt.Stringer
+		opt string
+	}{
+		"MaxEpochs": {n.cfg.maxEpochs, "core.WithMaxEpochs"}, "Seed": {n.cfg.seed, "core.WithSeed"},
+		"RunDir": {n.cfg.runDir, "core.WithRunDir"}, "Accum": {n.cfg.accum, "core.WithAccum"},
+		"GradientClipNorm": {n.cfg.clip, "core.WithGradientClipNorm"}, "LearningRate": {n.cfg.lr, "core.WithLearningRate"},
+		"Lambda": {n.cfg.lambda, ""},
 	}
 	if k, ok := knobs[name]; ok {
-		return fmt.Sprintf("New resolved the run's %s, which stays %s", name, k)
+		fix := "set it before core.New"
+		if k.opt != "" {
+			fix += " or pass " + k.opt + " to core.New"
+		}
+		return fmt.Sprintf("New resolved the run's %s, which stays %s: %s", name, k.v, fix)
 	}
-	return fmt.Sprintf("what New built from it (the data, Derive, the model, the optimizer) keeps %s, while host hooks that read it from now on (FinalizeMetrics, CheckpointFilename, ExportProvenance) see %s", was, now)
+	return fmt.Sprintf("what New built from it (the data, Derive, the model, the optimizer) keeps %s, while host hooks that read it from now on (FinalizeMetrics, CheckpointFilename, ExportProvenance) see %s: set it before core.New", was, now)
 }
 
 // describeValue is a value as a drift message shows it: a plain scalar's text, else its type.

@@ -65,7 +65,7 @@ func TestDriftHostKnobIsWarnedOnceAndTheFrozenValueRuns(t *testing.T) {
 	if len(msgs) != 1 {
 		t.Fatalf("warnings %q, want one", msgs)
 	}
-	for _, s := range []string{"Train: Host field MaxEpochs of Drift was assigned after core.New", "was 1, now 3", "stays 1 (field", "set it before core.New"} {
+	for _, s := range []string{"Train: Host field MaxEpochs of Drift was assigned after core.New", "was 1, now 3", "stays 1 (field", "set it before core.New or pass core.WithMaxEpochs to core.New"} {
 		if !strings.Contains(msgs[0], s) {
 			t.Errorf("warning %q lacks %q", msgs[0], s)
 		}
