@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -119,6 +120,14 @@ type runCkpt struct {
 	anchors map[string]string // per w0- or array-anchored group, its anchor's checksum (memo)
 	stopped string            // the early stop a resumed checkpoint records, still in force
 	last    string            // the newest checkpoint written or restored
+	source  *ckptSource       // the checkpoint New restored from (WithCheckpoint, WithResume); nil: none
+}
+
+// ckptSource is the checkpoint file New restored, as export provenance records it: the argument
+// given (a run directory is resolved to its newest file), the file, and the sha256 of its bytes.
+type ckptSource struct {
+	arg, path, sha256 string
+	resumed           bool // WithResume; else WithCheckpoint (weights only)
 }
 
 // Checkpointer is the run's checkpointer, nil when checkpointing is off.
@@ -311,11 +320,18 @@ func (n *Nitro) stopDecision(res EpochResult) (string, error) {
 
 // saveCheckpoint writes the epoch's checkpoint through the checkpointer, if any. A failed save
 // stops the run (a run that cannot checkpoint loses its work at the next crash); a save whose
-// only failure was removing a displaced file is a warning.
+// only failure was removing a displaced file is a warning. The read-back of the state and the
+// write run in the Checkpointing phase, so a stall watchdog gives a slow disk the patience of a
+// long phase instead of a step's; the phase it interrupted is restored afterwards.
 func (n *Nitro) saveCheckpoint(res EpochResult, reason string) error {
 	if n.ck.c == nil {
 		return nil
 	}
+	return n.tracker.WithCheckpointing(func() error { return n.writeCheckpoint(res, reason) })
+}
+
+// writeCheckpoint is saveCheckpoint's work: the record, then the checkpointer's Save.
+func (n *Nitro) writeCheckpoint(res EpochResult, reason string) error {
 	rec, err := n.record(res, reason)
 	if err != nil {
 		return fmt.Errorf("epoch %d: checkpoint: %w", res.Epoch, err)
@@ -616,6 +632,42 @@ func (n *Nitro) loadRecord(path string) (*checkpoint.Record, string, error) {
 	return rec, path, err
 }
 
+// sourceOf hashes the checkpoint file just read, for the provenance of what is exported later:
+// the bytes are hashed now, while the file is the one restored (a run directory's newest changes
+// as it trains, and retention removes old files). The file's size and modification time must be
+// the same before and after the hash, else it was replaced while it was read and the hash could
+// name other bytes than the restored ones. A checkpointer on another file system than the
+// operating system's (an in-memory one in tests) leaves the hash empty: the file cannot be
+// reopened here, and the provenance then names the file alone.
+func (n *Nitro) sourceOf(arg, path string, resumed bool) (*ckptSource, error) {
+	src := &ckptSource{arg: arg, path: path, resumed: resumed}
+	before, err := os.Stat(path)
+	if err != nil {
+		if n.ck.c != nil && errors.Is(err, os.ErrNotExist) {
+			return src, nil // the checkpointer read it through a file system of its own
+		}
+		return nil, fmt.Errorf("hashing checkpoint %s: %w", path, err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("hashing checkpoint %s: %w", path, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return nil, fmt.Errorf("hashing checkpoint %s: %w", path, err)
+	}
+	after, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("hashing checkpoint %s: %w", path, err)
+	}
+	if after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) || !os.SameFile(before, after) {
+		return nil, fmt.Errorf("checkpoint %s changed while it was read (size %d -> %d, modified %v -> %v): restore from a checkpoint no writer is replacing", path, before.Size(), after.Size(), before.ModTime(), after.ModTime())
+	}
+	src.sha256 = hex.EncodeToString(h.Sum(nil))
+	return src, nil
+}
+
 // NewestCheckpoint is the path of the newest checkpoint a run directory's manifest lists; an
 // error names the directory when it has none.
 func NewestCheckpoint(dir string) (string, error) {
@@ -657,10 +709,14 @@ func (n *Nitro) resume(from string) error {
 	if err := n.checkCompatible(rec, path); err != nil {
 		return err
 	}
+	src, err := n.sourceOf(from, path, true)
+	if err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
 	if err := n.restore(rec, path, true); err != nil {
 		return err
 	}
-	n.ck.last = path
+	n.ck.last, n.ck.source = path, src
 	n.notice(fmt.Sprintf("resumed from %s: epoch %d, step %d", path, rec.Epoch, rec.Step))
 	if rec.StopReason == StopEarly {
 		if n.ck.es != nil && n.ck.es.stillStopped() {
@@ -674,6 +730,7 @@ func (n *Nitro) resume(from string) error {
 
 // loadWeights is WithCheckpoint: the parameters and layer state, nothing of the run's progress.
 func (n *Nitro) loadWeights(path string) error {
+	arg := path
 	rec, path, err := n.loadRecord(path)
 	if err != nil {
 		return fmt.Errorf("WithCheckpoint: %w", err)
@@ -681,9 +738,14 @@ func (n *Nitro) loadWeights(path string) error {
 	for _, d := range checkpoint.DiffValues(rec.Values.GraphConst, n.recordValues().GraphConst) {
 		n.notice("checkpoint " + path + ": GraphConst " + d)
 	}
+	src, err := n.sourceOf(arg, path, false)
+	if err != nil {
+		return fmt.Errorf("WithCheckpoint: %w", err)
+	}
 	if err := n.restore(rec, path, false); err != nil {
 		return err
 	}
+	n.ck.source = src
 	n.notice(fmt.Sprintf("weights from %s (epoch %d, step %d); the optimizer and the counters start fresh", path, rec.Epoch, rec.Step))
 	return nil
 }

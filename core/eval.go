@@ -115,6 +115,9 @@ func (n *Nitro) Evaluate(split string) (m map[string]float64, err error) {
 	prev := n.tracker.Phase()
 	defer n.enter("evaluate", &err, func(error) { n.setPhase(prev, m) })()
 	n.report()
+	if err := n.checkDrift("Evaluate"); err != nil {
+		return nil, err
+	}
 	src, ok := n.data[split]
 	if !ok && n.specOnly() {
 		return nil, n.noDataError("evaluate")
@@ -254,6 +257,9 @@ func (n *Nitro) Predict(x any) (p Prediction, err error) {
 	prev := n.tracker.Phase()
 	defer n.enter("predict", &err, func(error) { n.setPhase(prev, nil) })()
 	n.report()
+	if err := n.checkDrift("Predict"); err != nil {
+		return nil, err
+	}
 	var b Batch
 	switch v := x.(type) {
 	case Batch:
@@ -284,6 +290,10 @@ func (n *Nitro) PredictAll(src Source) iter.Seq2[Prediction, error] {
 		prev := n.tracker.Phase()
 		defer n.setPhase(prev, nil)
 		n.report()
+		if err := n.checkDrift("PredictAll"); err != nil {
+			yield(nil, err)
+			return
+		}
 		n.setPhase(monitors.EvalStepping{}, nil)
 		width := -1
 		for i := 0; i < src.Len(); i++ {

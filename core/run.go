@@ -68,6 +68,7 @@ func (n *Nitro) enter(what string, err *error, finish func(error)) func() {
 		if finish != nil {
 			finish(*err)
 		}
+		n.adoptHostWrites() // what the verb's own hooks wrote is no drift (drift.go)
 		n.tracker.Exit()
 	}
 }

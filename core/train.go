@@ -172,6 +172,9 @@ func (n *Nitro) Train() (err error) {
 	})()
 	n.tracker.Snapshot() // process-level monitors registered since New join this run
 	n.report()
+	if err := n.checkDrift("Train"); err != nil {
+		return err
+	}
 	train, ok := n.data["train"]
 	if !ok && n.specOnly() {
 		return n.noDataError("train")

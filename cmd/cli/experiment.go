@@ -119,7 +119,7 @@ func newExperimentCmd(name string, stdout, stderr io.Writer) *cobra.Command {
 	fs.BoolVar(&f.quiet, "quiet", false, "print only the results")
 	fs.BoolVar(&f.noProgress, "no-progress", false, "no live progress display on stderr (the epoch lines on stdout stay)")
 	fs.StringVar(&f.heartbeat, "heartbeat", "", "rewrite `FILE` atomically with the run's phase, step, epoch and progress counter, for a supervisor")
-	fs.DurationVar(&f.stall, "stall-timeout", 0, "report a stall when no step or eval batch completes for this `DURATION` (x10 while compiling); 0 is off")
+	fs.DurationVar(&f.stall, "stall-timeout", 0, "report a stall when no step or eval batch completes for this `DURATION` (x10 while compiling or writing a checkpoint); 0 is off")
 	fs.BoolVar(&f.stopOnStall, "stop-on-stall", false, "with --stall-timeout: also request a graceful stop on a stall")
 	c.SetFlagErrorFunc(unknownFlagHints(foreignFlags[name]))
 

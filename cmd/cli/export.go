@@ -27,11 +27,14 @@ import (
 const exportLong = `Builds the experiment from a checkpoint's weights (--checkpoint FILE, or a run dir: its newest)
 and writes it as an export bundle into --out: one StableHLO program per batch size (--batch-sizes),
 the weights in safetensors, and a manifest with the inputs, outputs and provenance (see the
-exportbundle package). Nothing is trained, logged or checkpointed.
+exportbundle package). The provenance names the checkpoint file restored (a run dir's newest,
+with the run dir as checkpoint_arg) and the sha256 of its bytes. Nothing is trained, logged or
+checkpointed.
 
 The inputs' dtypes and shapes come from the experiment's data (BuildData runs, as for
 evaluate), or, with --input-spec, from the specs alone: then BuildData is not called and no data
-is read at all. It prints the bundle's folder, its batch sizes, inputs and outputs, and its files.`
+is read at all. It prints the bundle's folder, the weights' file and sha256, its batch sizes,
+inputs and outputs, and its files.`
 
 const runBundleLong = `Loads an export bundle with gopjrt alone (no experiment code), runs it once on the inputs given
 as JSON, and prints the outputs as JSON on stdout: {"outputs": {"<name>": <nested arrays>}}.
@@ -148,6 +151,10 @@ func runExport(c *cobra.Command, expName string, f *exportFlags, stdout, stderr 
 		return err
 	}
 	fmt.Fprintf(stdout, "bundle: %s\n", f.out)
+	// The file restored, not the --checkpoint given: a run dir names whichever file is its newest.
+	if p := b.Provenance["checkpoint"]; p != "" {
+		fmt.Fprintf(stdout, "weights: %s (sha256 %s)\n", p, b.Provenance["checkpoint_sha256"])
+	}
 	fmt.Fprintf(stdout, "batch sizes: %s\n", joinInts(b.BatchSizes()))
 	for _, s := range b.Inputs {
 		fmt.Fprintf(stdout, "input:  %s %s %v\n", s.Name, s.DType, s.Shape)
