@@ -106,14 +106,49 @@ func (e *SplitError) Error() string {
 // Is makes errors.Is(err, ErrNoSplit) hold.
 func (e *SplitError) Is(target error) bool { return target == ErrNoSplit }
 
+// ErrInterrupted is what the error of an evaluation that Interrupt cut short matches (errors.Is).
+var ErrInterrupted = errors.New("evaluation interrupted")
+
+// PartialError is Evaluate's error when Interrupt (Ctrl+C) stopped the split at a batch boundary.
+// Metrics are finalized the way a whole split's are, but over the first Batches of its Total
+// batches only: they are partial, never the split's metrics. Evaluate returns the same map beside
+// this error, so a caller that checks only the error still sees the stop.
+type PartialError struct {
+	Split   string
+	Batches int    // batches evaluated
+	Total   int    // batches in the split
+	Reason  string // StopRequested: the stop reason Train reports for the same interrupt
+	Metrics map[string]float64
+}
+
+func (e *PartialError) Error() string {
+	return fmt.Sprintf("split %q: stopped (%s) after %d of %d batches: the metrics are partial", e.Split, e.Reason, e.Batches, e.Total)
+}
+
+// Is makes errors.Is(err, ErrInterrupted) hold.
+func (e *PartialError) Is(target error) bool { return target == ErrInterrupted }
+
 // Evaluate runs a split in eval mode and returns its finalized metrics: sums and counts added up
 // over the split, then divided (a nil count is summed only; with no Metrics hook, val_loss is the
 // mean of Loss over batches). Layer state computed in eval mode is discarded, and the resident
 // parameters are used as they are: no parameter is uploaded. The run is in EvalStepping meanwhile
 // and returns to the phase it was in, the metrics going with that transition.
+//
+// Interrupt (what Ctrl+C means) stops the split at the next batch boundary; one still pending
+// when Evaluate starts stops it before batch 0. Evaluate then returns the metrics of the batches
+// it ran together with a *PartialError (matching ErrInterrupted), and the transition carries no
+// metrics, so a monitor never takes partial ones for the split's. The interrupt is consumed: the
+// next Evaluate or Train runs in full. Train's own validation is never cut short: there an
+// Interrupt ends training after the epoch's validation and checkpoint.
 func (n *Nitro) Evaluate(split string) (m map[string]float64, err error) {
 	prev := n.tracker.Phase()
-	defer n.enter("evaluate", &err, func(error) { n.setPhase(prev, m) })()
+	defer n.enter("evaluate", &err, func(err error) {
+		if err != nil {
+			n.setPhase(prev, nil)
+		} else {
+			n.setPhase(prev, m)
+		}
+	})()
 	n.report()
 	src, ok := n.data[split]
 	if !ok && n.specOnly() {
@@ -123,11 +158,18 @@ func (n *Nitro) Evaluate(split string) (m map[string]float64, err error) {
 		return nil, &SplitError{Split: split, Have: sortedKeys(n.data)}
 	}
 	n.setPhase(monitors.EvalStepping{}, nil)
-	return n.evaluate(split, src)
+	return n.evalLoop(split, src, true)
 }
 
-// evaluate is Evaluate's loop, also Train's validation: one tick of the progress counter per batch.
-func (n *Nitro) evaluate(split string, src Source) (_ map[string]float64, err error) {
+// evaluate is Train's validation: the whole split, whatever Interrupt says (an interrupted
+// epoch still validates in full before the run stops).
+func (n *Nitro) evaluate(split string, src Source) (map[string]float64, error) {
+	return n.evalLoop(split, src, false)
+}
+
+// evalLoop runs a split, one tick of the progress counter per batch. When interruptible, an
+// Interrupt ends it at a batch boundary with the partial metrics and a *PartialError.
+func (n *Nitro) evalLoop(split string, src Source, interruptible bool) (_ map[string]float64, err error) {
 	width := n.splitWidth[split]
 	metricHook := n.metrics
 	if metricHook == nil {
@@ -148,7 +190,11 @@ func (n *Nitro) evaluate(split string, src Source) (_ map[string]float64, err er
 	sums, counts := map[string]float64{}, map[string]float64{}
 	var names []string
 	var withCount []bool
+	seen := 0
 	for i := 0; i < src.Len(); i++ {
+		if interruptible && n.consumeInterrupt() {
+			break
+		}
 		it, err := n.next(stream, keys, "split "+strconv.Quote(split)+",")
 		var be *prefetch.BatchError
 		var pe *prefetch.PadError
@@ -189,6 +235,7 @@ func (n *Nitro) evaluate(split string, src Source) (_ map[string]float64, err er
 		if err := freeTensors(outs); err != nil { // free device buffers now, not at the next GC
 			return nil, fmt.Errorf("split %q, batch %d: %w", split, i, err)
 		}
+		seen++
 		n.tracker.Tick()
 	}
 	res := map[string]float64{}
@@ -199,10 +246,25 @@ func (n *Nitro) evaluate(split string, src Source) (_ map[string]float64, err er
 			res[name] = sums[name]
 		}
 	}
-	if n.acc.finalizer != nil {
+	// A finalizer is shown the sums of at least one batch: with none there is nothing to finalize.
+	if n.acc.finalizer != nil && seen > 0 {
 		res = n.acc.finalizer.FinalizeMetrics(res, split)
 	}
+	if seen < src.Len() {
+		return res, &PartialError{Split: split, Batches: seen, Total: src.Len(), Reason: StopRequested, Metrics: res}
+	}
 	return res, nil
+}
+
+// consumeInterrupt reports whether an Interrupt is pending and, if so, takes it with the stop
+// request it made: the caller that stops for it has surfaced it, so no later entry point (a
+// Train that would stop after one epoch) acts on it again.
+func (n *Nitro) consumeInterrupt() bool {
+	if !n.interrupted.CompareAndSwap(true, false) {
+		return false
+	}
+	n.tracker.ClearStop()
+	return true
 }
 
 // metricValue reads one of an eval program's metric outputs back. A metric the run branches on
