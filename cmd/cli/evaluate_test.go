@@ -23,7 +23,9 @@ import (
 // request, so the CLI's handler has called Interrupt before the loop reaches the next boundary.
 type sigintEval struct{}
 
-func init() { cli.Register[sigintEval]("sigint-eval", "sends itself SIGINT during evaluate (tests Ctrl+C)") }
+func init() {
+	cli.Register[sigintEval]("sigint-eval", "sends itself SIGINT during evaluate (tests Ctrl+C)")
+}
 
 var (
 	sigintArmed atomic.Bool
