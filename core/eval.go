@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"reflect"
+	"slices"
 	"strconv"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -30,6 +31,10 @@ const ValLoss = "val_loss"
 // final batch (real < width) the inputs arrive padded to the width and the program slices outputs
 // and batch fields back to real rows before Metrics/Loss see them; that is the one extra program
 // a split whose length is not a multiple of the batch size costs.
+//
+// At full width (real == width) the program also returns Forward's outputs, after the metrics:
+// that is the program Predict runs, so moving between Validate/Evaluate and Predict compiles
+// nothing. Validation only frees those outputs, a cost of one output buffer per batch.
 func (n *Nitro) evalProgram(width, real int, keys []string) (*program, error) {
 	return n.memo(fmt.Sprintf("eval/%d/%d/%v", width, real, keys), func() (*program, error) {
 		metricHook := n.metrics
@@ -56,27 +61,42 @@ func (n *Nitro) evalProgram(width, real int, keys []string) (*program, error) {
 			if n.metrics == nil {
 				loss := n.loss.call(view, valueOfOutputs(out), mb).Interface().(*graph.Node)
 				meta.outNames, meta.hasCount = []string{ValLoss}, []bool{false}
-				return []*graph.Node{loss}, meta
+				outs = append(outs, loss)
+			} else {
+				outs = n.metricOutputs(view, out, mb, meta)
 			}
-			ms := n.metrics.call(view, valueOfOutputs(out), mb).Interface().(map[string]Metric)
-			for _, name := range sortedKeys(ms) {
-				m := ms[name]
-				if m.Sum == nil || m.Sum.Rank() != 0 {
-					panic(fmt.Errorf("metric %q: Sum must be a scalar node, got %v", name, shapeOf(m.Sum)))
-				}
-				meta.outNames = append(meta.outNames, name)
-				meta.hasCount = append(meta.hasCount, m.Count != nil)
-				outs = append(outs, graph.ConvertDType(m.Sum, dtypeOf("Float64")))
-				if m.Count != nil {
-					if m.Count.Rank() != 0 {
-						panic(fmt.Errorf("metric %q: Count must be a scalar node or nil, got %v", name, shapeOf(m.Count)))
-					}
-					outs = append(outs, graph.ConvertDType(m.Count, dtypeOf("Float64")))
+			if real == width {
+				meta.forward = sortedKeys(out)
+				for _, name := range meta.forward {
+					outs = append(outs, out[name])
 				}
 			}
 			return outs, meta
 		})
 	})
+}
+
+// metricOutputs calls Metrics and lists each metric's sum and (unless nil) count as float64
+// scalars, recording their names and which have a count in meta.
+func (n *Nitro) metricOutputs(view any, out Outputs, mb map[string]*graph.Node, meta *program) []*graph.Node {
+	var outs []*graph.Node
+	ms := n.metrics.call(view, valueOfOutputs(out), mb).Interface().(map[string]Metric)
+	for _, name := range sortedKeys(ms) {
+		m := ms[name]
+		if m.Sum == nil || m.Sum.Rank() != 0 {
+			panic(fmt.Errorf("metric %q: Sum must be a scalar node, got %v", name, shapeOf(m.Sum)))
+		}
+		meta.outNames = append(meta.outNames, name)
+		meta.hasCount = append(meta.hasCount, m.Count != nil)
+		outs = append(outs, graph.ConvertDType(m.Sum, dtypeOf("Float64")))
+		if m.Count != nil {
+			if m.Count.Rank() != 0 {
+				panic(fmt.Errorf("metric %q: Count must be a scalar node or nil, got %v", name, shapeOf(m.Count)))
+			}
+			outs = append(outs, graph.ConvertDType(m.Count, dtypeOf("Float64")))
+		}
+	}
+	return outs
 }
 
 func sliceOutputs(out Outputs, rows int) Outputs {
@@ -287,6 +307,35 @@ func scalarValue(t *tensors.Tensor) float64 {
 	return 0
 }
 
+// forwardProgram is the program Predict runs for a batch whose fields route fwd to Forward, at
+// width, and the batch fields it takes. It is the full-width eval program of a split that routes
+// Forward the same fields, so that Validate/Evaluate and Predict share one compiled forward: the
+// "val" split's first, then "test", then the others by name. With no such split (a Nitro built
+// from input specs, or a batch carrying an optional field no split has) it is Forward alone.
+func (n *Nitro) forwardProgram(width int, fwd []string) (*program, []string, error) {
+	metricHook := n.metrics
+	if metricHook == nil {
+		metricHook = n.loss
+	}
+	order := []string{"val", "test"}
+	for _, split := range sortedKeys(n.splitAvail) {
+		if split != "val" && split != "test" {
+			order = append(order, split)
+		}
+	}
+	for _, split := range order {
+		avail, ok := n.splitAvail[split]
+		if !ok || !slices.Equal(routed(avail, n.forward), fwd) {
+			continue
+		}
+		keys := routed(avail, n.forward, metricHook)
+		p, err := n.evalProgram(width, width, keys)
+		return p, keys, err
+	}
+	p, err := n.predictProgram(width, fwd)
+	return p, fwd, err
+}
+
 // predictProgram: Forward alone, at one width, returning every output.
 func (n *Nitro) predictProgram(width int, keys []string) (*program, error) {
 	return n.memo(fmt.Sprintf("predict/%d/%v", width, keys), func() (*program, error) {
@@ -297,9 +346,9 @@ func (n *Nitro) predictProgram(width int, keys []string) (*program, error) {
 			view := n.bindModel(g, nodes, src)
 			n.ctx.SetTraining(g, false)
 			out := n.callForward(view, batchNodes(nodes, keys), width)
-			meta := &program{outNames: sortedKeys(out)}
+			meta := &program{forward: sortedKeys(out)}
 			var outs []*graph.Node
-			for _, name := range meta.outNames {
+			for _, name := range meta.forward {
 				outs = append(outs, out[name])
 			}
 			return outs, meta
@@ -378,18 +427,33 @@ func (n *Nitro) predictPadded(b Batch, width, real int) (_ Prediction, err error
 	if err := n.forward.checkAgainst("predict", avail); err != nil {
 		return nil, err
 	}
-	keys := routed(avail, n.forward)
-	p, err := n.predictProgram(width, keys)
+	fwd := routed(avail, n.forward)
+	p, keys, err := n.forwardProgram(width, fwd)
 	if err != nil {
 		return nil, err
 	}
-	outs, err := n.runEval(p, b, keys, width)
+	in := make(Batch, len(keys))
+	for _, k := range keys {
+		if slices.Contains(fwd, k) {
+			in[k] = b[k]
+			continue
+		}
+		// A field only Metrics or Loss reads (a label) gets zeros: a prediction batch need not
+		// carry it, and the metrics computed from it are dropped.
+		fs := n.fieldShapes[k]
+		in[k] = tensors.FromShape(shapes.Make(dtypeOf(fs.dtype), append([]int{width}, fs.row...)...))
+	}
+	outs, err := n.runEval(p, in, keys, width)
 	if err != nil {
+		return nil, err
+	}
+	at := len(outs) - len(p.forward) // Forward's outputs come last
+	if err := freeTensors(outs[:at]); err != nil {
 		return nil, err
 	}
 	res := Prediction{}
-	for i, name := range p.outNames {
-		if res[name], err = sliceRowsHost(outs[i], real); err != nil {
+	for i, name := range p.forward {
+		if res[name], err = sliceRowsHost(outs[at+i], real); err != nil {
 			return nil, fmt.Errorf("reading output %q back: %w", name, err)
 		}
 	}

@@ -20,7 +20,8 @@ type program struct {
 	g        *graph.Graph
 	inputs   []compilecache.Input
 	outNames []string
-	hasCount []bool // eval: whether metric i has a count output after its sum
+	hasCount []bool   // eval: whether metric i has a count output after its sum
+	forward  []string // Forward's outputs, the last outputs: a predict program's, or a full-width eval one's after its metrics
 }
 
 // signature is a program's ordered parameter list; building and the cache key both derive from it.
