@@ -56,7 +56,9 @@ stops gracefully after the current step (validating first); a second Ctrl+C kill
 
 const evaluateLong = `Sets the experiment up and evaluates one split (--split, default test), with the weights of
 a checkpoint (--checkpoint FILE, or a run dir: its newest), else as BuildModel initializes them.
-It keeps no metrics.jsonl and writes no checkpoint.`
+It keeps no metrics.jsonl and writes no checkpoint. Ctrl+C stops at the next batch: the metrics of
+the batches evaluated are printed marked "partial: N of M batches", with "stopped: requested", and
+the command exits 1; a second Ctrl+C kills.`
 
 // foreignFlags are the other command's flags, with the fix to say when one is given.
 var foreignFlags = map[string]map[string]string{
