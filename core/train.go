@@ -184,7 +184,8 @@ func (n *Nitro) Train() (err error) {
 	}
 	// A RequestStop made before Train is kept: the run trains one epoch, validates and stops.
 	n.interrupted.Store(false)
-	defer n.tracker.ClearStop()
+	// Train consumes the stop it ends on: a later Evaluate (the CLI's test split) runs in full.
+	defer func() { n.interrupted.Store(false); n.tracker.ClearStop() }()
 	n.stopReason = ""
 	if path := n.ck.stopped; path != "" {
 		// Resuming a run that stopped early would re-satisfy the condition at once.
