@@ -1,16 +1,22 @@
 package cli_test
 
 import (
+	"fmt"
+	"io"
 	"os"
+	"strings"
 
 	"github.com/nitro-go/nitro/cmd/cli"
 )
 
-// A user's own main registers its experiment types and hands the arguments to Main.
+// A user's own main registers its experiment types and hands the arguments to Main, whose
+// result is the process exit code.
 func ExampleMain() {
 	// (mnist.MLP is registered as "mnist-mlp" by this package's test init.)
-	code := cli.Main([]string{"info", "mnist-mlp"}, os.Stdout, os.Stderr)
-	_ = code
+	code := cli.Main([]string{"info", "mnist-mlp"}, io.Discard, os.Stderr)
+	fmt.Println("exit code", code)
+	// Output:
+	// exit code 0
 }
 
 func ExampleRegister() {
@@ -18,7 +24,15 @@ func ExampleRegister() {
 		Width int `nitro:"graphconst" default:"8"`
 	}
 	cli.Register[Sweep]("sweep", "a registered experiment type (hooks omitted here)")
-	cli.Main([]string{"list"}, os.Stdout, os.Stderr)
+	var out strings.Builder
+	cli.Main([]string{"list"}, &out, os.Stderr)
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "sweep ") {
+			fmt.Println(strings.Join(strings.Fields(line), " "))
+		}
+	}
+	// Output:
+	// sweep a registered experiment type (hooks omitted here)
 }
 
 // `nitro setup` installs the pinned XLA CPU PJRT plugin; here offline, from a wheel downloaded
