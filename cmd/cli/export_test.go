@@ -142,6 +142,7 @@ func TestExportRunBundleServe(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("train: exit %d: %s\n%s", code, errs, out)
 	}
+	wantBackend(t, out)
 	ckpt := regexp.MustCompile(`\ncheckpoint: (\S+)\n`).FindStringSubmatch(out)
 	if ckpt == nil {
 		t.Fatalf("train names no checkpoint:\n%s", out)

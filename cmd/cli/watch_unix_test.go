@@ -60,6 +60,7 @@ func TestTrainSIGINT(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d after SIGINT: %s\n%s", code, errs, out)
 	}
+	wantBackend(t, out)
 	if !strings.Contains(errs, "nitro: interrupt: stopping after this step, then validating (interrupt again to kill)") {
 		t.Errorf("stderr does not say what the interrupt does: %q", errs)
 	}
