@@ -240,7 +240,9 @@ func TestCloseWhileNextWaits(t *testing.T) {
 			d := &devices{}
 			s := newStream(t, f, p, opts(2, 1, 2), d.config())
 			go func() {
-				for f.calls.Load() < 3 { // BatchAt(2) has begun: the stream can serve nothing more
+				// BatchAt(2) has begun: the stream can serve nothing more. (Past the hang guard,
+				// Close anyway, so a broken stream fails the checks below instead of hanging.)
+				for deadline := time.Now().Add(hangGuard); f.calls.Load() < 3 && time.Now().Before(deadline); {
 					time.Sleep(time.Millisecond)
 				}
 				_ = s.Close()
