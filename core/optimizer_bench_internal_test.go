@@ -3,16 +3,20 @@ package core
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
 	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/optimizers"
 )
 
 // optBenchMLP is the benchmark's model: MLP 784-512-512-10 (670k parameters in 6 arrays).
@@ -170,4 +174,306 @@ func medianOf(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// narrowMLP stacks Layers dense layers of width 32 with a tanh between (2 arrays per layer): the
+// layout benchmark's model, whose array count grows while its size stays small.
+type narrowMLP struct {
+	Layers int `nitro:"graphconst"`
+}
+
+type narrowIn struct {
+	X *graph.Node `batch:"x"`
+}
+
+func (e *narrowMLP) BuildModel(ctx *context.Context) error { return nil }
+func (e *narrowMLP) Forward(ctx *context.Context, in narrowIn) Outputs {
+	x := in.X
+	for i := range e.Layers {
+		x = graph.Tanh(layers.Dense(ctx.In(fmt.Sprintf("l%03d", i)), x, true, narrowWidth))
+	}
+	return Outputs{"y": x}
+}
+func (e *narrowMLP) Loss(out Outputs, in narrowIn) *graph.Node {
+	return graph.ReduceAllMean(graph.Square(out["y"]))
+}
+
+const narrowWidth = 32
+
+// optLayout is one way to lay out the optimizer program: how its inputs are declared, and how
+// the update is emitted on them.
+type optLayout struct {
+	name string
+	// flatIO: the program's parameter, gradient and state inputs and outputs are one flat buffer
+	// per group (the gradient program would then pack the gradients and the parameters would live
+	// flat); otherwise they are per array, as the gradient program and the accessors hold them.
+	flatIO bool
+	// pack: per-array inputs concatenated into one flat buffer per group inside the program, the
+	// chain applied once per group, the results sliced back into arrays.
+	pack bool
+}
+
+var optLayouts = []optLayout{
+	{name: "per array (core today)"},
+	{name: "flat, packed in program", pack: true},
+	{name: "flat at the boundary", flatIO: true},
+}
+
+// layoutSide is one layout's compiled optimizer program and its device-resident state.
+type layoutSide struct {
+	exec            *graph.Graph
+	nodes, inputs   int
+	compile         time.Duration
+	params, grads   []*tensors.Tensor // per array, or one per group (flatIO)
+	state           [][]*tensors.Tensor
+	hyper           []float64
+	nParams, nState int
+}
+
+// buildLayout emits the real chain (n's groups, RAdam by default) in layout l and compiles it.
+// All of n's arrays are in one group (narrowMLP has no ParamGroup).
+func buildLayout(b *testing.B, n *Nitro, l optLayout) *layoutSide {
+	grp := n.groups[0]
+	chain := grp.opt
+	prog, err := optimizers.NewProgram([]*optimizers.Chain{chain}, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	S := len(n.st.groups[0].opt)
+	shapesOf := make([]shapes.Shape, len(grp.vars))
+	total := 0
+	for j, v := range grp.vars {
+		shapesOf[j] = v.Shape()
+		total += v.Shape().Size()
+	}
+	dt := shapesOf[0].DType
+	g := graph.NewGraph(n.backend.Backend, "layout")
+	side := &layoutSide{exec: g}
+	param := func(name string, s shapes.Shape) *graph.Node { return graph.Parameter(g, name, s) }
+	flat := func(xs []*graph.Node) *graph.Node {
+		parts := make([]*graph.Node, len(xs))
+		for j, x := range xs {
+			parts[j] = graph.Reshape(x, -1)
+		}
+		return graph.Concatenate(parts, 0)
+	}
+	unflat := func(x *graph.Node) []*graph.Node {
+		out := make([]*graph.Node, len(shapesOf))
+		off := 0
+		for j, s := range shapesOf {
+			out[j] = graph.Reshape(graph.SliceAxis(x, 0, graph.AxisRange(off, off+s.Size())), s.Dimensions...)
+			off += s.Size()
+		}
+		return out
+	}
+	var ps, gs []*graph.Node
+	st := make([][]*graph.Node, S)
+	if l.flatIO {
+		fs := shapes.Make(dt, total)
+		ps, gs = []*graph.Node{param("p", fs)}, []*graph.Node{param("g", fs)}
+		for s := range S {
+			st[s] = []*graph.Node{param(fmt.Sprintf("s%d", s), fs)}
+		}
+	} else {
+		for j, s := range shapesOf {
+			ps = append(ps, param(fmt.Sprintf("p%d", j), s))
+		}
+		for j, s := range shapesOf {
+			gs = append(gs, param(fmt.Sprintf("g%d", j), s))
+		}
+		for s := range S {
+			for j, sh := range shapesOf {
+				st[s] = append(st[s], param(fmt.Sprintf("s%d_%d", s, j), sh))
+			}
+		}
+	}
+	hyper := optimizers.Hyper{}
+	hv, err := n.hyperValues(grp, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, f := range chain.HyperFields() {
+		hyper[f] = param("hyper/"+f, shapes.Make(dtypes.Float32))
+		side.hyper = append(side.hyper, hv[f])
+	}
+	step := param("step", shapes.Make(dtypes.Float32))
+	var outP []*graph.Node
+	outS := make([][]*graph.Node, S)
+	switch {
+	case l.flatIO:
+		np, ns := prog.Apply(ps, gs, [][]*graph.Node{flatState(st)}, []optimizers.Hyper{hyper}, step)
+		outP = np
+		for s := range S {
+			outS[s] = []*graph.Node{ns[0][s]}
+		}
+	case l.pack:
+		fst := make([]*graph.Node, S)
+		for s := range S {
+			fst[s] = flat(st[s])
+		}
+		np, ns := prog.Apply([]*graph.Node{flat(ps)}, []*graph.Node{flat(gs)}, [][]*graph.Node{fst}, []optimizers.Hyper{hyper}, step)
+		outP = unflat(np[0])
+		for s := range S {
+			outS[s] = unflat(ns[0][s])
+		}
+	default:
+		np, ns := prog.ApplyArrays([][]*graph.Node{ps}, [][]*graph.Node{gs}, [][][]*graph.Node{st}, []optimizers.Hyper{hyper}, step)
+		outP, outS = np[0], ns[0]
+	}
+	outs := slices.Clone(outP)
+	for s := range S {
+		outs = append(outs, outS[s]...)
+	}
+	side.nodes, side.inputs = len(g.Nodes()), g.NumParameters()
+	start := time.Now()
+	g.Compile(outs...)
+	side.compile = time.Since(start)
+	side.nParams, side.nState = len(outP), len(outS[0])
+	// Device-resident starting values: the parameters as initialized, small gradients, zero state.
+	rng := rand.New(rand.NewPCG(5, 6))
+	dev := func(s shapes.Shape, fill func() float32) *tensors.Tensor {
+		v := make([]float32, s.Size())
+		for i := range v {
+			v[i] = fill()
+		}
+		t := tensors.FromFlatDataAndDimensions(v, s.Dimensions...)
+		if err := t.MaterializeOnDevice(n.backend.Backend, false, 0); err != nil {
+			b.Fatal(err)
+		}
+		return t
+	}
+	sizes := shapesOf
+	if l.flatIO {
+		sizes = []shapes.Shape{shapes.Make(dt, total)}
+	}
+	for _, s := range sizes {
+		side.params = append(side.params, dev(s, func() float32 { return float32(rng.NormFloat64()) * 0.1 }))
+		side.grads = append(side.grads, dev(s, func() float32 { return float32(rng.NormFloat64()) * 0.01 }))
+	}
+	side.state = make([][]*tensors.Tensor, S)
+	for s := range S {
+		for _, sh := range sizes {
+			side.state[s] = append(side.state[s], dev(sh, func() float32 { return 0 }))
+		}
+	}
+	return side
+}
+
+// flatState is one group's state leaves as the flat Apply takes them (leaf order).
+func flatState(st [][]*graph.Node) []*graph.Node {
+	out := make([]*graph.Node, len(st))
+	for s := range st {
+		out[s] = st[s][0]
+	}
+	return out
+}
+
+// repeat runs the program runs times, each run's parameters and state donated into the next
+// (gradients fixed; the step and hyperparameters uploaded per run, as core does), and returns
+// seconds per run, synchronized by reading one parameter back.
+func (l *layoutSide) repeat(b *testing.B, n *Nitro, runs, from int) float64 {
+	start := time.Now()
+	for k := range runs {
+		var in []any
+		donate := func(t *tensors.Tensor) any {
+			d, err := graph.DonateTensorBuffer(t, n.backend.Backend, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return d
+		}
+		for _, t := range l.params {
+			in = append(in, donate(t))
+		}
+		for _, t := range l.grads {
+			in = append(in, t)
+		}
+		for _, leaves := range l.state {
+			for _, t := range leaves {
+				in = append(in, donate(t))
+			}
+		}
+		for _, h := range l.hyper {
+			in = append(in, tensors.FromScalar(float32(h)))
+		}
+		in = append(in, tensors.FromScalar(float32(from+k+1)))
+		outs := l.exec.Run(in...)
+		l.params, outs = outs[:len(l.params)], outs[len(l.params):]
+		for s := range l.state {
+			l.state[s], outs = outs[:len(l.state[s])], outs[len(l.state[s]):]
+		}
+	}
+	_ = l.params[len(l.params)-1].Value()
+	return time.Since(start).Seconds() / float64(runs)
+}
+
+// BenchmarkOptimizerLayout measures the optimizer program (RAdam, the default chain, no clip) in
+// three layouts at 6, 60 and 600 parameter arrays (narrowMLP: 3, 30 and 300 dense layers of width
+// 32) on XLA, and prints per layout its node count, input count, compile time and step time, with
+// the step-time ratios to the per-array layout as the median of per-repeat ratios (the layouts'
+// order rotates every repeat, a GC between sides). "Flat at the boundary" is the optimizer
+// program alone: it leaves out the packing the gradient program and the accessors would then do.
+func BenchmarkOptimizerLayout(b *testing.B) {
+	const runs, repeats = 20, 7
+	type row struct {
+		arrays int
+		sides  []*layoutSide
+		times  [][]float64 // [layout][repeat] seconds per run
+	}
+	var rows []row
+	for _, nl := range []int{3, 30, 300} {
+		x := tensors.FromFlatDataAndDimensions(make([]float32, 8*narrowWidth), 8, narrowWidth)
+		src, err := NewArrayBatches(map[string]*tensors.Tensor{"x": x}, 8, ArrayOptions{DropPartial: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := New(&narrowMLP{Layers: nl}, WithBackend("xla"), Quiet(), WithCache(compilecache.New()), WithData(Data{"train": src}), WithoutLogger(), WithoutCheckpoints())
+		if err != nil {
+			b.Fatal(err)
+		}
+		r := row{arrays: len(n.groups[0].vars), times: make([][]float64, len(optLayouts))}
+		for _, l := range optLayouts {
+			s := buildLayout(b, n, l)
+			s.repeat(b, n, runs, 0) // warm-up
+			r.sides = append(r.sides, s)
+		}
+		for rep := range repeats {
+			for k := range optLayouts {
+				i := (rep + k) % len(optLayouts)
+				runtime.GC()
+				r.times[i] = append(r.times[i], r.sides[i].repeat(b, n, runs, (rep+1)*runs))
+			}
+		}
+		rows = append(rows, r)
+	}
+	fmt.Printf("optimizer program layouts (RAdam, float32, XLA; step: median of %d repeats of %d runs, order rotating; ratio: median of per-repeat ratios to per array):\n", repeats, runs)
+	fmt.Printf("  %6s  %-24s %7s %7s %11s %10s %14s\n", "arrays", "layout", "nodes", "inputs", "compile ms", "step µs", "step/per-array")
+	for _, r := range rows {
+		for i, l := range optLayouts {
+			s := r.sides[i]
+			ratio := pairedRatio(r.times[i], r.times[0])
+			fmt.Printf("  %6d  %-24s %7d %7d %11.1f %10.1f %14.2f\n", r.arrays, l.name, s.nodes, s.inputs,
+				float64(s.compile.Microseconds())/1e3, medianOf(r.times[i])*1e6, ratio)
+			if i > 0 {
+				b.ReportMetric(ratio, fmt.Sprintf("%s/per-array@%d", layoutTag(l), r.arrays))
+			}
+		}
+	}
+}
+
+func layoutTag(l optLayout) string {
+	if l.flatIO {
+		return "flatio"
+	}
+	return "packed"
+}
+
+// pairedRatio is the median of a[i]/b[i]: each repeat's sides ran back to back, so pairing them
+// cancels the drift of a shared machine better than a ratio of medians.
+func pairedRatio(a, b []float64) float64 {
+	r := make([]float64, len(a))
+	for i := range a {
+		r[i] = a[i] / b[i]
+	}
+	return medianOf(r)
 }
