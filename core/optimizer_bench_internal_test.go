@@ -194,12 +194,16 @@ type optLayout struct {
 	// pack: per-array inputs concatenated into one flat buffer per group inside the program, the
 	// chain applied once per group, the results sliced back into arrays.
 	pack bool
+	// copyOnly: per-array inputs and outputs with no optimizer math (p + g -> p, -s -> s): the
+	// floor the per-array layout's buffer count sets, whatever the update does.
+	copyOnly bool
 }
 
 var optLayouts = []optLayout{
 	{name: "per array (core today)"},
 	{name: "flat, packed in program", pack: true},
 	{name: "flat at the boundary", flatIO: true},
+	{name: "per array, copy only", copyOnly: true},
 }
 
 // layoutSide is one layout's compiled optimizer program and its device-resident state.
@@ -283,6 +287,15 @@ func buildLayout(b *testing.B, n *Nitro, l optLayout) *layoutSide {
 	var outP []*graph.Node
 	outS := make([][]*graph.Node, S)
 	switch {
+	case l.copyOnly:
+		for j := range ps {
+			outP = append(outP, graph.Add(ps[j], gs[j]))
+		}
+		for s := range S {
+			for j := range st[s] {
+				outS[s] = append(outS[s], graph.Neg(st[s][j]))
+			}
+		}
 	case l.flatIO:
 		np, ns := prog.Apply(ps, gs, [][]*graph.Node{flatState(st)}, []optimizers.Hyper{hyper}, step)
 		outP = np
@@ -396,6 +409,8 @@ func (l *layoutSide) repeat(b *testing.B, n *Nitro, runs, from int) float64 {
 // the step-time ratios to the per-array layout as the median of per-repeat ratios (the layouts'
 // order rotates every repeat, a GC between sides). "Flat at the boundary" is the optimizer
 // program alone: it leaves out the packing the gradient program and the accessors would then do.
+// "Per array, copy only" moves the per-array layout's bytes through as many buffers with no math:
+// how much of the per-array step is the buffer count rather than the update.
 func BenchmarkOptimizerLayout(b *testing.B) {
 	const runs, repeats = 20, 7
 	type row struct {
@@ -445,8 +460,11 @@ func BenchmarkOptimizerLayout(b *testing.B) {
 }
 
 func layoutTag(l optLayout) string {
-	if l.flatIO {
+	switch {
+	case l.flatIO:
 		return "flatio"
+	case l.copyOnly:
+		return "copy"
 	}
 	return "packed"
 }

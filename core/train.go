@@ -29,9 +29,9 @@ const accFirst = "accum/first"
 // its own instead of the sums input, so the step starts its sums on the device: the caller passes
 // any parameter-shaped device buffers there (the parameters themselves, not donated) and nothing
 // parameter-sized is uploaded. One program serves every micro-batch, so the compile count does not
-// change with accum; the select reads one parameter-sized buffer more per micro-batch, which is
-// noise beside the gradient. Adding the selected zero (rather than selecting the gradient) keeps
-// the sums bitwise equal to adding uploaded zeros, signed zeros included.
+// change with accum, and a micro-batch reads no more than before (the select reads the sums input
+// the add read). Adding the selected zero (rather than selecting the gradient) keeps the sums
+// bitwise equal to adding uploaded zeros, signed zeros included.
 func (n *Nitro) gradientProgram(width int, keys []string) (*program, error) {
 	return n.memo(fmt.Sprintf("gradient/%d/%v", width, keys), func() (*program, error) {
 		sig := n.modelInputs(width, keys)

@@ -4,11 +4,14 @@
 // Layout is the group's flat host-side view: Init builds the state on it, and Decay's mask and
 // anchor are defined on it. In the compiled program parameters, gradients and state are per array
 // (Program.ApplyArrays: each array's update fused in one pass, the group's scalar math built once
-// via Shared); Program.Apply on one flat buffer per group is the same math. Packing per-array
-// buffers into one flat buffer inside the program and slicing the results back loses at every
-// size measured (core's BenchmarkOptimizerLayout at 6, 60 and 600 arrays: its step is 1.1-2.2x
-// slower and XLA compiles it 4-12x slower), so core does not; the program's node and input count
-// grow with the array count. Rules RAdam (the Level 0
+// via Shared); Program.Apply on one flat buffer per group is the same math. Core's
+// BenchmarkOptimizerLayout chose this at 6, 60 and 600 arrays: packing the per-array buffers into
+// one flat buffer inside the program and slicing the results back never runs faster (its step
+// 1.0-2.2x the per-array one) and XLA compiles it 4-12x slower. The per-array program's node and
+// input counts grow with the array count, and at 600 arrays its step costs what a program that only
+// copies the same buffers costs: the buffer count, not the math. Only a flat buffer at the
+// program's boundary (20x faster there) removes that, at the price of packing in the gradient
+// program and flat-resident parameters. Rules RAdam (the Level 0
 // default), Adam, SGD and Momentum follow optax's conventions exactly (formulas on each type); Decay
 // is decoupled, last, with a zero, w0 or explicit anchor and a per-leaf no-decay mask.
 // Schedulable hyperparameters are scalar device inputs (Hyper), so changing them never
