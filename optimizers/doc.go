@@ -11,9 +11,11 @@
 // input counts grow with the array count, and at 600 arrays its step costs what a program that only
 // copies the same buffers costs: the buffer count, not the math. Only a flat buffer at the
 // program's boundary (20x faster there) removes that, at the price of packing in the gradient
-// program and flat-resident parameters. Rules RAdam (the Level 0
-// default), Adam, SGD and Momentum follow optax's conventions exactly (formulas on each type); Decay
-// is decoupled, last, with a zero, w0 or explicit anchor and a per-leaf no-decay mask.
+// program and flat-resident parameters.
+//
+// Rules RAdam (the Level 0 default), Adam, SGD and Momentum follow optax's conventions exactly
+// (formulas on each type); Decay is decoupled, last, with a zero, w0 or explicit anchor and a
+// per-leaf no-decay mask.
 // Schedulable hyperparameters are scalar device inputs (Hyper), so changing them never
 // recompiles; nonschedulable ones are declared once per rule, baked, and named by Describe, which
 // is what the compile cache key takes. The step is 1-based; every step-dependent scalar (bias
