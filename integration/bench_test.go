@@ -232,10 +232,10 @@ func BenchmarkStepRatio(b *testing.B) {
 	flops := stepFlops()
 	gf := func(ms float64) float64 { return flops / (ms * 1e-3) / 1e9 }
 	// pair is the median of the per-repeat ratios a/b.
-	pair := func(a, b *side) float64 {
-		q := make([]float64, len(a.t))
-		for i := range a.t {
-			q[i] = a.t[i] / b.t[i]
+	pair := func(num, den *side) float64 {
+		q := make([]float64, len(num.t))
+		for i := range num.t {
+			q[i] = num.t[i] / den.t[i]
 		}
 		return median(q)
 	}
