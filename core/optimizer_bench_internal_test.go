@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -325,12 +326,13 @@ func buildLayout(b *testing.B, n *Nitro, l optLayout) *layoutSide {
 	g.Compile(outs...)
 	side.compile = time.Since(start)
 	side.nParams, side.nState = len(outP), len(outS[0])
-	// Device-resident starting values: the parameters as initialized, small gradients, zero state.
-	rng := rand.New(rand.NewPCG(5, 6))
-	dev := func(s shapes.Shape, fill func() float32) *tensors.Tensor {
+	// Device-resident starting values, a function of each element's place in the group (so every
+	// layout starts from the same numbers and must end at the same ones): parameters and small
+	// gradients, zero state.
+	dev := func(s shapes.Shape, from int, fill func(i int) float32) *tensors.Tensor {
 		v := make([]float32, s.Size())
 		for i := range v {
-			v[i] = fill()
+			v[i] = fill(from + i)
 		}
 		t := tensors.FromFlatDataAndDimensions(v, s.Dimensions...)
 		if err := t.MaterializeOnDevice(n.backend.Backend, false, 0); err != nil {
@@ -342,17 +344,26 @@ func buildLayout(b *testing.B, n *Nitro, l optLayout) *layoutSide {
 	if l.flatIO {
 		sizes = []shapes.Shape{shapes.Make(dt, total)}
 	}
-	for _, s := range sizes {
-		side.params = append(side.params, dev(s, func() float32 { return float32(rng.NormFloat64()) * 0.1 }))
-		side.grads = append(side.grads, dev(s, func() float32 { return float32(rng.NormFloat64()) * 0.01 }))
-	}
 	side.state = make([][]*tensors.Tensor, S)
-	for s := range S {
-		for _, sh := range sizes {
-			side.state[s] = append(side.state[s], dev(sh, func() float32 { return 0 }))
+	off := 0
+	for _, sh := range sizes {
+		side.params = append(side.params, dev(sh, off, func(i int) float32 { return 0.1 * float32(math.Sin(0.37*float64(i))) }))
+		side.grads = append(side.grads, dev(sh, off, func(i int) float32 { return 0.01 * float32(math.Cos(0.11*float64(i))) }))
+		for s := range S {
+			side.state[s] = append(side.state[s], dev(sh, off, func(int) float32 { return 0 }))
 		}
+		off += sh.Size()
 	}
 	return side
+}
+
+// flatParams reads the side's parameters back, end to end in array order.
+func (l *layoutSide) flatParams() []float32 {
+	var out []float32
+	for _, t := range l.params {
+		tensors.ConstFlatData(t, func(f []float32) { out = append(out, f...) })
+	}
+	return out
 }
 
 // flatState is one group's state leaves as the flat Apply takes them (leaf order).
@@ -440,6 +451,20 @@ func BenchmarkOptimizerLayout(b *testing.B) {
 				i := (rep + k) % len(optLayouts)
 				runtime.GC()
 				r.times[i] = append(r.times[i], r.sides[i].repeat(b, n, runs, (rep+1)*runs))
+			}
+		}
+		// The layouts are one update laid out three ways: after the same steps from the same
+		// start, their parameters agree (to rounding: XLA may fuse each layout's math differently).
+		want := r.sides[0].flatParams()
+		for i, l := range optLayouts {
+			if l.copyOnly || i == 0 {
+				continue
+			}
+			got := r.sides[i].flatParams()
+			for k := range want {
+				if d := math.Abs(float64(got[k] - want[k])); d > 1e-6+1e-5*math.Abs(float64(want[k])) {
+					b.Fatalf("%d arrays: layout %q ends with parameter element %d = %v, per array %v: the layouts do not compute the same update", r.arrays, l.name, k, got[k], want[k])
+				}
 			}
 		}
 		rows = append(rows, r)
