@@ -16,7 +16,7 @@ import (
 //
 // Its layout is per array, so it grows with the array count (about 19 nodes and 4 inputs per
 // array with RAdam). BenchmarkOptimizerLayout decides it: packing the arrays into one flat buffer
-// per group inside the program, and slicing them back, is never faster to run and 4-12x slower to
+// per group inside the program, and slicing them back, is never faster to run and 4-19x slower to
 // compile at 6, 60 and 600 arrays. At 600 arrays the step costs what copying the same buffers
 // costs (the buffer count, not the math); a flat buffer at the program's boundary would cut that
 // 20x, but moves the packing into the gradient program and makes the parameters flat-resident.

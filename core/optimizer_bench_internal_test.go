@@ -209,13 +209,12 @@ var optLayouts = []optLayout{
 
 // layoutSide is one layout's compiled optimizer program and its device-resident state.
 type layoutSide struct {
-	exec            *graph.Graph
-	nodes, inputs   int
-	compile         time.Duration
-	params, grads   []*tensors.Tensor // per array, or one per group (flatIO)
-	state           [][]*tensors.Tensor
-	hyper           []float64
-	nParams, nState int
+	exec          *graph.Graph
+	nodes, inputs int
+	compile       time.Duration
+	params, grads []*tensors.Tensor // per array, or one per group (flatIO)
+	state         [][]*tensors.Tensor
+	hyper         []float64
 }
 
 // buildLayout emits the real chain (n's groups, RAdam by default) in layout l and compiles it.
@@ -325,7 +324,6 @@ func buildLayout(b *testing.B, n *Nitro, l optLayout) *layoutSide {
 	start := time.Now()
 	g.Compile(outs...)
 	side.compile = time.Since(start)
-	side.nParams, side.nState = len(outP), len(outS[0])
 	// Device-resident starting values, a function of each element's place in the group (so every
 	// layout starts from the same numbers and must end at the same ones): parameters and small
 	// gradients, zero state.

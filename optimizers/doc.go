@@ -7,7 +7,7 @@
 // via Shared); Program.Apply on one flat buffer per group is the same math. Core's
 // BenchmarkOptimizerLayout chose this at 6, 60 and 600 arrays: packing the per-array buffers into
 // one flat buffer inside the program and slicing the results back never runs faster (its step
-// 1.0-2.2x the per-array one) and XLA compiles it 4-12x slower. The per-array program's node and
+// 1.0-2.2x the per-array one) and XLA compiles it 4-19x slower. The per-array program's node and
 // input counts grow with the array count, and at 600 arrays its step costs what a program that only
 // copies the same buffers costs: the buffer count, not the math. Only a flat buffer at the
 // program's boundary (20x faster there) removes that, at the price of packing in the gradient
