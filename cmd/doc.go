@@ -9,5 +9,6 @@
 // Construction goes through markers, so --preset and --set are validated exactly as a Go caller's
 // overrides are: an unknown field or a value of the wrong type is an error naming the field.
 // Errors exit with status 1 and a message naming the fix; SIGINT during train asks the run to
-// stop after the epoch's validation. Nothing here is meant for concurrent use.
+// stop after the epoch's validation; during evaluate it stops at the next batch, prints the
+// partial metrics as partial, and exits 1. Nothing here is meant for concurrent use.
 package cmd

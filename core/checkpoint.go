@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -80,14 +81,6 @@ func WithResume(from string) Option { return func(o *options) { o.resume = from 
 // --checkpoint) or fine-tuned.
 func WithCheckpoint(path string) Option { return func(o *options) { o.weights = path } }
 
-// WithEarlyStopping stops Train when the validation metric (named as the record names it, e.g.
-// "val_loss") has not improved by more than minDelta for patience epochs; mode is "min" or "max".
-// None by default. The metric must be one the val split reports (New checks) and finite each
-// epoch. See EarlyStopping.
-func WithEarlyStopping(metric, mode string, patience int, minDelta float64) Option {
-	return func(o *options) { o.early = &earlySpec{metric, mode, patience, minDelta} }
-}
-
 // WithPreset records the name of the preset the experiment was built from (markers.FromPreset
 // records none): it goes into every checkpoint and the logged params.
 func WithPreset(name string) Option { return func(o *options) { o.preset = name } }
@@ -103,12 +96,6 @@ func NewFromPreset[E any](preset string, overrides map[string]any, opts ...Optio
 		return nil, err
 	}
 	return New(e, append([]Option{WithPreset(preset)}, opts...)...)
-}
-
-type earlySpec struct {
-	metric, mode string
-	patience     int
-	minDelta     float64
 }
 
 // CheckpointerChooser is an experiment that picks its own checkpointer (e.g. TopK by its own
@@ -133,10 +120,18 @@ type runCkpt struct {
 
 	c       checkpoint.Checkpointer
 	metric  string            // the Ranker's metric; "" when the checkpointer ranks by none
-	es      *EarlyStopping    // nil: no early stopping
+	es      *runEarlyStop     // nil: no early stopping
 	anchors map[string]string // per w0- or array-anchored group, its anchor's checksum (memo)
 	stopped string            // the early stop a resumed checkpoint records, still in force
 	last    string            // the newest checkpoint written or restored
+	source  *ckptSource       // the checkpoint New restored from (WithCheckpoint, WithResume); nil: none
+}
+
+// ckptSource is the checkpoint file New restored, as export provenance records it: the argument
+// given (a run directory is resolved to its newest file), the file, and the sha256 of its bytes.
+type ckptSource struct {
+	arg, path, sha256 string
+	resumed           bool // WithResume; else WithCheckpoint (weights only)
 }
 
 // Checkpointer is the run's checkpointer, nil when checkpointing is off.
@@ -177,13 +172,11 @@ func (n *Nitro) setUpCheckpoints() error {
 	if r, ok := c.(checkpoint.Ranker); ok {
 		n.ck.metric = r.Metric()
 	}
-	if s := o.early; s != nil {
-		es, err := NewEarlyStopping(s.metric, s.mode, s.patience, s.minDelta)
-		if err != nil {
-			return err
-		}
-		n.ck.es = es
+	es, err := n.resolveEarlyStop()
+	if err != nil {
+		return err
 	}
+	n.ck.es = es
 	if err := n.checkControlMetrics(); err != nil {
 		return err
 	}
@@ -215,7 +208,7 @@ func (n *Nitro) checkControlMetrics() error {
 	}
 	if _, ok := n.data["val"]; !ok {
 		if n.ck.es != nil {
-			return fmt.Errorf("WithEarlyStopping(%q): the data has no \"val\" split (it has %v), so no validation metric exists to stop on", n.ck.es.Metric, sortedKeys(n.data))
+			return n.ck.es.checkMetric(false, sortedKeys(n.data), nil)
 		}
 		return nil
 	}
@@ -224,11 +217,16 @@ func (n *Nitro) checkControlMetrics() error {
 		return err
 	}
 	if m := n.ck.metric; m != "" && !slices.Contains(names, m) {
-		return fmt.Errorf("checkpoint metric %q: no metric of the val split has this name; it reports %s: rank by one of them, e.g. core.WithCheckpointer(checkpoint.NewTopK(3, %q, \"max\", \"\", nil)) (mode min or max as the metric wants), or turn checkpoints off with core.WithoutCheckpoints()",
-			m, strings.Join(names, ", "), first(names))
+		from := ckptFromDefault
+		if n.opts.ckptSet {
+			from = ckptFromOption
+		} else if _, ok := n.e.(CheckpointerChooser); ok {
+			from = ckptFromHook
+		}
+		return checkpointMetricError(n.typeName, m, from, names)
 	}
-	if es := n.ck.es; es != nil && !slices.Contains(names, es.Metric) {
-		return fmt.Errorf("WithEarlyStopping(%q): no metric of the val split has this name; it reports %s", es.Metric, strings.Join(names, ", "))
+	if es := n.ck.es; es != nil {
+		return es.checkMetric(true, nil, names)
 	}
 	return nil
 }
@@ -284,7 +282,7 @@ func (c *runCkpt) isControl(split, name string) bool {
 		return false
 	}
 	full := withPrefixName("val_", name)
-	return (c.metric != "" && full == c.metric) || (c.es != nil && full == c.es.Metric)
+	return (c.metric != "" && full == c.metric) || (c.es != nil && c.es.reads(full))
 }
 
 // controlValue is the validated value of a metric the run branches on: present among the
@@ -311,16 +309,9 @@ func (n *Nitro) stopDecision(res EpochResult) (string, error) {
 			return "", err
 		}
 	}
-	early := false
-	if es := n.ck.es; es != nil && res.Val != nil {
-		if _, err := controlValue(res.Val, es.Metric, "early-stopping metric"); err != nil {
-			return "", err
-		}
-		stop, why := es.Observe(withPrefix("val_", res.Val))
-		if stop {
-			early = true
-			n.notice("early stop after epoch " + fmt.Sprint(res.Epoch) + ": " + why)
-		}
+	early, err := n.observeEarlyStop(res)
+	if err != nil {
+		return "", err
 	}
 	switch {
 	case n.tracker.StopRequested():
@@ -333,11 +324,18 @@ func (n *Nitro) stopDecision(res EpochResult) (string, error) {
 
 // saveCheckpoint writes the epoch's checkpoint through the checkpointer, if any. A failed save
 // stops the run (a run that cannot checkpoint loses its work at the next crash); a save whose
-// only failure was removing a displaced file is a warning.
+// only failure was removing a displaced file is a warning. The read-back of the state and the
+// write run in the Checkpointing phase, so a stall watchdog gives a slow disk the patience of a
+// long phase instead of a step's; the phase it interrupted is restored afterwards.
 func (n *Nitro) saveCheckpoint(res EpochResult, reason string) error {
 	if n.ck.c == nil {
 		return nil
 	}
+	return n.tracker.WithCheckpointing(func() error { return n.writeCheckpoint(res, reason) })
+}
+
+// writeCheckpoint is saveCheckpoint's work: the record, then the checkpointer's Save.
+func (n *Nitro) writeCheckpoint(res EpochResult, reason string) error {
 	rec, err := n.record(res, reason)
 	if err != nil {
 		return fmt.Errorf("epoch %d: checkpoint: %w", res.Epoch, err)
@@ -496,12 +494,14 @@ func (n *Nitro) record(res EpochResult, reason string) (*checkpoint.Record, erro
 		}
 	}
 	if es := n.ck.es; es != nil {
-		st, err := es.State()
+		ctl, err := es.controlState()
 		if err != nil {
 			return nil, err
 		}
-		if r.Control, err = json.Marshal(map[string]json.RawMessage{"early_stopping": st}); err != nil {
-			return nil, err
+		if ctl != nil {
+			if r.Control, err = json.Marshal(ctl); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return r, nil
@@ -636,6 +636,42 @@ func (n *Nitro) loadRecord(path string) (*checkpoint.Record, string, error) {
 	return rec, path, err
 }
 
+// sourceOf hashes the checkpoint file just read, for the provenance of what is exported later:
+// the bytes are hashed now, while the file is the one restored (a run directory's newest changes
+// as it trains, and retention removes old files). The file's size and modification time must be
+// the same before and after the hash, else it was replaced while it was read and the hash could
+// name other bytes than the restored ones. A checkpointer on another file system than the
+// operating system's (an in-memory one in tests) leaves the hash empty: the file cannot be
+// reopened here, and the provenance then names the file alone.
+func (n *Nitro) sourceOf(arg, path string, resumed bool) (*ckptSource, error) {
+	src := &ckptSource{arg: arg, path: path, resumed: resumed}
+	before, err := os.Stat(path)
+	if err != nil {
+		if n.ck.c != nil && errors.Is(err, os.ErrNotExist) {
+			return src, nil // the checkpointer read it through a file system of its own
+		}
+		return nil, fmt.Errorf("hashing checkpoint %s: %w", path, err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("hashing checkpoint %s: %w", path, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return nil, fmt.Errorf("hashing checkpoint %s: %w", path, err)
+	}
+	after, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("hashing checkpoint %s: %w", path, err)
+	}
+	if after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) || !os.SameFile(before, after) {
+		return nil, fmt.Errorf("checkpoint %s changed while it was read (size %d -> %d, modified %v -> %v): restore from a checkpoint no writer is replacing", path, before.Size(), after.Size(), before.ModTime(), after.ModTime())
+	}
+	src.sha256 = hex.EncodeToString(h.Sum(nil))
+	return src, nil
+}
+
 // NewestCheckpoint is the path of the newest checkpoint a run directory's manifest lists; an
 // error names the directory when it has none, and the file and the older checkpoints when the
 // newest is missing or not a file (a *checkpoint.NewestError).
@@ -700,13 +736,17 @@ func (n *Nitro) resume(from string) error {
 	if err := n.checkCompatible(rec, path); err != nil {
 		return err
 	}
+	src, err := n.sourceOf(from, path, true)
+	if err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
 	if err := n.restore(rec, path, true); err != nil {
 		return err
 	}
-	n.ck.last = path
+	n.ck.last, n.ck.source = path, src
 	n.notice(fmt.Sprintf("resumed from %s: epoch %d, step %d", path, rec.Epoch, rec.Step))
 	if rec.StopReason == StopEarly {
-		if n.ck.es != nil && n.ck.es.Exhausted() {
+		if n.ck.es != nil && n.ck.es.stillStopped() {
 			n.ck.stopped = path
 		} else {
 			n.notice(fmt.Sprintf("the checkpoint records an early stop at epoch %d; the early stopping configured now does not stop there, so training goes on", rec.Epoch))
@@ -717,6 +757,7 @@ func (n *Nitro) resume(from string) error {
 
 // loadWeights is WithCheckpoint: the parameters and layer state, nothing of the run's progress.
 func (n *Nitro) loadWeights(path string) error {
+	arg := path
 	rec, path, err := n.loadRecord(path)
 	if err != nil {
 		return fmt.Errorf("WithCheckpoint: %w", withOlderHint(err, false))
@@ -724,9 +765,14 @@ func (n *Nitro) loadWeights(path string) error {
 	for _, d := range checkpoint.DiffValues(rec.Values.GraphConst, n.recordValues().GraphConst) {
 		n.notice("checkpoint " + path + ": GraphConst " + d)
 	}
+	src, err := n.sourceOf(arg, path, false)
+	if err != nil {
+		return fmt.Errorf("WithCheckpoint: %w", err)
+	}
 	if err := n.restore(rec, path, false); err != nil {
 		return err
 	}
+	n.ck.source = src
 	n.ck.weightsAt = &[2]int{rec.Epoch, rec.Step}
 	n.notice(fmt.Sprintf("weights from %s (epoch %d, step %d); the optimizer and the counters start fresh", path, rec.Epoch, rec.Step))
 	return nil
@@ -817,23 +863,19 @@ func (n *Nitro) restore(rec *checkpoint.Record, path string, full bool) error {
 		}
 		return errors.New(b.String())
 	}
-	var es *EarlyStopping
-	if full && n.ck.es != nil {
-		es = &EarlyStopping{Metric: n.ck.es.Metric, Mode: n.ck.es.Mode, Patience: n.ck.es.Patience, MinDelta: n.ck.es.MinDelta}
+	// The control state is checked on every resume, early stopping on or off: a record whose
+	// control does not parse is damaged, whatever part of it this run would use.
+	if full && len(rec.Control) > 0 {
 		var ctl map[string]json.RawMessage
-		if len(rec.Control) > 0 {
-			if err := json.Unmarshal(rec.Control, &ctl); err != nil {
-				return fmt.Errorf("checkpoint %s: control state: %w", path, err)
-			}
+		if err := json.Unmarshal(rec.Control, &ctl); err != nil {
+			return fmt.Errorf("checkpoint %s: control state: %w", path, err)
 		}
-		if st, ok := ctl["early_stopping"]; ok {
-			same, err := es.Restore(st)
-			if err != nil {
-				return fmt.Errorf("checkpoint %s: %w", path, err)
-			}
-			if !same {
-				n.notice("resume: the checkpoint's early-stopping state is for another metric or mode; early stopping starts afresh")
-			}
+	}
+	if full && n.ck.es != nil {
+		// Resume runs only in New, so a failure after this leaves no Nitro behind to hold a
+		// half-restored policy.
+		if err := n.restoreEarlyStop(rec.Control, path); err != nil {
+			return err
 		}
 	}
 	if full && n.log.l != nil {
@@ -867,9 +909,6 @@ func (n *Nitro) restore(rec *checkpoint.Record, path string, full bool) error {
 	if full {
 		n.st.step, n.st.epoch = rec.Step, rec.Epoch
 		n.st.data = dataPosition{epoch: rec.Position.Epoch, batch: rec.Position.Batch}
-		if es != nil {
-			n.ck.es = es
-		}
 	}
 	return nil
 }

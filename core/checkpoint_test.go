@@ -56,6 +56,17 @@ func sameBits(t testing.TB, what string, a, b []float64) {
 	}
 }
 
+// manifest reads dir's checkpoint manifest, failing the test on a read error (no manifest is no
+// entries, not an error).
+func manifest(t testing.TB, dir string) []checkpoint.ManifestEntry {
+	t.Helper()
+	e, err := checkpoint.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 func train(t testing.TB, n *core.Nitro) {
 	t.Helper()
 	if err := n.Train(); err != nil {
@@ -116,7 +127,10 @@ func TestDefaultCheckpointer(t *testing.T) {
 			t.Errorf("record holds %q: Decay's anchor and mask are rebuilt at setup, never stored", name)
 		}
 	}
-	w, _ := rec.Tensor("param/backbone/dense/weights")
+	w, ok := rec.Tensor("param/backbone/dense/weights")
+	if !ok {
+		t.Fatal("the record has no param/backbone/dense/weights")
+	}
 	if w.DType != checkpoint.F32 || !slices.Equal(w.Shape, []int{4, 8}) {
 		t.Errorf("param/backbone/dense/weights is %s%v, want F32[4 8]", w.DType, w.Shape)
 	}
@@ -174,12 +188,14 @@ func resumeCase(t *testing.T, mk func() any, k, total int, opts ...core.Option) 
 
 // TestResumeIsExact: two groups, w0 decay, accum 2, a reshuffled train split, dropout (the RNG
 // state) and layer state: interrupted after epoch k and resumed, the run ends where the
-// uninterrupted one does, bit for bit.
+// uninterrupted one does, bit for bit, on each backend.
 func TestResumeIsExact(t *testing.T) {
-	for _, k := range []int{1, 2} {
-		resumeCase(t, func() any { return &Dropped{} }, k, 3, core.WithAccum(2))
-		resumeCase(t, func() any { return &Counter{} }, k, 3)
-	}
+	onBackends(t, func(t *testing.T, on []core.Option) {
+		for _, k := range []int{1, 2} {
+			resumeCase(t, func() any { return &Dropped{} }, k, 3, append([]core.Option{core.WithAccum(2)}, on...)...)
+			resumeCase(t, func() any { return &Counter{} }, k, 3, on...)
+		}
+	})
 }
 
 // interruptAt calls Interrupt when the loop reads batch at (of the first epoch), as Ctrl+C would;
@@ -199,31 +215,33 @@ func (s interruptAt) BatchAt(i int) (core.Batch, error) {
 
 // TestResumeFinishesAnInterruptedEpoch: a run interrupted part-way through an epoch checkpoints
 // there (stop reason requested, the data position mid-epoch); the resume finishes that epoch
-// from the same batch, exactly.
+// from the same batch, exactly, on each backend.
 func TestResumeFinishesAnInterruptedEpoch(t *testing.T) {
-	straight := newNitro(t, &Groups{}, goOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(2))...)
-	train(t, straight)
+	onBackends(t, func(t *testing.T, on []core.Option) {
+		straight := newNitro(t, &Groups{}, append(goOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(2)), on...)...)
+		train(t, straight)
 
-	dir := t.TempDir()
-	var n *core.Nitro
-	d := shuffled(t)
-	// Inline (no read-ahead), so the interrupt lands while the loop is at batch 3.
-	d["train"] = core.NoPrefetch(interruptAt{ArrayBatches: d["train"].(*core.ArrayBatches), at: 3, n: &n})
-	n = newNitro(t, &Groups{}, ckptOpts(dir, core.WithData(d), core.WithMaxEpochs(2))...)
-	train(t, n)
-	h, err := checkpoint.Info(n.LastCheckpoint())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h.StopReason != core.StopRequested || h.Position != (checkpoint.Position{Epoch: 1, Batch: 4}) {
-		t.Fatalf("interrupted checkpoint: stop %q position %+v", h.StopReason, h.Position)
-	}
-	second := newNitro(t, &Groups{}, ckptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(2), core.WithResume(core.ResumeAuto))...)
-	train(t, second)
-	if second.Step() != straight.Step() {
-		t.Fatalf("steps %d, want %d", second.Step(), straight.Step())
-	}
-	sameBits(t, "parameters", flatParams(t, second), flatParams(t, straight))
+		dir := t.TempDir()
+		var n *core.Nitro
+		d := shuffled(t)
+		// Inline (no read-ahead), so the interrupt lands while the loop is at batch 3.
+		d["train"] = core.NoPrefetch(interruptAt{ArrayBatches: d["train"].(*core.ArrayBatches), at: 3, n: &n})
+		n = newNitro(t, &Groups{}, append(ckptOpts(dir, core.WithData(d), core.WithMaxEpochs(2)), on...)...)
+		train(t, n)
+		h, err := checkpoint.Info(n.LastCheckpoint())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.StopReason != core.StopRequested || h.Position != (checkpoint.Position{Epoch: 1, Batch: 4}) {
+			t.Fatalf("interrupted checkpoint: stop %q position %+v", h.StopReason, h.Position)
+		}
+		second := newNitro(t, &Groups{}, append(ckptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(2), core.WithResume(core.ResumeAuto)), on...)...)
+		train(t, second)
+		if second.Step() != straight.Step() {
+			t.Fatalf("steps %d, want %d", second.Step(), straight.Step())
+		}
+		sameBits(t, "parameters", flatParams(t, second), flatParams(t, straight))
+	})
 }
 
 // TestResumeAutoWithNothingStartsFresh: resume auto in an empty run dir trains from scratch and
@@ -283,13 +301,13 @@ func TestCheckpointMetricMustExist(t *testing.T) {
 	tk := must(checkpoint.NewTopK(2, "val_mse", "min", "", nil))
 	dir := t.TempDir()
 	train(t, newNitro(t, &Rows{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithCheckpointer(tk))...))
-	if e, _ := checkpoint.ReadManifest(dir); len(e) != 1 || e[0].Metric != "val_mse" || e[0].Score == nil {
+	if e := manifest(t, dir); len(e) != 1 || e[0].Metric != "val_mse" || e[0].Score == nil {
 		t.Errorf("manifest %+v: want one checkpoint scored by val_mse", e)
 	}
 
 	dir = t.TempDir()
 	train(t, newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 0)))...))
-	if e, _ := checkpoint.ReadManifest(dir); len(e) != 1 || e[0].Score != nil || strings.Contains(e[0].File, "=") {
+	if e := manifest(t, dir); len(e) != 1 || e[0].Score != nil || strings.Contains(e[0].File, "=") {
 		t.Errorf("manifest %+v: want one unscored checkpoint for a run with no val split", e)
 	}
 	wantErr(t, newErr(t, &Reg{}, data(t, 0), core.WithEarlyStopping("val_loss", "min", 2, 0)), "WithEarlyStopping", `no "val" split`)
@@ -313,8 +331,17 @@ func TestNonFiniteControlMetricStops(t *testing.T) {
 	tk := must(checkpoint.NewTopK(2, "val_bad", "min", "", nil))
 	n := newNitro(t, &NaNMetric{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithCheckpointer(tk))...)
 	wantErr(t, n.Train(), "epoch 1", `checkpoint metric "val_bad"`, "NaN")
-	if e, _ := checkpoint.ReadManifest(dir); len(e) != 0 {
+	if e := manifest(t, dir); len(e) != 0 {
 		t.Errorf("a checkpoint was saved: %+v", e)
+	}
+	files, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f.Name(), ".safetensors") {
+			t.Errorf("%s was written after the NaN stop", f.Name())
+		}
 	}
 	// Only logged, a NaN metric stops nothing.
 	train(t, newNitro(t, &NaNMetric{}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithCheckpointer(must(checkpoint.NewTopK(2, "val_mse", "min", "", nil))))...))
@@ -335,7 +362,10 @@ func TestEarlyStopping(t *testing.T) {
 	if lg.Status() != logjson.StatusEarlyStop {
 		t.Errorf("logger finished with %q, want early_stop", lg.Status())
 	}
-	e, _ := checkpoint.ReadManifest(dir)
+	e := manifest(t, dir)
+	if len(e) == 0 {
+		t.Fatal("no checkpoint in the manifest")
+	}
 	if last := e[len(e)-1]; last.Epoch != 3 || last.StopReason != core.StopEarly {
 		t.Fatalf("newest checkpoint %+v: want epoch 3, early_stop", last)
 	}
@@ -427,25 +457,29 @@ func TestWithCheckpointLoadsWeightsOnly(t *testing.T) {
 }
 
 // TestResumeReattachesTheLogger: the record keeps the logger's type, run id and resumable state;
-// a resume hands the state back before anything is logged, and refuses another logger type.
+// a resume hands the state back before anything is logged, and refuses another logger type. On
+// each backend.
 func TestResumeReattachesTheLogger(t *testing.T) {
-	dir := t.TempDir()
-	lg := &logjson.Memory{ID: "run-7", URL: "https://example.invalid/run-7"}
-	n := newNitro(t, &Reg{}, append(ckptOpts(dir, core.WithData(data(t, 16))), core.WithLogger(lg))...)
-	train(t, n)
-	rec := must(checkpoint.Read(n.LastCheckpoint()))
-	if rec.LoggerType != "*github.com/nitro-go/nitro/logjson.Memory" || string(rec.LoggerState) != `{"run_id":"run-7"}` ||
-		rec.RunID != "run-7" || rec.RunURL != lg.URL {
-		t.Fatalf("record logger %q state %s run %q %q", rec.LoggerType, rec.LoggerState, rec.RunID, rec.RunURL)
-	}
-	again := &logjson.Memory{}
-	newNitro(t, &Reg{}, append(ckptOpts(dir, core.WithData(data(t, 16)), core.WithResume("auto")), core.WithLogger(again))...)
-	if calls := again.Calls(); again.ID != "run-7" || len(calls) < 2 || calls[0].Verb != "reattach" || calls[1].Verb != "params" {
-		t.Errorf("resumed logger: id %q, calls %+v: want the state reattached before the params", again.ID, calls)
-	}
-	jl := logjson.NewJSONLogger(filepath.Join(t.TempDir(), "m.jsonl"))
-	_, err := core.New(&Reg{}, append(ckptOpts(dir, core.WithData(data(t, 16)), core.WithResume("auto")), core.WithLogger(jl))...)
-	wantErr(t, err, "logjson.Memory", "logjson.JSONLogger")
+	onBackends(t, func(t *testing.T, on []core.Option) {
+		dir := t.TempDir()
+		lg := &logjson.Memory{ID: "run-7", URL: "https://example.invalid/run-7"}
+		n := newNitro(t, &Reg{}, append(ckptOpts(dir, core.WithData(data(t, 16)), core.WithLogger(lg)), on...)...)
+		train(t, n)
+		rec := must(checkpoint.Read(n.LastCheckpoint()))
+		if rec.LoggerType != "*github.com/nitro-go/nitro/logjson.Memory" || string(rec.LoggerState) != `{"run_id":"run-7"}` ||
+			rec.RunID != "run-7" || rec.RunURL != lg.URL {
+			t.Fatalf("record logger %q state %s run %q %q", rec.LoggerType, rec.LoggerState, rec.RunID, rec.RunURL)
+		}
+		again := &logjson.Memory{}
+		resumed := newNitro(t, &Reg{}, append(ckptOpts(dir, core.WithData(data(t, 16)), core.WithResume("auto"), core.WithLogger(again)), on...)...)
+		if calls := again.Calls(); again.ID != "run-7" || len(calls) < 2 || calls[0].Verb != "reattach" || calls[1].Verb != "params" {
+			t.Errorf("resumed logger: id %q, calls %+v: want the state reattached before the params", again.ID, calls)
+		}
+		sameBits(t, "resumed parameters", flatParams(t, resumed), flatParams(t, n))
+		jl := logjson.NewJSONLogger(filepath.Join(t.TempDir(), "m.jsonl"))
+		_, err := core.New(&Reg{}, append(ckptOpts(dir, core.WithData(data(t, 16)), core.WithResume("auto"), core.WithLogger(jl)), on...)...)
+		wantErr(t, err, "logjson.Memory", "logjson.JSONLogger")
+	})
 }
 
 // Chosen picks its own checkpointer (ranked by its own metric) and names its files.
@@ -464,7 +498,7 @@ func (*Chosen) CheckpointFilename(a checkpoint.NameArgs) string {
 func TestExperimentChoosesItsCheckpointer(t *testing.T) {
 	dir := t.TempDir()
 	train(t, newNitro(t, &Chosen{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(2))...))
-	e, _ := checkpoint.ReadManifest(dir)
+	e := manifest(t, dir)
 	var files []string
 	for _, x := range e {
 		files = append(files, x.File)

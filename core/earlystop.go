@@ -4,21 +4,79 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
+	"strings"
 )
 
-// EarlyStopping is the stopping policy WithEarlyStopping installs: the run stops after Patience
-// epochs in a row whose Metric did not improve on the best seen by more than MinDelta
-// (absolute), as Keras and Lightning count. It is a small value Train consults once per epoch,
-// after validation; the stop is graceful (the epoch's validation and checkpoint happen, the
-// logger finishes with early_stop). It lives in core, not in package checkpoint, because it is
-// control flow of the training loop and independent of retention (the spec's "duplicating three
-// lines of comparison beats the abstraction"): it shares with checkpoint.TopK only the
-// convention of a metric name and a "min"/"max" mode. Its state (State, Restore) is plain JSON,
-// which a checkpoint record carries so that a resume counts on where the run left off.
+// The defaults of an early-stopping rule, as DefaultEarlyStopping returns them. They are the
+// defaults of the rule once one is asked for; a run asks for none by default, because a
+// framework that cuts a run short unasked is surprising and any patience would be a guess.
+const (
+	DefaultEarlyStopMetric = ValLoss // what an experiment without a Metrics hook reports
+	DefaultEarlyStopMode   = "min"
+	DefaultPatience        = 5
+	DefaultMinDelta        = 1e-4
+)
+
+// EarlyStopper is a stopping policy. Train asks it once per epoch, after validation, with the
+// epoch (1-based) and the epoch's validation metrics named as the record names them (val_loss,
+// val_accuracy); stop ends the run gracefully (that epoch is still checkpointed, the logger
+// finishes with early_stop) and reason is said on the console. EarlyStopping is the built-in
+// one; a custom policy implements this one method.
+//
+// Optional methods a policy may add:
+//
+//	StopMetric() string                       the one metric it reads: New refuses a name the
+//	                                          val split does not report, and only that metric is
+//	                                          validated; without it every val metric is
+//	State() (json.RawMessage, error)          its progress, carried by each checkpoint, and
+//	Restore(json.RawMessage) (bool, error)    taken back on resume (false: not this policy's
+//	                                          state, start afresh); without them a resumed run's
+//	                                          policy starts afresh, and the console says so
+//	Exhausted() bool                          whether a restored state already stops the run
+//
+// The policy value holds one run's progress: return a new one from each EarlyStop call, and do
+// not pass one value to two runs (an *EarlyStopping is copied by New, so it may be shared).
+type EarlyStopper interface {
+	ShouldStop(epoch int, val map[string]float64) (stop bool, reason string)
+}
+
+// EarlyStopChooser is an experiment that picks its own stopping rule, so every run of it stops
+// the same way; nil means none. A run's WithEarlyStopping or WithEarlyStopper wins.
+type EarlyStopChooser interface {
+	EarlyStop() EarlyStopper
+}
+
+// EarlyStopStater is a policy whose progress checkpoints carry (see EarlyStopper).
+type EarlyStopStater interface {
+	State() (json.RawMessage, error)
+	Restore(state json.RawMessage) (bool, error)
+}
+
+type stopMetricNamer interface{ StopMetric() string }
+
+type exhauster interface{ Exhausted() bool }
+
+var (
+	_ EarlyStopper    = (*EarlyStopping)(nil)
+	_ EarlyStopStater = (*EarlyStopping)(nil)
+	_ stopMetricNamer = (*EarlyStopping)(nil)
+	_ exhauster       = (*EarlyStopping)(nil)
+)
+
+// EarlyStopping is the built-in stopping policy: the run stops after Patience epochs in a row
+// whose Metric did not improve on the best seen by more than MinDelta (absolute), as Keras and
+// Lightning count. DefaultEarlyStopping gives the defaults (val_loss, min, patience 5, min_delta
+// 1e-4); a literal must name its Metric and Mode (New refuses one that does not, as
+// NewEarlyStopping does). It lives in core, not in package checkpoint, because it is control
+// flow of the training loop and independent of retention: it shares with checkpoint.TopK only
+// the convention of a metric name and a "min"/"max" mode, and three lines of comparison are
+// cheaper than a shared abstraction. Its state (State, Restore) is plain JSON, which a
+// checkpoint record carries so that a resume counts on where the run left off.
 type EarlyStopping struct {
 	Metric   string  // a validation metric as the record names it, e.g. "val_loss"
 	Mode     string  // "min" or "max"
-	Patience int     // epochs without improvement before stopping (>= 0)
+	Patience int     // epochs without improvement before stopping (>= 0; 0 stops as 1 does)
 	MinDelta float64 // the least improvement that counts (absolute, >= 0)
 
 	st esState
@@ -33,20 +91,45 @@ type esState struct {
 	BadEpochs int     `json:"bad_epochs"`
 }
 
+// DefaultEarlyStopping is EarlyStopping with the defaults: val_loss, min, patience 5, min_delta
+// 1e-4. Change a field for another value, e.g. es := core.DefaultEarlyStopping(); es.Patience = 10.
+func DefaultEarlyStopping() *EarlyStopping {
+	return &EarlyStopping{Metric: DefaultEarlyStopMetric, Mode: DefaultEarlyStopMode, Patience: DefaultPatience, MinDelta: DefaultMinDelta}
+}
+
 // NewEarlyStopping checks the configuration and returns a policy that has seen nothing.
 func NewEarlyStopping(metric, mode string, patience int, minDelta float64) (*EarlyStopping, error) {
-	switch {
-	case metric == "":
-		return nil, fmt.Errorf("WithEarlyStopping: no metric: name a validation metric, e.g. %q", ValLoss)
-	case mode != "min" && mode != "max":
-		return nil, fmt.Errorf("WithEarlyStopping(%q): mode %q, want \"min\" (lower is better) or \"max\"", metric, mode)
-	case patience < 0:
-		return nil, fmt.Errorf("WithEarlyStopping(%q): patience %d, want >= 0 (epochs without improvement)", metric, patience)
-	case minDelta < 0 || math.IsNaN(minDelta) || math.IsInf(minDelta, 0):
-		return nil, fmt.Errorf("WithEarlyStopping(%q): minDelta %v, want a finite value >= 0 (an absolute improvement)", metric, minDelta)
+	s := &EarlyStopping{Metric: metric, Mode: mode, Patience: patience, MinDelta: minDelta}
+	if err := s.check("WithEarlyStopping"); err != nil {
+		return nil, err
 	}
-	return &EarlyStopping{Metric: metric, Mode: mode, Patience: patience, MinDelta: minDelta}, nil
+	return s, nil
 }
+
+// check refuses a configuration that cannot decide a stop, naming the field and the fix.
+func (s *EarlyStopping) check(origin string) error {
+	origin = strings.TrimSuffix(origin, "()") // "E.EarlyStop()" reads as E.EarlyStop("val_acc") below
+	switch {
+	case s.Metric == "":
+		return fmt.Errorf("%s: no metric: name a validation metric, e.g. %q, or start from core.DefaultEarlyStopping() (%s, %s, patience %d, min_delta %g)",
+			origin, ValLoss, DefaultEarlyStopMetric, DefaultEarlyStopMode, DefaultPatience, DefaultMinDelta)
+	case s.Mode != "min" && s.Mode != "max":
+		return fmt.Errorf("%s(%q): mode %q, want \"min\" (lower is better) or \"max\"", origin, s.Metric, s.Mode)
+	case s.Patience < 0:
+		return fmt.Errorf("%s(%q): patience %d, want >= 0 (epochs without improvement)", origin, s.Metric, s.Patience)
+	case s.MinDelta < 0 || math.IsNaN(s.MinDelta) || math.IsInf(s.MinDelta, 0):
+		return fmt.Errorf("%s(%q): minDelta %v, want a finite value >= 0 (an absolute improvement)", origin, s.Metric, s.MinDelta)
+	}
+	return nil
+}
+
+// ShouldStop implements EarlyStopper: Observe, for the training loop.
+func (s *EarlyStopping) ShouldStop(_ int, val map[string]float64) (bool, string) {
+	return s.Observe(val)
+}
+
+// StopMetric is the metric the policy reads (its Metric).
+func (s *EarlyStopping) StopMetric() string { return s.Metric }
 
 // Observe takes one epoch's validation metrics (named as the record names them: val_loss,
 // val_accuracy) and says whether to stop, with a sentence saying why. The caller has checked
@@ -106,4 +189,225 @@ func (s *EarlyStopping) Restore(state json.RawMessage) (bool, error) {
 	}
 	s.st = st
 	return true, nil
+}
+
+// WithEarlyStopping stops Train when the validation metric (named as the record names it, e.g.
+// "val_loss") has not improved by more than minDelta for patience epochs; mode is "min" or "max".
+// None by default. The metric must be one the val split reports (New checks) and finite each
+// epoch. It wins over the experiment's EarlyStop. See EarlyStopping.
+func WithEarlyStopping(metric, mode string, patience int, minDelta float64) Option {
+	return func(o *options) {
+		o.early = &earlySpec{args: &EarlyStopping{Metric: metric, Mode: mode, Patience: patience, MinDelta: minDelta}}
+	}
+}
+
+// WithEarlyStopper makes p the run's stopping rule (core.DefaultEarlyStopping(), or a custom
+// EarlyStopper), winning over the experiment's EarlyStop; nil turns early stopping off for the
+// run.
+func WithEarlyStopper(p EarlyStopper) Option {
+	return func(o *options) { o.early = &earlySpec{policy: p, set: true} }
+}
+
+// earlySpec is what the run options asked for: WithEarlyStopping's arguments (args), or
+// WithEarlyStopper's policy (set).
+type earlySpec struct {
+	args   *EarlyStopping
+	policy EarlyStopper
+	set    bool
+}
+
+// runEarlyStop is the run's stopping rule as setup resolved it.
+type runEarlyStop struct {
+	p        EarlyStopper
+	metric   string // the one val metric it reads; "" when it may read any (each is validated)
+	origin   string // where it came from, as errors name it
+	restored bool   // resume took back this policy's own state
+}
+
+// EarlyStopper is the run's stopping rule, nil when the run does not stop early. An
+// *EarlyStopping is the run's own copy, so its progress (Best, Exhausted) is this run's.
+func (n *Nitro) EarlyStopper() EarlyStopper {
+	if n.ck.es == nil {
+		return nil
+	}
+	return n.ck.es.p
+}
+
+// resolveEarlyStop picks the run's stopping rule: the run's option, then the experiment's
+// EarlyStop, then none. An *EarlyStopping is checked and copied with no progress, so a value
+// shared between runs (one option slice for a sweep) never carries one run's count into another.
+func (n *Nitro) resolveEarlyStop() (*runEarlyStop, error) {
+	var p EarlyStopper
+	var origin string
+	switch s := n.opts.early; {
+	case s != nil && s.args != nil:
+		p, origin = s.args, "WithEarlyStopping"
+	case s != nil:
+		p, origin = s.policy, "WithEarlyStopper"
+	default:
+		ch, ok := n.e.(EarlyStopChooser)
+		if !ok {
+			if m := reflect.ValueOf(n.e).MethodByName("EarlyStop"); m.IsValid() {
+				return nil, fmt.Errorf("experiment %s has an EarlyStop method of type %s, which is not the stopping-rule hook: want func (e *%s) EarlyStop() core.EarlyStopper (return core.DefaultEarlyStopping(), or nil for none)",
+					n.typeName, m.Type(), n.typeName)
+			}
+			return nil, nil
+		}
+		p, origin = ch.EarlyStop(), n.typeName+".EarlyStop()"
+	}
+	if v := reflect.ValueOf(p); !v.IsValid() || (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface || v.Kind() == reflect.Map || v.Kind() == reflect.Func) && v.IsNil() {
+		return nil, nil // nil, typed or not, is "none"
+	}
+	r := &runEarlyStop{p: p, origin: origin}
+	if es, ok := p.(*EarlyStopping); ok {
+		if err := es.check(origin); err != nil {
+			return nil, err
+		}
+		r.p = &EarlyStopping{Metric: es.Metric, Mode: es.Mode, Patience: es.Patience, MinDelta: es.MinDelta}
+	}
+	if m, ok := r.p.(stopMetricNamer); ok {
+		r.metric = m.StopMetric()
+		if r.metric == "" {
+			return nil, fmt.Errorf("%s: %T's StopMetric() is empty: name the validation metric it reads (e.g. %q), or drop the method and every val metric is passed and validated", origin, p, ValLoss)
+		}
+	}
+	return r, nil
+}
+
+// describe names the rule for errors: its origin and metric.
+func (r *runEarlyStop) describe() string {
+	if r.metric == "" {
+		return r.origin
+	}
+	return fmt.Sprintf("%s(%q)", strings.TrimSuffix(r.origin, "()"), r.metric)
+}
+
+// reads reports whether the rule branches on a val metric (named as the record names it).
+func (r *runEarlyStop) reads(full string) bool { return r.metric == "" || r.metric == full }
+
+// checkMetric refuses, before training, a rule with no val split to stop on or a metric the val
+// split does not report (names is nil when the names are only known after the first epoch).
+func (r *runEarlyStop) checkMetric(hasVal bool, splits, names []string) error {
+	switch {
+	case !hasVal:
+		return fmt.Errorf("%s: the data has no \"val\" split (it has %v), so no validation metric exists to stop on", r.describe(), splits)
+	case names == nil || r.metric == "":
+		return nil
+	}
+	for _, m := range names {
+		if m == r.metric {
+			return nil
+		}
+	}
+	m := pickMetric(names)
+	eg := fmt.Sprintf("&core.EarlyStopping{Metric: %q, Mode: %q, Patience: %d, MinDelta: %g}", m, suggestMode(m), DefaultPatience, DefaultMinDelta)
+	if r.origin == "WithEarlyStopping" {
+		eg = fmt.Sprintf("core.WithEarlyStopping(%q, %q, %d, %g)", m, suggestMode(m), DefaultPatience, DefaultMinDelta)
+	}
+	return fmt.Errorf("%s: no metric of the val split has this name; it reports %s: stop on one of them, e.g. %s",
+		r.describe(), strings.Join(names, ", "), eg)
+}
+
+// observe is the once-per-epoch early-stop decision: the metrics the rule reads are validated
+// (it branches on them), then the rule decides.
+func (n *Nitro) observeEarlyStop(res EpochResult) (bool, error) {
+	r := n.ck.es
+	if r == nil || res.Val == nil {
+		return false, nil
+	}
+	val := withPrefix("val_", res.Val)
+	check := []string{r.metric}
+	if r.metric == "" {
+		check = sortedKeys(val)
+	}
+	for _, name := range check {
+		if _, err := controlValue(res.Val, name, "early-stopping metric"); err != nil {
+			return false, err
+		}
+	}
+	stop, why := r.p.ShouldStop(res.Epoch, val)
+	if stop {
+		if why == "" {
+			why = fmt.Sprintf("%s asked to stop", r.origin)
+		}
+		n.notice(fmt.Sprintf("early stop after epoch %d: %s", res.Epoch, why))
+	}
+	return stop, nil
+}
+
+// The record's control keys: the policy's state and its Go type, so that a resume hands a
+// policy only a state of its own kind.
+const (
+	controlEarlyStop     = "early_stopping"
+	controlEarlyStopType = "early_stopping_type"
+)
+
+// policyType names a policy's Go type as the record keeps it.
+func policyType(p EarlyStopper) string { return fmt.Sprintf("%T", p) }
+
+// controlState is the rule's part of a record's control state, nil when it keeps none.
+func (r *runEarlyStop) controlState() (map[string]json.RawMessage, error) {
+	s, ok := r.p.(EarlyStopStater)
+	if !ok {
+		return nil, nil
+	}
+	st, err := s.State()
+	if err != nil {
+		return nil, fmt.Errorf("%s: State: %w", r.origin, err)
+	}
+	if !json.Valid(st) {
+		return nil, fmt.Errorf("%s: State returned %q, which is not JSON", r.origin, st)
+	}
+	typ, _ := json.Marshal(policyType(r.p))
+	return map[string]json.RawMessage{controlEarlyStop: st, controlEarlyStopType: typ}, nil
+}
+
+// restoreEarlyStop takes the rule's state back from a record's control state on resume. A state
+// of another policy type, or one the policy says is not its own, starts it afresh, said on the
+// console; a policy that keeps no state starts afresh too.
+func (n *Nitro) restoreEarlyStop(control json.RawMessage, path string) error {
+	r := n.ck.es
+	s, stateful := r.p.(EarlyStopStater)
+	if !stateful {
+		n.notice(fmt.Sprintf("resume: the early-stopping policy %T keeps no state (no State and Restore methods), so it starts afresh", r.p))
+		return nil
+	}
+	var ctl map[string]json.RawMessage
+	if len(control) > 0 {
+		if err := json.Unmarshal(control, &ctl); err != nil {
+			return fmt.Errorf("checkpoint %s: control state: %w", path, err)
+		}
+	}
+	st, ok := ctl[controlEarlyStop]
+	if !ok {
+		return nil
+	}
+	recorded := policyType((*EarlyStopping)(nil)) // records before the type was kept hold EarlyStopping's
+	if raw, ok := ctl[controlEarlyStopType]; ok {
+		if err := json.Unmarshal(raw, &recorded); err != nil {
+			return fmt.Errorf("checkpoint %s: control state: %s: %w", path, controlEarlyStopType, err)
+		}
+	}
+	if recorded != policyType(r.p) {
+		n.notice(fmt.Sprintf("resume: the checkpoint's early-stopping state is a %s's, this run's policy is a %s; early stopping starts afresh", recorded, policyType(r.p)))
+		return nil
+	}
+	same, err := s.Restore(st)
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	if !same {
+		n.notice("resume: the checkpoint's early-stopping state is for another metric or mode; early stopping starts afresh")
+	}
+	r.restored = same
+	return nil
+}
+
+// stillStopped reports whether the rule, as resumed, stops where the recorded run stopped early:
+// its Exhausted when it has one, else whether it took back the state the stopping run saved.
+func (r *runEarlyStop) stillStopped() bool {
+	if e, ok := r.p.(exhauster); ok {
+		return e.Exhausted()
+	}
+	return r.restored
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"reflect"
+	"slices"
 	"strconv"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -30,6 +31,10 @@ const ValLoss = "val_loss"
 // final batch (real < width) the inputs arrive padded to the width and the program slices outputs
 // and batch fields back to real rows before Metrics/Loss see them; that is the one extra program
 // a split whose length is not a multiple of the batch size costs.
+//
+// At full width (real == width) the program also returns Forward's outputs, after the metrics:
+// that is the program Predict runs, so moving between Validate/Evaluate and Predict compiles
+// nothing. Validation only frees those outputs, a cost of one output buffer per batch.
 func (n *Nitro) evalProgram(width, real int, keys []string) (*program, error) {
 	return n.memo(fmt.Sprintf("eval/%d/%d/%v", width, real, keys), func() (*program, error) {
 		metricHook := n.metrics
@@ -56,27 +61,42 @@ func (n *Nitro) evalProgram(width, real int, keys []string) (*program, error) {
 			if n.metrics == nil {
 				loss := n.loss.call(view, valueOfOutputs(out), mb).Interface().(*graph.Node)
 				meta.outNames, meta.hasCount = []string{ValLoss}, []bool{false}
-				return []*graph.Node{loss}, meta
+				outs = append(outs, loss)
+			} else {
+				outs = n.metricOutputs(view, out, mb, meta)
 			}
-			ms := n.metrics.call(view, valueOfOutputs(out), mb).Interface().(map[string]Metric)
-			for _, name := range sortedKeys(ms) {
-				m := ms[name]
-				if m.Sum == nil || m.Sum.Rank() != 0 {
-					panic(fmt.Errorf("metric %q: Sum must be a scalar node, got %v", name, shapeOf(m.Sum)))
-				}
-				meta.outNames = append(meta.outNames, name)
-				meta.hasCount = append(meta.hasCount, m.Count != nil)
-				outs = append(outs, graph.ConvertDType(m.Sum, dtypeOf("Float64")))
-				if m.Count != nil {
-					if m.Count.Rank() != 0 {
-						panic(fmt.Errorf("metric %q: Count must be a scalar node or nil, got %v", name, shapeOf(m.Count)))
-					}
-					outs = append(outs, graph.ConvertDType(m.Count, dtypeOf("Float64")))
+			if real == width {
+				meta.forward = sortedKeys(out)
+				for _, name := range meta.forward {
+					outs = append(outs, out[name])
 				}
 			}
 			return outs, meta
 		})
 	})
+}
+
+// metricOutputs calls Metrics and lists each metric's sum and (unless nil) count as float64
+// scalars, recording their names and which have a count in meta.
+func (n *Nitro) metricOutputs(view any, out Outputs, mb map[string]*graph.Node, meta *program) []*graph.Node {
+	var outs []*graph.Node
+	ms := n.metrics.call(view, valueOfOutputs(out), mb).Interface().(map[string]Metric)
+	for _, name := range sortedKeys(ms) {
+		m := ms[name]
+		if m.Sum == nil || m.Sum.Rank() != 0 {
+			panic(fmt.Errorf("metric %q: Sum must be a scalar node, got %v", name, shapeOf(m.Sum)))
+		}
+		meta.outNames = append(meta.outNames, name)
+		meta.hasCount = append(meta.hasCount, m.Count != nil)
+		outs = append(outs, graph.ConvertDType(m.Sum, dtypeOf("Float64")))
+		if m.Count != nil {
+			if m.Count.Rank() != 0 {
+				panic(fmt.Errorf("metric %q: Count must be a scalar node or nil, got %v", name, shapeOf(m.Count)))
+			}
+			outs = append(outs, graph.ConvertDType(m.Count, dtypeOf("Float64")))
+		}
+	}
+	return outs
 }
 
 func sliceOutputs(out Outputs, rows int) Outputs {
@@ -106,15 +126,53 @@ func (e *SplitError) Error() string {
 // Is makes errors.Is(err, ErrNoSplit) hold.
 func (e *SplitError) Is(target error) bool { return target == ErrNoSplit }
 
+// ErrInterrupted is what the error of an evaluation that Interrupt cut short matches (errors.Is).
+var ErrInterrupted = errors.New("evaluation interrupted")
+
+// PartialError is Evaluate's error when Interrupt (Ctrl+C) stopped the split at a batch boundary.
+// Metrics are finalized the way a whole split's are, but over the first Batches of its Total
+// batches only: they are partial, never the split's metrics. Evaluate returns the same map beside
+// this error, so a caller that checks only the error still sees the stop.
+type PartialError struct {
+	Split   string
+	Batches int    // batches evaluated
+	Total   int    // batches in the split
+	Reason  string // StopRequested: the stop reason Train reports for the same interrupt
+	Metrics map[string]float64
+}
+
+func (e *PartialError) Error() string {
+	return fmt.Sprintf("split %q: stopped (%s) after %d of %d batches: the metrics are partial", e.Split, e.Reason, e.Batches, e.Total)
+}
+
+// Is makes errors.Is(err, ErrInterrupted) hold.
+func (e *PartialError) Is(target error) bool { return target == ErrInterrupted }
+
 // Evaluate runs a split in eval mode and returns its finalized metrics: sums and counts added up
 // over the split, then divided (a nil count is summed only; with no Metrics hook, val_loss is the
 // mean of Loss over batches). Layer state computed in eval mode is discarded, and the resident
 // parameters are used as they are: no parameter is uploaded. The run is in EvalStepping meanwhile
 // and returns to the phase it was in, the metrics going with that transition.
+//
+// Interrupt (what Ctrl+C means) stops the split at the next batch boundary; one still pending
+// when Evaluate starts stops it before batch 0. Evaluate then returns the metrics of the batches
+// it ran together with a *PartialError (matching ErrInterrupted), and the transition carries no
+// metrics, so a monitor never takes partial ones for the split's. The interrupt is consumed: the
+// next Evaluate or Train runs in full. Train's own validation is never cut short: there an
+// Interrupt ends training after the epoch's validation and checkpoint.
 func (n *Nitro) Evaluate(split string) (m map[string]float64, err error) {
 	prev := n.tracker.Phase()
-	defer n.enter("evaluate", &err, func(error) { n.setPhase(prev, m) })()
+	defer n.enter("evaluate", &err, func(err error) {
+		if err != nil {
+			n.setPhase(prev, nil)
+		} else {
+			n.setPhase(prev, m)
+		}
+	})()
 	n.report()
+	if err := n.checkDrift("Evaluate"); err != nil {
+		return nil, err
+	}
 	src, ok := n.data[split]
 	if !ok && n.specOnly() {
 		return nil, n.noDataError("evaluate")
@@ -123,11 +181,18 @@ func (n *Nitro) Evaluate(split string) (m map[string]float64, err error) {
 		return nil, &SplitError{Split: split, Have: sortedKeys(n.data)}
 	}
 	n.setPhase(monitors.EvalStepping{}, nil)
-	return n.evaluate(split, src)
+	return n.evalLoop(split, src, true)
 }
 
-// evaluate is Evaluate's loop, also Train's validation: one tick of the progress counter per batch.
-func (n *Nitro) evaluate(split string, src Source) (_ map[string]float64, err error) {
+// evaluate is Train's validation: the whole split, whatever Interrupt says (an interrupted
+// epoch still validates in full before the run stops).
+func (n *Nitro) evaluate(split string, src Source) (map[string]float64, error) {
+	return n.evalLoop(split, src, false)
+}
+
+// evalLoop runs a split, one tick of the progress counter per batch. When interruptible, an
+// Interrupt ends it at a batch boundary with the partial metrics and a *PartialError.
+func (n *Nitro) evalLoop(split string, src Source, interruptible bool) (_ map[string]float64, err error) {
 	width := n.splitWidth[split]
 	metricHook := n.metrics
 	if metricHook == nil {
@@ -148,7 +213,11 @@ func (n *Nitro) evaluate(split string, src Source) (_ map[string]float64, err er
 	sums, counts := map[string]float64{}, map[string]float64{}
 	var names []string
 	var withCount []bool
+	seen := 0
 	for i := 0; i < src.Len(); i++ {
+		if interruptible && n.consumeInterrupt() {
+			break
+		}
 		it, err := n.next(stream, keys, "split "+strconv.Quote(split)+",")
 		var be *prefetch.BatchError
 		var pe *prefetch.PadError
@@ -189,6 +258,7 @@ func (n *Nitro) evaluate(split string, src Source) (_ map[string]float64, err er
 		if err := freeTensors(outs); err != nil { // free device buffers now, not at the next GC
 			return nil, fmt.Errorf("split %q, batch %d: %w", split, i, err)
 		}
+		seen++
 		n.tracker.Tick()
 	}
 	res := map[string]float64{}
@@ -199,10 +269,25 @@ func (n *Nitro) evaluate(split string, src Source) (_ map[string]float64, err er
 			res[name] = sums[name]
 		}
 	}
-	if n.acc.finalizer != nil {
+	// A finalizer is shown the sums of at least one batch: with none there is nothing to finalize.
+	if n.acc.finalizer != nil && seen > 0 {
 		res = n.acc.finalizer.FinalizeMetrics(res, split)
 	}
+	if seen < src.Len() {
+		return res, &PartialError{Split: split, Batches: seen, Total: src.Len(), Reason: StopRequested, Metrics: res}
+	}
 	return res, nil
+}
+
+// consumeInterrupt reports whether an Interrupt is pending and, if so, takes it with the stop
+// request it made: the caller that stops for it has surfaced it, so no later entry point (a
+// Train that would stop after one epoch) acts on it again.
+func (n *Nitro) consumeInterrupt() bool {
+	if !n.interrupted.CompareAndSwap(true, false) {
+		return false
+	}
+	n.tracker.ClearStop()
+	return true
 }
 
 // metricValue reads one of an eval program's metric outputs back. A metric the run branches on
@@ -225,6 +310,35 @@ func scalarValue(t *tensors.Tensor) float64 {
 	return 0
 }
 
+// forwardProgram is the program Predict runs for a batch whose fields route fwd to Forward, at
+// width, and the batch fields it takes. It is the full-width eval program of a split that routes
+// Forward the same fields, so that Validate/Evaluate and Predict share one compiled forward: the
+// "val" split's first, then "test", then the others by name. With no such split (a Nitro built
+// from input specs, or a batch carrying an optional field no split has) it is Forward alone.
+func (n *Nitro) forwardProgram(width int, fwd []string) (*program, []string, error) {
+	metricHook := n.metrics
+	if metricHook == nil {
+		metricHook = n.loss
+	}
+	order := []string{"val", "test"}
+	for _, split := range sortedKeys(n.splitAvail) {
+		if split != "val" && split != "test" {
+			order = append(order, split)
+		}
+	}
+	for _, split := range order {
+		avail, ok := n.splitAvail[split]
+		if !ok || !slices.Equal(routed(avail, n.forward), fwd) {
+			continue
+		}
+		keys := routed(avail, n.forward, metricHook)
+		p, err := n.evalProgram(width, width, keys)
+		return p, keys, err
+	}
+	p, err := n.predictProgram(width, fwd)
+	return p, fwd, err
+}
+
 // predictProgram: Forward alone, at one width, returning every output.
 func (n *Nitro) predictProgram(width int, keys []string) (*program, error) {
 	return n.memo(fmt.Sprintf("predict/%d/%v", width, keys), func() (*program, error) {
@@ -235,9 +349,9 @@ func (n *Nitro) predictProgram(width int, keys []string) (*program, error) {
 			view := n.bindModel(g, nodes, src)
 			n.ctx.SetTraining(g, false)
 			out := n.callForward(view, batchNodes(nodes, keys), width)
-			meta := &program{outNames: sortedKeys(out)}
+			meta := &program{forward: sortedKeys(out)}
 			var outs []*graph.Node
-			for _, name := range meta.outNames {
+			for _, name := range meta.forward {
 				outs = append(outs, out[name])
 			}
 			return outs, meta
@@ -254,6 +368,9 @@ func (n *Nitro) Predict(x any) (p Prediction, err error) {
 	prev := n.tracker.Phase()
 	defer n.enter("predict", &err, func(error) { n.setPhase(prev, nil) })()
 	n.report()
+	if err := n.checkDrift("Predict"); err != nil {
+		return nil, err
+	}
 	var b Batch
 	switch v := x.(type) {
 	case Batch:
@@ -284,6 +401,10 @@ func (n *Nitro) PredictAll(src Source) iter.Seq2[Prediction, error] {
 		prev := n.tracker.Phase()
 		defer n.setPhase(prev, nil)
 		n.report()
+		if err := n.checkDrift("PredictAll"); err != nil {
+			yield(nil, err)
+			return
+		}
 		n.setPhase(monitors.EvalStepping{}, nil)
 		width := -1
 		for i := 0; i < src.Len(); i++ {
@@ -316,18 +437,33 @@ func (n *Nitro) predictPadded(b Batch, width, real int) (_ Prediction, err error
 	if err := n.forward.checkAgainst("predict", avail); err != nil {
 		return nil, err
 	}
-	keys := routed(avail, n.forward)
-	p, err := n.predictProgram(width, keys)
+	fwd := routed(avail, n.forward)
+	p, keys, err := n.forwardProgram(width, fwd)
 	if err != nil {
 		return nil, err
 	}
-	outs, err := n.runEval(p, b, keys, width)
+	in := make(Batch, len(keys))
+	for _, k := range keys {
+		if slices.Contains(fwd, k) {
+			in[k] = b[k]
+			continue
+		}
+		// A field only Metrics or Loss reads (a label) gets zeros: a prediction batch need not
+		// carry it, and the metrics computed from it are dropped.
+		fs := n.fieldShapes[k]
+		in[k] = tensors.FromShape(shapes.Make(dtypeOf(fs.dtype), append([]int{width}, fs.row...)...))
+	}
+	outs, err := n.runEval(p, in, keys, width)
 	if err != nil {
+		return nil, err
+	}
+	at := len(outs) - len(p.forward) // Forward's outputs come last
+	if err := freeTensors(outs[:at]); err != nil {
 		return nil, err
 	}
 	res := Prediction{}
-	for i, name := range p.outNames {
-		if res[name], err = sliceRowsHost(outs[i], real); err != nil {
+	for i, name := range p.forward {
+		if res[name], err = sliceRowsHost(outs[at+i], real); err != nil {
 			return nil, fmt.Errorf("reading output %q back: %w", name, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"testing"
@@ -223,4 +224,132 @@ func TestPredict(t *testing.T) {
 	wantErr(t, err, "Predict takes one batch", "PredictAll")
 	_, err = n.Predict(core.Batch{"y": x})
 	wantErr(t, err, "hook Forward", `batch field "x"`)
+}
+
+// hookSource calls fire once, from BatchAt(at), after arm: fed inline (core.NoPrefetch), that is
+// while the loop takes batch at, so a stop it requests lands at the boundary after that batch.
+type hookSource struct {
+	core.Source
+	at    int
+	armed bool
+	fire  func()
+}
+
+func (h *hookSource) BatchAt(i int) (core.Batch, error) {
+	if h.armed && i == h.at {
+		h.armed = false
+		h.fire()
+	}
+	return h.Source.BatchAt(i)
+}
+
+// meanBatchLoss is val_loss over batches [0, k) of src: the mean of the per-batch mean squared
+// errors, on the host.
+func meanBatchLoss(t testing.TB, n *core.Nitro, src core.Source, k int) float64 {
+	t.Helper()
+	w, b := linearParams(t, n)
+	var sum float64
+	for _, errs := range hostErrors(t, src, w, b)[:k] {
+		var s float64
+		for _, e := range errs {
+			s += e
+		}
+		sum += s / float64(len(errs))
+	}
+	return sum / float64(k)
+}
+
+// An Interrupt during Validate stops the split at the next batch boundary: the partial metrics
+// come back with a *PartialError naming how many batches ran, and they are exactly the metrics of
+// those batches. The interrupt is consumed: the next Validate runs in full and a Train is not
+// stopped by it.
+func TestInterruptStopsValidateAtABatchBoundary(t *testing.T) {
+	val := arrays(t, 88, 16, 2, core.ArrayOptions{}) // 6 batches: five of 16, one of 8
+	hs := &hookSource{Source: val, at: 2}
+	n := mustNew(t, &Reg{}, core.Data{"train": arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}), "val": core.NoPrefetch(hs)},
+		core.WithMaxEpochs(2))
+	hs.fire, hs.armed = n.Interrupt, true
+	before := n.ProgressCounter()
+	m, err := n.Validate()
+	var pe *core.PartialError
+	if !errors.As(err, &pe) || !errors.Is(err, core.ErrInterrupted) {
+		t.Fatalf("Validate after an Interrupt at batch 2: %v, %v; want a *core.PartialError matching ErrInterrupted", m, err)
+	}
+	wantErr(t, err, `split "val": stopped (requested) after 3 of 6 batches: the metrics are partial`)
+	if pe.Split != "val" || pe.Batches != 3 || pe.Total != 6 || pe.Reason != core.StopRequested {
+		t.Errorf("PartialError %+v: want split val, 3 of 6 batches, reason requested", pe)
+	}
+	if got := n.ProgressCounter() - before; got != 3 {
+		t.Errorf("the progress counter moved %d, want 3 (one per batch evaluated)", got)
+	}
+	if fmt.Sprint(m) != fmt.Sprint(pe.Metrics) || len(m) != 1 {
+		t.Errorf("Validate returned %v, the error holds %v: want the same partial val_loss", m, pe.Metrics)
+	}
+	partial, full := meanBatchLoss(t, n, val, 3), meanBatchLoss(t, n, val, 6)
+	if !near(m[core.ValLoss], partial) || near(m[core.ValLoss], full) {
+		t.Errorf("partial val_loss %v: want the mean over batches 0..2 %v, not over the split %v", m[core.ValLoss], partial, full)
+	}
+
+	m, err = n.Validate()
+	if err != nil || !near(m[core.ValLoss], full) {
+		t.Fatalf("the next Validate: %v, %v; want the whole split's val_loss %v (the interrupt was consumed)", m, err, full)
+	}
+	if err := n.Train(); err != nil || n.StopReason() != core.StopCompleted || n.Epoch() != 2 {
+		t.Errorf("Train after the interrupted Validate: %v, stopped %q after %d epochs; want completed after 2", err, n.StopReason(), n.Epoch())
+	}
+}
+
+// A partial split is finalized like a whole one, over the batches it ran: sums with a count are
+// divided, sums without one are summed, and the finalizer sees the partial sums. An Interrupt
+// made before Evaluate starts stops it before batch 0 with no metrics.
+func TestInterruptedEvaluateFinalizesThePartialSums(t *testing.T) {
+	test := arrays(t, 80, 16, 3, core.ArrayOptions{})
+	hs := &hookSource{Source: test, at: 1}
+	n := mustNew(t, &Finalized{}, core.Data{"train": arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}), "test": core.NoPrefetch(hs)})
+	hs.fire, hs.armed = n.Interrupt, true
+	m, err := n.Evaluate("test")
+	var pe *core.PartialError
+	if !errors.As(err, &pe) || pe.Batches != 2 || pe.Total != 5 {
+		t.Fatalf("Evaluate(test): %v, %v; want a PartialError after 2 of 5 batches", m, err)
+	}
+	w, b := linearParams(t, n)
+	var sse float64
+	for _, errs := range hostErrors(t, test, w, b)[:2] {
+		for _, e := range errs {
+			sse += e
+		}
+	}
+	if m["rows"] != 32 || !near(m["sse"], sse) || !near(m["mse"], sse/32) || !near(m["rmse"], math.Sqrt(sse/32)) {
+		t.Errorf("partial metrics %v: want rows 32, sse %v, mse %v and rmse from the finalizer", m, sse, sse/32)
+	}
+
+	n.Interrupt()
+	m, err = n.Evaluate("test")
+	if !errors.As(err, &pe) || pe.Batches != 0 || pe.Total != 5 || len(m) != 0 {
+		t.Errorf("Evaluate after an Interrupt made before it: %v, %v; want no metrics and 0 of 5 batches", m, err)
+	}
+}
+
+// An Interrupt during Train's validation does not cut that validation short: the epoch is
+// validated in full, then the run stops with reason requested, and the stop is not left behind
+// for a later Validate.
+func TestInterruptDuringTrainValidationValidatesInFull(t *testing.T) {
+	val := arrays(t, 88, 16, 2, core.ArrayOptions{})
+	hs := &hookSource{Source: val, at: 1}
+	n := mustNew(t, &Reg{}, core.Data{"train": arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}), "val": core.NoPrefetch(hs)},
+		core.WithMaxEpochs(3))
+	hs.fire, hs.armed = n.Interrupt, true
+	if err := n.Train(); err != nil {
+		t.Fatal(err)
+	}
+	if n.StopReason() != core.StopRequested || n.Epoch() != 1 || hs.armed {
+		t.Fatalf("stopped %q after %d epochs (interrupt fired: %v); want requested after 1", n.StopReason(), n.Epoch(), !hs.armed)
+	}
+	m, err := n.Validate()
+	if err != nil {
+		t.Fatalf("Validate after the interrupted Train: %v (Train must consume its interrupt)", err)
+	}
+	if got := n.History()[0].Val[core.ValLoss]; got != m[core.ValLoss] {
+		t.Errorf("epoch 1 val_loss %v, a full Validate of the same weights %v: the epoch's validation was cut short", got, m[core.ValLoss])
+	}
 }

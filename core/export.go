@@ -144,6 +144,9 @@ func Export(n *Nitro, dir string, spec ExportSpec) (b *exportbundle.Bundle, err 
 		return nil, errors.New("core.Export: nil *Nitro")
 	}
 	defer n.enter("export", &err, nil)()
+	if err := n.checkDrift("Export"); err != nil {
+		return nil, err
+	}
 	plan, err := n.planExport(spec)
 	if err != nil {
 		return nil, fmt.Errorf("export: %w", err)
@@ -1027,8 +1030,20 @@ func (n *Nitro) frameworkProvenance(p *exportPlan) map[string]string {
 	if n.opts.preset != "" {
 		prov["preset"] = n.opts.preset
 	}
-	if n.opts.weights != "" {
-		prov["checkpoint"] = absOr(n.opts.weights)
+	// The checkpoint the weights came from is named as the file restored, with the sha256 of its
+	// bytes, never as the argument: a run directory names whichever file is its newest today.
+	if src := n.ck.source; src != nil {
+		key := "checkpoint"
+		if src.resumed {
+			key = "resumed_from"
+		}
+		prov[key] = absOr(src.path)
+		if src.sha256 != "" {
+			prov[key+"_sha256"] = src.sha256
+		}
+		if a := absOr(src.arg); a != prov[key] && src.arg != ResumeAuto {
+			prov[key+"_arg"] = a
+		}
 	}
 	if n.ck.last != "" {
 		prov["last_checkpoint"] = absOr(n.ck.last)

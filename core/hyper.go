@@ -87,6 +87,7 @@ type optSetup struct {
 	lambda   map[string]float64           // group -> LambdaGroup(group), else Lambda
 	bound    *schedules.Bound
 	ratio    map[string]float64
+	rate     map[string]float64            // group -> LearningRateGroup(group), when that accessor exists
 	base     map[string]map[string]float64 // group -> field -> constant base value
 	level    map[string]string
 	bindings []schedules.Binding
@@ -98,7 +99,7 @@ type optSetup struct {
 // setupOptimization resolves levels, rates, decay and schedules for every group, then builds and
 // initializes each group's chain. It runs at setup, once; the per-step work is hyperValues.
 func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
-	o := &optSetup{ratio: map[string]float64{}, base: map[string]map[string]float64{}, level: map[string]string{},
+	o := &optSetup{ratio: map[string]float64{}, rate: map[string]float64{}, base: map[string]map[string]float64{}, level: map[string]string{},
 		rule: map[string]optimizers.Rule{}, anchor: map[string]optimizers.Anchor{}, lambda: map[string]float64{}}
 	n.opt = o
 	a := n.acc
@@ -107,6 +108,7 @@ func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
 		lr := n.cfg.lr.value
 		if a.lrGroup != nil {
 			lr = a.lrGroup.LearningRateGroup(g.name)
+			o.rate[g.name] = lr
 		}
 		lrs = append(lrs, optimizers.GroupLR{Group: g.name, LR: lr})
 		if a.rule != nil {
@@ -185,6 +187,11 @@ func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
 	}
 	// Phase C: the final chains, knowing what is scheduled, then their initial state.
 	for gi, g := range n.groups {
+		if rule := o.rule[g.name]; rule != nil && a.chain == nil {
+			if err := n.checkRuleOverrides(g.name, rule); err != nil {
+				return err
+			}
+		}
 		c, err := n.buildChain(g, o.scheduledFor(g.name))
 		if err != nil {
 			return err
@@ -242,6 +249,46 @@ func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
 		}
 	}
 	o.bindings = n.bindings()
+	return nil
+}
+
+// checkRuleOverrides refuses a Level 1 rule whose eta the framework replaces with the resolved
+// learning rate (LearningRate, or the group's LearningRateGroup) while the rule holds a different
+// non-zero value: the rule's value would be silently ignored and the run would train at another
+// rate than the rule reads. Zero means unset; a value equal to the resolved one is accepted. A
+// schedule of eta is the user's own declaration of where eta comes from, and a schedule
+// replacing a rule's value is the documented precedence for every rule field (the rule's value
+// is the default when no schedule drives it), so a scheduled eta is not checked here.
+func (n *Nitro) checkRuleOverrides(group string, rule optimizers.Rule) error {
+	o := n.opt
+	if slices.Contains(o.scheduledFor(group), optimizers.EtaField) {
+		return nil
+	}
+	fields, err := optimizers.RuleFields(rule)
+	if err != nil {
+		return err
+	}
+	rt := reflect.TypeOf(rule)
+	for rt.Kind() == reflect.Pointer {
+		rt = rt.Elem()
+	}
+	for _, f := range fields {
+		if f.Key != optimizers.EtaField || !f.Schedulable || f.Value == 0 {
+			continue
+		}
+		where, field := fmt.Sprintf("OptimizerRule(%q)", group), rt.Name()+"."+f.GoName
+		if n.acc.lrGroup != nil {
+			if rate := o.rate[group]; f.Value != rate {
+				return fmt.Errorf("%s: %s is %g but group %q's resolved learning rate is %g (accessor LearningRateGroup(%s)), which the framework feeds the rule's eta in its place: set it in LearningRateGroup instead, or leave %s zero",
+					where, field, f.Value, group, rate, group, f.GoName)
+			}
+			continue
+		}
+		if lr := n.cfg.lr; f.Value != lr.value {
+			return fmt.Errorf("%s: %s is %g but the resolved LearningRate is %g (%s), which the framework feeds the rule's eta in its place: set LearningRate instead, or leave %s zero",
+				where, field, f.Value, lr.value, lr.source, f.GoName)
+		}
+	}
 	return nil
 }
 

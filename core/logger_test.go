@@ -439,7 +439,11 @@ func TestNoRecordWithoutLogger(t *testing.T) {
 	if err == nil {
 		t.Fatal("setup accepted a train split that keeps its partial batch")
 	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 0 {
 		t.Errorf("the run dir holds %v; want nothing written", entries)
 	}
 

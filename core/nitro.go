@@ -77,7 +77,8 @@ type Nitro struct {
 	ck          runCkpt           // checkpointer and early stopping (checkpoint.go)
 	interrupted atomic.Bool       // Interrupt: break at the next step boundary
 	uploads     Uploads
-	reported    bool // the config and binding reports went out
+	reported    bool       // the config and binding reports went out
+	drift       driftState // the experiment's fields as New left them (drift.go)
 	stopReason  string
 	history     []EpochResult
 }
@@ -100,7 +101,10 @@ type EpochResult struct {
 
 // New runs setup and nothing else: resolve the hooks and knobs, build (or take) the data, derive,
 // build the model, initialize its parameters and place them on the device. No training and no
-// compilation of nitro programs happens here.
+// compilation of nitro programs happens here. What New resolved from the experiment stays: a
+// field assigned afterwards is refused by the next verb when it is GraphConst (the programs would
+// be stale) and warned about once when it is Host or Device (the frozen value runs; SetDevice
+// changes a Device field).
 func New(e any, opts ...Option) (n *Nitro, err error) {
 	// Matrix-product gradients for Dot/DotGeneral before any graph is built (see dotgrad).
 	dotgrad.Install()
@@ -122,6 +126,9 @@ func New(e any, opts ...Option) (n *Nitro, err error) {
 		}
 	})()
 	if err := run.setUp(); err != nil {
+		return nil, err
+	}
+	if err := run.snapshotFields(); err != nil {
 		return nil, err
 	}
 	return run, nil

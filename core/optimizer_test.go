@@ -16,7 +16,7 @@ import (
 // Level 1: a rule by name.
 type Level1SGD struct{ base }
 
-func (*Level1SGD) OptimizerRule(group string) optimizers.Rule { return optimizers.NewSGD() }
+func (*Level1SGD) OptimizerRule(group string) optimizers.Rule { return optimizers.SGD{} } // eta: LearningRate
 
 // sgdw is a Level 1 rule with a weight-decay field of its own.
 type sgdw struct {
@@ -229,7 +229,7 @@ type GroupsSGD struct {
 	BackboneLR, BackboneLambda, HeadLambda float64
 }
 
-func (*GroupsSGD) OptimizerRule(string) optimizers.Rule { return optimizers.NewSGD() }
+func (*GroupsSGD) OptimizerRule(string) optimizers.Rule { return optimizers.SGD{} } // eta: LearningRate
 
 func (e *GroupsSGD) LearningRateGroup(g string) float64 {
 	if g == "backbone" {
@@ -391,7 +391,7 @@ type AnchoredSGD struct {
 	ExcludeAll bool
 }
 
-func (*AnchoredSGD) OptimizerRule(string) optimizers.Rule       { return optimizers.NewSGD() }
+func (*AnchoredSGD) OptimizerRule(string) optimizers.Rule       { return optimizers.SGD{} } // eta: LearningRate
 func (*AnchoredSGD) Lambda() float64                            { return 0.5 }
 func (*AnchoredSGD) DecayAnchor(string) optimizers.Anchor       { return optimizers.AnchorW0 }
 func (e *AnchoredSGD) NoDecay(kp []string, s shapes.Shape) bool { return e.ExcludeAll || s.Rank() == 1 }

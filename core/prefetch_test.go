@@ -13,30 +13,33 @@ import (
 // TestPrefetchWorkersTrainBitwiseAlike: with a fixed seed and ordered delivery, the trained
 // weights are bitwise the same fed inline and fanned out over 1, 2 and 4 workers (shuffled train
 // split, dropout, accum 2): prefetch changes when a batch is read, never which batch a step sees.
+// On each backend (on XLA the device read-ahead uploads batches ahead of the step).
 func TestPrefetchWorkersTrainBitwiseAlike(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	run := func(opt core.Option, declare func(core.Data)) ([]float64, *core.Nitro) {
-		d := shuffled(t)
-		if declare != nil {
-			declare(d)
+	onBackends(t, func(t *testing.T, on []core.Option) {
+		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		run := func(opt core.Option, declare func(core.Data)) ([]float64, *core.Nitro) {
+			d := shuffled(t)
+			if declare != nil {
+				declare(d)
+			}
+			n := newNitro(t, &Dropped{}, append(goOpts(nil, core.WithData(d), core.WithMaxEpochs(3), core.WithAccum(2), opt), on...)...)
+			train(t, n)
+			return flatParams(t, n), n
 		}
-		n := newNitro(t, &Dropped{}, goOpts(nil, core.WithData(d), core.WithMaxEpochs(3), core.WithAccum(2), opt)...)
-		train(t, n)
-		return flatParams(t, n), n
-	}
-	inline, _ := run(core.WithMaxEpochs(3), func(d core.Data) {
-		for k, src := range d {
-			d[k] = core.NoPrefetch(src)
+		inline, _ := run(core.WithMaxEpochs(3), func(d core.Data) {
+			for k, src := range d {
+				d[k] = core.NoPrefetch(src)
+			}
+		})
+		for _, w := range []int{1, 2, 4} {
+			got, n := run(core.WithPrefetch(prefetch.Options{Workers: w, DeviceBatches: 1, HostBatches: 2 * w}), nil)
+			sameBits(t, fmt.Sprintf("parameters with %d workers", w), got, inline)
+			wantContains(t, "binding report", n.BindingReport(), "prefetch train", "run option WithPrefetch")
+			if w > 1 {
+				wantContains(t, "binding report", n.BindingReport(), fmt.Sprintf("fan-out, %d workers", w))
+			}
 		}
 	})
-	for _, w := range []int{1, 2, 4} {
-		got, n := run(core.WithPrefetch(prefetch.Options{Workers: w, DeviceBatches: 1, HostBatches: 2 * w}), nil)
-		sameBits(t, fmt.Sprintf("parameters with %d workers", w), got, inline)
-		wantContains(t, "binding report", n.BindingReport(), "prefetch train", "run option WithPrefetch")
-		if w > 1 {
-			wantContains(t, "binding report", n.BindingReport(), fmt.Sprintf("fan-out, %d workers", w))
-		}
-	}
 }
 
 // TestPrefetchSettingsAreChecked: bad settings are a setup error naming the field.

@@ -20,7 +20,8 @@ type program struct {
 	g        *graph.Graph
 	inputs   []compilecache.Input
 	outNames []string
-	hasCount []bool // eval: whether metric i has a count output after its sum
+	hasCount []bool   // eval: whether metric i has a count output after its sum
+	forward  []string // Forward's outputs, the last outputs: a predict program's, or a full-width eval one's after its metrics
 	// traced is the fingerprint of the graph the program was compiled from (Host fields zero,
 	// constants by value). A handle that gets the program from the cache traces its own
 	// experiment and compares, so a program is used only by an experiment that traces to it.

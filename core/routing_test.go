@@ -34,9 +34,9 @@ func withW(t testing.TB, n int, opts core.ArrayOptions) *core.ArrayBatches {
 }
 
 // An optional batch field may be present in one split and absent from another: each split (and
-// each Predict batch) must be routed by what it has. BUG: core routes every program by the union
-// of all splits' fields (Nitro.routed, nitro.go), so the split lacking the field hands a nil tensor
-// to the program and the verb panics ("Tensor is nil" / nil pointer dereference).
+// each Predict batch) is routed by the fields its own batches carry, so a split without the field
+// compiles a program that does not take it (routed by the union of all splits' fields, the
+// program would wait for a "w" the split never sends).
 func TestOptionalFieldPresentInOnlySomeSplits(t *testing.T) {
 	t.Run("missing in train, present in val", func(t *testing.T) {
 		n := mustNew(t, &OptionalW{}, core.Data{

@@ -68,6 +68,7 @@ func (n *Nitro) enter(what string, err *error, finish func(error)) func() {
 		if finish != nil {
 			finish(*err)
 		}
+		n.adoptHostWrites() // what the verb's own hooks wrote is no drift (drift.go)
 		n.tracker.Exit()
 	}
 }
@@ -129,7 +130,8 @@ func (n *Nitro) RequestStop() { n.tracker.RequestStop() }
 
 // Interrupt is the impatient RequestStop, what Ctrl+C means (the CLI calls it on SIGINT): the
 // epoch breaks at the next step boundary, then validates and Train returns the same way, with
-// StopReason "requested". Safe from any goroutine.
+// StopReason "requested". A standalone Evaluate or Validate stops at its next batch boundary
+// instead and returns the partial metrics with a *PartialError. Safe from any goroutine.
 func (n *Nitro) Interrupt() {
 	n.interrupted.Store(true)
 	n.tracker.RequestStop()

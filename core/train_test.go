@@ -98,7 +98,7 @@ func TestAccumHalvesTheOptimizerSteps(t *testing.T) {
 // SGDOne is a Level 1 SGD regression, used to check one optimizer step against the host.
 type SGDOne struct{ base }
 
-func (*SGDOne) OptimizerRule(group string) optimizers.Rule { return optimizers.NewSGD() }
+func (*SGDOne) OptimizerRule(group string) optimizers.Rule { return optimizers.SGD{} } // eta: LearningRate
 
 // TestOneSGDStepMatchesTheHost checks the gradient and optimizer programs numerically: one
 // plain SGD step on one batch must move the weights by exactly -lr * dL/dw.

@@ -12,7 +12,9 @@ import (
 	"github.com/nitro-go/nitro/exportbundle"
 )
 
-// Capture the StableHLO program GoMLX compiles for a graph, at one batch size.
+// Capture the StableHLO program GoMLX compiles for a graph, at one batch size. With a real plugin
+// path it prints "mlir program, <n> bytes"; the placeholder path here is refused up front, naming
+// the file, before anything is loaded.
 func ExampleCapture() {
 	plugin := "/path/to/pjrt_c_api_cpu_plugin.so"
 	progs, err := exportbundle.Capture(plugin, func(b backends.Backend) error {
@@ -25,6 +27,8 @@ func ExampleCapture() {
 		return
 	}
 	fmt.Printf("%s program, %d bytes\n", progs[0].Format, len(progs[0].Code))
+	// Output:
+	// exportbundle: Capture: plugin: stat /path/to/pjrt_c_api_cpu_plugin.so: no such file or directory
 }
 
 // Write a bundle and read it back. (The program text here is a placeholder; a real one comes
@@ -85,7 +89,8 @@ func ExampleRead() {
 	// true program-b1.mlir
 }
 
-// Run a bundle with gopjrt alone.
+// Run a bundle with gopjrt alone. With a bundle written by export (nitro export) and a real plugin
+// path it prints the logits; here there is no bundle at the path, and Open says so, naming it.
 func ExampleOpen() {
 	r, err := exportbundle.Open("export_out/my_model_v1", "/path/to/pjrt_c_api_cpu_plugin.so")
 	if err != nil {
@@ -101,4 +106,6 @@ func ExampleOpen() {
 	}
 	logits, _ := exportbundle.Values[float32](out["logits"])
 	fmt.Println(logits)
+	// Output:
+	// exportbundle: export_out/my_model_v1: not readable
 }

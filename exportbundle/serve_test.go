@@ -174,6 +174,8 @@ func TestDecodeNestedDTypes(t *testing.T) {
 	}
 }
 
+// Serve a bundle over HTTP. With a bundle and a real plugin path it prints the request to send;
+// here there is no bundle at the path, and Open says so, naming it.
 func ExampleServe() {
 	r, err := Open("export_out/my_model_v1", "/path/to/pjrt_c_api_cpu_plugin.so")
 	if err != nil {
@@ -188,4 +190,6 @@ func ExampleServe() {
 	}
 	defer srv.Close()
 	fmt.Println("POST http://" + addr.String() + `/predict {"inputs": {"x": [[0.1, 0.2, 0.3, 0.4]]}}`)
+	// Output:
+	// exportbundle: export_out/my_model_v1: not readable
 }

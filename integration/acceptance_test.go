@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 )
@@ -11,7 +12,8 @@ import (
 // The acceptance check of spec/recompilation.txt, each count against a fresh private cache:
 // train-only compiles 2 programs (gradient, optimizer, separate even at accum = 1), validation
 // adds 1, and neither grows with the number of steps. With core.WithFusedStep() the step is one
-// program (train_step): train-only compiles 1 and train+val 2.
+// program (train_step): train-only compiles 1 and train+val 2. Predict shares validation's eval
+// program: after validation, Predict and PredictAll at the validation width add no miss.
 func TestAcceptanceCounts(t *testing.T) {
 	requireXLA(t)
 	cases := []struct {
@@ -20,12 +22,13 @@ func TestAcceptanceCounts(t *testing.T) {
 		opts   []core.Option
 		epochs int
 		want   int
+		val    bool // the data has a val split, so Train validated
 	}{
-		{"train+val, 1 epoch", func() *Clf { return newClf(t, nil) }, nil, 1, 3},
-		{"train+val, 2 epochs", func() *Clf { return newClf(t, nil) }, []core.Option{core.WithMaxEpochs(2)}, 2, 3},
-		{"train only (WithData, no val split)", func() *Clf { return newClf(t, nil) }, []core.Option{withTrainOnly(t)}, 1, 2},
-		{"fused train+val, 2 epochs", func() *Clf { return newClf(t, nil) }, []core.Option{core.WithMaxEpochs(2), core.WithFusedStep()}, 2, 2},
-		{"fused train only", func() *Clf { return newClf(t, nil) }, []core.Option{withTrainOnly(t), core.WithFusedStep()}, 1, 1},
+		{"train+val, 1 epoch", func() *Clf { return newClf(t, nil) }, nil, 1, 3, true},
+		{"train+val, 2 epochs", func() *Clf { return newClf(t, nil) }, []core.Option{core.WithMaxEpochs(2)}, 2, 3, true},
+		{"train only (WithData, no val split)", func() *Clf { return newClf(t, nil) }, []core.Option{withTrainOnly(t)}, 1, 2, false},
+		{"fused train+val, 2 epochs", func() *Clf { return newClf(t, nil) }, []core.Option{core.WithMaxEpochs(2), core.WithFusedStep()}, 2, 2, true},
+		{"fused train only", func() *Clf { return newClf(t, nil) }, []core.Option{withTrainOnly(t), core.WithFusedStep()}, 1, 1, false},
 	}
 	var oneEpochHits int
 	for _, tc := range cases {
@@ -38,6 +41,9 @@ func TestAcceptanceCounts(t *testing.T) {
 			}
 			if got := len(n.History()); got != tc.epochs {
 				t.Errorf("History has %d epochs, want %d", got, tc.epochs)
+			}
+			if tc.val {
+				predictAddsNothing(t, n, c, s)
 			}
 			// A Nitro asks the process cache once per program and keeps what it got, so neither
 			// misses nor lookups grow with steps or epochs.
@@ -52,6 +58,29 @@ func TestAcceptanceCounts(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// predictAddsNothing: Predict and PredictAll at the validation width (32) run the program
+// validation compiled, so the cache gains no miss and no entry.
+func predictAddsNothing(t *testing.T, n *core.Nitro, c *compilecache.Cache, before compilecache.Stats) {
+	t.Helper()
+	x, y := synthetic(32, 3)
+	if _, err := n.Predict(core.Batch{"x": x}); err != nil {
+		t.Fatal(err)
+	}
+	src, err := core.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y}, 32, core.ArrayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range n.PredictAll(src) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := c.Stats(); s.Misses != before.Misses || s.Entries != before.Entries {
+		t.Errorf("Predict after validation: misses %d -> %d, entries %d -> %d; want no new program (explanations %q)",
+			before.Misses, s.Misses, before.Entries, s.Entries, c.Explanations())
 	}
 }
 

@@ -30,9 +30,10 @@ func (e *CtxParam) Loss(out core.Outputs, in Labels) *graph.Node {
 	return graph.ReduceAllMean(xent(out["logits"], in.Y))
 }
 
-// A value that shapes the graph through the context is in no key and escapes the Host check: a
-// second Nitro with Scale 100 reuses the Scale 1 program from the shared cache and predicts with
-// the stale constant, silently. (With private caches the logits differ 100-fold.)
+// A value that shapes the graph through the context escapes the Host check (Forward reads ctx, not
+// the field), so the context's settings are part of every program's key: a second Nitro with Scale
+// 100 on a shared cache compiles its own predict program and predicts 100-fold logits, rather than
+// reusing the Scale 1 program with the stale constant. Setup accepts both Nitros.
 func TestContextParamIsKeyed(t *testing.T) {
 	requireXLA(t)
 	c := compilecache.New()
@@ -41,8 +42,7 @@ func TestContextParamIsKeyed(t *testing.T) {
 	for _, s := range []float64{1, 100} {
 		n, err := core.New(&CtxParam{Width: 8, Scale: s}, core.WithBackend("xla"), core.Quiet(), core.WithCache(c), core.WithoutLogger(), core.WithoutCheckpoints())
 		if err != nil {
-			t.Logf("Scale %v: core.New refused (an acceptable fix): %v", s, err)
-			return
+			t.Fatalf("Scale %v: core.New: %v (a Host value passed through the context is keyed, not refused)", s, err)
 		}
 		p, err := n.Predict(core.Batch{"x": x})
 		if err != nil {
@@ -52,6 +52,9 @@ func TestContextParamIsKeyed(t *testing.T) {
 		if first == nil {
 			first = row
 			continue
+		}
+		if first[0] == 0 {
+			t.Fatalf("Scale 1 predicts %v: a zero logit cannot show the scale", first)
 		}
 		if math.Abs(float64(row[0]-100*first[0])) > 1e-3*math.Abs(float64(100*first[0])) {
 			t.Errorf("Scale 100 predicts %v, want 100 x %v: the Scale 1 program was reused (stats %+v)", row, first, c.Stats())

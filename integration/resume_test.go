@@ -279,7 +279,11 @@ func TestResumeRefusalsAndEarlyStop(t *testing.T) {
 	if again.Step() != n.Step() || again.StopReason() != core.StopEarly || !strings.Contains(said, "early stop at epoch 2") {
 		t.Fatalf("resumed early-stopped run: step %d (want %d), stop %q, notices:\n%s", again.Step(), n.Step(), again.StopReason(), said)
 	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 3 { // two checkpoints and the manifest
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 3 { // two checkpoints and the manifest
 		t.Errorf("run dir holds %d entries", len(entries))
 	}
 	if _, err := os.Stat(filepath.Join(dir, checkpoint.ManifestName)); err != nil {

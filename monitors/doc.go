@@ -14,5 +14,5 @@
 // StopRequested once per epoch, and closing the shipped monitors (each runs one goroutine).
 // Errors: a monitor that returns an error or panics never stops a run; it is reported once per
 // monitor through TrackerOptions.Warn. Everything here is safe for concurrent use, but a
-// monitor must not call SetPhase/Publish/WithCompiling from inside Observe.
+// monitor must not call SetPhase/Publish/WithCompiling/WithCheckpointing from inside Observe.
 package monitors

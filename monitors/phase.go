@@ -53,6 +53,13 @@ type TrainStepping struct{}
 // EvalStepping: running the validation, testing or inference loop.
 type EvalStepping struct{}
 
+// Checkpointing: writing a checkpoint. It is neither Stepping (no batch completes, so the
+// progress counter stands still for the whole write) nor Compiling (nothing is compiled), and a
+// write to a slow or remote disk can take far longer than a step: a watchdog treats it as a
+// long phase, as it does a compile. It interrupts the phase it was entered from, which is
+// restored when the write ends.
+type Checkpointing struct{}
+
 // Done: the run finished successfully.
 type Done struct{}
 
@@ -70,6 +77,7 @@ func (EvalCompiling) leaf() string      { return "EvalCompiling" }
 func (ExportCompiling) leaf() string    { return "ExportCompiling" }
 func (TrainStepping) leaf() string      { return "TrainStepping" }
 func (EvalStepping) leaf() string       { return "EvalStepping" }
+func (Checkpointing) leaf() string      { return "Checkpointing" }
 func (Done) leaf() string               { return "Done" }
 func (Failed) leaf() string             { return "Failed" }
 func (Repl) leaf() string               { return "Repl" }
@@ -81,6 +89,7 @@ func (p EvalCompiling) String() string      { return p.leaf() }
 func (p ExportCompiling) String() string    { return p.leaf() }
 func (p TrainStepping) String() string      { return p.leaf() }
 func (p EvalStepping) String() string       { return p.leaf() }
+func (p Checkpointing) String() string      { return p.leaf() }
 func (p Done) String() string               { return p.leaf() }
 func (p Repl) String() string               { return p.leaf() }
 
@@ -124,6 +133,9 @@ func IsStepping(p Phase) bool { _, ok := p.(Stepping); return ok }
 
 // IsTerminal reports whether p is an end state (Done or Failed).
 func IsTerminal(p Phase) bool { _, ok := p.(Terminal); return ok }
+
+// IsCheckpointing reports whether p is Checkpointing.
+func IsCheckpointing(p Phase) bool { _, ok := p.(Checkpointing); return ok }
 
 // IsRepl reports whether p is Repl.
 func IsRepl(p Phase) bool { _, ok := p.(Repl); return ok }

@@ -24,7 +24,9 @@ type Info struct {
 	Logger any
 	// IsRank0 reports whether this process is rank 0.
 	IsRank0 bool
-	// Metrics holds the finalized metrics on the transition out of EvalStepping; nil otherwise.
+	// Metrics holds the finalized metrics on the transition that ends an evaluation (out of
+	// EvalStepping to whatever the run does next); nil otherwise, including on a compile or a
+	// checkpoint write that interrupts EvalStepping and returns to it.
 	Metrics map[string]float64
 }
 

@@ -46,7 +46,8 @@ type TrackerOptions struct {
 // Tracker is the run-side recorder: it holds a run's phase and progress and publishes
 // transitions to the run's snapshot of the process-level monitors, then the run's own. Core
 // embeds one per run handle. Safe for concurrent use, but monitors must not call SetPhase,
-// Publish or WithCompiling from inside Observe (deadlock); RequestStop and the readers are fine.
+// Publish, WithCompiling or WithCheckpointing from inside Observe (deadlock); RequestStop and
+// the readers are fine.
 type Tracker struct {
 	opts  TrackerOptions
 	pubMu sync.Mutex // serializes publishes so monitors see events in order
@@ -144,6 +145,17 @@ func (t *Tracker) publishLocked(phase Phase, info Info) {
 func (t *Tracker) WithCompiling(leaf Compiling, fn func() error) error {
 	prev := t.Phase()
 	t.SetPhase(leaf, Info{})
+	defer t.SetPhase(prev, Info{})
+	return fn()
+}
+
+// WithCheckpointing publishes Checkpointing, runs fn (the write), and restores the previous
+// phase afterwards, also when fn returns an error or panics. It returns fn's error. The
+// transition into Checkpointing carries no metrics: like a compile, the write interrupts the
+// phase it was entered from, and the metrics go with the transition that ends that phase.
+func (t *Tracker) WithCheckpointing(fn func() error) error {
+	prev := t.Phase()
+	t.SetPhase(Checkpointing{}, Info{})
 	defer t.SetPhase(prev, Info{})
 	return fn()
 }

@@ -10,7 +10,7 @@ import (
 type WatchdogConfig struct {
 	// Patience is how long the progress counter may stay unchanged (required, > 0).
 	Patience time.Duration
-	// Widen multiplies Patience while Compiling or in Repl (default 10).
+	// Widen multiplies Patience while Compiling, Checkpointing or in Repl (default 10).
 	Widen float64
 	// Interval is how often the goroutine checks (default Patience/10, at least 1ms).
 	Interval time.Duration
@@ -94,9 +94,11 @@ func (w *Watchdog) Observe(phase Phase, at Progress, info Info) error {
 	return nil
 }
 
-// PatienceFor returns the patience applied in phase.
+// PatienceFor returns the patience applied in phase: widened in the phases where the progress
+// counter stands still by design for longer than a step (a compile, a checkpoint write, an idle
+// session), the base patience elsewhere.
 func (w *Watchdog) PatienceFor(phase Phase) time.Duration {
-	if IsCompiling(phase) || IsRepl(phase) {
+	if IsCompiling(phase) || IsCheckpointing(phase) || IsRepl(phase) {
 		return time.Duration(float64(w.cfg.Patience) * w.cfg.Widen)
 	}
 	return w.cfg.Patience

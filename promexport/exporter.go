@@ -48,7 +48,7 @@ const (
 var knownPhases = []monitors.Phase{
 	monitors.Starting{}, monitors.GradientCompiling{}, monitors.OptimizerCompiling{},
 	monitors.EvalCompiling{}, monitors.ExportCompiling{}, monitors.TrainStepping{},
-	monitors.EvalStepping{}, monitors.Done{}, monitors.Failed{}, monitors.Repl{},
+	monitors.EvalStepping{}, monitors.Checkpointing{}, monitors.Done{}, monitors.Failed{}, monitors.Repl{},
 }
 
 var statuses = []logjson.Status{

@@ -22,6 +22,7 @@ func TestCheckpointCommands(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("train: exit %d: %s\n%s", code, errs, out)
 	}
+	ranOn(t, "train", out)
 	ck := regexp.MustCompile(`\ncheckpoint: (\S+)\n`).FindStringSubmatch(out)
 	if ck == nil || !strings.HasPrefix(ck[1], filepath.Join(dir, "epoch-0002-step-")) || !strings.Contains(ck[1], "-val_loss=") {
 		t.Fatalf("train does not name its newest checkpoint in %s:\n%s", dir, out)

@@ -70,6 +70,7 @@ func TestTrainTinyMNIST(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, errs, out)
 	}
+	ranOn(t, "train", out)
 	for _, w := range []string{"epoch 2/2", "stopped: completed after 2 epochs", "binding report", "group default", " val_accuracy ", " val_loss "} {
 		if !strings.Contains(out, w) {
 			t.Fatalf("output lacks %q:\n%s", w, out)
@@ -106,6 +107,7 @@ func TestTrainTinyMNISTFused(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, errs, out)
 	}
+	ranOn(t, "train --fused", out)
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 || strings.Contains(out, "metrics:") {
 		t.Errorf("--no-log wrote %v and said %q", entries, out)
 	}

@@ -1,28 +1,49 @@
 package cli_test
 
 import (
+	"fmt"
+	"io"
 	"os"
+	"strings"
 
 	"github.com/nitro-go/nitro/cmd/cli"
 )
 
-// A user's own main registers its experiment types and hands the arguments to Main.
+// A user's own main registers its experiment types and hands the arguments to Main, whose
+// result is the process exit code.
 func ExampleMain() {
 	// (mnist.MLP is registered as "mnist-mlp" by this package's test init.)
-	code := cli.Main([]string{"info", "mnist-mlp"}, os.Stdout, os.Stderr)
-	_ = code
+	code := cli.Main([]string{"info", "mnist-mlp"}, io.Discard, os.Stderr)
+	fmt.Println("exit code", code)
+	// Output:
+	// exit code 0
 }
 
+// Register names an experiment type for the commands; info then lists its fields and kinds.
 func ExampleRegister() {
 	type Sweep struct {
 		Width int `nitro:"graphconst" default:"8"`
 	}
 	cli.Register[Sweep]("sweep", "a registered experiment type (hooks omitted here)")
-	cli.Main([]string{"list"}, os.Stdout, os.Stderr)
+	var out strings.Builder
+	cli.Main([]string{"list"}, &out, os.Stderr)
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "sweep ") {
+			fmt.Println(strings.Join(strings.Fields(line), " "))
+		}
+	}
+	// Output:
+	// sweep a registered experiment type (hooks omitted here)
 }
 
 // `nitro setup` installs the pinned XLA CPU PJRT plugin; here offline, from a wheel downloaded
 // beforehand, into a chosen folder (without --dir: the user cache folder, which nitro searches).
+// This wheel was never downloaded, so setup stops before touching the folder, exit code 1, the
+// error on stderr (here sent to stdout to show it).
 func ExampleMain_setup() {
-	cli.Main([]string{"setup", "--wheel", "xla_cpu_pjrt-0.0.1-py3-none-manylinux_2_27_x86_64.whl", "--dir", "/opt/nitro/pjrt"}, os.Stdout, os.Stderr)
+	code := cli.Main([]string{"setup", "--wheel", "xla_cpu_pjrt-0.0.1-py3-none-manylinux_2_27_x86_64.whl", "--dir", "/opt/nitro/pjrt"}, os.Stdout, os.Stdout)
+	fmt.Println("exit", code)
+	// Output:
+	// nitro: open xla_cpu_pjrt-0.0.1-py3-none-manylinux_2_27_x86_64.whl: no such file or directory
+	// exit 1
 }

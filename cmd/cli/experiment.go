@@ -56,7 +56,9 @@ stops gracefully after the current step (validating first); a second Ctrl+C kill
 
 const evaluateLong = `Sets the experiment up and evaluates one split (--split, default test), with the weights of
 a checkpoint (--checkpoint FILE, or a run dir: its newest), else as BuildModel initializes them.
-It keeps no metrics.jsonl and writes no checkpoint.`
+It keeps no metrics.jsonl and writes no checkpoint. Ctrl+C stops at the next batch: the metrics of
+the batches evaluated are printed marked "partial: N of M batches", with "stopped: requested", and
+the command exits 1; a second Ctrl+C kills.`
 
 // foreignFlags are the other command's flags, with the fix to say when one is given.
 var foreignFlags = map[string]map[string]string{
@@ -119,7 +121,7 @@ func newExperimentCmd(name string, stdout, stderr io.Writer) *cobra.Command {
 	fs.BoolVar(&f.quiet, "quiet", false, "print only the results")
 	fs.BoolVar(&f.noProgress, "no-progress", false, "no live progress display on stderr (the epoch lines on stdout stay)")
 	fs.StringVar(&f.heartbeat, "heartbeat", "", "rewrite `FILE` atomically with the run's phase, step, epoch and progress counter, for a supervisor")
-	fs.DurationVar(&f.stall, "stall-timeout", 0, "report a stall when no step or eval batch completes for this `DURATION` (x10 while compiling); 0 is off")
+	fs.DurationVar(&f.stall, "stall-timeout", 0, "report a stall when no step or eval batch completes for this `DURATION` (x10 while compiling or writing a checkpoint); 0 is off")
 	fs.BoolVar(&f.stopOnStall, "stop-on-stall", false, "with --stall-timeout: also request a graceful stop on a stall")
 	c.SetFlagErrorFunc(unknownFlagHints(foreignFlags[name]))
 
@@ -277,9 +279,15 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 	if err != nil {
 		return err
 	}
-	// Ctrl+C is a graceful stop: the epoch breaks at the next step boundary, validates, and the
-	// run returns with stop reason "requested". A second Ctrl+C kills the process as usual.
-	defer onInterrupt(stderr, n.Interrupt)()
+	// Ctrl+C is a graceful stop. Training breaks the epoch at the next step boundary, validates,
+	// and returns with stop reason "requested"; evaluation stops at the next batch boundary and
+	// reports its partial metrics, and the command fails with the stop reason. A second Ctrl+C
+	// kills the process as usual.
+	next := "stopping after this step, then validating"
+	if cmd == "evaluate" {
+		next = "stopping after this batch; the metrics will be partial"
+	}
+	defer onInterrupt(stderr, next, n.Interrupt)()
 	switch cmd {
 	case "train":
 		if err := n.Train(); err != nil {
@@ -292,13 +300,13 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 			if m, err := n.Evaluate("test"); err == nil {
 				sayMetrics(res, "test", m)
 			} else if !errors.Is(err, core.ErrNoSplit) {
-				return err
+				return sayPartial(res, watch, m, err)
 			}
 		}
 	case "evaluate":
 		m, err := n.Evaluate(f.split)
 		if err != nil {
-			return err
+			return sayPartial(res, watch, m, err)
 		}
 		sayMetrics(res, f.split, m)
 	}
@@ -312,6 +320,25 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 		res.say("checkpoint: "+p, "checkpoint", zap.String("path", p))
 	}
 	return nil
+}
+
+// sayPartial reports an evaluation that an interrupt cut short, its metrics marked partial
+// ("test (partial: 3 of 10 batches): test_loss ...", and "stopped: requested ..."), and returns
+// the error the command fails with, so the exit status says the split was not evaluated; any
+// other error is returned as it is.
+func sayPartial(res results, watch *watchers, m map[string]float64, err error) error {
+	var pe *core.PartialError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	watch.settle()
+	part := fmt.Sprintf("partial: %d of %d batches", pe.Batches, pe.Total)
+	res.say(fmt.Sprintf("stopped: %s after %d of %d batches of split %s", pe.Reason, pe.Batches, pe.Total, pe.Split),
+		"stopped", zap.String("reason", pe.Reason), zap.String("split", pe.Split), zap.Int("batches", pe.Batches), zap.Int("total", pe.Total))
+	fields := []zap.Field{zap.String("split", pe.Split), zap.Bool("partial", true), zap.Int("batches", pe.Batches), zap.Int("total", pe.Total)}
+	fields = append(fields, floatFields(prefixed(pe.Split+"_", m, true))...)
+	res.say(pe.Split+" ("+part+"):"+fmtMetrics(pe.Split+"_", m), "evaluation", fields...)
+	return err
 }
 
 // sayMetrics reports a split's metrics: "test: test_accuracy 0.9696 test_loss 0.0976", or in

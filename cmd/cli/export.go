@@ -27,11 +27,14 @@ import (
 const exportLong = `Builds the experiment from a checkpoint's weights (--checkpoint FILE, or a run dir: its newest)
 and writes it as an export bundle into --out: one StableHLO program per batch size (--batch-sizes),
 the weights in safetensors, and a manifest with the inputs, outputs and provenance (see the
-exportbundle package). Nothing is trained, logged or checkpointed.
+exportbundle package). The provenance names the checkpoint file restored (a run dir's newest,
+with the run dir as checkpoint_arg) and the sha256 of its bytes. Nothing is trained, logged or
+checkpointed.
 
 The inputs' dtypes and shapes come from the experiment's data (BuildData runs, as for
 evaluate), or, with --input-spec, from the specs alone: then BuildData is not called and no data
-is read at all. It prints the bundle's folder, its batch sizes, inputs and outputs, and its files.`
+is read at all. It prints the bundle's folder, the weights' file and sha256, its batch sizes,
+inputs and outputs, and its files.`
 
 const runBundleLong = `Loads an export bundle with gopjrt alone (no experiment code), runs it once on the inputs given
 as JSON, and prints the outputs as JSON on stdout: {"outputs": {"<name>": <nested arrays>}}.
@@ -148,6 +151,10 @@ func runExport(c *cobra.Command, expName string, f *exportFlags, stdout, stderr 
 		return err
 	}
 	fmt.Fprintf(stdout, "bundle: %s\n", f.out)
+	// The file restored, not the --checkpoint given: a run dir names whichever file is its newest.
+	if p := b.Provenance["checkpoint"]; p != "" {
+		fmt.Fprintf(stdout, "weights: %s (sha256 %s)\n", p, b.Provenance["checkpoint_sha256"])
+	}
 	fmt.Fprintf(stdout, "batch sizes: %s\n", joinInts(b.BatchSizes()))
 	for _, s := range b.Inputs {
 		fmt.Fprintf(stdout, "input:  %s %s %v\n", s.Name, s.DType, s.Shape)
@@ -258,7 +265,7 @@ func newRunBundleCmd(stdout io.Writer) *cobra.Command {
 			if len(inputs) > 0 && c.Flags().Changed("inputs") {
 				return errors.New("--inputs and --input both given: pass the whole request in one file, or each input in its own")
 			}
-			body, err := requestBody(c.InOrStdin(), inputsFile, inputs)
+			body, err := requestBody(c.InOrStdin(), inputsFile, inputs, c.Flags().Changed("inputs"))
 			if err != nil {
 				return err
 			}
@@ -282,18 +289,35 @@ func newRunBundleCmd(stdout io.Writer) *cobra.Command {
 	return c
 }
 
+// inputsHint says every way run-bundle takes its inputs, for the errors about a missing one.
+const inputsHint = `pass the request with --inputs FILE, a JSON {"inputs": {"<name>": <nested arrays>}}, batch-first; pipe it on standard input (nitro run-bundle DIR < request.json, or --inputs - to type it); or give each input's nested arrays with --input NAME=FILE`
+
 // requestBody is the /predict body: the --inputs file (or stdin) as it is, or one built from the
-// --input NAME=FILE files.
-func requestBody(stdin io.Reader, file string, inputs []string) ([]byte, error) {
+// --input NAME=FILE files. No input at all is refused naming the flags, before the bundle is
+// loaded: without --inputs, a terminal on stdin would wait for a request the user does not know
+// to type, and an empty stdin would reach the decoder as a bare EOF.
+func requestBody(stdin io.Reader, file string, inputs []string, explicit bool) ([]byte, error) {
 	if len(inputs) == 0 {
 		if file == "-" {
+			if f, ok := stdin.(*os.File); ok && !explicit {
+				if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+					return nil, errors.New("run-bundle: no inputs given, and standard input is a terminal or device, not a request: " + inputsHint)
+				}
+			}
 			b, err := io.ReadAll(io.LimitReader(stdin, exportbundle.MaxRequestBytes+1))
 			if err != nil {
 				return nil, fmt.Errorf("reading the inputs from standard input: %w", err)
 			}
+			if len(bytes.TrimSpace(b)) == 0 {
+				return nil, errors.New("run-bundle: no inputs: standard input was empty: " + inputsHint)
+			}
 			return b, nil
 		}
-		return readLimited(file, "--inputs")
+		b, err := readLimited(file, "--inputs")
+		if err == nil && len(bytes.TrimSpace(b)) == 0 {
+			return nil, fmt.Errorf("--inputs %s: the file is empty: %s", file, inputsHint)
+		}
+		return b, err
 	}
 	m := map[string]json.RawMessage{}
 	for _, in := range inputs {

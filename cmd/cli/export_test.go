@@ -3,6 +3,8 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -139,6 +141,7 @@ func TestExportRunBundleServe(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("train: exit %d: %s\n%s", code, errs, out)
 	}
+	ranOn(t, "train", out)
 	ckpt := regexp.MustCompile(`\ncheckpoint: (\S+)\n`).FindStringSubmatch(out)
 	if ckpt == nil {
 		t.Fatalf("train names no checkpoint:\n%s", out)
@@ -167,6 +170,19 @@ func TestExportRunBundleServe(t *testing.T) {
 	}
 	if b.Name != "mnist_tiny" || b.Provenance["preset"] != "tiny" || b.Provenance["experiment"] != "MLP" {
 		t.Errorf("bundle name %q, provenance %v", b.Name, b.Provenance)
+	}
+	// --checkpoint RUN_DIR: the manifest names the file restored (the newest) and its sha256.
+	newest, _ := filepath.Abs(ckpt[1])
+	raw, err := os.ReadFile(newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(raw)
+	if p := b.Provenance; p["checkpoint"] != newest || p["checkpoint_sha256"] != hex.EncodeToString(sum[:]) {
+		t.Errorf("provenance checkpoint %q sha256 %q, want %q %x", p["checkpoint"], p["checkpoint_sha256"], newest, sum)
+	}
+	if w := fmt.Sprintf("weights: %s (sha256 %x)\n", newest, sum); !strings.Contains(out, w) {
+		t.Errorf("export output lacks %q:\n%s", w, out)
 	}
 
 	// The same export from specs alone: BuildData would fail on this DataDir.
@@ -335,6 +351,9 @@ func TestExportRunBundleServe(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		t.Errorf("%d goroutines after serve stopped, %d before it started:\n%s", now, before, buf[:runtime.Stack(buf, true)])
 	}
+
+	// serve again, stopped by SIGTERM while a request is in its handler.
+	serveSIGTERM(t, bundle, body, ref["logits"], labels)
 }
 
 // rowsOf keeps rows [from, to) of a [N, D] float32 tensor.

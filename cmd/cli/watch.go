@@ -38,7 +38,7 @@ func startMonitors(f monitorFlags, stderr io.Writer) (*watchers, error) {
 	if f.heartbeat != "" {
 		h, err := monitors.NewHeartbeat(monitors.HeartbeatConfig{Path: f.heartbeat})
 		if err != nil {
-			return nil, errors.Join(w.close(), fmt.Errorf("--heartbeat %s: %w", f.heartbeat, err))
+			return nil, errors.Join(w.close(), fmt.Errorf("--heartbeat: %w", err)) // err names the file
 		}
 		w.add(h, h.Close)
 	}
@@ -77,10 +77,10 @@ func (w *watchers) close() error {
 	return errors.Join(errs...)
 }
 
-// onInterrupt calls stop on the first SIGINT (after saying what happens next) and restores the
-// default handling, so a second SIGINT kills the process. The returned teardown stops listening
-// and waits for the listener goroutine.
-func onInterrupt(stderr io.Writer, stop func()) func() {
+// onInterrupt calls stop on the first SIGINT (after saying what happens next, the line next) and
+// restores the default handling, so a second SIGINT kills the process. The returned teardown
+// stops listening and waits for the listener goroutine.
+func onInterrupt(stderr io.Writer, next string, stop func()) func() {
 	ch := make(chan os.Signal, 1)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -91,7 +91,7 @@ func onInterrupt(stderr io.Writer, stop func()) func() {
 		select {
 		case <-ch:
 			signal.Stop(ch)
-			fmt.Fprintln(stderr, "\nnitro: interrupt: stopping after this step, then validating (interrupt again to kill)")
+			fmt.Fprintf(stderr, "\nnitro: interrupt: %s (interrupt again to kill)\n", next)
 			stop()
 		case <-done:
 		}

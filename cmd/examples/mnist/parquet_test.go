@@ -148,6 +148,7 @@ func TestTrainTinyFromParquet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		ranOn(t, n)
 		if err := n.Train(); err != nil {
 			t.Fatal(err)
 		}
@@ -210,13 +211,22 @@ func TestParquetDirConvertsOnceIntoTheUserCache(t *testing.T) {
 		t.Fatalf("the second call converted again (or moved): %s %v, %s %v, %v", d1, st1.ModTime(), d2, st2.ModTime(), err)
 	}
 	// Same files as WriteParquet writes elsewhere.
-	want, _ := os.ReadFile(filepath.Join(sharedParquet(t), "t10k.parquet"))
-	got, _ := os.ReadFile(filepath.Join(d1, "t10k.parquet"))
-	if !bytes.Equal(got, want) {
-		t.Fatal("the cached conversion differs from WriteParquet's files")
+	want, err := os.ReadFile(filepath.Join(sharedParquet(t), "t10k.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(d1, "t10k.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) == 0 || !bytes.Equal(got, want) {
+		t.Fatalf("the cached conversion (%d bytes) differs from WriteParquet's files (%d bytes)", len(got), len(want))
 	}
 	// Nothing left behind but the two files.
-	entries, _ := os.ReadDir(d1)
+	entries, err := os.ReadDir(d1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(entries) != 2 {
 		t.Fatalf("the cache folder holds %d entries", len(entries))
 	}
