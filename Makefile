@@ -34,6 +34,7 @@ test: setup depcheck ckpt-venv
 	$(TESTENV) $(GO) test -count=1 -race $(addprefix ./,$(addsuffix /...,$(RACE)))
 	$(GO) test -run '^$$' -fuzz FuzzRead -fuzztime 10s -fuzzminimizetime 100x ./checkpoint/
 	$(GO) test -run '^$$' -fuzz FuzzReadManifest -fuzztime 10s -fuzzminimizetime 100x ./exportbundle/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeSafetensors -fuzztime 10s -fuzzminimizetime 100x ./exportbundle/
 
 ## test/<module>: one module's tests
 $(addprefix test/,$(MODULES)): test/%:
@@ -52,9 +53,10 @@ bench-venv:
 	@./scripts/bench/setup-venv.sh
 
 ## bench: benchmarks that print ratios measured in one run (the step against GoMLX and JAX; the
-## optimizer program against a one-pass copy)
+## optimizer program against a one-pass copy, and its layouts at 6/60/600 arrays; the JSON logger;
+## checkpoint I/O; the prefetch pipeline and the Parquet source)
 bench: setup bench-venv
-	NITRO_BENCH_PYTHON=$(CURDIR)/.nitro/bench-venv/bin/python $(GO) test -run '^$$' -bench . -benchtime 1x ./integration/... ./core/ ./checkpoint/ ./prefetch/
+	NITRO_BENCH_PYTHON=$(CURDIR)/.nitro/bench-venv/bin/python $(GO) test -run '^$$' -bench . -benchtime 1x ./integration/... ./core/ ./checkpoint/ ./prefetch/...
 
 ## run: train the MNIST example through the CLI
 run: setup

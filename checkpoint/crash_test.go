@@ -9,13 +9,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
-const crashChildEnv = "NITRO_CHECKPOINT_CRASH_CHILD"
+const (
+	crashChildEnv = "NITRO_CHECKPOINT_CRASH_CHILD"
+	crashSeedEnv  = "NITRO_CRASH_SEED"
+)
 
 // crashChild saves checkpoints into dir in a loop, resuming after the newest one, until it is
 // killed (or 20 s pass, should the parent be gone).
@@ -56,7 +60,22 @@ func TestKillDuringSaves(t *testing.T) {
 		t.Skip("spawns processes; skipped in -short")
 	}
 	dir := t.TempDir()
-	rng := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
+	// The kill delays come from a seeded generator: a fresh seed per run, unless
+	// NITRO_CRASH_SEED names one, and printed on failure so the same delays can be replayed.
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(crashSeedEnv); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: not an unsigned integer", crashSeedEnv, s)
+		}
+		seed = v
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kill delays from seed %d: rerun with %s=%d go test -run '^TestKillDuringSaves$' ./checkpoint/", seed, crashSeedEnv, seed)
+		}
+	})
+	rng := rand.New(rand.NewPCG(1, seed))
 	start := time.Now()
 	kills, tempsSeen, lastEpoch := 0, 0, 0
 	for kills < 50 || (kills < 100 && time.Since(start) < 3*time.Second) {
@@ -119,5 +138,5 @@ func TestKillDuringSaves(t *testing.T) {
 	if lastEpoch < 10 {
 		t.Errorf("only %d epochs saved over %d kills: the kills did not land during saves", lastEpoch, kills)
 	}
-	t.Logf("%d kills in %v: %d epochs saved, %d kills left a temporary file behind", kills, time.Since(start).Round(time.Millisecond), lastEpoch, tempsSeen)
+	t.Logf("seed %d: %d kills in %v: %d epochs saved, %d kills left a temporary file behind", seed, kills, time.Since(start).Round(time.Millisecond), lastEpoch, tempsSeen)
 }

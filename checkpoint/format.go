@@ -69,6 +69,11 @@ func tensorBytes(dt DType, shape []int) (uint64, error) {
 // encodeHeader validates r and returns the padded header bytes: the tensors, then the record's
 // metadata (the data checksum, the format version, the record as JSON).
 func encodeHeader(r *Record) ([]byte, error) {
+	// A negative epoch or step would resume before the run began; Save and the manifest refuse
+	// one too, so a record written by Write alone cannot carry it either.
+	if r.Epoch < 0 || r.Step < 0 {
+		return nil, fmt.Errorf("checkpoint: record epoch %d, step %d: negative; both count from 0", r.Epoch, r.Step)
+	}
 	meta, err := json.Marshal(metaOf(r))
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: record metadata: %w", err)
@@ -572,6 +577,12 @@ func recordMetaOf(file string, p *parsed) (*recordMeta, error) {
 	}
 	if m.Format != recordFormat {
 		return nil, formatErr(file, metaKey+"."+keyRecord+".format", "version %d, this reader knows %d", m.Format, recordFormat)
+	}
+	if m.Epoch < 0 {
+		return nil, formatErr(file, metaKey+"."+keyRecord+".epoch", "%d is negative", m.Epoch)
+	}
+	if m.Step < 0 {
+		return nil, formatErr(file, metaKey+"."+keyRecord+".step", "%d is negative", m.Step)
 	}
 	return &m, nil
 }

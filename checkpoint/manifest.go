@@ -16,8 +16,9 @@ const ManifestName = "manifest.json"
 
 const manifestVersion = 1
 
-// maxManifest bounds what ReadManifest reads: a manifest lists a handful of files.
-const maxManifest = 64 << 20
+// maxManifest bounds what ReadManifest reads: a manifest lists a handful of files. A variable
+// only so a test can lower it rather than stream 64 MiB.
+var maxManifest int64 = 64 << 20
 
 // ManifestEntry is one checkpoint the directory holds.
 type ManifestEntry struct {
@@ -66,6 +67,9 @@ func readManifest(fsys FS, dir string) (*manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: read manifest %s: %w", path, err)
 	}
+	if int64(len(b)) > maxManifest { // the file grew after Open, or its size was not known
+		return nil, fmt.Errorf("checkpoint: manifest %s: more than %d bytes", path, maxManifest)
+	}
 	return parseManifest(path, b)
 }
 
@@ -95,7 +99,7 @@ func parseManifest(path string, b []byte) (*manifest, error) {
 		}
 		seen[e.File] = true
 		if e.Epoch < 0 || e.Step < 0 {
-			return bad("checkpoints[%d]: negative epoch or step", i)
+			return bad("checkpoints[%d]: epoch %d, step %d: negative (both count from 0)", i, e.Epoch, e.Step)
 		}
 		if e.Score != nil && (math.IsNaN(*e.Score) || math.IsInf(*e.Score, 0)) {
 			return bad("checkpoints[%d].score: not finite", i)

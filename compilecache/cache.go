@@ -42,6 +42,7 @@ type Cache struct {
 	generation   uint64 // bumped by Reset so compiles that straddle it do not repopulate the emptied cache
 	seq          uint64
 	hits, misses int
+	joined       int // callers inside Get that found an entry (waiting on it or reading it)
 	explanations []string
 	compileTime  map[string]time.Duration // by kind: wall time spent in successful compiles
 }
@@ -70,14 +71,18 @@ func (c *Cache) Get(key Key, compile func() (any, error)) (any, Lookup, error) {
 
 	c.mu.Lock()
 	if e, ok := c.entries[id]; ok {
+		c.joined++
 		c.mu.Unlock()
 		<-e.done
+		c.mu.Lock()
+		c.joined--
+		if e.err == nil {
+			c.hits++
+		}
+		c.mu.Unlock()
 		if e.err != nil {
 			return nil, Lookup{}, e.err
 		}
-		c.mu.Lock()
-		c.hits++
-		c.mu.Unlock()
 		return e.value, Lookup{Hit: true}, nil
 	}
 	key = key.clone()

@@ -400,7 +400,7 @@ func TestConcurrentSameKeyCompilesOnce(t *testing.T) {
 		}(i)
 	}
 	// Every goroutine is either compiling or waiting before the compile finishes.
-	waitForMiss(c)
+	waitForAll(c, &compiles, n)
 	close(release)
 	wg.Wait()
 	for i := range results {
@@ -431,16 +431,18 @@ func TestConcurrentWaitersShareCompileError(t *testing.T) {
 			}
 		}()
 	}
-	waitForMiss(c)
+	// Release the compile only once every caller is compiling or waiting on it: a caller that came
+	// after the failure would compile again, rightly, and hide a cache that shares nothing.
+	waitForAll(c, &compiles, n)
 	close(release)
 	wg.Wait()
 	if failed.Load() != n {
 		t.Fatalf("%d of %d callers got the error", failed.Load(), n)
 	}
-	st := c.Stats()
-	if st.Entries != 0 || st.Hits != 0 || int64(st.Misses) != compiles.Load() {
-		t.Fatalf("Stats() = %+v after %d failing compiles, want misses == compiles and no entries or hits", st, compiles.Load())
+	if compiles.Load() != 1 {
+		t.Fatalf("compiled %d times for %d concurrent callers, want 1: the waiters must share the one compile and its error", compiles.Load(), n)
 	}
+	wantStats(t, c, compilecache.Stats{Hits: 0, Misses: 1, Entries: 0})
 }
 
 func TestConcurrentDistinctKeys(t *testing.T) {
@@ -496,9 +498,11 @@ func TestBuildIdentity(t *testing.T) {
 	}
 }
 
-// waitForMiss returns once some caller has started compiling.
-func waitForMiss(c *compilecache.Cache) {
-	for c.Stats().Misses == 0 {
+// waitForAll returns once each of the n callers is either inside compile (counted by compiles)
+// or waiting on another caller's compile. A cache that does not share compiles gets there too,
+// with n compiles, so the tests' count of compiles is what tells the two apart.
+func waitForAll(c *compilecache.Cache, compiles *atomic.Int64, n int) {
+	for compiles.Load()+int64(compilecache.Joined(c)) < int64(n) {
 		runtime.Gosched()
 	}
 }

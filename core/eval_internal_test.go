@@ -3,7 +3,6 @@ package core
 import (
 	"bytes"
 	"math/rand/v2"
-	"os"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -14,6 +13,7 @@ import (
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core/backend"
+	"github.com/nitro-go/nitro/internal/prereq"
 )
 
 // evalShare is a two-layer classifier with two Forward outputs and an integer label that only
@@ -67,8 +67,8 @@ func evalShareBatches(t testing.TB, n, batch int, seed uint64, opts ...ArrayOpti
 // evalShareBackends: the pure-Go backend, and XLA where its plugin is found (in CI it must be).
 func evalShareBackends(t *testing.T) []string {
 	if _, err := backend.Resolve(backend.XLA); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("in CI the XLA plugin must be installed (make setup): %v", err)
+		if prereq.CI() || !prereq.IsAbsent(err) {
+			prereq.XLAPlugin.Need(t, err) // a failure in CI, and whenever the plugin is broken
 		}
 		t.Logf("SKIPPED on XLA, NOT PASSED: no plugin (%v); the go backend only", err)
 		return []string{"go"}

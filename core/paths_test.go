@@ -153,7 +153,7 @@ func TestForwardOutputsAreBatchFirst(t *testing.T) {
 	wantErr(t, err, append([]string{"eval program"}, want...)...)
 	x, _ := synthetic(5, 3)
 	_, err = n.Predict(core.Batch{"x": x})
-	wantErr(t, err, "predict program", `Forward output "t" has shape [1 5]`, "put the batch axis first")
+	wantErr(t, err, `Forward output "t" has shape [1 5]`, "put the batch axis first") // Predict runs the eval program when a split has its fields
 
 	sc := mustNew(t, &Scalar{}, data(t, 24))
 	wantErr(t, sc.Train(), `Forward output "mean" is a scalar`, "reduce it in Loss or Metrics")

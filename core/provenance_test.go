@@ -11,6 +11,7 @@ import (
 
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/internal/prereq"
 )
 
 func fileSHA256(t *testing.T, path string) string {
@@ -29,10 +30,7 @@ func exportOrSkipLocally(t *testing.T, n *core.Nitro, dir string) map[string]str
 	t.Helper()
 	b, err := core.Export(n, dir, core.ExportSpec{Name: "prov", BatchSizes: []int{2}})
 	if err != nil && strings.Contains(err.Error(), "no plugin found") {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("in CI the XLA plugin must be installed (make setup): %v", err)
-		}
-		t.Skipf("no XLA plugin: %v", err)
+		prereq.XLAPlugin.Absent(t, err)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -16,9 +16,22 @@ import (
 
 func dtypeOf(name string) dtypes.DType { return dtypes.MapOfNames[name] }
 
-// gradientProgram: parameters, layer state, Device fields and the routed batch fields (plus the
-// running gradient sums when accum > 1) -> loss, the gradient of every parameter array, new layer
+// accFirst names the gradient program's Bool input that says a micro-batch is its optimizer
+// step's first (accum > 1 only): its sums then start from zeros on the device.
+const accFirst = "accum/first"
+
+// gradientProgram: parameters, layer state, Device fields and the routed batch fields (plus, when
+// accum > 1, the running gradient sums and a Bool scalar "first") -> loss, the gradient of every
+// parameter array (when accum > 1: the sums plus this micro-batch's gradient / accum), new layer
 // state, train metrics. accum bakes in (as 1/accum), so it is in this program's key and no other's.
+//
+// On the first micro-batch of an optimizer step "first" is true and the program adds to zeros of
+// its own instead of the sums input, so the step starts its sums on the device: the caller passes
+// any parameter-shaped device buffers there (the parameters themselves, not donated) and nothing
+// parameter-sized is uploaded. One program serves every micro-batch, so the compile count does not
+// change with accum, and a micro-batch reads no more than before (the select reads the sums input
+// the add read). Adding the selected zero (rather than selecting the gradient) keeps the sums
+// bitwise equal to adding uploaded zeros, signed zeros included.
 func (n *Nitro) gradientProgram(width int, keys []string) (*program, error) {
 	return n.memo(fmt.Sprintf("gradient/%d/%v", width, keys), func() (*program, error) {
 		sig := n.modelInputs(width, keys)
@@ -29,6 +42,7 @@ func (n *Nitro) gradientProgram(width int, keys []string) (*program, error) {
 					sig.add("acc/"+v.ScopeAndName(), v.DType().String(), v.Shape().Dimensions)
 				}
 			}
+			sig.add(accFirst, "Bool", nil)
 		}
 		key := n.key(compilecache.KindGradient, hookNames(n.forward, n.loss, n.trainMetrics), sig)
 		key.Accum = accum
@@ -36,10 +50,12 @@ func (n *Nitro) gradientProgram(width int, keys []string) (*program, error) {
 			nodes := sig.params(g, n.varInputs)
 			loss, grads, extra, meta := n.traceTrain(g, nodes, src, width, keys)
 			if accum > 1 {
+				first := nodes[accFirst]
 				k := 0
 				for _, grp := range n.groups {
 					for _, v := range grp.vars {
-						grads[k] = graph.Add(nodes["acc/"+v.ScopeAndName()], graph.MulScalar(grads[k], 1/float64(accum)))
+						sum := graph.Where(first, graph.ScalarZero(g, v.DType()), nodes["acc/"+v.ScopeAndName()])
+						grads[k] = graph.Add(sum, graph.MulScalar(grads[k], 1/float64(accum)))
 						k++
 					}
 				}
@@ -344,14 +360,7 @@ func (n *Nitro) optimizationStep(stream *prefetch.Stream[Batch], keys []string, 
 		loss, err := n.fusedStep(it.Device, keys, sums)
 		return loss, 1, err
 	}
-	var acc []*tensors.Tensor
-	if accum := n.cfg.accum.value; accum > 1 {
-		for _, g := range n.groups {
-			for _, v := range g.vars {
-				acc = append(acc, tensors.FromShape(v.Shape()))
-			}
-		}
-	}
+	var acc []*tensors.Tensor // nil: the first micro-batch starts the sums on the device
 	var loss float64
 	for k := 0; k < n.cfg.accum.value; k++ {
 		it, err := n.next(stream, keys, "train")
@@ -383,7 +392,9 @@ func (n *Nitro) endEpoch(res EpochResult) {
 }
 
 // gradientStep runs the gradient program on one micro-batch and returns the validated loss and
-// the (accumulated) gradients of every parameter array, still on the device.
+// the (accumulated) gradients of every parameter array, still on the device. With accum > 1, acc
+// holds the step's running sums (donated: the outputs replace them), or nil on the step's first
+// micro-batch, whose sums start from zeros in the program (see gradientProgram).
 func (n *Nitro) gradientStep(b Batch, keys []string, acc []*tensors.Tensor, sums *stepSums) (float64, []*tensors.Tensor, error) {
 	w, err := n.trainBatchWidth(b)
 	if err != nil {
@@ -394,8 +405,23 @@ func (n *Nitro) gradientStep(b Batch, keys []string, acc []*tensors.Tensor, sums
 		return 0, nil, err
 	}
 	args := n.modelArgs(b, keys, true)
-	for _, a := range acc {
-		args = append(args, arg{t: a, donate: true, counter: &n.uploads.Batch})
+	if n.cfg.accum.value > 1 {
+		// Sums are parameter-sized: counted with the parameters, so a test of zero parameter
+		// uploads per step also proves that no sums came from the host.
+		first := acc == nil
+		if first {
+			// Read only by a select that discards them: the parameters, already on the device
+			// and passed twice (neither use donates them).
+			for _, g := range n.st.groups {
+				for _, t := range g.params {
+					args = append(args, arg{t: t, counter: &n.uploads.Params})
+				}
+			}
+		}
+		for _, a := range acc {
+			args = append(args, arg{t: a, donate: true, counter: &n.uploads.Params})
+		}
+		args = append(args, arg{t: tensors.FromScalar(first), counter: &n.uploads.Hyper})
 	}
 	outs, err := n.run(p, args)
 	if err = errors.Join(err, freeBatch(b, keys)); err != nil {

@@ -77,7 +77,12 @@ func TestDisplayTerminalModeSmoke(t *testing.T) {
 	tr.SetProgress(1, 3)
 	tr.SetLoss(0.5)
 	tr.SetPhase(TrainStepping{}, Info{})
-	time.Sleep(10 * time.Millisecond)
+	// Wait for the redraw of the stepping line rather than for a fixed time.
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(out.String(), "epoch 1"); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no stepping line drawn within a minute: %q", out.String())
+		}
+	}
 	tr.SetPhase(Done{}, Info{})
 	d.Close()
 	s := out.String()

@@ -2,6 +2,8 @@ package monitors
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -79,6 +81,10 @@ func (h *Heartbeat) loop() {
 
 func (h *Heartbeat) report(err error) {
 	if err == nil {
+		// A write that succeeds ends the failure: the same failure later is news again.
+		h.mu.Lock()
+		h.lastErr = ""
+		h.mu.Unlock()
 		return
 	}
 	h.mu.Lock()
@@ -91,7 +97,7 @@ func (h *Heartbeat) report(err error) {
 	if h.cfg.OnError != nil {
 		h.cfg.OnError(err)
 	} else {
-		stderrWarn("monitors: heartbeat: " + err.Error())
+		stderrWarn("monitors: " + err.Error()) // err names the heartbeat file
 	}
 }
 
@@ -123,11 +129,13 @@ func (h *Heartbeat) Record() HeartbeatRecord {
 	return r
 }
 
-// Write rewrites the file now, atomically.
+// Write rewrites the file now, atomically. An error names the heartbeat file and the step
+// that failed, and carries the cause, but not the temporary file's random name: the same
+// failure every Interval has the same text, so OnError hears of it once.
 func (h *Heartbeat) Write() error {
 	data, err := json.Marshal(h.Record())
 	if err != nil {
-		return err
+		return fmt.Errorf("heartbeat %s: %w", h.cfg.Path, err)
 	}
 	h.writeMu.Lock()
 	defer h.writeMu.Unlock()
@@ -135,25 +143,40 @@ func (h *Heartbeat) Write() error {
 	if dir == "" {
 		dir = "."
 	}
+	fail := func(step string, err error) error {
+		var pe *os.PathError
+		var le *os.LinkError
+		switch {
+		case errors.As(err, &pe):
+			err = pe.Err
+		case errors.As(err, &le):
+			err = le.Err
+		}
+		return fmt.Errorf("heartbeat %s: %s: %w", h.cfg.Path, step, err)
+	}
 	f, err := os.CreateTemp(dir, "."+base+".tmp*")
 	if err != nil {
-		return err
+		return fail("create a temporary file in "+dir, err)
 	}
 	tmp := f.Name()
+	step := "write"
 	_, err = f.Write(append(data, '\n'))
 	if err == nil {
-		err = f.Sync()
+		step, err = "sync", f.Sync()
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if cerr := f.Close(); err == nil && cerr != nil {
+		step, err = "close", cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, h.cfg.Path)
+		if err = os.Rename(tmp, h.cfg.Path); err != nil {
+			step = "rename into place"
+		}
 	}
 	if err != nil {
 		os.Remove(tmp)
+		return fail(step, err)
 	}
-	return err
+	return nil
 }
 
 // Close stops the goroutine, waits for it, and writes a final record.

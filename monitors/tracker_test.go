@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -276,18 +277,33 @@ func TestPublishProcess(t *testing.T) {
 	}
 }
 
+// TestConcurrentUse: goroutines register, publish, tick and unregister at once. Every
+// transition reaches a monitor registered for the whole run exactly once, a run monitor
+// registered before a transition sees it, every tick counts, the last progress written is one
+// a goroutine ended on, and once the goroutines are gone none of their monitors fires again.
 func TestConcurrentUse(t *testing.T) {
 	tr := NewTracker(TrackerOptions{})
+	var steady, loopCalls atomic.Int64
+	tr.RegisterFunc(func(Phase, Progress, Info) error { steady.Add(1); return nil })
+	c0 := tr.ProgressCounter()
 	var wg sync.WaitGroup
+	var fired atomic.Int64
+	const workers, rounds = 4, 50
 	phases := []Phase{TrainStepping{}, EvalStepping{}, GradientCompiling{}}
-	for i := 0; i < 4; i++ {
+	for i := 0; i < workers; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			for j := 0; j < 50; j++ {
-				h := tr.RegisterFunc(func(Phase, Progress, Info) error { return nil })
-				hp := RegisterFunc(func(Phase, Progress, Info) error { return nil })
-				tr.SetPhase(phases[(i+j)%3], Info{})
+			for j := 0; j < rounds; j++ {
+				var mine atomic.Int64
+				h := tr.RegisterFunc(func(Phase, Progress, Info) error { mine.Add(1); loopCalls.Add(1); return nil })
+				hp := RegisterFunc(func(Phase, Progress, Info) error { loopCalls.Add(1); return nil })
+				if tr.SetPhase(phases[(i+j)%3], Info{}) {
+					fired.Add(1)
+					if mine.Load() == 0 {
+						t.Errorf("goroutine %d round %d: a transition did not reach the run monitor registered before it", i, j)
+					}
+				}
 				tr.SetProgress(i, j)
 				tr.Tick()
 				_ = tr.Phase()
@@ -298,4 +314,24 @@ func TestConcurrentUse(t *testing.T) {
 		}(i)
 	}
 	wg.Wait()
+	if got, want := steady.Load(), fired.Load(); got != want || want == 0 {
+		t.Errorf("the steady monitor saw %d events, SetPhase reported %d transitions (want equal and > 0)", got, want)
+	}
+	if d := tr.ProgressCounter() - c0; d != workers*rounds {
+		t.Errorf("progress counter moved by %d, want %d ticks", d, workers*rounds)
+	}
+	if p := tr.Progress(); !p.Started || p.Step != rounds-1 || p.Epoch < 0 || p.Epoch >= workers {
+		t.Errorf("progress %+v: the last SetProgress of any goroutine has step %d and epoch in [0, %d)", p, rounds-1, workers)
+	}
+	tr.Snapshot() // drops the process monitors the goroutines' snapshots still held
+	before := loopCalls.Load()
+	if !tr.SetPhase(Done{}, Info{}) {
+		t.Fatal("SetPhase(Done) after the goroutines fired no event")
+	}
+	if n := loopCalls.Load() - before; n != 0 {
+		t.Errorf("%d unregistered monitors fired after the goroutines ended", n)
+	}
+	if got := steady.Load(); got != fired.Load()+1 {
+		t.Errorf("the steady monitor saw %d events, want %d", got, fired.Load()+1)
+	}
 }

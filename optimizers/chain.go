@@ -9,9 +9,10 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 )
 
-// Chain is one parameter group's optimizer: transforms applied in order to the flat gradient, the
-// result added to the flat parameters. A named optimizer is a one-transform chain; Decay, when
-// present, is last. A Chain is immutable and safe for concurrent use.
+// Chain is one parameter group's optimizer: transforms applied in order to the gradient, the
+// result added to the parameters, on the group's flat buffer or (as core runs it) on each of its
+// arrays, which is the same math since transforms are elementwise. A named optimizer is a
+// one-transform chain; Decay, when present, is last. A Chain is immutable and safe for concurrent use.
 type Chain struct {
 	ts []Transform
 }

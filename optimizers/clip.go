@@ -7,9 +7,9 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 )
 
-// ClipByGlobalNorm scales every group's flat gradient by threshold/norm when the global norm
-// (the L2 norm over ALL groups' gradients together) is at least threshold, optax's
-// clip_by_global_norm: g -> norm < threshold ? g : (g / norm) * threshold. It runs at the top of
+// ClipByGlobalNorm scales every gradient it is given (one flat buffer per group, or every array
+// of every group) by threshold/norm when the global norm (the L2 norm over ALL groups' gradients
+// together) is at least threshold, optax's clip_by_global_norm: g -> norm < threshold ? g : (g / norm) * threshold. It runs at the top of
 // the optimizer program over the fully accumulated gradient and is never a chain member (a member
 // would clip per group, a different algorithm).
 //

@@ -3,6 +3,7 @@ package prefetch_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -124,8 +125,8 @@ func TestCloseMidEpoch(t *testing.T) {
 				d.free(it.Device)
 			}
 			// Let the pipeline fill: DeviceBatches staged and one in the transfer's hand.
-			if p != prefetch.PathInline && !waitFor(func() bool { return d.live.Load() == 4 }) {
-				t.Errorf("%d placed batches staged ahead; want DeviceBatches+1 = 4", d.live.Load())
+			if p != prefetch.PathInline {
+				await(t, "DeviceBatches+1 = 4 placed batches staged ahead", func() bool { return d.live.Load() == 4 })
 			}
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
@@ -144,8 +145,9 @@ func TestCloseMidEpoch(t *testing.T) {
 	}
 }
 
-// A worker stuck in a slow BatchAt does not hold Close: Close returns promptly with every placed
-// batch freed, and the stuck worker's goroutine ends when BatchAt returns, its batch dropped.
+// A worker stuck in a slow BatchAt does not hold Close: Close returns while that BatchAt is
+// still running, with every placed batch freed, and the stuck worker's goroutine ends when
+// BatchAt returns, its batch dropped.
 func TestCloseDoesNotWaitForAStuckWorker(t *testing.T) {
 	for _, p := range allPaths {
 		t.Run(string(p), func(t *testing.T) {
@@ -167,7 +169,7 @@ func TestCloseDoesNotWaitForAStuckWorker(t *testing.T) {
 			if p == prefetch.PathInline { // the consumer itself is stuck: Close comes from elsewhere
 				go func() {
 					<-entered
-					closeWithin(t, s, 100*time.Millisecond)
+					closeWhileStuck(t, s, f)
 					unstick() // BatchAt returns into a closed stream: Next reports ErrClosed
 				}()
 				_, err := consume(s, d, 0)
@@ -185,73 +187,112 @@ func TestCloseDoesNotWaitForAStuckWorker(t *testing.T) {
 				d.free(it.Device)
 			}
 			<-entered
-			time.Sleep(5 * time.Millisecond) // let the others fill the window behind the straggler
-			closeWithin(t, s, 100*time.Millisecond)
+			// The others fill the window behind the straggler: on the fan-out, batches 5..9 (the
+			// HostBatches = 6 credits less the stuck one) built and out of BatchAt; the producer
+			// has only the stuck one.
+			calls := int64(5)
+			if p == prefetch.PathFanout {
+				calls = 10
+			}
+			await(t, fmt.Sprintf("%d BatchAt calls, only the stuck one still running", calls), func() bool {
+				return f.calls.Load() == calls && f.inFlight.Load() == 1
+			})
+			closeWhileStuck(t, s, f)
 			d.check(t)
 		})
 	}
 }
 
-func closeWithin(t *testing.T, s *prefetch.Stream[*dev], limit time.Duration) {
-	start := time.Now()
-	if err := s.Close(); err != nil {
-		t.Error(err)
+// closeWhileStuck closes s while one BatchAt of f is blocked, and fails t unless Close returns
+// with that BatchAt still running: Close must not wait for it. A Close that does wait never
+// returns, which the hang guard turns into a failure rather than a stuck test.
+func closeWhileStuck(t *testing.T, s *prefetch.Stream[*dev], f *fakeSource) {
+	done := make(chan error, 1)
+	go func() { done <- s.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(hangGuard):
+		t.Errorf("Close has not returned after %v while a BatchAt is stuck: it waits for the stuck worker", hangGuard)
+		return
 	}
-	if took := time.Since(start); took > limit {
-		t.Errorf("Close took %v; want under %v", took, limit)
+	if n := f.inFlight.Load(); n != 1 {
+		t.Errorf("%d BatchAt calls running when Close returned; want the stuck one", n)
 	}
 }
 
 // Close from another goroutine while the consumer waits in Next: Next returns ErrClosed and
-// nothing is leaked, whichever of the two gets the staged batch.
+// nothing is leaked, whichever of the two gets the staged batch. Batches from 2 on block in
+// BatchAt until Close has returned, so the consumer is waiting on one when Close comes.
 func TestCloseWhileNextWaits(t *testing.T) {
 	for _, p := range allPaths {
 		t.Run(string(p), func(t *testing.T) {
 			defer goleak.VerifyNone(t)
+			closed := make(chan struct{})
 			f := &fakeSource{n: 10, rows: 2, hook: func(i int) error {
 				if i >= 2 {
-					time.Sleep(20 * time.Millisecond)
+					<-closed
 				}
 				return nil
 			}}
 			d := &devices{}
 			s := newStream(t, f, p, opts(2, 1, 2), d.config())
 			go func() {
-				time.Sleep(5 * time.Millisecond)
+				// BatchAt(2) has begun: the stream can serve nothing more. (Past the hang guard,
+				// Close anyway, so a broken stream fails the checks below instead of hanging.)
+				for deadline := time.Now().Add(hangGuard); f.calls.Load() < 3 && time.Now().Before(deadline); {
+					time.Sleep(time.Millisecond)
+				}
 				_ = s.Close()
+				close(closed)
 			}()
 			_, err := consume(s, d, 0)
 			if !errors.Is(err, prefetch.ErrClosed) {
 				t.Errorf("Next returned %v; want ErrClosed", err)
 			}
 			_ = s.Close()
-			time.Sleep(30 * time.Millisecond) // a producer inside BatchAt finishes and drops its batch
+			<-closed
+			// The BatchAt calls Close abandoned return and drop their batches.
+			await(t, "the abandoned BatchAt calls to return", func() bool { return f.inFlight.Load() == 0 })
 			d.check(t)
 		})
 	}
 }
 
-// Cancelling the context stops the stream with the context's error.
+// Cancelling the context stops the stream with the context's error. The cancel comes from
+// inside BatchAt(5), so the stream is mid-epoch whatever the machine's speed.
 func TestContextCancel(t *testing.T) {
 	for _, p := range allPaths {
 		t.Run(string(p), func(t *testing.T) {
 			defer goleak.VerifyNone(t)
-			f := &fakeSource{n: 100, rows: 2, hook: func(int) error { time.Sleep(time.Millisecond); return nil }}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			f := &fakeSource{n: 100, rows: 2, hook: func(i int) error {
+				if i == 5 {
+					cancel()
+				}
+				return nil
+			}}
 			e := &epochSource{fakeSource: f}
 			o := opts(3, 1, 3)
 			if p == prefetch.PathProducer {
 				o = opts(1, 1, 1)
 			}
 			d := &devices{}
-			ctx, cancel := context.WithCancel(context.Background())
 			s, err := prefetch.Start(ctx, declare(t, e, p, o), 0, d.config())
 			if err != nil {
 				t.Fatal(err)
 			}
-			go func() { time.Sleep(10 * time.Millisecond); cancel() }()
-			_, err = consume(s, d, 0)
+			got, err := consume(s, d, 0)
 			if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "stream stopped") {
 				t.Errorf("got %v; want the context's cancellation", err)
+			}
+			// Batches already staged may still come out after the cancel, in a select's random
+			// turn, but the stream does not run on to the end.
+			if len(got) >= 100 {
+				t.Errorf("delivered all %d batches despite a cancel during batch 5", len(got))
 			}
 			_ = s.Close()
 			d.check(t)
@@ -270,7 +311,7 @@ func TestCloseReportsFreeErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = d.free(it.Device)
-	time.Sleep(10 * time.Millisecond)
+	await(t, "a placed batch staged for Close to free", func() bool { return d.live.Load() > 0 })
 	err = s.Close()
 	wantErr(t, err, "free failed")
 	d.check(t)

@@ -213,6 +213,20 @@ func indices(from, to int) []int {
 	return s
 }
 
+// hangGuard is how long a test waits for an event before it calls the wait a hang: far longer
+// than any event takes on a loaded machine, so it bounds a broken run, never a slow one.
+const hangGuard = time.Minute
+
+// await polls cond until it holds, failing t (naming what) after hangGuard.
+func await(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(hangGuard); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", hangGuard, what)
+		}
+	}
+}
+
 // waitFor polls cond for up to a second.
 func waitFor(cond func() bool) bool {
 	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {

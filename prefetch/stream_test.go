@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -330,32 +331,69 @@ func TestKeepHost(t *testing.T) {
 	}
 }
 
+// TestWaitFraction checks what the counters must satisfy whatever the machine's speed, with no
+// ratio threshold: on the inline path every BatchAt runs inside Next, so Wait is at least the
+// time spent in BatchAt; on the fan-out the time the consumer spends outside Next is at most
+// Wall - Wait; Wait <= Wall always; Wall stops when the stream ends; WaitFraction is Wait/Wall.
 func TestWaitFraction(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	// A slow source and a fast consumer: the consumer mostly waits.
-	f := &fakeSource{n: 10, rows: 1, hook: func(int) error { time.Sleep(2 * time.Millisecond); return nil }}
+	check := func(name string, st prefetch.Stats, w float64) {
+		t.Helper()
+		if st.Wait < 0 || st.Wait > st.Wall || st.Batches != 10 {
+			t.Errorf("%s: Stats %+v: want 0 <= Wait <= Wall and 10 batches", name, st)
+		}
+		if want := st.Wait.Seconds() / st.Wall.Seconds(); w != min(1, want) {
+			t.Errorf("%s: WaitFraction %v, Wait/Wall %v", name, w, want)
+		}
+	}
+	// A slow source on the inline path: the consumer waits for every BatchAt.
+	var inBatchAt atomic.Int64
+	f := &fakeSource{n: 10, rows: 1, hook: func(int) error {
+		t0 := time.Now()
+		time.Sleep(2 * time.Millisecond)
+		inBatchAt.Add(int64(time.Since(t0)))
+		return nil
+	}}
 	d := &devices{}
 	s := newStream(t, f, prefetch.PathInline, opts(1, 1, 1), d.config())
 	if _, err := consume(s, d, 0); err != nil {
 		t.Fatal(err)
 	}
-	if w := s.WaitFraction(); w < 0.6 || w > 1 {
-		t.Errorf("inline, slow source: WaitFraction %.2f; want most of the wall time", w)
+	st := s.Stats()
+	check("inline", st, s.WaitFraction())
+	if in := time.Duration(inBatchAt.Load()); st.Wait < in {
+		t.Errorf("inline: Wait %v, less than the %v spent in BatchAt inside Next", st.Wait, in)
 	}
+	t.Logf("inline, slow source: WaitFraction %.2f (Wait %v, Wall %v, BatchAt %v)", s.WaitFraction(), st.Wait, st.Wall, time.Duration(inBatchAt.Load()))
 	_ = s.Close()
-	// A fast source and a slow consumer on the fan-out: the consumer hardly waits.
+
+	// A slow consumer on the fan-out: the time it spends outside Next is not waiting.
 	f = &fakeSource{n: 10, rows: 1}
 	s = newStream(t, f, prefetch.PathFanout, opts(2, 2, 4), d.config())
+	var outside time.Duration
+	mark := time.Now()
 	time.Sleep(5 * time.Millisecond)
-	if _, err := consume(s, d, 3*time.Millisecond); err != nil {
-		t.Fatal(err)
+	for {
+		outside += time.Since(mark)
+		it, ok, err := s.Next()
+		mark = time.Now()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		time.Sleep(3 * time.Millisecond)
+		d.free(it.Device)
 	}
-	if w := s.WaitFraction(); w > 0.4 {
-		t.Errorf("fan-out, slow consumer: WaitFraction %.2f; want little", w)
+	st = s.Stats()
+	check("fan-out", st, s.WaitFraction())
+	if st.Wall-st.Wait < outside {
+		t.Errorf("fan-out: Wall - Wait = %v, less than the %v the consumer spent outside Next", st.Wall-st.Wait, outside)
 	}
-	wall := s.Stats().Wall
+	t.Logf("fan-out, slow consumer: WaitFraction %.2f (Wait %v, Wall %v, outside Next %v)", s.WaitFraction(), st.Wait, st.Wall, outside)
 	time.Sleep(2 * time.Millisecond)
-	if s.Stats().Wall != wall {
+	if s.Stats().Wall != st.Wall {
 		t.Error("Wall kept growing after the stream ended")
 	}
 	_ = s.Close()

@@ -428,10 +428,22 @@ func TestClose(t *testing.T) {
 	<-entered
 	closed := make(chan error, 1)
 	go func() { closed <- e.Close() }()
+	// Close has begun once the port refuses connections (the listener closes first); from then
+	// on, returning before the scrape is released would be the bug.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			break
+		}
+		conn.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still accepts connections a minute after Close began", addr)
+		}
+	}
 	select {
 	case err := <-closed:
 		t.Fatalf("Close returned (%v) while a scrape was in flight", err)
-	case <-time.After(100 * time.Millisecond):
+	default:
 	}
 	close(release)
 	if err := <-closed; err != nil {

@@ -291,6 +291,10 @@ func newListCmd(stdout io.Writer) *cobra.Command {
 					presets = append(presets, p)
 				}
 				sort.Strings(presets)
+				if len(presets) == 0 { // an empty "(presets: )" would read as a formatting slip
+					fmt.Fprintf(stdout, "%-16s %s\n", name, e.doc)
+					continue
+				}
 				fmt.Fprintf(stdout, "%-16s %s (presets: %s)\n", name, e.doc, strings.Join(presets, ", "))
 			}
 			return nil

@@ -2,35 +2,21 @@ package cli_test
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"strings"
 
 	"github.com/nitro-go/nitro/cmd/cli"
 )
 
-// A user's own main registers its experiment types and hands the arguments to Main, which
-// returns the exit code (os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr)) in a real main).
+// A user's own main registers its experiment types and hands the arguments to Main, whose
+// result is the process exit code.
 func ExampleMain() {
 	// (mnist.MLP is registered as "mnist-mlp" by this package's test init.)
-	code := cli.Main([]string{"info", "mnist-mlp"}, os.Stdout, os.Stderr)
-	fmt.Println("exit", code)
+	code := cli.Main([]string{"info", "mnist-mlp"}, io.Discard, os.Stderr)
+	fmt.Println("exit code", code)
 	// Output:
-	// Hidden           graphconst int      default 256      hidden layer width
-	// Depth            graphconst int      default 2        number of hidden layers
-	// LearningRate     host       float64  default 0.003    base learning rate (RAdam), the peak of the cosine schedule
-	// Cosine           host       bool     default true     decay the learning rate to 0 over the run along a cosine
-	// BatchSize        host       int      default 128      training batch size
-	// EvalBatchSize    host       int      default 500      evaluation batch size
-	// MaxEpochs        host       int      default 5        epochs to train
-	// Seed             host       int      default 42       seed for initialization, shuffling and the validation carve
-	// ValSize          host       int      default 5000     training samples carved off (fixed seed) for validation
-	// TrainLimit       host       int      default 0        use only the first N training images (0: all 60000)
-	// TestLimit        host       int      default 0        use only the first N test images (0: all 10000)
-	// DataDir          host       string   default          folder of the MNIST files: the idx.gz files, or train.parquet and t10k.parquet with Format parquet (empty: GoMNIST in the module cache, converted once into the user cache for parquet)
-	// Format           host       string   default idx      what DataDir holds: idx (the gzipped idx files) or parquet (mnist.WriteParquet's files)
-	// TwoGroups        host       bool     default false    split parameters into backbone (hidden layers) and head (output layer)
-	// BackboneRate     host       float64  default 0.0001   backbone learning rate when TwoGroups
-	// Decay            host       float64  default 0        decay coefficient of every group (pre-multiplied by the group's rate)
-	// exit 0
+	// exit code 0
 }
 
 // Register names an experiment type for the commands; info then lists its fields and kinds.
@@ -39,9 +25,15 @@ func ExampleRegister() {
 		Width int `nitro:"graphconst" default:"8"`
 	}
 	cli.Register[Sweep]("sweep", "a registered experiment type (hooks omitted here)")
-	cli.Main([]string{"info", "sweep"}, os.Stdout, os.Stderr)
+	var out strings.Builder
+	cli.Main([]string{"list"}, &out, os.Stderr)
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "sweep ") {
+			fmt.Println(strings.Join(strings.Fields(line), " "))
+		}
+	}
 	// Output:
-	// Width            graphconst int      default 8
+	// sweep a registered experiment type (hooks omitted here)
 }
 
 // `nitro setup` installs the pinned XLA CPU PJRT plugin; here offline, from a wheel downloaded

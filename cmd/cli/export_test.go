@@ -351,6 +351,9 @@ func TestExportRunBundleServe(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		t.Errorf("%d goroutines after serve stopped, %d before it started:\n%s", now, before, buf[:runtime.Stack(buf, true)])
 	}
+
+	// serve again, stopped by SIGTERM while a request is in its handler.
+	serveSIGTERM(t, bundle, body, ref["logits"], labels)
 }
 
 // rowsOf keeps rows [from, to) of a [N, D] float32 tensor.

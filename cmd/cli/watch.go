@@ -38,7 +38,7 @@ func startMonitors(f monitorFlags, stderr io.Writer) (*watchers, error) {
 	if f.heartbeat != "" {
 		h, err := monitors.NewHeartbeat(monitors.HeartbeatConfig{Path: f.heartbeat})
 		if err != nil {
-			return nil, errors.Join(w.close(), fmt.Errorf("--heartbeat %s: %w", f.heartbeat, err))
+			return nil, errors.Join(w.close(), fmt.Errorf("--heartbeat: %w", err)) // err names the file
 		}
 		w.add(h, h.Close)
 	}

@@ -57,13 +57,14 @@ func TestProgressAndHeartbeat(t *testing.T) {
 }
 
 func TestWatchFlagsAreChecked(t *testing.T) {
+	hbMissing := filepath.Join(t.TempDir(), "no", "such", "dir", "hb.json")
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"--stall-timeout", "-1s"}, "--stall-timeout -1s: must be >= 0"},
 		{[]string{"--stop-on-stall"}, "--stop-on-stall needs --stall-timeout"},
-		{[]string{"--heartbeat", filepath.Join(t.TempDir(), "no", "such", "dir", "hb.json")}, "--heartbeat"},
+		{[]string{"--heartbeat", hbMissing}, "--heartbeat: heartbeat " + hbMissing + ": create a temporary file in "},
 	} {
 		code, _, errs := runCLI(append([]string{"train", "mnist-mlp", "--preset", "tiny"}, c.args...)...)
 		if code != 1 || !strings.Contains(errs, c.want) {

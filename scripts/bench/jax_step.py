@@ -26,8 +26,10 @@ Protocol: one command per line on stdin, one answer line per command on stdout, 
   (start)   -> "ready compile_ms=<ms> jax=<v> jaxlib=<v> optax=<v> threads=<n>"
                after the train step is lowered and compiled (compile_ms: lower + compile of the
                train step alone) and then run once untimed (warm-up). Printed once.
-  "step"    -> "step_ms=<ms>": wall time of one repeat (--steps steps, uploads and loss
-               read-backs included) divided by --steps: a mean per step, no median.
+  "step"    -> "step_ms=<ms>": one repeat of --steps steps (uploads and loss read-backs
+               included), timed from the end of its first step (the loss read back) to the end of
+               its last, divided by --steps - 1: a mean per step, no median. The Go sides time the
+               same span, so no side is charged its per-repeat overhead.
   "matmul"  -> "matmul_gflops=<GFLOP/s>": a jitted single matmul [batch,in] @ [in,hidden] on the
                same two device inputs every call, each call waited on (block_until_ready), looped
                for about --matmul-seconds; 2*batch*in*hidden flops per call.
@@ -178,10 +180,13 @@ def main(argv):
         if not cmd:
             continue
         if cmd == "step":
+            if a.steps < 2:
+                die("step: --steps must be >= 2 (the span starts at the end of the first step)")
+            run_step(0)
             t0 = time.perf_counter()
-            for i in range(a.steps):
+            for i in range(1, a.steps):
                 run_step(i)
-            say(f"step_ms={(time.perf_counter() - t0) * 1e3 / a.steps:.4f}")
+            say(f"step_ms={(time.perf_counter() - t0) * 1e3 / (a.steps - 1):.4f}")
         elif cmd == "matmul":
             iters = 0
             t0 = time.perf_counter()

@@ -1,0 +1,162 @@
+package core
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/ml/layers"
+	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
+	"github.com/nitro-go/nitro/compilecache"
+)
+
+// accumMLP is a two-layer ReLU regression: four parameter arrays, and dead units whose gradients
+// are exact (possibly negative) zeros, the case where adding to zeros and starting from the
+// gradient could differ in a zero's sign.
+type accumMLP struct{}
+
+type accumIn struct {
+	X *graph.Node `batch:"x"`
+	Y *graph.Node `batch:"y"`
+}
+
+func (e *accumMLP) BuildModel(ctx *context.Context) error { return nil }
+func (e *accumMLP) Forward(ctx *context.Context, in accumIn) Outputs {
+	h := activations.Relu(layers.Dense(ctx.In("h0"), in.X, true, 16))
+	return Outputs{"y": layers.Dense(ctx.In("out"), h, true, 1)}
+}
+func (e *accumMLP) Loss(out Outputs, in accumIn) *graph.Node {
+	return graph.ReduceAllMean(graph.Square(graph.Sub(out["y"], in.Y)))
+}
+
+func newAccumNitro(t *testing.T, accum, epochs int) *Nitro {
+	t.Helper()
+	const rows = 128
+	rng := rand.New(rand.NewPCG(3, 4))
+	xs, ys := make([]float32, rows*8), make([]float32, rows)
+	for i := range xs {
+		xs[i] = float32(rng.NormFloat64())
+	}
+	for i := range ys {
+		ys[i] = float32(rng.NormFloat64())
+	}
+	src, err := NewArrayBatches(map[string]*tensors.Tensor{
+		"x": tensors.FromFlatDataAndDimensions(xs, rows, 8),
+		"y": tensors.FromFlatDataAndDimensions(ys, rows, 1),
+	}, 8, ArrayOptions{DropPartial: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(&accumMLP{}, WithBackend("go"), Quiet(), WithCache(compilecache.New()), WithData(Data{"train": src}),
+		WithoutLogger(), WithoutCheckpoints(), WithAccum(accum), WithMaxEpochs(epochs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// trainWithHostZeros is the loop before the sums started on the device: each optimizer step
+// uploads parameter-sized zeros from the host and every micro-batch adds to its input sums. It
+// is the reference the device-side start must match bit for bit.
+func trainWithHostZeros(t *testing.T, n *Nitro, epochs int) {
+	t.Helper()
+	keys := routed(n.splitAvail["train"], n.forward, n.loss, n.trainMetrics)
+	train, accum := n.data["train"], n.cfg.accum.value
+	to := train.Len() / accum * accum
+	for ep := 1; ep <= epochs; ep++ {
+		stream, err := n.batchStream(train, ep, keys, 0, 0, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums := stepSums{train: map[string]float64{}, step: map[string]float64{}}
+		for i := 0; i < to; i += accum {
+			var acc []*tensors.Tensor
+			for _, g := range n.groups {
+				for _, v := range g.vars {
+					acc = append(acc, tensors.FromShape(v.Shape()))
+				}
+			}
+			for range accum {
+				it, err := n.next(stream, keys, "train")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, acc, err = n.gradientStep(it.Device, keys, acc, &sums); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := n.optimizerStep(acc); err != nil {
+				t.Fatal(err)
+			}
+			n.st.step++
+		}
+		if err := stream.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func paramBits(t *testing.T, n *Nitro) []uint32 {
+	t.Helper()
+	var bits []uint32
+	for _, g := range n.st.groups {
+		for _, p := range g.params {
+			tensors.ConstFlatData(p, func(f []float32) {
+				for _, x := range f {
+					bits = append(bits, math.Float32bits(x))
+				}
+			})
+		}
+	}
+	return bits
+}
+
+// TestAccumStartsTheSumsOnTheDevice: at accum 4 an optimizer step uploads nothing
+// parameter-sized (only each micro-batch's two batch fields and scalars), and the parameters it
+// trains are bitwise those of the loop that uploaded zeros for the sums every step.
+func TestAccumStartsTheSumsOnTheDevice(t *testing.T) {
+	const accum, epochs = 4, 3
+	n := newAccumNitro(t, accum, epochs)
+	before := n.Uploads()
+	if err := n.Train(); err != nil {
+		t.Fatal(err)
+	}
+	steps := n.Step()
+	if steps != epochs*16/accum {
+		t.Fatalf("%d optimizer steps, want %d", steps, epochs*16/accum)
+	}
+	after := n.Uploads()
+	if d := after.Params - before.Params; d != 0 {
+		t.Errorf("%d parameter-sized uploads in %d optimizer steps at accum %d, want 0 (uploads %+v -> %+v)", d, steps, accum, before, after)
+	}
+	if d, want := after.Batch-before.Batch, steps*accum*2; d != want {
+		t.Errorf("%d batch uploads in %d optimizer steps, want %d (two fields per micro-batch, nothing else)", d, steps, want)
+	}
+	if d := after.OptState - before.OptState; d != 0 {
+		t.Errorf("%d optimizer state uploads during training, want 0", d)
+	}
+
+	ref := newAccumNitro(t, accum, epochs)
+	refBefore := ref.Uploads()
+	trainWithHostZeros(t, ref, epochs)
+	// The reference really is the host-zeros loop: one upload per parameter array per step.
+	if d, want := ref.Uploads().Params-refBefore.Params, steps*len(ref.st.groups[0].params); d != want {
+		t.Fatalf("the reference loop uploaded %d parameter-sized arrays in %d steps, want %d", d, steps, want)
+	}
+	got, want := paramBits(t, n), paramBits(t, ref)
+	if len(got) != len(want) {
+		t.Fatalf("%d parameter elements, the reference has %d", len(got), len(want))
+	}
+	diff := 0
+	for i := range got {
+		if got[i] != want[i] {
+			diff++
+		}
+	}
+	if diff > 0 {
+		t.Errorf("%d of %d parameter elements differ bitwise from the host-zeros loop after %d steps at accum %d", diff, len(got), steps, accum)
+	}
+}
