@@ -122,7 +122,27 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newDataCmd(stdout),
 		newSetupCmd(stdout, stderr),
 	)
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Args, c.RunE = cobra.ArbitraryArgs, completionShells
+		}
+	}
 	return root
+}
+
+// completionShells runs when `completion` is given no shell it knows: cobra's own command would
+// print its usage and exit 0, as if `completion tcsh` had written a script.
+func completionShells(c *cobra.Command, args []string) error {
+	var shells []string
+	for _, s := range available(c) {
+		shells = append(shells, s.Name())
+	}
+	list := strings.Join(shells, ", ")
+	if len(args) == 0 {
+		return fmt.Errorf("completion needs a shell: one of %s (e.g. nitro completion bash)", list)
+	}
+	return fmt.Errorf("completion: unknown shell %q: nitro writes completion scripts for %s", args[0], list)
 }
 
 // help prints c's help: on stdout, except a subcommand's -h/--help, which goes to stderr as the
