@@ -6,47 +6,7 @@ import (
 	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/ml/context"
-)
-
-// Outputs is what Forward returns: named graph nodes, each with the batch on its leading axis.
-// The framework hands it to Loss, Metrics and TrainMetrics exactly as Forward returned it.
-type Outputs map[string]*graph.Node
-
-// Metric is one evaluation metric's numerator and denominator for one batch. The framework sums
-// both over the split and divides at the end; a nil Count means "sum, do not divide".
-type Metric struct {
-	Sum, Count *graph.Node
-}
-
-// The hooks whose batch parameter type varies per experiment cannot be Go interfaces (a method
-// cannot take a type parameter), so they are found and checked by reflection once, at setup:
-//
-//	Forward(ctx *context.Context, in B) Outputs                 required
-//	Loss(out Outputs, in B) *graph.Node                           required
-//	Metrics(out Outputs, in B) map[string]Metric                 optional (default: val_loss)
-//	TrainMetrics(out Outputs, in B) map[string]*graph.Node       optional
-//
-// B is a struct whose *graph.Node fields name batch fields by tag (`batch:"img"`, or
-// `batch:"img,optional"`; an untagged field uses its Go name), or Batch-like map[string]*graph.Node
-// meaning "the whole batch, nothing checked". Each hook receives only the fields it declares.
-
-// Hook signatures as printed in errors.
-var hookSignatures = map[string]string{
-	"Forward":      "func (e *E) Forward(ctx *context.Context, in B) core.Outputs",
-	"Loss":         "func (e *E) Loss(out core.Outputs, in B) *graph.Node",
-	"Metrics":      "func (e *E) Metrics(out core.Outputs, in B) map[string]core.Metric",
-	"TrainMetrics": "func (e *E) TrainMetrics(out core.Outputs, in B) map[string]*graph.Node",
-}
-
-var (
-	typeNode     = reflect.TypeOf((*graph.Node)(nil))
-	typeCtx      = reflect.TypeOf((*context.Context)(nil))
-	typeOutputs  = reflect.TypeOf(Outputs(nil))
-	typeMetrics  = reflect.TypeOf(map[string]Metric(nil))
-	typeScalars  = reflect.TypeOf(map[string]*graph.Node(nil))
-	typeNodeMap  = reflect.TypeOf(map[string]*graph.Node(nil))
-	typeBatchMap = typeNodeMap
+	"github.com/nitro-go/nitro/markers"
 )
 
 // batchField is one declared batch field of a hook.
@@ -60,36 +20,53 @@ type batchField struct {
 type hook struct {
 	name      string
 	method    reflect.Method
-	batchType reflect.Type // struct type, or typeBatchMap
+	batchType reflect.Type // struct type, or typeNodeMap (the whole batch)
 	whole     bool         // receives the whole batch
 	fields    []batchField
 }
 
-// findHook resolves an optional or required hook on the experiment's pointer type.
-func findHook(et reflect.Type, name string, required bool) (*hook, error) {
+// resolveHooks is setup's hooks phase: the experiment's markers, its traced hooks (found and
+// checked by reflection), BuildModel, and the optional accessors, each resolved once.
+func (n *Nitro) resolveHooks() (err error) {
+	e := n.e
+	if n.traits, err = markers.TraitsOf(e); err != nil {
+		return err
+	}
+	if err = markers.AssertGraphConstHashable(e); err != nil {
+		return err
+	}
+	n.acc = resolveAccessors(e)
+	et := reflect.TypeOf(e)
+	for _, h := range []struct {
+		name string
+		dst  **hook
+	}{{"Forward", &n.forward}, {"Loss", &n.loss}, {"Metrics", &n.metrics}, {"TrainMetrics", &n.trainMetrics}} {
+		if *h.dst, err = findHook(et, h.name); err != nil {
+			return err
+		}
+	}
+	if _, ok := e.(ModelBuilder); !ok {
+		return fmt.Errorf("experiment %s has no BuildModel hook: define func (e *%s) BuildModel(ctx *context.Context) error", n.typeName, n.typeName)
+	}
+	return nil
+}
+
+// findHook resolves a traced hook (contract.go's tracedHooks) on the experiment's pointer type:
+// nil when an optional one is absent, an error naming the signature wanted otherwise.
+func findHook(et reflect.Type, name string) (*hook, error) {
+	decl := tracedHooks[name]
 	m, ok := et.MethodByName(name)
 	if !ok {
-		if required {
-			return nil, fmt.Errorf("experiment %s has no %s hook: define %s", et.Elem().Name(), name, hookSignatures[name])
+		if decl.required {
+			return nil, fmt.Errorf("experiment %s has no %s hook: define %s", et.Elem().Name(), name, decl.signature)
 		}
 		return nil, nil
 	}
 	t := m.Type // includes the receiver
 	bad := func(why string) error {
-		return fmt.Errorf("hook %s.%s has signature %s: %s; want %s", et.Elem().Name(), name, t, why, hookSignatures[name])
+		return fmt.Errorf("hook %s.%s has signature %s: %s; want %s", et.Elem().Name(), name, t, why, decl.signature)
 	}
-	var firstIn reflect.Type
-	var out reflect.Type
-	switch name {
-	case "Forward":
-		firstIn, out = typeCtx, typeOutputs
-	case "Loss":
-		firstIn, out = typeOutputs, typeNode
-	case "Metrics":
-		firstIn, out = typeOutputs, typeMetrics
-	case "TrainMetrics":
-		firstIn, out = typeOutputs, typeScalars
-	}
+	firstIn, out := decl.first, decl.result
 	if t.NumIn() != 3 || t.NumOut() != 1 {
 		return nil, bad("wrong number of parameters or results")
 	}
@@ -101,7 +78,7 @@ func findHook(et reflect.Type, name string, required bool) (*hook, error) {
 	}
 	h := &hook{name: name, method: m, batchType: t.In(2)}
 	switch {
-	case h.batchType == typeBatchMap:
+	case h.batchType == typeNodeMap:
 		h.whole = true
 	case h.batchType.Kind() == reflect.Struct:
 		for i := 0; i < h.batchType.NumField(); i++ {

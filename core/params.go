@@ -5,11 +5,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/optimizers"
 )
 
@@ -28,85 +26,53 @@ type paramGroup struct {
 	constant []bool            // state leaves that never change (not donated, not re-output)
 }
 
-// keypath splits a variable's scope into parts, e.g. "/dense_0" + "weights" -> [dense_0 weights].
-func keypath(v *context.Variable) []string {
-	var parts []string
-	for _, p := range strings.Split(v.Scope(), context.ScopeSeparator) {
-		if p != "" {
-			parts = append(parts, p)
-		}
-	}
-	return append(parts, v.Name())
-}
-
-// traceShapes traces Forward once (never compiled) so that every variable it creates exists.
-func (n *Nitro) traceShapes() error {
-	width, avail, err := n.sampleBatch()
-	if err != nil {
-		return err
-	}
-	return tryGraph("tracing Forward to create the model's variables", func() {
-		g := graph.NewGraph(n.backend.Backend, "nitro_shape_trace")
-		defer g.Finalize()
-		devNodes := n.deviceParams(g)
-		view, err := markers.BindDevice(n.e, devNodes)
-		if err != nil {
-			panic(err)
-		}
-		batch := n.batchParams(g, width, routed(avail, n.forward))
-		n.ctx.SetTraining(g, true)
-		n.forward.call(view, valueOf(n.ctx), batch)
-	})
-}
-
-// sampleBatch is the batch setup traces with: the train split's first, else the first split's;
-// under WithInputSpecs, one row of each declared field (only shapes are traced, no data is read).
-func (n *Nitro) sampleBatch() (int, map[string]bool, error) {
-	if n.specOnly() {
-		return 1, keySet(n.fieldShapes), nil
-	}
-	split := "train"
-	if _, ok := n.data[split]; !ok {
-		split = sortedKeys(n.data)[0]
-	}
-	b, err := n.data[split].BatchAt(0)
-	if err != nil {
-		return 0, nil, fmt.Errorf("split %q, batch 0: %w", split, err)
-	}
-	w, err := batchWidth(b)
-	return w, keySet(b), err
-}
-
-// checkForwardHostIndependent builds Forward from the Host-zeroed view and from the real
-// experiment and compares the graphs, so a Host read in Forward fails setup rather than the first
-// step. (Loss, Metrics and TrainMetrics are checked when their programs are first built.)
-func (n *Nitro) checkForwardHostIndependent() error {
-	width, avail, err := n.sampleBatch()
-	if err != nil {
-		return err
-	}
-	keys := routed(avail, n.forward)
-	return markers.CheckHostIndependent(n.e, func(src any) (string, error) {
-		var fp string
-		err := tryGraph("tracing Forward", func() {
-			g := markers.NewTraceGraph(n.backend.Backend, "nitro_forward_check")
-			defer g.Finalize()
-			nodes := n.traceInputs(g, width, keys)
-			view := n.bindModel(g, nodes, src)
-			n.ctx.SetTraining(g, false)
-			n.forward.call(view, valueOf(n.ctx.Reuse()), batchNodes(nodes, keys))
-			var err error
-			if fp, err = markers.Fingerprint(g); err != nil {
-				panic(err)
-			}
-		})
-		return fp, err
-	})
-}
-
-// placeParameters groups the trainable variables, flattens each group into one buffer and places
-// parameters, layer state and optimizer state on the device, once.
+// placeParameters is setup's parameter phase: the trainable variables sorted into groups (the
+// ParamGroup hook, contract.go's ParamGrouper), each group's layout, and the parameters and the
+// layer state placed on the device, once, one buffer per array.
 func (n *Nitro) placeParameters() error {
+	if err := n.groupParameters(); err != nil {
+		return err
+	}
+	n.st.groups = make([]groupState, len(n.groups))
+	for i, g := range n.groups {
+		leaves := make([]optimizers.ParamLeaf, len(g.vars))
+		for i, v := range g.vars {
+			leaves[i] = optimizers.ParamLeaf{Keypath: g.keypaths[i], Shape: v.Shape()}
+		}
+		var err error
+		if g.layout, err = optimizers.NewLayout(g.name, leaves); err != nil {
+			return err
+		}
+		for _, v := range g.vars {
+			t, err := n.uploadValue(v, "parameter", &n.uploads.Params)
+			if err != nil {
+				return err
+			}
+			n.st.groups[i].params = append(n.st.groups[i].params, t)
+		}
+	}
+	n.varInputs = map[string]*context.Variable{}
+	for _, g := range n.groups {
+		for _, v := range g.vars {
+			n.varInputs["param/"+v.ScopeAndName()] = v
+		}
+	}
+	for _, v := range n.stateVars {
+		n.varInputs["state/"+v.ScopeAndName()] = v
+	}
+	for _, v := range n.stateVars {
+		t, err := n.uploadValue(v, "layer state", &n.uploads.LayerState)
+		if err != nil {
+			return err
+		}
+		n.st.layer = append(n.st.layer, t)
+	}
+	return nil
+}
+
+// groupParameters splits the context's variables into trainable ones, sorted into parameter
+// groups by ParamGroup (one "default" group without it), and layer state, each by name.
+func (n *Nitro) groupParameters() error {
 	var trainable []*context.Variable
 	n.stateVars = nil
 	for v := range n.ctx.IterVariables() {
@@ -149,62 +115,38 @@ func (n *Nitro) placeParameters() error {
 		g.size += v.Shape().Size()
 	}
 	sort.Slice(n.groups, func(i, j int) bool { return n.groups[i].name < n.groups[j].name })
-	n.st.groups = make([]groupState, len(n.groups))
-	flats := map[string]*tensors.Tensor{}
-	for i, g := range n.groups {
-		leaves := make([]optimizers.ParamLeaf, len(g.vars))
-		for i, v := range g.vars {
-			leaves[i] = optimizers.ParamLeaf{Keypath: g.keypaths[i], Shape: v.Shape()}
-		}
+	return nil
+}
+
+// uploadValue places a copy of variable v's initial value on the device; what ("parameter",
+// "layer state") names it in errors.
+func (n *Nitro) uploadValue(v *context.Variable, what string, counter *int) (*tensors.Tensor, error) {
+	t, err := v.Value()
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", what, v.ScopeAndName(), err)
+	}
+	c, err := t.LocalClone()
+	if err != nil {
+		return nil, err
+	}
+	if c, err = n.upload(c, counter); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", what, v.ScopeAndName(), err)
+	}
+	return c, nil
+}
+
+// setUpOptimizer is setup's optimizer phase: each group's optimizer resolved and initialized from
+// the group's initial values, flattened end to end (hyper.go's setupOptimization), and its state
+// placed on the device.
+func (n *Nitro) setUpOptimizer() error {
+	flats := make(map[string]*tensors.Tensor, len(n.groups))
+	for _, g := range n.groups {
 		var err error
-		if g.layout, err = optimizers.NewLayout(g.name, leaves); err != nil {
-			return err
-		}
 		if flats[g.name], err = flatten(g); err != nil {
 			return err
 		}
-		for _, v := range g.vars {
-			t, err := v.Value()
-			if err != nil {
-				return fmt.Errorf("parameter %s: %w", v.ScopeAndName(), err)
-			}
-			c, err := t.LocalClone()
-			if err != nil {
-				return err
-			}
-			if c, err = n.upload(c, &n.uploads.Params); err != nil {
-				return fmt.Errorf("parameter %s: %w", v.ScopeAndName(), err)
-			}
-			n.st.groups[i].params = append(n.st.groups[i].params, c)
-		}
 	}
-	if err := n.setupOptimization(flats); err != nil {
-		return err
-	}
-	n.varInputs = map[string]*context.Variable{}
-	for _, g := range n.groups {
-		for _, v := range g.vars {
-			n.varInputs["param/"+v.ScopeAndName()] = v
-		}
-	}
-	for _, v := range n.stateVars {
-		n.varInputs["state/"+v.ScopeAndName()] = v
-	}
-	for _, v := range n.stateVars {
-		t, err := v.Value()
-		if err != nil {
-			return fmt.Errorf("layer state %s: %w", v.ScopeAndName(), err)
-		}
-		c, err := t.LocalClone()
-		if err != nil {
-			return err
-		}
-		if c, err = n.upload(c, &n.uploads.LayerState); err != nil {
-			return fmt.Errorf("layer state %s: %w", v.ScopeAndName(), err)
-		}
-		n.st.layer = append(n.st.layer, c)
-	}
-	return nil
+	return n.setupOptimization(flats)
 }
 
 // flatten copies a group's initial values end to end into one host tensor.
@@ -269,4 +211,15 @@ func (n *Nitro) paramArrays() int {
 		k += len(g.vars)
 	}
 	return k
+}
+
+// keypath splits a variable's scope into parts, e.g. "/dense_0" + "weights" -> [dense_0 weights].
+func keypath(v *context.Variable) []string {
+	var parts []string
+	for _, p := range strings.Split(v.Scope(), context.ScopeSeparator) {
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	return append(parts, v.Name())
 }

@@ -8,11 +8,11 @@ import (
 	"github.com/nitro-go/nitro/monitors"
 )
 
-// newRun makes the handle with its run-lifetime collaborators: the tracker (phase, progress, stop
+// newNitro makes the handle with its run-lifetime collaborators: the tracker (phase, progress, stop
 // flag and monitors, from package monitors), the console and the logger (the default one pathless
 // until setup pins it). It publishes Starting, so a supervisor learns of setup before BuildData
 // runs.
-func newRun(e any, typeName string, o options) *Nitro {
+func newNitro(e any, typeName string, o options) *Nitro {
 	n := &Nitro{setup: setup{e: e, typeName: typeName, opts: o, cache: o.cache}, log: newRunLog(o)}
 	if n.cache == nil {
 		n.cache = compilecache.Default()

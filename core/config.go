@@ -1,0 +1,129 @@
+package core
+
+import (
+	"fmt"
+	"path/filepath"
+	"reflect"
+
+	"github.com/nitro-go/nitro/core/backend"
+)
+
+// resolved is one knob's value and where it came from ("run option", "method Name()",
+// "field Name", "default"): errors and the config report name both.
+type resolved[T any] struct {
+	value  T
+	source string
+}
+
+func (r resolved[T]) String() string { return fmt.Sprintf("%v (%s)", r.value, r.source) }
+
+// resolveConfig is setup's config phase: every knob (contract.go's config) resolved, then the
+// whole config validated together with the run options it depends on.
+func (n *Nitro) resolveConfig() (err error) {
+	if n.cfg, err = resolveKnobs(n.e, n.typeName, &n.opts); err != nil {
+		return err
+	}
+	return n.cfg.validate(&n.opts)
+}
+
+// resolveBackend is setup's backend phase: WithBackend's name, else the automatic choice.
+func (n *Nitro) resolveBackend() (err error) {
+	n.backend, err = backend.Resolve(n.opts.backend)
+	return err
+}
+
+// resolveKnobs resolves each knob by its rule: run option > method > field > default.
+func resolveKnobs(e any, typeName string, o *options) (config, error) {
+	var c config
+	var err error
+	if c.maxEpochs, err = resolveKnob(e, "MaxEpochs", o.maxEpochs, 1); err != nil {
+		return c, err
+	}
+	if c.seed, err = resolveKnob(e, "Seed", o.seed, 42); err != nil {
+		return c, err
+	}
+	if c.runDir, err = resolveKnob(e, "RunDir", o.runDir, filepath.Join("runs", typeName)); err != nil {
+		return c, err
+	}
+	if c.accum, err = resolveKnob(e, "Accum", o.accum, 1); err != nil {
+		return c, err
+	}
+	if c.clip, err = resolveKnob(e, "GradientClipNorm", o.clip, 0.0); err != nil {
+		return c, err
+	}
+	if c.lr, err = resolveKnob(e, "LearningRate", o.lr, 1e-3); err != nil {
+		return c, err
+	}
+	if c.lambda, err = resolveKnob(e, "Lambda", nil, 0.0); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// validate checks the resolved knobs and the run options that constrain them, each error naming
+// the knob or option, its value and where it came from, then the fix. What needs the data (Accum
+// dividing the train split) is checked with the splits; the run directory, by CheckRunDir.
+func (c *config) validate(o *options) error {
+	switch {
+	case c.maxEpochs.value < 0:
+		return fmt.Errorf("MaxEpochs = %d from %s: must be >= 0", c.maxEpochs.value, c.maxEpochs.source)
+	case c.accum.value < 1:
+		return fmt.Errorf("Accum = %d from %s: must be >= 1 (micro-batches per optimizer step)", c.accum.value, c.accum.source)
+	case c.clip.value < 0:
+		return fmt.Errorf("GradientClipNorm = %g from %s: must be >= 0 (0 turns clipping off)", c.clip.value, c.clip.source)
+	case o.fused && c.accum.value > 1:
+		return fmt.Errorf("WithFusedStep with Accum = %d from %s: a fused step compiles the gradient and the update as one program, so there is no step between micro-batches to accumulate in; set Accum to 1, or drop WithFusedStep (--fused) to use the two-program step, which accumulates", c.accum.value, c.accum.source)
+	case o.logEvery != nil && *o.logEvery < 1:
+		return fmt.Errorf("WithLogEvery(%d): must be >= 1 (a \"train\" line every k-th optimizer step; 1 logs every step)", *o.logEvery)
+	case c.lr.value == 0:
+		return fmt.Errorf("LearningRate = 0 from %s: per-group learning rates are ratios to it, so it must be non-zero", c.lr.source)
+	case o.inputSpecs != nil && o.data != nil:
+		return fmt.Errorf("WithInputSpecs and WithData both given: the specs stand in for data; pass one")
+	case o.inputSpecs != nil && o.resume != "":
+		return fmt.Errorf("WithInputSpecs and WithResume(%q) both given: a resume continues training, which needs data; load weights without data with WithCheckpoint", o.resume)
+	}
+	return nil
+}
+
+// resolveKnob looks up name as a run option, a method `Name() T` and a field `Name`, in that
+// order, and falls back to def.
+func resolveKnob[T int | float64 | string](e any, name string, opt *T, def T) (resolved[T], error) {
+	if opt != nil {
+		return resolved[T]{*opt, "run option"}, nil
+	}
+	v := reflect.ValueOf(e)
+	want := reflect.TypeOf(def)
+	if m := v.MethodByName(name); m.IsValid() {
+		mt := m.Type()
+		if mt.NumIn() != 0 || mt.NumOut() != 1 || !mt.Out(0).ConvertibleTo(want) {
+			return resolved[T]{}, fmt.Errorf("accessor method %s has signature %s: want func() %s", name, mt, want)
+		}
+		return resolved[T]{m.Call(nil)[0].Convert(want).Interface().(T), "method " + name + "()"}, nil
+	}
+	s := v
+	for s.Kind() == reflect.Pointer {
+		s = s.Elem()
+	}
+	if f := s.FieldByName(name); f.IsValid() && f.CanInterface() {
+		// A Device field is a traced input (device.lambda), never a driver knob (opt.lambda):
+		// the same name on both sides must not silently bind, so a Device field is skipped.
+		if _, isDevice := f.Interface().(interface{ IsBound() bool }); isDevice {
+			return resolved[T]{def, "default"}, nil
+		}
+		if !f.Type().ConvertibleTo(want) || (isNumber(want) != isNumber(f.Type())) {
+			return resolved[T]{}, fmt.Errorf("field %s has type %s: the %s accessor needs %s", name, f.Type(), name, want)
+		}
+		return resolved[T]{f.Convert(want).Interface().(T), "field " + name}, nil
+	}
+	return resolved[T]{def, "default"}, nil
+}
+
+func isNumber(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,125 @@
+package core
+
+import (
+	"reflect"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+)
+
+// This file is the experiment contract: every hook and knob an experiment may define. New looks
+// for each once, at setup, on the experiment's pointer type, and for nothing else; the table in
+// doc.go says when each hook is called, its default, and what refuses it.
+//
+// Declared here: the four traced hooks (reflected, below), ModelBuilder, DataBuilder, Deriver,
+// MetricsFinalizer, ParamGrouper and the knobs (config). Declared beside the code that calls
+// them, and listed in doc.go's table with their file:
+//
+//	hyper.go       RuleChooser, ChainBuilder, GroupLearningRater, GroupLambdaer,
+//	               DecayAnchorer, NoDecayer, Scheduler (the optimizer's levels and accessors)
+//	checkpoint.go  CheckpointerChooser, CheckpointNamer
+//	earlystop.go   EarlyStopChooser (the policy it returns: EarlyStopper, EarlyStopStater)
+//	export.go      ExportProvenancer (moves with Export into its own module)
+//
+// What a split must offer (Source, EpochSource, PartialDropper) is package prefetch's contract;
+// what a field's marker means (GraphConst, Host, Device) is package markers'.
+
+// Outputs is what Forward returns: named graph nodes, each with the batch on its leading axis.
+// The framework hands it to Loss, Metrics and TrainMetrics exactly as Forward returned it.
+type Outputs map[string]*graph.Node
+
+// Metric is one evaluation metric's numerator and denominator for one batch. The framework sums
+// both over the split and divides at the end; a nil Count means "sum, do not divide".
+type Metric struct {
+	Sum, Count *graph.Node
+}
+
+// The traced hooks take a batch parameter whose type varies per experiment, so they cannot be Go
+// interfaces (a method cannot take a type parameter): they are found and checked by reflection,
+// once, at setup.
+//
+//	Forward(ctx *context.Context, in B) Outputs                 required
+//	Loss(out Outputs, in B) *graph.Node                           required
+//	Metrics(out Outputs, in B) map[string]Metric                 optional (default: val_loss)
+//	TrainMetrics(out Outputs, in B) map[string]*graph.Node       optional
+//
+// B is a struct whose *graph.Node fields name batch fields by tag (`batch:"img"`, or
+// `batch:"img,optional"`; an untagged field uses its Go name), or map[string]*graph.Node meaning
+// "the whole batch, nothing checked". Each hook receives only the fields it declares.
+var tracedHooks = map[string]tracedHook{
+	"Forward":      {true, typeCtx, typeOutputs, "func (e *E) Forward(ctx *context.Context, in B) core.Outputs"},
+	"Loss":         {true, typeOutputs, typeNode, "func (e *E) Loss(out core.Outputs, in B) *graph.Node"},
+	"Metrics":      {false, typeOutputs, typeMetrics, "func (e *E) Metrics(out core.Outputs, in B) map[string]core.Metric"},
+	"TrainMetrics": {false, typeOutputs, typeNodeMap, "func (e *E) TrainMetrics(out core.Outputs, in B) map[string]*graph.Node"},
+}
+
+// tracedHook is one traced hook's declaration: whether New requires it, its first parameter and
+// its result (the batch parameter is B), and its signature as errors print it.
+type tracedHook struct {
+	required      bool
+	first, result reflect.Type
+	signature     string
+}
+
+var (
+	typeNode    = reflect.TypeOf((*graph.Node)(nil))
+	typeCtx     = reflect.TypeOf((*context.Context)(nil))
+	typeOutputs = reflect.TypeOf(Outputs(nil))
+	typeMetrics = reflect.TypeOf(map[string]Metric(nil))
+	typeNodeMap = reflect.TypeOf(map[string]*graph.Node(nil)) // TrainMetrics' result; B of the whole batch
+)
+
+// ModelBuilder is the required BuildModel hook: configure the context (initializers, scopes) and
+// optionally create variables. Variables Forward creates on its first trace are created during
+// setup's shape trace, so every parameter exists before the first program is compiled.
+type ModelBuilder interface {
+	BuildModel(ctx *context.Context) error
+}
+
+// DataBuilder is the BuildData hook, required unless WithData or WithInputSpecs is given. It runs
+// once, at setup, against the real experiment.
+type DataBuilder interface {
+	BuildData() (Data, error)
+}
+
+// Deriver merges host values computed from the data into the experiment, after BuildData and
+// before device placement (e.g. class weights from label frequencies).
+type Deriver interface {
+	Derive(d Data) (map[string]any, error)
+}
+
+// MetricsFinalizer post-processes a split's accumulated metrics on the host, once per split.
+type MetricsFinalizer interface {
+	FinalizeMetrics(acc map[string]float64, split string) map[string]float64
+}
+
+// ParamGrouper names the parameter group of a parameter leaf by its keypath.
+type ParamGrouper interface {
+	ParamGroup(keypath []string) string
+}
+
+// config is every knob and run option that fixes the run, resolved once at setup (config.go) and
+// validated by its validate. A knob resolves, first match wins: the run option, a method
+// `Name() T` on the experiment, a field `Name` of the experiment, the default; the source that won
+// is kept for the config report and for errors.
+//
+//	knob              run option            default        rule (validate)
+//	MaxEpochs         WithMaxEpochs         1              >= 0
+//	Seed              WithSeed              42             the model context's RNG seed
+//	RunDir            WithRunDir            runs/<E>       CheckRunDir (rundir.go)
+//	Accum             WithAccum             1              >= 1; 1 under WithFusedStep
+//	GradientClipNorm  WithGradientClipNorm  0 (off)        >= 0
+//	LearningRate      WithLearningRate      1e-3           != 0 (group rates are ratios to it)
+//	Lambda            (none)                0              the decay coefficient of every group
+//
+// A Device field of a knob's name is a traced input, never the knob: it is skipped, and the
+// knob falls to its default.
+type config struct {
+	maxEpochs resolved[int]
+	seed      resolved[int]
+	runDir    resolved[string]
+	accum     resolved[int]
+	clip      resolved[float64]
+	lr        resolved[float64]
+	lambda    resolved[float64]
+}

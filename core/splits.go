@@ -1,0 +1,124 @@
+package core
+
+import (
+	"fmt"
+)
+
+// takeData is setup's data phase: the splits WithData supplies, else what the BuildData hook
+// (contract.go's DataBuilder) returns, run on the real experiment; under WithInputSpecs, none.
+func (n *Nitro) takeData() (err error) {
+	switch {
+	case n.specOnly():
+		n.data = Data{}
+		return nil
+	case n.opts.data != nil:
+		n.data = n.opts.data
+	default:
+		db, ok := n.e.(DataBuilder)
+		if !ok {
+			return fmt.Errorf("experiment %s has no BuildData hook and no data was supplied: define func (e *%s) BuildData() (core.Data, error) or pass core.WithData", n.typeName, n.typeName)
+		}
+		if n.data, err = db.BuildData(); err != nil {
+			return fmt.Errorf("BuildData: %w", err)
+		}
+	}
+	if len(n.data) == 0 {
+		return fmt.Errorf("BuildData returned no splits: return at least a \"train\" or \"val\" split")
+	}
+	return nil
+}
+
+// checkSplits is setup's split-check phase: each split against the hooks' declared fields and
+// the train rules (under WithInputSpecs, the specs against Forward's fields), then every split
+// declared for prefetch.
+func (n *Nitro) checkSplits() error {
+	check := n.checkData
+	if n.specOnly() {
+		check = n.checkInputSpecs
+	}
+	if err := check(); err != nil {
+		return err
+	}
+	return n.wrapData()
+}
+
+// checkData validates the splits against the hooks' declared fields and the train rules.
+func (n *Nitro) checkData() error {
+	n.fieldShapes = map[string]fieldShape{}
+	n.splitAvail = map[string]map[string]bool{}
+	n.splitWidth = map[string]int{}
+	for _, split := range sortedKeys(n.data) {
+		src := n.data[split]
+		if src == nil || src.Len() == 0 {
+			return fmt.Errorf("split %q is empty", split)
+		}
+		b, err := src.BatchAt(0)
+		if err != nil {
+			return fmt.Errorf("split %q, batch 0: %w", split, err)
+		}
+		w, err := batchWidth(b)
+		if err != nil {
+			return fmt.Errorf("split %q: %w", split, err)
+		}
+		avail := map[string]bool{}
+		n.splitAvail[split] = avail
+		n.splitWidth[split] = w
+		for k, t := range b {
+			avail[k] = true
+			fs := fieldShape{dtype: t.DType().String(), row: append([]int(nil), t.Shape().Dimensions[1:]...)}
+			if old, ok := n.fieldShapes[k]; ok && (old.dtype != fs.dtype || fmt.Sprint(old.row) != fmt.Sprint(fs.row)) {
+				return fmt.Errorf("batch field %q is %s%v per sample in one split and %s%v in split %q: splits must agree", k, old.dtype, old.row, fs.dtype, fs.row, split)
+			}
+			n.fieldShapes[k] = fs
+		}
+		if err := n.forward.checkAgainst(split, avail); err != nil {
+			return err
+		}
+		if split == "train" {
+			if err := n.loss.checkAgainst(split, avail); err != nil {
+				return err
+			}
+			if n.trainMetrics != nil {
+				if err := n.trainMetrics.checkAgainst(split, avail); err != nil {
+					return err
+				}
+			}
+			pd, ok := src.(PartialDropper)
+			if !ok || !pd.DropsPartial() {
+				return fmt.Errorf("the train split must drop its partial final batch (a short batch would compile a second gradient program): build it with ArrayOptions{DropPartial: true} or implement DropsPartial() bool")
+			}
+			if src.Len()%n.cfg.accum.value != 0 {
+				return fmt.Errorf("the train split has %d batches, not divisible by Accum = %d (%s): the horizon max_epochs*(batches/accum) must be exact; choose a batch size or accum that divides it", src.Len(), n.cfg.accum.value, n.cfg.accum.source)
+			}
+			n.trainWidth = w
+		} else if n.metrics != nil {
+			if err := n.metrics.checkAgainst(split, avail); err != nil {
+				return err
+			}
+		} else if err := n.loss.checkAgainst(split, avail); err != nil {
+			return fmt.Errorf("%w (with no Metrics hook, validation reports val_loss through Loss)", err)
+		}
+		if split != "train" {
+			n.warnDroppedEval(split, src, w)
+		}
+	}
+	return nil
+}
+
+// warnDroppedEval warns, once at setup, about an evaluation split that drops its partial final
+// batch: its metrics silently leave those samples out (padding would keep them).
+func (n *Nitro) warnDroppedEval(split string, src Source, width int) {
+	pd, ok := src.(PartialDropper)
+	if !ok || !pd.DropsPartial() {
+		return
+	}
+	skipped := "some samples"
+	if s, ok := src.(interface{ Samples() int }); ok {
+		k := s.Samples() - src.Len()*width
+		if k <= 0 {
+			return
+		}
+		skipped = fmt.Sprintf("%d of its %d samples", k, s.Samples())
+	}
+	n.warn(fmt.Sprintf("split %q drops its partial final batch, so its metrics leave out %s: build it without DropPartial (an eval split pads its short final batch instead)", split, skipped))
+}
