@@ -1,20 +1,108 @@
-// Package core is the Nitro: a thin composer of the modules behind the documented hook surface.
-// New runs setup only; Train, Validate, Evaluate, Predict, SetDevice and Export are the verbs.
-// A training step is two compiled programs by default (gradient; optimizer), one with
-// WithFusedStep; parameters, gradients and optimizer state stay per array on the device.
+// Package core is the Nitro: a thin composer of the modules behind the experiment contract.
 //
-// Nitro keeps setup values, compiled programs and the training state (parameters, optimizer and
-// layer state with the RNG, step, epoch, data position) apart. Each concern is a collaborator
-// behind a small interface owned by its module: the batch stream (prefetch; WithPrefetch), the
-// console (Console; Quiet has none), the record (logjson.Logger; default JSON Lines at
-// <RunDir>/metrics.jsonl), monitors (monitors.Monitor; phases and progress), the checkpointer
-// (checkpoint.Checkpointer; default TopK(3, val_loss, min); WithResume restores exactly) and the
-// export bundle (exportbundle; Export freezes Device fields and captures StableHLO per width;
-// WithInputSpecs builds a Nitro for export or predict with no data).
+//   - New runs setup only; Train, Validate, Evaluate, Predict, SetDevice and Export are the verbs.
+//   - A training step is two compiled programs by default (gradient; optimizer), one with
+//     WithFusedStep; parameters, gradients and optimizer state stay per array on the device.
+//   - Nitro keeps setup values, compiled programs and the training state (parameters, optimizer
+//     and layer state with the RNG, step, epoch, data position) apart.
+//
+// Each other concern is a collaborator behind a small interface owned by its module:
+//
+//   - the batch stream: prefetch (WithPrefetch);
+//   - the console: Console (Quiet has none);
+//   - the record: logjson.Logger (default JSON Lines at <RunDir>/metrics.jsonl);
+//   - monitors: monitors.Monitor (phases and progress);
+//   - the checkpointer: checkpoint.Checkpointer (default TopK(3, val_loss, min); WithResume
+//     restores exactly);
+//   - the export bundle: exportbundle (Export freezes Device fields and captures StableHLO per
+//     width; WithInputSpecs builds a Nitro for export or predict with no data).
 //
 // Left to the caller: the experiment's hooks and data, and signals (the CLI turns Ctrl+C into
 // Interrupt). Errors name the hook, field or value and the fix; no panic escapes an exported
 // function. A Nitro is not safe for concurrent use, except RequestStop, Interrupt,
-// RegisterMonitor, Phase and ProgressCounter. Go differs from the spec in two ways: batch routing
-// is by the hook's batch struct type, and the batch axis leads (GoMLX is row-major).
+// RegisterMonitor, Phase and ProgressCounter. Batches route to a hook by the fields its batch
+// struct declares, and the batch axis leads every array (GoMLX is row-major).
+//
+// # The experiment contract
+//
+// An experiment is a pointer to a struct. New looks, once, for the methods below and for the
+// knobs, and for nothing else; a method not listed is never called. contract.go declares the
+// traced hooks, the first five interfaces and the knobs; the others are declared in the file
+// given. "New" in the last column means New returns the error; a traced hook's result is checked
+// when its program is first built, so that error comes from the verb that builds it.
+//
+//	hook (declared in)                required   called                         default          refused when
+//	Forward(ctx, B) Outputs           yes        New's shape trace; traced in   -                missing, wrong signature; a
+//	  (contract.go, reflected)                   every program                                   declared field no split has;
+//	                                                                                             it reads a Host field (New)
+//	Loss(out, B) *graph.Node          yes        traced in the training         -                missing, wrong signature
+//	  (contract.go, reflected)                   programs; in eval without                       (New); not a scalar
+//	                                             Metrics
+//	Metrics(out, B) map[string]Metric no         traced in the eval program     val_loss: Loss   wrong signature (New); a Sum
+//	  (contract.go, reflected)                                                  per batch, mean  or Count not a scalar
+//	TrainMetrics(out, B)              no         traced in the training         none             wrong signature (New); a
+//	  map[string]*graph.Node                     programs; read on logged                        value not a scalar
+//	  (contract.go, reflected)                   steps
+//	BuildModel(ctx) error             yes        New, once, before the shape    -                missing; its error (New)
+//	  (contract.go, ModelBuilder)                trace
+//	BuildData() (Data, error)         unless     New, once, on the real         -                missing with no WithData; no
+//	  (contract.go, DataBuilder)      WithData   experiment                                      splits, an empty split, a train
+//	                                  or Input-                                                  split that keeps its partial
+//	                                  Specs                                                      batch or does not divide by
+//	                                                                                             Accum (New)
+//	Derive(Data) (map[string]any,     no         New, once, after BuildData;    nothing          its error; values that do not
+//	  error) (contract.go, Deriver)              not under WithInputSpecs                        fit the fields (New)
+//	FinalizeMetrics(acc, split)       no         host, once per evaluated       metrics as       -
+//	  (contract.go, MetricsFinalizer)            split with at least one batch  divided
+//	ParamGroup(keypath) string        no         New, once per trainable array  one "default"    an empty name; mixed dtypes in
+//	  (contract.go, ParamGrouper)                                               group            one group (New)
+//	OptimizerRule(group) Rule         no         New, once per group (level 1)  RAdam            a rule field the resolved
+//	  (hyper.go, RuleChooser)                                                                    learning rate overrides (New)
+//	OptimizerChain(GroupSetup)        no         New, once per group (level 2)  from the rule    its error (New)
+//	  (*Chain, error) (hyper.go,
+//	  ChainBuilder)
+//	LearningRateGroup(group) float64  no         New, once per group            LearningRate     -
+//	  (hyper.go, GroupLearningRater)
+//	LambdaGroup(group) float64        no         New, once per group            Lambda           -
+//	  (hyper.go, GroupLambdaer)
+//	DecayAnchor(group) Anchor         no         New, once per group            zero             -
+//	  (hyper.go, DecayAnchorer)
+//	NoDecay(keypath, shape) bool      no         New, once per array            1-D arrays       -
+//	  (hyper.go, NoDecayer)                                                     are not decayed
+//	Schedules() map[string]any        no         New, once                      constants        a key or value schedules
+//	  (hyper.go, Scheduler)                                                                      refuses; a hyperparameter
+//	                                                                                             nothing sets (New)
+//	Checkpointer() Checkpointer       no         New, once; WithCheckpointer    TopK(3,          a ranking metric validation
+//	  (checkpoint.go,                            wins                           val_loss, min)   does not report (New)
+//	  CheckpointerChooser)
+//	CheckpointFilename(NameArgs)      no         each save, by an Adopter       its default      -
+//	  string (checkpoint.go,                     checkpointer                   names
+//	  CheckpointNamer)
+//	EarlyStop() EarlyStopper          no         New, once; WithEarlyStopping   none             an EarlyStop method of another
+//	  (earlystop.go,                             or WithEarlyStopper wins                        type; a bad policy (New)
+//	  EarlyStopChooser)
+//	ExportProvenance()                no         Export, once, on the host      framework and    an ExportProvenance method of
+//	  map[string]string (export.go,                                             site keys only   another type (Export)
+//	  ExportProvenancer)
+//
+// B is the hook's batch parameter: a struct of *graph.Node fields tagged `batch:"name"` (or
+// `batch:"name,optional"`), or map[string]*graph.Node for the whole batch.
+//
+// The knobs are read by name, each from the first of: its run option, a method Name() on the
+// experiment, a field Name, the default (a Device field of that name is skipped). New refuses a
+// method or field of the wrong type, and a value its rule refuses, naming the knob, its value and
+// where it came from.
+//
+//	knob              run option            default      rule
+//	MaxEpochs         WithMaxEpochs         1            >= 0
+//	Seed              WithSeed              42           seeds the model context's RNG
+//	RunDir            WithRunDir            runs/<E>     CheckRunDir
+//	Accum             WithAccum             1            >= 1; 1 under WithFusedStep
+//	GradientClipNorm  WithGradientClipNorm  0 (off)      >= 0
+//	LearningRate      WithLearningRate      1e-3         != 0
+//	Lambda            -                     0            every group's decay coefficient
+//
+// The experiment's fields carry markers (package markers): GraphConst fields bake into the
+// programs, Device fields are program inputs (SetDevice changes them), Host fields are read only
+// by host code.
 package core

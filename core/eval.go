@@ -204,9 +204,7 @@ func (n *Nitro) evalLoop(split string, src Source, interruptible bool) (_ map[st
 			err = fmt.Errorf("split %q: closing the stream: %w", split, cerr)
 		}
 	}()
-	sums, counts := map[string]float64{}, map[string]float64{}
-	var names []string
-	var withCount []bool
+	sums := evalSums{sums: map[string]float64{}, counts: map[string]float64{}, meanOfLoss: n.metrics == nil}
 	seen := 0
 	for i := 0; i < src.Len(); i++ {
 		if interruptible && n.consumeInterrupt() {
@@ -229,40 +227,14 @@ func (n *Nitro) evalLoop(split string, src Source, interruptible bool) (_ map[st
 		if err = errors.Join(err, freeBatch(it.Device, keys)); err != nil {
 			return nil, fmt.Errorf("split %q, batch %d: %w", split, it.Index, err)
 		}
-		names, withCount = p.outNames, p.hasCount
-		j := 0
-		for m, name := range p.outNames {
-			v, err := n.metricValue(split, name, outs[j])
-			if err != nil {
-				return nil, fmt.Errorf("split %q, batch %d: %w", split, i, err)
-			}
-			sums[name] += v
-			j++
-			if p.hasCount[m] {
-				c, err := n.metricValue(split, name, outs[j])
-				if err != nil {
-					return nil, fmt.Errorf("split %q, batch %d: %w", split, i, err)
-				}
-				counts[name] += c
-				j++
-			} else if n.metrics == nil {
-				counts[name]++
-			}
-		}
-		if err := freeTensors(outs); err != nil { // free device buffers now, not at the next GC
+		err = n.addEvalBatch(&sums, split, p, outs)
+		if err = errors.Join(err, freeTensors(outs)); err != nil { // free device buffers now, not at the next GC
 			return nil, fmt.Errorf("split %q, batch %d: %w", split, i, err)
 		}
 		seen++
 		n.tracker.Tick()
 	}
-	res := map[string]float64{}
-	for m, name := range names {
-		if withCount[m] || n.metrics == nil {
-			res[name] = sums[name] / counts[name]
-		} else {
-			res[name] = sums[name]
-		}
-	}
+	res := sums.result()
 	// A finalizer is shown the sums of at least one batch: with none there is nothing to finalize.
 	if n.acc.finalizer != nil && seen > 0 {
 		res = n.acc.finalizer.FinalizeMetrics(res, split)
@@ -271,6 +243,52 @@ func (n *Nitro) evalLoop(split string, src Source, interruptible bool) (_ map[st
 		return res, &PartialError{Split: split, Batches: seen, Total: src.Len(), Reason: StopRequested, Metrics: res}
 	}
 	return res, nil
+}
+
+// evalSums adds up a split's metric sums and counts over its batches.
+type evalSums struct {
+	sums, counts map[string]float64
+	names        []string // the metrics, in the eval program's output order
+	withCount    []bool   // per metric: the program returns its count
+	meanOfLoss   bool     // no Metrics hook: val_loss, counted once per batch
+}
+
+// addEvalBatch adds one batch's metric outputs (each sum, then its count when it has one).
+func (n *Nitro) addEvalBatch(s *evalSums, split string, p *program, outs []*tensors.Tensor) error {
+	s.names, s.withCount = p.outNames, p.hasCount
+	j := 0
+	for m, name := range p.outNames {
+		v, err := n.metricValue(split, name, outs[j])
+		if err != nil {
+			return err
+		}
+		s.sums[name] += v
+		j++
+		if p.hasCount[m] {
+			c, err := n.metricValue(split, name, outs[j])
+			if err != nil {
+				return err
+			}
+			s.counts[name] += c
+			j++
+		} else if s.meanOfLoss {
+			s.counts[name]++
+		}
+	}
+	return nil
+}
+
+// result divides each metric's sum by its count; a metric without a count is its sum.
+func (s *evalSums) result() map[string]float64 {
+	res := map[string]float64{}
+	for m, name := range s.names {
+		if s.withCount[m] || s.meanOfLoss {
+			res[name] = s.sums[name] / s.counts[name]
+		} else {
+			res[name] = s.sums[name]
+		}
+	}
+	return res
 }
 
 // consumeInterrupt reports whether an Interrupt is pending and, if so, takes it with the stop

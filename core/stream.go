@@ -59,9 +59,7 @@ func (n *Nitro) next(s *prefetch.Stream[Batch], keys []string, what string) (pre
 	it, ok, err := s.Next()
 	var be *prefetch.BatchError
 	switch {
-	case errors.As(err, &be) && be.Op == "Transfer":
-		return it, fmt.Errorf("%s batch %d: %w", what, be.Index, be.Err)
-	case errors.As(err, &be) && be.Op == "BatchAt":
+	case errors.As(err, &be) && (be.Op == "Transfer" || be.Op == "BatchAt"):
 		return it, fmt.Errorf("%s batch %d: %w", what, be.Index, be.Err)
 	case err != nil:
 		return it, err
