@@ -31,59 +31,58 @@
 // given. "New" in the last column means New returns the error; a traced hook's result is checked
 // when its program is first built, so that error comes from the verb that builds it.
 //
-//	hook (declared in)                required   called                         default          refused when
-//	Forward(ctx, B) Outputs           yes        New's shape trace; traced in   -                missing, wrong signature; a
-//	  (contract.go, reflected)                   every program                                   declared field no split has;
-//	                                                                                             it reads a Host field (New)
-//	Loss(out, B) *graph.Node          yes        traced in the training         -                missing, wrong signature
-//	  (contract.go, reflected)                   programs; in eval without                       (New); not a scalar
-//	                                             Metrics
-//	Metrics(out, B) map[string]Metric no         traced in the eval program     val_loss: Loss   wrong signature (New); a Sum
-//	  (contract.go, reflected)                                                  per batch, mean  or Count not a scalar
-//	TrainMetrics(out, B)              no         traced in the training         none             wrong signature (New); a
-//	  map[string]*graph.Node                     programs; read on logged                        value not a scalar
-//	  (contract.go, reflected)                   steps
-//	BuildModel(ctx) error             yes        New, once, before the shape    -                missing; its error (New)
-//	  (contract.go, ModelBuilder)                trace
-//	BuildData() (Data, error)         unless     New, once, on the real         -                missing with no WithData; no
-//	  (contract.go, DataBuilder)      WithData   experiment                                      splits, an empty split, a train
-//	                                  or Input-                                                  split that keeps its partial
-//	                                  Specs                                                      batch or does not divide by
-//	                                                                                             Accum (New)
-//	Derive(Data) (map[string]any,     no         New, once, after BuildData;    nothing          its error; values that do not
-//	  error) (contract.go, Deriver)              not under WithInputSpecs                        fit the fields (New)
-//	FinalizeMetrics(acc, split)       no         host, once per evaluated       metrics as       -
-//	  (contract.go, MetricsFinalizer)            split with at least one batch  divided
-//	ParamGroup(keypath) string        no         New, once per trainable array  one "default"    an empty name; mixed dtypes in
-//	  (contract.go, ParamGrouper)                                               group            one group (New)
-//	OptimizerRule(group) Rule         no         New, once per group (level 1)  RAdam            a rule field the resolved
-//	  (hyper.go, RuleChooser)                                                                    learning rate overrides (New)
-//	OptimizerChain(GroupSetup)        no         New, once per group (level 2)  from the rule    its error (New)
-//	  (*Chain, error) (hyper.go,
-//	  ChainBuilder)
-//	LearningRateGroup(group) float64  no         New, once per group            LearningRate     -
+//	hook (declared in)                      required    called                      default         refused when
+//	Forward(ctx, B) Outputs                 yes         New's shape trace; traced   -               missing, wrong signature; a
+//	  (contract.go, reflected)                          in every program                            declared field no split has;
+//	                                                                                                it reads a Host field (New)
+//	Loss(out, B) *graph.Node                yes         traced in the training      -               missing, wrong signature
+//	  (contract.go, reflected)                          programs; in eval without                   (New); not a scalar
+//	                                                    Metrics
+//	Metrics(out, B) map[string]Metric       no          traced in the eval program  val_loss: Loss  wrong signature (New); a Sum
+//	  (contract.go, reflected)                                                      per batch, mean or Count not a scalar
+//	TrainMetrics(out, B)                    no          traced in the training      none            wrong signature (New); a
+//	  map[string]*graph.Node                            programs; read on logged                    value not a scalar
+//	  (contract.go, reflected)                          steps
+//	BuildModel(ctx) error                   yes         New, once, before the       -               missing; its error (New)
+//	  (contract.go, ModelBuilder)                       shape trace
+//	BuildData() (Data, error)               yes,        New, once, on the real      -               missing with no WithData; no
+//	  (contract.go, DataBuilder)            unless      experiment                                  splits, an empty split, a
+//	                                        WithData or                                             train split that keeps its
+//	                                        WithInput-                                              partial batch or does not
+//	                                        Specs                                                   divide by Accum (New)
+//	Derive(Data) (map[string]any, error)    no          New, once, after BuildData; nothing         its error; values that do
+//	  (contract.go, Deriver)                            not under WithInputSpecs                    not fit the fields (New)
+//	FinalizeMetrics(acc, split)             no          host, once per evaluated    metrics as      -
+//	  map[string]float64                                split with at least one     divided
+//	  (contract.go, MetricsFinalizer)                   batch
+//	ParamGroup(keypath) string              no          New, once per trainable     one "default"   an empty name; mixed dtypes
+//	  (contract.go, ParamGrouper)                       array                       group           in one group (New)
+//	OptimizerRule(group) optimizers.Rule    no          New, once per group         RAdam           a rule field the resolved
+//	  (hyper.go, RuleChooser)                           (level 1)                                   learning rate overrides (New)
+//	OptimizerChain(optimizers.GroupSetup)   no          New, once per group         the rule's      its error (New)
+//	  (*optimizers.Chain, error)                        (level 2)                   chain
+//	  (hyper.go, ChainBuilder)
+//	LearningRateGroup(group) float64        no          New, once per group         LearningRate    -
 //	  (hyper.go, GroupLearningRater)
-//	LambdaGroup(group) float64        no         New, once per group            Lambda           -
+//	LambdaGroup(group) float64              no          New, once per group         Lambda          -
 //	  (hyper.go, GroupLambdaer)
-//	DecayAnchor(group) Anchor         no         New, once per group            zero             -
+//	DecayAnchor(group) optimizers.Anchor    no          New, once per group         zero            -
 //	  (hyper.go, DecayAnchorer)
-//	NoDecay(keypath, shape) bool      no         New, once per array            1-D arrays       -
-//	  (hyper.go, NoDecayer)                                                     are not decayed
-//	Schedules() map[string]any        no         New, once                      constants        a key or value schedules
-//	  (hyper.go, Scheduler)                                                                      refuses; a hyperparameter
-//	                                                                                             nothing sets (New)
-//	Checkpointer() Checkpointer       no         New, once; WithCheckpointer    TopK(3,          a ranking metric validation
-//	  (checkpoint.go,                            wins                           val_loss, min)   does not report (New)
-//	  CheckpointerChooser)
-//	CheckpointFilename(NameArgs)      no         each save, by an Adopter       its default      -
-//	  string (checkpoint.go,                     checkpointer                   names
-//	  CheckpointNamer)
-//	EarlyStop() EarlyStopper          no         New, once; WithEarlyStopping   none             an EarlyStop method of another
-//	  (earlystop.go,                             or WithEarlyStopper wins                        type; a bad policy (New)
-//	  EarlyStopChooser)
-//	ExportProvenance()                no         Export, once, on the host      framework and    an ExportProvenance method of
-//	  map[string]string (export.go,                                             site keys only   another type (Export)
-//	  ExportProvenancer)
+//	NoDecay(keypath, shape) bool            no          New, once per array         1-D arrays      -
+//	  (hyper.go, NoDecayer)                                                         are not decayed
+//	Schedules() map[string]any              no          New, once                   constants       a key or value schedules
+//	  (hyper.go, Scheduler)                                                                         refuses; a hyperparameter
+//	                                                                                                nothing sets (New)
+//	Checkpointer() checkpoint.Checkpointer  no          New, once; a run's          TopK(3,         a ranking metric validation
+//	  (checkpoint.go, CheckpointerChooser)              WithCheckpointer wins       val_loss, min)  does not report (New)
+//	CheckpointFilename(checkpoint.NameArgs) no          each save, by an Adopter    its default     -
+//	  string                                            checkpointer                names
+//	  (checkpoint.go, CheckpointNamer)
+//	EarlyStop() EarlyStopper                no          New, once; a run's          none            an EarlyStop method of
+//	  (earlystop.go, EarlyStopChooser)                  WithEarlyStopping or                        another type; a bad policy
+//	                                                    WithEarlyStopper wins                       (New)
+//	ExportProvenance() map[string]string    no          Export, once, on the host   framework and   an ExportProvenance method
+//	  (export.go, ExportProvenancer)                                                site keys only  of another type (Export)
 //
 // B is the hook's batch parameter: a struct of *graph.Node fields tagged `batch:"name"` (or
 // `batch:"name,optional"`), or map[string]*graph.Node for the whole batch.
