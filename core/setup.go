@@ -60,7 +60,7 @@ func (n *Nitro) setUp() error {
 		n.takeData,         // splits.go: WithData, else BuildData, else none (WithInputSpecs)
 		n.derive,           // derive.go: Derive's values into the experiment; the GraphConst hash
 		n.checkSplits,      // splits.go: splits against the hooks; each declared for prefetch
-		n.buildModel,       // model.go: BuildModel, Device fields, shape trace, initial values
+		n.buildModel,       // buildmodel.go: BuildModel, Device fields, shape trace, initial values
 		n.placeParameters,  // params.go: parameter groups; parameters and layer state on the device
 		n.setUpOptimizer,   // params.go: each group's optimizer, its state on the device
 		n.setUpCheckpoints, // checkpoint.go: checkpointer, early stopping, a resume
