@@ -32,9 +32,10 @@ ckpt-venv:
 test: setup depcheck ckpt-venv
 	$(TESTENV) $(GO) test -count=1 $(PKGS)
 	$(TESTENV) $(GO) test -count=1 -race $(addprefix ./,$(addsuffix /...,$(RACE)))
-	$(GO) test -run '^$$' -fuzz FuzzRead -fuzztime 10s -fuzzminimizetime 100x ./checkpoint/
-	$(GO) test -run '^$$' -fuzz FuzzReadManifest -fuzztime 10s -fuzzminimizetime 100x ./exportbundle/
-	$(GO) test -run '^$$' -fuzz FuzzDecodeSafetensors -fuzztime 10s -fuzzminimizetime 100x ./exportbundle/
+	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime 10s -fuzzminimizetime 100x ./checkpoint/
+	$(GO) test -run '^$$' -fuzz '^FuzzReadSigned$$' -fuzztime 10s -fuzzminimizetime 100x ./checkpoint/
+	$(GO) test -run '^$$' -fuzz '^FuzzReadManifest$$' -fuzztime 10s -fuzzminimizetime 100x ./exportbundle/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime 10s -fuzzminimizetime 100x ./exportbundle/
 
 ## test/<module>: one module's tests
 $(addprefix test/,$(MODULES)): test/%:
