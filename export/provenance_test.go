@@ -1,4 +1,4 @@
-package core_test
+package export_test
 
 import (
 	"crypto/sha256"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/export"
 	"github.com/nitro-go/nitro/internal/prereq"
 )
 
@@ -28,7 +29,7 @@ func fileSHA256(t *testing.T, path string) string {
 // where the plugin is a prerequisite).
 func exportOrSkipLocally(t *testing.T, n *core.Nitro, dir string) map[string]string {
 	t.Helper()
-	b, err := core.Export(n, dir, core.ExportSpec{Name: "prov", BatchSizes: []int{2}})
+	b, err := export.Export(n, dir, export.ExportSpec{Name: "prov", BatchSizes: []int{2}})
 	if err != nil && strings.Contains(err.Error(), "no plugin found") {
 		prereq.XLAPlugin.Absent(t, err)
 	}
