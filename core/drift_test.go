@@ -119,7 +119,10 @@ func TestDriftGraphConstIsRefusedByEveryVerb(t *testing.T) {
 	}
 	// The model view (what the export module exports through) is refused as a verb is, before
 	// its function runs.
-	err = n.ViewModel("Export", func(*core.ModelView) error { t.Error("ViewModel ran its function under a GraphConst drift"); return nil })
+	err = n.ViewModel("Export", func(*core.ModelView) error {
+		t.Error("ViewModel ran its function under a GraphConst drift")
+		return nil
+	})
 	wantErr(t, err, append([]string{"Export refused"}, want...)...)
 	if n.Epoch() != 0 {
 		t.Errorf("a refused Train trained %d epochs", n.Epoch())

@@ -267,4 +267,3 @@ func TestExportPreprocessEagerCheck(t *testing.T) {
 		t.Errorf("an in-memory export wrote %s (%v)", memDir, err)
 	}
 }
-
