@@ -267,3 +267,23 @@ func TestExportPreprocessEagerCheck(t *testing.T) {
 		t.Errorf("an in-memory export wrote %s (%v)", memDir, err)
 	}
 }
+
+// Baked has a GraphConst field, for the drift refusal.
+type Baked struct {
+	base
+	Width int `nitro:"graphconst"`
+}
+
+// A GraphConst field assigned after New refuses the export (the model view refuses as every
+// verb does), naming the field, before anything is written.
+func TestExportRefusesGraphConstDrift(t *testing.T) {
+	e := &Baked{Width: 4}
+	n := mustNew(t, e, data(t, 0))
+	e.Width = 8
+	dir := filepath.Join(t.TempDir(), "b")
+	_, err := export.Export(n, dir, export.ExportSpec{Name: "b"})
+	wantErr(t, err, "Export refused", "GraphConst field Width (4 at New, now 8) of Baked was assigned after core.New")
+	if _, serr := os.Stat(dir); !os.IsNotExist(serr) {
+		t.Errorf("the bundle directory exists after a refusal (%v)", serr)
+	}
+}
