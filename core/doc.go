@@ -1,5 +1,6 @@
 // Package core is the Nitro: a thin composer of the modules behind the documented hook surface.
-// New runs setup only; Train, Validate, Evaluate, Predict, SetDevice and Export are the verbs.
+// New runs setup only; Train, Validate, Evaluate, Predict and SetDevice are the verbs, and
+// ViewModel is the read-only model view the export module (package export) ships bundles from.
 // A training step is two compiled programs by default (gradient; optimizer), one with
 // WithFusedStep; parameters, gradients and optimizer state stay per array on the device.
 //
@@ -8,9 +9,9 @@
 // behind a small interface owned by its module: the batch stream (prefetch; WithPrefetch), the
 // console (Console; Quiet has none), the record (logjson.Logger; default JSON Lines at
 // <RunDir>/metrics.jsonl), monitors (monitors.Monitor; phases and progress), the checkpointer
-// (checkpoint.Checkpointer; default TopK(3, val_loss, min); WithResume restores exactly) and the
-// export bundle (exportbundle; Export freezes Device fields and captures StableHLO per width;
-// WithInputSpecs builds a Nitro for export or predict with no data).
+// (checkpoint.Checkpointer; default TopK(3, val_loss, min); WithResume restores exactly).
+// WithInputSpecs builds a Nitro for export or predict with no data. Core never imports
+// exportbundle: training links neither it nor its cgo capture shim.
 //
 // Left to the caller: the experiment's hooks and data, and signals (the CLI turns Ctrl+C into
 // Interrupt). Errors name the hook, field or value and the fix; no panic escapes an exported
