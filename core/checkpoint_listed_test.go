@@ -1,15 +1,12 @@
 package core_test
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
-	"github.com/nitro-go/nitro/internal/prereq"
 )
 
 // everyEpoch trains Reg for epochs epochs into a fresh run dir keeping every checkpoint, and
@@ -58,26 +55,5 @@ func TestResumeNamesAMissingNewest(t *testing.T) {
 		if w.Epoch() != 2 {
 			t.Errorf("resumed from %s at epoch %d, want 2", older, w.Epoch())
 		}
-	}
-}
-
-// TestExportNamesTheCheckpointEpoch: a bundle exported from WithCheckpoint's weights records the
-// checkpoint's epoch and step, not the fresh run's zeros.
-func TestExportNamesTheCheckpointEpoch(t *testing.T) {
-	dir, entries := everyEpoch(t, 2)
-	w := newNitro(t, &Reg{}, goOpts(nil, core.WithData(data(t, 16)), core.WithCheckpoint(dir))...)
-	b, err := core.Export(w, filepath.Join(t.TempDir(), "bundle"), core.ExportSpec{Name: "reg"})
-	if err != nil {
-		wantErr(t, err, "no plugin found")
-		prereq.XLAPlugin.Absent(t, fmt.Errorf("export needs the XLA plugin: %w", err))
-	}
-	last := entries[1]
-	for k, v := range map[string]int{"epoch": last.Epoch, "step": last.Step, "checkpoint_epoch": last.Epoch, "checkpoint_step": last.Step} {
-		if got := b.Provenance[k]; got != strconv.Itoa(v) {
-			t.Errorf("provenance %s = %q, want %d (the checkpoint's)", k, got, v)
-		}
-	}
-	if last.Epoch != 2 || last.Step == 0 {
-		t.Fatalf("the checkpoint is at epoch %d, step %d: the test cannot tell it from a fresh run", last.Epoch, last.Step)
 	}
 }

@@ -19,7 +19,7 @@ import (
 //	               DecayAnchorer, NoDecayer, Scheduler (the optimizer's levels and accessors)
 //	checkpoint.go  CheckpointerChooser, CheckpointNamer
 //	earlystop.go   EarlyStopChooser (the policy it returns: EarlyStopper, EarlyStopStater)
-//	export.go      ExportProvenancer (moves with Export into its own module)
+//	model.go       ExportProvenancer (the export module calls it, through ModelView)
 //
 // What a split must offer (Source, EpochSource, PartialDropper) is package prefetch's contract;
 // what a field's marker means (GraphConst, Host, Device) is package markers'.

@@ -1,6 +1,8 @@
 // Package core is the Nitro: a thin composer of the modules behind the experiment contract.
 //
-//   - New runs setup only; Train, Validate, Evaluate, Predict, SetDevice and Export are the verbs.
+//   - New runs setup only; Train, Validate, Evaluate, Predict and SetDevice are the verbs, and
+//     ViewModel is the read-only model view the export module (package export) ships bundles
+//     from.
 //   - A training step is two compiled programs by default (gradient; optimizer), one with
 //     WithFusedStep; parameters, gradients and optimizer state stay per array on the device.
 //   - Nitro keeps setup values, compiled programs and the training state (parameters, optimizer
@@ -13,9 +15,10 @@
 //   - the record: logjson.Logger (default JSON Lines at <RunDir>/metrics.jsonl);
 //   - monitors: monitors.Monitor (phases and progress);
 //   - the checkpointer: checkpoint.Checkpointer (default TopK(3, val_loss, min); WithResume
-//     restores exactly);
-//   - the export bundle: exportbundle (Export freezes Device fields and captures StableHLO per
-//     width; WithInputSpecs builds a Nitro for export or predict with no data).
+//     restores exactly).
+//
+// WithInputSpecs builds a Nitro for export or predict with no data. Core never imports
+// exportbundle: training links neither it nor its cgo capture shim.
 //
 // Left to the caller: the experiment's hooks and data, and signals (the CLI turns Ctrl+C into
 // Interrupt). Errors name the hook, field or value and the fix; no panic escapes an exported
@@ -82,7 +85,7 @@
 //	  (earlystop.go, EarlyStopChooser)                  WithEarlyStopping or                        another type; a bad policy
 //	                                                    WithEarlyStopper wins                       (New)
 //	ExportProvenance() map[string]string    no          Export, once, on the host   framework and   an ExportProvenance method
-//	  (export.go, ExportProvenancer)                                                site keys only  of another type (Export)
+//	  (model.go, ExportProvenancer)                                                 site keys only  of another type (Export)
 //
 // B is the hook's batch parameter: a struct of *graph.Node fields tagged `batch:"name"` (or
 // `batch:"name,optional"`), or map[string]*graph.Node for the whole batch.

@@ -2,13 +2,10 @@ package core_test
 
 import (
 	"errors"
-	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/internal/prereq"
@@ -227,32 +224,5 @@ func TestCachedProgramThatNoLongerTracesIsRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantErr(t, n.Train(), "gradient program", "no longer traces to", "global or a captured variable", "Reset")
-	}
-}
-
-// HostAtWidthOne reads a Host field in Forward only at batch size 1: setup's check at the
-// training width cannot see it; the export check at each exported batch size does.
-type HostAtWidthOne struct {
-	base
-	Scale float64
-}
-
-func (e *HostAtWidthOne) Forward(ctx *context.Context, in In) core.Outputs {
-	pred := layers.Dense(ctx.In("dense_0"), in.X, true, 1)
-	if in.X.Shape().Dimensions[0] == 1 {
-		pred = graph.MulScalar(pred, e.Scale)
-	}
-	return core.Outputs{"pred": pred}
-}
-
-func TestExportRefusesHostReadAtAnExportedBatchSize(t *testing.T) {
-	for _, be := range hostCheckBackends(t) {
-		n, err := sweepNew(t, be, compilecache.New(), &HostAtWidthOne{Scale: 2}, 0)
-		if err != nil {
-			t.Fatalf("%s: New (training width 16 reads no Host field): %v", be, err)
-		}
-		_, err = core.Export(n, filepath.Join(t.TempDir(), "bundle"), core.ExportSpec{Name: "w1", BatchSizes: []int{4, 1}})
-		wantHostRead(t, err, "Scale")
-		wantErr(t, err, "export at batch size 1")
 	}
 }

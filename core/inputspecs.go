@@ -3,13 +3,14 @@ package core
 import (
 	"fmt"
 	"slices"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/gomlx/gopjrt/dtypes"
-	"github.com/nitro-go/nitro/exportbundle"
 )
 
 // InputSpec declares one batch-first tensor by name, dtype and per-row shape (the batch axis,
-// axis 0, excluded): a batch field for WithInputSpecs, a wire input for ExportSpec.WireInputs.
+// axis 0, excluded): a batch field for WithInputSpecs, a wire input of an export.
 type InputSpec struct {
 	Name  string
 	DType dtypes.DType
@@ -22,7 +23,7 @@ type InputSpec struct {
 // per-row shapes, which New otherwise reads off each split's first batch, are the specs'. The
 // specs must cover every field Forward requires; fields Loss and Metrics read need none.
 //
-// Such a Nitro has no splits: it can Predict and be exported (core.Export), with the weights of
+// Such a Nitro has no splits: it can Predict and be exported (export.Export), with the weights of
 // WithCheckpoint or as BuildModel initializes them, but Train and Evaluate are errors (they
 // match ErrNoSplit). This is how a model is served or exported where its training data is not:
 // New(e, WithInputSpecs(InputSpec{"image", dtypes.Float32, []int{784}}), WithCheckpoint(path)).
@@ -41,11 +42,11 @@ func (n *Nitro) specOnly() bool { return n.opts.inputSpecs != nil }
 
 // check validates one spec; what names it in errors ("WithInputSpecs[0]").
 func (s InputSpec) check(what string) error {
-	if err := checkExportName(what+".Name", s.Name); err != nil {
+	if err := checkName(what+".Name", s.Name); err != nil {
 		return err
 	}
 	what = fmt.Sprintf("%s %q", what, s.Name)
-	if !exportbundle.DTypeOf(s.DType).Valid() {
+	if _, ok := checkpointDTypes[s.DType]; !ok { // the dtypes a checkpoint (and a bundle) holds
 		return fmt.Errorf("%s: dtype %s is not one a batch field (or a bundle) can hold", what, s.DType)
 	}
 	for i, d := range s.Shape {
@@ -56,9 +57,10 @@ func (s InputSpec) check(what string) error {
 	return nil
 }
 
-// checkSpecList validates a list of specs: each well-formed, no name twice. field names the
-// list in errors ("WithInputSpecs", "ExportSpec.WireInputs").
-func checkSpecList(field string, specs []InputSpec) error {
+// CheckInputSpecs validates a list of specs: each well-formed (a name, a dtype a checkpoint and a
+// bundle can hold, per-row dimensions of at least 1), no name twice. field names the list in
+// errors ("WithInputSpecs", "ExportSpec.WireInputs").
+func CheckInputSpecs(field string, specs []InputSpec) error {
 	if len(specs) == 0 {
 		return fmt.Errorf("%s: no specs given", field)
 	}
@@ -77,7 +79,7 @@ func checkSpecList(field string, specs []InputSpec) error {
 // specs, checked against Forward's declared fields; there are no splits.
 func (n *Nitro) checkInputSpecs() error {
 	specs := n.opts.inputSpecs
-	if err := checkSpecList("WithInputSpecs", specs); err != nil {
+	if err := CheckInputSpecs("WithInputSpecs", specs); err != nil {
 		return err
 	}
 	n.fieldShapes = map[string]fieldShape{}
@@ -102,4 +104,20 @@ func (n *Nitro) checkInputSpecs() error {
 // noDataError is what Train and Evaluate return on a Nitro built from WithInputSpecs.
 func (n *Nitro) noDataError(what string) error {
 	return fmt.Errorf("%s: this Nitro was built with core.WithInputSpecs, from no data, so it has no splits: it can Predict and be exported; build it with data (BuildData or WithData) to %s: %w", what, what, ErrNoSplit)
+}
+
+// checkName applies the name rules of a checkpoint and a bundle (non-empty UTF-8, at most 256
+// bytes, no control characters).
+func checkName(what, name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%s is empty", what)
+	case len(name) > 256:
+		return fmt.Errorf("%s is %d bytes long (at most 256)", what, len(name))
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%s %q is not UTF-8", what, name)
+	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return fmt.Errorf("%s %q holds a control character", what, name)
+	}
+	return nil
 }

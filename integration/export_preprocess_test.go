@@ -13,6 +13,7 @@ import (
 	"github.com/nitro-go/nitro/cmd/examples/mnist"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/export"
 	"github.com/nitro-go/nitro/exportbundle"
 	"github.com/nitro-go/nitro/internal/prereq"
 	"github.com/nitro-go/nitro/markers"
@@ -67,7 +68,7 @@ func TestExportPreprocessMNIST(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "mnist_u8")
 	eager := 0
-	_, err := core.Export(n, dir, core.ExportSpec{
+	_, err := export.Export(n, dir, export.ExportSpec{
 		Name:       "mnist_u8",
 		BatchSizes: []int{1, 32},
 		WireInputs: []core.InputSpec{{Name: "pixels", DType: dtypes.Uint8, Shape: []int{784}}},
@@ -75,7 +76,7 @@ func TestExportPreprocessMNIST(t *testing.T) {
 			eager++
 			return map[string]*graph.Node{"image": graph.DivScalar(graph.ConvertDType(w["pixels"], dtypes.Float32), 255)}
 		},
-		Outputs: []core.ExportOutput{{Name: "logits"}, {Name: "pixels_sent", From: "pixels"}},
+		Outputs: []export.ExportOutput{{Name: "logits"}, {Name: "pixels_sent", From: "pixels"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +165,7 @@ func TestExportFromCheckpointNoData(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "mnist_from_ckpt")
-	b, err := core.Export(n, dir, core.ExportSpec{Name: "mnist_from_ckpt", BatchSizes: []int{1, 32}})
+	b, err := export.Export(n, dir, export.ExportSpec{Name: "mnist_from_ckpt", BatchSizes: []int{1, 32}})
 	if err != nil {
 		t.Fatal(err)
 	}

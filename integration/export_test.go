@@ -23,6 +23,7 @@ import (
 	"github.com/nitro-go/nitro/cmd/examples/mnist"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/export"
 	"github.com/nitro-go/nitro/exportbundle"
 	"github.com/nitro-go/nitro/internal/prereq"
 	"github.com/nitro-go/nitro/markers"
@@ -133,7 +134,7 @@ func TestExportMNIST(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "mnist_tiny")
 	before, k := n.Phase(), phases.len()
-	b, err := core.Export(n, dir, core.ExportSpec{Name: "mnist_tiny", BatchSizes: []int{32, 1}})
+	b, err := export.Export(n, dir, export.ExportSpec{Name: "mnist_tiny", BatchSizes: []int{32, 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,10 +273,10 @@ func TestExportFreezesDeviceFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "tempered")
-	_, err = core.Export(n, dir, core.ExportSpec{
+	_, err = export.Export(n, dir, export.ExportSpec{
 		Name:       "tempered",
 		BatchSizes: []int{4},
-		Outputs: []core.ExportOutput{
+		Outputs: []export.ExportOutput{
 			{Name: "scores", From: "logits", DType: exportbundle.F32, Shape: []int{-1, classes}, AxisLetters: "k"},
 			{Name: "x", From: "x"},
 		},
@@ -359,27 +360,27 @@ func TestExportRefusals(t *testing.T) {
 	n := build(t, newTempered(), core.WithCache(compilecache.New()))
 	cases := []struct {
 		name string
-		spec core.ExportSpec
+		spec export.ExportSpec
 		want string
 	}{
-		{"client spec without postprocess", core.ExportSpec{Name: "t", ClientOutputs: []exportbundle.TensorSpec{{Name: "label", DType: exportbundle.I32, Shape: []int{1}}}},
+		{"client spec without postprocess", export.ExportSpec{Name: "t", ClientOutputs: []exportbundle.TensorSpec{{Name: "label", DType: exportbundle.I32, Shape: []int{1}}}},
 			"ExportSpec.ClientOutputs given without a Postprocess"},
-		{"undeclared echo", core.ExportSpec{Name: "t", Outputs: []core.ExportOutput{{Name: "logits"}, {Name: "x"}}},
+		{"undeclared echo", export.ExportSpec{Name: "t", Outputs: []export.ExportOutput{{Name: "logits"}, {Name: "x"}}},
 			`ExportSpec.Outputs[1] "x": the name is a declared input, and an echo must be declared: set From: "x"`},
-		{"batch size 0", core.ExportSpec{Name: "t", BatchSizes: []int{0}}, "ExportSpec.BatchSizes[0] is 0"},
-		{"From names nothing", core.ExportSpec{Name: "t", Outputs: []core.ExportOutput{{Name: "scores", From: "score"}}},
+		{"batch size 0", export.ExportSpec{Name: "t", BatchSizes: []int{0}}, "ExportSpec.BatchSizes[0] is 0"},
+		{"From names nothing", export.ExportSpec{Name: "t", Outputs: []export.ExportOutput{{Name: "scores", From: "score"}}},
 			`ExportSpec.Outputs[0] "scores": From "score" is neither a Forward output (Forward returns [logits prob]) nor a declared input ([x])`},
-		{"no such output", core.ExportSpec{Name: "t", Outputs: []core.ExportOutput{{Name: "probs"}}},
+		{"no such output", export.ExportSpec{Name: "t", Outputs: []export.ExportOutput{{Name: "probs"}}},
 			`ExportSpec.Outputs[0] "probs": Forward returns no output "probs"`},
-		{"shape assertion", core.ExportSpec{Name: "t", Outputs: []core.ExportOutput{{Name: "prob", Shape: []int{-1, 3}}}},
+		{"shape assertion", export.ExportSpec{Name: "t", Outputs: []export.ExportOutput{{Name: "prob", Shape: []int{-1, 3}}}},
 			`ExportSpec.Outputs "prob" (from "prob"): the program returns shape [-1 2], ExportOutput.Shape asserts [-1 3]`},
-		{"dtype assertion", core.ExportSpec{Name: "t", Outputs: []core.ExportOutput{{Name: "prob", DType: exportbundle.F64}}},
+		{"dtype assertion", export.ExportSpec{Name: "t", Outputs: []export.ExportOutput{{Name: "prob", DType: exportbundle.F64}}},
 			`ExportOutput.DType asserts F64`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "b")
-			_, err := core.Export(n, dir, c.spec)
+			_, err := export.Export(n, dir, c.spec)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v\nwant an error containing %q", err, c.want)
 			}
@@ -421,7 +422,7 @@ func TestExportSiteProvenance(t *testing.T) {
 
 	n := build(t, newTempered(), core.WithCache(compilecache.New()))
 	dir := filepath.Join(t.TempDir(), "tempered")
-	if _, err := core.Export(n, dir, core.ExportSpec{Name: "tempered", ProvenanceRoot: repo}); err != nil {
+	if _, err := export.Export(n, dir, export.ExportSpec{Name: "tempered", ProvenanceRoot: repo}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := exportbundle.Read(dir) // verifies every checksum, the patch's included
@@ -429,13 +430,13 @@ func TestExportSiteProvenance(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := got.Provenance
-	if p["git_commit"] != commit || p["git_tree"] != tree || p["git_dirty"] != "true" || p["git_patch"] != core.PatchFile {
-		t.Errorf("provenance %v; want commit %s, tree %s, dirty, patch %s", p, commit, tree, core.PatchFile)
+	if p["git_commit"] != commit || p["git_tree"] != tree || p["git_dirty"] != "true" || p["git_patch"] != export.PatchFile {
+		t.Errorf("provenance %v; want commit %s, tree %s, dirty, patch %s", p, commit, tree, export.PatchFile)
 	}
-	patch := string(got.Extra[core.PatchFile])
+	patch := string(got.Extra[export.PatchFile])
 	for _, w := range []string{"diff --git a/tempered.go b/tempered.go", "-const Scale = 1", "+const Scale = 3"} {
 		if !strings.Contains(patch, w) {
-			t.Errorf("%s does not contain %q:\n%s", core.PatchFile, w, patch)
+			t.Errorf("%s does not contain %q:\n%s", export.PatchFile, w, patch)
 		}
 	}
 	run, err := exportbundle.Open(dir, r.Plugin)
@@ -477,7 +478,7 @@ func TestExportLayerState(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "normed")
-	if _, err := core.Export(n, dir, core.ExportSpec{Name: "normed", BatchSizes: []int{8, 2}}); err != nil {
+	if _, err := export.Export(n, dir, export.ExportSpec{Name: "normed", BatchSizes: []int{8, 2}}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := exportbundle.Read(dir)
@@ -545,7 +546,7 @@ func TestExportFromCheckpoint(t *testing.T) {
 		t.Fatalf("restored Nitro at step %d", restored.Step())
 	}
 	dir := filepath.Join(t.TempDir(), "restored")
-	if _, err := core.Export(restored, dir, core.ExportSpec{Name: "restored", BatchSizes: []int{4}}); err != nil {
+	if _, err := export.Export(restored, dir, export.ExportSpec{Name: "restored", BatchSizes: []int{4}}); err != nil {
 		t.Fatal(err)
 	}
 	run, err := exportbundle.Open(dir, r.Plugin)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/core/backend"
+	"github.com/nitro-go/nitro/export"
 	"github.com/nitro-go/nitro/exportbundle"
 )
 
@@ -149,7 +150,7 @@ func runExport(c *cobra.Command, expName string, f *exportFlags, stdout, stderr 
 	if err != nil {
 		return err
 	}
-	b, err := core.Export(n, f.out, core.ExportSpec{Name: name, BatchSizes: f.batches, ProvenanceRoot: f.provRoot})
+	b, err := export.Export(n, f.out, export.ExportSpec{Name: name, BatchSizes: f.batches, ProvenanceRoot: f.provRoot})
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,11 @@
-// Command depcheck enforces the workspace's layering: no module but cmd and integration imports
-// core; internal/prereq (the test prerequisites and the plugin search, which every module may
-// import, core/backend included) imports no workspace module, so it sits below them all; and no
+// Command depcheck enforces the workspace's layering: no module but cmd, export and integration
+// imports core; internal/prereq (the test prerequisites and the plugin search, which every module
+// may import, core/backend included) imports no workspace module, so it sits below them all; no
 // import cycle runs between modules (Go modules tolerate module-level cycles; we do not, since
-// each module must be usable alone). Run from the repository root: go run ./integration/depcheck
+// each module must be usable alone); and the training path (core's packages and everything they
+// import) holds no exportbundle package and no workspace package using cgo, so a program that
+// only trains links neither the bundle code nor its capture shim. Run from the repository root:
+// go run ./integration/depcheck
 package main
 
 import (
@@ -16,8 +19,13 @@ import (
 	"strings"
 )
 
-// mayImportCore lists the modules allowed to depend on core.
-var mayImportCore = map[string]bool{"cmd": true, "integration": true}
+// mayImportCore lists the modules allowed to depend on core: the CLI, the tests across modules,
+// and export, which ships a Nitro as a bundle through core's model view (core must not import
+// it back: the training path stays free of exportbundle).
+var mayImportCore = map[string]bool{"cmd": true, "export": true, "integration": true}
+
+// trainingPathOff lists the modules no package of the training path may come from.
+var trainingPathOff = map[string]bool{"exportbundle": true}
 
 // bottom lists the modules that import no workspace module: every module may import them.
 var bottom = map[string]bool{"internal/prereq": true}
@@ -31,30 +39,88 @@ func main() {
 	if err == nil {
 		err = Check(graph)
 	}
+	var deps []Dep
+	if err == nil {
+		deps, err = TrainingPath(root)
+	}
+	if err == nil {
+		err = CheckTrainingPath(deps)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "depcheck:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("depcheck: %d modules, layering ok\n", len(graph))
+	fmt.Printf("depcheck: %d modules, layering ok; training path: %d workspace packages, no exportbundle, no cgo\n", len(graph), len(deps))
+}
+
+// Dep is one workspace package of the training path.
+type Dep struct {
+	Path   string // import path
+	Module string // its module's folder
+	Cgo    bool   // it has cgo files
+}
+
+// TrainingPath lists the workspace packages core's packages import, directly or not, core's own
+// included (tests excluded: a test binary is no training program).
+func TrainingPath(root string) ([]Dep, error) {
+	paths, err := workspacePaths(root)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("go", "list", "-e", "-deps", "-f", "{{.ImportPath}} {{len .CgoFiles}}", "./...")
+	cmd.Dir = filepath.Join(root, "core")
+	// cgo files count only where cgo is enabled: list them as a cgo build (the default with a C
+	// compiler, and how gopjrt's XLA backend is built) sees them.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list -deps in core: %v: %s", err, stderr.String())
+	}
+	var deps []Dep
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		for p, dir := range paths {
+			if f[0] == p || strings.HasPrefix(f[0], p+"/") {
+				deps = append(deps, Dep{Path: f[0], Module: dir, Cgo: f[1] != "0"})
+			}
+		}
+	}
+	return deps, nil
+}
+
+// CheckTrainingPath refuses an exportbundle package and a workspace package using cgo on the
+// training path. The rule names workspace packages only: gopjrt, which runs the XLA backend
+// through the PJRT C API, uses cgo itself, so runtime/cgo is on every path that trains on XLA.
+func CheckTrainingPath(deps []Dep) error {
+	var problems []string
+	for _, d := range deps {
+		if trainingPathOff[d.Module] {
+			problems = append(problems, fmt.Sprintf("core's import graph holds %s (module %s): training must not link the bundle code; move what core needs below core, or the use into the export module", d.Path, d.Module))
+		}
+		if d.Cgo {
+			problems = append(problems, fmt.Sprintf("core's import graph holds %s, which uses cgo: training must link no cgo of ours; put the cgo code in a module only export imports", d.Path))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%s", strings.Join(problems, "; "))
+	}
+	return nil
 }
 
 // Collect returns, for each module named in root/go.work (by folder name), the workspace modules
 // its packages import (tests included).
 func Collect(root string) (map[string][]string, error) {
-	dirs, err := workModules(filepath.Join(root, "go.work"))
+	paths, err := workspacePaths(root)
 	if err != nil {
 		return nil, err
 	}
-	paths := map[string]string{} // module path -> folder
-	for _, d := range dirs {
-		p, err := modulePath(filepath.Join(root, d, "go.mod"))
-		if err != nil {
-			return nil, err
-		}
-		paths[p] = d
-	}
 	graph := map[string][]string{}
-	for _, d := range dirs {
+	for _, d := range paths {
 		cmd := exec.Command("go", "list", "-e", "-f", "{{join .Imports \"\\n\"}}\n{{join .TestImports \"\\n\"}}\n{{join .XTestImports \"\\n\"}}", "./...")
 		cmd.Dir = filepath.Join(root, d)
 		var stderr bytes.Buffer
@@ -94,7 +160,7 @@ func Check(graph map[string][]string) error {
 				problems = append(problems, fmt.Sprintf("module %s imports %s: it must import no workspace module, since every module may import it", m, dep))
 			}
 			if dep == "core" && !mayImportCore[m] {
-				problems = append(problems, fmt.Sprintf("module %s imports core: only cmd and integration may; move the shared code into %s or a lower module", m, m))
+				problems = append(problems, fmt.Sprintf("module %s imports core: only cmd, export and integration may; move the shared code into %s or a lower module", m, m))
 			}
 		}
 	}
@@ -145,6 +211,23 @@ func findCycle(graph map[string][]string, names []string) []string {
 		}
 	}
 	return nil
+}
+
+// workspacePaths maps each module path named in root/go.work to its folder.
+func workspacePaths(root string) (map[string]string, error) {
+	dirs, err := workModules(filepath.Join(root, "go.work"))
+	if err != nil {
+		return nil, err
+	}
+	paths := map[string]string{}
+	for _, d := range dirs {
+		p, err := modulePath(filepath.Join(root, d, "go.mod"))
+		if err != nil {
+			return nil, err
+		}
+		paths[p] = d
+	}
+	return paths, nil
 }
 
 func workModules(path string) ([]string, error) {

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -12,8 +13,48 @@ func TestCheckRefusesCoreImport(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "module markers imports core") {
 		t.Fatalf("want markers->core refused, got %v", err)
 	}
-	if err := Check(map[string][]string{"cmd": {"core"}, "integration": {"core", "cmd"}, "core": {"markers"}, "markers": nil}); err != nil {
-		t.Fatalf("a well layered graph was refused: %v", err)
+	if err := Check(map[string][]string{"cmd": {"core", "export"}, "export": {"core", "exportbundle"}, "integration": {"core", "cmd"}, "core": {"markers"}, "markers": nil, "exportbundle": nil}); err != nil {
+		t.Fatalf("a well layered graph (export above core) was refused: %v", err)
+	}
+	// export imports core; core importing export back is a cycle.
+	err = Check(map[string][]string{"export": {"core"}, "core": {"export"}})
+	if err == nil || !strings.Contains(err.Error(), "core -> export -> core") {
+		t.Fatalf("want core -> export refused as a cycle, got %v", err)
+	}
+}
+
+// TestCheckTrainingPath: an exportbundle package, or a workspace package with cgo files, on
+// core's import graph is refused, each named; a clean path passes.
+func TestCheckTrainingPath(t *testing.T) {
+	clean := []Dep{{Path: "x/core", Module: "core"}, {Path: "x/core/backend", Module: "core"}, {Path: "x/markers", Module: "markers"}}
+	if err := CheckTrainingPath(clean); err != nil {
+		t.Fatalf("a clean training path was refused: %v", err)
+	}
+	bad := append(clean, Dep{Path: "x/exportbundle", Module: "exportbundle"}, Dep{Path: "x/monitors/shim", Module: "monitors", Cgo: true})
+	err := CheckTrainingPath(bad)
+	if err == nil || !strings.Contains(err.Error(), "holds x/exportbundle (module exportbundle)") || !strings.Contains(err.Error(), "holds x/monitors/shim, which uses cgo") {
+		t.Fatalf("want exportbundle and the cgo package named, got %v", err)
+	}
+}
+
+// TestTrainingPathOfThisWorkspace: the rule holds on this repository's core, and the listing it
+// rests on sees core's subpackages and the modules core imports.
+func TestTrainingPathOfThisWorkspace(t *testing.T) {
+	deps, err := TrainingPath(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, d := range deps {
+		seen[d.Module+" "+d.Path] = true
+	}
+	for _, want := range []string{"core github.com/nitro-go/nitro/core", "core github.com/nitro-go/nitro/core/backend", "markers github.com/nitro-go/nitro/markers", "checkpoint github.com/nitro-go/nitro/checkpoint"} {
+		if !seen[want] {
+			t.Errorf("the training path misses %s: %v", want, deps)
+		}
+	}
+	if err := CheckTrainingPath(deps); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -63,5 +104,36 @@ func TestCollectOnRealWorkspace(t *testing.T) {
 	}
 	if err := Check(g); err == nil || !strings.Contains(err.Error(), "markers imports core") {
 		t.Fatalf("bad import not refused: %v", err)
+	}
+}
+
+// TestTrainingPathSeesCgoAndExportbundle: on a workspace on disk where core imports exportbundle,
+// which has a cgo file, TrainingPath lists both facts and the check refuses them.
+func TestTrainingPathSeesCgoAndExportbundle(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, body string) {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("go.work", "go 1.26\n\nuse (\n\t./core\n\t./exportbundle\n)\n")
+	write("exportbundle/go.mod", "module example.com/x/exportbundle\n\ngo 1.26\n")
+	write("exportbundle/shim/shim.go", "package shim\n\n// int one(void) { return 1; }\nimport \"C\"\n\nfunc One() int { return int(C.one()) }\n")
+	write("core/go.mod", "module example.com/x/core\n\ngo 1.26\n\nrequire example.com/x/exportbundle v0.0.0\n\nreplace example.com/x/exportbundle => ../exportbundle\n")
+	write("core/core.go", "package core\n\nimport \"example.com/x/exportbundle/shim\"\n\nvar X = shim.One()\n")
+	deps, err := TrainingPath(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(deps, Dep{Path: "example.com/x/exportbundle/shim", Module: "exportbundle", Cgo: true}) {
+		t.Fatalf("TrainingPath %v: want the cgo exportbundle package listed as such", deps)
+	}
+	err = CheckTrainingPath(deps)
+	if err == nil || !strings.Contains(err.Error(), "module exportbundle") || !strings.Contains(err.Error(), "uses cgo") {
+		t.Fatalf("want both refusals, got %v", err)
 	}
 }

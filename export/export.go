@@ -1,6 +1,7 @@
-package core
+package export
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,17 +21,16 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gopjrt/dtypes"
+	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/core/backend"
 	"github.com/nitro-go/nitro/exportbundle"
-	"github.com/nitro-go/nitro/markers"
-	"github.com/nitro-go/nitro/monitors"
 )
 
 // ExportSpec says what Export writes: the wire contract (inputs, outputs), the batch sizes, the
 // client side of an optional postprocess, and the caller's half of the provenance.
 //
 // Export never reads a checkpoint: it exports the Nitro it is given, with the weights it holds
-// (trained, restored with WithCheckpoint or WithResume, or as initialized).
+// (trained, restored with core.WithCheckpoint or core.WithResume, or as initialized).
 type ExportSpec struct {
 	// Name is the bundle's name, recorded in its manifest. Required.
 	Name string
@@ -50,7 +49,7 @@ type ExportSpec struct {
 	// program. The program then takes the WireInputs, in this order (the wire contract; each
 	// batch-first, with its dtype and per-row shape), and they are the bundle's inputs; Inputs
 	// must be empty.
-	WireInputs []InputSpec
+	WireInputs []core.InputSpec
 	// Preprocess receives the wire inputs by name, at the batch size being compiled, and returns
 	// the batch fields Forward reads. It obeys every rule a traced hook obeys: graph operations
 	// only, no data-dependent control flow; a panic in it is an error. It is given no view of
@@ -76,8 +75,9 @@ type ExportSpec struct {
 	// Provenance is the explicit provenance: merged last, it wins over every other source.
 	Provenance map[string]string
 	// ProvenanceRoot is a directory inside the git repository the model's code lives in. When
-	// set, the bundle records the repository state there (see SiteProvenance): the commit, its
-	// tree hash, whether the working tree is dirty, and the working-tree patch as its own file.
+	// set, the bundle records the repository state there (see exportbundle.SiteProvenance): the
+	// commit, its tree hash, whether the working tree is dirty, and the working-tree patch as its
+	// own file.
 	// When empty, the bundle carries no repository keys at all (nitro never guesses which
 	// repository produced a model).
 	ProvenanceRoot string
@@ -103,14 +103,6 @@ type ExportOutput struct {
 	AxisLetters string
 }
 
-// ExportProvenancer is the optional model-layer provenance hook: what a consumer of this model
-// needs to know that no tensor shape says (class names, the labeling variant, a crop geometry).
-// Export merges it over the framework's and the site's keys; the explicit ExportSpec.Provenance
-// still wins over it. It runs on the real experiment, on the host.
-type ExportProvenancer interface {
-	ExportProvenance() map[string]string
-}
-
 // PatchFile is the bundle file that holds the working-tree patch of a dirty ProvenanceRoot.
 const PatchFile = "working_tree.patch"
 
@@ -133,21 +125,30 @@ const PatchFile = "working_tree.patch"
 // previous phase restored (also when the export fails).
 //
 // Export needs no data: it reads the weights and traces Forward. A Nitro built with
-// WithInputSpecs (the fields' dtypes and shapes, no data) and WithCheckpoint (the trained
+// core.WithInputSpecs (the fields' dtypes and shapes, no data) and core.WithCheckpoint (the trained
 // weights) exports as the trained Nitro does.
 //
 // The programs are compiled through the XLA PJRT plugin the Nitro runs on (or, on the pure-Go
 // backend, the one backend.FindPlugin finds); without a plugin Export is an error. Export never
 // touches the compile cache. Like every entry point it returns errors, never panics.
-func Export(n *Nitro, dir string, spec ExportSpec) (b *exportbundle.Bundle, err error) {
+func Export(n *core.Nitro, dir string, spec ExportSpec) (*exportbundle.Bundle, error) {
 	if n == nil {
-		return nil, errors.New("core.Export: nil *Nitro")
+		return nil, errors.New("export.Export: nil *Nitro")
 	}
-	defer n.enter("export", &err, nil)()
-	if err := n.checkDrift("Export"); err != nil {
+	var b *exportbundle.Bundle
+	err := n.ViewModel("Export", func(m *core.ModelView) (err error) {
+		b, err = export(m, dir, spec)
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
-	plan, err := n.planExport(spec)
+	return b, nil
+}
+
+// export is Export inside the Nitro's ViewModel: m stays valid throughout.
+func export(m *core.ModelView, dir string, spec ExportSpec) (b *exportbundle.Bundle, err error) {
+	plan, err := planExport(m, spec)
 	if err != nil {
 		return nil, fmt.Errorf("export: %w", err)
 	}
@@ -158,13 +159,13 @@ func Export(n *Nitro, dir string, spec ExportSpec) (b *exportbundle.Bundle, err 
 			return nil, fmt.Errorf("export: %w", err)
 		}
 	}
-	if err := n.checkPreprocess(plan); err != nil {
+	if err := checkPreprocess(m, plan); err != nil {
 		return nil, fmt.Errorf("export: %w", err)
 	}
-	if plan.plugin, err = n.exportPlugin(); err != nil {
+	if plan.plugin, err = exportPlugin(m); err != nil {
 		return nil, fmt.Errorf("export: %w", err)
 	}
-	prov, extra, err := n.exportProvenance(spec, plan)
+	prov, extra, err := exportProvenance(m, spec, plan)
 	if err != nil {
 		return nil, fmt.Errorf("export: %w", err)
 	}
@@ -173,8 +174,8 @@ func Export(n *Nitro, dir string, spec ExportSpec) (b *exportbundle.Bundle, err 
 	}
 	// The phase covers the capture and the write, and the previous phase is restored when the
 	// bundle is written or the export fails.
-	err = n.tracker.WithCompiling(monitors.ExportCompiling{}, func() error {
-		res, err := n.captureExport(plan)
+	err = m.WithCompiling(func() error {
+		res, err := captureExport(m, plan)
 		if err != nil {
 			return err
 		}
@@ -231,7 +232,7 @@ func (p *exportPlan) isInput(name string) bool {
 }
 
 // planExport checks everything about the spec that needs no trace, naming the field at fault.
-func (n *Nitro) planExport(spec ExportSpec) (*exportPlan, error) {
+func planExport(m *core.ModelView, spec ExportSpec) (*exportPlan, error) {
 	p := &exportPlan{name: spec.Name, outputs: spec.Outputs}
 	if err := checkExportName("ExportSpec.Name", spec.Name); err != nil {
 		return nil, fmt.Errorf("%w (the bundle's name, recorded in its manifest)", err)
@@ -259,7 +260,7 @@ func (n *Nitro) planExport(spec ExportSpec) (*exportPlan, error) {
 	case spec.Preprocess != nil && spec.Inputs != nil:
 		return nil, fmt.Errorf("ExportSpec.Inputs %v and a Preprocess both given: with a Preprocess the program takes the WireInputs, and Preprocess makes Forward's batch fields from them; drop Inputs", spec.Inputs)
 	case spec.Preprocess != nil:
-		if err := checkSpecList("ExportSpec.WireInputs", spec.WireInputs); err != nil {
+		if err := core.CheckInputSpecs("ExportSpec.WireInputs", spec.WireInputs); err != nil {
 			return nil, fmt.Errorf("%w (with a Preprocess, WireInputs declare what a client sends: name, dtype, per-row shape)", err)
 		}
 		for _, w := range spec.WireInputs {
@@ -269,7 +270,7 @@ func (n *Nitro) planExport(spec ExportSpec) (*exportPlan, error) {
 	case spec.WireInputs != nil:
 		return nil, errors.New("ExportSpec.WireInputs given without a Preprocess: wire inputs are what a Preprocess converts into Forward's batch fields; add the Preprocess, or list the batch fields the program takes in Inputs")
 	default:
-		if err := n.planBatchInputs(spec, p); err != nil {
+		if err := planBatchInputs(m, spec, p); err != nil {
 			return nil, err
 		}
 	}
@@ -314,9 +315,9 @@ func (n *Nitro) planExport(spec ExportSpec) (*exportPlan, error) {
 			return nil, err
 		}
 	}
-	if m, ok := reflect.TypeOf(n.e).MethodByName("ExportProvenance"); ok {
-		if _, hook := n.e.(ExportProvenancer); !hook {
-			return nil, fmt.Errorf("experiment %s has an ExportProvenance method of type %s, which export would ignore: define func (e *%s) ExportProvenance() map[string]string", n.typeName, m.Type, n.typeName)
+	if meth, ok := reflect.TypeOf(m.Experiment()).MethodByName("ExportProvenance"); ok {
+		if _, hook := m.Experiment().(core.ExportProvenancer); !hook {
+			return nil, fmt.Errorf("experiment %s has an ExportProvenance method of type %s, which export would ignore: define func (e *%s) ExportProvenance() map[string]string", m.TypeName(), meth.Type, m.TypeName())
 		}
 	}
 	return p, nil
@@ -324,15 +325,16 @@ func (n *Nitro) planExport(spec ExportSpec) (*exportPlan, error) {
 
 // planBatchInputs resolves ExportSpec.Inputs (no Preprocess): batch fields Forward declares, each
 // with the dtype and per-row shape of the data contract, every field Forward requires listed.
-func (n *Nitro) planBatchInputs(spec ExportSpec, p *exportPlan) error {
+func planBatchInputs(m *core.ModelView, spec ExportSpec, p *exportPlan) error {
+	fields, whole := m.ForwardFields()
 	names := spec.Inputs
 	if names == nil {
-		if n.forward.whole {
+		if whole {
 			return fmt.Errorf("ExportSpec.Inputs is empty and Forward takes the whole batch (map[string]*graph.Node), so export cannot tell its inputs from its targets: list the batch fields the program takes")
 		}
-		for _, f := range n.forward.fields {
-			if _, ok := n.fieldShapes[f.name]; ok || !f.optional {
-				names = append(names, f.name)
+		for _, f := range fields {
+			if _, ok := m.FieldSpec(f.Name); ok || !f.Optional {
+				names = append(names, f.Name)
 			}
 		}
 	}
@@ -347,22 +349,22 @@ func (n *Nitro) planBatchInputs(spec ExportSpec, p *exportPlan) error {
 		if j := slices.Index(names[:i], name); j >= 0 {
 			return fmt.Errorf("%s: listed twice (also Inputs[%d])", what, j)
 		}
-		if !n.forward.whole && !slices.ContainsFunc(n.forward.fields, func(f batchField) bool { return f.name == name }) {
-			return fmt.Errorf("%s: not a batch field Forward declares (it declares %v): the program takes only what Forward reads", what, n.forwardFields())
+		if !whole && !slices.ContainsFunc(fields, func(f core.ForwardField) bool { return f.Name == name }) {
+			return fmt.Errorf("%s: not a batch field Forward declares (it declares %v): the program takes only what Forward reads", what, fieldNames(fields))
 		}
-		fs, ok := n.fieldShapes[name]
-		if !ok && n.specOnly() {
+		fs, ok := m.FieldSpec(name)
+		if !ok && m.FromInputSpecs() {
 			return fmt.Errorf("%s: WithInputSpecs declares no such field, so its dtype and shape are unknown: add its spec", what)
 		}
 		if !ok {
 			return fmt.Errorf("%s: no split of the data has this field, so its dtype and shape are unknown: export takes each input's dtype and per-row shape from the data contract", what)
 		}
-		p.inputs = append(p.inputs, exportInput{name: name, dtype: dtypeOf(fs.dtype), row: slices.Clone(fs.row)})
+		p.inputs = append(p.inputs, exportInput{name: name, dtype: fs.DType, row: fs.Shape})
 	}
-	if !n.forward.whole {
-		for _, f := range n.forward.fields {
-			if !f.optional && !slices.Contains(names, f.name) {
-				return fmt.Errorf("ExportSpec.Inputs %v: Forward requires batch field %q: add it (the program cannot run Forward without it)", names, f.name)
+	if !whole {
+		for _, f := range fields {
+			if !f.Optional && !slices.Contains(names, f.Name) {
+				return fmt.Errorf("ExportSpec.Inputs %v: Forward requires batch field %q: add it (the program cannot run Forward without it)", names, f.Name)
 			}
 		}
 	}
@@ -371,16 +373,17 @@ func (n *Nitro) planBatchInputs(spec ExportSpec, p *exportPlan) error {
 
 // exportPlugin is the PJRT plugin the programs are compiled through: the Nitro's own, else (on
 // the pure-Go backend) the one backend.FindPlugin finds.
-func (n *Nitro) exportPlugin() (string, error) {
-	if n.backend.Plugin != "" {
-		return n.backend.Plugin, nil
+func exportPlugin(m *core.ModelView) (string, error) {
+	_, name, plugin := m.Backend()
+	if plugin != "" {
+		return plugin, nil
 	}
 	found, searched, err := backend.FindPlugin()
 	if err != nil {
 		return "", fmt.Errorf("export compiles StableHLO through the XLA PJRT plugin: %w", err)
 	}
 	if found == "" {
-		return "", fmt.Errorf("export compiles StableHLO through the XLA PJRT plugin, and this Nitro runs on %s with no plugin found (searched %s): %s", n.backend.Name, strings.Join(searched, ", "), backend.SetupHint)
+		return "", fmt.Errorf("export compiles StableHLO through the XLA PJRT plugin, and this Nitro runs on %s with no plugin found (searched %s): %s", name, strings.Join(searched, ", "), backend.SetupHint)
 	}
 	return found, nil
 }
@@ -489,47 +492,41 @@ type exportWeight struct {
 // captureExport reads the weights and Device values back to the host, then, on a capturing
 // backend: traces Forward once to learn what it reads (variables, Device fields) and what it
 // returns, compiles one program per batch size, and runs the first once on example inputs.
-func (n *Nitro) captureExport(p *exportPlan) (*exportResult, error) {
-	var cands []exportWeight
-	for gi, g := range n.groups {
-		for j, v := range g.vars {
-			name := paramPrefix + strings.Join(g.keypaths[j], "/")
-			t, err := bundleTensor(name, n.st.groups[gi].params[j])
-			if err != nil {
-				return nil, err
-			}
-			cands = append(cands, exportWeight{name: name, v: v, t: t})
-		}
-	}
-	for i, v := range n.stateVars {
-		name := statePrefix + v.ScopeAndName()
-		t, err := bundleTensor(name, n.st.layer[i])
-		if err != nil {
-			return nil, err
-		}
-		cands = append(cands, exportWeight{name: name, v: v, t: t})
-	}
-	frozen := map[string]*tensors.Tensor{} // Device field -> its current value, on the host
-	for _, name := range n.devNames {
-		t, err := bundleTensor("Device field "+name, n.dev[name])
-		if err != nil {
-			return nil, err
-		}
-		if frozen[name], err = gomlxTensor(t, n.dev[name].Shape()); err != nil {
-			return nil, fmt.Errorf("Device field %s: %w", name, err)
-		}
-	}
-	view, err := markers.ZeroHost(n.e) // Host fields stripped, as in every trace
+func captureExport(m *core.ModelView, p *exportPlan) (*exportResult, error) {
+	ws, err := m.Weights()
 	if err != nil {
 		return nil, err
 	}
-	if err := n.checkExportHostIndependent(p, frozen); err != nil {
+	var cands []exportWeight
+	for _, w := range ws {
+		t, err := bundleTensor(w.Name, w.DType, w.Shape, w.Data)
+		if err != nil {
+			return nil, err
+		}
+		cands = append(cands, exportWeight{name: w.Name, v: w.Var, t: t})
+	}
+	devs, err := m.Device() // each Device field's current value, on the host
+	if err != nil {
+		return nil, err
+	}
+	frozen := map[string]*tensors.Tensor{}
+	for _, d := range devs {
+		if !exportbundle.DTypeOf(d.Value.DType()).Valid() {
+			return nil, fmt.Errorf("Device field %s: dtype %s cannot be held in a bundle", d.Name, d.Value.DType())
+		}
+		frozen[d.Name] = d.Value
+	}
+	if err := checkHostIndependent(m, p, frozen); err != nil {
 		return nil, err
 	}
 
+	fz := &frozenDevice{names: make([]string, len(devs)), values: frozen}
+	for i, d := range devs {
+		fz.names[i] = d.Name
+	}
 	res := &exportResult{programs: map[int]exportbundle.Program{}}
 	progs, err := exportbundle.Capture(p.plugin, func(be backends.Backend) error {
-		probe, err := n.probeExport(be, p, view, frozen, cands)
+		probe, err := probeExport(m, be, p, fz, cands)
 		if err != nil {
 			return err
 		}
@@ -541,7 +538,7 @@ func (n *Nitro) captureExport(p *exportPlan) (*exportResult, error) {
 			}
 		}
 		for i, b := range p.batches {
-			outs, err := n.compileExport(be, p, probe, view, frozen, used, b, i == 0)
+			outs, err := compileExport(m, be, p, probe, fz, used, b, i == 0)
 			if err != nil {
 				return err
 			}
@@ -563,6 +560,43 @@ func (n *Nitro) captureExport(p *exportPlan) (*exportResult, error) {
 	return res, nil
 }
 
+// checkHostIndependent traces the export's Forward at every batch size from the experiment as
+// it is and from its Host-zeroed view, and refuses a difference naming the Host fields: the
+// export program is built from the zeroed view, so a Host read there (for instance one that
+// matters only at a batch size the training check never saw) would ship the zero value.
+func checkHostIndependent(m *core.ModelView, p *exportPlan, frozen map[string]*tensors.Tensor) error {
+	for _, b := range p.batches {
+		err := m.CheckHostIndependent(b, frozen, func(g *graph.Graph) map[string]*graph.Node {
+			return p.batch(p.inputParams(g, b))
+		})
+		if err != nil {
+			return fmt.Errorf("export at batch size %d: %w", b, err)
+		}
+	}
+	return nil
+}
+
+// frozenDevice is the Device fields' values on the host, in declaration order (the order their
+// constants enter a program, which keeps the program text deterministic).
+type frozenDevice struct {
+	names  []string
+	values map[string]*tensors.Tensor
+}
+
+// consts makes each Device field a node of g: read[name] false makes a zero of its shape (so no
+// array of its value is emitted), else a constant of its value (read nil: every field).
+func (fz *frozenDevice) consts(g *graph.Graph, read map[string]bool) map[string]*graph.Node {
+	out := make(map[string]*graph.Node, len(fz.names))
+	for _, name := range fz.names {
+		if read == nil || read[name] {
+			out[name] = graph.ConstTensor(g, fz.values[name])
+		} else {
+			out[name] = graph.Zeros(g, fz.values[name].Shape())
+		}
+	}
+	return out
+}
+
 // exportProbe is what one trace of Forward at the first batch size says: the variables it reads
 // (they become the weights), the Device fields the shipped outputs depend on (they become
 // constants), and each shipped output's source.
@@ -580,17 +614,17 @@ type exportSource struct {
 
 // probeExport traces Forward once, never compiled, to resolve the outputs and learn what the
 // program reads.
-func (n *Nitro) probeExport(be backends.Backend, p *exportPlan, view any, frozen map[string]*tensors.Tensor, cands []exportWeight) (probe *exportProbe, err error) {
+func probeExport(m *core.ModelView, be backends.Backend, p *exportPlan, fz *frozenDevice, cands []exportWeight) (probe *exportProbe, err error) {
 	b := p.batches[0]
 	err = tryGraph("tracing Forward for export", func() {
 		g := graph.NewGraph(be, "nitro_export_probe")
 		defer g.Finalize()
 		wire := p.inputParams(g, b)
-		consts := map[string]*graph.Node{}
-		for _, name := range n.devNames {
-			consts[name] = graph.ConstTensor(g, frozen[name])
+		consts := fz.consts(g, nil)
+		out, err := m.Forward(g, consts, p.batch(wire), b)
+		if err != nil {
+			panic(err)
 		}
-		out := n.exportForward(g, view, consts, n.exportBatch(p, wire), b)
 		srcs, err := resolveOutputs(p, out)
 		if err != nil {
 			panic(err)
@@ -613,17 +647,6 @@ func (n *Nitro) probeExport(be backends.Backend, p *exportPlan, view any, frozen
 	return probe, err
 }
 
-// exportForward binds the export view (Device fields to the given nodes) and calls Forward in
-// eval mode, checking the batch-first rule on every output.
-func (n *Nitro) exportForward(g *graph.Graph, view any, consts map[string]*graph.Node, batch map[string]*graph.Node, width int) Outputs {
-	bound, err := markers.BindDevice(view, consts)
-	if err != nil {
-		panic(err)
-	}
-	n.ctx.SetTraining(g, false)
-	return n.callForward(bound, batch, width)
-}
-
 // inputParams creates the program's input parameters at batch size b, in argument order: the
 // batch fields, or with a Preprocess the wire inputs.
 func (p *exportPlan) inputParams(g *graph.Graph, b int) map[string]*graph.Node {
@@ -638,18 +661,13 @@ func (p *exportPlan) inputParams(g *graph.Graph, b int) map[string]*graph.Node {
 	return nodes
 }
 
-// exportBatch is the batch Forward reads in the exported program: the input parameters as they
-// are, or what the Preprocess makes of them (the fields Forward declares).
-func (n *Nitro) exportBatch(p *exportPlan, wire map[string]*graph.Node) map[string]*graph.Node {
+// batch is what the exported program passes to Forward: the input parameters as they are, or
+// what the Preprocess makes of them (the view routes it to the fields Forward declares).
+func (p *exportPlan) batch(wire map[string]*graph.Node) map[string]*graph.Node {
 	if p.pre == nil {
 		return wire
 	}
-	out := callPreprocess(p.pre, wire)
-	batch := make(map[string]*graph.Node, len(out))
-	for _, k := range routed(keySet(out), n.forward) {
-		batch[k] = out[k]
-	}
-	return batch
+	return callPreprocess(p.pre, wire)
 }
 
 // callPreprocess calls the Preprocess on a copy of wire, naming it in a panic that escapes it.
@@ -666,7 +684,7 @@ func callPreprocess(pre func(map[string]*graph.Node) map[string]*graph.Node, wir
 // inputs at the first batch size, on the Nitro's own backend. It must return every batch field
 // Forward requires and none Forward does not declare, each batch-first with the dtype and
 // per-row shape of the data contract; an error names the field.
-func (n *Nitro) checkPreprocess(p *exportPlan) (err error) {
+func checkPreprocess(m *core.ModelView, p *exportPlan) (err error) {
 	if p.pre == nil {
 		return nil
 	}
@@ -680,10 +698,11 @@ func (n *Nitro) checkPreprocess(p *exportPlan) (err error) {
 		}
 	}()
 	err = tryGraph(what, func() {
-		g := graph.NewGraph(n.backend.Backend, "nitro_export_preprocess")
+		be, _, _ := m.Backend()
+		g := graph.NewGraph(be, "nitro_export_preprocess")
 		defer g.Finalize()
 		out := callPreprocess(p.pre, p.inputParams(g, b))
-		if err := n.checkPreprocessFields(out); err != nil {
+		if err := checkPreprocessFields(m, out); err != nil {
 			panic(err)
 		}
 		names = sortedKeys(out)
@@ -710,16 +729,17 @@ func (n *Nitro) checkPreprocess(p *exportPlan) (err error) {
 		if len(dims) == 0 || dims[0] != b {
 			return fmt.Errorf("%s: batch field %q has shape %v for %d rows of wire input: the batch must lead (batch-first rule), one row per wire row", what, name, dims, b)
 		}
-		fs, ok := n.fieldShapes[name]
-		if ok && (t.DType().String() != fs.dtype || !slices.Equal(dims[1:], fs.row)) {
-			return fmt.Errorf("%s: batch field %q is %s%v per row, and Forward's data contract (%s) has it as %s%v per row", what, name, t.DType(), dims[1:], n.contractName(), fs.dtype, fs.row)
+		fs, ok := m.FieldSpec(name)
+		if ok && (t.DType() != fs.DType || !slices.Equal(dims[1:], fs.Shape)) {
+			return fmt.Errorf("%s: batch field %q is %s%v per row, and Forward's data contract (%s) has it as %s%v per row", what, name, t.DType(), dims[1:], contractName(m), fs.DType, fs.Shape)
 		}
 	}
 	return nil
 }
 
 // checkPreprocessFields checks the names of what the Preprocess returned against Forward's.
-func (n *Nitro) checkPreprocessFields(out map[string]*graph.Node) error {
+func checkPreprocessFields(m *core.ModelView, out map[string]*graph.Node) error {
+	fields, whole := m.ForwardFields()
 	if len(out) == 0 {
 		return errors.New("it returned no batch field: return the fields Forward reads, by name")
 	}
@@ -727,14 +747,14 @@ func (n *Nitro) checkPreprocessFields(out map[string]*graph.Node) error {
 		if out[k] == nil {
 			return fmt.Errorf("batch field %q is nil", k)
 		}
-		if !n.forward.whole && !slices.ContainsFunc(n.forward.fields, func(f batchField) bool { return f.name == k }) {
-			return fmt.Errorf("it returned batch field %q, which Forward does not declare (it declares %v)", k, n.forwardFields())
+		if !whole && !slices.ContainsFunc(fields, func(f core.ForwardField) bool { return f.Name == k }) {
+			return fmt.Errorf("it returned batch field %q, which Forward does not declare (it declares %v)", k, fieldNames(fields))
 		}
 	}
-	if !n.forward.whole {
-		for _, f := range n.forward.fields {
-			if _, ok := out[f.name]; !ok && !f.optional {
-				return fmt.Errorf("it returned %v, without batch field %q, which Forward requires", sortedKeys(out), f.name)
+	if !whole {
+		for _, f := range fields {
+			if _, ok := out[f.Name]; !ok && !f.Optional {
+				return fmt.Errorf("it returned %v, without batch field %q, which Forward requires", sortedKeys(out), f.Name)
 			}
 		}
 	}
@@ -742,15 +762,15 @@ func (n *Nitro) checkPreprocessFields(out map[string]*graph.Node) error {
 }
 
 // contractName says where the Nitro's field dtypes and shapes came from.
-func (n *Nitro) contractName() string {
-	if n.specOnly() {
+func contractName(m *core.ModelView) string {
+	if m.FromInputSpecs() {
 		return "WithInputSpecs"
 	}
 	return "the data"
 }
 
 // resolveOutputs maps each shipped output to its source: a Forward output or an echoed input.
-func resolveOutputs(p *exportPlan, out Outputs) ([]exportSource, error) {
+func resolveOutputs(p *exportPlan, out core.Outputs) ([]exportSource, error) {
 	specs := p.outputs
 	if specs == nil {
 		for _, name := range sortedKeys(out) {
@@ -816,7 +836,7 @@ func reachable(roots []*graph.Node) map[*graph.Node]bool {
 // holding its frozen value, one it does not read is a dead zero of its shape (so no array of its
 // value is emitted). With run set it also runs the program once on zero inputs and returns the
 // output specs, checked against the trace and the spec's assertions.
-func (n *Nitro) compileExport(be backends.Backend, p *exportPlan, probe *exportProbe, view any, frozen map[string]*tensors.Tensor, used []exportWeight, b int, run bool) (specs []exportbundle.TensorSpec, err error) {
+func compileExport(m *core.ModelView, be backends.Backend, p *exportPlan, probe *exportProbe, fz *frozenDevice, used []exportWeight, b int, run bool) (specs []exportbundle.TensorSpec, err error) {
 	err = tryGraph(fmt.Sprintf("compiling the export program for batch size %d", b), func() {
 		g := graph.NewGraph(be, fmt.Sprintf("nitro_export_b%d", b))
 		defer g.Finalize()
@@ -828,15 +848,10 @@ func (n *Nitro) compileExport(be backends.Backend, p *exportPlan, probe *exportP
 		for _, w := range used {
 			w.v.ValueGraph(g) // the weights' parameters, after the inputs, in weight order
 		}
-		consts := map[string]*graph.Node{}
-		for _, name := range n.devNames {
-			if probe.devRead[name] {
-				consts[name] = graph.ConstTensor(g, frozen[name])
-			} else {
-				consts[name] = graph.Zeros(g, frozen[name].Shape())
-			}
+		out, err := m.Forward(g, fz.consts(g, probe.devRead), p.batch(wire), b)
+		if err != nil {
+			panic(err)
 		}
-		out := n.exportForward(g, view, consts, n.exportBatch(p, wire), b)
 		if got, want := g.NumParameters(), len(p.inputs)+len(used); got != want {
 			panic(fmt.Errorf("the program has %d arguments, expected %d (%d inputs, %d weights): Forward read a variable at batch size %d that it did not read at batch size %d; read every variable unconditionally", got, want, len(p.inputs), len(used), b, p.batches[0]))
 		}
@@ -931,22 +946,20 @@ func runExportOnce(g *graph.Graph, p *exportPlan, used []exportWeight, specs []e
 	return nil
 }
 
-// bundleTensor reads a (device) tensor back to the host as a bundle tensor.
-func bundleTensor(name string, t *tensors.Tensor) (exportbundle.Tensor, error) {
-	dt := exportbundle.DTypeOf(t.DType())
-	ok := dt.Valid()
-	if !ok {
-		return exportbundle.Tensor{}, fmt.Errorf("%s: dtype %s cannot be held in a bundle", name, t.DType())
+// bundleTensor is a weight read back to the host, as a bundle tensor.
+func bundleTensor(name string, dtype dtypes.DType, shape []int, data []byte) (exportbundle.Tensor, error) {
+	dt := exportbundle.DTypeOf(dtype)
+	if !dt.Valid() {
+		return exportbundle.Tensor{}, fmt.Errorf("%s: dtype %s cannot be held in a bundle", name, dtype)
 	}
 	if !littleEndian {
 		return exportbundle.Tensor{}, errors.New("bundles hold little-endian data and this host is big-endian")
 	}
-	data, err := readBack(t)
-	if err != nil {
-		return exportbundle.Tensor{}, fmt.Errorf("%s: %w", name, err)
-	}
-	return exportbundle.Tensor{DType: dt, Shape: slices.Clone(t.Shape().Dimensions), Data: data}, nil
+	return exportbundle.Tensor{DType: dt, Shape: shape, Data: data}, nil
 }
+
+// littleEndian: a bundle's data is little-endian and the view's weights hold native bytes.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // gomlxTensor makes a fresh host tensor of shape s holding t's bytes.
 func gomlxTensor(t exportbundle.Tensor, s shapes.Shape) (*tensors.Tensor, error) {
@@ -965,11 +978,13 @@ func gomlxTensor(t exportbundle.Tensor, s shapes.Shape) (*tensors.Tensor, error)
 	return h, err
 }
 
-// exportProvenance assembles the provenance, lowest precedence first: the framework's facts, the
-// site's repository state (only with a ProvenanceRoot), the model's hook, the explicit argument.
-// It returns the extra files (the working-tree patch) too.
-func (n *Nitro) exportProvenance(spec ExportSpec, p *exportPlan) (map[string]string, map[string][]byte, error) {
-	prov := n.frameworkProvenance(p)
+// exportProvenance assembles the provenance, lowest precedence first: the framework's facts (the
+// view's, and the plugin the programs are compiled through), the site's repository state (only
+// with a ProvenanceRoot), the model's hook, the explicit argument. It returns the extra files
+// (the working-tree patch) too.
+func exportProvenance(m *core.ModelView, spec ExportSpec, p *exportPlan) (map[string]string, map[string][]byte, error) {
+	prov := m.Provenance()
+	prov["pjrt_plugin"] = filepath.Base(p.plugin)
 	var extra map[string][]byte
 	if spec.ProvenanceRoot != "" {
 		site, patch, err := exportbundle.SiteProvenance(spec.ProvenanceRoot)
@@ -984,7 +999,7 @@ func (n *Nitro) exportProvenance(spec ExportSpec, p *exportPlan) (map[string]str
 			prov[k] = v
 		}
 	}
-	if h, ok := n.e.(ExportProvenancer); ok {
+	if h, ok := m.Experiment().(core.ExportProvenancer); ok {
 		hook, err := callProvenanceHook(h)
 		if err != nil {
 			return nil, nil, err
@@ -1002,64 +1017,39 @@ func (n *Nitro) exportProvenance(spec ExportSpec, p *exportPlan) (map[string]str
 	return prov, extra, nil
 }
 
-func callProvenanceHook(h ExportProvenancer) (m map[string]string, err error) {
-	defer recoverInto("ExportProvenance", &err)
+func callProvenanceHook(h core.ExportProvenancer) (m map[string]string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = panicError("ExportProvenance", r)
+		}
+	}()
 	return h.ExportProvenance(), nil
 }
 
-// frameworkProvenance is what nitro knows about how the weights came to exist.
-func (n *Nitro) frameworkProvenance(p *exportPlan) map[string]string {
-	// Weights from WithCheckpoint carry that checkpoint's epoch and step; the run's own counters
-	// count only what it trained since (nothing: the weights are the checkpoint's as they were).
-	epoch, step := n.st.epoch, n.st.step
-	if w := n.ck.weightsAt; w != nil && step == 0 {
-		epoch, step = w[0], w[1]
-	}
-	prov := map[string]string{
-		"framework":        "nitro",
-		"nitro_build":      buildIdentity(),
-		"go_version":       runtime.Version(),
-		"backend":          n.backend.Name,
-		"pjrt_plugin":      filepath.Base(p.plugin),
-		"experiment":       n.typeName,
-		"seed":             strconv.Itoa(n.cfg.seed.value),
-		"step":             strconv.Itoa(step),
-		"epoch":            strconv.Itoa(epoch),
-		"graph_const_hash": n.gcHash,
-	}
-	if n.opts.preset != "" {
-		prov["preset"] = n.opts.preset
-	}
-	// The checkpoint the weights came from is named as the file restored, with the sha256 of its
-	// bytes, never as the argument: a run directory names whichever file is its newest today.
-	if src := n.ck.source; src != nil {
-		key := "checkpoint"
-		if src.resumed {
-			key = "resumed_from"
+// tryGraph turns a graph-building panic into an error naming what was being built.
+func tryGraph(what string, fn func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = panicError(what, r)
 		}
-		prov[key] = absOr(src.path)
-		if src.sha256 != "" {
-			prov[key+"_sha256"] = src.sha256
-		}
-		if a := absOr(src.arg); a != prov[key] && src.arg != ResumeAuto {
-			prov[key+"_arg"] = a
-		}
-	}
-	if n.ck.last != "" {
-		prov["last_checkpoint"] = absOr(n.ck.last)
-	}
-	if w := n.ck.weightsAt; w != nil {
-		prov["checkpoint_epoch"], prov["checkpoint_step"] = strconv.Itoa(w[0]), strconv.Itoa(w[1])
-	}
-	for _, kv := range n.gcValues {
-		prov["graphconst."+kv[0]] = kv[1]
-	}
-	return prov
+	}()
+	fn()
+	return nil
 }
 
-func absOr(path string) string {
-	if a, err := filepath.Abs(path); err == nil {
-		return a
+func panicError(what string, r any) error {
+	if e, ok := r.(error); ok {
+		return fmt.Errorf("%s: %w", what, e)
 	}
-	return path
+	return fmt.Errorf("%s: %v", what, r)
+}
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+func fieldNames(fields []core.ForwardField) []string {
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = f.Name
+	}
+	return names
 }

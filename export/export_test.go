@@ -1,4 +1,4 @@
-package core_test
+package export_test
 
 import (
 	"errors"
@@ -7,15 +7,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/export"
 	"github.com/nitro-go/nitro/exportbundle"
 	"github.com/nitro-go/nitro/internal/prereq"
 	"github.com/nitro-go/nitro/monitors"
@@ -31,8 +30,8 @@ func TestExportRefusesSpec(t *testing.T) {
 		return nil
 	})
 	n := mustNew(t, &Reg{}, data(t, 0), core.WithMonitor(mon))
-	ok := core.ExportSpec{Name: "reg"}
-	with := func(f func(s *core.ExportSpec)) core.ExportSpec {
+	ok := export.ExportSpec{Name: "reg"}
+	with := func(f func(s *export.ExportSpec)) export.ExportSpec {
 		s := ok
 		f(&s)
 		return s
@@ -41,41 +40,41 @@ func TestExportRefusesSpec(t *testing.T) {
 	t.Setenv("GIT_CEILING_DIRECTORIES", filepath.Dir(notGit)) // even if the temp folder is inside a repository
 	cases := []struct {
 		name string
-		spec core.ExportSpec
+		spec export.ExportSpec
 		want []string
 	}{
-		{"no name", with(func(s *core.ExportSpec) { s.Name = "" }), []string{"ExportSpec.Name is empty"}},
-		{"batch size 0", with(func(s *core.ExportSpec) { s.BatchSizes = []int{1, 0} }), []string{"ExportSpec.BatchSizes[1] is 0", "at least 1"}},
-		{"batch size twice", with(func(s *core.ExportSpec) { s.BatchSizes = []int{4, 8, 4} }), []string{"ExportSpec.BatchSizes[2] is 4, as BatchSizes[0] is"}},
-		{"input Forward does not declare", with(func(s *core.ExportSpec) { s.Inputs = []string{"x", "y"} }), []string{`ExportSpec.Inputs[1] "y": not a batch field Forward declares`, "[x]"}},
-		{"input twice", with(func(s *core.ExportSpec) { s.Inputs = []string{"x", "x"} }), []string{`ExportSpec.Inputs[1] "x": listed twice`}},
-		{"no inputs", with(func(s *core.ExportSpec) { s.Inputs = []string{} }), []string{"ExportSpec.Inputs", "no input"}},
-		{"undeclared echo", with(func(s *core.ExportSpec) { s.Outputs = []core.ExportOutput{{Name: "pred"}, {Name: "x"}} }),
+		{"no name", with(func(s *export.ExportSpec) { s.Name = "" }), []string{"ExportSpec.Name is empty"}},
+		{"batch size 0", with(func(s *export.ExportSpec) { s.BatchSizes = []int{1, 0} }), []string{"ExportSpec.BatchSizes[1] is 0", "at least 1"}},
+		{"batch size twice", with(func(s *export.ExportSpec) { s.BatchSizes = []int{4, 8, 4} }), []string{"ExportSpec.BatchSizes[2] is 4, as BatchSizes[0] is"}},
+		{"input Forward does not declare", with(func(s *export.ExportSpec) { s.Inputs = []string{"x", "y"} }), []string{`ExportSpec.Inputs[1] "y": not a batch field Forward declares`, "[x]"}},
+		{"input twice", with(func(s *export.ExportSpec) { s.Inputs = []string{"x", "x"} }), []string{`ExportSpec.Inputs[1] "x": listed twice`}},
+		{"no inputs", with(func(s *export.ExportSpec) { s.Inputs = []string{} }), []string{"ExportSpec.Inputs", "no input"}},
+		{"undeclared echo", with(func(s *export.ExportSpec) { s.Outputs = []export.ExportOutput{{Name: "pred"}, {Name: "x"}} }),
 			[]string{`ExportSpec.Outputs[1] "x": the name is a declared input, and an echo must be declared: set From: "x"`}},
-		{"output twice", with(func(s *core.ExportSpec) { s.Outputs = []core.ExportOutput{{Name: "pred"}, {Name: "pred"}} }), []string{`ExportSpec.Outputs[1] "pred": the name appears twice`}},
-		{"output shape not batch-first", with(func(s *core.ExportSpec) { s.Outputs = []core.ExportOutput{{Name: "pred", Shape: []int{1, -1}}} }),
+		{"output twice", with(func(s *export.ExportSpec) { s.Outputs = []export.ExportOutput{{Name: "pred"}, {Name: "pred"}} }), []string{`ExportSpec.Outputs[1] "pred": the name appears twice`}},
+		{"output shape not batch-first", with(func(s *export.ExportSpec) { s.Outputs = []export.ExportOutput{{Name: "pred", Shape: []int{1, -1}}} }),
 			[]string{`ExportSpec.Outputs[0] "pred": Shape [1 -1]`, "batch-first", "-1 at axis 0"}},
-		{"output dtype unknown", with(func(s *core.ExportSpec) { s.Outputs = []core.ExportOutput{{Name: "pred", DType: "F31"}} }), []string{`ExportSpec.Outputs[0] "pred": DType "F31"`}},
-		{"client outputs without a postprocess", with(func(s *core.ExportSpec) {
+		{"output dtype unknown", with(func(s *export.ExportSpec) { s.Outputs = []export.ExportOutput{{Name: "pred", DType: "F31"}} }), []string{`ExportSpec.Outputs[0] "pred": DType "F31"`}},
+		{"client outputs without a postprocess", with(func(s *export.ExportSpec) {
 			s.ClientOutputs = []exportbundle.TensorSpec{{Name: "prob", DType: exportbundle.F32, Shape: []int{1, 1}}}
 		}), []string{"ExportSpec.ClientOutputs given without a Postprocess"}},
-		{"client inputs without a postprocess", with(func(s *core.ExportSpec) {
+		{"client inputs without a postprocess", with(func(s *export.ExportSpec) {
 			s.ClientInputs = []exportbundle.TensorSpec{{Name: "x", DType: exportbundle.U8, Shape: []int{1, 4}}}
 		}), []string{"ExportSpec.ClientInputs given without a Postprocess"}},
-		{"client spec the bundle refuses", with(func(s *core.ExportSpec) {
+		{"client spec the bundle refuses", with(func(s *export.ExportSpec) {
 			s.Postprocess = "softmax"
 			s.ClientOutputs = []exportbundle.TensorSpec{{Name: "prob", DType: exportbundle.F32, Shape: []int{1, 3}, AxisLetters: "ab"}}
 		}), []string{"the bundle would be invalid", `client_outputs[0] "prob": axis_letters "ab"`}},
-		{"output axis letters", with(func(s *core.ExportSpec) { s.Outputs = []core.ExportOutput{{Name: "pred", AxisLetters: "kk"}} }), []string{`ExportSpec.Outputs[0] "pred": AxisLetters "kk"`}},
-		{"empty provenance key", with(func(s *core.ExportSpec) { s.Provenance = map[string]string{"": "x"} }), []string{"ExportSpec.Provenance key is empty"}},
+		{"output axis letters", with(func(s *export.ExportSpec) { s.Outputs = []export.ExportOutput{{Name: "pred", AxisLetters: "kk"}} }), []string{`ExportSpec.Outputs[0] "pred": AxisLetters "kk"`}},
+		{"empty provenance key", with(func(s *export.ExportSpec) { s.Provenance = map[string]string{"": "x"} }), []string{"ExportSpec.Provenance key is empty"}},
 	}
 	// The ProvenanceRoot check runs git: without git the case is a visible skip (a failure in CI).
 	const needsGit = "provenance root outside git"
 	cases = append(cases, struct {
 		name string
-		spec core.ExportSpec
+		spec export.ExportSpec
 		want []string
-	}{needsGit, with(func(s *core.ExportSpec) { s.ProvenanceRoot = notGit }), []string{"ExportSpec.ProvenanceRoot", "is not in a git work tree"}})
+	}{needsGit, with(func(s *export.ExportSpec) { s.ProvenanceRoot = notGit }), []string{"ExportSpec.ProvenanceRoot", "is not in a git work tree"}})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.name == needsGit {
@@ -84,7 +83,7 @@ func TestExportRefusesSpec(t *testing.T) {
 				}
 			}
 			dir := filepath.Join(t.TempDir(), "bundle")
-			_, err := core.Export(n, dir, c.spec)
+			_, err := export.Export(n, dir, c.spec)
 			wantErr(t, err, c.want...)
 			if _, serr := os.Stat(dir); !os.IsNotExist(serr) {
 				t.Errorf("the bundle directory exists after a refusal (%v)", serr)
@@ -101,9 +100,9 @@ func TestExportRefusesSpec(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(full, "x"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := core.Export(n, full, ok)
+	_, err := export.Export(n, full, ok)
 	wantErr(t, err, "exists and is not empty")
-	_, err = core.Export(nil, t.TempDir(), ok)
+	_, err = export.Export(nil, t.TempDir(), ok)
 	wantErr(t, err, "nil *Nitro")
 }
 
@@ -116,9 +115,9 @@ func (*Whole) Forward(ctx *context.Context, in map[string]*graph.Node) core.Outp
 
 func TestExportWholeBatchForwardNeedsInputs(t *testing.T) {
 	n := mustNew(t, &Whole{}, data(t, 0))
-	_, err := core.Export(n, filepath.Join(t.TempDir(), "b"), core.ExportSpec{Name: "whole"})
+	_, err := export.Export(n, filepath.Join(t.TempDir(), "b"), export.ExportSpec{Name: "whole"})
 	wantErr(t, err, "ExportSpec.Inputs is empty", "whole batch", "list the batch fields")
-	_, err = core.Export(n, filepath.Join(t.TempDir(), "b"), core.ExportSpec{Name: "whole", Inputs: []string{"x", "z"}})
+	_, err = export.Export(n, filepath.Join(t.TempDir(), "b"), export.ExportSpec{Name: "whole", Inputs: []string{"x", "z"}})
 	wantErr(t, err, `ExportSpec.Inputs[1] "z": no split of the data has this field`)
 }
 
@@ -129,7 +128,7 @@ func (*BadHook) ExportProvenance() map[string]any { return nil }
 
 func TestExportRefusesMistypedProvenanceHook(t *testing.T) {
 	n := mustNew(t, &BadHook{}, data(t, 0))
-	_, err := core.Export(n, filepath.Join(t.TempDir(), "b"), core.ExportSpec{Name: "bad"})
+	_, err := export.Export(n, filepath.Join(t.TempDir(), "b"), export.ExportSpec{Name: "bad"})
 	wantErr(t, err, "experiment BadHook has an ExportProvenance method of type", "define func (e *BadHook) ExportProvenance() map[string]string")
 }
 
@@ -168,12 +167,12 @@ func TestExportPreprocessEagerCheck(t *testing.T) {
 		calls++
 		return graph.DivScalar(graph.ConvertDType(w["raw"], dtypes.Float32), 255)
 	}
-	pre := func(f func(w map[string]*graph.Node) map[string]*graph.Node) core.ExportSpec {
-		return core.ExportSpec{Name: "pre", WireInputs: raw, Preprocess: f}
+	pre := func(f func(w map[string]*graph.Node) map[string]*graph.Node) export.ExportSpec {
+		return export.ExportSpec{Name: "pre", WireInputs: raw, Preprocess: f}
 	}
 	cases := []struct {
 		name string
-		spec core.ExportSpec
+		spec export.ExportSpec
 		want []string
 	}{
 		{"wrong dtype", pre(func(w map[string]*graph.Node) map[string]*graph.Node {
@@ -198,25 +197,25 @@ func TestExportPreprocessEagerCheck(t *testing.T) {
 		{"panics", pre(func(w map[string]*graph.Node) map[string]*graph.Node {
 			panic(errors.New("deliberately broken"))
 		}), []string{"ExportSpec.Preprocess: deliberately broken"}},
-		{"no wire inputs", core.ExportSpec{Name: "pre", Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
+		{"no wire inputs", export.ExportSpec{Name: "pre", Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
 			[]string{"ExportSpec.WireInputs: no specs given", "with a Preprocess, WireInputs declare what a client sends"}},
-		{"wire inputs without preprocess", core.ExportSpec{Name: "pre", WireInputs: raw}, []string{"ExportSpec.WireInputs given without a Preprocess"}},
-		{"inputs with preprocess", core.ExportSpec{Name: "pre", Inputs: []string{"x"}, WireInputs: raw, Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
+		{"wire inputs without preprocess", export.ExportSpec{Name: "pre", WireInputs: raw}, []string{"ExportSpec.WireInputs given without a Preprocess"}},
+		{"inputs with preprocess", export.ExportSpec{Name: "pre", Inputs: []string{"x"}, WireInputs: raw, Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
 			[]string{"ExportSpec.Inputs [x] and a Preprocess both given"}},
-		{"wire dtype", core.ExportSpec{Name: "pre", WireInputs: []core.InputSpec{{Name: "raw", Shape: []int{features}}}, Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
+		{"wire dtype", export.ExportSpec{Name: "pre", WireInputs: []core.InputSpec{{Name: "raw", Shape: []int{features}}}, Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
 			[]string{`ExportSpec.WireInputs[0] "raw": dtype InvalidDType`}},
-		{"wire dimension 0", core.ExportSpec{Name: "pre", WireInputs: []core.InputSpec{{Name: "raw", DType: dtypes.Uint8, Shape: []int{0}}}, Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
+		{"wire dimension 0", export.ExportSpec{Name: "pre", WireInputs: []core.InputSpec{{Name: "raw", DType: dtypes.Uint8, Shape: []int{0}}}, Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
 			[]string{`ExportSpec.WireInputs[0] "raw": Shape [0]: dimension 0 is 0`}},
-		{"wire name twice", core.ExportSpec{Name: "pre", WireInputs: append(slices.Clone(raw), raw[0]), Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
+		{"wire name twice", export.ExportSpec{Name: "pre", WireInputs: append(slices.Clone(raw), raw[0]), Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
 			[]string{`ExportSpec.WireInputs[1] "raw": declared twice (also ExportSpec.WireInputs[0])`}},
-		{"echo of a wire input undeclared", core.ExportSpec{Name: "pre", WireInputs: raw, Outputs: []core.ExportOutput{{Name: "raw"}},
+		{"echo of a wire input undeclared", export.ExportSpec{Name: "pre", WireInputs: raw, Outputs: []export.ExportOutput{{Name: "raw"}},
 			Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return map[string]*graph.Node{"x": toF32(w)} }},
 			[]string{`ExportSpec.Outputs[0] "raw": the name is a declared input, and an echo must be declared`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "bundle")
-			_, err := core.Export(n, dir, c.spec)
+			_, err := export.Export(n, dir, c.spec)
 			wantErr(t, err, c.want...)
 			if _, serr := os.Stat(dir); !os.IsNotExist(serr) {
 				t.Errorf("the bundle directory exists after a refusal (%v)", serr)
@@ -234,9 +233,9 @@ func TestExportPreprocessEagerCheck(t *testing.T) {
 	// compiles through the plugin, or stops for want of one (after the check).
 	calls = 0
 	dir := filepath.Join(t.TempDir(), "bundle")
-	b, err := core.Export(n, dir, core.ExportSpec{Name: "pre", WireInputs: raw, BatchSizes: []int{2},
+	b, err := export.Export(n, dir, export.ExportSpec{Name: "pre", WireInputs: raw, BatchSizes: []int{2},
 		Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return map[string]*graph.Node{"x": toF32(w)} },
-		Outputs:    []core.ExportOutput{{Name: "pred"}, {Name: "raw_echo", From: "raw"}}})
+		Outputs:    []export.ExportOutput{{Name: "pred"}, {Name: "raw_echo", From: "raw"}}})
 	if calls == 0 {
 		t.Fatal("the Preprocess was not called")
 	}
@@ -256,7 +255,7 @@ func TestExportPreprocessEagerCheck(t *testing.T) {
 	// written.
 	mem := &exportbundle.Memory{}
 	memDir := filepath.Join(t.TempDir(), "in-memory")
-	mb, err := core.Export(n, memDir, core.ExportSpec{Name: "pre", WireInputs: raw, BatchSizes: []int{2}, Writer: mem,
+	mb, err := export.Export(n, memDir, export.ExportSpec{Name: "pre", WireInputs: raw, BatchSizes: []int{2}, Writer: mem,
 		Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return map[string]*graph.Node{"x": toF32(w)} }})
 	if err != nil {
 		t.Fatal(err)
@@ -269,76 +268,22 @@ func TestExportPreprocessEagerCheck(t *testing.T) {
 	}
 }
 
-// TestInputSpecsNoData: WithInputSpecs builds a Nitro without data (BuildData is not called):
-// with the same seed it holds the weights a data-built Nitro initializes, and with WithCheckpoint
-// a trained run's weights; its Predict equals the trained Nitro's. It has no splits (Train and
-// Evaluate say so), and the specs are checked against Forward.
-func TestInputSpecsNoData(t *testing.T) {
-	dir := t.TempDir()
-	trained := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(2))...)
-	train(t, trained)
-	x, _ := synthetic(8, 5)
-	want := must(trained.Predict(core.Batch{"x": x}))
-
-	spec := core.InputSpec{Name: "x", DType: dtypes.Float32, Shape: []int{features}}
-	fresh := mustNew(t, &Reg{}, data(t, 0))
-	bare := newNitro(t, &Reg{}, goOpts(nil, core.WithInputSpecs(spec))...)
-	sameBits(t, "initial weights", flatParams(t, bare), flatParams(t, fresh))
-
-	n := newNitro(t, &Reg{}, goOpts(nil, core.WithInputSpecs(spec), core.WithCheckpoint(dir))...)
-	sameBits(t, "weights from the checkpoint", flatParams(t, n), flatParams(t, trained))
-	got := must(n.Predict(core.Batch{"x": x}))
-	sameBits(t, "Predict", flatF32(got["pred"]), flatF32(want["pred"]))
-
-	err := n.Train()
-	wantErr(t, err, "train: this Nitro was built with core.WithInputSpecs, from no data, so it has no splits")
-	if !errors.Is(err, core.ErrNoSplit) {
-		t.Errorf("Train's error does not match ErrNoSplit: %v", err)
-	}
-	_, err = n.Evaluate("val")
-	wantErr(t, err, "evaluate: this Nitro was built with core.WithInputSpecs")
-	if !errors.Is(err, core.ErrNoSplit) {
-		t.Errorf("Evaluate's error does not match ErrNoSplit: %v", err)
-	}
-
-	opts := func(more ...core.Option) []core.Option { return goOpts(nil, more...) }
-	for _, c := range []struct {
-		name string
-		opts []core.Option
-		want []string
-	}{
-		{"no specs", opts(core.WithInputSpecs()), []string{"WithInputSpecs: no specs given"}},
-		{"required field missing", opts(core.WithInputSpecs(core.InputSpec{Name: "y", DType: dtypes.Float32, Shape: []int{1}})),
-			[]string{`WithInputSpecs declares [y], but Forward requires batch field "x"`}},
-		{"name twice", opts(core.WithInputSpecs(spec, spec)), []string{`WithInputSpecs[1] "x": declared twice`}},
-		{"bad dtype", opts(core.WithInputSpecs(core.InputSpec{Name: "x", Shape: []int{features}})), []string{`WithInputSpecs[0] "x": dtype InvalidDType`}},
-		{"dimension 0", opts(core.WithInputSpecs(core.InputSpec{Name: "x", DType: dtypes.Float32, Shape: []int{0}})), []string{`WithInputSpecs[0] "x": Shape [0]`}},
-		{"with data", opts(core.WithInputSpecs(spec), core.WithData(data(t, 0))), []string{"WithInputSpecs and WithData both given"}},
-		{"with resume", opts(core.WithInputSpecs(spec), core.WithResume(dir)), []string{"WithInputSpecs and WithResume", "WithCheckpoint"}},
-		{"wrong row shape for the checkpoint", opts(core.WithInputSpecs(core.InputSpec{Name: "x", DType: dtypes.Float32, Shape: []int{3}}), core.WithCheckpoint(dir)),
-			[]string{"does not fit this model"}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := core.New(&Reg{}, c.opts...)
-			wantErr(t, err, c.want...)
-		})
-	}
-
-	// Derive has no data to derive from: it is not called, and New says so.
-	var warned []string
-	d := newNitro(t, &Derived{}, goOpts(nil, core.WithInputSpecs(spec), core.WithWarn(func(m string) { warned = append(warned, m) }))...)
-	if len(warned) != 1 || !strings.Contains(warned[0], "experiment Derived has a Derive hook, which is not called under WithInputSpecs") {
-		t.Errorf("warnings %q", warned)
-	}
-	if e := d.Experiment().(*Derived); e.YMean != 0 {
-		t.Errorf("Derive ran: YMean %v", e.YMean)
-	}
+// Baked has a GraphConst field, for the drift refusal.
+type Baked struct {
+	base
+	Width int `nitro:"graphconst"`
 }
 
-func flatF32(t *tensors.Tensor) []float64 {
-	var out []float64
-	for _, v := range tensors.MustCopyFlatData[float32](t) {
-		out = append(out, float64(v))
+// A GraphConst field assigned after New refuses the export (the model view refuses as every
+// verb does), naming the field, before anything is written.
+func TestExportRefusesGraphConstDrift(t *testing.T) {
+	e := &Baked{Width: 4}
+	n := mustNew(t, e, data(t, 0))
+	e.Width = 8
+	dir := filepath.Join(t.TempDir(), "b")
+	_, err := export.Export(n, dir, export.ExportSpec{Name: "b"})
+	wantErr(t, err, "Export refused", "GraphConst field Width (4 at New, now 8) of Baked was assigned after core.New")
+	if _, serr := os.Stat(dir); !os.IsNotExist(serr) {
+		t.Errorf("the bundle directory exists after a refusal (%v)", serr)
 	}
-	return out
 }

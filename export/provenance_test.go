@@ -1,16 +1,20 @@
-package core_test
+package export_test
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/gomlx/gopjrt/dtypes"
+	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/export"
 	"github.com/nitro-go/nitro/internal/prereq"
 )
 
@@ -28,7 +32,7 @@ func fileSHA256(t *testing.T, path string) string {
 // where the plugin is a prerequisite).
 func exportOrSkipLocally(t *testing.T, n *core.Nitro, dir string) map[string]string {
 	t.Helper()
-	b, err := core.Export(n, dir, core.ExportSpec{Name: "prov", BatchSizes: []int{2}})
+	b, err := export.Export(n, dir, export.ExportSpec{Name: "prov", BatchSizes: []int{2}})
 	if err != nil && strings.Contains(err.Error(), "no plugin found") {
 		prereq.XLAPlugin.Absent(t, err)
 	}
@@ -112,5 +116,35 @@ func TestExportProvenanceNamesTheRestoredFile(t *testing.T) {
 	}
 	if _, ok := prov3["checkpoint"]; ok {
 		t.Errorf("a resumed run records checkpoint = %q; it started from no WithCheckpoint", prov3["checkpoint"])
+	}
+}
+
+// TestExportNamesTheCheckpointEpoch: a bundle exported from WithCheckpoint's weights records the
+// checkpoint's epoch and step, not the fresh run's zeros.
+func TestExportNamesTheCheckpointEpoch(t *testing.T) {
+	dir := t.TempDir()
+	every, err := checkpoint.NewEveryN(1, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	train(t, newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(2), core.WithCheckpointer(every))...))
+	entries, err := checkpoint.ReadManifest(dir)
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("manifest %+v, %v; want 2 checkpoints", entries, err)
+	}
+	w := newNitro(t, &Reg{}, goOpts(nil, core.WithData(data(t, 16)), core.WithCheckpoint(dir))...)
+	b, err := export.Export(w, filepath.Join(t.TempDir(), "bundle"), export.ExportSpec{Name: "reg"})
+	if err != nil {
+		wantErr(t, err, "no plugin found")
+		prereq.XLAPlugin.Absent(t, fmt.Errorf("export needs the XLA plugin: %w", err))
+	}
+	last := entries[1]
+	for k, v := range map[string]int{"epoch": last.Epoch, "step": last.Step, "checkpoint_epoch": last.Epoch, "checkpoint_step": last.Step} {
+		if got := b.Provenance[k]; got != strconv.Itoa(v) {
+			t.Errorf("provenance %s = %q, want %d (the checkpoint's)", k, got, v)
+		}
+	}
+	if last.Epoch != 2 || last.Step == 0 {
+		t.Fatalf("the checkpoint is at epoch %d, step %d: the test cannot tell it from a fresh run", last.Epoch, last.Step)
 	}
 }

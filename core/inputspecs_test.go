@@ -1,0 +1,85 @@
+package core_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gopjrt/dtypes"
+	"github.com/nitro-go/nitro/core"
+)
+
+// TestInputSpecsNoData: WithInputSpecs builds a Nitro without data (BuildData is not called):
+// with the same seed it holds the weights a data-built Nitro initializes, and with WithCheckpoint
+// a trained run's weights; its Predict equals the trained Nitro's. It has no splits (Train and
+// Evaluate say so), and the specs are checked against Forward.
+func TestInputSpecsNoData(t *testing.T) {
+	dir := t.TempDir()
+	trained := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(2))...)
+	train(t, trained)
+	x, _ := synthetic(8, 5)
+	want := must(trained.Predict(core.Batch{"x": x}))
+
+	spec := core.InputSpec{Name: "x", DType: dtypes.Float32, Shape: []int{features}}
+	fresh := mustNew(t, &Reg{}, data(t, 0))
+	bare := newNitro(t, &Reg{}, goOpts(nil, core.WithInputSpecs(spec))...)
+	sameBits(t, "initial weights", flatParams(t, bare), flatParams(t, fresh))
+
+	n := newNitro(t, &Reg{}, goOpts(nil, core.WithInputSpecs(spec), core.WithCheckpoint(dir))...)
+	sameBits(t, "weights from the checkpoint", flatParams(t, n), flatParams(t, trained))
+	got := must(n.Predict(core.Batch{"x": x}))
+	sameBits(t, "Predict", flatF32(got["pred"]), flatF32(want["pred"]))
+
+	err := n.Train()
+	wantErr(t, err, "train: this Nitro was built with core.WithInputSpecs, from no data, so it has no splits")
+	if !errors.Is(err, core.ErrNoSplit) {
+		t.Errorf("Train's error does not match ErrNoSplit: %v", err)
+	}
+	_, err = n.Evaluate("val")
+	wantErr(t, err, "evaluate: this Nitro was built with core.WithInputSpecs")
+	if !errors.Is(err, core.ErrNoSplit) {
+		t.Errorf("Evaluate's error does not match ErrNoSplit: %v", err)
+	}
+
+	opts := func(more ...core.Option) []core.Option { return goOpts(nil, more...) }
+	for _, c := range []struct {
+		name string
+		opts []core.Option
+		want []string
+	}{
+		{"no specs", opts(core.WithInputSpecs()), []string{"WithInputSpecs: no specs given"}},
+		{"required field missing", opts(core.WithInputSpecs(core.InputSpec{Name: "y", DType: dtypes.Float32, Shape: []int{1}})),
+			[]string{`WithInputSpecs declares [y], but Forward requires batch field "x"`}},
+		{"name twice", opts(core.WithInputSpecs(spec, spec)), []string{`WithInputSpecs[1] "x": declared twice`}},
+		{"bad dtype", opts(core.WithInputSpecs(core.InputSpec{Name: "x", Shape: []int{features}})), []string{`WithInputSpecs[0] "x": dtype InvalidDType`}},
+		{"dimension 0", opts(core.WithInputSpecs(core.InputSpec{Name: "x", DType: dtypes.Float32, Shape: []int{0}})), []string{`WithInputSpecs[0] "x": Shape [0]`}},
+		{"with data", opts(core.WithInputSpecs(spec), core.WithData(data(t, 0))), []string{"WithInputSpecs and WithData both given"}},
+		{"with resume", opts(core.WithInputSpecs(spec), core.WithResume(dir)), []string{"WithInputSpecs and WithResume", "WithCheckpoint"}},
+		{"wrong row shape for the checkpoint", opts(core.WithInputSpecs(core.InputSpec{Name: "x", DType: dtypes.Float32, Shape: []int{3}}), core.WithCheckpoint(dir)),
+			[]string{"does not fit this model"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := core.New(&Reg{}, c.opts...)
+			wantErr(t, err, c.want...)
+		})
+	}
+
+	// Derive has no data to derive from: it is not called, and New says so.
+	var warned []string
+	d := newNitro(t, &Derived{}, goOpts(nil, core.WithInputSpecs(spec), core.WithWarn(func(m string) { warned = append(warned, m) }))...)
+	if len(warned) != 1 || !strings.Contains(warned[0], "experiment Derived has a Derive hook, which is not called under WithInputSpecs") {
+		t.Errorf("warnings %q", warned)
+	}
+	if e := d.Experiment().(*Derived); e.YMean != 0 {
+		t.Errorf("Derive ran: YMean %v", e.YMean)
+	}
+}
+
+func flatF32(t *tensors.Tensor) []float64 {
+	var out []float64
+	for _, v := range tensors.MustCopyFlatData[float32](t) {
+		out = append(out, float64(v))
+	}
+	return out
+}

@@ -1,0 +1,16 @@
+// Package export writes a trained Nitro as an export bundle (package exportbundle): one StableHLO
+// program per batch size, the weights Forward reads, and a manifest with the inputs, outputs and
+// provenance. It sits beside cmd, above core; training never links it (nor its cgo capture shim).
+//
+// Contract:
+//   - Export reads the model only through core's read-only view (Nitro.ViewModel): the named
+//     weights, the Device values, Forward's batch contract and a Forward tracer. It never changes
+//     the Nitro, never reads a checkpoint, and never touches the compile cache.
+//   - The spec is checked before anything is traced, a Preprocess is run once eagerly, and the
+//     Host-independence of Forward is checked at every exported batch size; each error names the
+//     ExportSpec field, hook or value at fault.
+//   - The programs compile through the XLA PJRT plugin (the Nitro's own, else the one
+//     backend.FindPlugin finds): without one, Export is an error.
+//   - The bundle is written atomically, or not at all; the ExportCompiling phase covers the
+//     capture and the write. No panic escapes Export.
+package export
