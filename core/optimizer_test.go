@@ -329,8 +329,8 @@ func paramsByKey(t testing.TB, n *core.Nitro) map[string][]float64 {
 // DeviceLambda has a traced input named Lambda (e.g. an auxiliary loss weight). The spec keeps a
 // Device field lambda and the decay coefficient apart (schedule keys device.lambda vs opt.lambda;
 // lambda(e) defaults to 0), so it must not become the decay coefficient. BUG: resolveKnob
-// (accessors.go) reads a Device field's host value for any knob, so resolveConfig's Lambda
-// (accessors.go:93) picks it up and every group silently decays with lambda 0.5.
+// (config.go) reads a Device field's host value for any knob, so resolveConfig's Lambda
+// (config.go) picks it up and every group silently decays with lambda 0.5.
 type DeviceLambda struct {
 	base
 	Lambda markers.Device[float32]
