@@ -357,7 +357,7 @@ type inputState struct {
 	dims    []int // per axis; -1 while the batch axis is not yet known
 	at      []int // the index at each depth being read
 	batches []int
-	short   int // a first array found shorter than declared: its axis, or -1
+	short   bool // a first array was found shorter than declared
 	data    []byte
 	num     []byte
 }
@@ -371,11 +371,11 @@ func (d *decoder) input(spec TensorSpec, batches []int) (Tensor, error) {
 	if spec.BatchAxis < 0 || spec.BatchAxis >= rank {
 		return Tensor{}, fmt.Errorf("the bundle declares batch axis %d for a rank-%d input", spec.BatchAxis, rank)
 	}
-	st := &inputState{spec: spec, dims: spec.ShapeAt(-1), at: make([]int, rank), batches: batches, short: -1, num: make([]byte, 0, 32)}
+	st := &inputState{spec: spec, dims: spec.ShapeAt(-1), at: make([]int, rank), batches: batches, num: make([]byte, 0, 32)}
 	if err := d.value(st, 0); err != nil {
 		return Tensor{}, err
 	}
-	if st.short >= 0 {
+	if st.short {
 		want := spec.ShapeAt(st.dims[spec.BatchAxis])
 		return Tensor{}, fmt.Errorf("shape %v, the bundle takes %v", st.dims, want)
 	}
@@ -483,10 +483,10 @@ func (d *decoder) value(st *inputState, depth int) error {
 	switch {
 	case want < 0:
 		st.dims[depth] = n // the batch axis: its first array fixes it
-	case n != want && st.first(depth) && st.short < 0:
+	case n != want && st.first(depth):
 		// Read on at the length found, to report the whole shape the client sent; every bound
 		// still holds, since the found length is below the declared one.
-		st.short, st.dims[depth] = depth, n
+		st.short, st.dims[depth] = true, n
 	case n != want:
 		return fmt.Errorf("ragged: the array at %s holds %d elements, the first along axis %d holds %d", st.where(depth), n, depth, want)
 	}
