@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -462,6 +463,11 @@ func (d *decoder) value(st *inputState, depth int) error {
 			return fmt.Errorf("more than %d elements along axis %d (the bundle takes shape %v, batch axis %d)", want, depth, st.spec.Shape, st.spec.BatchAxis)
 		case want >= 0 && n == want:
 			return fmt.Errorf("ragged: the array at %s holds more than %d elements", st.where(depth), want)
+		case want < 0 && n == st.batches[len(st.batches)-1] && st.short:
+			// A shape already found wrong is the fault to name, not the batch it went on to.
+			got := slices.Clone(st.dims)
+			got[depth] = n
+			return fmt.Errorf("shape %v and more along axis %d, the bundle takes %v (its largest batch size is %d)", got, depth, st.spec.ShapeAt(n), n)
 		case want < 0 && n == st.batches[len(st.batches)-1]:
 			return fmt.Errorf("batch size over %d: the bundle has programs for batch sizes %v", n, st.batches)
 		}

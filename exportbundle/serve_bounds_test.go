@@ -38,6 +38,7 @@ func TestHandlerRefusesHostileBodiesEarly(t *testing.T) {
 		{"a row past its 5", `{"inputs": {"img": [[[`, "0,", `input "img": more than 5 elements along axis 2`},
 		{"an image past its 5 rows", `{"inputs": {"img": [[`, row + ",", `input "img": more than 5 elements along axis 1`},
 		{"a batch past 8", `{"inputs": {"img": [`, image + ",", `input "img": batch size over 8: the bundle has programs for batch sizes [1 8]`},
+		{"a batch past 8 of rows of 4", `{"inputs": {"img": [`, "[" + strings.Repeat("[0,0,0,0],", 4) + "[0,0,0,0]],", `input "img": shape [8 5 4] and more along axis 0, the bundle takes [8 5 5]`},
 		{"nesting past the rank", `{"inputs": {"img": `, "[", `input "img": an array is not a number`},
 		{"an endless string element", `{"inputs": {"img": [[["`, "a", `input "img": a string of over 16 bytes`},
 		{"an endless number", `{"inputs": {"img": [[[`, "1", "malformed body: a number of over 512 bytes"},
