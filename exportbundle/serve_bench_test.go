@@ -290,11 +290,13 @@ func procStatus(tb testing.TB, pid int) (hwm, rss int64) {
 	return hwm, rss
 }
 
-// hostileBody is a body of about size bytes: a well-formed prefix and rows of width numbers,
-// repeated (784 wide: past the largest batch; 783: the wrong shape).
+// hostileBody is a well-formed body of about size bytes: rows of width numbers (784 wide: far
+// past the largest batch; 783: the wrong shape, and past the batch too).
 func hostileBody(size, width int) io.Reader {
-	row := "[" + strings.Repeat("0.123,", width-1) + "0.5],"
-	return io.MultiReader(strings.NewReader(`{"inputs": {"image": [`), io.LimitReader(&repeat{s: row}, int64(size)))
+	row := "[" + strings.Repeat("0.123,", width-1) + "0.5]"
+	n := int64(size / (len(row) + 1))
+	return io.MultiReader(strings.NewReader(`{"inputs": {"image": [`), io.LimitReader(&repeat{s: row + ","}, n*int64(len(row)+1)),
+		strings.NewReader(row+"]}}"))
 }
 
 // BenchmarkServeRSS runs a server as a child process and prints its peak resident memory
