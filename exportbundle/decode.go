@@ -126,13 +126,17 @@ func (d *decoder) peek() (byte, error) {
 			}
 			return 0, &readError{err}
 		}
-		switch b[0] {
-		case ' ', '\t', '\n', '\r':
-			d.br.Discard(1)
-			d.off++
-			continue
+		// Skip the buffered whitespace at once, not a byte a call.
+		b, _ = d.br.Peek(d.br.Buffered())
+		i := 0
+		for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+			i++
 		}
-		return b[0], nil
+		d.br.Discard(i)
+		d.off += int64(i)
+		if i < len(b) {
+			return b[i], nil
+		}
 	}
 }
 
@@ -253,31 +257,38 @@ func (d *decoder) literal(want string) error {
 	return nil
 }
 
-// number reads a JSON number whose first byte is the next one.
-func (d *decoder) number(buf []byte) (json.Number, error) {
+// number reads a JSON number whose first byte is the next one, into buf.
+func (d *decoder) number(buf []byte) ([]byte, error) {
 	buf = buf[:0]
 	for {
-		b, err := d.br.Peek(1)
-		if err == io.EOF {
+		if _, err := d.br.Peek(1); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, &readError{err}
+		}
+		b, _ := d.br.Peek(d.br.Buffered())
+		i := 0
+		for i < len(b) {
+			c := b[i]
+			if !(c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E') {
+				break
+			}
+			i++
+		}
+		if len(buf)+i > maxNumberBytes {
+			return nil, d.syntax(fmt.Sprintf("a number of over %d bytes", maxNumberBytes))
+		}
+		buf = append(buf, b[:i]...)
+		d.br.Discard(i)
+		d.off += int64(i)
+		if i < len(b) {
 			break
 		}
-		if err != nil {
-			return "", &readError{err}
-		}
-		c := b[0]
-		if !(c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E') {
-			break
-		}
-		if len(buf) == maxNumberBytes {
-			return "", d.syntax(fmt.Sprintf("a number of over %d bytes", maxNumberBytes))
-		}
-		buf = append(buf, c)
-		d.skip()
 	}
 	if !validNumber(buf) {
-		return "", d.syntax(fmt.Sprintf("invalid number %q", buf))
+		return nil, d.syntax(fmt.Sprintf("invalid number %q", buf))
 	}
-	return json.Number(buf), nil
+	return buf, nil
 }
 
 // validNumber is JSON's number grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
@@ -428,12 +439,12 @@ func (d *decoder) value(st *inputState, depth int) error {
 			v, err = false, d.literal("false")
 		case 'n':
 			v, err = nil, d.literal("null")
-		default:
-			n, err := d.number(st.num)
-			if err != nil {
+		default: // a number: the common case, appended without boxing it
+			if st.num, err = d.number(st.num); err != nil {
 				return err
 			}
-			v = n
+			st.data, err = appendNumber(st.data, string(st.num), st.spec.DType)
+			return err
 		}
 		if err != nil {
 			return err

@@ -426,7 +426,6 @@ func decodeNested(raw json.RawMessage, spec TensorSpec, batches ...int) (Tensor,
 }
 
 func appendScalar(dst []byte, v any, d DType) ([]byte, error) {
-	le := binary.LittleEndian
 	if d == Bool {
 		b, ok := v.(bool)
 		if !ok {
@@ -437,53 +436,44 @@ func appendScalar(dst []byte, v any, d DType) ([]byte, error) {
 		}
 		return append(dst, 0), nil
 	}
+	if num, ok := v.(json.Number); ok {
+		return appendNumber(dst, string(num), d)
+	}
 	switch d {
 	case F16, BF16, F32, F64:
-		var f float64
-		switch x := v.(type) {
-		case json.Number:
-			var err error
-			if f, err = strconv.ParseFloat(string(x), 64); err != nil {
-				return nil, fmt.Errorf("%s is not a %s number", x, d)
-			}
-		case string:
+		if x, ok := v.(string); ok {
 			switch x {
 			case "NaN":
-				f = math.NaN()
+				return appendFloat(dst, math.NaN(), d, x)
 			case "+Inf", "Inf":
-				f = math.Inf(1)
+				return appendFloat(dst, math.Inf(1), d, x)
 			case "-Inf":
-				f = math.Inf(-1)
-			default:
-				return nil, fmt.Errorf("string %q is not a number (dtype %s)", x, d)
+				return appendFloat(dst, math.Inf(-1), d, x)
 			}
-		default:
-			return nil, fmt.Errorf("%v is not a number (dtype %s)", describe(v), d)
+			return nil, fmt.Errorf("string %q is not a number (dtype %s)", x, d)
 		}
-		var out []byte
-		switch d {
-		case F64:
-			out = le.AppendUint64(dst, math.Float64bits(f))
-		case F32:
-			out = le.AppendUint32(dst, math.Float32bits(float32(f)))
-		case F16:
-			out = le.AppendUint16(dst, float16.Fromfloat32(float32(f)).Bits())
-		default:
-			out = le.AppendUint16(dst, bfloat16.FromFloat32(float32(f)).Bits())
-		}
-		if g := float64At(d, out[len(dst):], 0); math.IsInf(g, 0) && !math.IsInf(f, 0) {
-			return nil, fmt.Errorf("%v overflows dtype %s", describe(v), d)
-		}
-		return out, nil
 	}
-	num, ok := v.(json.Number)
-	if !ok {
-		return nil, fmt.Errorf("%v is not a number (dtype %s)", describe(v), d)
+	return nil, fmt.Errorf("%v is not a number (dtype %s)", describe(v), d)
+}
+
+// appendNumber appends the JSON number num as dtype d: a float rounded to it, an integer only
+// when it is one and fits.
+func appendNumber(dst []byte, num string, d DType) ([]byte, error) {
+	le := binary.LittleEndian
+	switch d {
+	case Bool:
+		return nil, fmt.Errorf("%s is not a boolean (dtype BOOL)", num)
+	case F16, BF16, F32, F64:
+		f, err := strconv.ParseFloat(num, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s is not a %s number", num, d)
+		}
+		return appendFloat(dst, f, d, num)
 	}
 	bitSize := 8 * d.Size()
 	switch d {
 	case U8, U16, U32, U64:
-		u, err := strconv.ParseUint(string(num), 10, bitSize)
+		u, err := strconv.ParseUint(num, 10, bitSize)
 		if err != nil {
 			return nil, fmt.Errorf("%s is not a %d-bit unsigned integer (dtype %s)", num, bitSize, d)
 		}
@@ -497,7 +487,7 @@ func appendScalar(dst []byte, v any, d DType) ([]byte, error) {
 		}
 		return le.AppendUint64(dst, u), nil
 	default: // I8, I16, I32, I64
-		i, err := strconv.ParseInt(string(num), 10, bitSize)
+		i, err := strconv.ParseInt(num, 10, bitSize)
 		if err != nil {
 			return nil, fmt.Errorf("%s is not a %d-bit integer (dtype %s)", num, bitSize, d)
 		}
@@ -511,6 +501,27 @@ func appendScalar(dst []byte, v any, d DType) ([]byte, error) {
 		}
 		return le.AppendUint64(dst, uint64(i)), nil
 	}
+}
+
+// appendFloat appends f as the float dtype d, refusing a finite value that overflows it (text
+// is how the client wrote it, for the message).
+func appendFloat(dst []byte, f float64, d DType, text string) ([]byte, error) {
+	le := binary.LittleEndian
+	var out []byte
+	switch d {
+	case F64:
+		out = le.AppendUint64(dst, math.Float64bits(f))
+	case F32:
+		out = le.AppendUint32(dst, math.Float32bits(float32(f)))
+	case F16:
+		out = le.AppendUint16(dst, float16.Fromfloat32(float32(f)).Bits())
+	default:
+		out = le.AppendUint16(dst, bfloat16.FromFloat32(float32(f)).Bits())
+	}
+	if g := float64At(d, out[len(dst):], 0); math.IsInf(g, 0) && !math.IsInf(f, 0) {
+		return nil, fmt.Errorf("%s overflows dtype %s", text, d)
+	}
+	return out, nil
 }
 
 func describe(v any) string {

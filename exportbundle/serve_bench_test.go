@@ -185,8 +185,10 @@ func BenchmarkServeLoad(b *testing.B) {
 	}
 	defer srv.Close()
 	url := "http://" + addr.String() + "/predict"
-	h := Handler(r)
-	const each = 1500 * time.Millisecond
+	cfg := DefaultServeConfig()
+	cfg.MaxConcurrent = 8
+	h := newHandler(r, cfg)
+	const each = 700 * time.Millisecond
 	var table strings.Builder
 	fmt.Fprintf(&table, "\n%-28s %7s %9s %9s %9s\n", "path (clients x batch)", "req/s", "p50", "p99", "requests")
 	for range b.N {
@@ -371,6 +373,19 @@ func BenchmarkServeRSS(b *testing.B) {
 			stdin.Close()
 			cmd.Wait()
 			b.Log(out.String())
+		}
+	}
+}
+
+// BenchmarkDecodeRequest is the decoder alone on a batch-32 MNIST body (147 KB of JSON).
+func BenchmarkDecodeRequest(b *testing.B) {
+	body, _ := benchBody(32, 1)
+	specs := []TensorSpec{{Name: "image", DType: F32, Shape: []int{-1, benchIn}, BatchAxis: 0}}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for range b.N {
+		if _, err := decodeRequest(bytes.NewReader(body), specs, []int{1, 32}); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

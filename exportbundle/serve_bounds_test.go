@@ -140,7 +140,8 @@ func TestServeConcurrencyBound(t *testing.T) {
 // once the body timeout passes, instead of holding its connection for ever. The test's own read
 // deadline (a minute) is only a hang guard.
 func TestServeBodyTimeoutCutsStalledClient(t *testing.T) {
-	_, addr := serveTiny(t, ServeConfig{BodyTimeout: 100 * time.Millisecond})
+	// The read timeout is an hour, so only the body timeout can cut the client here.
+	_, addr := serveTiny(t, ServeConfig{BodyTimeout: 100 * time.Millisecond, ReadTimeout: time.Hour})
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +166,7 @@ func TestServeBodyTimeoutCutsStalledClient(t *testing.T) {
 
 // A client that stalls before its headers end is cut by the header timeout.
 func TestServeHeaderTimeoutCutsStalledClient(t *testing.T) {
-	_, addr := serveTiny(t, ServeConfig{ReadHeaderTimeout: 100 * time.Millisecond})
+	_, addr := serveTiny(t, ServeConfig{ReadHeaderTimeout: 100 * time.Millisecond, ReadTimeout: time.Hour})
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
