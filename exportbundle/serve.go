@@ -207,7 +207,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	done := make(chan error, 1)
 	go func() { done <- s.http.Shutdown(ctx) }()
-	tick := time.NewTicker(min(s.cfg.ShutdownStall/4, 100*time.Millisecond))
+	tick := time.NewTicker(max(min(s.cfg.ShutdownStall/4, 100*time.Millisecond), time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
