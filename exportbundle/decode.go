@@ -54,6 +54,9 @@ func decodeRequest(body io.Reader, specs []TensorSpec, batches []int) (map[strin
 	}()
 	d := &decoder{br: br}
 	c, err := d.next()
+	if err == io.EOF {
+		return nil, &syntaxError{"the body is empty (it must be {\"inputs\": {...}})"}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -86,12 +89,10 @@ func decodeRequest(body io.Reader, specs []TensorSpec, batches []int) (map[strin
 	}); err != nil {
 		return nil, err
 	}
-	if c, err := d.next(); err != io.EOF {
-		if err != nil {
-			return nil, err
-		}
-		_ = c
+	if _, err := d.next(); err == nil {
 		return nil, d.syntax("data after the JSON object")
+	} else if err != io.EOF {
+		return nil, err
 	}
 	if inputs == nil {
 		return nil, &syntaxError{`no "inputs" object`}

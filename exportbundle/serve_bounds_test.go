@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -77,6 +80,9 @@ func TestDecodeRefusesDuplicateKeys(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%s: %v; want an error saying %q", c.body, err, c.says)
 		}
+	}
+	if _, err := decodeRequest(strings.NewReader(" \n"), specs, []int{1}); err == nil || err.Error() != `the body is empty (it must be {"inputs": {...}})` {
+		t.Errorf("an empty body: %v", err)
 	}
 	got, err := decodeRequest(strings.NewReader(`{"inputs": {"image": [[3, 4]], "mask": [true]}}`), specs, []int{1})
 	if err != nil {
@@ -247,6 +253,90 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("waited a minute for %s", what)
+		}
+	}
+}
+
+// The streaming decoder reads what encoding/json reads: random nested arrays of rank 3 with the
+// batch on axis 1, written with random whitespace, decode to the same shape and values as
+// encoding/json's own parse of the same text; a copy with one row cut short is refused as
+// ragged or as the wrong shape.
+func TestDecodeMatchesEncodingJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	spec := TensorSpec{Name: "v", DType: F64, Shape: []int{2, -1, 3}, BatchAxis: 1}
+	ws := []string{"", " ", "\n", "\t ", "\r\n"}
+	for trial := range 200 {
+		batch := 1 + rng.IntN(4)
+		var b strings.Builder
+		var want []float64
+		sp := func() { b.WriteString(ws[rng.IntN(len(ws))]) }
+		cut := trial%2 == 1
+		b.WriteString("[")
+		for i := range 2 {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			sp()
+			b.WriteString("[")
+			for j := range batch {
+				if j > 0 {
+					b.WriteString(",")
+				}
+				sp()
+				b.WriteString("[")
+				n := 3
+				if cut && i == 1 && j == batch-1 {
+					n = 2
+				}
+				for k := range n {
+					if k > 0 {
+						b.WriteString(",")
+					}
+					sp()
+					f := (rng.Float64() - 0.5) * math.Pow(10, float64(rng.IntN(40)-20))
+					want = append(want, f)
+					b.WriteString(strconv.FormatFloat(f, "eEgf"[rng.IntN(4)], -1, 64))
+					sp()
+				}
+				b.WriteString("]")
+			}
+			b.WriteString("]")
+			sp()
+		}
+		b.WriteString("]")
+		text := b.String()
+		var ref any
+		if err := json.Unmarshal([]byte(text), &ref); err != nil {
+			t.Fatalf("the test wrote invalid JSON %q: %v", text, err)
+		}
+		got, err := decodeNested(json.RawMessage(text), spec, 1, 2, 3, 4)
+		if cut {
+			if err == nil || !strings.Contains(err.Error(), "ragged") {
+				t.Errorf("a short row in %q: %v; want ragged", text, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		v, _ := Values[float64](got)
+		var flat []float64
+		var walk func(any)
+		walk = func(x any) {
+			if a, ok := x.([]any); ok {
+				for _, e := range a {
+					walk(e)
+				}
+				return
+			}
+			flat = append(flat, x.(float64))
+		}
+		walk(ref)
+		if fmt.Sprint(flat) != fmt.Sprint(want) {
+			t.Fatalf("encoding/json read %v from %q, the test wrote %v", flat, text, want)
+		}
+		if fmt.Sprint(got.Shape) != fmt.Sprint([]int{2, batch, 3}) || fmt.Sprint(v) != fmt.Sprint(flat) {
+			t.Fatalf("%q: decoded %v %v, want %v %v", text, got.Shape, v, []int{2, batch, 3}, want)
 		}
 	}
 }
