@@ -240,10 +240,74 @@ func BenchmarkServeLoad(b *testing.B) {
 			fmt.Fprintf(&table, "  %dx%d: HTTP/in-memory handler p50 %.2fx, req/s %.2fx; HTTP/Runner.Run p50 %.2fx, req/s %.2fx; body %d bytes\n",
 				sc.clients, sc.batch, float64(hh.p50)/float64(hm.p50), hm.perSec/hh.perSec, float64(hh.p50)/float64(rr.p50), rr.perSec/hh.perSec, len(body))
 			b.ReportMetric(float64(hh.p50)/float64(rr.p50), fmt.Sprintf("http/run-p50-%dx%d", sc.clients, sc.batch))
+			if sc.batch == 1 {
+				// Dynamic batching, measured where it would act: batch-1 requests queued together
+				// merged into one program call (the batch-32 program, padded), against a Run each.
+				merged := mergedRuns(r, 32)
+				mr := load(b, sc.clients, each, func() error { return merged(x) })
+				fmt.Fprintf(&table, "%-28s %7.0f %9s %9s %9d\n", fmt.Sprintf("Run, merged (%dx%d)", sc.clients, sc.batch), mr.perSec,
+					mr.p50.Round(time.Microsecond), mr.p99.Round(time.Microsecond), mr.reqs)
+				// The program's share of an HTTP request, and what merging could save of it.
+				f, m := hh.perSec/rr.perSec, mr.perSec/rr.perSec
+				fmt.Fprintf(&table, "  dynamic batching: merged/direct Run req/s %.2fx; the program call is ~%.0f%% of an HTTP request, so merging would change HTTP req/s by about %.2fx\n",
+					m, 100*f, 1/((1-f)+f/m))
+			}
 			client.CloseIdleConnections()
 		}
 	}
 	fmt.Print(table.String()) // not b.Log, which cuts a benchmark's output at ten lines
+}
+
+// mergedRuns returns a call that runs one batch-1 image through r as part of whatever other
+// calls are queued at the same moment: one program call at batch max (padded) for several, a
+// batch-1 call for one alone. It is the benchmark's model of dynamic batching, not the server's.
+func mergedRuns(r *Runner, max int) func(x Tensor) error {
+	type job struct {
+		x    Tensor
+		done chan error
+	}
+	jobs := make(chan job, 64)
+	go func() {
+		for j := range jobs {
+			batch := []job{j}
+		gather:
+			for len(batch) < max {
+				select {
+				case j := <-jobs:
+					batch = append(batch, j)
+				default:
+					break gather
+				}
+			}
+			var err error
+			if len(batch) == 1 {
+				_, err = r.Run(1, map[string]Tensor{"image": j.x})
+			} else {
+				row := len(j.x.Data)
+				x := Tensor{DType: F32, Shape: []int{max, benchIn}, Data: make([]byte, max*row)}
+				for i, j := range batch {
+					copy(x.Data[i*row:], j.x.Data)
+				}
+				var out map[string]Tensor
+				if out, err = r.Run(max, map[string]Tensor{"image": x}); err == nil {
+					for _, t := range out { // each caller's rows, as a server would answer them
+						n := len(t.Data) / max
+						for i := range batch {
+							_ = append([]byte(nil), t.Data[i*n:(i+1)*n]...)
+						}
+					}
+				}
+			}
+			for _, j := range batch {
+				j.done <- err
+			}
+		}
+	}()
+	return func(x Tensor) error {
+		done := make(chan error, 1)
+		jobs <- job{x, done}
+		return <-done
+	}
 }
 
 // rssChildEnv, set to a bundle folder, makes the test binary a server (see TestMain): it
