@@ -161,14 +161,18 @@ func (n *Nitro) hyperValues(g *paramGroup, step int) (map[string]float64, error)
 // applyDeviceSchedules writes the scheduled Device fields' values for an optimizer step: computed
 // on the host once per step and uploaded once per step.
 func (n *Nitro) applyDeviceSchedules(step int) error {
-	if n.opt == nil || len(n.opt.ScheduledDevice()) == 0 {
+	if n.opt == nil {
+		return nil
+	}
+	names := n.opt.ScheduledDevice()
+	if len(names) == 0 {
 		return nil
 	}
 	at, err := n.opt.At(step)
 	if err != nil {
 		return err
 	}
-	for _, name := range n.opt.ScheduledDevice() {
+	for _, name := range names {
 		v, _ := at.Device(name)
 		cur, err := markers.DeviceValueOf(n.e, name)
 		if err != nil {
