@@ -7,7 +7,9 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 )
 
 // Checkpointer is the seam core composes: save a record, load one, find the newest.
@@ -91,6 +93,9 @@ func (s *store) save(r *Record, args NameArgs, keep func(all []ManifestEntry) []
 	if r.Epoch < 0 || r.Step < 0 {
 		return "", fmt.Errorf("checkpoint: epoch %d, step %d: negative", r.Epoch, r.Step)
 	}
+	if f, msg := outOfBounds(r.Epoch, r.Step, r.Position); f != "" { // before the manifest changes
+		return "", fmt.Errorf("checkpoint: record %s: %s", f, msg)
+	}
 	if s.dir == "" {
 		return "", errors.New("checkpoint: no directory: pass one or adopt the run directory")
 	}
@@ -127,7 +132,9 @@ func (s *store) save(r *Record, args NameArgs, keep func(all []ManifestEntry) []
 	}
 	// Removals pending from an earlier save come first; then base is recorded as displaced
 	// before it is written, so that a crash before the final manifest leaves no unlisted
-	// file that nothing would remove. (An overwrite of a listed name needs no such entry.)
+	// file that nothing would remove. An overwrite of a listed name is unlisted meanwhile:
+	// after a crash the file may hold the old record or the new one, and neither matches
+	// the entry for sure (the name rounds the score and omits the stop reason), so it goes.
 	var pending []string
 	for _, f := range old.Displaced {
 		switch {
@@ -136,11 +143,14 @@ func (s *store) save(r *Record, args NameArgs, keep func(all []ManifestEntry) []
 			pending = append(pending, f)
 		}
 	}
-	if !listed[base] {
-		intent := &manifest{Checkpoints: old.Checkpoints, Displaced: append(slices.Clone(pending), base)}
-		if err := writeManifest(fsys, rt, dir, intent); err != nil {
-			return "", fmt.Errorf("checkpoint: save %s: %w", path, err)
+	intent := &manifest{Displaced: append(slices.Clone(pending), base)}
+	for _, e := range old.Checkpoints {
+		if e.File != base {
+			intent.Checkpoints = append(intent.Checkpoints, e)
 		}
+	}
+	if err := writeManifest(fsys, rt, dir, intent); err != nil {
+		return "", fmt.Errorf("checkpoint: save %s: %w", path, err)
 	}
 
 	if err := writeRecord(fsys, rt, path, r); err != nil {
@@ -203,21 +213,100 @@ func (s *store) remove(path string) error {
 	return nil
 }
 
-func (s *store) load(path string) (*Record, error) { return readRecord(s.o.fs, path) }
+func (s *store) load(path string) (*Record, error) {
+	if dir := s.getDir(); dir != "" && filepath.Clean(filepath.Dir(path)) == filepath.Clean(dir) {
+		s.finishRotation()
+	}
+	return readRecord(s.o.fs, path)
+}
 
 func (s *store) latest() (string, bool, error) {
 	dir := s.getDir()
 	if dir == "" {
 		return "", false, errors.New("checkpoint: no directory: pass one or adopt the run directory")
 	}
-	m, err := readManifest(s.o.fs, dir)
+	s.finishRotation()
+	return newest(s.o.fs, dir)
+}
+
+// finishRotation removes the displaced files a save left behind (a kill or an error came
+// between its manifest and the removals) and rewrites the manifest without them, so that a run
+// that never saves again (a resume of a finished run) does not keep them forever. Best effort:
+// what fails stays listed as displaced for the next open or Save.
+func (s *store) finishRotation() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fsys, dir := s.o.fs, s.dir
+	m, err := readManifest(fsys, dir)
+	if err != nil || len(m.Displaced) == 0 {
+		return // a malformed manifest is reported by whoever reads it for its entries
+	}
+	listed := map[string]bool{}
+	for _, e := range m.Checkpoints {
+		listed[e.File] = true
+	}
+	var pending []string
+	for _, f := range m.Displaced {
+		if !listed[f] && s.remove(filepath.Join(dir, f)) != nil {
+			pending = append(pending, f)
+		}
+	}
+	if len(pending) == len(m.Displaced) {
+		return
+	}
+	fsys.SyncDir(dir) // before the manifest stops naming them: a crash in between only repeats this
+	writeManifest(fsys, s.o.retry, dir, &manifest{Checkpoints: m.Checkpoints, Displaced: pending})
+}
+
+// NewestError is the answer when the manifest's newest checkpoint cannot be opened (deleted,
+// replaced by a directory, unreadable): it names the file, what is wrong, and the older
+// checkpoints the manifest lists, one of which the caller may pass by path instead. A resume
+// never falls back to an older one by itself: that would silently drop the epochs after it.
+type NewestError struct {
+	Path    string   // the newest listed checkpoint
+	Problem string   // "is missing", "is a directory", or the open error
+	Older   []string // paths of the older listed checkpoints, newest first
+}
+
+func (e *NewestError) Error() string {
+	msg := fmt.Sprintf("checkpoint: the newest checkpoint %s (listed in %s) %s", e.Path, filepath.Join(filepath.Dir(e.Path), ManifestName), e.Problem)
+	if len(e.Older) == 0 {
+		return msg + "; the manifest lists no older checkpoint"
+	}
+	return msg + "; the older checkpoints it lists, one of which can be given by path: " + strings.Join(e.Older, ", ")
+}
+
+// Newest is the path of the newest checkpoint dir's manifest lists, checked to be a file that
+// opens; ok is false when the manifest lists none (or dir has no manifest). A newest file that
+// does not open is a *NewestError.
+func Newest(dir string) (path string, ok bool, err error) { return newest(OSFS{}, dir) }
+
+func newest(fsys FS, dir string) (string, bool, error) {
+	m, err := readManifest(fsys, dir)
 	if err != nil {
 		return "", false, err
 	}
 	if len(m.Checkpoints) == 0 {
 		return "", false, nil
 	}
-	return filepath.Join(dir, m.Checkpoints[len(m.Checkpoints)-1].File), true, nil
+	path := filepath.Join(dir, m.Checkpoints[len(m.Checkpoints)-1].File)
+	rc, _, err := fsys.Open(path)
+	if err == nil {
+		rc.Close()
+		return path, true, nil
+	}
+	ne := &NewestError{Path: path, Problem: "cannot be opened: " + err.Error()}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		ne.Problem = "is missing (deleted?)"
+	case errors.Is(err, syscall.EISDIR):
+		ne.Problem = "is a directory, not a checkpoint file"
+	}
+	for i := len(m.Checkpoints) - 2; i >= 0; i-- {
+		e := m.Checkpoints[i]
+		ne.Older = append(ne.Older, fmt.Sprintf("%s (epoch %d, step %d)", filepath.Join(dir, e.File), e.Epoch, e.Step))
+	}
+	return "", false, ne
 }
 
 // TopK keeps the K best checkpoints by one metric plus the newest whatever it scored: K files

@@ -3,6 +3,10 @@ package checkpoint
 import (
 	"fmt"
 	"io"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -47,7 +51,8 @@ func writeRecord(fsys FS, rt retry, path string, r *Record) error {
 }
 
 // Read reads and validates a whole record. The file is untrusted: any defect is a
-// *FormatError naming the file and the field.
+// *FormatError naming the file and the field. When a manifest beside the file lists it, the
+// manifest's epoch, step, stop reason and score must agree with the record.
 func Read(path string) (*Record, error) { return readRecord(OSFS{}, path) }
 
 func readRecord(fsys FS, path string) (*Record, error) {
@@ -56,7 +61,53 @@ func readRecord(fsys FS, path string) (*Record, error) {
 		return nil, fmt.Errorf("checkpoint: read: %w", err)
 	}
 	defer rc.Close()
-	return decode(path, rc, size)
+	r, err := decode(path, rc, size)
+	if err != nil {
+		return nil, err
+	}
+	if err := crossCheck(fsys, path, r.Epoch, r.Step, r.StopReason, r.Metrics); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// crossCheck compares the manifest entry listing path, if any, with what its record says. The
+// record is under its checksum and the manifest is not, so a disagreement means the manifest
+// was edited or the file replaced by another; either way neither can be trusted to resume.
+func crossCheck(fsys FS, path string, epoch, step int, stop string, metrics map[string]float64) error {
+	dir, base := filepath.Split(path)
+	dir = filepath.Clean(dir)
+	m, err := readManifest(fsys, dir)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %s: checking it against its directory's manifest: %w", path, err)
+	}
+	i := slices.IndexFunc(m.Checkpoints, func(e ManifestEntry) bool { return e.File == base })
+	if i < 0 {
+		return nil // not listed: a copy elsewhere, or a displaced file
+	}
+	e := m.Checkpoints[i]
+	var diffs []string
+	if e.Epoch != epoch {
+		diffs = append(diffs, fmt.Sprintf("epoch: manifest %d, record %d", e.Epoch, epoch))
+	}
+	if e.Step != step {
+		diffs = append(diffs, fmt.Sprintf("step: manifest %d, record %d", e.Step, step))
+	}
+	if e.StopReason != stop {
+		diffs = append(diffs, fmt.Sprintf("stop_reason: manifest %q, record %q", e.StopReason, stop))
+	}
+	if e.Score != nil {
+		if v, ok := metrics[e.Metric]; !ok {
+			diffs = append(diffs, fmt.Sprintf("score: manifest %v for metric %q, which the record lacks", *e.Score, e.Metric))
+		} else if math.Float64bits(v) != math.Float64bits(*e.Score) {
+			diffs = append(diffs, fmt.Sprintf("score: manifest %v, record's %s %v", *e.Score, e.Metric, v))
+		}
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("checkpoint: %s disagrees with %s (checkpoints[%d]) on %s: the manifest was edited or the file replaced; restore the right file, or resume from another checkpoint by its path",
+		path, filepath.Join(dir, ManifestName), i, strings.Join(diffs, "; "))
 }
 
 // Header is what a checkpoint says about itself, read from its header alone.
@@ -80,7 +131,8 @@ type TensorInfo struct {
 	Shape []int
 }
 
-// Info reads a checkpoint's header, validated as Read does, without reading the tensors' data.
+// Info reads a checkpoint's header, validated as Read does (the header's own checksum, the
+// record, the manifest's agreement), without reading the tensors' data.
 func Info(path string) (*Header, error) { return readInfo(OSFS{}, path) }
 
 func readInfo(fsys FS, path string) (*Header, error) {
@@ -89,7 +141,14 @@ func readInfo(fsys FS, path string) (*Header, error) {
 		return nil, fmt.Errorf("checkpoint: info: %w", err)
 	}
 	defer rc.Close()
-	return decodeInfo(path, rc, size)
+	h, err := decodeInfo(path, rc, size)
+	if err != nil {
+		return nil, err
+	}
+	if err := crossCheck(fsys, path, h.Epoch, h.Step, h.StopReason, h.Metrics); err != nil {
+		return nil, err
+	}
+	return h, nil
 }
 
 func decodeInfo(file string, r io.Reader, size int64) (*Header, error) {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -24,9 +25,19 @@ const (
 	maxHeaderLen = 100_000_000 // the reference implementation's bound
 	metaKey      = "__metadata__"
 
-	keyFormat = "nitro.format" // "1"
-	keyRecord = "nitro.record" // JSON of recordMeta
-	keyCRC    = "nitro.crc32c" // CRC-32C (Castagnoli) of the data section, 8 hex digits
+	keyFormat = "nitro.format"        // strconv.Itoa(recordFormat)
+	keyRecord = "nitro.record"        // JSON of recordMeta
+	keyCRC    = "nitro.crc32c"        // CRC-32C (Castagnoli) of the data section, 8 hex digits
+	keyDigest = "nitro.header_sha256" // SHA-256 of the header itself, 64 hex digits (see below)
+)
+
+// The header digest covers every byte before the data (the length prefix, the record, the
+// metadata, the tensor table, the padding) except its own 64 hex digits, so that a header read
+// alone (Info) is verified too: the data CRC cannot vouch for the epoch or the step. The writer
+// puts it first, at a fixed offset, so a reader finds it without trusting the JSON it guards.
+const (
+	digestPrefix = `{"` + metaKey + `":{"` + keyDigest + `":"`
+	digestLen    = 2 * sha256.Size
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -78,13 +89,42 @@ func encodeHeader(r *Record) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: record metadata: %w", err)
 	}
-	return encodeTensorHeader(r.Tensors, [][2]string{{keyFormat, strconv.Itoa(recordFormat)}, {keyRecord, string(meta)}})
+	if f, msg := outOfBounds(r.Epoch, r.Step, r.Position); f != "" {
+		return nil, fmt.Errorf("checkpoint: record %s: %s", f, msg)
+	}
+	return encodeTensorHeader(r.Tensors, [][2]string{{keyFormat, strconv.Itoa(recordFormat)}, {keyRecord, string(meta)}}, true)
+}
+
+// headerDigest is the SHA-256 of the length prefix and hdr without hdr's digest digits.
+func headerDigest(hdr []byte) string {
+	h := sha256.New()
+	h.Write(binary.LittleEndian.AppendUint64(nil, uint64(len(hdr))))
+	h.Write(hdr[:len(digestPrefix)])
+	h.Write(hdr[len(digestPrefix)+digestLen:])
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// verifyDigest checks the digest of a header that starts with digestPrefix; it reports false,
+// nil when hdr does not start so (then the metadata must not claim a digest).
+func verifyDigest(file string, hdr []byte) (bool, error) {
+	if !bytes.HasPrefix(hdr, []byte(digestPrefix)) {
+		return false, nil
+	}
+	field := metaKey + "." + keyDigest
+	if len(hdr) < len(digestPrefix)+digestLen+1 || hdr[len(digestPrefix)+digestLen] != '"' {
+		return false, formatErr(file, field, "not %d hex digits", digestLen)
+	}
+	stored := string(hdr[len(digestPrefix) : len(digestPrefix)+digestLen])
+	if got := headerDigest(hdr); got != stored {
+		return false, formatErr(file, field, "header checksum mismatch: the header (record, metadata or tensor table) changed after it was written (computed %s, stored %s); the file is corrupt: use another checkpoint", got, stored)
+	}
+	return true, nil
 }
 
 // encodeTensorHeader validates tensors (names, dtypes, byte counts) and returns the padded
-// header: "__metadata__" with the data's CRC-32C first, then meta in order, then one entry per
-// tensor with contiguous data_offsets in the given order.
-func encodeTensorHeader(tensors []Tensor, meta [][2]string) ([]byte, error) {
+// header: "__metadata__" with the header digest first when signed, the data's CRC-32C, then meta
+// in order, then one entry per tensor with contiguous data_offsets in the given order.
+func encodeTensorHeader(tensors []Tensor, meta [][2]string, signed bool) ([]byte, error) {
 	seen := make(map[string]bool, len(tensors))
 	crc := crc32.New(castagnoli)
 	var total uint64
@@ -113,9 +153,13 @@ func encodeTensorHeader(tensors []Tensor, meta [][2]string) ([]byte, error) {
 	}
 	var h bytes.Buffer
 	h.WriteString(`{"` + metaKey + `":{`)
+	if signed {
+		writeKV(&h, keyDigest, string(bytes.Repeat([]byte{'0'}, digestLen))) // filled in below
+		h.WriteByte(',')
+	}
 	writeKV(&h, keyCRC, hex.EncodeToString(crc.Sum(nil)))
 	for _, kv := range meta {
-		if kv[0] == keyCRC {
+		if kv[0] == keyCRC || kv[0] == keyDigest {
 			return nil, fmt.Errorf("checkpoint: metadata key %q is reserved", kv[0])
 		}
 		h.WriteByte(',')
@@ -141,7 +185,11 @@ func encodeTensorHeader(tensors []Tensor, meta [][2]string) ([]byte, error) {
 	if h.Len() > maxHeaderLen {
 		return nil, fmt.Errorf("checkpoint: header of %d bytes exceeds %d", h.Len(), maxHeaderLen)
 	}
-	return h.Bytes(), nil
+	hdr := h.Bytes()
+	if signed {
+		copy(hdr[len(digestPrefix):], headerDigest(hdr))
+	}
+	return hdr, nil
 }
 
 func writeString(b *bytes.Buffer, s string) {
@@ -189,7 +237,7 @@ func EncodeTensors(w io.Writer, tensors []Tensor, meta map[string]string) error 
 	for _, k := range slices.Sorted(maps.Keys(meta)) {
 		kv = append(kv, [2]string{k, meta[k]})
 	}
-	hdr, err := encodeTensorHeader(tensors, kv)
+	hdr, err := encodeTensorHeader(tensors, kv, false)
 	if err != nil {
 		return err
 	}
@@ -223,6 +271,7 @@ type parsed struct {
 	entries []entry // in data order
 	meta    map[string]string
 	dataLen uint64
+	signed  bool // the header digest was present and matched
 }
 
 // decodeHeader reads and validates the header of a file of the given size, leaving r at the
@@ -246,11 +295,19 @@ func decodeHeader(file string, r io.Reader, size int64) (*parsed, error) {
 	if _, err := io.ReadFull(r, hdr); err != nil {
 		return nil, formatErr(file, "header", "read: %v", err)
 	}
+	// The digest first: a corrupt header is reported as such, not as whatever its JSON became.
+	signed, err := verifyDigest(file, hdr)
+	if err != nil {
+		return nil, err
+	}
 	p, err := parseHeader(file, hdr)
 	if err != nil {
 		return nil, err
 	}
-	p.hdrLen = n
+	if _, ok := p.meta[keyDigest]; ok && !signed {
+		return nil, formatErr(file, metaKey+"."+keyDigest, "not at the start of the header, where the writer puts it")
+	}
+	p.hdrLen, p.signed = n, signed
 	if err := p.validate(file, uint64(size)-8-n); err != nil {
 		return nil, err
 	}
@@ -557,34 +614,132 @@ func binaryCRC(data []byte) []byte {
 	return binary.BigEndian.AppendUint32(nil, crc32.Checksum(data, castagnoli))
 }
 
-// recordMetaOf decodes the "nitro.record" metadata of a validated header.
+// recordMetaOf decodes the "nitro.record" metadata of a validated header: the format version
+// first (an older file says so by name), then the header digest, then the record, strictly.
 func recordMetaOf(file string, p *parsed) (*recordMeta, error) {
 	if p.meta == nil {
 		return nil, formatErr(file, metaKey, "missing: not a nitro checkpoint")
 	}
 	if f, ok := p.meta[keyFormat]; !ok {
 		return nil, formatErr(file, metaKey+"."+keyFormat, "missing: not a nitro checkpoint")
+	} else if f == "1" {
+		return nil, formatErr(file, metaKey+"."+keyFormat, "version 1, written by an older nitro whose header (epoch, step, the record) had no checksum; this reader knows only version %d, so it cannot verify that record: resume or evaluate it with the nitro that wrote it, or start a new run", recordFormat)
 	} else if f != strconv.Itoa(recordFormat) {
 		return nil, formatErr(file, metaKey+"."+keyFormat, "version %q, this reader knows %d", f, recordFormat)
+	}
+	if !p.signed {
+		return nil, formatErr(file, metaKey+"."+keyDigest, "missing: a version %d checkpoint carries its header's checksum first", recordFormat)
 	}
 	raw, ok := p.meta[keyRecord]
 	if !ok {
 		return nil, formatErr(file, metaKey+"."+keyRecord, "missing")
 	}
+	m, err := decodeRecordMeta(file, []byte(raw))
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// The record's keys: those always written (a missing one is an error), the rest optional.
+var (
+	recordRequired = []string{"format", "epoch", "step", "values", "position"}
+	recordOptional = []string{"metrics", "stop_reason", "preset", "run_id", "run_url", "derived",
+		"anchor_checksums", "logger_type", "logger_state", "rng_state", "build", "control"}
+	positionRequired = []string{"epoch", "batch"}
+)
+
+// decodeRecordMeta decodes the record JSON refusing a duplicate, unknown or missing key (naming
+// it) and a value out of bounds: encoding/json alone would ignore a renamed key and default it.
+func decodeRecordMeta(file string, raw []byte) (*recordMeta, error) {
+	field := metaKey + "." + keyRecord
+	if err := checkKeys(raw, recordRequired, recordOptional); err != nil {
+		return nil, formatErr(file, field, "%v", err)
+	}
 	var m recordMeta
-	if err := json.Unmarshal([]byte(raw), &m); err != nil {
-		return nil, formatErr(file, metaKey+"."+keyRecord, "%v", err)
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return nil, formatErr(file, field, "%v", err)
 	}
 	if m.Format != recordFormat {
-		return nil, formatErr(file, metaKey+"."+keyRecord+".format", "version %d, this reader knows %d", m.Format, recordFormat)
+		return nil, formatErr(file, field+".format", "version %d, this reader knows %d", m.Format, recordFormat)
 	}
-	if m.Epoch < 0 {
-		return nil, formatErr(file, metaKey+"."+keyRecord+".epoch", "%d is negative", m.Epoch)
+	var top map[string]json.RawMessage
+	json.Unmarshal(raw, &top) // checkKeys parsed it already
+	if err := checkKeys(top["position"], positionRequired, nil); err != nil {
+		return nil, formatErr(file, field+".position", "%v", err)
 	}
-	if m.Step < 0 {
-		return nil, formatErr(file, metaKey+"."+keyRecord+".step", "%d is negative", m.Step)
+	if f, msg := outOfBounds(m.Epoch, m.Step, m.Position); f != "" {
+		return nil, formatErr(file, field+"."+f, "%s", msg)
 	}
 	return &m, nil
+}
+
+// checkKeys requires raw to be one JSON object whose keys are distinct, each of required or
+// optional, with every required one present.
+func checkKeys(raw []byte, required, optional []string) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := expectDelim(dec, '{'); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := tok.(string) // a key is always a string here
+		switch {
+		case seen[key]:
+			return fmt.Errorf("key %q: duplicate", key)
+		case !slices.Contains(required, key) && !slices.Contains(optional, key):
+			return fmt.Errorf("key %q: unknown", key)
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return fmt.Errorf("key %q: %v", key, err)
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return err
+	}
+	for _, k := range required {
+		if !seen[k] {
+			return fmt.Errorf("key %q: missing", k)
+		}
+	}
+	return nil
+}
+
+// MaxEpoch and MaxStep bound a checkpoint's counters (the record's, the data position's and the
+// manifest's): beyond them a value is corruption, not progress. MaxStep is the largest integer a
+// float64 JSON reader still holds exactly.
+const (
+	MaxEpoch = 1<<31 - 1
+	MaxStep  = 1<<53 - 1
+)
+
+// outOfBounds names the first counter outside [0, MaxEpoch] or [0, MaxStep] ("epoch", "step",
+// "position.epoch", "position.batch") and says why; "" when all are in bounds.
+func outOfBounds(epoch, step int, pos Position) (field, msg string) {
+	for _, c := range []struct {
+		name   string
+		v, max int
+	}{{"epoch", epoch, MaxEpoch}, {"step", step, MaxStep}, {"position.epoch", pos.Epoch, MaxEpoch}, {"position.batch", pos.Batch, MaxStep}} {
+		if c.v < 0 || c.v > c.max {
+			return c.name, boundMsg(c.v, c.max)
+		}
+	}
+	return "", ""
+}
+
+func boundMsg(v, max int) string {
+	if v < 0 {
+		return fmt.Sprintf("%d is negative", v)
+	}
+	return fmt.Sprintf("%d is past the bound %d", v, max)
 }
 
 // decode reads a whole record from r, which holds size bytes; file names it in errors.

@@ -153,11 +153,11 @@ var hostile = []struct {
 	{"metadata not an object", "__metadata__", craft(`{"__metadata__":"x"}`, nil)},
 	{"no metadata", "__metadata__", craft(`{}`, nil)},
 	{"not a nitro file", "__metadata__.nitro.format", craft(`{"__metadata__":{"format":"pt"}}`, nil)},
-	{"newer format", "__metadata__.nitro.format", craft(`{"__metadata__":{"nitro.format":"2","nitro.record":"{}"}}`, nil)},
-	{"record missing", "__metadata__.nitro.record", craft(`{"__metadata__":{"nitro.format":"1"}}`, nil)},
-	{"record not JSON", "__metadata__.nitro.record", craft(`{"__metadata__":{"nitro.format":"1","nitro.record":"{"}}`, nil)},
-	{"record format mismatch", "__metadata__.nitro.record.format", craft(`{"__metadata__":{"nitro.format":"1","nitro.record":"{\"format\":7}"}}`, nil)},
-	{"metric not a number", "__metadata__.nitro.record", craft(`{"__metadata__":{"nitro.format":"1","nitro.record":"{\"format\":1,\"metrics\":{\"a\":\"x\"}}"}}`, nil)},
+	{"newer format", "__metadata__.nitro.format", craft(`{"__metadata__":{"nitro.format":"3","nitro.record":"{}"}}`, nil)},
+	{"record missing", "__metadata__.nitro.record", signed(`{"__metadata__":{"nitro.format":"2"}}`, nil)},
+	{"record not JSON", "__metadata__.nitro.record", signed(`{"__metadata__":{"nitro.format":"2","nitro.record":"{"}}`, nil)},
+	{"record format mismatch", "__metadata__.nitro.record.format", signed(`{"__metadata__":{"nitro.format":"2","nitro.record":"{\"format\":7,`+minRecord+`}"}}`, nil)},
+	{"metric not a number", "__metadata__.nitro.record", signed(`{"__metadata__":{"nitro.format":"2","nitro.record":"{\"format\":2,`+minRecord+`,\"metrics\":{\"a\":\"x\"}}"}}`, nil)},
 	{"checksum mismatch", "__metadata__.nitro.crc32c", craft(`{"__metadata__":{"nitro.crc32c":"00000000","nitro.format":"1","nitro.record":"{\"format\":1}"},`+okTensor+`}`, make([]byte, 8))},
 }
 

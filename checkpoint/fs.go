@@ -77,6 +77,10 @@ func (OSFS) Open(path string) (io.ReadCloser, int64, error) {
 		f.Close()
 		return nil, 0, err
 	}
+	if st.IsDir() {
+		f.Close()
+		return nil, 0, &fs.PathError{Op: "open", Path: path, Err: syscall.EISDIR}
+	}
 	if !st.Mode().IsRegular() {
 		f.Close()
 		return nil, 0, &fs.PathError{Op: "open", Path: path, Err: errors.New("not a regular file")}

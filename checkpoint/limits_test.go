@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"os"
@@ -50,6 +51,7 @@ func TestNegativeEpochOrStep(t *testing.T) {
 		if bytes.Equal(b, encodeBytes(t, good)) {
 			t.Fatal("the test's edit of the record JSON did not apply")
 		}
+		sign(b[8 : 8+binary.LittleEndian.Uint64(b)]) // signed again, as a writer that got it wrong would
 		os.WriteFile(path, b, 0o644)
 		var fe *FormatError
 		if _, err := Read(path); !errors.As(err, &fe) || fe.Field != field || fe.File != path {

@@ -20,6 +20,9 @@ const manifestVersion = 1
 // only so a test can lower it rather than stream 64 MiB.
 var maxManifest int64 = 64 << 20
 
+// maxName bounds a manifest entry's metric and stop reason, short names both.
+const maxName = 1024
+
 // ManifestEntry is one checkpoint the directory holds.
 type ManifestEntry struct {
 	File       string   `json:"file"` // base name
@@ -101,8 +104,20 @@ func parseManifest(path string, b []byte) (*manifest, error) {
 		if e.Epoch < 0 || e.Step < 0 {
 			return bad("checkpoints[%d]: epoch %d, step %d: negative (both count from 0)", i, e.Epoch, e.Step)
 		}
+		if e.Epoch > MaxEpoch {
+			return bad("checkpoints[%d].epoch: %s", i, boundMsg(e.Epoch, MaxEpoch))
+		}
+		if e.Step > MaxStep {
+			return bad("checkpoints[%d].step: %s", i, boundMsg(e.Step, MaxStep))
+		}
 		if e.Score != nil && (math.IsNaN(*e.Score) || math.IsInf(*e.Score, 0)) {
 			return bad("checkpoints[%d].score: not finite", i)
+		}
+		if e.Score != nil && e.Metric == "" {
+			return bad("checkpoints[%d].metric: missing beside a score", i)
+		}
+		if len(e.Metric) > maxName || len(e.StopReason) > maxName {
+			return bad("checkpoints[%d]: metric or stop_reason longer than %d bytes", i, maxName)
 		}
 	}
 	for i, f := range m.Displaced {

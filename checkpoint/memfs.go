@@ -238,6 +238,9 @@ func (m *MemFS) Open(path string) (io.ReadCloser, int64, error) {
 	if err := m.check(OpOpen, path); err != nil {
 		return nil, 0, err
 	}
+	if m.dirs[filepath.Clean(path)] != nil {
+		return nil, 0, &fs.PathError{Op: "open", Path: path, Err: syscall.EISDIR}
+	}
 	ino, err := m.lookup("open", path)
 	if err != nil {
 		return nil, 0, err

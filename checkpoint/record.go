@@ -95,8 +95,9 @@ func (r *Record) Tensor(name string) (Tensor, bool) {
 	return Tensor{}, false
 }
 
-// recordFormat is the version of the "nitro.record" JSON; a reader refuses a newer one.
-const recordFormat = 1
+// recordFormat is the version of the file's nitro layout and of the "nitro.record" JSON; a
+// reader refuses any other. Version 2 put the header under its own checksum.
+const recordFormat = 2
 
 // recordMeta is everything in a Record but its tensors, as stored under "nitro.record".
 type recordMeta struct {

@@ -114,6 +114,10 @@ type CheckpointNamer interface {
 // runCkpt is the run's checkpointing and early stopping: the checkpointer (nil: none), the metric
 // it ranks by, the early-stopping policy, and what setup learned for them.
 type runCkpt struct {
+	// weightsAt is the epoch and step of the checkpoint WithCheckpoint loaded (nil: none): the
+	// run's own counters start at 0, and an export names what trained the weights.
+	weightsAt *[2]int
+
 	c       checkpoint.Checkpointer
 	metric  string            // the Ranker's metric; "" when the checkpointer ranks by none
 	es      *runEarlyStop     // nil: no early stopping
@@ -669,16 +673,39 @@ func (n *Nitro) sourceOf(arg, path string, resumed bool) (*ckptSource, error) {
 }
 
 // NewestCheckpoint is the path of the newest checkpoint a run directory's manifest lists; an
-// error names the directory when it has none.
+// error names the directory when it has none, and the file and the older checkpoints when the
+// newest is missing or not a file (a *checkpoint.NewestError).
 func NewestCheckpoint(dir string) (string, error) {
-	entries, err := checkpoint.ReadManifest(dir)
+	p, ok, err := checkpoint.Newest(dir)
 	if err != nil {
 		return "", err
 	}
-	if len(entries) == 0 {
+	if !ok {
+		if listedIn(dir) {
+			return "", fmt.Errorf("%s is a directory, and its run dir's %s lists it as a checkpoint file: the file was replaced; pass another checkpoint (nitro ls %s)", dir, checkpoint.ManifestName, filepath.Dir(dir))
+		}
 		return "", fmt.Errorf("%s holds no checkpoint (no %s listing one)", dir, checkpoint.ManifestName)
 	}
-	return filepath.Join(dir, entries[len(entries)-1].File), nil
+	return p, nil
+}
+
+// listedIn reports whether the manifest beside path lists it as a checkpoint.
+func listedIn(path string) bool {
+	entries, _ := checkpoint.ReadManifest(filepath.Dir(path))
+	return slices.ContainsFunc(entries, func(e checkpoint.ManifestEntry) bool { return e.File == filepath.Base(path) })
+}
+
+// withOlderHint adds how to use one of the older checkpoints a *checkpoint.NewestError names:
+// by path, to a resume (resume) or to WithCheckpoint.
+func withOlderHint(err error, resume bool) error {
+	var ne *checkpoint.NewestError
+	if !errors.As(err, &ne) || len(ne.Older) == 0 {
+		return err
+	}
+	if resume {
+		return fmt.Errorf("%w: resume from one with --resume PATH (core.WithResume(PATH))", err)
+	}
+	return fmt.Errorf("%w: load one with --checkpoint PATH (core.WithCheckpoint(PATH))", err)
 }
 
 // resume is WithResume: find the checkpoint, check it fits, restore everything.
@@ -690,7 +717,7 @@ func (n *Nitro) resume(from string) error {
 		}
 		p, ok, err := n.ck.c.Latest()
 		if err != nil {
-			return fmt.Errorf("resume auto: %w", err)
+			return fmt.Errorf("resume auto: %w", withOlderHint(err, true))
 		}
 		if !ok {
 			where := n.RunDir()
@@ -704,7 +731,7 @@ func (n *Nitro) resume(from string) error {
 	}
 	rec, path, err := n.loadRecord(path)
 	if err != nil {
-		return fmt.Errorf("resume: %w", err)
+		return fmt.Errorf("resume: %w", withOlderHint(err, true))
 	}
 	if err := n.checkCompatible(rec, path); err != nil {
 		return err
@@ -733,7 +760,7 @@ func (n *Nitro) loadWeights(path string) error {
 	arg := path
 	rec, path, err := n.loadRecord(path)
 	if err != nil {
-		return fmt.Errorf("WithCheckpoint: %w", err)
+		return fmt.Errorf("WithCheckpoint: %w", withOlderHint(err, false))
 	}
 	for _, d := range checkpoint.DiffValues(rec.Values.GraphConst, n.recordValues().GraphConst) {
 		n.notice("checkpoint " + path + ": GraphConst " + d)
@@ -746,6 +773,7 @@ func (n *Nitro) loadWeights(path string) error {
 		return err
 	}
 	n.ck.source = src
+	n.ck.weightsAt = &[2]int{rec.Epoch, rec.Step}
 	n.notice(fmt.Sprintf("weights from %s (epoch %d, step %d); the optimizer and the counters start fresh", path, rec.Epoch, rec.Step))
 	return nil
 }

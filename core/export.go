@@ -1009,6 +1009,12 @@ func callProvenanceHook(h ExportProvenancer) (m map[string]string, err error) {
 
 // frameworkProvenance is what nitro knows about how the weights came to exist.
 func (n *Nitro) frameworkProvenance(p *exportPlan) map[string]string {
+	// Weights from WithCheckpoint carry that checkpoint's epoch and step; the run's own counters
+	// count only what it trained since (nothing: the weights are the checkpoint's as they were).
+	epoch, step := n.st.epoch, n.st.step
+	if w := n.ck.weightsAt; w != nil && step == 0 {
+		epoch, step = w[0], w[1]
+	}
 	prov := map[string]string{
 		"framework":        "nitro",
 		"nitro_build":      buildIdentity(),
@@ -1017,8 +1023,8 @@ func (n *Nitro) frameworkProvenance(p *exportPlan) map[string]string {
 		"pjrt_plugin":      filepath.Base(p.plugin),
 		"experiment":       n.typeName,
 		"seed":             strconv.Itoa(n.cfg.seed.value),
-		"step":             strconv.Itoa(n.st.step),
-		"epoch":            strconv.Itoa(n.st.epoch),
+		"step":             strconv.Itoa(step),
+		"epoch":            strconv.Itoa(epoch),
 		"graph_const_hash": n.gcHash,
 	}
 	if n.opts.preset != "" {
@@ -1041,6 +1047,9 @@ func (n *Nitro) frameworkProvenance(p *exportPlan) map[string]string {
 	}
 	if n.ck.last != "" {
 		prov["last_checkpoint"] = absOr(n.ck.last)
+	}
+	if w := n.ck.weightsAt; w != nil {
+		prov["checkpoint_epoch"], prov["checkpoint_step"] = strconv.Itoa(w[0]), strconv.Itoa(w[1])
 	}
 	for _, kv := range n.gcValues {
 		prov["graphconst."+kv[0]] = kv[1]

@@ -164,6 +164,9 @@ func (n *Nitro) setUp() (err error) {
 	if n.cfg, err = resolveConfig(e, n.typeName, &o); err != nil {
 		return err
 	}
+	if err := n.checkRunDir(); err != nil {
+		return err
+	}
 	if n.backend, err = backend.Resolve(o.backend); err != nil {
 		return err
 	}

@@ -7,9 +7,12 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -119,7 +122,27 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newDataCmd(stdout),
 		newSetupCmd(stdout, stderr),
 	)
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Args, c.RunE = cobra.ArbitraryArgs, completionShells
+		}
+	}
 	return root
+}
+
+// completionShells runs when `completion` is given no shell it knows: cobra's own command would
+// print its usage and exit 0, as if `completion tcsh` had written a script.
+func completionShells(c *cobra.Command, args []string) error {
+	var shells []string
+	for _, s := range available(c) {
+		shells = append(shells, s.Name())
+	}
+	list := strings.Join(shells, ", ")
+	if len(args) == 0 {
+		return fmt.Errorf("completion needs a shell: one of %s (e.g. nitro completion bash)", list)
+	}
+	return fmt.Errorf("completion: unknown shell %q: nitro writes completion scripts for %s", args[0], list)
 }
 
 // help prints c's help: on stdout, except a subcommand's -h/--help, which goes to stderr as the
@@ -303,8 +326,14 @@ metrics, tensors, build), read from its header alone.`,
 			return names, cobra.ShellCompDirectiveDefault // a checkpoint file too
 		},
 		RunE: func(_ *cobra.Command, args []string) error {
-			if fi, err := os.Stat(args[0]); err == nil && !fi.IsDir() {
+			fi, statErr := os.Stat(args[0])
+			if statErr == nil && !fi.IsDir() {
 				return checkpointInfo(args[0], stdout)
+			}
+			if _, ok := registry[args[0]]; !ok {
+				if err := notACheckpointFile(args[0], fi, statErr); err != nil {
+					return err
+				}
 			}
 			e, err := lookup(args[0])
 			if err != nil {
@@ -364,6 +393,38 @@ func sortedNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// notACheckpointFile says what is wrong with an info argument that is no experiment's name and
+// no file, when it is a path: a directory (with its checkpoints), or missing (with whether its
+// directory's manifest lists it). nil: it is neither, so lookup names the experiments.
+func notACheckpointFile(arg string, fi os.FileInfo, statErr error) error {
+	dir := filepath.Dir(arg)
+	switch {
+	case statErr == nil && fi.IsDir():
+		msg := fmt.Sprintf("info %s: a directory, not a checkpoint file", arg)
+		if p, ok, err := checkpoint.Newest(arg); err != nil {
+			return fmt.Errorf("%s: %w", msg, err)
+		} else if ok {
+			return fmt.Errorf("%s; its newest checkpoint is %s (all of them: nitro ls %s)", msg, p, arg)
+		}
+		return fmt.Errorf("%s, and no run directory either (no %s listing a checkpoint)", msg, checkpoint.ManifestName)
+	case statErr != nil && !errors.Is(statErr, fs.ErrNotExist):
+		return fmt.Errorf("info %s: %w", arg, statErr)
+	case !strings.ContainsRune(arg, filepath.Separator) && !strings.HasSuffix(arg, ".safetensors"):
+		return nil // a name, not a path
+	}
+	msg := fmt.Sprintf("info %s: no such file (nor a registered experiment)", arg)
+	entries, err := checkpoint.ReadManifest(dir)
+	if err != nil || len(entries) == 0 {
+		return errors.New(msg)
+	}
+	for _, e := range entries {
+		if e.File == filepath.Base(arg) {
+			return fmt.Errorf("%s: %s lists it as a checkpoint, so it was deleted or moved; the run dir's checkpoints: nitro ls %s", msg, filepath.Join(dir, checkpoint.ManifestName), dir)
+		}
+	}
+	return fmt.Errorf("%s; the checkpoints %s lists: nitro ls %s", msg, filepath.Join(dir, checkpoint.ManifestName), dir)
 }
 
 // checkpointInfo prints what a checkpoint says about itself, from its header alone.

@@ -148,7 +148,8 @@ func newExperimentCmd(name string, stdout, stderr io.Writer) *cobra.Command {
 }
 
 // checkFlags refuses what the flag types let through: a value out of range, an empty value
-// where empty would silently mean "not given", an option without the one it needs.
+// where empty would silently mean "not given", an option without the one it needs, and a
+// --run-dir that training cannot write into.
 func checkFlags(c *cobra.Command, f *expFlags) error {
 	changed := c.Flags().Changed
 	if changed("max-epochs") && f.maxEpochs < 0 {
@@ -162,7 +163,21 @@ func checkFlags(c *cobra.Command, f *expFlags) error {
 			return fmt.Errorf("--%s: empty value (leave the flag out for the default)", name)
 		}
 	}
-	return checkLogFormat(f.logFormat)
+	// Refused here, in flags, before core would refuse the options they become (in Go names).
+	if f.resume == core.ResumeAuto && f.noCkpt {
+		return fmt.Errorf("--resume auto finds the newest checkpoint through the run's checkpoints, which --no-checkpoints turns off: resume from a file with --resume PATH, or drop --no-checkpoints")
+	}
+	if err := checkLogFormat(f.logFormat); err != nil {
+		return err
+	}
+	// The run dir is probed now, before the data, the compiles and an epoch, when this run writes
+	// there (metrics.jsonl, checkpoints); core probes it again, under its own name, RunDir.
+	if f.runDir != "" && c.Name() == "train" && (!f.noLog || !f.noCkpt) {
+		if err := core.CheckRunDir(f.runDir); err != nil {
+			return fmt.Errorf("--run-dir %s: %w; the run's metrics.jsonl and checkpoints go there: give a writable directory (or --no-log and --no-checkpoints to write nothing)", f.runDir, err)
+		}
+	}
+	return nil
 }
 
 // cacheStats is the process-level compile cache's hits and misses, for the Prometheus exporter.

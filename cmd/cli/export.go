@@ -143,6 +143,9 @@ func runExport(c *cobra.Command, expName string, f *exportFlags, stdout, stderr 
 		opts = append(opts, core.WithInputSpecs(specs...))
 	}
 	n, err := core.New(e, opts...)
+	if err != nil && specs != nil {
+		return specMisfit(ent, f, specs, err)
+	}
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,8 @@ package mnist
 
 import (
 	"fmt"
+	"math"
+	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -93,18 +95,71 @@ func (MLP) Presets() map[string]map[string]any {
 	}
 }
 
-// BuildModel sets the initializer; Forward creates the variables.
-func (e *MLP) BuildModel(ctx *context.Context) error {
-	if e.Hidden <= 0 || e.Depth < 0 {
-		return fmt.Errorf("Hidden = %d, Depth = %d: need Hidden > 0 and Depth >= 0", e.Hidden, e.Depth)
+// The MNIST sets' sizes: the limits and the validation carve are bounded by them.
+const (
+	trainImages = 60000
+	testImages  = 10000
+)
+
+// check validates every numeric field's range, so that a value out of range is refused by name
+// before any data is read, instead of being taken for a default (TrainLimit = -1 read as "all")
+// or surfacing later as a symptom (an empty train split). BuildData and BuildModel both call it
+// first: export with input specs runs BuildModel alone.
+func (e *MLP) check() error {
+	var bad []string
+	ints := func(name string, v int, ok bool, want string) {
+		if !ok {
+			bad = append(bad, fmt.Sprintf("%s = %d: want %s", name, v, want))
+		}
+	}
+	floats := func(name string, v float64, ok bool, want string) {
+		if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
+			bad = append(bad, fmt.Sprintf("%s = %g: want %s", name, v, want))
+		}
+	}
+	ints("Hidden", e.Hidden, e.Hidden >= 1, ">= 1")
+	ints("Depth", e.Depth, e.Depth >= 0, ">= 0 (0: a linear model)")
+	ints("MaxEpochs", e.MaxEpochs, e.MaxEpochs >= 0, ">= 0")
+	ints("Seed", e.Seed, e.Seed >= 0, ">= 0")
+	ints("TrainLimit", e.TrainLimit, e.TrainLimit >= 0 && e.TrainLimit <= trainImages, fmt.Sprintf("0 (all %d) or 1..%d", trainImages, trainImages))
+	ints("TestLimit", e.TestLimit, e.TestLimit >= 0 && e.TestLimit <= testImages, fmt.Sprintf("0 (all %d) or 1..%d", testImages, testImages))
+	// The carve and the batch size are bounded by the images actually used.
+	n := trainImages
+	if e.TrainLimit > 0 && e.TrainLimit <= trainImages {
+		n = e.TrainLimit
+	}
+	images := fmt.Sprintf("the %d training images", n)
+	if e.TrainLimit > 0 {
+		images = fmt.Sprintf("TrainLimit's %d training images", n)
+	}
+	ints("ValSize", e.ValSize, e.ValSize >= 1 && e.ValSize < n, fmt.Sprintf("1..%d: cannot carve %d validation samples from %d (%s) and keep any to train on", n-1, e.ValSize, n, images))
+	if e.BatchSize < 1 {
+		ints("BatchSize", e.BatchSize, false, ">= 1")
+	} else if rest := n - e.ValSize; e.ValSize >= 1 && e.ValSize < n && e.BatchSize > rest {
+		ints("BatchSize", e.BatchSize, false, fmt.Sprintf("1..%d: it exceeds the train split's %d samples (%s less ValSize = %d), so not one full batch would train", rest, rest, images, e.ValSize))
+	}
+	ints("EvalBatchSize", e.EvalBatchSize, e.EvalBatchSize >= 1, ">= 1")
+	floats("LearningRate", e.LearningRate, e.LearningRate > 0, "> 0 (finite)")
+	floats("BackboneRate", e.BackboneRate, e.BackboneRate > 0, "> 0 (finite)")
+	floats("Decay", e.Decay, e.Decay >= 0, ">= 0 (finite; 0: no decay)")
+	if len(bad) > 0 {
+		return fmt.Errorf("%s", strings.Join(bad, "; "))
 	}
 	return nil
+}
+
+// BuildModel checks the configuration; Forward creates the variables.
+func (e *MLP) BuildModel(ctx *context.Context) error {
+	return e.check()
 }
 
 // BuildData reads MNIST: train (shuffled each epoch, partial batch dropped), val (carved from
 // train by a fixed seed) and test, from the idx files or, with Format "parquet", from Parquet
 // files (buildParquet), sample for sample the same batches.
 func (e *MLP) BuildData() (core.Data, error) {
+	if err := e.check(); err != nil {
+		return nil, err
+	}
 	switch e.Format {
 	case "", "idx":
 	case "parquet":
