@@ -51,7 +51,7 @@ type (
 
 // accessors are the experiment's optional accessors, found once at setup as findHook finds the
 // hooks. The optimization setup, the programs and the binding report all read this one value
-// (and the per-group values optimizers.Resolve derives from it), so the report cannot describe a binding
+// (and the per-group values resolved from it in optSetup), so the report cannot describe a binding
 // the programs do not use, and a user's accessor method runs once per group, not once per use.
 type accessors struct {
 	lrGroup     GroupLearningRater
