@@ -83,8 +83,14 @@ type GroupPlan struct {
 // Resolve resolves levels, rates, decay and schedules for every group and builds each group's
 // chain, in three phases: each chain unscheduled (to learn the fields a schedule may reach), the
 // schedules against those fields and the Device fields, then the final chains knowing what is
-// scheduled. Each accessor runs once per group; a Level 2 factory runs twice per group.
-func Resolve(spec PlanSpec) (*Plan, error) {
+// scheduled. Each accessor runs once per group; a Level 2 factory runs twice per group. A spec
+// function that panics is an error naming the panic.
+func Resolve(spec PlanSpec) (_ *Plan, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("optimizers: resolving the optimization: an accessor, rule or chain factory panicked: %v", r)
+		}
+	}()
 	p := &Plan{spec: spec}
 	if err := p.resolveGroups(); err != nil {
 		return nil, err
@@ -111,7 +117,10 @@ func Resolve(spec PlanSpec) (*Plan, error) {
 func (p *Plan) resolveGroups() error {
 	s := p.spec
 	var lrs []GroupLR
-	for _, l := range s.Groups {
+	for i, l := range s.Groups {
+		if l == nil {
+			return fmt.Errorf("optimizers: PlanSpec.Groups[%d] is nil: give every parameter group its Layout (NewLayout)", i)
+		}
 		g := &GroupPlan{Name: l.Group, Layout: l, anchor: AnchorZero, lambda: s.Lambda.Value, ratio: 1}
 		lr := s.LearningRate.Value
 		if s.LearningRateGroup != nil {

@@ -198,6 +198,10 @@ func TestPlanUnsetFieldAndInitState(t *testing.T) {
 	}
 	_, err := optimizers.Resolve(spec)
 	mustContain(t, err, `group "default": the optimizer chain reads hyperparameter "rho", which nothing sets`, `{"rho": 0.9}`)
+	_, err = optimizers.Resolve(optimizers.PlanSpec{Groups: []*optimizers.Layout{nil}})
+	mustContain(t, err, "PlanSpec.Groups[0] is nil")
+	_, err = optimizers.Resolve(optimizers.PlanSpec{Groups: spec.Groups, LambdaGroup: func(string) float64 { panic("no lambda today") }})
+	mustContain(t, err, "panicked: no lambda today")
 	spec.OptimizerChain = nil
 	spec.OptimizerRule = func(string) optimizers.Rule { return optimizers.Momentum{Rho: 0.9} }
 	p, err := optimizers.Resolve(spec)
