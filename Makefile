@@ -1,7 +1,7 @@
 # nitro — one Makefile for the whole go.work workspace.
 # `make run` trains the MNIST example with the CLI; `make test` runs every test. Both set up first.
 
-MODULES := internal/prereq markers compilecache optimizers schedules prefetch checkpoint logjson exportbundle monitors promexport core export cmd integration
+MODULES := internal/prereq markers compilecache optimizers schedules runstatus prefetch checkpoint logjson exportbundle monitors promexport core export cmd integration
 PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 # Race detector on the modules with goroutines or concurrency contracts and their tests (prefetch:
 # concurrent BatchAt). core is left out: GoMLX v0.25.0's pure-Go backend, which core's unit tests
@@ -56,9 +56,10 @@ bench-venv:
 
 ## bench: benchmarks that print ratios measured in one run (the step against GoMLX and JAX; the
 ## optimizer program against a one-pass copy, and its layouts at 6/60/600 arrays; the JSON logger;
-## checkpoint I/O; the prefetch pipeline and the Parquet source)
+## checkpoint I/O; the prefetch pipeline and the Parquet source; the server's load over loopback
+## against the in-process runner, and its peak RSS under hostile bodies)
 bench: setup bench-venv
-	NITRO_BENCH_PYTHON=$(CURDIR)/.nitro/bench-venv/bin/python $(GO) test -run '^$$' -bench . -benchtime 1x ./integration/... ./core/ ./checkpoint/ ./prefetch/...
+	NITRO_BENCH_PYTHON=$(CURDIR)/.nitro/bench-venv/bin/python $(GO) test -run '^$$' -bench . -benchtime 1x ./integration/... ./core/ ./checkpoint/ ./prefetch/... ./exportbundle/
 
 ## run: train the MNIST example through the CLI
 run: setup

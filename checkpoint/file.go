@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nitro-go/nitro/runstatus"
 )
 
 // Option configures Write, TopK and EveryN.
@@ -74,7 +76,7 @@ func readRecord(fsys FS, path string) (*Record, error) {
 // crossCheck compares the manifest entry listing path, if any, with what its record says. The
 // record is under its checksum and the manifest is not, so a disagreement means the manifest
 // was edited or the file replaced by another; either way neither can be trusted to resume.
-func crossCheck(fsys FS, path string, epoch, step int, stop string, metrics map[string]float64) error {
+func crossCheck(fsys FS, path string, epoch, step int, stop runstatus.Status, metrics map[string]float64) error {
 	dir, base := filepath.Split(path)
 	dir = filepath.Clean(dir)
 	m, err := readManifest(fsys, dir)
@@ -117,7 +119,7 @@ type Header struct {
 	Preset     string
 	RunID      string
 	RunURL     string
-	StopReason string
+	StopReason runstatus.Status
 	Metrics    map[string]float64
 	Position   Position
 	Build      string

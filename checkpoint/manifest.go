@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"math"
 	"path/filepath"
+
+	"github.com/nitro-go/nitro/runstatus"
 )
 
 // ManifestName is the manifest's file name inside a checkpoint directory.
@@ -25,12 +27,12 @@ const maxName = 1024
 
 // ManifestEntry is one checkpoint the directory holds.
 type ManifestEntry struct {
-	File       string   `json:"file"` // base name
-	Epoch      int      `json:"epoch"`
-	Step       int      `json:"step"`
-	Metric     string   `json:"metric,omitempty"` // the metric Score is of
-	Score      *float64 `json:"score"`            // nil: not scored (no validation)
-	StopReason string   `json:"stop_reason,omitempty"`
+	File       string           `json:"file"` // base name
+	Epoch      int              `json:"epoch"`
+	Step       int              `json:"step"`
+	Metric     string           `json:"metric,omitempty"` // the metric Score is of
+	Score      *float64         `json:"score"`            // nil: not scored (no validation)
+	StopReason runstatus.Status `json:"stop_reason,omitempty"`
 }
 
 // manifest is the file: the checkpoints oldest first (the last one is the newest), and the

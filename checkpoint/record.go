@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strconv"
+
+	"github.com/nitro-go/nitro/runstatus"
 )
 
 // DType names a tensor's element type with the safetensors spelling.
@@ -68,7 +70,7 @@ type Record struct {
 	Epoch           int
 	Step            int
 	Metrics         map[string]float64 // non-finite values survive (stored as "NaN", "+Inf", "-Inf")
-	StopReason      string
+	StopReason      runstatus.Status   // "" for an epoch the run went on after
 	Preset          string
 	RunID           string
 	RunURL          string
@@ -105,7 +107,7 @@ type recordMeta struct {
 	Epoch           int               `json:"epoch"`
 	Step            int               `json:"step"`
 	Metrics         metricMap         `json:"metrics,omitempty"`
-	StopReason      string            `json:"stop_reason,omitempty"`
+	StopReason      runstatus.Status  `json:"stop_reason,omitempty"`
 	Preset          string            `json:"preset,omitempty"`
 	RunID           string            `json:"run_id,omitempty"`
 	RunURL          string            `json:"run_url,omitempty"`

@@ -27,6 +27,7 @@ import (
 	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/optimizers"
+	"github.com/nitro-go/nitro/runstatus"
 )
 
 // Checkpointing, resume and early stopping as core composes them: the training state converted
@@ -303,7 +304,7 @@ func controlValue(val map[string]float64, metric, what string) (float64, error) 
 // stopDecision is the once-per-epoch decision after validation: the control metrics are
 // validated, early stopping observes the epoch, and the reason to stop is returned ("" to go
 // on): requested (RequestStop, Interrupt) before early_stop.
-func (n *Nitro) stopDecision(res EpochResult) (string, error) {
+func (n *Nitro) stopDecision(res EpochResult) (runstatus.Status, error) {
 	if res.Val != nil && n.ck.metric != "" && n.ck.c != nil {
 		if _, err := controlValue(res.Val, n.ck.metric, "checkpoint metric"); err != nil {
 			return "", err
@@ -327,7 +328,7 @@ func (n *Nitro) stopDecision(res EpochResult) (string, error) {
 // only failure was removing a displaced file is a warning. The read-back of the state and the
 // write run in the Checkpointing phase, so a stall watchdog gives a slow disk the patience of a
 // long phase instead of a step's; the phase it interrupted is restored afterwards.
-func (n *Nitro) saveCheckpoint(res EpochResult, reason string) error {
+func (n *Nitro) saveCheckpoint(res EpochResult, reason runstatus.Status) error {
 	if n.ck.c == nil {
 		return nil
 	}
@@ -335,7 +336,7 @@ func (n *Nitro) saveCheckpoint(res EpochResult, reason string) error {
 }
 
 // writeCheckpoint is saveCheckpoint's work: the record, then the checkpointer's Save.
-func (n *Nitro) writeCheckpoint(res EpochResult, reason string) error {
+func (n *Nitro) writeCheckpoint(res EpochResult, reason runstatus.Status) error {
 	rec, err := n.record(res, reason)
 	if err != nil {
 		return fmt.Errorf("epoch %d: checkpoint: %w", res.Epoch, err)
@@ -460,7 +461,7 @@ func hostTensorFrom(t checkpoint.Tensor, want shapes.Shape) (*tensors.Tensor, er
 }
 
 // record converts the training state and the epoch's summary into a checkpoint record.
-func (n *Nitro) record(res EpochResult, reason string) (*checkpoint.Record, error) {
+func (n *Nitro) record(res EpochResult, reason runstatus.Status) (*checkpoint.Record, error) {
 	if !littleEndian {
 		return nil, errors.New("checkpoints hold little-endian data and this host is big-endian")
 	}

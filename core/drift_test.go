@@ -99,6 +99,35 @@ func TestDriftHostKnobIsWarnedOnceAndTheFrozenValueRuns(t *testing.T) {
 	}
 }
 
+// A Device field set back to its value on the device is no drift, and the warning it had is
+// forgotten: the same new value assigned again is news again, warned once more. (A Host field is
+// adopted as each verb leaves it, so only Device and GraphConst fields can be set back.)
+func TestDriftSetBackForgetsTheWarning(t *testing.T) {
+	e, w := newDrift(), &warnings{}
+	n := newDriftNitro(t, e, w)
+	x, _ := synthetic(4, 3)
+	predict := func() []string {
+		t.Helper()
+		_ = must(n.Predict(core.Batch{"x": x}))
+		return w.take()
+	}
+	e.Temperature = markers.NewDevice[float32](2)
+	if msgs := predict(); len(msgs) != 1 {
+		t.Fatalf("warnings %q, want one for Temperature", msgs)
+	}
+	if msgs := predict(); len(msgs) != 0 {
+		t.Errorf("the same value warned twice: %q", msgs)
+	}
+	e.Temperature = markers.NewDevice[float32](1)
+	if msgs := predict(); len(msgs) != 0 {
+		t.Errorf("set back, still warned: %q", msgs)
+	}
+	e.Temperature = markers.NewDevice[float32](2)
+	if msgs := predict(); len(msgs) != 1 || !strings.Contains(msgs[0], "Device field Temperature") {
+		t.Errorf("assigned again after a set-back: warnings %q, want one for Temperature", msgs)
+	}
+}
+
 // A GraphConst field assigned after New is refused by every verb, naming the field, both values
 // and the fix; set back, the verbs run again.
 func TestDriftGraphConstIsRefusedByEveryVerb(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/monitors"
 	"github.com/nitro-go/nitro/prefetch"
+	"github.com/nitro-go/nitro/runstatus"
 )
 
 func valueOfOutputs(o Outputs) reflect.Value { return reflect.ValueOf(o) }
@@ -129,9 +130,9 @@ var ErrInterrupted = errors.New("evaluation interrupted")
 // this error, so a caller that checks only the error still sees the stop.
 type PartialError struct {
 	Split   string
-	Batches int    // batches evaluated
-	Total   int    // batches in the split
-	Reason  string // StopRequested: the stop reason Train reports for the same interrupt
+	Batches int              // batches evaluated
+	Total   int              // batches in the split
+	Reason  runstatus.Status // StopRequested: the stop reason Train reports for the same interrupt
 	Metrics map[string]float64
 }
 

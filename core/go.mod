@@ -14,6 +14,7 @@ require (
 	github.com/nitro-go/nitro/optimizers v0.0.0
 	github.com/nitro-go/nitro/prefetch v0.0.0
 	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000
+	github.com/nitro-go/nitro/runstatus v0.0.0
 )
 
 require (
@@ -40,4 +41,5 @@ replace (
 	github.com/nitro-go/nitro/optimizers => ../optimizers
 	github.com/nitro-go/nitro/prefetch => ../prefetch
 	github.com/nitro-go/nitro/schedules => ../schedules
+	github.com/nitro-go/nitro/runstatus => ../runstatus
 )

@@ -5,7 +5,6 @@ import (
 	"math"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -80,159 +79,29 @@ func resolveAccessors(e any) accessors {
 	return a
 }
 
-// optSetup is the resolved optimization: per group its chain inputs, and the bound schedules.
+// optSetup is the resolved optimization and the binding report's rows, both fixed at setup.
 type optSetup struct {
-	rule     map[string]optimizers.Rule   // group -> OptimizerRule(group), nil when none
-	anchor   map[string]optimizers.Anchor // group -> DecayAnchor(group), AnchorZero by default
-	lambda   map[string]float64           // group -> LambdaGroup(group), else Lambda
-	bound    *schedules.Bound
-	ratio    map[string]float64
-	rate     map[string]float64            // group -> LearningRateGroup(group), when that accessor exists
-	base     map[string]map[string]float64 // group -> field -> constant base value
-	level    map[string]string
+	*optimizers.Plan
 	bindings []schedules.Binding
-	devSched []string // scheduled Device fields
-	at       schedules.Values
-	atStep   int // the step at holds
 }
 
-// setupOptimization resolves levels, rates, decay and schedules for every group, then builds and
-// initializes each group's chain. It runs at setup, once; the per-step work is hyperValues.
+// setupOptimization resolves the optimization (optimizers.Resolve: levels, rates, decay and
+// schedules for every group, in host code), then initializes each group's optimizer state on its
+// flat buffer and uploads it. It runs at setup, once; the per-step work is hyperValues.
 func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
-	o := &optSetup{ratio: map[string]float64{}, rate: map[string]float64{}, base: map[string]map[string]float64{}, level: map[string]string{},
-		rule: map[string]optimizers.Rule{}, anchor: map[string]optimizers.Anchor{}, lambda: map[string]float64{}}
-	n.opt = o
-	a := n.acc
-	var lrs []optimizers.GroupLR
-	for _, g := range n.groups {
-		lr := n.cfg.lr.value
-		if a.lrGroup != nil {
-			lr = a.lrGroup.LearningRateGroup(g.name)
-			o.rate[g.name] = lr
-		}
-		lrs = append(lrs, optimizers.GroupLR{Group: g.name, LR: lr})
-		if a.rule != nil {
-			o.rule[g.name] = a.rule.OptimizerRule(g.name)
-		}
-		o.anchor[g.name] = optimizers.AnchorZero
-		if a.anchor != nil {
-			o.anchor[g.name] = a.anchor.DecayAnchor(g.name)
-		}
-		o.lambda[g.name] = n.cfg.lambda.value
-		if a.lambdaGroup != nil {
-			o.lambda[g.name] = a.lambdaGroup.LambdaGroup(g.name)
-		}
+	plan, err := optimizers.Resolve(n.planSpec())
+	if err != nil {
+		return err
 	}
-	if a.lrGroup != nil {
-		// The default group's rate is the accessor's for "default" when there is such a group.
-		ratios, err := optimizers.LRRatios(n.cfg.lr.value, lrs)
+	n.opt = &optSetup{Plan: plan}
+	for gi, gp := range plan.Groups() {
+		g := n.groups[gi]
+		g.opt, g.constant = gp.Chain, gp.Chain.ConstantLeaves()
+		state, err := gp.InitState(flat[g.name])
 		if err != nil {
 			return err
 		}
-		o.ratio = ratios
-	} else {
-		for _, g := range n.groups {
-			o.ratio[g.name] = 1
-		}
-	}
-
-	// Phase A: build each chain unscheduled, to learn the fields a schedule may reach.
-	for _, g := range n.groups {
-		c, err := n.buildChain(g, nil)
-		if err != nil {
-			return err
-		}
-		g.opt = c
-	}
-	// Phase B: resolve the schedules against Device fields and the chains' fields.
-	var entries map[string]any
-	if a.scheduler != nil {
-		entries = a.scheduler.Schedules()
-	}
-	space := schedules.Space{DeviceFields: n.traits.DeviceFields(), Nonschedulable: map[string]string{}}
-	space.GroupLambdaAccessors = a.lambdaGroup != nil
-	ruleFields := map[string]bool{optimizers.EtaField: true, optimizers.LambdaField: true}
-	for _, g := range n.groups {
-		space.Groups = append(space.Groups, g.name)
-		c := g.opt
-		for _, f := range c.HyperFields() {
-			ruleFields[f] = true
-		}
-		for f, why := range c.Nonschedulable() {
-			ruleFields[f] = true
-			space.Nonschedulable[f] = why
-		}
-		if rule := o.rule[g.name]; rule != nil {
-			if fs, err := optimizers.RuleFields(rule); err == nil {
-				for _, f := range fs {
-					ruleFields[f.Key] = true
-					if !f.Schedulable {
-						space.Nonschedulable[f.Key] = rule.RuleName() + ": " + f.Reason
-					}
-				}
-			}
-		}
-	}
-	for f := range ruleFields {
-		space.RuleFields = append(space.RuleFields, f)
-	}
-	sort.Strings(space.RuleFields)
-	total := n.TotalSteps()
-	if len(entries) > 0 {
-		b, err := schedules.Resolve(entries, space, max(total, 1))
-		if err != nil {
-			return err
-		}
-		o.bound = b
-	}
-	// Phase C: the final chains, knowing what is scheduled, then their initial state.
-	for gi, g := range n.groups {
-		if rule := o.rule[g.name]; rule != nil && a.chain == nil {
-			if err := n.checkRuleOverrides(g.name, rule); err != nil {
-				return err
-			}
-		}
-		c, err := n.buildChain(g, o.scheduledFor(g.name))
-		if err != nil {
-			return err
-		}
-		g.opt = c
-		g.constant = c.ConstantLeaves()
-		base := map[string]float64{}
-		for _, f := range c.HyperFields() {
-			switch f {
-			case optimizers.EtaField:
-				base[f] = n.cfg.lr.value
-			case optimizers.LambdaField:
-				base[f] = o.lambda[g.name]
-			default:
-				if rule := o.rule[g.name]; rule != nil {
-					vals, err := optimizers.RuleHyperValues(rule)
-					if err != nil {
-						return err
-					}
-					if v, ok := vals[f]; ok {
-						base[f] = v
-						continue
-					}
-				}
-				if !slices.Contains(o.scheduledFor(g.name), f) {
-					return fmt.Errorf("group %q: the optimizer chain reads hyperparameter %q, which nothing sets: give it a value with Schedules() (a bare number is a constant), e.g. {%q: 0.9}", g.name, f, f)
-				}
-			}
-		}
-		o.base[g.name] = base
-		state, err := g.opt.Init(flat[g.name])
-		if err != nil {
-			return fmt.Errorf("group %q: optimizer init: %w", g.name, err)
-		}
-		// Initialized on the group's flat buffer (what a transform's Init is defined on), then kept
-		// per parameter array on the device, as the optimizer program reads it.
-		for _, s := range state {
-			leaves, err := g.layout.Unflatten(s)
-			if err != nil {
-				return fmt.Errorf("group %q: optimizer init: %w", g.name, err)
-			}
+		for _, leaves := range state {
 			for j := range leaves {
 				if leaves[j], err = n.upload(leaves[j], &n.uploads.OptState); err != nil {
 					return fmt.Errorf("group %q: optimizer state: %w", g.name, err)
@@ -241,143 +110,69 @@ func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
 			n.st.groups[gi].opt = append(n.st.groups[gi].opt, leaves)
 		}
 	}
-	if o.bound != nil {
-		for _, t := range o.bound.Targets() {
-			if t.Scope == schedules.ScopeDevice {
-				o.devSched = append(o.devSched, t.Name)
-			}
-		}
-	}
-	o.bindings = n.bindings()
+	n.opt.bindings = n.bindings()
 	return nil
 }
 
-// checkRuleOverrides refuses a Level 1 rule whose eta the framework replaces with the resolved
-// learning rate (LearningRate, or the group's LearningRateGroup) while the rule holds a different
-// non-zero value: the rule's value would be silently ignored and the run would train at another
-// rate than the rule reads. Zero means unset; a value equal to the resolved one is accepted. A
-// schedule of eta is the user's own declaration of where eta comes from, and a schedule
-// replacing a rule's value is the documented precedence for every rule field (the rule's value
-// is the default when no schedule drives it), so a scheduled eta is not checked here.
-func (n *Nitro) checkRuleOverrides(group string, rule optimizers.Rule) error {
-	o := n.opt
-	if slices.Contains(o.scheduledFor(group), optimizers.EtaField) {
-		return nil
+// planSpec is what the experiment declares about its optimization, for optimizers.Resolve: the
+// resolved run-wide knobs, the groups' layouts, the Device fields, the horizon and the optional
+// accessors (each called by Resolve, once per group).
+func (n *Nitro) planSpec() optimizers.PlanSpec {
+	a := n.acc
+	s := optimizers.PlanSpec{
+		LearningRate: optimizers.Setting{Value: n.cfg.lr.value, Source: n.cfg.lr.source},
+		Lambda:       optimizers.Setting{Value: n.cfg.lambda.value, Source: n.cfg.lambda.source},
+		DeviceFields: n.traits.DeviceFields(),
+		TotalSteps:   n.TotalSteps(),
 	}
-	fields, err := optimizers.RuleFields(rule)
-	if err != nil {
-		return err
+	for _, g := range n.groups {
+		s.Groups = append(s.Groups, g.layout)
 	}
-	rt := reflect.TypeOf(rule)
-	for rt.Kind() == reflect.Pointer {
-		rt = rt.Elem()
+	if a.lrGroup != nil {
+		s.LearningRateGroup = a.lrGroup.LearningRateGroup
 	}
-	for _, f := range fields {
-		if f.Key != optimizers.EtaField || !f.Schedulable || f.Value == 0 {
-			continue
-		}
-		where, field := fmt.Sprintf("OptimizerRule(%q)", group), rt.Name()+"."+f.GoName
-		if n.acc.lrGroup != nil {
-			if rate := o.rate[group]; f.Value != rate {
-				return fmt.Errorf("%s: %s is %g but group %q's resolved learning rate is %g (accessor LearningRateGroup(%s)), which the framework feeds the rule's eta in its place: set it in LearningRateGroup instead, or leave %s zero",
-					where, field, f.Value, group, rate, group, f.GoName)
-			}
-			continue
-		}
-		if lr := n.cfg.lr; f.Value != lr.value {
-			return fmt.Errorf("%s: %s is %g but the resolved LearningRate is %g (%s), which the framework feeds the rule's eta in its place: set LearningRate instead, or leave %s zero",
-				where, field, f.Value, lr.value, lr.source, f.GoName)
-		}
+	if a.lambdaGroup != nil {
+		s.LambdaGroup = a.lambdaGroup.LambdaGroup
 	}
-	return nil
+	if a.anchor != nil {
+		s.DecayAnchor = a.anchor.DecayAnchor
+	}
+	if a.noDecay != nil {
+		s.NoDecay = a.noDecay.NoDecay
+	}
+	if a.rule != nil {
+		s.OptimizerRule = a.rule.OptimizerRule
+	}
+	if a.chain != nil {
+		s.OptimizerChain = a.chain.OptimizerChain
+	}
+	if a.scheduler != nil {
+		s.Schedules = a.scheduler.Schedules()
+	}
+	return s
 }
 
-// valuesAt evaluates every schedule at an optimizer step, once: the Device schedules and each
-// group's hyperparameters of that step all read the same evaluation.
-func (o *optSetup) valuesAt(step int) (schedules.Values, error) {
-	if o.atStep != step || o.at == nil {
-		at, err := o.bound.At(step)
-		if err != nil {
-			return nil, err
-		}
-		o.at, o.atStep = at, step
-	}
-	return o.at, nil
-}
-
-// scheduledFor lists the opt keys a schedule drives for a group.
-func (o *optSetup) scheduledFor(group string) []string {
-	if o.bound == nil {
-		return nil
-	}
-	var keys []string
-	for _, t := range o.bound.Targets() {
-		if t.Scope == schedules.ScopeOpt && (t.Group == "" || t.Group == group) && !slices.Contains(keys, t.Name) {
-			keys = append(keys, t.Name)
-		}
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-// buildChain builds one group's chain at the experiment's level.
-func (n *Nitro) buildChain(g *paramGroup, scheduled []string) (*optimizers.Chain, error) {
-	o := n.opt
-	noDecay := optimizers.DefaultNoDecay
-	if n.acc.noDecay != nil {
-		noDecay = n.acc.noDecay.NoDecay
-	}
-	setup := optimizers.GroupSetup{
-		Name: g.name, Layout: g.layout, Lambda: o.lambda[g.name], Anchor: o.anchor[g.name],
-		NoDecay: g.layout.NoDecayMask(noDecay), Scheduled: scheduled,
-	}
-	if n.acc.chain != nil {
-		c, _, err := optimizers.BuildFactoryChain(n.acc.chain.OptimizerChain, setup)
-		o.level[g.name] = "Level 2: OptimizerChain"
-		return c, err
-	}
-	if rule := o.rule[g.name]; rule != nil {
-		o.level[g.name] = "Level 1: OptimizerRule"
-		return optimizers.BuildRuleChain(rule, setup)
-	}
-	o.level[g.name] = "Level 0: default RAdam"
-	return optimizers.BuildRuleChain(nil, setup)
-}
-
-// hyperValues are a group's schedulable values at an optimizer step (1-based): the base values,
-// overridden by the group's schedules, then made effective (eta times the group's ratio; lambda,
-// decoupled, times that eta).
+// hyperValues are a group's schedulable values at an optimizer step (1-based), as the plan
+// resolves them (base values, the group's schedules, then made effective).
 func (n *Nitro) hyperValues(g *paramGroup, step int) (map[string]float64, error) {
-	o := n.opt
-	vals := make(map[string]float64, len(o.base[g.name]))
-	for k, v := range o.base[g.name] {
-		vals[k] = v
-	}
-	if o.bound != nil {
-		at, err := o.valuesAt(step)
-		if err != nil {
-			return nil, err
-		}
-		for _, f := range g.opt.HyperFields() {
-			if v, _, ok := at.Opt(g.name, f); ok {
-				vals[f] = v
-			}
-		}
-	}
-	return optimizers.EffectiveHyper(vals, o.ratio[g.name])
+	return n.opt.Hyper(g.name, step)
 }
 
 // applyDeviceSchedules writes the scheduled Device fields' values for an optimizer step: computed
 // on the host once per step and uploaded once per step.
 func (n *Nitro) applyDeviceSchedules(step int) error {
-	if n.opt == nil || len(n.opt.devSched) == 0 {
+	if n.opt == nil {
 		return nil
 	}
-	at, err := n.opt.valuesAt(step)
+	names := n.opt.ScheduledDevice()
+	if len(names) == 0 {
+		return nil
+	}
+	at, err := n.opt.At(step)
 	if err != nil {
 		return err
 	}
-	for _, name := range n.opt.devSched {
+	for _, name := range names {
 		v, _ := at.Device(name)
 		cur, err := markers.DeviceValueOf(n.e, name)
 		if err != nil {
@@ -407,12 +202,12 @@ func (n *Nitro) applyDeviceSchedules(step int) error {
 
 // isScheduledDevice reports whether a Device field is driven by a schedule.
 func (n *Nitro) isScheduledDevice(name string) bool {
-	return n.opt != nil && slices.Contains(n.opt.devSched, name)
+	return n.opt != nil && slices.Contains(n.opt.ScheduledDevice(), name)
 }
 
-// bindings lists where every configured optimization value bound.
+// bindings lists where every configured optimization value bound: the run-wide knobs, then the
+// Device fields and the groups, as the plan resolved them.
 func (n *Nitro) bindings() []schedules.Binding {
-	o := n.opt
 	var bs []schedules.Binding
 	run := func(name, value, source string) {
 		bs = append(bs, schedules.Binding{Name: name, Value: value, Source: source})
@@ -426,84 +221,9 @@ func (n *Nitro) bindings() []schedules.Binding {
 	}
 	for _, name := range n.devNames {
 		v, _ := markers.DeviceValueOf(n.e, name)
-		b := schedules.Binding{Name: name, Value: fmt.Sprint(v), Source: "field " + name}
-		if o.bound != nil && o.bound.Has(schedules.Target{Scope: schedules.ScopeDevice, Name: name}) {
-			key, _ := o.bound.Key(schedules.Target{Scope: schedules.ScopeDevice, Name: name})
-			b.Value, b.Source, b.Scheduled = n.scheduleValue(schedules.Target{Scope: schedules.ScopeDevice, Name: name}), "schedule "+key, true
-		}
-		bs = append(bs, b)
+		bs = append(bs, n.opt.DeviceBinding(name, fmt.Sprint(v)))
 	}
-	hasLRG := n.acc.lrGroup != nil
-	for _, g := range n.groups {
-		c := g.opt
-		bs = append(bs, schedules.Binding{Group: g.name, Name: "optimizer", Value: c.Describe(), Source: o.level[g.name]})
-		read := c.HyperFields()
-		for _, f := range read {
-			b := schedules.Binding{Group: g.name, Name: f}
-			switch f {
-			case optimizers.EtaField:
-				b.Value, b.Source = fmt.Sprint(n.cfg.lr.value*o.ratio[g.name]), "LearningRate "+n.cfg.lr.source
-				if hasLRG {
-					b.Source = fmt.Sprintf("accessor LearningRateGroup(%s)", g.name)
-					b.Note = fmt.Sprintf("ratio %g of default", o.ratio[g.name])
-				}
-			case optimizers.LambdaField:
-				b.Value, b.Source = fmt.Sprint(o.lambda[g.name]), "Lambda "+n.cfg.lambda.source
-				if n.acc.lambdaGroup != nil {
-					b.Source = fmt.Sprintf("accessor LambdaGroup(%s)", g.name)
-				}
-				b.Note = "pre-multiplied by the group's effective eta"
-			default:
-				b.Value, b.Source = fmt.Sprint(o.base[g.name][f]), "rule field "+f
-			}
-			if t, ok := n.scheduleTarget(g.name, f); ok {
-				key, _ := o.bound.Key(t)
-				b.Value, b.Source, b.Scheduled = n.scheduleValue(t), "schedule "+key, true
-				if o.ratio[g.name] != 1 && f == optimizers.EtaField {
-					b.Source += " x ratio"
-				}
-			}
-			bs = append(bs, b)
-		}
-		for _, f := range o.scheduledFor(g.name) {
-			if !slices.Contains(read, f) {
-				t, _ := n.scheduleTarget(g.name, f)
-				key, _ := o.bound.Key(t)
-				bs = append(bs, schedules.Binding{Group: g.name, Name: f, Value: n.scheduleValue(t), Source: "schedule " + key, Scheduled: true, Unread: true})
-			}
-		}
-		if c.HasDecay() {
-			src := "default"
-			if n.acc.anchor != nil {
-				src = fmt.Sprintf("accessor DecayAnchor(%s)", g.name)
-			}
-			bs = append(bs, schedules.Binding{Group: g.name, Name: "anchor", Value: o.anchor[g.name].String(), Source: src})
-		}
-	}
-	return bs
-}
-
-func (n *Nitro) scheduleTarget(group, field string) (schedules.Target, bool) {
-	if n.opt.bound == nil {
-		return schedules.Target{}, false
-	}
-	for _, t := range []schedules.Target{{Scope: schedules.ScopeOpt, Group: group, Name: field}, {Scope: schedules.ScopeOpt, Name: field}} {
-		if n.opt.bound.Has(t) {
-			return t, true
-		}
-	}
-	return schedules.Target{}, false
-}
-
-func (n *Nitro) scheduleValue(t schedules.Target) string {
-	at, err := n.opt.bound.At(1)
-	if err != nil {
-		return "error: " + err.Error()
-	}
-	if n.opt.bound.IsConstant(t) {
-		return fmt.Sprint(at[t])
-	}
-	return fmt.Sprintf("%g at step 1", at[t])
+	return append(bs, n.opt.GroupBindings()...)
 }
 
 // BindingReport is plain text saying where every configured optimization value bound: which

@@ -11,14 +11,16 @@ import (
 	"github.com/nitro-go/nitro/core/backend"
 	"github.com/nitro-go/nitro/core/dotgrad"
 	"github.com/nitro-go/nitro/monitors"
+	"github.com/nitro-go/nitro/runstatus"
 	"github.com/nitro-go/nitro/schedules"
 )
 
-// Stop reasons reported by Train, as a checkpoint records them and the logger finishes with.
+// Stop reasons reported by Train: runstatus's, the one type a checkpoint records and the logger
+// finishes with.
 const (
-	StopCompleted = "completed"
-	StopRequested = "requested"
-	StopEarly     = "early_stop" // WithEarlyStopping ended the run
+	StopCompleted = runstatus.Completed
+	StopRequested = runstatus.Requested
+	StopEarly     = runstatus.EarlyStop // WithEarlyStopping ended the run
 )
 
 // Uploads counts host-to-device transfers by what was transferred, so tests can assert
@@ -49,7 +51,7 @@ type Nitro struct {
 	uploads     Uploads
 	reported    bool       // the config and binding reports went out
 	drift       driftState // the experiment's fields as New left them (drift.go)
-	stopReason  string
+	stopReason  runstatus.Status
 	history     []EpochResult
 }
 
@@ -118,7 +120,7 @@ func (n *Nitro) Step() int  { return n.st.step }
 func (n *Nitro) Epoch() int { return n.st.epoch }
 
 // StopReason is why the last Train returned ("completed", "early_stop" or "requested").
-func (n *Nitro) StopReason() string { return n.stopReason }
+func (n *Nitro) StopReason() runstatus.Status { return n.stopReason }
 
 // History lists the epochs trained by this Nitro.
 func (n *Nitro) History() []EpochResult { return n.history }

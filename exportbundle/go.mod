@@ -7,6 +7,7 @@ require (
 	github.com/gomlx/gopjrt v0.10.0
 	github.com/nitro-go/nitro/checkpoint v0.0.0
 	github.com/nitro-go/nitro/internal/prereq v0.0.0
+	github.com/nitro-go/nitro/runstatus v0.0.0 // indirect
 	github.com/x448/float16 v0.8.4
 )
 
@@ -23,4 +24,5 @@ require (
 replace (
 	github.com/nitro-go/nitro/checkpoint => ../checkpoint
 	github.com/nitro-go/nitro/internal/prereq => ../internal/prereq
+	github.com/nitro-go/nitro/runstatus => ../runstatus
 )

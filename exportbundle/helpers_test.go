@@ -208,6 +208,9 @@ func mlpBundleDir(t testing.TB) (string, *Bundle) {
 var tmpDirs []string
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(rssChildEnv); dir != "" { // BenchmarkServeRSS's server
+		os.Exit(rssChild(dir))
+	}
 	code := m.Run()
 	for _, d := range tmpDirs {
 		os.RemoveAll(d)

@@ -2,6 +2,7 @@ package exportbundle
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -10,40 +11,260 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
+	"runtime"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gomlx/gopjrt/dtypes/bfloat16"
 	"github.com/x448/float16"
 )
 
-// MaxRequestBytes bounds a /predict request body.
+// MaxRequestBytes bounds a /predict request body. The declared shapes bound what is kept of a
+// body far below this; the byte bound is for what is only read past (whitespace).
 const MaxRequestBytes = 64 << 20
 
-// Serve answers HTTP on addr (e.g. "127.0.0.1:8080"; port 0 picks one) with Handler(r), in a
-// goroutine, and returns the server (stop it with Shutdown or Close) and the address it listens
-// on. It batches nothing: each request is one Run.
-func Serve(r *Runner, addr string) (*http.Server, net.Addr, error) {
+// ServeConfig bounds what a client can cost a server: how many requests it decodes and runs at
+// once, and how long a client may take or stall. A zero field means its default.
+type ServeConfig struct {
+	// MaxConcurrent is how many requests are decoded and run at once; one past it is answered
+	// 503 with Retry-After at once, its body unread. Default: DefaultMaxConcurrent().
+	MaxConcurrent int
+	// ReadHeaderTimeout bounds reading a request's headers. Default 10s.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, headers and body. Default 60s.
+	ReadTimeout time.Duration
+	// BodyTimeout is the longest a body may send nothing; past it the request is cut (408).
+	// Default 10s.
+	BodyTimeout time.Duration
+	// WriteTimeout bounds the time from a request's headers to the end of its answer. Default 2m.
+	WriteTimeout time.Duration
+	// IdleTimeout is how long a keep-alive connection may wait for its next request. Default 60s.
+	IdleTimeout time.Duration
+	// ShutdownStall is, during Shutdown, how long a client that is still sending its request
+	// (headers or body) may send nothing before it is cut; requests already read are always
+	// answered. Default 2s.
+	ShutdownStall time.Duration
+}
+
+// DefaultMaxConcurrent is twice GOMAXPROCS, at least 4: enough to keep every core busy while
+// some requests are still arriving, few enough that their memory stays bounded.
+func DefaultMaxConcurrent() int { return max(4, 2*runtime.GOMAXPROCS(0)) }
+
+// withDefaults fills the zero fields and refuses negative ones, naming the field.
+func (c ServeConfig) withDefaults() (ServeConfig, error) {
+	if c.MaxConcurrent < 0 {
+		return c, fmt.Errorf("exportbundle: ServeConfig.MaxConcurrent %d: it is at least 1 (0 picks %d)", c.MaxConcurrent, DefaultMaxConcurrent())
+	}
+	if c.MaxConcurrent == 0 {
+		c.MaxConcurrent = DefaultMaxConcurrent()
+	}
+	for _, f := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"ReadHeaderTimeout", &c.ReadHeaderTimeout, 10 * time.Second},
+		{"ReadTimeout", &c.ReadTimeout, 60 * time.Second},
+		{"BodyTimeout", &c.BodyTimeout, 10 * time.Second},
+		{"WriteTimeout", &c.WriteTimeout, 2 * time.Minute},
+		{"IdleTimeout", &c.IdleTimeout, 60 * time.Second},
+		{"ShutdownStall", &c.ShutdownStall, 2 * time.Second},
+	} {
+		if *f.v < 0 {
+			return c, fmt.Errorf("exportbundle: ServeConfig.%s %v: a timeout is positive (0 picks %v)", f.name, *f.v, f.def)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	return c, nil
+}
+
+// DefaultServeConfig is the configuration a zero ServeConfig means, every field filled.
+func DefaultServeConfig() ServeConfig {
+	c, _ := ServeConfig{}.withDefaults()
+	return c
+}
+
+// Server is a running /predict server (see Serve).
+type Server struct {
+	http *http.Server
+	cfg  ServeConfig
+
+	mu    sync.Mutex
+	conns map[*trackedConn]struct{}
+
+	stalled, idle atomic.Int64 // connections Shutdown cut mid-request, and idle ones it closed
+}
+
+// trackedConn is an accepted connection with what Shutdown needs to tell a client that stalled
+// from a request the server owes an answer.
+type trackedConn struct {
+	net.Conn
+	lastRead atomic.Int64 // unix nanoseconds of the last read that returned bytes
+	state    atomic.Int32 // its http.ConnState
+	answered atomic.Bool  // its request is read: the server owes it the answer
+	cut      atomic.Bool
+}
+
+func (c *trackedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.lastRead.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+type trackingListener struct {
+	net.Listener
+	s *Server
+}
+
+func (l trackingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	tc := &trackedConn{Conn: c}
+	tc.lastRead.Store(time.Now().UnixNano())
+	l.s.mu.Lock()
+	l.s.conns[tc] = struct{}{}
+	l.s.mu.Unlock()
+	return tc, nil
+}
+
+type connKey struct{}
+
+// Serve is ServeWith(r, addr, ServeConfig{}): the default bounds.
+func Serve(r *Runner, addr string) (*Server, net.Addr, error) {
+	return ServeWith(r, addr, ServeConfig{})
+}
+
+// ServeWith answers HTTP on addr (e.g. "127.0.0.1:8080"; port 0 picks one) with r's /predict
+// (see Handler) under cfg's bounds, in a goroutine, and returns the server (stop it with
+// Shutdown or Close) and the address it listens on. It batches nothing: each request is one Run.
+func ServeWith(r *Runner, addr string, cfg ServeConfig) (*Server, net.Addr, error) {
 	if r == nil {
 		return nil, nil, errors.New("exportbundle: Serve: nil Runner")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, nil, err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("exportbundle: Serve: %w", err)
 	}
-	srv := &http.Server{Handler: Handler(r), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	return srv, ln.Addr(), nil
+	s := &Server{cfg: cfg, conns: map[*trackedConn]struct{}{}}
+	s.http = &http.Server{
+		Handler:           newHandler(r, cfg),
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, c)
+		},
+		ConnState: func(c net.Conn, st http.ConnState) {
+			tc, ok := c.(*trackedConn)
+			if !ok {
+				return
+			}
+			tc.state.Store(int32(st))
+			switch st {
+			case http.StateIdle:
+				tc.answered.Store(false)
+			case http.StateClosed, http.StateHijacked:
+				s.mu.Lock()
+				delete(s.conns, tc)
+				s.mu.Unlock()
+			}
+		},
+	}
+	go s.http.Serve(trackingListener{ln, s})
+	return s, ln.Addr(), nil
 }
 
-// Handler answers POST /predict. The body is {"inputs": {"<name>": <nested arrays>}}, each input
-// batch-first as the bundle declares it (its batch axis's length is the batch size, which must be
-// one the bundle has a program for and the same for every input). The answer is
-// {"outputs": {"<name>": <nested arrays>}}. Numbers are JSON numbers, BOOL is true/false, and a
-// non-finite float is the string "NaN", "+Inf" or "-Inf" (accepted on input too). A malformed
-// body, a missing or unknown input, a wrong shape or a wrong dtype is a 400 whose
-// {"error": "..."} names the input; a failure to execute is a 500.
+// Close closes the listener and every connection at once.
+func (s *Server) Close() error { return s.http.Close() }
+
+// Shutdown stops accepting, closes idle connections, answers every request already read, and
+// cuts a client still sending its request once it has sent nothing for ShutdownStall (counted
+// from the later of its last byte and the start of Shutdown), so that a stalled client cannot
+// hold the server up. It returns when no connection is left, or ctx's error when ctx ends first
+// (then the connections left are still open: Close them). Cut reports what it cut.
+func (s *Server) Shutdown(ctx context.Context) error {
+	start := time.Now()
+	s.mu.Lock()
+	for c := range s.conns {
+		if http.ConnState(c.state.Load()) == http.StateIdle {
+			s.idle.Add(1)
+		}
+	}
+	s.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- s.http.Shutdown(ctx) }()
+	tick := time.NewTicker(max(min(s.cfg.ShutdownStall/4, 100*time.Millisecond), time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case now := <-tick.C:
+			s.cutStalled(start, now)
+		}
+	}
+}
+
+func (s *Server) cutStalled(start, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		switch http.ConnState(c.state.Load()) {
+		case http.StateNew, http.StateActive:
+		default:
+			continue
+		}
+		if c.answered.Load() || c.cut.Load() {
+			continue
+		}
+		last := max(c.lastRead.Load(), start.UnixNano())
+		if now.UnixNano()-last >= int64(s.cfg.ShutdownStall) {
+			c.cut.Store(true)
+			s.stalled.Add(1)
+			c.Conn.Close()
+		}
+	}
+}
+
+// Cut reports what Shutdown cut: connections whose client stalled mid-request, and idle
+// keep-alive connections it closed.
+func (s *Server) Cut() (stalled, idle int) { return int(s.stalled.Load()), int(s.idle.Load()) }
+
+// Config is the server's configuration, its defaults filled.
+func (s *Server) Config() ServeConfig { return s.cfg }
+
+// Handler answers POST /predict with the default bounds of ServeConfig. The body is
+// {"inputs": {"<name>": <nested arrays>}}, each input batch-first as the bundle declares it (its
+// batch axis's length is the batch size, which must be one the bundle has a program for and the
+// same for every input). The answer is {"outputs": {"<name>": <nested arrays>}}. Numbers are
+// JSON numbers, BOOL is true/false, and a non-finite float is the string "NaN", "+Inf" or "-Inf"
+// (accepted on input too). A malformed body (a duplicate key included), a missing or unknown
+// input, a wrong shape or a wrong dtype is a 400 whose {"error": "..."} names the input; a body
+// over MaxRequestBytes is a 413, one that stalls past the body timeout a 408, a request past the
+// concurrency bound a 503 with Retry-After, and a failure to execute a 500. The body is read as
+// a stream and refused at the first byte that breaks the bundle's shapes, so what a request
+// costs is bounded by the bundle, not by the body.
 func Handler(r *Runner) http.Handler {
+	cfg, _ := ServeConfig{}.withDefaults()
+	return newHandler(r, cfg)
+}
+
+func newHandler(r *Runner, cfg ServeConfig) http.Handler {
+	slots := make(chan struct{}, cfg.MaxConcurrent)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/predict", func(w http.ResponseWriter, req *http.Request) {
 		defer func() {
@@ -56,15 +277,64 @@ func Handler(r *Runner) http.Handler {
 			writeError(w, http.StatusMethodNotAllowed, "use POST")
 			return
 		}
-		status, body := predict(r, http.MaxBytesReader(w, req.Body, MaxRequestBytes))
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+		default:
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("busy: %d requests in progress, the server's bound (retry after 1s)", cap(slots)))
+			return
+		}
+		body := &stallReader{r: http.MaxBytesReader(w, req.Body, MaxRequestBytes), rc: http.NewResponseController(w),
+			stall: cfg.BodyTimeout, end: time.Now().Add(cfg.ReadTimeout)}
+		tc, _ := req.Context().Value(connKey{}).(*trackedConn)
+		status, out := predict(r, body, func() {
+			body.done()
+			if tc != nil {
+				tc.answered.Store(true)
+			}
+		}, cfg.BodyTimeout)
 		if status != http.StatusOK {
-			writeError(w, status, string(body))
+			writeError(w, status, string(out))
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		w.Write(body)
+		w.Write(out)
 	})
 	return mux
+}
+
+// stallReader gives each read of a body its own deadline, BodyTimeout from now (never past the
+// request's end), so a client that stops sending is cut after BodyTimeout however long its
+// whole request may take. A writer without deadlines (a test recorder, run-bundle's in-memory
+// one) reads without.
+type stallReader struct {
+	r     io.Reader
+	rc    *http.ResponseController
+	stall time.Duration
+	end   time.Time
+	off   bool
+}
+
+func (s *stallReader) Read(p []byte) (int, error) {
+	if !s.off {
+		d := time.Now().Add(s.stall)
+		if d.After(s.end) {
+			d = s.end
+		}
+		if s.rc.SetReadDeadline(d) != nil {
+			s.off = true
+		}
+	}
+	return s.r.Read(p)
+}
+
+// done lifts the deadline once the body is read: the server's own read of the connection while
+// the program runs must not time out.
+func (s *stallReader) done() {
+	if !s.off {
+		s.rc.SetReadDeadline(time.Time{})
+	}
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
@@ -74,46 +344,38 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	w.Write(append(b, '\n'))
 }
 
-// predict returns 200 and the response body, or a status and an error message.
-func predict(r *Runner, body io.Reader) (int, []byte) {
-	var req struct {
-		Inputs map[string]json.RawMessage `json:"inputs"`
-	}
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return http.StatusRequestEntityTooLarge, []byte(fmt.Sprintf("request body over %d bytes", tooBig.Limit))
-		}
-		return http.StatusBadRequest, []byte("malformed body: " + err.Error())
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return http.StatusBadRequest, []byte("malformed body: data after the JSON object")
-	}
-	if req.Inputs == nil {
-		return http.StatusBadRequest, []byte(`malformed body: no "inputs" object`)
-	}
+// predict returns 200 and the response body, or a status and an error message. read is called
+// once the body is read whole and accepted.
+func predict(r *Runner, body io.Reader, read func(), stall time.Duration) (int, []byte) {
 	specs := r.Inputs()
-	known := map[string]bool{}
-	for _, s := range specs {
-		known[s.Name] = true
-	}
-	for name := range req.Inputs {
-		if !known[name] {
-			return http.StatusBadRequest, []byte((&InputError{Input: name, Msg: "not an input of this bundle"}).Error())
+	inputs, err := decodeRequest(body, specs, r.BatchSizes())
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		var re *readError
+		var ie *InputError
+		var se *syntaxError
+		switch {
+		case errors.As(err, &tooBig):
+			return http.StatusRequestEntityTooLarge, []byte(fmt.Sprintf("request body over %d bytes", tooBig.Limit))
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return http.StatusRequestTimeout, []byte(fmt.Sprintf("the request body stalled: no bytes for %v, or past the read timeout", stall))
+		case errors.As(err, &re):
+			return http.StatusBadRequest, []byte("reading the body: " + re.err.Error())
+		case errors.As(err, &ie):
+			return http.StatusBadRequest, []byte(ie.Error())
+		case errors.As(err, &se):
+			return http.StatusBadRequest, []byte("malformed body: " + se.msg)
 		}
+		return http.StatusBadRequest, []byte(err.Error())
 	}
-	inputs := make(map[string]Tensor, len(specs))
+	if read != nil {
+		read()
+	}
 	batch, batchFrom := -1, ""
 	for _, s := range specs {
-		raw, ok := req.Inputs[s.Name]
+		t, ok := inputs[s.Name]
 		if !ok {
 			return http.StatusBadRequest, []byte((&InputError{Input: s.Name, Msg: "missing"}).Error())
-		}
-		t, err := decodeNested(raw, s)
-		if err != nil {
-			return http.StatusBadRequest, []byte((&InputError{Input: s.Name, Msg: err.Error()}).Error())
 		}
 		if n := t.Shape[s.BatchAxis]; batch == -1 {
 			batch, batchFrom = n, s.Name
@@ -121,7 +383,6 @@ func predict(r *Runner, body io.Reader) (int, []byte) {
 			return http.StatusBadRequest, []byte((&InputError{Input: s.Name, Msg: fmt.Sprintf(
 				"batch size %d, input %q has %d", n, batchFrom, batch)}).Error())
 		}
-		inputs[s.Name] = t
 	}
 	out, err := r.Run(batch, inputs)
 	if err != nil {
@@ -147,64 +408,24 @@ func predict(r *Runner, body io.Reader) (int, []byte) {
 	return http.StatusOK, b.Bytes()
 }
 
-// decodeNested parses one input's nested JSON arrays as spec's dtype and rank.
-func decodeNested(raw json.RawMessage, spec TensorSpec) (Tensor, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return Tensor{}, fmt.Errorf("malformed: %v", err)
+// decodeNested parses one input's nested JSON arrays as spec's dtype and rank, with the request
+// decoder's rules and bounds (batches bound the batch axis; nil means no bound but maxElements).
+func decodeNested(raw json.RawMessage, spec TensorSpec, batches ...int) (Tensor, error) {
+	if batches == nil {
+		batches = []int{maxElements}
 	}
-	rank := len(spec.Shape)
-	shape := make([]int, 0, rank)
-	for cur := v; len(shape) < rank; {
-		arr, ok := cur.([]any)
-		if !ok {
-			return Tensor{}, fmt.Errorf("rank %d, the bundle takes rank %d (shape %v, batch axis %d)", len(shape), rank, spec.Shape, spec.BatchAxis)
-		}
-		if len(arr) == 0 {
-			return Tensor{}, fmt.Errorf("an empty array at depth %d", len(shape))
-		}
-		shape = append(shape, len(arr))
-		cur = arr[0]
-	}
-	if _, err := numElements(shape); err != nil {
+	d := &decoder{br: bufioReader(bytes.NewReader(raw))}
+	t, err := d.input(spec, batches)
+	if err != nil {
 		return Tensor{}, err
 	}
-	for i, d := range spec.Shape {
-		if i != spec.BatchAxis && d != shape[i] {
-			want := append([]int{}, spec.Shape...)
-			want[spec.BatchAxis] = shape[spec.BatchAxis]
-			return Tensor{}, fmt.Errorf("shape %v, the bundle takes %v", shape, want)
-		}
-	}
-	t := Tensor{DType: spec.DType, Shape: shape}
-	var err error
-	if t.Data, err = appendNested(nil, v, shape, spec.DType); err != nil {
-		return Tensor{}, err
+	if _, err := d.next(); err != io.EOF {
+		return Tensor{}, errors.New("data after the nested arrays")
 	}
 	return t, nil
 }
 
-func appendNested(dst []byte, v any, shape []int, d DType) ([]byte, error) {
-	if len(shape) == 0 {
-		return appendScalar(dst, v, d)
-	}
-	arr, ok := v.([]any)
-	if !ok || len(arr) != shape[0] {
-		return nil, fmt.Errorf("ragged: not an array of %d at some depth %d from the leaves", shape[0], len(shape))
-	}
-	var err error
-	for _, e := range arr {
-		if dst, err = appendNested(dst, e, shape[1:], d); err != nil {
-			return nil, err
-		}
-	}
-	return dst, nil
-}
-
 func appendScalar(dst []byte, v any, d DType) ([]byte, error) {
-	le := binary.LittleEndian
 	if d == Bool {
 		b, ok := v.(bool)
 		if !ok {
@@ -215,53 +436,44 @@ func appendScalar(dst []byte, v any, d DType) ([]byte, error) {
 		}
 		return append(dst, 0), nil
 	}
+	if num, ok := v.(json.Number); ok {
+		return appendNumber(dst, string(num), d)
+	}
 	switch d {
 	case F16, BF16, F32, F64:
-		var f float64
-		switch x := v.(type) {
-		case json.Number:
-			var err error
-			if f, err = strconv.ParseFloat(string(x), 64); err != nil {
-				return nil, fmt.Errorf("%s is not a %s number", x, d)
-			}
-		case string:
+		if x, ok := v.(string); ok {
 			switch x {
 			case "NaN":
-				f = math.NaN()
+				return appendFloat(dst, math.NaN(), d, x)
 			case "+Inf", "Inf":
-				f = math.Inf(1)
+				return appendFloat(dst, math.Inf(1), d, x)
 			case "-Inf":
-				f = math.Inf(-1)
-			default:
-				return nil, fmt.Errorf("string %q is not a number (dtype %s)", x, d)
+				return appendFloat(dst, math.Inf(-1), d, x)
 			}
-		default:
-			return nil, fmt.Errorf("%v is not a number (dtype %s)", describe(v), d)
+			return nil, fmt.Errorf("string %q is not a number (dtype %s)", x, d)
 		}
-		var out []byte
-		switch d {
-		case F64:
-			out = le.AppendUint64(dst, math.Float64bits(f))
-		case F32:
-			out = le.AppendUint32(dst, math.Float32bits(float32(f)))
-		case F16:
-			out = le.AppendUint16(dst, float16.Fromfloat32(float32(f)).Bits())
-		default:
-			out = le.AppendUint16(dst, bfloat16.FromFloat32(float32(f)).Bits())
-		}
-		if g := float64At(d, out[len(dst):], 0); math.IsInf(g, 0) && !math.IsInf(f, 0) {
-			return nil, fmt.Errorf("%v overflows dtype %s", describe(v), d)
-		}
-		return out, nil
 	}
-	num, ok := v.(json.Number)
-	if !ok {
-		return nil, fmt.Errorf("%v is not a number (dtype %s)", describe(v), d)
+	return nil, fmt.Errorf("%v is not a number (dtype %s)", describe(v), d)
+}
+
+// appendNumber appends the JSON number num as dtype d: a float rounded to it, an integer only
+// when it is one and fits.
+func appendNumber(dst []byte, num string, d DType) ([]byte, error) {
+	le := binary.LittleEndian
+	switch d {
+	case Bool:
+		return nil, fmt.Errorf("%s is not a boolean (dtype BOOL)", num)
+	case F16, BF16, F32, F64:
+		f, err := strconv.ParseFloat(num, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s is not a %s number", num, d)
+		}
+		return appendFloat(dst, f, d, num)
 	}
 	bitSize := 8 * d.Size()
 	switch d {
 	case U8, U16, U32, U64:
-		u, err := strconv.ParseUint(string(num), 10, bitSize)
+		u, err := strconv.ParseUint(num, 10, bitSize)
 		if err != nil {
 			return nil, fmt.Errorf("%s is not a %d-bit unsigned integer (dtype %s)", num, bitSize, d)
 		}
@@ -275,7 +487,7 @@ func appendScalar(dst []byte, v any, d DType) ([]byte, error) {
 		}
 		return le.AppendUint64(dst, u), nil
 	default: // I8, I16, I32, I64
-		i, err := strconv.ParseInt(string(num), 10, bitSize)
+		i, err := strconv.ParseInt(num, 10, bitSize)
 		if err != nil {
 			return nil, fmt.Errorf("%s is not a %d-bit integer (dtype %s)", num, bitSize, d)
 		}
@@ -289,6 +501,27 @@ func appendScalar(dst []byte, v any, d DType) ([]byte, error) {
 		}
 		return le.AppendUint64(dst, uint64(i)), nil
 	}
+}
+
+// appendFloat appends f as the float dtype d, refusing a finite value that overflows it (text
+// is how the client wrote it, for the message).
+func appendFloat(dst []byte, f float64, d DType, text string) ([]byte, error) {
+	le := binary.LittleEndian
+	var out []byte
+	switch d {
+	case F64:
+		out = le.AppendUint64(dst, math.Float64bits(f))
+	case F32:
+		out = le.AppendUint32(dst, math.Float32bits(float32(f)))
+	case F16:
+		out = le.AppendUint16(dst, float16.Fromfloat32(float32(f)).Bits())
+	default:
+		out = le.AppendUint16(dst, bfloat16.FromFloat32(float32(f)).Bits())
+	}
+	if g := float64At(d, out[len(dst):], 0); math.IsInf(g, 0) && !math.IsInf(f, 0) {
+		return nil, fmt.Errorf("%s overflows dtype %s", text, d)
+	}
+	return out, nil
 }
 
 func describe(v any) string {

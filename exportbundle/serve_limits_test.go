@@ -49,10 +49,10 @@ func TestHandlerRequestTooLarge(t *testing.T) {
 		}
 		return rec, m
 	}
-	// A well-formed prefix then twice the bound of numbers: the decoder would read on, the bound
-	// stops it after MaxRequestBytes+1 bytes.
+	// A well-formed prefix then twice the bound of whitespace, which the decoder keeps nothing of
+	// and would read on through: the byte bound stops it after MaxRequestBytes+1 bytes.
 	var read atomic.Int64
-	body := io.MultiReader(strings.NewReader(`{"inputs": {"img": [[`), countingReader{io.LimitReader(&repeat{s: "0,"}, 2*MaxRequestBytes), &read})
+	body := io.MultiReader(strings.NewReader(`{"inputs": {"img": [[[`), countingReader{io.LimitReader(&repeat{s: " \n"}, 2*MaxRequestBytes), &read})
 	rec, m := send(body)
 	want := fmt.Sprintf("request body over %d bytes", MaxRequestBytes)
 	if rec.Code != http.StatusRequestEntityTooLarge || m["error"] != want || rec.Header().Get("Content-Type") != "application/json" {
@@ -62,7 +62,7 @@ func TestHandlerRequestTooLarge(t *testing.T) {
 		t.Errorf("read %d bytes of the body for a bound of %d", n, MaxRequestBytes)
 	}
 	// The control: a short body with the same prefix is malformed (400), not too large.
-	rec, m = send(strings.NewReader(`{"inputs": {"img": [[0,0`))
+	rec, m = send(strings.NewReader(`{"inputs": {"img": [[[0,0`))
 	if rec.Code != http.StatusBadRequest || !strings.Contains(m["error"], "malformed body") {
 		t.Errorf("a short malformed body: %d %v; want 400 malformed body", rec.Code, m)
 	}

@@ -102,7 +102,7 @@ func TestServeOverLoopback(t *testing.T) {
 		"empty":           {`{"inputs": {"x": []}}`, `input "x": an empty array`},
 		"no program":      {`{"inputs": {"x": [` + row + `,` + row + `]}}`, "batch size 2"},
 		"null":            {`{"inputs": {"x": null}}`, `input "x": rank 0`},
-		"deeply nested":   {`{"inputs": {"x": ` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}}`, "malformed body"},
+		"deeply nested":   {`{"inputs": {"x": ` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}}`, `input "x": an array is not a number`},
 		"object as input": {`{"inputs": {"x": {"a": 1}}}`, `input "x": rank 0`},
 	}
 	for name, c := range bad {

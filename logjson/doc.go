@@ -4,7 +4,7 @@
 // capabilities, reached through the helpers TypeName, State, Reattach, RunID, RunURL, Info and
 // Backend (DropCounter by a type assertion). JSONLogger writes one JSON object per line with a
 // "type" discriminator, opening its file lazily in append mode; ZapLogger maps each call to one
-// zap entry; NewDiagnostics builds the framework's own zap logger (console or JSON); Memory
+// zap entry; NewDiagnostics builds the framework's own zap logger (console, plain text or JSON); Memory
 // records calls for tests; Multi fans out.
 //
 // Left to the caller: choosing and pinning the path (<run dir>/metrics.jsonl), calling Finish

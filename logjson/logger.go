@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+
+	"github.com/nitro-go/nitro/runstatus"
 )
 
 // Logger is the required part of the logger contract: the four verbs the framework calls.
@@ -39,33 +41,17 @@ const (
 	ContextData     = "data"     // one line per epoch, facts about the host data path
 )
 
-// Status is how a run ended; it matches the stop reason a checkpoint records.
-type Status string
+// Status is how a run ended: runstatus.Status, the one type core's StopReason and a
+// checkpoint's stop reason also use, so the three cannot drift apart.
+type Status = runstatus.Status
 
-// The four statuses Finish accepts.
+// The four statuses Finish accepts (runstatus's).
 const (
-	StatusCompleted Status = "completed"
-	StatusEarlyStop Status = "early_stop"
-	StatusRequested Status = "requested"
-	StatusError     Status = "error"
+	StatusCompleted = runstatus.Completed
+	StatusEarlyStop = runstatus.EarlyStop
+	StatusRequested = runstatus.Requested
+	StatusError     = runstatus.Error
 )
-
-// Valid reports whether s is one of the four statuses.
-func (s Status) Valid() bool {
-	switch s {
-	case StatusCompleted, StatusEarlyStop, StatusRequested, StatusError:
-		return true
-	}
-	return false
-}
-
-// Check is nil for one of the four statuses, else ErrUnknownStatus naming s and the four.
-func (s Status) Check() error {
-	if s.Valid() {
-		return nil
-	}
-	return fmt.Errorf("%w: %q (want completed, early_stop, requested or error)", ErrUnknownStatus, s)
-}
 
 // Tagger is implemented by loggers that accept tags.
 type Tagger interface {
@@ -120,7 +106,7 @@ var (
 	// ErrReservedKey: a param or metric name collides with a key of the line itself.
 	ErrReservedKey = errors.New("logjson: reserved key")
 	// ErrUnknownStatus: Finish was given a status outside the four.
-	ErrUnknownStatus = errors.New("logjson: unknown status")
+	ErrUnknownStatus = runstatus.ErrUnknown
 	// ErrTypeMismatch: a recorded state belongs to another logger type.
 	ErrTypeMismatch = errors.New("logjson: logger type mismatch")
 	// ErrNotResumable: state was recorded but the logger cannot take it back.

@@ -131,11 +131,16 @@ func (l *ZapLogger) Finish(status Status) error {
 const (
 	FormatConsole = "console"
 	FormatJSON    = "json"
+	// FormatText reads like plain text: no timestamp, no level for info ("warning: " or
+	// "error: " before the message otherwise), the message as it is (multi-line reports
+	// included), then the fields as "  key value" pairs, floats with four decimals.
+	FormatText = "text"
 )
 
 // NewDiagnostics builds the framework's own diagnostics logger (config and binding reports,
 // warnings, monitor errors) writing to w (nil: standard error) at info level and above, in
-// format: "console" (the default for "") for people, "json" for machines. opts are applied to
+// format: "console" (the default for "") for people, with time and level on every line,
+// "text" (FormatText) for people reading it as plain text, "json" for machines. opts are applied to
 // the logger (zap.WithClock, for example, to pin timestamps). An unknown format is refused.
 func NewDiagnostics(w io.Writer, format string, opts ...zap.Option) (*zap.Logger, error) {
 	if w == nil {
@@ -149,6 +154,8 @@ func NewDiagnostics(w io.Writer, format string, opts ...zap.Option) (*zap.Logger
 		cfg.CallerKey = zapcore.OmitKey
 		cfg.StacktraceKey = zapcore.OmitKey
 		enc = zapcore.NewConsoleEncoder(cfg)
+	case FormatText:
+		enc = newTextEncoder()
 	case FormatJSON:
 		cfg := zap.NewProductionEncoderConfig()
 		cfg.EncodeTime = zapcore.ISO8601TimeEncoder

@@ -23,9 +23,13 @@
 // the parameters' dtype, so float32 training matches the float64 formulas (the backend must run
 // float64 scalar ops: XLA on CPU and GPU and the pure-Go backend do).
 //
-// Left to the caller (core): compiling and running the programs, resolving accessors and
-// schedules into GroupSetup and per-step values (LRRatios, EffectiveHyper), uploading them, and
-// checkpointing state leaves (ConstantLeaves says which to rebuild with Init instead).
+// Resolve turns what an experiment declares (PlanSpec: the run-wide rate and lambda, the groups'
+// layouts, the optional per-group accessors, Level 1 rule or Level 2 factory, the schedules) into
+// a Plan, in host code: each group's final chain, the base value of every field it reads, the
+// bound schedules, per-step values (Plan.Hyper) and the binding report's rows (GroupBindings,
+// DeviceBinding). Left to the caller (core): uploading the state GroupPlan.InitState builds and
+// each step's values, compiling and running the programs, and checkpointing state leaves
+// (ConstantLeaves says which to rebuild with Init instead).
 // Errors: exported host functions return errors naming the field, the value and the fix;
 // graph-building functions (Apply, Update, ClipByGlobalNorm) panic, as GoMLX does.
 // Chains, Programs and Layouts are immutable and safe for concurrent use. Julia's "rules in,

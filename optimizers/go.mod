@@ -5,6 +5,7 @@ go 1.26
 require (
 	github.com/gomlx/gomlx v0.25.0
 	github.com/gomlx/gopjrt v0.10.0
+	github.com/nitro-go/nitro/schedules v0.0.0
 )
 
 require (
@@ -16,3 +17,5 @@ require (
 	google.golang.org/protobuf v1.36.10 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 )
+
+replace github.com/nitro-go/nitro/schedules => ../schedules

@@ -456,7 +456,7 @@ func checkpointInfo(path string, stdout io.Writer) error {
 	if h.RunURL != "" {
 		row("run url", h.RunURL)
 	}
-	row("stop reason", orNone(h.StopReason))
+	row("stop reason", orNone(string(h.StopReason)))
 	row("position", fmt.Sprintf("epoch %d, batch %d", h.Position.Epoch, h.Position.Batch))
 	names := make([]string, 0, len(h.Metrics))
 	for k := range h.Metrics {
@@ -490,7 +490,7 @@ func listCheckpoints(dir string, stdout io.Writer) error {
 		}
 		line := fmt.Sprintf("%-48s epoch %-4d step %-8d %s", e.File, e.Epoch, e.Step, score)
 		if e.StopReason != "" {
-			line += "  stopped: " + e.StopReason
+			line += "  stopped: " + string(e.StopReason)
 		}
 		fmt.Fprintln(stdout, line)
 	}

@@ -3,15 +3,9 @@ package cli
 import (
 	"fmt"
 	"io"
-	"math"
-	"sort"
-	"strconv"
 	"strings"
-	"time"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/buffer"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/logjson"
@@ -32,21 +26,18 @@ func checkLogFormat(format string) error {
 }
 
 // newDiagnostics builds the zap logger the framework's own diagnostics go through, writing to w
-// at info level and above. "json" is logjson.NewDiagnostics' JSON encoder: one object per line
-// with "level", "ts", "msg" and the fields. "console" is for people and reads like the plain
-// text it replaces: no timestamp, no level for info ("warning: " or "error: " before the
-// message otherwise), the message as it is (multi-line reports included), then the fields as
-// "  key value" pairs in the order given. (logjson.NewDiagnostics' console encoder stamps the
-// time and level on every line and prints the fields as a JSON object, so the CLI builds this
-// one itself.)
+// at info level and above. "json" is logjson.FormatJSON: one object per line with "level", "ts",
+// "msg" and the fields. "console" is for people: logjson.FormatText, which reads like plain text
+// (no timestamp, no level for info, the fields as "  key value" pairs), not logjson's
+// FormatConsole, which stamps the time and level on every line.
 func newDiagnostics(w io.Writer, format string) (*zap.Logger, error) {
 	if err := checkLogFormat(format); err != nil {
 		return nil, err
 	}
 	if format == formatJSON {
-		return logjson.NewDiagnostics(w, formatJSON)
+		return logjson.NewDiagnostics(w, logjson.FormatJSON)
 	}
-	return zap.New(zapcore.NewCore(newTextEncoder(), zapcore.Lock(zapcore.AddSync(w)), zapcore.InfoLevel)), nil
+	return logjson.NewDiagnostics(w, logjson.FormatText)
 }
 
 // zapConsole is core's Console over the diagnostics logger: one entry per report, one per epoch
@@ -125,92 +116,4 @@ func (r results) say(line, msg string, fields ...zap.Field) {
 		return
 	}
 	r.z.Info(msg, fields...)
-}
-
-// textEncoder is the console format's zapcore.Encoder: "[level: ]message[  key value]...", one
-// line per entry. Floats print with four decimals, like the plain text it replaces; fields added
-// with With come first, sorted by key. It is not safe for concurrent use (zap clones it per
-// logger and locks the writer).
-type textEncoder struct {
-	*zapcore.MapObjectEncoder
-}
-
-var textPool = buffer.NewPool()
-
-func newTextEncoder() *textEncoder { return &textEncoder{zapcore.NewMapObjectEncoder()} }
-
-// Clone implements zapcore.Encoder.
-func (e *textEncoder) Clone() zapcore.Encoder {
-	c := newTextEncoder()
-	for k, v := range e.Fields {
-		c.Fields[k] = v
-	}
-	return c
-}
-
-// EncodeEntry implements zapcore.Encoder.
-func (e *textEncoder) EncodeEntry(ent zapcore.Entry, fields []zapcore.Field) (*buffer.Buffer, error) {
-	b := textPool.Get()
-	switch {
-	case ent.Level == zapcore.InfoLevel:
-	case ent.Level == zapcore.WarnLevel:
-		b.AppendString("warning: ")
-	default:
-		b.AppendString(ent.Level.String())
-		b.AppendString(": ")
-	}
-	b.AppendString(ent.Message)
-	appendPairs(b, e.Fields)
-	for _, f := range fields {
-		m := zapcore.NewMapObjectEncoder()
-		f.AddTo(m)
-		appendPairs(b, m.Fields)
-	}
-	if ent.Stack != "" {
-		b.AppendString("\n")
-		b.AppendString(ent.Stack)
-	}
-	b.AppendString("\n")
-	return b, nil
-}
-
-// appendPairs writes "  key value" for each entry of m, sorted by key.
-func appendPairs(b *buffer.Buffer, m map[string]any) {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		b.AppendString("  ")
-		b.AppendString(k)
-		b.AppendString(" ")
-		b.AppendString(textValue(m[k]))
-	}
-}
-
-func textValue(v any) string {
-	switch x := v.(type) {
-	case float64:
-		return textFloat(x)
-	case float32:
-		return textFloat(float64(x))
-	case string:
-		return x
-	case time.Duration:
-		return x.String()
-	case time.Time:
-		return x.Format(time.RFC3339Nano)
-	case []byte:
-		return strconv.Quote(string(x))
-	default:
-		return fmt.Sprint(x)
-	}
-}
-
-func textFloat(f float64) string {
-	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return strconv.FormatFloat(f, 'f', -1, 64)
-	}
-	return strconv.FormatFloat(f, 'f', 4, 64)
 }

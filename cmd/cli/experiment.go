@@ -310,7 +310,7 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 		}
 		watch.settle()
 		res.say(fmt.Sprintf("stopped: %s after %d epochs, %d optimizer steps", n.StopReason(), n.Epoch(), n.Step()),
-			"stopped", zap.String("reason", n.StopReason()), zap.Int("epochs", n.Epoch()), zap.Int("steps", n.Step()))
+			"stopped", zap.String("reason", string(n.StopReason())), zap.Int("epochs", n.Epoch()), zap.Int("steps", n.Step()))
 		if _, ok := n.Experiment().(interface{ BuildData() (core.Data, error) }); ok {
 			if m, err := n.Evaluate("test"); err == nil {
 				sayMetrics(res, "test", m)
@@ -349,7 +349,7 @@ func sayPartial(res results, watch *watchers, m map[string]float64, err error) e
 	watch.settle()
 	part := fmt.Sprintf("partial: %d of %d batches", pe.Batches, pe.Total)
 	res.say(fmt.Sprintf("stopped: %s after %d of %d batches of split %s", pe.Reason, pe.Batches, pe.Total, pe.Split),
-		"stopped", zap.String("reason", pe.Reason), zap.String("split", pe.Split), zap.Int("batches", pe.Batches), zap.Int("total", pe.Total))
+		"stopped", zap.String("reason", string(pe.Reason)), zap.String("split", pe.Split), zap.Int("batches", pe.Batches), zap.Int("total", pe.Total))
 	fields := []zap.Field{zap.String("split", pe.Split), zap.Bool("partial", true), zap.Int("batches", pe.Batches), zap.Int("total", pe.Total)}
 	fields = append(fields, floatFields(prefixed(pe.Split+"_", m, true))...)
 	res.say(pe.Split+" ("+part+"):"+fmtMetrics(pe.Split+"_", m), "evaluation", fields...)

@@ -49,7 +49,14 @@ const serveLong = `Loads an export bundle with gopjrt alone and answers HTTP POS
 {"inputs": {"<name>": <nested arrays>}}, batch-first, the answer {"outputs": {...}}. A malformed
 body, a missing or unknown input, a wrong shape or dtype is a 400 naming the input. It prints the
 address it listens on (port 0 picks one) and runs until SIGINT or SIGTERM, then stops accepting,
-finishes the requests in flight and exits.`
+finishes the requests in flight and exits.
+
+A client cannot take it down: a body is read as a stream and refused (400) at the first byte that
+breaks the bundle's declared shapes, so a request costs at most its largest batch, whatever the
+body's size; at most --max-concurrent requests are handled at once (503 with Retry-After past
+it); a client that stalls is cut by the header, read and body timeouts. At a signal, a client still
+sending its request is cut after --shutdown-stall of silence, and serve says how many it cut and
+exits 0; it exits 1 only if a request it had read is still running after 30s.`
 
 // exportFlags are the flags of nitro export.
 type exportFlags struct {
@@ -402,8 +409,9 @@ const shutdownGrace = 30 * time.Second
 
 func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 	var addr string
+	cfg := exportbundle.DefaultServeConfig()
 	c := &cobra.Command{
-		Use:                   "serve <bundle dir> [--addr ADDR]",
+		Use:                   "serve <bundle dir> [--addr ADDR] [--max-concurrent N] [--read-timeout D] ...",
 		Short:                 "answer HTTP POST /predict with an export bundle until SIGINT or SIGTERM",
 		Long:                  serveLong,
 		DisableFlagsInUseLine: true,
@@ -418,6 +426,18 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 			if addr == "" {
 				return errors.New("--addr: empty value (e.g. 127.0.0.1:8080; port 0 picks one)")
 			}
+			if cfg.MaxConcurrent < 1 {
+				return fmt.Errorf("--max-concurrent %d: at least 1 request at a time", cfg.MaxConcurrent)
+			}
+			for _, d := range []struct {
+				flag string
+				v    time.Duration
+			}{{"read-header-timeout", cfg.ReadHeaderTimeout}, {"read-timeout", cfg.ReadTimeout}, {"body-timeout", cfg.BodyTimeout},
+				{"write-timeout", cfg.WriteTimeout}, {"idle-timeout", cfg.IdleTimeout}, {"shutdown-stall", cfg.ShutdownStall}} {
+				if d.v <= 0 {
+					return fmt.Errorf("--%s %v: a timeout is positive (e.g. 10s)", d.flag, d.v)
+				}
+			}
 			r, err := openBundle(args[0])
 			if err != nil {
 				return err
@@ -425,7 +445,7 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 			defer r.Close()
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			srv, bound, err := exportbundle.Serve(r, addr)
+			srv, bound, err := exportbundle.ServeWith(r, addr, cfg)
 			if err != nil {
 				return err
 			}
@@ -435,13 +455,29 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 			fmt.Fprintln(stderr, "nitro: serve: stopping (finishing the requests in flight)")
 			sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 			defer cancel()
-			if err := srv.Shutdown(sctx); err != nil {
+			err = srv.Shutdown(sctx)
+			// Cutting a client that stalled mid-request, or an idle keep-alive one, is a clean
+			// stop: every request the server had read was answered.
+			if stalled, idle := srv.Cut(); stalled > 0 || idle > 0 {
+				fmt.Fprintf(stderr, "nitro: serve: cut %d connection(s) stalled mid-request (no bytes for %v) and %d idle keep-alive connection(s)\n", stalled, cfg.ShutdownStall, idle)
+			}
+			if err != nil {
 				srv.Close()
-				return fmt.Errorf("serve: shutting down: %w", err)
+				return fmt.Errorf("serve: shutting down: requests still running after %v: %w", shutdownGrace, err)
 			}
 			return nil
 		},
 	}
-	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "listen on `ADDR` (host:port; port 0 picks one)")
+	fs := c.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&addr, "addr", "127.0.0.1:8080", "listen on `ADDR` (host:port; port 0 picks one)")
+	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", cfg.MaxConcurrent, "decode and run at most `N` requests at once; more are answered 503 with Retry-After")
+	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", cfg.ReadHeaderTimeout, "cut a client whose request headers take longer than `D`")
+	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", cfg.ReadTimeout, "cut a client whose whole request (headers and body) takes longer than `D`")
+	fs.DurationVar(&cfg.BodyTimeout, "body-timeout", cfg.BodyTimeout, "cut a client whose request body sends nothing for `D` (408)")
+	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", cfg.WriteTimeout, "give up on an answer not written `D` after its request's headers")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "close a keep-alive connection idle for `D`")
+	fs.DurationVar(&cfg.ShutdownStall, "shutdown-stall", cfg.ShutdownStall, "at SIGINT/SIGTERM, cut a client still sending its request once it sends nothing for `D`")
+	c.SetFlagErrorFunc(flagError)
 	return c
 }

@@ -1,0 +1,407 @@
+package optimizers
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/nitro-go/nitro/schedules"
+)
+
+// Setting is a run-wide value and where it came from ("default", "run option", "preset small"),
+// as the messages and the binding report name it.
+type Setting struct {
+	Value  float64
+	Source string
+}
+
+// PlanSpec is everything an experiment declares about its optimization, as plain host values and
+// functions: what Resolve turns into a Plan. The function fields are the experiment's optional
+// accessors (nil: not declared), and messages and the binding report name them by these field
+// names, which are also the names of the experiment methods they stand for.
+//
+// The optimizer is declared at one of three levels, all optional:
+//
+//	Level 0: declare nothing: DefaultRule per group, rates and decay from the accessors.
+//	Level 1: OptimizerRule(group) names a rule; Resolve feeds it the resolved values by field
+//	         name and appends Decay when the group decays.
+//	Level 2: OptimizerChain builds the group's whole chain from the resolved GroupSetup.
+type PlanSpec struct {
+	LearningRate Setting   // the default group's rate; the others run at their ratio to it
+	Lambda       Setting   // the decay coefficient of a group without LambdaGroup
+	Groups       []*Layout // one per parameter group, in report order; Layout.Group names it
+	DeviceFields []string  // the experiment's Device fields, which schedule keys may also name
+	TotalSteps   int       // the schedules' horizon in optimizer steps (below 1 resolves as 1)
+
+	LearningRateGroup func(group string) float64 // a group's base rate
+	LambdaGroup       func(group string) float64 // a group's decay coefficient
+	DecayAnchor       func(group string) Anchor  // what a group decays toward (AnchorZero)
+	NoDecay           NoDecayFunc                // leaves excluded from decay (DefaultNoDecay)
+	OptimizerRule     func(group string) Rule    // Level 1
+	OptimizerChain    ChainFactory               // Level 2
+	// Schedules maps schedule keys to a number or a schedules.Factory (see package schedules).
+	Schedules map[string]any
+}
+
+// Plan is a resolved optimization: per group its final chain and the base value of every
+// hyperparameter the chain reads, and the bound schedules. It is host data only: the caller
+// initializes state with GroupPlan.InitState, uploads it, and asks Hyper for each step's values.
+// A Plan does not change after Resolve; its one memo (the last step's schedule evaluation) is
+// guarded, so a Plan is safe for concurrent use.
+type Plan struct {
+	spec     PlanSpec
+	groups   []*GroupPlan
+	bound    *schedules.Bound // nil when nothing is scheduled
+	devSched []string         // scheduled Device fields, in target order
+
+	mu     sync.Mutex
+	at     schedules.Values
+	atStep int
+}
+
+// GroupPlan is one group's resolved optimization.
+type GroupPlan struct {
+	Name   string
+	Layout *Layout
+	Chain  *Chain // the final chain, built knowing what is scheduled
+	// Level says which level built the chain, as the binding report writes it.
+	Level string
+	// Binding is which scheduled keys the chain reads and which it ignores.
+	Binding Binding
+
+	rule   Rule    // OptimizerRule(group); nil at Levels 0 and 2
+	anchor Anchor  // DecayAnchor(group), else AnchorZero
+	lambda float64 // LambdaGroup(group), else Lambda
+	rate   float64 // LearningRateGroup(group), when that accessor exists
+	ratio  float64 // rate / the default group's rate; 1 without LearningRateGroup
+	base   map[string]float64
+}
+
+// Resolve resolves levels, rates, decay and schedules for every group and builds each group's
+// chain, in three phases: each chain unscheduled (to learn the fields a schedule may reach), the
+// schedules against those fields and the Device fields, then the final chains knowing what is
+// scheduled. Each accessor runs once per group; a Level 2 factory runs twice per group. A spec
+// function that panics is an error naming the panic.
+func Resolve(spec PlanSpec) (_ *Plan, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("optimizers: resolving the optimization: an accessor, rule or chain factory panicked: %v", r)
+		}
+	}()
+	p := &Plan{spec: spec}
+	if err := p.resolveGroups(); err != nil {
+		return nil, err
+	}
+	for _, g := range p.groups {
+		c, err := p.buildChain(g, nil)
+		if err != nil {
+			return nil, err
+		}
+		g.Chain = c
+	}
+	if err := p.resolveSchedules(); err != nil {
+		return nil, err
+	}
+	for _, g := range p.groups {
+		if err := p.finishGroup(g); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// resolveGroups calls the per-group accessors, once each, and computes the rate ratios.
+func (p *Plan) resolveGroups() error {
+	s := p.spec
+	var lrs []GroupLR
+	for i, l := range s.Groups {
+		if l == nil {
+			return fmt.Errorf("optimizers: PlanSpec.Groups[%d] is nil: give every parameter group its Layout (NewLayout)", i)
+		}
+		g := &GroupPlan{Name: l.Group, Layout: l, anchor: AnchorZero, lambda: s.Lambda.Value, ratio: 1}
+		lr := s.LearningRate.Value
+		if s.LearningRateGroup != nil {
+			lr = s.LearningRateGroup(g.Name)
+			g.rate = lr
+		}
+		lrs = append(lrs, GroupLR{Group: g.Name, LR: lr})
+		if s.OptimizerRule != nil {
+			g.rule = s.OptimizerRule(g.Name)
+		}
+		if s.DecayAnchor != nil {
+			g.anchor = s.DecayAnchor(g.Name)
+		}
+		if s.LambdaGroup != nil {
+			g.lambda = s.LambdaGroup(g.Name)
+		}
+		p.groups = append(p.groups, g)
+	}
+	if s.LearningRateGroup == nil {
+		return nil
+	}
+	// The default group's rate is the accessor's for "default" when there is such a group.
+	ratios, err := LRRatios(s.LearningRate.Value, lrs)
+	if err != nil {
+		return err
+	}
+	for _, g := range p.groups {
+		g.ratio = ratios[g.Name]
+	}
+	return nil
+}
+
+// buildChain builds one group's chain at the experiment's level.
+func (p *Plan) buildChain(g *GroupPlan, scheduled []string) (*Chain, error) {
+	noDecay := p.spec.NoDecay
+	if noDecay == nil {
+		noDecay = DefaultNoDecay
+	}
+	setup := GroupSetup{
+		Name: g.Name, Layout: g.Layout, Lambda: g.lambda, Anchor: g.anchor,
+		NoDecay: g.Layout.NoDecayMask(noDecay), Scheduled: scheduled,
+	}
+	if p.spec.OptimizerChain != nil {
+		g.Level = "Level 2: OptimizerChain"
+		c, b, err := BuildFactoryChain(p.spec.OptimizerChain, setup)
+		g.Binding = b
+		return c, err
+	}
+	if g.rule != nil {
+		g.Level = "Level 1: OptimizerRule"
+	} else {
+		g.Level = "Level 0: default RAdam"
+	}
+	c, err := BuildRuleChain(g.rule, setup)
+	if err == nil {
+		g.Binding = c.Bind(g.Name, scheduled)
+	}
+	return c, err
+}
+
+// resolveSchedules binds the schedule entries against the Device fields and the unscheduled
+// chains' fields (schedulable or not, so a nonschedulable one is refused with its reason).
+func (p *Plan) resolveSchedules() error {
+	s := p.spec
+	if len(s.Schedules) == 0 {
+		return nil
+	}
+	space := schedules.Space{DeviceFields: s.DeviceFields, Nonschedulable: map[string]string{}, GroupLambdaAccessors: s.LambdaGroup != nil}
+	ruleFields := map[string]bool{EtaField: true, LambdaField: true}
+	for _, g := range p.groups {
+		space.Groups = append(space.Groups, g.Name)
+		for _, f := range g.Chain.HyperFields() {
+			ruleFields[f] = true
+		}
+		for f, why := range g.Chain.Nonschedulable() {
+			ruleFields[f] = true
+			space.Nonschedulable[f] = why
+		}
+		if g.rule == nil {
+			continue
+		}
+		// An unreadable rule is refused by the chain build already; here it only adds no fields.
+		fs, _ := RuleFields(g.rule)
+		for _, f := range fs {
+			ruleFields[f.Key] = true
+			if !f.Schedulable {
+				space.Nonschedulable[f.Key] = g.rule.RuleName() + ": " + f.Reason
+			}
+		}
+	}
+	for f := range ruleFields {
+		space.RuleFields = append(space.RuleFields, f)
+	}
+	sort.Strings(space.RuleFields)
+	b, err := schedules.Resolve(s.Schedules, space, max(s.TotalSteps, 1))
+	if err != nil {
+		return err
+	}
+	p.bound = b
+	for _, t := range b.Targets() {
+		if t.Scope == schedules.ScopeDevice {
+			p.devSched = append(p.devSched, t.Name)
+		}
+	}
+	return nil
+}
+
+// finishGroup builds the group's final chain and the base value of every field it reads.
+func (p *Plan) finishGroup(g *GroupPlan) error {
+	if g.rule != nil && p.spec.OptimizerChain == nil {
+		if err := p.checkRuleOverrides(g); err != nil {
+			return err
+		}
+	}
+	c, err := p.buildChain(g, p.Scheduled(g.Name))
+	if err != nil {
+		return err
+	}
+	g.Chain = c
+	g.base = map[string]float64{}
+	for _, f := range c.HyperFields() {
+		switch f {
+		case EtaField:
+			g.base[f] = p.spec.LearningRate.Value
+		case LambdaField:
+			g.base[f] = g.lambda
+		default:
+			if g.rule != nil {
+				vals, err := RuleHyperValues(g.rule)
+				if err != nil {
+					return err
+				}
+				if v, ok := vals[f]; ok {
+					g.base[f] = v
+					continue
+				}
+			}
+			if !slices.Contains(p.Scheduled(g.Name), f) {
+				return fmt.Errorf("group %q: the optimizer chain reads hyperparameter %q, which nothing sets: give it a value with Schedules() (a bare number is a constant), e.g. {%q: 0.9}", g.Name, f, f)
+			}
+		}
+	}
+	return nil
+}
+
+// checkRuleOverrides refuses a Level 1 rule whose eta the plan replaces with the resolved
+// learning rate (LearningRate, or the group's LearningRateGroup) while the rule holds a different
+// non-zero value: the rule's value would be silently ignored and the run would train at another
+// rate than the rule reads. Zero means unset; a value equal to the resolved one is accepted. A
+// schedule of eta is the user's own declaration of where eta comes from, and a schedule
+// replacing a rule's value is the precedence for every rule field (the rule's value is the
+// default when no schedule drives it), so a scheduled eta is not checked here.
+func (p *Plan) checkRuleOverrides(g *GroupPlan) error {
+	if slices.Contains(p.Scheduled(g.Name), EtaField) {
+		return nil
+	}
+	fields, err := RuleFields(g.rule)
+	if err != nil {
+		return err
+	}
+	rt := reflect.TypeOf(g.rule)
+	for rt.Kind() == reflect.Pointer {
+		rt = rt.Elem()
+	}
+	for _, f := range fields {
+		if f.Key != EtaField || !f.Schedulable || f.Value == 0 {
+			continue
+		}
+		where, field := fmt.Sprintf("OptimizerRule(%q)", g.Name), rt.Name()+"."+f.GoName
+		if p.spec.LearningRateGroup != nil {
+			if f.Value != g.rate {
+				return fmt.Errorf("%s: %s is %g but group %q's resolved learning rate is %g (accessor LearningRateGroup(%s)), which the framework feeds the rule's eta in its place: set it in LearningRateGroup instead, or leave %s zero",
+					where, field, f.Value, g.Name, g.rate, g.Name, f.GoName)
+			}
+			continue
+		}
+		if lr := p.spec.LearningRate; f.Value != lr.Value {
+			return fmt.Errorf("%s: %s is %g but the resolved LearningRate is %g (%s), which the framework feeds the rule's eta in its place: set LearningRate instead, or leave %s zero",
+				where, field, f.Value, lr.Value, lr.Source, f.GoName)
+		}
+	}
+	return nil
+}
+
+// Groups lists the groups' plans, in the order of PlanSpec.Groups.
+func (p *Plan) Groups() []*GroupPlan { return slices.Clone(p.groups) }
+
+// Scheduled lists the opt keys a schedule drives for a group, sorted.
+func (p *Plan) Scheduled(group string) []string {
+	if p.bound == nil {
+		return nil
+	}
+	var keys []string
+	for _, t := range p.bound.Targets() {
+		if t.Scope == schedules.ScopeOpt && (t.Group == "" || t.Group == group) && !slices.Contains(keys, t.Name) {
+			keys = append(keys, t.Name)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// ScheduledDevice lists the Device fields a schedule drives.
+func (p *Plan) ScheduledDevice() []string { return slices.Clone(p.devSched) }
+
+// At evaluates every schedule at an optimizer step (1-based), once: the Device schedules and each
+// group's hyperparameters of that step all read the same evaluation. Nil when nothing is
+// scheduled.
+func (p *Plan) At(step int) (schedules.Values, error) {
+	if p.bound == nil {
+		return nil, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.atStep != step || p.at == nil {
+		at, err := p.bound.At(step)
+		if err != nil {
+			return nil, err
+		}
+		p.at, p.atStep = at, step
+	}
+	return p.at, nil
+}
+
+// Group is the named group's plan, nil when there is no such group.
+func (p *Plan) Group(name string) *GroupPlan {
+	for _, g := range p.groups {
+		if g.Name == name {
+			return g
+		}
+	}
+	return nil
+}
+
+// Hyper is a group's chain's values at an optimizer step (1-based): the base values, overridden
+// by the group's schedules, then made effective (eta times the group's ratio; lambda, decoupled,
+// times that eta), as EffectiveHyper defines.
+func (p *Plan) Hyper(group string, step int) (map[string]float64, error) {
+	g := p.Group(group)
+	if g == nil {
+		return nil, fmt.Errorf("optimizers: no parameter group %q in the plan (groups: %v)", group, p.groupNames())
+	}
+	vals := make(map[string]float64, len(g.base))
+	for k, v := range g.base {
+		vals[k] = v
+	}
+	at, err := p.At(step)
+	if err != nil {
+		return nil, err
+	}
+	if at != nil {
+		for _, f := range g.Chain.HyperFields() {
+			if v, _, ok := at.Opt(g.Name, f); ok {
+				vals[f] = v
+			}
+		}
+	}
+	return EffectiveHyper(vals, g.ratio)
+}
+
+func (p *Plan) groupNames() []string {
+	names := make([]string, len(p.groups))
+	for i, g := range p.groups {
+		names[i] = g.Name
+	}
+	return names
+}
+
+// InitState builds the group's initial optimizer state from its flat parameter buffer (what a
+// transform's Init is defined on) and splits each state leaf per parameter array, as the
+// optimizer program reads it: [state leaf][parameter array], host tensors.
+func (g *GroupPlan) InitState(flat *tensors.Tensor) ([][]*tensors.Tensor, error) {
+	state, err := g.Chain.Init(flat)
+	if err != nil {
+		return nil, fmt.Errorf("group %q: optimizer init: %w", g.Name, err)
+	}
+	out := make([][]*tensors.Tensor, len(state))
+	for i, s := range state {
+		if out[i], err = g.Layout.Unflatten(s); err != nil {
+			return nil, fmt.Errorf("group %q: optimizer init: %w", g.Name, err)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,101 @@
+package optimizers
+
+import (
+	"fmt"
+
+	"github.com/nitro-go/nitro/schedules"
+)
+
+// DeviceBinding is a Device field's row of the binding report: its schedule when one drives it,
+// else the field's value (value, as the caller prints the field).
+func (p *Plan) DeviceBinding(name, value string) schedules.Binding {
+	b := schedules.Binding{Name: name, Value: value, Source: "field " + name}
+	t := schedules.Target{Scope: schedules.ScopeDevice, Name: name}
+	if p.bound != nil && p.bound.Has(t) {
+		key, _ := p.bound.Key(t)
+		b.Value, b.Source, b.Scheduled = p.scheduleValue(t), "schedule "+key, true
+	}
+	return b
+}
+
+// GroupBindings are the groups' rows of the binding report: per group its chain and level, every
+// hyperparameter the chain reads with what won (accessor, run-wide setting, rule field or
+// schedule), the scheduled keys the chain ignores (Binding.Unused), and the decay anchor.
+func (p *Plan) GroupBindings() []schedules.Binding {
+	var bs []schedules.Binding
+	for _, g := range p.groups {
+		bs = append(bs, schedules.Binding{Group: g.Name, Name: "optimizer", Value: g.Chain.Describe(), Source: g.Level})
+		for _, f := range g.Chain.HyperFields() {
+			bs = append(bs, p.fieldBinding(g, f))
+		}
+		for _, f := range g.Binding.Unused {
+			t, _ := p.scheduleTarget(g.Name, f)
+			key, _ := p.bound.Key(t)
+			bs = append(bs, schedules.Binding{Group: g.Name, Name: f, Value: p.scheduleValue(t), Source: "schedule " + key, Scheduled: true, Unread: true})
+		}
+		if g.Chain.HasDecay() {
+			src := "default"
+			if p.spec.DecayAnchor != nil {
+				src = fmt.Sprintf("accessor DecayAnchor(%s)", g.Name)
+			}
+			bs = append(bs, schedules.Binding{Group: g.Name, Name: "anchor", Value: g.anchor.String(), Source: src})
+		}
+	}
+	return bs
+}
+
+// fieldBinding is the row of one hyperparameter a group's chain reads.
+func (p *Plan) fieldBinding(g *GroupPlan, f string) schedules.Binding {
+	s := p.spec
+	b := schedules.Binding{Group: g.Name, Name: f}
+	switch f {
+	case EtaField:
+		b.Value, b.Source = fmt.Sprint(s.LearningRate.Value*g.ratio), "LearningRate "+s.LearningRate.Source
+		if s.LearningRateGroup != nil {
+			b.Source = fmt.Sprintf("accessor LearningRateGroup(%s)", g.Name)
+			b.Note = fmt.Sprintf("ratio %g of default", g.ratio)
+		}
+	case LambdaField:
+		b.Value, b.Source = fmt.Sprint(g.lambda), "Lambda "+s.Lambda.Source
+		if s.LambdaGroup != nil {
+			b.Source = fmt.Sprintf("accessor LambdaGroup(%s)", g.Name)
+		}
+		b.Note = "pre-multiplied by the group's effective eta"
+	default:
+		b.Value, b.Source = fmt.Sprint(g.base[f]), "rule field "+f
+	}
+	if t, ok := p.scheduleTarget(g.Name, f); ok {
+		key, _ := p.bound.Key(t)
+		b.Value, b.Source, b.Scheduled = p.scheduleValue(t), "schedule "+key, true
+		if g.ratio != 1 && f == EtaField {
+			b.Source += " x ratio"
+		}
+	}
+	return b
+}
+
+// scheduleTarget is the target that drives a group's field: the group's own, else every group's.
+func (p *Plan) scheduleTarget(group, field string) (schedules.Target, bool) {
+	if p.bound == nil {
+		return schedules.Target{}, false
+	}
+	for _, t := range []schedules.Target{{Scope: schedules.ScopeOpt, Group: group, Name: field}, {Scope: schedules.ScopeOpt, Name: field}} {
+		if p.bound.Has(t) {
+			return t, true
+		}
+	}
+	return schedules.Target{}, false
+}
+
+// scheduleValue is a schedule's value as the report prints it: a constant as itself, else its
+// value at step 1.
+func (p *Plan) scheduleValue(t schedules.Target) string {
+	at, err := p.bound.At(1)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	if p.bound.IsConstant(t) {
+		return fmt.Sprint(at[t])
+	}
+	return fmt.Sprintf("%g at step 1", at[t])
+}

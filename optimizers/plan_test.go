@@ -1,0 +1,218 @@
+package optimizers_test
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gopjrt/dtypes"
+
+	"github.com/nitro-go/nitro/optimizers"
+	"github.com/nitro-go/nitro/schedules"
+)
+
+func groupLayout(t testing.TB, group string) *optimizers.Layout {
+	t.Helper()
+	l, err := optimizers.NewLayout(group, []optimizers.ParamLeaf{
+		{Keypath: []string{group, "weights"}, Shape: shapes.Make(dtypes.Float32, 2, 2)},
+		{Keypath: []string{group, "biases"}, Shape: shapes.Make(dtypes.Float32, 2)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// twoGroupSpec: a backbone at a tenth of the default rate, Level 1 Momentum, per-group lambda and
+// anchor, eta scheduled with a cosine, rho constant, and one Device field scheduled.
+func twoGroupSpec(t testing.TB, calls map[string]int) optimizers.PlanSpec {
+	count := func(name string) { calls[name]++ }
+	return optimizers.PlanSpec{
+		LearningRate: optimizers.Setting{Value: 1e-3, Source: "run option"},
+		Lambda:       optimizers.Setting{Value: 0, Source: "default"},
+		Groups:       []*optimizers.Layout{groupLayout(t, "backbone"), groupLayout(t, "default")},
+		DeviceFields: []string{"Temperature"},
+		TotalSteps:   10,
+		LearningRateGroup: func(g string) float64 {
+			count("LearningRateGroup " + g)
+			return map[string]float64{"backbone": 1e-4, "default": 1e-3}[g]
+		},
+		LambdaGroup: func(g string) float64 {
+			count("LambdaGroup " + g)
+			return map[string]float64{"backbone": 0.01}[g]
+		},
+		DecayAnchor: func(g string) optimizers.Anchor { count("DecayAnchor " + g); return optimizers.AnchorW0 },
+		OptimizerRule: func(g string) optimizers.Rule {
+			count("OptimizerRule " + g)
+			return optimizers.Momentum{Rho: 0.9}
+		},
+		Schedules: map[string]any{"eta": schedules.Cosine(1e-3, 0), "rho": 0.8, "Temperature": schedules.Linear(1, 2)},
+	}
+}
+
+// The binding rows a plan reports, rendered as the binding report, match the golden text; each
+// accessor ran once per group.
+func TestPlanBindingReportGolden(t *testing.T) {
+	calls := map[string]int{}
+	p, err := optimizers.Resolve(twoGroupSpec(t, calls))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, n := range calls {
+		if n != 1 {
+			t.Errorf("%s ran %d times, want once", name, n)
+		}
+	}
+	if len(calls) != 8 {
+		t.Errorf("accessor calls %v, want 4 accessors x 2 groups", calls)
+	}
+	rows := append([]schedules.Binding{p.DeviceBinding("Temperature", "1"), p.DeviceBinding("Shift", "[0]")}, p.GroupBindings()...)
+	got := schedules.Report(rows)
+	const path = "testdata/plan_report.golden"
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -run PlanBindingReportGolden -update once to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("binding rows changed (rerun with -update if intended):\ngot:\n%s\nwant:\n%s", got, want)
+	}
+	if !slices.Equal(p.ScheduledDevice(), []string{"Temperature"}) || !slices.Equal(p.Scheduled("backbone"), []string{"eta", "rho"}) {
+		t.Errorf("scheduled: device %v, backbone %v", p.ScheduledDevice(), p.Scheduled("backbone"))
+	}
+}
+
+// Hyper is the base values, overridden by the schedules at that step, then made effective: eta
+// times the group's ratio, lambda times that eta.
+func TestPlanHyperAtAStep(t *testing.T) {
+	p, err := optimizers.Resolve(twoGroupSpec(t, map[string]int{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := p.At(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eta := at[schedules.Target{Scope: schedules.ScopeOpt, Name: "eta"}]
+	hv, err := p.Hyper("backbone", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"eta": eta * 0.1, "rho": 0.8, "lambda": 0.01 * eta * 0.1}
+	for k, w := range want {
+		if relErr(hv[k], w) > 1e-12 {
+			t.Errorf("backbone %s = %v, want %v (all: %v)", k, hv[k], w, hv)
+		}
+	}
+	if hv, _ := p.Hyper("default", 1); len(hv) != 2 || relErr(hv["eta"], eta) > 1e-12 {
+		t.Errorf("default group (no decay: lambda 0): %v, want eta %v and rho only", hv, eta)
+	}
+	if _, err := p.Hyper("head", 1); err == nil || !strings.Contains(err.Error(), `no parameter group "head"`) {
+		t.Errorf("unknown group: %v", err)
+	}
+}
+
+// A Level 1 rule's own eta that differs from the rate the plan feeds it is refused, naming the
+// rule field and where the resolved rate came from; an equal one, zero, or a scheduled eta is not.
+func TestPlanRefusesARuleEtaItWouldOverride(t *testing.T) {
+	spec := optimizers.PlanSpec{
+		LearningRate: optimizers.Setting{Value: 0.05, Source: "run option"},
+		Groups:       []*optimizers.Layout{groupLayout(t, "default")},
+		TotalSteps:   1,
+	}
+	rule := func(eta float64) func(string) optimizers.Rule {
+		return func(string) optimizers.Rule { return optimizers.SGD{Eta: eta} }
+	}
+	spec.OptimizerRule = rule(0.001)
+	_, err := optimizers.Resolve(spec)
+	mustContain(t, err, `OptimizerRule("default"): SGD.Eta is 0.001 but the resolved LearningRate is 0.05 (run option)`, "set LearningRate instead, or leave Eta zero")
+	for _, eta := range []float64{0, 0.05} {
+		spec.OptimizerRule = rule(eta)
+		if _, err := optimizers.Resolve(spec); err != nil {
+			t.Errorf("Eta %v: %v", eta, err)
+		}
+	}
+	spec.OptimizerRule = rule(0.001)
+	spec.Schedules = map[string]any{"eta": 0.01}
+	if _, err := optimizers.Resolve(spec); err != nil {
+		t.Errorf("scheduled eta: %v", err)
+	}
+	spec.Schedules = nil
+	spec.LearningRateGroup = func(string) float64 { return 0.05 }
+	_, err = optimizers.Resolve(spec)
+	mustContain(t, err, `group "default"'s resolved learning rate is 0.05 (accessor LearningRateGroup(default))`, "set it in LearningRateGroup instead")
+}
+
+// Level 2: the factory runs twice per group (unscheduled, then final), and a scheduled key a
+// group's chain does not read is a report row flagged unread (here rho, which only the head's
+// momentum reads).
+func TestPlanLevel2ReportsAnUnreadSchedule(t *testing.T) {
+	runs := 0
+	spec := optimizers.PlanSpec{
+		LearningRate: optimizers.Setting{Value: 1e-3, Source: "default"},
+		Groups:       []*optimizers.Layout{groupLayout(t, "default"), groupLayout(t, "head")},
+		TotalSteps:   4,
+		OptimizerChain: func(g optimizers.GroupSetup) (*optimizers.Chain, error) {
+			runs++
+			if g.Name == "head" {
+				return optimizers.BuildRuleChain(optimizers.NewMomentum(), g)
+			}
+			return mustChain(t, buildRule(t, optimizers.SGD{})), nil // a chain without rho, built by hand
+		},
+		Schedules: map[string]any{"rho": 0.5},
+	}
+	p, err := optimizers.Resolve(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs != 4 {
+		t.Errorf("factory ran %d times for 2 groups, want 4", runs)
+	}
+	g := p.Groups()[0]
+	if g.Level != "Level 2: OptimizerChain" || !slices.Equal(g.Binding.Unused, []string{"rho"}) || len(p.Groups()[1].Binding.Unused) != 0 {
+		t.Errorf("level %q, bindings %+v, %+v", g.Level, g.Binding, p.Groups()[1].Binding)
+	}
+	rep := schedules.Report(p.GroupBindings())
+	if !strings.Contains(rep, "1 scheduled but not read") || !strings.Contains(rep, "NOT READ by this group's chain") {
+		t.Errorf("report lacks the unread rho row:\n%s", rep)
+	}
+}
+
+// A field the chain reads that nothing sets is refused with the fix; InitState splits the state
+// per parameter array.
+func TestPlanUnsetFieldAndInitState(t *testing.T) {
+	spec := optimizers.PlanSpec{
+		LearningRate: optimizers.Setting{Value: 1e-3, Source: "default"},
+		Groups:       []*optimizers.Layout{groupLayout(t, "default")},
+		TotalSteps:   1,
+		OptimizerChain: func(g optimizers.GroupSetup) (*optimizers.Chain, error) {
+			return optimizers.BuildRuleChain(optimizers.NewMomentum(), g) // reads rho, which no rule value feeds at Level 2
+		},
+	}
+	_, err := optimizers.Resolve(spec)
+	mustContain(t, err, `group "default": the optimizer chain reads hyperparameter "rho", which nothing sets`, `{"rho": 0.9}`)
+	_, err = optimizers.Resolve(optimizers.PlanSpec{Groups: []*optimizers.Layout{nil}})
+	mustContain(t, err, "PlanSpec.Groups[0] is nil")
+	_, err = optimizers.Resolve(optimizers.PlanSpec{Groups: spec.Groups, LambdaGroup: func(string) float64 { panic("no lambda today") }})
+	mustContain(t, err, "panicked: no lambda today")
+	spec.OptimizerChain = nil
+	spec.OptimizerRule = func(string) optimizers.Rule { return optimizers.Momentum{Rho: 0.9} }
+	p, err := optimizers.Resolve(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := p.Groups()[0].InitState(tensors.FromValue(make([]float32, 6)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(state) != 1 || len(state[0]) != 2 || state[0][0].Shape().Size() != 4 || state[0][1].Shape().Size() != 2 {
+		t.Errorf("momentum state %v, want one leaf split into a 2x2 and a 2", state)
+	}
+}
