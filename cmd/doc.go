@@ -1,8 +1,13 @@
 // Package cmd holds nitro's command line and its built-in example experiments.
 //
-//   - cmd/nitro is the `nitro` binary: train, evaluate, list and info over registered experiments.
+//   - cmd/nitro is the `nitro` binary. Its commands (`nitro CMD --help` for each one's flags):
+//     train, evaluate and export (from a checkpoint) over registered experiments; run-bundle and
+//     serve (an export bundle, JSON in and out); list, info (an experiment or a checkpoint), ls (a
+//     run dir's checkpoints), plot (a run's metrics as PNGs); data convert (a built-in data set to
+//     Parquet); setup (the pinned XLA CPU plugin); completion (shell scripts).
 //   - cmd/cli is the same command line as a library: a user's own main calls cli.Register for
 //     each experiment type and cli.Main, and gets the same commands and flags.
+//   - cmd/plot draws a run's metrics.jsonl (nitro plot).
 //   - cmd/examples/mnist is the MNIST MLP experiment (real digits from the GoMNIST module in the
 //     Go module cache; never downloaded at run time), with presets including "groups".
 //

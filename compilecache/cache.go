@@ -179,8 +179,7 @@ func (c *Cache) Stats() Stats {
 	return Stats{Hits: c.hits, Misses: c.misses, Entries: n}
 }
 
-// Reset empties the cache, zeroes hits and misses and clears the explanations, as the spec's cache_reset!
-// does. It is the escape hatch for what the key cannot see; a compile in flight finishes for its callers
+// Reset empties the cache, zeroes hits and misses and clears the explanations. It is the escape hatch for what the key cannot see; a compile in flight finishes for its callers
 // but is not stored.
 func (c *Cache) Reset() {
 	c.mu.Lock()

@@ -12,8 +12,8 @@
 // it would build now (core traces its experiment on every hit: an equal key leaves Host values out by
 // design); Reset is the escape hatch for what a key cannot see (a global or captured value a hook reads).
 //
-// Go makes the spec's world age, Revise and dependency-closure poisoning moot: a process cannot redefine
-// a function, so within a process a hook's identity cannot move. What outlives the process (checkpoint
+// Within a process a hook's identity cannot move: Go cannot redefine a function at run time, so a hook
+// name and the binary identify the code. What outlives the process (checkpoint
 // record, export manifest, any persistent cache) stamps BuildIdentity instead: module version, VCS
 // revision and dirty flag, and a hash of the binary.
 //

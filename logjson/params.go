@@ -9,8 +9,8 @@ import (
 
 // FlattenParams returns params with every nested map (any map with string keys) replaced by its
 // leaves under dotted keys: {"opt": {"lr": 0.1}} becomes {"opt.lr": 0.1}. Non-map values, slices
-// included, are kept as they are; an empty nested map contributes nothing. The spec asks for flat
-// keys in the first place (dotted keys split comparison tables in hosted trackers), so this is
+// included, are kept as they are; an empty nested map contributes nothing. Flat keys are what to
+// log in the first place (nested ones split comparison tables in hosted trackers), so this is
 // the fallback for nested input, not a style to aim for. Two paths that flatten to the same key
 // ({"a.b": 1, "a": {"b": 2}}) are refused with an error naming the key. params is not modified.
 func FlattenParams(params map[string]any) (map[string]any, error) {

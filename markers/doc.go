@@ -3,12 +3,12 @@
 // `nitro:"graphconst"` bakes into the program and is in the key; anything else is Host: driver
 // state that never reaches traced code and never keys. `doc:"..."` and `default:"..."` tags (text
 // parsed into the field type), or a `func (E) Default() E` method (not both), complete a field.
-// Traits are read by reflection once per type: Go keeps declared types, so the seed's macro, its
-// per-field type parameters and its `line` metadata have no counterpart. New, FromPreset, Apply and
+// Traits are read by reflection once per type: the declared Go types are the whole description, so
+// no macro, per-field type parameter or source-line record is needed. New, FromPreset, Apply and
 // ApplyText build and override experiments, validating every key; GraphConstHash hashes GraphConst
 // values by content, seeded by the qualified type name; AssertGraphConstHashable refuses the rest.
 //
-// Go cannot trap a read of a zeroed int as the seed's StrippedHost sentinel did, so the compile
+// A read of a zeroed Host field cannot be trapped in Go (an int has no sentinel value), so the compile
 // view (CompileView: Host zeroed, Device bound to graph nodes) comes with a structural check:
 // CheckHostIndependent builds from the view and from the real experiment and, if the programs
 // differ or the view's build panics, names the Host fields by bisection. Programs are compared by

@@ -32,7 +32,6 @@
 // (ConstantLeaves says which to rebuild with Init instead).
 // Errors: exported host functions return errors naming the field, the value and the fix;
 // graph-building functions (Apply, Update, ClipByGlobalNorm) panic, as GoMLX does.
-// Chains, Programs and Layouts are immutable and safe for concurrent use. Julia's "rules in,
-// states out" (strip_rules/merge_rules) is moot here: a chain's rules are Go values on the host,
-// and only state leaves and scalar hyperparameters ever cross a program boundary.
+// Chains, Programs and Layouts are immutable and safe for concurrent use. Only state leaves and scalar
+// hyperparameters ever cross a program boundary: a chain's rules are Go values that stay on the host.
 package optimizers

@@ -56,7 +56,7 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// Iterator is a prefetch declaration (the spec's PrefetchIterator): a source and its settings,
+// Iterator is a prefetch declaration: a source and its settings,
 // nothing else. It starts no goroutine; Start realizes it once the caller's transfer exists.
 //
 // It is itself a Source: Len, BatchAt, BeginEpoch and DropsPartial pass straight through to the
@@ -167,7 +167,7 @@ func (n *NoPrefetchSource) DropsPartial() bool { return dropsPartial(n.src) }
 // Describe is the declaration in one line, for the binding report.
 func (n *NoPrefetchSource) Describe() string { return "prefetch: inline (NoPrefetch)" }
 
-// Wrap is the spec's auto_prefetch for one split: src declared with Prefetch(src, defaults),
+// Wrap is the automatic prefetch for one split: src declared with Prefetch(src, defaults),
 // unless it already is a declaration (an *Iterator or a *NoPrefetchSource), which is returned
 // as it is.
 func Wrap(src Source, defaults Options) (Source, error) {

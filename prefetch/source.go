@@ -3,8 +3,7 @@ package prefetch
 import "github.com/gomlx/gomlx/pkg/core/tensors"
 
 // Batch is one batch of host arrays by field name, the batch on the leading axis of each.
-// (The spec's batch dimension is last because Julia is column-major; GoMLX is row-major, so the
-// same rule — one batch axis, asserted before any slicing — applies to axis 0.)
+// (GoMLX is row-major, so the batch axis leads: one batch axis, asserted before any slicing.)
 type Batch map[string]*tensors.Tensor
 
 // Source is an index-addressable batch source: batch i of Len() is BatchAt(i). Index addressing

@@ -64,7 +64,7 @@ type Stats struct {
 	Batches int           // items delivered
 }
 
-// WaitFraction is Wait/Wall: the spec's data_wait_frac.
+// WaitFraction is Wait/Wall: the share of the epoch the consumer spent waiting for data.
 func (s Stats) WaitFraction() float64 {
 	if s.Wall <= 0 {
 		return 0
