@@ -224,7 +224,7 @@ func (n *Nitro) evalLoop(split string, src Source, interruptible bool) (_ map[st
 		if err != nil {
 			return nil, errors.Join(err, freeBatch(it.Device, keys))
 		}
-		outs, err := n.run(p, n.modelArgs(it.Device, keys, false))
+		outs, err := n.execute(p, n.modelArgs(it.Device, keys, false))
 		if err = errors.Join(err, freeBatch(it.Device, keys)); err != nil {
 			return nil, fmt.Errorf("split %q, batch %d: %w", split, it.Index, err)
 		}

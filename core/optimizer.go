@@ -141,7 +141,7 @@ func (n *Nitro) optimizerStep(grads []*tensors.Tensor) error {
 	if err != nil {
 		return err
 	}
-	outs, err := n.run(p, args)
+	outs, err := n.execute(p, args)
 	if err != nil {
 		return err
 	}

@@ -119,7 +119,7 @@ func BenchmarkOptimizerProgram(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			outs, err := n.run(prog, args)
+			outs, err := n.execute(prog, args)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -182,7 +182,7 @@ func (n *Nitro) runEval(p *program, b Batch, keys []string, width int) ([]*tenso
 	for _, k := range keys {
 		padded[k] = padRows(b[k], width)
 	}
-	outs, err := n.run(p, n.modelArgs(padded, keys, false))
+	outs, err := n.execute(p, n.modelArgs(padded, keys, false))
 	return outs, errors.Join(err, freeBatch(padded, keys))
 }
 

@@ -270,9 +270,9 @@ type arg struct {
 	counter *int
 }
 
-// run executes a compiled program. Inputs already on the device are passed as they are; the
+// execute runs a compiled program. Inputs already on the device are passed as they are; the
 // others are uploaded by the run and counted.
-func (n *Nitro) run(p *program, args []arg) (outs []*tensors.Tensor, err error) {
+func (n *Nitro) execute(p *program, args []arg) (outs []*tensors.Tensor, err error) {
 	if len(args) != len(p.inputs) {
 		return nil, fmt.Errorf("internal: program takes %d inputs, got %d", len(p.inputs), len(args))
 	}

@@ -270,7 +270,7 @@ func (n *Nitro) gradientStep(b Batch, keys []string, acc []*tensors.Tensor, sums
 		}
 		args = append(args, arg{t: tensors.FromScalar(first), counter: &n.uploads.Hyper})
 	}
-	outs, err := n.run(p, args)
+	outs, err := n.execute(p, args)
 	if err = errors.Join(err, freeBatch(b, keys)); err != nil {
 		return 0, nil, err
 	}
@@ -310,7 +310,7 @@ func (n *Nitro) fusedStep(b Batch, keys []string, sums *stepSums) (float64, erro
 		args = append(args, more...)
 	}
 	args = append(args, arg{t: tensors.FromScalar(float32(step)), counter: &n.uploads.Hyper})
-	outs, err := n.run(p, args)
+	outs, err := n.execute(p, args)
 	if err = errors.Join(err, freeBatch(b, keys)); err != nil {
 		return 0, err
 	}
