@@ -273,7 +273,9 @@ func TestSafetensorsHostile(t *testing.T) {
 		"overflow":     hdr(`{"a":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,0]}}`, 0),
 		"extra field":  hdr(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":1}}`, 1),
 		"trailing":     hdr(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 2),
-		"duplicate":    hdr(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}`, 2),
+		// Zero bytes, so the file's checks pass, but past the bundle's element bound.
+		"elements":  hdr(`{"a":{"dtype":"U8","shape":[1099511627777,0],"data_offsets":[0,0]}}`, 0),
+		"duplicate": hdr(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}`, 2),
 	}
 	for name, data := range cases {
 		if _, err := decodeSafetensors(data); err == nil {
