@@ -2,6 +2,7 @@ package exportbundle
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"os"
@@ -313,9 +314,13 @@ func FuzzReadManifest(f *testing.F) {
 	})
 }
 
-func FuzzDecodeSafetensors(f *testing.F) {
+// FuzzDecodeWeights: what the bundle's weights reader accepts is a valid Tensor (the codec's own
+// fuzz target is tensorfile's FuzzDecodeSafetensors).
+func FuzzDecodeWeights(f *testing.F) {
 	good, _ := encodeSafetensors(tinyBundle().Weights)
 	f.Add(good)
+	zero := `{"a":{"dtype":"U8","shape":[1099511627777,0],"data_offsets":[0,0]}}`
+	f.Add(append(binary.LittleEndian.AppendUint64(nil, uint64(len(zero))), zero...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ws, err := decodeSafetensors(data)
 		if err != nil {
