@@ -37,7 +37,9 @@ var _ FS = OSFS{}
 func (OSFS) MkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
 
 // CreateTemp creates the file with mode 0666 less the umask (os.CreateTemp would use 0600).
-func (OSFS) CreateTemp(dir, prefix string) (File, error) { return tensorfile.OS{}.CreateTemp(dir, prefix) }
+func (OSFS) CreateTemp(dir, prefix string) (File, error) {
+	return tensorfile.OS{}.CreateTemp(dir, prefix)
+}
 
 func (OSFS) Open(path string) (io.ReadCloser, int64, error) {
 	f, err := os.Open(path)
