@@ -15,6 +15,7 @@ require (
 	github.com/nitro-go/nitro/monitors v0.0.0
 	github.com/nitro-go/nitro/optimizers v0.0.0
 	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000
+	github.com/nitro-go/nitro/tensorfile v0.0.0 // indirect
 )
 
 require (
@@ -47,4 +48,5 @@ replace (
 	github.com/nitro-go/nitro/optimizers => ../optimizers
 	github.com/nitro-go/nitro/prefetch => ../prefetch
 	github.com/nitro-go/nitro/schedules => ../schedules
+	github.com/nitro-go/nitro/tensorfile => ../tensorfile
 )

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 )
@@ -65,8 +66,12 @@ func (o OS) CreateTemp(dir, prefix string) (File, error) {
 func (OS) Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
 func (OS) Remove(path string) error             { return os.Remove(path) }
 
-// SyncDir fsyncs the directory; file systems that cannot (EINVAL, ENOTSUP) count as done.
+// SyncDir fsyncs the directory; where folders cannot be synced (Windows, and file systems that
+// answer EINVAL or ENOTSUP) it counts as done.
 func (OS) SyncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
