@@ -21,6 +21,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gopjrt/dtypes"
+	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core/backend"
 	"github.com/nitro-go/nitro/exportbundle"
 	"github.com/nitro-go/nitro/markers"
@@ -1017,7 +1018,7 @@ func (n *Nitro) frameworkProvenance(p *exportPlan) map[string]string {
 	}
 	prov := map[string]string{
 		"framework":        "nitro",
-		"nitro_build":      buildIdentity(),
+		"nitro_build":      compilecache.BuildIdentity(),
 		"go_version":       runtime.Version(),
 		"backend":          n.backend.Name,
 		"pjrt_plugin":      filepath.Base(p.plugin),
