@@ -19,7 +19,8 @@ setup:
 	@./scripts/install-pjrt.sh
 	@for m in $(MODULES); do (cd $$m && $(GO) mod download) || exit 1; done
 
-## depcheck: no module but cmd/integration imports core; internal/prereq imports no module; no cycles between modules
+## depcheck: no module but cmd/integration imports core; internal/prereq and tensorfile import no module;
+## exportbundle does not import checkpoint; no cycles between modules
 depcheck:
 	@$(GO) run ./integration/depcheck .
 
