@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -155,7 +156,14 @@ func (h *Heartbeat) Write() error {
 	case errors.As(cause, &le):
 		cause = le.Err
 	}
-	return fmt.Errorf("heartbeat %s: %s: %w", h.cfg.Path, we.Op, cause)
+	step := we.Op
+	switch step {
+	case "create temporary file":
+		step = "create a temporary file in " + filepath.Dir(h.cfg.Path)
+	case "rename":
+		step = "rename into place"
+	}
+	return fmt.Errorf("heartbeat %s: %s: %w", h.cfg.Path, step, cause)
 }
 
 // Close stops the goroutine, waits for it, and writes a final record.
