@@ -169,7 +169,7 @@ func WriteDir(dir string, files []DirFile) error {
 		seen[f.Name] = true
 	}
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
-		return &WriteError{dir, "check target", fmt.Errorf("%s exists and is not empty", dir)}
+		return &WriteError{dir, "check target", errors.New("the folder exists and is not empty: name a new folder or empty this one")}
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return &WriteError{dir, "check target", err}
 	}
