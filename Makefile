@@ -1,12 +1,12 @@
 # nitro — one Makefile for the whole go.work workspace.
 # `make run` trains the MNIST example with the CLI; `make test` runs every test. Both set up first.
 
-MODULES := internal/prereq markers compilecache optimizers schedules runstatus prefetch checkpoint logjson exportbundle monitors promexport core export cmd integration
+MODULES := internal/prereq tensorfile markers compilecache optimizers schedules runstatus prefetch checkpoint logjson exportbundle monitors promexport core export cmd integration
 PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 # Race detector on the modules with goroutines or concurrency contracts and their tests (prefetch:
 # concurrent BatchAt). core is left out: GoMLX v0.25.0's pure-Go backend, which core's unit tests
 # run on, has known races.
-RACE    := compilecache markers monitors prefetch logjson checkpoint promexport exportbundle
+RACE    := tensorfile compilecache markers monitors prefetch logjson checkpoint promexport exportbundle
 GO      ?= go
 # checkpoint's interop test opens nitro's files with the reference Python safetensors (ckpt-venv)
 TESTENV := NITRO_SAFETENSORS_PYTHON=$(CURDIR)/.nitro/ckpt-venv/bin/python
@@ -19,8 +19,9 @@ setup:
 	@./scripts/install-pjrt.sh
 	@for m in $(MODULES); do (cd $$m && $(GO) mod download) || exit 1; done
 
-## depcheck: no module but cmd/export/integration imports core; internal/prereq imports no module; no cycles
-## between modules; core's import graph holds no exportbundle and no cgo package of ours
+## depcheck: no module but cmd/export/integration imports core; internal/prereq and tensorfile import no
+## module; exportbundle does not import checkpoint; no cycles between modules; core's import graph holds
+## no exportbundle and no cgo package of ours
 depcheck:
 	@$(GO) run ./integration/depcheck .
 
@@ -29,14 +30,15 @@ ckpt-venv:
 	@./scripts/ckpt/setup-venv.sh
 
 ## test: setup, layering check, then every module's tests (race detector on the concurrent modules),
-## then a short fuzz of the checkpoint and bundle readers (hostile input must never panic)
+## then a short fuzz of the checkpoint, safetensors and bundle readers (hostile input must never panic)
 test: setup depcheck ckpt-venv
 	$(TESTENV) $(GO) test -count=1 $(PKGS)
 	$(TESTENV) $(GO) test -count=1 -race $(addprefix ./,$(addsuffix /...,$(RACE)))
 	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime 10s -fuzzminimizetime 100x ./checkpoint/
 	$(GO) test -run '^$$' -fuzz '^FuzzReadSigned$$' -fuzztime 10s -fuzzminimizetime 100x ./checkpoint/
 	$(GO) test -run '^$$' -fuzz '^FuzzReadManifest$$' -fuzztime 10s -fuzzminimizetime 100x ./exportbundle/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime 10s -fuzzminimizetime 100x ./exportbundle/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeWeights$$' -fuzztime 10s -fuzzminimizetime 100x ./exportbundle/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime 10s -fuzzminimizetime 100x ./tensorfile/
 
 ## test/<module>: one module's tests
 $(addprefix test/,$(MODULES)): test/%:

@@ -165,10 +165,10 @@ func decodeInfo(file string, r io.Reader, size int64) (*Header, error) {
 	h := &Header{
 		Epoch: m.Epoch, Step: m.Step, Preset: m.Preset, RunID: m.RunID, RunURL: m.RunURL,
 		StopReason: m.StopReason, Metrics: m.Metrics, Position: m.Position, Build: m.Build,
-		Tensors: make([]TensorInfo, len(p.entries)),
+		Tensors: make([]TensorInfo, len(p.Entries)),
 	}
-	for i, e := range p.entries {
-		h.Tensors[i] = TensorInfo{Name: e.name, DType: e.dtype, Shape: e.shape}
+	for i, e := range p.Entries {
+		h.Tensors[i] = TensorInfo{Name: e.Name, DType: e.DType, Shape: e.Shape}
 	}
 	return h, nil
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/header.golden")
@@ -266,7 +268,7 @@ func FuzzRead(f *testing.F) {
 		// What was accepted is consistent and re-encodes to a file that reads back the same.
 		var total int
 		for _, tn := range r.Tensors {
-			n, err := tensorBytes(tn.DType, tn.Shape)
+			n, err := tensorfile.ByteSize(tn.DType, tn.Shape)
 			if err != nil || int(n) != len(tn.Data) {
 				t.Fatalf("tensor %q: %d bytes for %s %v", tn.Name, len(tn.Data), tn.DType, tn.Shape)
 			}

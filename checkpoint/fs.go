@@ -1,46 +1,33 @@
 package checkpoint
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // FS is the file-system seam every write and read of this package goes through: OSFS in
-// production, MemFS (with injected faults and simulated power loss) in tests.
+// production, MemFS (with injected faults and simulated power loss) in tests. Its durable-write
+// half is tensorfile.FS, so that a record is written by tensorfile.WriteFS.
 type FS interface {
+	tensorfile.FS
 	// MkdirAll creates dir and its parents.
 	MkdirAll(dir string) error
-	// CreateTemp creates a new file in dir whose name starts with prefix, open for writing.
-	CreateTemp(dir, prefix string) (File, error)
 	// Open opens a file for reading and reports its size.
 	Open(path string) (io.ReadCloser, int64, error)
-	// Rename atomically replaces newpath with oldpath.
-	Rename(oldpath, newpath string) error
-	// Remove deletes a file.
-	Remove(path string) error
-	// SyncDir makes dir's entries (creations, renames, removals) durable.
-	SyncDir(dir string) error
 	// ReadDir lists the names in dir, sorted.
 	ReadDir(dir string) ([]string, error)
 }
 
-// File is a file being written.
-type File interface {
-	io.Writer
-	Sync() error
-	Close() error
-	Name() string // the full path
-}
+// File is a file being written (tensorfile's).
+type File = tensorfile.File
 
 // OSFS is the operating system's file system.
 type OSFS struct{}
@@ -51,20 +38,7 @@ func (OSFS) MkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
 
 // CreateTemp creates the file with mode 0666 less the umask (os.CreateTemp would use 0600).
 func (OSFS) CreateTemp(dir, prefix string) (File, error) {
-	for range 100 {
-		var b [8]byte
-		rand.Read(b[:])
-		name := filepath.Join(dir, prefix+hex.EncodeToString(b[:]))
-		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
-		if errors.Is(err, fs.ErrExist) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		return f, nil
-	}
-	return nil, &fs.PathError{Op: "createtemp", Path: filepath.Join(dir, prefix+"*"), Err: fs.ErrExist}
+	return tensorfile.OS{}.CreateTemp(dir, prefix)
 }
 
 func (OSFS) Open(path string) (io.ReadCloser, int64, error) {
@@ -92,20 +66,7 @@ func (OSFS) Rename(oldpath, newpath string) error { return os.Rename(oldpath, ne
 func (OSFS) Remove(path string) error             { return os.Remove(path) }
 
 // SyncDir fsyncs the directory; file systems that cannot (EINVAL, ENOTSUP) count as done.
-func (OSFS) SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) {
-		return nil
-	}
-	return err
-}
+func (OSFS) SyncDir(dir string) error { return tensorfile.OS{}.SyncDir(dir) }
 
 func (OSFS) ReadDir(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
@@ -120,12 +81,12 @@ func (OSFS) ReadDir(dir string) ([]string, error) {
 	return names, nil
 }
 
-// tmpPrefix starts every temporary file's name; readers of a directory ignore such files and
-// a checkpointer removes leftovers (from a crash) before its first write.
-const tmpPrefix = ".nitro-tmp-"
+// tmpPrefix starts every temporary file's name (tensorfile's); readers of a directory ignore
+// such files and a checkpointer removes leftovers (from a crash) before its first write.
+const tmpPrefix = tensorfile.TempPrefix
 
 // IsTemp reports whether a base name is one of this package's temporary files.
-func IsTemp(base string) bool { return strings.HasPrefix(base, tmpPrefix) }
+func IsTemp(base string) bool { return tensorfile.IsTemp(base) }
 
 // retry is the with_io_retry policy: attempts tries in all, sleeping base, 2*base, 4*base …
 // (capped at 5 s) between tries, retrying only transient errors.
@@ -167,34 +128,13 @@ func Transient(err error) bool {
 }
 
 // writeDurable writes path through fsys so that it is either absent or complete, even across
-// a crash: a temporary file in the same directory, fsync, close, rename onto path, fsync of
-// the directory. The whole sequence is retried on transient errors; the temporary file is
-// removed after a failure. The error names path and the step that failed.
+// a crash (tensorfile.WriteFS: a temporary file in the same directory, fsync, close, rename onto
+// path, fsync of the directory). The whole sequence is retried on transient errors; the
+// temporary file is removed after a failure. The error names path and the step that failed.
 func writeDurable(fsys FS, rt retry, path string, write func(io.Writer) error) error {
-	dir, base := filepath.Split(path)
-	dir = filepath.Clean(dir)
 	return rt.do(func() error {
-		f, err := fsys.CreateTemp(dir, tmpPrefix+base+".")
-		if err != nil {
-			return fmt.Errorf("checkpoint: write %s: create temporary file: %w", path, err)
-		}
-		tmp := f.Name()
-		step, err := "write", write(f)
-		if err == nil {
-			step, err = "fsync", f.Sync()
-		}
-		if cerr := f.Close(); err == nil && cerr != nil {
-			step, err = "close", cerr
-		}
-		if err == nil {
-			step, err = "rename", fsys.Rename(tmp, path)
-		}
-		if err != nil {
-			fsys.Remove(tmp) // best effort; a leftover is cleaned before the next first write
-			return fmt.Errorf("checkpoint: write %s: %s: %w", path, step, err)
-		}
-		if err := fsys.SyncDir(dir); err != nil {
-			return fmt.Errorf("checkpoint: write %s: fsync directory: %w", path, err)
+		if err := tensorfile.WriteFS(fsys, path, write); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
 		}
 		return nil
 	})

@@ -64,8 +64,8 @@ func TestPythonSafetensors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.meta["written_by"] != "python" {
-		t.Errorf("metadata %v", p.meta)
+	if p.Meta["written_by"] != "python" {
+		t.Errorf("metadata %v", p.Meta)
 	}
 	got := map[string]Tensor{}
 	for _, tn := range ts {

@@ -8,45 +8,32 @@ import (
 	"strconv"
 
 	"github.com/nitro-go/nitro/runstatus"
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
-// DType names a tensor's element type with the safetensors spelling.
-type DType string
+// DType is tensorfile's: the safetensors spelling of an element type.
+type DType = tensorfile.DType
 
-// The element types a record may hold.
+// The element types a record may hold (tensorfile's).
 const (
-	BOOL DType = "BOOL"
-	U8   DType = "U8"
-	I8   DType = "I8"
-	I16  DType = "I16"
-	U16  DType = "U16"
-	F16  DType = "F16"
-	BF16 DType = "BF16"
-	I32  DType = "I32"
-	U32  DType = "U32"
-	F32  DType = "F32"
-	F64  DType = "F64"
-	I64  DType = "I64"
-	U64  DType = "U64"
+	BOOL = tensorfile.BOOL
+	U8   = tensorfile.U8
+	I8   = tensorfile.I8
+	I16  = tensorfile.I16
+	U16  = tensorfile.U16
+	F16  = tensorfile.F16
+	BF16 = tensorfile.BF16
+	I32  = tensorfile.I32
+	U32  = tensorfile.U32
+	F32  = tensorfile.F32
+	F64  = tensorfile.F64
+	I64  = tensorfile.I64
+	U64  = tensorfile.U64
 )
 
-var dtypeSizes = map[DType]int{
-	BOOL: 1, U8: 1, I8: 1,
-	I16: 2, U16: 2, F16: 2, BF16: 2,
-	I32: 4, U32: 4, F32: 4,
-	F64: 8, I64: 8, U64: 8,
-}
-
-// Size is the byte width of one element, 0 for an unknown dtype.
-func (d DType) Size() int { return dtypeSizes[d] }
-
-// Tensor is one named array as plain data: Data holds the elements little-endian, row-major.
-type Tensor struct {
-	Name  string
-	DType DType
-	Shape []int
-	Data  []byte
-}
+// Tensor is one named array as plain data (tensorfile's): Data holds the elements
+// little-endian, row-major.
+type Tensor = tensorfile.Tensor
 
 // Values holds an experiment's field values by category, each rendered as a string.
 type Values struct {

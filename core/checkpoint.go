@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/checkpoint"
+	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/optimizers"
@@ -473,7 +473,7 @@ func (n *Nitro) record(res EpochResult, reason runstatus.Status) (*checkpoint.Re
 		Values:   n.recordValues(),
 		Derived:  n.derived,
 		Position: checkpoint.Position{Epoch: n.st.data.epoch, Batch: n.st.data.batch},
-		Build:    buildIdentity(),
+		Build:    compilecache.BuildIdentity(),
 	}
 	for _, s := range n.stateSlots() {
 		t, err := checkpointTensor(s.name, *s.t)
@@ -586,35 +586,6 @@ func (n *Nitro) anchorChecksums() (map[string]string, error) {
 	}
 	n.ck.anchors = out
 	return out, nil
-}
-
-// buildIdentity names the writer: the Go version and this module's version (and the VCS
-// revision when the binary was built from a checkout).
-func buildIdentity() string {
-	const mod = "github.com/nitro-go/nitro/core"
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return mod
-	}
-	version := "unknown"
-	if bi.Main.Path == mod {
-		version = bi.Main.Version
-	}
-	for _, d := range bi.Deps {
-		if d.Path == mod {
-			version = d.Version
-			if d.Replace != nil {
-				version += " => " + d.Replace.Path
-			}
-		}
-	}
-	s := fmt.Sprintf("%s %s@%s", bi.GoVersion, mod, version)
-	for _, kv := range bi.Settings {
-		if kv.Key == "vcs.revision" || kv.Key == "vcs.modified" {
-			s += " " + kv.Key + "=" + kv.Value
-		}
-	}
-	return s
 }
 
 // loadRecord reads a checkpoint through the checkpointer (Load dispatches on it), else from the

@@ -15,6 +15,7 @@ require (
 	github.com/nitro-go/nitro/prefetch v0.0.0
 	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000
 	github.com/nitro-go/nitro/runstatus v0.0.0
+	github.com/nitro-go/nitro/tensorfile v0.0.0 // indirect
 )
 
 require (
@@ -42,4 +43,5 @@ replace (
 	github.com/nitro-go/nitro/prefetch => ../prefetch
 	github.com/nitro-go/nitro/schedules => ../schedules
 	github.com/nitro-go/nitro/runstatus => ../runstatus
+	github.com/nitro-go/nitro/tensorfile => ../tensorfile
 )

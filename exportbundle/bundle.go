@@ -13,6 +13,8 @@ import (
 	"slices"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // Bundle is an export bundle in memory: what Write takes and Read returns.
@@ -88,7 +90,7 @@ func (b *Bundle) encode(full bool) (*Manifest, map[string][]byte, error) {
 		m.Files = append(m.Files, fileEntry(name, data))
 	}
 	for _, w := range b.Weights {
-		if w.Name == safetensorsMetaKey {
+		if w.Name == tensorfile.MetadataKey {
 			return nil, nil, fmt.Errorf("weight name %q is reserved by safetensors", w.Name)
 		}
 		if err := w.check(); err != nil {
@@ -148,10 +150,10 @@ func (b *Bundle) encode(full bool) (*Manifest, map[string][]byte, error) {
 	return m, files, nil
 }
 
-// Write writes b as a bundle directory at dir, atomically: the files are written and synced in a
-// temporary sibling directory that is then renamed to dir, so dir is either absent (or left
-// empty) or a complete bundle. dir must not exist or be an empty directory. b is validated first,
-// with the rules Read applies.
+// Write writes b as a bundle directory at dir, atomically (tensorfile.WriteDir): the files are
+// written and synced in a temporary sibling directory that is then renamed to dir, so dir is
+// either absent (or left empty) or a complete bundle. dir must not exist or be an empty
+// directory. b is validated first, with the rules Read applies.
 func Write(dir string, b *Bundle) (err error) {
 	if b == nil {
 		return errors.New("exportbundle: Write: nil bundle")
@@ -160,21 +162,6 @@ func Write(dir string, b *Bundle) (err error) {
 	if err != nil {
 		return fmt.Errorf("exportbundle: Write %s: %w", dir, err)
 	}
-	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
-		return fmt.Errorf("exportbundle: Write: %s exists and is not empty", dir)
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("exportbundle: Write: %w", err)
-	}
-	parent := filepath.Dir(filepath.Clean(dir))
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".partial-")
-	if err != nil {
-		return fmt.Errorf("exportbundle: Write: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			os.RemoveAll(tmp)
-		}
-	}()
 	names := make([]string, 0, len(files))
 	for name := range files {
 		if name != ManifestFile {
@@ -182,54 +169,18 @@ func Write(dir string, b *Bundle) (err error) {
 		}
 	}
 	slices.Sort(names)
+	out := make([]tensorfile.DirFile, 0, len(files))
 	for _, name := range append(names, ManifestFile) { // the manifest last
-		if err := writeSynced(filepath.Join(tmp, name), files[name]); err != nil {
-			return fmt.Errorf("exportbundle: Write: %w", err)
+		out = append(out, tensorfile.DirFile{Name: name, Data: files[name]})
+	}
+	if err := tensorfile.WriteDir(dir, out); err != nil {
+		var we *tensorfile.WriteError
+		if errors.As(err, &we) && we.Op == "fsync directory" {
+			return fmt.Errorf("exportbundle: Write: %s written, but syncing its directory: %w", dir, we.Err)
 		}
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
 		return fmt.Errorf("exportbundle: Write: %w", err)
-	}
-	if err := syncDir(tmp); err != nil {
-		return fmt.Errorf("exportbundle: Write: %w", err)
-	}
-	if existing, err := os.ReadDir(dir); err == nil && len(existing) == 0 {
-		if err := os.Remove(dir); err != nil { // os.Rename does not replace a directory
-			return fmt.Errorf("exportbundle: Write: %w", err)
-		}
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return fmt.Errorf("exportbundle: Write: %w", err)
-	}
-	if err := syncDir(parent); err != nil {
-		return fmt.Errorf("exportbundle: Write: %s written, but syncing its directory: %w", dir, err)
 	}
 	return nil
-}
-
-func writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Read reads and verifies the bundle at dir. It trusts nothing: the manifest is validated, every

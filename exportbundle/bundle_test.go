@@ -2,6 +2,7 @@ package exportbundle
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"os"
@@ -273,7 +274,9 @@ func TestSafetensorsHostile(t *testing.T) {
 		"overflow":     hdr(`{"a":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,0]}}`, 0),
 		"extra field":  hdr(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":1}}`, 1),
 		"trailing":     hdr(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 2),
-		"duplicate":    hdr(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}`, 2),
+		// Zero bytes, so the file's checks pass, but past the bundle's element bound.
+		"elements":  hdr(`{"a":{"dtype":"U8","shape":[1099511627777,0],"data_offsets":[0,0]}}`, 0),
+		"duplicate": hdr(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}`, 2),
 	}
 	for name, data := range cases {
 		if _, err := decodeSafetensors(data); err == nil {
@@ -311,9 +314,13 @@ func FuzzReadManifest(f *testing.F) {
 	})
 }
 
-func FuzzDecodeSafetensors(f *testing.F) {
+// FuzzDecodeWeights: what the bundle's weights reader accepts is a valid Tensor (the codec's own
+// fuzz target is tensorfile's FuzzDecodeSafetensors).
+func FuzzDecodeWeights(f *testing.F) {
 	good, _ := encodeSafetensors(tinyBundle().Weights)
 	f.Add(good)
+	zero := `{"a":{"dtype":"U8","shape":[1099511627777,0],"data_offsets":[0,0]}}`
+	f.Add(append(binary.LittleEndian.AppendUint64(nil, uint64(len(zero))), zero...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ws, err := decodeSafetensors(data)
 		if err != nil {

@@ -90,7 +90,7 @@ func NewRunner(b *Bundle, plugin string) (*Runner, error) {
 }
 
 func toDevice(c *pjrt.Client, t Tensor) (*pjrt.Buffer, error) {
-	return c.BufferFromHost().FromRawData(t.Data, dtypeInfo[t.DType].pjrt, t.Shape).Done()
+	return c.BufferFromHost().FromRawData(t.Data, t.DType.PJRT(), t.Shape).Done()
 }
 
 // Name is the bundle's name.

@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"fmt"
 
-	"github.com/nitro-go/nitro/checkpoint"
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
-// The weights file is the safetensors format as the checkpoint module writes and reads it
-// (checkpoint.EncodeTensors / DecodeTensors): one hostile-input reader for both artifacts,
-// refusing duplicate names, holes, overlaps and overflowing shapes alike.
-
-const safetensorsMetaKey = "__metadata__"
+// The weights file is the safetensors format as tensorfile writes and reads it: one
+// hostile-input reader for checkpoints and bundles alike, refusing duplicate names, holes,
+// overlaps and overflowing shapes.
 
 // Weight is one named weight tensor.
 type Weight struct {
@@ -21,36 +19,37 @@ type Weight struct {
 
 // encodeSafetensors writes ws, in order, as a safetensors file.
 func encodeSafetensors(ws []Weight) ([]byte, error) {
-	ts := make([]checkpoint.Tensor, len(ws))
+	ts := make([]tensorfile.Tensor, len(ws))
 	for i, w := range ws {
-		if w.Name == safetensorsMetaKey {
+		if w.Name == tensorfile.MetadataKey {
 			return nil, fmt.Errorf("weight name %q is reserved by safetensors", w.Name)
 		}
-		ts[i] = checkpoint.Tensor{Name: w.Name, DType: checkpoint.DType(w.DType), Shape: w.Shape, Data: w.Data}
+		ts[i] = tensorfile.Tensor{Name: w.Name, DType: w.DType, Shape: w.Shape, Data: w.Data}
 	}
 	var buf bytes.Buffer
-	if err := checkpoint.EncodeTensors(&buf, ts, map[string]string{"format": FormatName}); err != nil {
+	if err := tensorfile.Encode(&buf, ts, map[string]string{"format": FormatName}); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
 }
 
-// decodeSafetensors parses a safetensors file with the checkpoint reader's checks, then this
-// format's own (a dtype a bundle holds, the rank bound). The tensors come back in data order;
-// their Data alias data.
+// decodeSafetensors parses a safetensors file with tensorfile's checks, then this format's own
+// (the rank bound, each tensor as Tensor.check accepts it). The tensors come back in data order.
 func decodeSafetensors(data []byte) ([]Weight, error) {
-	ts, _, err := checkpoint.DecodeTensors(WeightsFile, data)
+	ts, _, err := tensorfile.Decode(WeightsFile, data)
 	if err != nil {
 		return nil, err
 	}
 	ws := make([]Weight, len(ts))
 	for i, t := range ts {
-		w := Weight{Name: t.Name, Tensor: Tensor{DType: DType(t.DType), Shape: t.Shape, Data: t.Data}}
-		if !w.DType.Valid() {
-			return nil, fmt.Errorf("tensor %q: unknown dtype %q", w.Name, w.DType)
-		}
+		w := Weight{Name: t.Name, Tensor: Tensor{DType: t.DType, Shape: t.Shape, Data: t.Data}}
 		if len(w.Shape) > maxRank {
 			return nil, fmt.Errorf("tensor %q: rank %d (at most %d)", w.Name, len(w.Shape), maxRank)
+		}
+		// The file's checks bound the bytes; a bundle also bounds the element count, which a
+		// zero dimension keeps at zero bytes whatever the other dimensions are.
+		if err := w.check(); err != nil {
+			return nil, fmt.Errorf("tensor %q: %w", w.Name, err)
 		}
 		ws[i] = w
 	}

@@ -8,54 +8,33 @@ import (
 
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/gomlx/gopjrt/dtypes/bfloat16"
+	"github.com/nitro-go/nitro/tensorfile"
 	"github.com/x448/float16"
 )
 
-// DType is an element type, spelled as safetensors spells it.
-type DType string
+// DType is an element type, spelled as safetensors spells it (tensorfile's, with its byte width,
+// Size, and its PJRT dtype, PJRT).
+type DType = tensorfile.DType
 
-// The element types a bundle may hold.
+// The element types a bundle may hold (tensorfile's).
 const (
-	Bool DType = "BOOL"
-	U8   DType = "U8"
-	I8   DType = "I8"
-	I16  DType = "I16"
-	U16  DType = "U16"
-	F16  DType = "F16"
-	BF16 DType = "BF16"
-	I32  DType = "I32"
-	U32  DType = "U32"
-	F32  DType = "F32"
-	I64  DType = "I64"
-	U64  DType = "U64"
-	F64  DType = "F64"
+	Bool = tensorfile.BOOL
+	U8   = tensorfile.U8
+	I8   = tensorfile.I8
+	I16  = tensorfile.I16
+	U16  = tensorfile.U16
+	F16  = tensorfile.F16
+	BF16 = tensorfile.BF16
+	I32  = tensorfile.I32
+	U32  = tensorfile.U32
+	F32  = tensorfile.F32
+	I64  = tensorfile.I64
+	U64  = tensorfile.U64
+	F64  = tensorfile.F64
 )
 
-var dtypeInfo = map[DType]struct {
-	size int
-	pjrt dtypes.DType
-}{
-	Bool: {1, dtypes.Bool}, U8: {1, dtypes.Uint8}, I8: {1, dtypes.Int8},
-	I16: {2, dtypes.Int16}, U16: {2, dtypes.Uint16}, F16: {2, dtypes.Float16}, BF16: {2, dtypes.BFloat16},
-	I32: {4, dtypes.Int32}, U32: {4, dtypes.Uint32}, F32: {4, dtypes.Float32},
-	I64: {8, dtypes.Int64}, U64: {8, dtypes.Uint64}, F64: {8, dtypes.Float64},
-}
-
-// Size is the byte width of one element, 0 for a dtype a bundle cannot hold.
-func (d DType) Size() int { return dtypeInfo[d].size }
-
-// Valid reports whether a bundle can hold this dtype.
-func (d DType) Valid() bool { return d.Size() > 0 }
-
 // DTypeOf is the bundle dtype of a PJRT (and GoMLX) dtype, "" when a bundle cannot hold it.
-func DTypeOf(p dtypes.DType) DType {
-	for d, info := range dtypeInfo {
-		if info.pjrt == p {
-			return d
-		}
-	}
-	return ""
-}
+func DTypeOf(p dtypes.DType) DType { return tensorfile.DTypeOf(p) }
 
 // maxElements bounds a tensor's element count, so that no byte count computed from a hostile
 // shape overflows.

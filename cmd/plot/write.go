@@ -17,6 +17,8 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/nitro-go/nitro/tensorfile"
+
 	gplot "gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -376,36 +378,20 @@ func render(p *gplot.Plot, width, height int) (img image.Image, err error) {
 	return c.Image(), nil
 }
 
-// writeAtomic writes path through a temporary file in the same directory and a rename.
-func writeAtomic(path string, write func(io.Writer) error) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+// writeAtomic writes path durably (tensorfile.WriteStream): a reader never sees a half-drawn
+// image or index under its final name.
+func writeAtomic(path string, write func(io.Writer) error) error {
+	err := tensorfile.WriteStream(path, 0o644, func(f io.Writer) error {
+		bw := bufio.NewWriter(f)
+		if err := write(bw); err != nil {
+			return err
+		}
+		return bw.Flush()
+	})
 	if err != nil {
 		return fmt.Errorf("plot: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-			err = fmt.Errorf("plot: %s: %w", path, err)
-		}
-	}()
-	bw := bufio.NewWriter(f)
-	if err := write(bw); err != nil {
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return nil
 }
 
 // fileNames hands out distinct, safe file names.

@@ -1,6 +1,8 @@
 // Command depcheck enforces the workspace's layering: no module but cmd, export and integration
 // imports core; internal/prereq (the test prerequisites and the plugin search, which every module
-// may import, core/backend included) imports no workspace module, so it sits below them all; no
+// may import, core/backend included) and tensorfile (the dtype, the safetensors codec, durable
+// writes) import no workspace module, so they sit below them all; the edges in forbidden (such as
+// exportbundle -> checkpoint: the codec they share is tensorfile's) stay out; no
 // import cycle runs between modules (Go modules tolerate module-level cycles; we do not, since
 // each module must be usable alone); and the training path (core's packages and everything they
 // import) holds no exportbundle package and no workspace package using cgo, so a program that
@@ -28,7 +30,12 @@ var mayImportCore = map[string]bool{"cmd": true, "export": true, "integration": 
 var trainingPathOff = map[string]bool{"exportbundle": true}
 
 // bottom lists the modules that import no workspace module: every module may import them.
-var bottom = map[string]bool{"internal/prereq": true}
+var bottom = map[string]bool{"internal/prereq": true, "runstatus": true, "tensorfile": true}
+
+// forbidden lists module edges that must not come back, each with the fix.
+var forbidden = map[[2]string]string{
+	{"exportbundle", "checkpoint"}: "a bundle shares only the safetensors codec and the dtype with checkpoints, and those are tensorfile's: import tensorfile",
+}
 
 func main() {
 	root := "."
@@ -146,7 +153,7 @@ func Collect(root string) (map[string][]string, error) {
 	return graph, nil
 }
 
-// Check applies the two rules to a module graph (folder -> imported folders).
+// Check applies the rules to a module graph (folder -> imported folders).
 func Check(graph map[string][]string) error {
 	var problems []string
 	names := make([]string, 0, len(graph))
@@ -158,6 +165,9 @@ func Check(graph map[string][]string) error {
 		for _, dep := range graph[m] {
 			if bottom[m] {
 				problems = append(problems, fmt.Sprintf("module %s imports %s: it must import no workspace module, since every module may import it", m, dep))
+			}
+			if fix, ok := forbidden[[2]string{m, dep}]; ok {
+				problems = append(problems, fmt.Sprintf("module %s imports %s: %s", m, dep, fix))
 			}
 			if dep == "core" && !mayImportCore[m] {
 				problems = append(problems, fmt.Sprintf("module %s imports core: only cmd, export and integration may; move the shared code into %s or a lower module", m, m))

@@ -137,3 +137,51 @@ func TestTrainingPathSeesCgoAndExportbundle(t *testing.T) {
 		t.Fatalf("want both refusals, got %v", err)
 	}
 }
+
+// TestCheckTensorfileLeafAndForbiddenEdge: tensorfile imports no workspace module, and
+// exportbundle does not import checkpoint (their shared codec is tensorfile's).
+func TestCheckTensorfileLeafAndForbiddenEdge(t *testing.T) {
+	ok := map[string][]string{"checkpoint": {"tensorfile"}, "exportbundle": {"tensorfile"}, "tensorfile": nil}
+	if err := Check(ok); err != nil {
+		t.Fatalf("modules importing tensorfile were refused: %v", err)
+	}
+	err := Check(map[string][]string{"tensorfile": {"markers"}, "markers": nil})
+	if err == nil || !strings.Contains(err.Error(), "module tensorfile imports markers") {
+		t.Fatalf("want tensorfile -> markers refused, got %v", err)
+	}
+	err = Check(map[string][]string{"exportbundle": {"checkpoint", "tensorfile"}, "checkpoint": {"tensorfile"}, "tensorfile": nil})
+	if err == nil || !strings.Contains(err.Error(), "module exportbundle imports checkpoint") || !strings.Contains(err.Error(), "import tensorfile") {
+		t.Fatalf("want exportbundle -> checkpoint refused with the fix, got %v", err)
+	}
+}
+
+// TestWorkspaceTensorfileEdges checks the real workspace: tensorfile is a leaf, checkpoint and
+// exportbundle import it, and exportbundle does not import checkpoint.
+func TestWorkspaceTensorfileEdges(t *testing.T) {
+	g, err := Collect(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if deps, ok := g["tensorfile"]; !ok || len(deps) != 0 {
+		t.Errorf("tensorfile imports %v (present: %v); want no workspace module", deps, ok)
+	}
+	has := func(m, dep string) bool {
+		for _, d := range g[m] {
+			if d == dep {
+				return true
+			}
+		}
+		return false
+	}
+	if has("exportbundle", "checkpoint") {
+		t.Error("exportbundle imports checkpoint")
+	}
+	for _, m := range []string{"checkpoint", "exportbundle"} {
+		if !has(m, "tensorfile") {
+			t.Errorf("%s does not import tensorfile: %v", m, g[m])
+		}
+	}
+	if err := Check(g); err != nil {
+		t.Errorf("the workspace breaks the layering: %v", err)
+	}
+}

