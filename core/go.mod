@@ -7,6 +7,7 @@ require (
 	github.com/gomlx/gopjrt v0.10.0
 	github.com/nitro-go/nitro/checkpoint v0.0.0
 	github.com/nitro-go/nitro/compilecache v0.0.0
+	github.com/nitro-go/nitro/earlystop v0.0.0
 	github.com/nitro-go/nitro/internal/prereq v0.0.0
 	github.com/nitro-go/nitro/logjson v0.0.0
 	github.com/nitro-go/nitro/markers v0.0.0
@@ -34,6 +35,7 @@ require (
 replace (
 	github.com/nitro-go/nitro/checkpoint => ../checkpoint
 	github.com/nitro-go/nitro/compilecache => ../compilecache
+	github.com/nitro-go/nitro/earlystop => ../earlystop
 	github.com/nitro-go/nitro/internal/prereq => ../internal/prereq
 	github.com/nitro-go/nitro/logjson => ../logjson
 	github.com/nitro-go/nitro/markers => ../markers
