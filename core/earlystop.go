@@ -3,28 +3,34 @@ package core
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"reflect"
 	"strings"
+
+	"github.com/nitro-go/nitro/earlystop"
 )
+
+// Early stopping as core composes it: the policy (the patience count, its state, the metric-mode
+// helpers) is package earlystop's; core finds the experiment's hook, resolves the run's rule,
+// checks and validates the metrics it reads, asks it once per epoch, and carries its state in
+// each checkpoint's control state.
 
 // The defaults of an early-stopping rule, as DefaultEarlyStopping returns them. They are the
 // defaults of the rule once one is asked for; a run asks for none by default, because a
 // framework that cuts a run short unasked is surprising and any patience would be a guess.
 const (
-	DefaultEarlyStopMetric = ValLoss // what an experiment without a Metrics hook reports
-	DefaultEarlyStopMode   = "min"
-	DefaultPatience        = 5
-	DefaultMinDelta        = 1e-4
+	DefaultEarlyStopMetric = earlystop.DefaultMetric // val_loss: what an experiment without a Metrics hook reports
+	DefaultEarlyStopMode   = earlystop.DefaultMode
+	DefaultPatience        = earlystop.DefaultPatience
+	DefaultMinDelta        = earlystop.DefaultMinDelta
 )
 
-// EarlyStopper is a stopping policy. Train asks it once per epoch, after validation, with the
-// epoch (1-based) and the epoch's validation metrics named as the record names them (val_loss,
-// val_accuracy); stop ends the run gracefully (that epoch is still checkpointed, the logger
-// finishes with early_stop) and reason is said on the console. EarlyStopping is the built-in
-// one; a custom policy implements this one method.
+// EarlyStopper is a stopping policy (earlystop.Policy). Train asks it once per epoch, after
+// validation, with the epoch (1-based) and the epoch's validation metrics named as the record
+// names them (val_loss, val_accuracy); stop ends the run gracefully (that epoch is still
+// checkpointed, the logger finishes with early_stop) and reason is said on the console.
+// EarlyStopping is the built-in one; a custom policy implements this one method.
 //
-// Optional methods a policy may add:
+// Optional methods a policy may add (earlystop's MetricReader, Stateful, Exhauster):
 //
 //	StopMetric() string                       the one metric it reads: New refuses a name the
 //	                                          val split does not report, and only that metric is
@@ -37,9 +43,7 @@ const (
 //
 // The policy value holds one run's progress: return a new one from each EarlyStop call, and do
 // not pass one value to two runs (an *EarlyStopping is copied by New, so it may be shared).
-type EarlyStopper interface {
-	ShouldStop(epoch int, val map[string]float64) (stop bool, reason string)
-}
+type EarlyStopper = earlystop.Policy
 
 // EarlyStopChooser is an experiment that picks its own stopping rule, so every run of it stops
 // the same way; nil means none. A run's WithEarlyStopping or WithEarlyStopper wins.
@@ -48,147 +52,30 @@ type EarlyStopChooser interface {
 }
 
 // EarlyStopStater is a policy whose progress checkpoints carry (see EarlyStopper).
-type EarlyStopStater interface {
-	State() (json.RawMessage, error)
-	Restore(state json.RawMessage) (bool, error)
-}
+type EarlyStopStater = earlystop.Stateful
 
-type stopMetricNamer interface{ StopMetric() string }
-
-type exhauster interface{ Exhausted() bool }
-
-var (
-	_ EarlyStopper    = (*EarlyStopping)(nil)
-	_ EarlyStopStater = (*EarlyStopping)(nil)
-	_ stopMetricNamer = (*EarlyStopping)(nil)
-	_ exhauster       = (*EarlyStopping)(nil)
-)
-
-// EarlyStopping is the built-in stopping policy: the run stops after Patience epochs in a row
-// whose Metric did not improve on the best seen by more than MinDelta (absolute), as Keras and
-// Lightning count. DefaultEarlyStopping gives the defaults (val_loss, min, patience 5, min_delta
+// EarlyStopping is the built-in stopping policy (earlystop.EarlyStopping): the run stops after
+// Patience epochs in a row whose Metric did not improve on the best seen by more than MinDelta
+// (absolute). DefaultEarlyStopping gives the defaults (val_loss, min, patience 5, min_delta
 // 1e-4); a literal must name its Metric and Mode (New refuses one that does not, as
-// NewEarlyStopping does). It lives in core, not in package checkpoint, because it is control
-// flow of the training loop and independent of retention: it shares with checkpoint.TopK only
-// the convention of a metric name and a "min"/"max" mode, and three lines of comparison are
-// cheaper than a shared abstraction. Its state (State, Restore) is plain JSON, which a
-// checkpoint record carries so that a resume counts on where the run left off.
-type EarlyStopping struct {
-	Metric   string  // a validation metric as the record names it, e.g. "val_loss"
-	Mode     string  // "min" or "max"
-	Patience int     // epochs without improvement before stopping (>= 0; 0 stops as 1 does)
-	MinDelta float64 // the least improvement that counts (absolute, >= 0)
-
-	st esState
-}
-
-// esState is what EarlyStopping has seen: the best value and the epochs since it improved.
-type esState struct {
-	Metric    string  `json:"metric"`
-	Mode      string  `json:"mode"`
-	Seen      bool    `json:"seen"`
-	Best      float64 `json:"best"`
-	BadEpochs int     `json:"bad_epochs"`
-}
+// NewEarlyStopping does). Its state is plain JSON, which a checkpoint record carries so that a
+// resume counts on where the run left off.
+type EarlyStopping = earlystop.EarlyStopping
 
 // DefaultEarlyStopping is EarlyStopping with the defaults: val_loss, min, patience 5, min_delta
 // 1e-4. Change a field for another value, e.g. es := core.DefaultEarlyStopping(); es.Patience = 10.
-func DefaultEarlyStopping() *EarlyStopping {
-	return &EarlyStopping{Metric: DefaultEarlyStopMetric, Mode: DefaultEarlyStopMode, Patience: DefaultPatience, MinDelta: DefaultMinDelta}
-}
+func DefaultEarlyStopping() *EarlyStopping { return earlystop.Default() }
+
+// defaultsCall is how core's API spells the defaults, offered as the fix for a rule with no metric.
+const defaultsCall = "core.DefaultEarlyStopping()"
 
 // NewEarlyStopping checks the configuration and returns a policy that has seen nothing.
 func NewEarlyStopping(metric, mode string, patience int, minDelta float64) (*EarlyStopping, error) {
 	s := &EarlyStopping{Metric: metric, Mode: mode, Patience: patience, MinDelta: minDelta}
-	if err := s.check("WithEarlyStopping"); err != nil {
+	if err := s.Check("WithEarlyStopping", defaultsCall); err != nil {
 		return nil, err
 	}
 	return s, nil
-}
-
-// check refuses a configuration that cannot decide a stop, naming the field and the fix.
-func (s *EarlyStopping) check(origin string) error {
-	origin = strings.TrimSuffix(origin, "()") // "E.EarlyStop()" reads as E.EarlyStop("val_acc") below
-	switch {
-	case s.Metric == "":
-		return fmt.Errorf("%s: no metric: name a validation metric, e.g. %q, or start from core.DefaultEarlyStopping() (%s, %s, patience %d, min_delta %g)",
-			origin, ValLoss, DefaultEarlyStopMetric, DefaultEarlyStopMode, DefaultPatience, DefaultMinDelta)
-	case s.Mode != "min" && s.Mode != "max":
-		return fmt.Errorf("%s(%q): mode %q, want \"min\" (lower is better) or \"max\"", origin, s.Metric, s.Mode)
-	case s.Patience < 0:
-		return fmt.Errorf("%s(%q): patience %d, want >= 0 (epochs without improvement)", origin, s.Metric, s.Patience)
-	case s.MinDelta < 0 || math.IsNaN(s.MinDelta) || math.IsInf(s.MinDelta, 0):
-		return fmt.Errorf("%s(%q): minDelta %v, want a finite value >= 0 (an absolute improvement)", origin, s.Metric, s.MinDelta)
-	}
-	return nil
-}
-
-// ShouldStop implements EarlyStopper: Observe, for the training loop.
-func (s *EarlyStopping) ShouldStop(_ int, val map[string]float64) (bool, string) {
-	return s.Observe(val)
-}
-
-// StopMetric is the metric the policy reads (its Metric).
-func (s *EarlyStopping) StopMetric() string { return s.Metric }
-
-// Observe takes one epoch's validation metrics (named as the record names them: val_loss,
-// val_accuracy) and says whether to stop, with a sentence saying why. The caller has checked
-// that the metric is present and finite; a missing one counts as no improvement.
-func (s *EarlyStopping) Observe(metrics map[string]float64) (stop bool, reason string) {
-	v, ok := metrics[s.Metric]
-	improved := ok && !math.IsNaN(v) && (!s.st.Seen || s.better(v))
-	if improved {
-		s.st.Seen, s.st.Best, s.st.BadEpochs = true, v, 0
-	} else {
-		s.st.BadEpochs++
-	}
-	if !s.Exhausted() {
-		return false, ""
-	}
-	return true, fmt.Sprintf("%s has not improved by more than %g for %d epoch(s) (best %g, mode %s)",
-		s.Metric, s.MinDelta, s.st.BadEpochs, s.st.Best, s.Mode)
-}
-
-// better reports whether v beats the best seen by more than MinDelta.
-func (s *EarlyStopping) better(v float64) bool {
-	if s.Mode == "max" {
-		return v > s.st.Best+s.MinDelta
-	}
-	return v < s.st.Best-s.MinDelta
-}
-
-// Exhausted reports whether the patience is used up: the next Observe without improvement
-// stops, and so does this state if the run resumes from it.
-func (s *EarlyStopping) Exhausted() bool {
-	return s.st.Seen && s.st.BadEpochs > 0 && s.st.BadEpochs >= s.Patience
-}
-
-// Best is the best value seen and whether any was.
-func (s *EarlyStopping) Best() (float64, bool) { return s.st.Best, s.st.Seen }
-
-// State is the policy's progress as JSON, for a checkpoint record.
-func (s *EarlyStopping) State() (json.RawMessage, error) {
-	st := s.st
-	st.Metric, st.Mode = s.Metric, s.Mode
-	return json.Marshal(st)
-}
-
-// Restore takes back a State. A state recorded for another metric or mode is not this policy's
-// progress: Restore then starts afresh and reports false.
-func (s *EarlyStopping) Restore(state json.RawMessage) (bool, error) {
-	var st esState
-	if err := json.Unmarshal(state, &st); err != nil {
-		return false, fmt.Errorf("early-stopping state: %w", err)
-	}
-	if st.Metric != s.Metric || st.Mode != s.Mode {
-		s.st = esState{}
-		return false, nil
-	}
-	if st.BadEpochs < 0 || math.IsNaN(st.Best) || math.IsInf(st.Best, 0) {
-		return false, fmt.Errorf("early-stopping state %s: not a state EarlyStopping writes", state)
-	}
-	s.st = st
-	return true, nil
 }
 
 // WithEarlyStopping stops Train when the validation metric (named as the record names it, e.g.
@@ -249,7 +136,7 @@ func (n *Nitro) resolveEarlyStop() (*runEarlyStop, error) {
 		if !ok {
 			if m := reflect.ValueOf(n.e).MethodByName("EarlyStop"); m.IsValid() {
 				return nil, fmt.Errorf("experiment %s has an EarlyStop method of type %s, which is not the stopping-rule hook: want func (e *%s) EarlyStop() core.EarlyStopper (return core.DefaultEarlyStopping(), or nil for none)",
-					n.typeName, m.Type(), n.typeName)
+					n.typeName, coreSpelling(m.Type()), n.typeName)
 			}
 			return nil, nil
 		}
@@ -260,12 +147,12 @@ func (n *Nitro) resolveEarlyStop() (*runEarlyStop, error) {
 	}
 	r := &runEarlyStop{p: p, origin: origin}
 	if es, ok := p.(*EarlyStopping); ok {
-		if err := es.check(origin); err != nil {
+		if err := es.Check(origin, defaultsCall); err != nil {
 			return nil, err
 		}
-		r.p = &EarlyStopping{Metric: es.Metric, Mode: es.Mode, Patience: es.Patience, MinDelta: es.MinDelta}
+		r.p = es.Fresh()
 	}
-	if m, ok := r.p.(stopMetricNamer); ok {
+	if m, ok := r.p.(earlystop.MetricReader); ok {
 		r.metric = m.StopMetric()
 		if r.metric == "" {
 			return nil, fmt.Errorf("%s: %T's StopMetric() is empty: name the validation metric it reads (e.g. %q), or drop the method and every val metric is passed and validated", origin, p, ValLoss)
@@ -300,9 +187,10 @@ func (r *runEarlyStop) checkMetric(hasVal bool, splits, names []string) error {
 		}
 	}
 	m := pickMetric(names)
-	eg := fmt.Sprintf("&core.EarlyStopping{Metric: %q, Mode: %q, Patience: %d, MinDelta: %g}", m, suggestMode(m), DefaultPatience, DefaultMinDelta)
+	mode := earlystop.SuggestMode(m)
+	eg := fmt.Sprintf("&core.EarlyStopping{Metric: %q, Mode: %q, Patience: %d, MinDelta: %g}", m, mode, DefaultPatience, DefaultMinDelta)
 	if r.origin == "WithEarlyStopping" {
-		eg = fmt.Sprintf("core.WithEarlyStopping(%q, %q, %d, %g)", m, suggestMode(m), DefaultPatience, DefaultMinDelta)
+		eg = fmt.Sprintf("core.WithEarlyStopping(%q, %q, %d, %g)", m, mode, DefaultPatience, DefaultMinDelta)
 	}
 	return fmt.Errorf("%s: no metric of the val split has this name; it reports %s: stop on one of them, e.g. %s",
 		r.describe(), strings.Join(names, ", "), eg)
@@ -344,6 +232,16 @@ const (
 
 // policyType names a policy's Go type as the record keeps it.
 func policyType(p EarlyStopper) string { return fmt.Sprintf("%T", p) }
+
+// legacyBuiltinType is the built-in policy's type as records written while it was defined in
+// core name it; a resume takes such a state as the built-in's.
+const legacyBuiltinType = "*core.EarlyStopping"
+
+// coreSpelling renders a type as core's API spells it: reflection sees through the aliases
+// (EarlyStopping, EarlyStopper) to package earlystop's names, which the experiment did not write.
+func coreSpelling(t reflect.Type) string {
+	return strings.NewReplacer("earlystop.EarlyStopping", "core.EarlyStopping", "earlystop.Policy", "core.EarlyStopper").Replace(t.String())
+}
 
 // controlState is the rule's part of a record's control state, nil when it keeps none.
 func (r *runEarlyStop) controlState() (map[string]json.RawMessage, error) {
@@ -387,6 +285,9 @@ func (n *Nitro) restoreEarlyStop(control json.RawMessage, path string) error {
 		if err := json.Unmarshal(raw, &recorded); err != nil {
 			return fmt.Errorf("checkpoint %s: control state: %s: %w", path, controlEarlyStopType, err)
 		}
+		if recorded == legacyBuiltinType {
+			recorded = policyType((*EarlyStopping)(nil))
+		}
 	}
 	if recorded != policyType(r.p) {
 		n.notice(fmt.Sprintf("resume: the checkpoint's early-stopping state is a %s's, this run's policy is a %s; early stopping starts afresh", recorded, policyType(r.p)))
@@ -406,7 +307,7 @@ func (n *Nitro) restoreEarlyStop(control json.RawMessage, path string) error {
 // stillStopped reports whether the rule, as resumed, stops where the recorded run stopped early:
 // its Exhausted when it has one, else whether it took back the state the stopping run saved.
 func (r *runEarlyStop) stillStopped() bool {
-	if e, ok := r.p.(exhauster); ok {
+	if e, ok := r.p.(earlystop.Exhauster); ok {
 		return e.Exhausted()
 	}
 	return r.restored

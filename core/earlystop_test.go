@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/logjson"
 )
@@ -30,6 +31,39 @@ func TestEarlyStoppingDefaults(t *testing.T) {
 	wantErr(t, newErr(t, &Reg{}, data(t, 16), core.WithEarlyStopper(&core.EarlyStopping{Patience: 3})),
 		"WithEarlyStopper: no metric", "core.DefaultEarlyStopping()", "val_loss, min, patience 5, min_delta 0.0001")
 	wantErr(t, newErr(t, &Reg{}, data(t, 16), core.WithEarlyStopper(&core.EarlyStopping{Metric: "val_loss", Mode: "down"})), `mode "down"`)
+	// The policy's own behaviour is package earlystop's (its tests); core's constructor checks as
+	// the option does, naming core's spelling of the defaults.
+	_, err := core.NewEarlyStopping("", "min", 1, 0)
+	wantErr(t, err, "WithEarlyStopping: no metric", "core.DefaultEarlyStopping()")
+}
+
+// TestEarlyStopLegacyPolicyType: a record written while the built-in policy was defined in core
+// names its type *core.EarlyStopping; a resume takes that state as the built-in's, so an
+// early-stopped run stays stopped instead of counting afresh.
+func TestEarlyStopLegacyPolicyType(t *testing.T) {
+	dir := t.TempDir()
+	es := core.WithEarlyStopping("val_loss", "min", 2, 1e9) // no epoch improves by 1e9: stops after 3
+	n := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(10), es)...)
+	train(t, n)
+	rec := must(checkpoint.Read(n.LastCheckpoint()))
+	var ctl map[string]json.RawMessage
+	if err := json.Unmarshal(rec.Control, &ctl); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(ctl["early_stopping_type"]); got != `"*earlystop.EarlyStopping"` {
+		t.Fatalf("recorded policy type %s, want the built-in's Go type", got)
+	}
+	ctl["early_stopping_type"] = json.RawMessage(`"*core.EarlyStopping"`)
+	rewriteControl(t, n.LastCheckpoint(), string(must(json.Marshal(ctl))))
+	con := &core.MemoryConsole{}
+	again := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(10), core.WithResume(n.LastCheckpoint()), core.WithConsole(con), es)...)
+	train(t, again)
+	if again.StopReason() != core.StopEarly || len(again.History()) != 0 {
+		t.Errorf("legacy record: stop %q, %d epochs trained; want early_stop, none (notices %q)", again.StopReason(), len(again.History()), con.Notices)
+	}
+	if slices.ContainsFunc(con.Notices, func(s string) bool { return strings.Contains(s, "starts afresh") }) {
+		t.Errorf("notices %q: the legacy state was dropped", con.Notices)
+	}
 }
 
 // StopsItself declares its stopping rule: every run of it stops the same way.

@@ -7,6 +7,7 @@ require (
 	github.com/gomlx/gopjrt v0.10.0
 	github.com/nitro-go/nitro/checkpoint v0.0.0
 	github.com/nitro-go/nitro/compilecache v0.0.0
+	github.com/nitro-go/nitro/earlystop v0.0.0
 	github.com/nitro-go/nitro/internal/prereq v0.0.0
 	github.com/nitro-go/nitro/logjson v0.0.0
 	github.com/nitro-go/nitro/markers v0.0.0
@@ -15,7 +16,7 @@ require (
 	github.com/nitro-go/nitro/prefetch v0.0.0
 	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000
 	github.com/nitro-go/nitro/runstatus v0.0.0
-	github.com/nitro-go/nitro/tensorfile v0.0.0 // indirect
+	github.com/nitro-go/nitro/tensorfile v0.0.0
 )
 
 require (
@@ -35,6 +36,7 @@ require (
 replace (
 	github.com/nitro-go/nitro/checkpoint => ../checkpoint
 	github.com/nitro-go/nitro/compilecache => ../compilecache
+	github.com/nitro-go/nitro/earlystop => ../earlystop
 	github.com/nitro-go/nitro/internal/prereq => ../internal/prereq
 	github.com/nitro-go/nitro/logjson => ../logjson
 	github.com/nitro-go/nitro/markers => ../markers

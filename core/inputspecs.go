@@ -46,7 +46,7 @@ func (s InputSpec) check(what string) error {
 		return err
 	}
 	what = fmt.Sprintf("%s %q", what, s.Name)
-	if _, ok := checkpointDTypes[s.DType]; !ok { // the dtypes a checkpoint (and a bundle) holds
+	if _, ok := checkpointDType(s.DType); !ok { // the dtypes a checkpoint (and a bundle) holds
 		return fmt.Errorf("%s: dtype %s is not one a batch field (or a bundle) can hold", what, s.DType)
 	}
 	for i, d := range s.Shape {

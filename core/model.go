@@ -108,29 +108,15 @@ type Weight struct {
 }
 
 // Weights reads every parameter, then every layer-state variable, back to the host, in the
-// order a checkpoint records them.
+// order a checkpoint records them and under its names (the same conversion as the record's).
 func (m *ModelView) Weights() ([]Weight, error) {
-	n := m.n
-	var out []Weight
-	add := func(name string, v *context.Variable, t *tensors.Tensor) error {
-		data, err := readBack(t)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		out = append(out, Weight{Name: name, Var: v, DType: t.DType(), Shape: slices.Clone(t.Shape().Dimensions), Data: data})
-		return nil
+	ts, err := m.n.stateTensors(modelState)
+	if err != nil {
+		return nil, err
 	}
-	for gi, g := range n.groups {
-		for j, v := range g.vars {
-			if err := add(paramPrefix+strings.Join(g.keypaths[j], "/"), v, n.st.groups[gi].params[j]); err != nil {
-				return nil, err
-			}
-		}
-	}
-	for i, v := range n.stateVars {
-		if err := add(statePrefix+v.ScopeAndName(), v, n.st.layer[i]); err != nil {
-			return nil, err
-		}
+	out := make([]Weight, len(ts))
+	for i, t := range ts {
+		out[i] = Weight{Name: t.Name, Var: t.slot.v, DType: (*t.slot.t).DType(), Shape: t.Shape, Data: t.Data}
 	}
 	return out, nil
 }

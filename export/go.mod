@@ -20,6 +20,7 @@ require (
 	github.com/gomlx/stablehlo v0.2.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
+	github.com/nitro-go/nitro/earlystop v0.0.0 // indirect
 	github.com/nitro-go/nitro/logjson v0.0.0 // indirect
 	github.com/nitro-go/nitro/optimizers v0.0.0 // indirect
 	github.com/nitro-go/nitro/prefetch v0.0.0 // indirect
@@ -41,6 +42,7 @@ replace (
 	github.com/nitro-go/nitro/checkpoint => ../checkpoint
 	github.com/nitro-go/nitro/compilecache => ../compilecache
 	github.com/nitro-go/nitro/core => ../core
+	github.com/nitro-go/nitro/earlystop => ../earlystop
 	github.com/nitro-go/nitro/exportbundle => ../exportbundle
 	github.com/nitro-go/nitro/internal/prereq => ../internal/prereq
 	github.com/nitro-go/nitro/logjson => ../logjson

@@ -16,6 +16,7 @@ require (
 	github.com/nitro-go/nitro/monitors v0.0.0
 	github.com/nitro-go/nitro/optimizers v0.0.0
 	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000
+	github.com/nitro-go/nitro/earlystop v0.0.0 // indirect
 	github.com/nitro-go/nitro/runstatus v0.0.0 // indirect
 	github.com/nitro-go/nitro/tensorfile v0.0.0 // indirect
 )
@@ -42,6 +43,7 @@ replace (
 	github.com/nitro-go/nitro/cmd => ../cmd
 	github.com/nitro-go/nitro/compilecache => ../compilecache
 	github.com/nitro-go/nitro/core => ../core
+	github.com/nitro-go/nitro/earlystop => ../earlystop
 	github.com/nitro-go/nitro/export => ../export
 	github.com/nitro-go/nitro/exportbundle => ../exportbundle
 	github.com/nitro-go/nitro/internal/prereq => ../internal/prereq

@@ -1,0 +1,179 @@
+package core
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"reflect"
+	"strings"
+
+	"github.com/nitro-go/nitro/checkpoint"
+	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/logjson"
+	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/optimizers"
+	"github.com/nitro-go/nitro/runstatus"
+)
+
+// The epoch's checkpoint: the training state (statetensors.go), the epoch's metrics, the
+// experiment's values, the anchors, the logger's and early stopping's state, into one
+// checkpoint.Record the checkpointer saves.
+
+// saveCheckpoint writes the epoch's checkpoint through the checkpointer, if any. A failed save
+// stops the run (a run that cannot checkpoint loses its work at the next crash); a save whose
+// only failure was removing a displaced file is a warning. The read-back of the state and the
+// write run in the Checkpointing phase, so a stall watchdog gives a slow disk the patience of a
+// long phase instead of a step's; the phase it interrupted is restored afterwards.
+func (n *Nitro) saveCheckpoint(res EpochResult, reason runstatus.Status) error {
+	if n.ck.c == nil {
+		return nil
+	}
+	return n.tracker.WithCheckpointing(func() error { return n.writeCheckpoint(res, reason) })
+}
+
+// writeCheckpoint is saveCheckpoint's work: the record, then the checkpointer's Save.
+func (n *Nitro) writeCheckpoint(res EpochResult, reason runstatus.Status) error {
+	rec, err := n.record(res, reason)
+	if err != nil {
+		return fmt.Errorf("epoch %d: checkpoint: %w", res.Epoch, err)
+	}
+	path, err := n.ck.c.Save(rec)
+	switch {
+	case errors.Is(err, checkpoint.ErrNotRotated):
+		n.warn(err.Error())
+	case err != nil:
+		return fmt.Errorf("epoch %d: %w", res.Epoch, err)
+	}
+	n.ck.last = path
+	return nil
+}
+
+// record converts the training state and the epoch's summary into a checkpoint record.
+func (n *Nitro) record(res EpochResult, reason runstatus.Status) (*checkpoint.Record, error) {
+	if !littleEndian {
+		return nil, errors.New("checkpoints hold little-endian data and this host is big-endian")
+	}
+	r := &checkpoint.Record{
+		Epoch: n.st.epoch, Step: n.st.step, StopReason: reason, Preset: n.opts.preset,
+		Metrics:  epochMetrics(res),
+		RunID:    logjson.RunID(n.log.l),
+		RunURL:   logjson.RunURL(n.log.l),
+		Values:   n.recordValues(),
+		Derived:  n.derived,
+		Position: checkpoint.Position{Epoch: n.st.data.epoch, Batch: n.st.data.batch},
+		Build:    compilecache.BuildIdentity(),
+	}
+	ts, err := n.stateTensors(wholeState)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range ts {
+		r.Tensors = append(r.Tensors, t.Tensor)
+	}
+	if r.AnchorChecksums, err = n.anchorChecksums(); err != nil {
+		return nil, err
+	}
+	if n.log.l != nil {
+		r.LoggerType = logjson.TypeName(n.log.l) // recorded even without state: which logger wrote the run
+		if _, st, err := logjson.State(n.log.l); err != nil {
+			n.logFailed("state", err) // a logger never stops the run: this checkpoint keeps no logger state
+		} else {
+			r.LoggerState = st
+		}
+	}
+	if es := n.ck.es; es != nil {
+		ctl, err := es.controlState()
+		if err != nil {
+			return nil, err
+		}
+		if ctl != nil {
+			if r.Control, err = json.Marshal(ctl); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return r, nil
+}
+
+// epochMetrics is what a record keeps of an epoch: train_loss, the TrainMetrics as train_*, the
+// validation metrics as val_* (the names the logger and the console use).
+func epochMetrics(res EpochResult) map[string]float64 {
+	m := withPrefix("train_", res.Train)
+	for k, v := range withPrefix("val_", res.Val) {
+		m[k] = v
+	}
+	m["train_loss"] = res.TrainLoss
+	return m
+}
+
+// recordValues renders the experiment's fields by kind: GraphConst as the compile key prints
+// them, Device and Host as plain scalars (other values, which may be whole arrays, left out).
+func (n *Nitro) recordValues() checkpoint.Values {
+	v := checkpoint.Values{GraphConst: map[string]string{}, Device: map[string]string{}, Host: map[string]string{}}
+	for _, kv := range n.gcValues {
+		v.GraphConst[kv[0]] = kv[1]
+	}
+	if dvs, err := markers.DeviceValues(n.e); err == nil {
+		for _, dv := range dvs {
+			if s, ok := valueText(reflect.ValueOf(dv.Value)); ok {
+				v.Device[dv.Name] = s
+			}
+		}
+	}
+	fields, _ := markers.ConfigMetadata(n.e)
+	s := reflect.ValueOf(n.e).Elem()
+	for _, f := range fields {
+		if f.Kind == markers.KindHost {
+			if t, ok := valueText(s.Field(f.Index)); ok {
+				v.Host[f.Name] = t
+			}
+		}
+	}
+	return v
+}
+
+// valueText is a value as a record stores it: a plain scalar's text; ok false for anything else.
+func valueText(v reflect.Value) (string, bool) {
+	x, ok := plainParam(v)
+	if !ok {
+		return "", false
+	}
+	return fmt.Sprint(x), true
+}
+
+// anchorChecksums is, per group decaying toward a non-zero anchor (w0 or an array), a checksum
+// of that anchor: the record keeps it instead of the parameter-sized arrays, and a resume
+// refuses a group whose anchor differs. Computed once (the anchor is a constant leaf).
+func (n *Nitro) anchorChecksums() (map[string]string, error) {
+	if n.ck.anchors != nil {
+		return n.ck.anchors, nil
+	}
+	out := map[string]string{}
+	for gi, g := range n.groups {
+		var h hash.Hash
+		for s, name := range g.opt.StateNames() {
+			if !g.constLeaf(s) || !strings.HasSuffix(name, "."+optimizers.DecayName+".anchor") {
+				continue
+			}
+			if h == nil {
+				h = sha256.New()
+			}
+			for j, t := range n.st.groups[gi].opt[s] {
+				b, err := readBack(t)
+				if err != nil {
+					return nil, fmt.Errorf("group %q: decay anchor: %w", g.name, err)
+				}
+				fmt.Fprintf(h, "%s %s %v\n", strings.Join(g.keypaths[j], "/"), t.DType(), t.Shape().Dimensions)
+				h.Write(b)
+			}
+		}
+		if h != nil {
+			out[g.name] = "sha256:" + hex.EncodeToString(h.Sum(nil))
+		}
+	}
+	n.ck.anchors = out
+	return out, nil
+}
