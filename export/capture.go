@@ -24,36 +24,16 @@ type exportResult struct {
 // backend: traces Forward once to learn what it reads (variables, Device fields) and what it
 // returns, compiles one program per batch size, and runs the first once on example inputs.
 func captureExport(m *core.ModelView, p *exportPlan) (*exportResult, error) {
-	ws, err := m.Weights()
+	cands, err := readWeights(m)
 	if err != nil {
 		return nil, err
 	}
-	var cands []exportWeight
-	for _, w := range ws {
-		t, err := bundleTensor(w.Name, w.DType, w.Shape, w.Data)
-		if err != nil {
-			return nil, err
-		}
-		cands = append(cands, exportWeight{name: w.Name, v: w.Var, t: t})
-	}
-	devs, err := m.Device() // each Device field's current value, on the host
+	fz, err := freezeDevice(m)
 	if err != nil {
 		return nil, err
 	}
-	frozen := map[string]*tensors.Tensor{}
-	for _, d := range devs {
-		if !exportbundle.DTypeOf(d.Value.DType()).Valid() {
-			return nil, fmt.Errorf("Device field %s: dtype %s cannot be held in a bundle", d.Name, d.Value.DType())
-		}
-		frozen[d.Name] = d.Value
-	}
-	if err := checkHostIndependent(m, p, frozen); err != nil {
+	if err := checkHostIndependent(m, p, fz.values); err != nil {
 		return nil, err
-	}
-
-	fz := &frozenDevice{names: make([]string, len(devs)), values: frozen}
-	for i, d := range devs {
-		fz.names[i] = d.Name
 	}
 	res := &exportResult{programs: map[int]exportbundle.Program{}}
 	progs, err := exportbundle.Capture(p.plugin, func(be backends.Backend) error {

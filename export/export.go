@@ -99,7 +99,8 @@ const PatchFile = "working_tree.patch"
 // device, named as a checkpoint names them ("param/dense_0/weights"), in argument order.
 //
 // In order: the spec is checked against the hooks (names, the batch-first rule, echoes declared
-// with From, client specs only with a Postprocess) before anything is traced; a Preprocess is
+// with From, client specs only with a Postprocess), and what the manifest will hold against the
+// bundle's own rules (exportbundle.CheckSpec), before anything is traced; a Preprocess is
 // called eagerly once and what it returns checked against Forward's fields; the provenance is
 // resolved (framework, then site, then the model hook, then the explicit argument, each winning
 // over the one before); then, in the ExportCompiling phase, Forward is traced once to find what
@@ -150,9 +151,6 @@ func export(m *core.ModelView, dir string, spec ExportSpec) (b *exportbundle.Bun
 	}
 	prov, extra, err := exportProvenance(m, spec, plan)
 	if err != nil {
-		return nil, fmt.Errorf("export: %w", err)
-	}
-	if err := plan.preflight(spec, prov); err != nil {
 		return nil, fmt.Errorf("export: %w", err)
 	}
 	// The phase covers the capture and the write, and the previous phase is restored when the

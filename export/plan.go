@@ -1,16 +1,13 @@
 package export
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gopjrt/dtypes"
@@ -57,15 +54,40 @@ func inputNames(p *exportPlan) []string {
 	return out
 }
 
-// planExport checks everything about the spec that needs no trace, naming the field at fault.
+// planExport checks everything about the spec that needs no trace, naming the field at fault:
+// its own fields first, then, with exportbundle's rules, what the manifest will hold.
 func planExport(m *core.ModelView, spec ExportSpec) (*exportPlan, error) {
 	p := &exportPlan{name: spec.Name, outputs: spec.Outputs}
-	if err := checkExportName("ExportSpec.Name", spec.Name); err != nil {
+	if err := exportbundle.CheckName("ExportSpec.Name", spec.Name); err != nil {
 		return nil, fmt.Errorf("%w (the bundle's name, recorded in its manifest)", err)
 	}
+	var err error
+	if p.batches, err = planBatchSizes(spec.BatchSizes); err != nil {
+		return nil, err
+	}
+	if err := planInputs(m, spec, p); err != nil {
+		return nil, err
+	}
+	if err := checkOutputs(p, spec.Outputs); err != nil {
+		return nil, err
+	}
+	for k := range spec.Provenance {
+		if err := exportbundle.CheckName("ExportSpec.Provenance key", k); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkBundleSpec(spec, p); err != nil {
+		return nil, err
+	}
+	if err := checkProvenanceHook(m); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
 
-	// Batch sizes: positive, distinct; compiled in ascending order.
-	sizes := spec.BatchSizes
+// planBatchSizes checks ExportSpec.BatchSizes (default {1}): positive, distinct. They are
+// compiled in ascending order.
+func planBatchSizes(sizes []int) ([]int, error) {
 	if len(sizes) == 0 {
 		sizes = []int{1}
 	}
@@ -77,76 +99,99 @@ func planExport(m *core.ModelView, spec ExportSpec) (*exportPlan, error) {
 			return nil, fmt.Errorf("ExportSpec.BatchSizes[%d] is %d, as BatchSizes[%d] is: list each batch size once", i, b, j)
 		}
 	}
-	p.batches = slices.Sorted(slices.Values(sizes))
+	return slices.Sorted(slices.Values(sizes)), nil
+}
 
-	// Inputs: the wire inputs of a Preprocess (checked here by form; what Preprocess returns is
-	// checked against Forward by running it, in checkPreprocess), else batch fields Forward
-	// declares and the data contract has, every required one listed.
+// planInputs resolves the program's inputs: the wire inputs of a Preprocess (checked here by
+// form; what Preprocess returns is checked against Forward by running it, in checkPreprocess),
+// else batch fields Forward declares and the data contract has, every required one listed.
+func planInputs(m *core.ModelView, spec ExportSpec, p *exportPlan) error {
 	switch {
 	case spec.Preprocess != nil && spec.Inputs != nil:
-		return nil, fmt.Errorf("ExportSpec.Inputs %v and a Preprocess both given: with a Preprocess the program takes the WireInputs, and Preprocess makes Forward's batch fields from them; drop Inputs", spec.Inputs)
+		return fmt.Errorf("ExportSpec.Inputs %v and a Preprocess both given: with a Preprocess the program takes the WireInputs, and Preprocess makes Forward's batch fields from them; drop Inputs", spec.Inputs)
 	case spec.Preprocess != nil:
 		if err := core.CheckInputSpecs("ExportSpec.WireInputs", spec.WireInputs); err != nil {
-			return nil, fmt.Errorf("%w (with a Preprocess, WireInputs declare what a client sends: name, dtype, per-row shape)", err)
+			return fmt.Errorf("%w (with a Preprocess, WireInputs declare what a client sends: name, dtype, per-row shape)", err)
 		}
 		for _, w := range spec.WireInputs {
 			p.inputs = append(p.inputs, exportInput{name: w.Name, dtype: w.DType, row: slices.Clone(w.Shape)})
 		}
 		p.pre = spec.Preprocess
+		return nil
 	case spec.WireInputs != nil:
-		return nil, errors.New("ExportSpec.WireInputs given without a Preprocess: wire inputs are what a Preprocess converts into Forward's batch fields; add the Preprocess, or list the batch fields the program takes in Inputs")
+		return errors.New("ExportSpec.WireInputs given without a Preprocess: wire inputs are what a Preprocess converts into Forward's batch fields; add the Preprocess, or list the batch fields the program takes in Inputs")
 	default:
-		if err := planBatchInputs(m, spec, p); err != nil {
-			return nil, err
-		}
+		return planBatchInputs(m, spec, p)
 	}
+}
 
-	// Outputs: names, echoes declared with From, assertions batch-first.
-	for i, o := range spec.Outputs {
+// checkOutputs checks ExportSpec.Outputs by form: names, echoes declared with From, the
+// assertions batch-first. What each names is resolved against the trace (resolveOutputs).
+func checkOutputs(p *exportPlan, outputs []ExportOutput) error {
+	for i, o := range outputs {
 		what := fmt.Sprintf("ExportSpec.Outputs[%d]", i)
-		if err := checkExportName(what+".Name", o.Name); err != nil {
-			return nil, err
+		if err := exportbundle.CheckName(what+".Name", o.Name); err != nil {
+			return err
 		}
 		what = fmt.Sprintf("%s %q", what, o.Name)
-		if j := slices.IndexFunc(spec.Outputs[:i], func(x ExportOutput) bool { return x.Name == o.Name }); j >= 0 {
-			return nil, fmt.Errorf("%s: the name appears twice (also Outputs[%d])", what, j)
+		if j := slices.IndexFunc(outputs[:i], func(x ExportOutput) bool { return x.Name == o.Name }); j >= 0 {
+			return fmt.Errorf("%s: the name appears twice (also Outputs[%d])", what, j)
 		}
 		if o.From == "" && p.isInput(o.Name) {
-			return nil, fmt.Errorf("%s: the name is a declared input, and an echo must be declared: set From: %q to return the input as sent, or name the output otherwise", what, o.Name)
+			return fmt.Errorf("%s: the name is a declared input, and an echo must be declared: set From: %q to return the input as sent, or name the output otherwise", what, o.Name)
 		}
 		if o.DType != "" && !o.DType.Valid() {
-			return nil, fmt.Errorf("%s: DType %q is not a bundle dtype", what, o.DType)
+			return fmt.Errorf("%s: DType %q is not a bundle dtype", what, o.DType)
 		}
 		if len(o.Shape) > 0 && o.Shape[0] != -1 {
-			return nil, fmt.Errorf("%s: Shape %v: the batch leads (batch-first rule), so write -1 at axis 0", what, o.Shape)
+			return fmt.Errorf("%s: Shape %v: the batch leads (batch-first rule), so write -1 at axis 0", what, o.Shape)
 		}
-		for k, c := range []byte(o.AxisLetters) {
-			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') || strings.IndexByte(o.AxisLetters[:k], c) >= 0 {
-				return nil, fmt.Errorf("%s: AxisLetters %q: one distinct ASCII letter per non-batch axis", what, o.AxisLetters)
-			}
+		if err := exportbundle.CheckAxisLetters(o.AxisLetters); err != nil {
+			return fmt.Errorf("%s: AxisLetters %q: %v (one distinct ASCII letter per non-batch axis)", what, o.AxisLetters, err)
 		}
 	}
+	return nil
+}
 
-	// The client side only around a postprocess.
-	if spec.Postprocess == "" {
-		if len(spec.ClientInputs) > 0 {
-			return nil, errors.New("ExportSpec.ClientInputs given without a Postprocess: client-side specs describe what a postprocess changes, and with none the program's own inputs are the client's; drop ClientInputs or add the Postprocess")
+// checkBundleSpec checks what the manifest will hold that is known before the trace (name,
+// inputs, batch sizes, client specs, provenance keys) with exportbundle's own rules, so that a
+// spec the bundle would refuse fails now rather than after minutes of compiling. Client specs
+// without a Postprocess are refused naming ExportSpec's fields, which is where the fix goes.
+func checkBundleSpec(spec ExportSpec, p *exportPlan) error {
+	err := exportbundle.CheckSpec(exportbundle.Spec{
+		Name:          spec.Name,
+		Inputs:        p.inputSpecs(),
+		BatchSizes:    p.batches,
+		Postprocess:   spec.Postprocess,
+		ClientInputs:  spec.ClientInputs,
+		ClientOutputs: spec.ClientOutputs,
+		Provenance:    spec.Provenance,
+	})
+	var se *exportbundle.SpecError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, exportbundle.ErrClientWithoutPostprocess) && errors.As(err, &se):
+		field, side := "ClientInputs", "inputs"
+		if se.Field == "client_outputs" {
+			field, side = "ClientOutputs", "outputs"
 		}
-		if len(spec.ClientOutputs) > 0 {
-			return nil, errors.New("ExportSpec.ClientOutputs given without a Postprocess: client-side specs describe what a postprocess changes, and with none the program's own outputs are the client's; drop ClientOutputs or add the Postprocess")
-		}
+		return fmt.Errorf("ExportSpec.%s given without a Postprocess: client-side specs describe what a postprocess changes, and with none the program's own %s are the client's; drop %s or add the Postprocess", field, side, field)
 	}
-	for k := range spec.Provenance {
-		if err := checkExportName("ExportSpec.Provenance key", k); err != nil {
-			return nil, err
-		}
+	return fmt.Errorf("the bundle would be invalid: %w", err)
+}
+
+// checkProvenanceHook refuses an ExportProvenance method of the wrong type, which export would
+// otherwise silently ignore.
+func checkProvenanceHook(m *core.ModelView) error {
+	meth, ok := reflect.TypeOf(m.Experiment()).MethodByName("ExportProvenance")
+	if !ok {
+		return nil
 	}
-	if meth, ok := reflect.TypeOf(m.Experiment()).MethodByName("ExportProvenance"); ok {
-		if _, hook := m.Experiment().(core.ExportProvenancer); !hook {
-			return nil, fmt.Errorf("experiment %s has an ExportProvenance method of type %s, which export would ignore: define func (e *%s) ExportProvenance() map[string]string", m.TypeName(), meth.Type, m.TypeName())
-		}
+	if _, hook := m.Experiment().(core.ExportProvenancer); !hook {
+		return fmt.Errorf("experiment %s has an ExportProvenance method of type %s, which export would ignore: define func (e *%s) ExportProvenance() map[string]string", m.TypeName(), meth.Type, m.TypeName())
 	}
-	return p, nil
+	return nil
 }
 
 // planBatchInputs resolves ExportSpec.Inputs (no Preprocess): batch fields Forward declares, each
@@ -169,7 +214,7 @@ func planBatchInputs(m *core.ModelView, spec ExportSpec, p *exportPlan) error {
 	}
 	for i, name := range names {
 		what := fmt.Sprintf("ExportSpec.Inputs[%d] %q", i, name)
-		if err := checkExportName(fmt.Sprintf("ExportSpec.Inputs[%d]", i), name); err != nil {
+		if err := exportbundle.CheckName(fmt.Sprintf("ExportSpec.Inputs[%d]", i), name); err != nil {
 			return err
 		}
 		if j := slices.Index(names[:i], name); j >= 0 {
@@ -214,22 +259,6 @@ func exportPlugin(m *core.ModelView) (string, error) {
 	return found, nil
 }
 
-// checkExportName applies the bundle's name rules (non-empty UTF-8, at most 256 bytes, no
-// control characters) before anything is traced.
-func checkExportName(what, name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%s is empty", what)
-	case len(name) > 256:
-		return fmt.Errorf("%s is %d bytes long (at most 256)", what, len(name))
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%s %q is not UTF-8", what, name)
-	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-		return fmt.Errorf("%s %q holds a control character", what, name)
-	}
-	return nil
-}
-
 // checkExportDir refuses, before the long part, a dir exportbundle.Write would refuse.
 func checkExportDir(dir string) error {
 	if dir == "" {
@@ -245,57 +274,4 @@ func checkExportDir(dir string) error {
 		return fmt.Errorf("bundle directory %s exists and is not empty: export into a new directory", dir)
 	}
 	return nil
-}
-
-// preflight validates what the manifest will say that is known before the trace (name, inputs,
-// client specs, batch sizes, provenance keys) with exportbundle's own rules, so that a spec the
-// bundle would refuse fails now rather than after minutes of compiling.
-func (p *exportPlan) preflight(spec ExportSpec, prov map[string]string) error {
-	zero := strings.Repeat("0", 64)
-	m := exportbundle.Manifest{
-		Format:        exportbundle.FormatName,
-		FormatVersion: exportbundle.FormatVersion,
-		Name:          spec.Name,
-		Inputs:        p.inputSpecs(),
-		Outputs:       []exportbundle.TensorSpec{{Name: "out", DType: exportbundle.F32, Shape: []int{-1}}},
-		WeightsFile:   exportbundle.WeightsFile,
-		BatchSizes:    p.batches,
-		ClientInputs:  batchPlaceholder(spec.ClientInputs),
-		ClientOutputs: batchPlaceholder(spec.ClientOutputs),
-		Provenance:    prov,
-		Files:         []exportbundle.FileEntry{{Name: exportbundle.WeightsFile, SHA256: zero}},
-	}
-	for _, b := range p.batches {
-		file := "program-b" + strconv.Itoa(b) + ".mlir"
-		m.Programs = append(m.Programs, exportbundle.ProgramEntry{BatchSize: b, Format: "mlir", File: file})
-		m.Files = append(m.Files, exportbundle.FileEntry{Name: file, SHA256: zero})
-	}
-	if spec.Postprocess != "" {
-		m.PostprocessFile = exportbundle.PostprocessFile
-		m.Files = append(m.Files, exportbundle.FileEntry{Name: exportbundle.PostprocessFile, SHA256: zero})
-	}
-	data, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	if _, err := exportbundle.ParseManifest(data); err != nil {
-		var fe *exportbundle.FormatError
-		if errors.As(err, &fe) {
-			return fmt.Errorf("the bundle would be invalid: %s", fe.Msg)
-		}
-		return err
-	}
-	return nil
-}
-
-// batchPlaceholder writes -1 at each client spec's batch axis, the manifest's spelling.
-func batchPlaceholder(specs []exportbundle.TensorSpec) []exportbundle.TensorSpec {
-	out := slices.Clone(specs)
-	for i := range out {
-		out[i].Shape = slices.Clone(out[i].Shape)
-		if a := out[i].BatchAxis; a >= 0 && a < len(out[i].Shape) {
-			out[i].Shape[a] = -1
-		}
-	}
-	return out
 }

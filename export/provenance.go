@@ -35,7 +35,7 @@ func exportProvenance(m *core.ModelView, spec ExportSpec, p *exportPlan) (map[st
 			return nil, nil, err
 		}
 		for k, v := range hook {
-			if err := checkExportName("ExportProvenance key", k); err != nil {
+			if err := exportbundle.CheckName("ExportProvenance key", k); err != nil {
 				return nil, nil, err
 			}
 			prov[k] = v

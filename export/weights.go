@@ -9,6 +9,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gopjrt/dtypes"
+	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/exportbundle"
 )
 
@@ -50,4 +51,41 @@ func gomlxTensor(t exportbundle.Tensor, s shapes.Shape) (*tensors.Tensor, error)
 		err = fmt.Errorf("%d bytes for %s", len(t.Data), s)
 	}
 	return h, err
+}
+
+// readWeights reads the view's weights (the parameters and layer state) back to the host as
+// bundle tensors, named as a checkpoint names them: the candidates, of which the program keeps
+// the ones Forward reads.
+func readWeights(m *core.ModelView) ([]exportWeight, error) {
+	ws, err := m.Weights()
+	if err != nil {
+		return nil, err
+	}
+	cands := make([]exportWeight, 0, len(ws))
+	for _, w := range ws {
+		t, err := bundleTensor(w.Name, w.DType, w.Shape, w.Data)
+		if err != nil {
+			return nil, err
+		}
+		cands = append(cands, exportWeight{name: w.Name, v: w.Var, t: t})
+	}
+	return cands, nil
+}
+
+// freezeDevice reads each Device field's current value back to the host, in declaration order:
+// the values the export view freezes into the program.
+func freezeDevice(m *core.ModelView) (*frozenDevice, error) {
+	devs, err := m.Device()
+	if err != nil {
+		return nil, err
+	}
+	fz := &frozenDevice{names: make([]string, len(devs)), values: make(map[string]*tensors.Tensor, len(devs))}
+	for i, d := range devs {
+		if !exportbundle.DTypeOf(d.Value.DType()).Valid() {
+			return nil, fmt.Errorf("Device field %s: dtype %s cannot be held in a bundle", d.Name, d.Value.DType())
+		}
+		fz.names[i] = d.Name
+		fz.values[d.Name] = d.Value
+	}
+	return fz, nil
 }
