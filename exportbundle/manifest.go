@@ -295,6 +295,12 @@ func (m *Manifest) validate() error {
 	if m.PostprocessFile != "" && m.PostprocessFile != PostprocessFile {
 		return fmt.Errorf("postprocess_file %q, want %q", m.PostprocessFile, PostprocessFile)
 	}
+	return m.checkFiles()
+}
+
+// checkFiles checks the file list: plain names, each listed once with a size and a SHA-256,
+// every file the manifest uses listed, no reserved name it does not use.
+func (m *Manifest) checkFiles() error {
 	files := map[string]bool{}
 	for i, f := range m.Files {
 		what := fmt.Sprintf("files[%d]", i)
