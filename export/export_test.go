@@ -65,6 +65,10 @@ func TestExportRefusesSpec(t *testing.T) {
 			s.Postprocess = "softmax"
 			s.ClientOutputs = []exportbundle.TensorSpec{{Name: "prob", DType: exportbundle.F32, Shape: []int{1, 3}, AxisLetters: "ab"}}
 		}), []string{"the bundle would be invalid", `client_outputs[0] "prob": axis_letters "ab"`}},
+		{"batch size past the bundle's bound", with(func(s *export.ExportSpec) { s.BatchSizes = []int{1 << 21} }),
+			[]string{"the bundle would be invalid", "batch_sizes[0]: 2097152 (want 1..1048576)"}},
+		{"provenance key the bundle refuses", with(func(s *export.ExportSpec) { s.Provenance = map[string]string{"a\x7fb": "x"} }),
+			[]string{`ExportSpec.Provenance key "a\x7fb" holds a control character`}},
 		{"output axis letters", with(func(s *export.ExportSpec) { s.Outputs = []export.ExportOutput{{Name: "pred", AxisLetters: "kk"}} }), []string{`ExportSpec.Outputs[0] "pred": AxisLetters "kk"`}},
 		{"empty provenance key", with(func(s *export.ExportSpec) { s.Provenance = map[string]string{"": "x"} }), []string{"ExportSpec.Provenance key is empty"}},
 	}

@@ -13,8 +13,12 @@
 // unexported fields through unsafe, parsing GoMLX's V(2) log, copying GoMLX's builder.
 //
 // Left to the caller: which graphs to build (inputs before weights), the specs, provenance and its
-// precedence, phases. Errors: Read and Open return *FormatError naming the file (wrapping
-// ErrNewerFormat for a newer format); Run returns *InputError naming the input, and Handler answers
-// 400 with it. Captures are serialized in a process (one real plugin per process); a Runner is safe
+// precedence, phases. CheckSpec applies the manifest's rules to what a caller knows before it
+// traces (name, inputs, batch sizes, client specs, provenance keys), so an exporter need not
+// restate them. RunJSON runs one /predict request in process, by the code Handler uses.
+//
+// Errors: Read and Open return *FormatError naming the file (wrapping ErrNewerFormat for a newer
+// format); CheckSpec returns *SpecError naming the manifest field; Run returns *InputError naming
+// the input; RunJSON returns *RequestError with the status and message Handler answers with. Captures are serialized in a process (one real plugin per process); a Runner is safe
 // for concurrent use; a Bundle is plain data, not synchronized.
 package exportbundle

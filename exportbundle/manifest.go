@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-	"unicode/utf8"
 )
 
 // The bundle layout.
@@ -165,23 +164,6 @@ func ParseManifest(data []byte) (*Manifest, error) {
 	return &m, nil
 }
 
-func checkName(what, name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%s: empty name", what)
-	case len(name) > maxNameLen:
-		return fmt.Errorf("%s: name of %d bytes (at most %d)", what, len(name), maxNameLen)
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%s: name %q is not UTF-8", what, name)
-	}
-	for _, r := range name {
-		if r < 0x20 || r == 0x7f {
-			return fmt.Errorf("%s: name %q holds a control character", what, name)
-		}
-	}
-	return nil
-}
-
 // specKind says which rules a TensorSpec list obeys.
 type specKind int
 
@@ -194,11 +176,10 @@ const (
 func checkSpecs(field string, specs []TensorSpec, kind specKind, batch int) error {
 	seen := map[string]bool{}
 	for i, s := range specs {
-		what := fmt.Sprintf("%s[%d]", field, i)
-		if err := checkName(what, s.Name); err != nil {
+		if err := CheckName(fmt.Sprintf("%s[%d].name", field, i), s.Name); err != nil {
 			return err
 		}
-		what = fmt.Sprintf("%s[%d] %q", field, i, s.Name)
+		what := fmt.Sprintf("%s[%d] %q", field, i, s.Name)
 		if seen[s.Name] {
 			return fmt.Errorf("%s: name appears twice", what)
 		}
@@ -242,14 +223,8 @@ func checkSpecs(field string, specs []TensorSpec, kind specKind, batch int) erro
 			if len(s.AxisLetters) != want {
 				return fmt.Errorf("%s: axis_letters %q: want one letter per non-batch axis (%d)", what, s.AxisLetters, want)
 			}
-			for k := 0; k < len(s.AxisLetters); k++ {
-				c := s.AxisLetters[k]
-				if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
-					return fmt.Errorf("%s: axis_letters %q: %q is not an ASCII letter", what, s.AxisLetters, c)
-				}
-				if bytes.IndexByte([]byte(s.AxisLetters[:k]), c) >= 0 {
-					return fmt.Errorf("%s: axis_letters %q: %q appears twice", what, s.AxisLetters, c)
-				}
+			if err := CheckAxisLetters(s.AxisLetters); err != nil {
+				return fmt.Errorf("%s: axis_letters %q: %v", what, s.AxisLetters, err)
 			}
 		}
 	}
@@ -264,38 +239,23 @@ func checkFileName(what, name string) error {
 }
 
 // validate checks everything the manifest says about itself; Read checks the files against it.
+// What a manifest shares with a Spec is checked by the Spec's rules, so an exporter's CheckSpec
+// and a reader's ParseManifest cannot disagree.
 func (m *Manifest) validate() error {
-	if err := checkName("name", m.Name); err != nil {
+	spec := Spec{Name: m.Name, Inputs: m.Inputs, BatchSizes: m.BatchSizes,
+		ClientInputs: m.ClientInputs, ClientOutputs: m.ClientOutputs, Provenance: m.Provenance}
+	if err := spec.check(m.PostprocessFile != ""); err != nil {
 		return err
-	}
-	if len(m.Inputs) == 0 {
-		return errors.New("inputs: none declared")
 	}
 	if len(m.Outputs) == 0 {
 		return errors.New("outputs: none declared")
 	}
-	largest := 1
-	if n := len(m.BatchSizes); n > 0 {
-		largest = max(1, min(m.BatchSizes[n-1], maxBatch))
-	}
-	if err := checkSpecs("inputs", m.Inputs, kindInput, largest); err != nil {
+	if err := checkSpecs("outputs", m.Outputs, kindOutput, m.BatchSizes[len(m.BatchSizes)-1]); err != nil {
 		return err
-	}
-	if err := checkSpecs("outputs", m.Outputs, kindOutput, largest); err != nil {
-		return err
-	}
-	if err := checkSpecs("client_inputs", m.ClientInputs, kindClient, 1); err != nil {
-		return err
-	}
-	if err := checkSpecs("client_outputs", m.ClientOutputs, kindClient, 1); err != nil {
-		return err
-	}
-	if (len(m.ClientInputs) > 0 || len(m.ClientOutputs) > 0) && m.PostprocessFile == "" {
-		return errors.New("client_inputs/client_outputs declared without a postprocess")
 	}
 	seen := map[string]bool{}
 	for i, w := range m.Weights {
-		if err := checkName(fmt.Sprintf("weights[%d]", i), w.Name); err != nil {
+		if err := CheckName(fmt.Sprintf("weights[%d].name", i), w.Name); err != nil {
 			return err
 		}
 		what := fmt.Sprintf("weights[%d] %q", i, w.Name)
@@ -318,17 +278,6 @@ func (m *Manifest) validate() error {
 	if m.WeightsFile != WeightsFile {
 		return fmt.Errorf("weights_file %q, want %q", m.WeightsFile, WeightsFile)
 	}
-	if len(m.BatchSizes) == 0 || len(m.BatchSizes) > maxBatchSizes {
-		return fmt.Errorf("batch_sizes: %d of them (want 1..%d)", len(m.BatchSizes), maxBatchSizes)
-	}
-	for i, b := range m.BatchSizes {
-		if b < 1 || b > maxBatch {
-			return fmt.Errorf("batch_sizes[%d]: %d (want 1..%d)", i, b, maxBatch)
-		}
-		if i > 0 && b <= m.BatchSizes[i-1] {
-			return fmt.Errorf("batch_sizes %v: not strictly increasing", m.BatchSizes)
-		}
-	}
 	if len(m.Programs) != len(m.BatchSizes) {
 		return fmt.Errorf("programs: %d entries for %d batch sizes", len(m.Programs), len(m.BatchSizes))
 	}
@@ -346,11 +295,12 @@ func (m *Manifest) validate() error {
 	if m.PostprocessFile != "" && m.PostprocessFile != PostprocessFile {
 		return fmt.Errorf("postprocess_file %q, want %q", m.PostprocessFile, PostprocessFile)
 	}
-	for k := range m.Provenance {
-		if err := checkName("provenance key", k); err != nil {
-			return err
-		}
-	}
+	return m.checkFiles()
+}
+
+// checkFiles checks the file list: plain names, each listed once with a size and a SHA-256,
+// every file the manifest uses listed, no reserved name it does not use.
+func (m *Manifest) checkFiles() error {
 	files := map[string]bool{}
 	for i, f := range m.Files {
 		what := fmt.Sprintf("files[%d]", i)

@@ -3,7 +3,9 @@ package exportbundle
 import (
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -285,4 +287,24 @@ func (r *Runner) Close() error {
 		errs = append(errs, r.client.Destroy())
 	}
 	return errors.Join(errs...)
+}
+
+// RunJSON runs r once on a JSON request read from body and writes the JSON answer to w: the
+// request and the answer of POST /predict (see Handler), decoded, checked and encoded by the same
+// code, with no HTTP. The body is read as a stream and refused at the first byte that breaks the
+// bundle's shapes, and at most MaxRequestBytes of it are read. A refused or failed request is a
+// *RequestError whose message is the one /predict answers with; nothing is written to w then.
+func RunJSON(r *Runner, body io.Reader, w io.Writer) error {
+	if r == nil {
+		return errors.New("exportbundle: RunJSON: nil Runner")
+	}
+	if body == nil {
+		return errors.New("exportbundle: RunJSON: nil body")
+	}
+	out, rerr := runJSON(r, http.MaxBytesReader(nil, io.NopCloser(body), MaxRequestBytes), nil, 0)
+	if rerr != nil {
+		return rerr
+	}
+	_, err := w.Write(out)
+	return err
 }

@@ -288,14 +288,14 @@ func newHandler(r *Runner, cfg ServeConfig) http.Handler {
 		body := &stallReader{r: http.MaxBytesReader(w, req.Body, MaxRequestBytes), rc: http.NewResponseController(w),
 			stall: cfg.BodyTimeout, end: time.Now().Add(cfg.ReadTimeout)}
 		tc, _ := req.Context().Value(connKey{}).(*trackedConn)
-		status, out := predict(r, body, func() {
+		out, rerr := runJSON(r, body, func() {
 			body.done()
 			if tc != nil {
 				tc.answered.Store(true)
 			}
 		}, cfg.BodyTimeout)
-		if status != http.StatusOK {
-			writeError(w, status, string(out))
+		if rerr != nil {
+			writeError(w, rerr.Status, rerr.Msg)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -306,8 +306,7 @@ func newHandler(r *Runner, cfg ServeConfig) http.Handler {
 
 // stallReader gives each read of a body its own deadline, BodyTimeout from now (never past the
 // request's end), so a client that stops sending is cut after BodyTimeout however long its
-// whole request may take. A writer without deadlines (a test recorder, run-bundle's in-memory
-// one) reads without.
+// whole request may take. A writer without deadlines (a test recorder) reads without.
 type stallReader struct {
 	r     io.Reader
 	rc    *http.ResponseController
@@ -344,29 +343,32 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	w.Write(append(b, '\n'))
 }
 
-// predict returns 200 and the response body, or a status and an error message. read is called
-// once the body is read whole and accepted.
-func predict(r *Runner, body io.Reader, read func(), stall time.Duration) (int, []byte) {
+// RequestError is a request RunJSON refuses or fails to run; POST /predict answers it with
+// Status and the body {"error": Msg}. Status is 400 for a malformed body or a refused input (Err
+// is then the *InputError when one input is at fault), 413 for a body over MaxRequestBytes, 408
+// for one that stalled, and 500 for a failure to execute.
+type RequestError struct {
+	Status int
+	Msg    string
+	Err    error
+}
+
+func (e *RequestError) Error() string { return e.Msg }
+func (e *RequestError) Unwrap() error { return e.Err }
+
+// runJSON is the one path from a JSON request to a JSON answer, for RunJSON and /predict alike:
+// decode against the bundle's inputs (read, if set, is called once the body is read whole and
+// accepted), run, encode. stall is the body timeout a 408 names. A panic is a 500, not a crash.
+func runJSON(r *Runner, body io.Reader, read func(), stall time.Duration) (answer []byte, rerr *RequestError) {
+	defer func() {
+		if p := recover(); p != nil {
+			answer, rerr = nil, &RequestError{Status: http.StatusInternalServerError, Msg: fmt.Sprintf("internal error: %v", p)}
+		}
+	}()
 	specs := r.Inputs()
 	inputs, err := decodeRequest(body, specs, r.BatchSizes())
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		var re *readError
-		var ie *InputError
-		var se *syntaxError
-		switch {
-		case errors.As(err, &tooBig):
-			return http.StatusRequestEntityTooLarge, []byte(fmt.Sprintf("request body over %d bytes", tooBig.Limit))
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			return http.StatusRequestTimeout, []byte(fmt.Sprintf("the request body stalled: no bytes for %v, or past the read timeout", stall))
-		case errors.As(err, &re):
-			return http.StatusBadRequest, []byte("reading the body: " + re.err.Error())
-		case errors.As(err, &ie):
-			return http.StatusBadRequest, []byte(ie.Error())
-		case errors.As(err, &se):
-			return http.StatusBadRequest, []byte("malformed body: " + se.msg)
-		}
-		return http.StatusBadRequest, []byte(err.Error())
+		return nil, decodeFailure(err, stall)
 	}
 	if read != nil {
 		read()
@@ -375,22 +377,21 @@ func predict(r *Runner, body io.Reader, read func(), stall time.Duration) (int, 
 	for _, s := range specs {
 		t, ok := inputs[s.Name]
 		if !ok {
-			return http.StatusBadRequest, []byte((&InputError{Input: s.Name, Msg: "missing"}).Error())
+			return nil, badInput(&InputError{Input: s.Name, Msg: "missing"})
 		}
 		if n := t.Shape[s.BatchAxis]; batch == -1 {
 			batch, batchFrom = n, s.Name
 		} else if n != batch {
-			return http.StatusBadRequest, []byte((&InputError{Input: s.Name, Msg: fmt.Sprintf(
-				"batch size %d, input %q has %d", n, batchFrom, batch)}).Error())
+			return nil, badInput(&InputError{Input: s.Name, Msg: fmt.Sprintf("batch size %d, input %q has %d", n, batchFrom, batch)})
 		}
 	}
 	out, err := r.Run(batch, inputs)
 	if err != nil {
-		var ie *InputError
-		if errors.As(err, &ie) {
-			return http.StatusBadRequest, []byte(err.Error())
+		status := http.StatusInternalServerError
+		if errors.As(err, new(*InputError)) {
+			status = http.StatusBadRequest
 		}
-		return http.StatusInternalServerError, []byte(err.Error())
+		return nil, &RequestError{Status: status, Msg: err.Error(), Err: err}
 	}
 	var b bytes.Buffer
 	b.WriteString(`{"outputs":{`)
@@ -405,7 +406,32 @@ func predict(r *Runner, body io.Reader, read func(), stall time.Duration) (int, 
 		encodeNested(&b, t, t.Shape, 0)
 	}
 	b.WriteString("}}\n")
-	return http.StatusOK, b.Bytes()
+	return b.Bytes(), nil
+}
+
+func badInput(e *InputError) *RequestError {
+	return &RequestError{Status: http.StatusBadRequest, Msg: e.Error(), Err: e}
+}
+
+// decodeFailure is the answer to a body the decoder refused.
+func decodeFailure(err error, stall time.Duration) *RequestError {
+	var tooBig *http.MaxBytesError
+	var re *readError
+	var ie *InputError
+	var se *syntaxError
+	switch {
+	case errors.As(err, &tooBig):
+		return &RequestError{Status: http.StatusRequestEntityTooLarge, Msg: fmt.Sprintf("request body over %d bytes", tooBig.Limit), Err: err}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return &RequestError{Status: http.StatusRequestTimeout, Msg: fmt.Sprintf("the request body stalled: no bytes for %v, or past the read timeout", stall), Err: err}
+	case errors.As(err, &re):
+		return &RequestError{Status: http.StatusBadRequest, Msg: "reading the body: " + re.err.Error(), Err: err}
+	case errors.As(err, &ie):
+		return badInput(ie)
+	case errors.As(err, &se):
+		return &RequestError{Status: http.StatusBadRequest, Msg: "malformed body: " + se.msg, Err: err}
+	}
+	return &RequestError{Status: http.StatusBadRequest, Msg: err.Error(), Err: err}
 }
 
 // decodeNested parses one input's nested JSON arrays as spec's dtype and rank, with the request

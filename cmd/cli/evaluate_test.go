@@ -76,7 +76,7 @@ type sigintSource struct {
 
 func (s *sigintSource) BatchAt(i int) (core.Batch, error) {
 	if i == s.at && sigintArmed.CompareAndSwap(true, false) {
-		run, _ := sigintRun.Load().(interface{ StopRequested() bool })
+		run, _ := sigintRun.Load().(*monitors.Tracker) // the Run core hands monitors is its tracker
 		if run == nil {
 			return nil, fmt.Errorf("no run recorded by the monitor")
 		}

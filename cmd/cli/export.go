@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -285,12 +284,8 @@ func newRunBundleCmd(stdout io.Writer) *cobra.Command {
 				return err
 			}
 			defer r.Close()
-			out, err := runOnce(r, body)
-			if err != nil {
-				return err
-			}
-			_, err = stdout.Write(out)
-			return err
+			// The same decoding, checks and encoding as nitro serve's /predict.
+			return exportbundle.RunJSON(r, bytes.NewReader(body), stdout)
 		},
 	}
 	c.Flags().SortFlags = false
@@ -358,50 +353,6 @@ func readLimited(path, flag string) ([]byte, error) {
 	}
 	defer f.Close()
 	return io.ReadAll(io.LimitReader(f, exportbundle.MaxRequestBytes+1))
-}
-
-// runOnce answers one /predict request in memory, through exportbundle.Handler: the same
-// decoding, checks and encoding as nitro serve. It returns the response body, or the handler's
-// error message as an error.
-func runOnce(r *exportbundle.Runner, body []byte) ([]byte, error) {
-	req, err := http.NewRequest(http.MethodPost, "/predict", bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	w := &memoryResponse{header: http.Header{}, status: http.StatusOK}
-	exportbundle.Handler(r).ServeHTTP(w, req)
-	if w.status != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(w.body.Bytes(), &e) == nil && e.Error != "" {
-			return nil, errors.New(e.Error)
-		}
-		return nil, fmt.Errorf("%s: %s", http.StatusText(w.status), strings.TrimSpace(w.body.String()))
-	}
-	return w.body.Bytes(), nil
-}
-
-// memoryResponse is an http.ResponseWriter that keeps the answer in memory.
-type memoryResponse struct {
-	header http.Header
-	status int
-	wrote  bool
-	body   bytes.Buffer
-}
-
-func (m *memoryResponse) Header() http.Header { return m.header }
-
-func (m *memoryResponse) WriteHeader(status int) {
-	if !m.wrote {
-		m.status, m.wrote = status, true
-	}
-}
-
-func (m *memoryResponse) Write(b []byte) (int, error) {
-	m.WriteHeader(http.StatusOK)
-	return m.body.Write(b)
 }
 
 // shutdownGrace bounds how long serve waits for the requests in flight after a signal.
