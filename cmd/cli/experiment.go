@@ -12,7 +12,7 @@ import (
 
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
-	"github.com/nitro-go/nitro/core/backend"
+	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/promexport"
 )

@@ -17,7 +17,7 @@ import (
 	"testing"
 
 	"github.com/nitro-go/nitro/cmd/cli"
-	"github.com/nitro-go/nitro/core/backend"
+	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/internal/prereq"
 )
 
