@@ -21,8 +21,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gopjrt/dtypes"
-	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/backend"
+	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/exportbundle"
 )
 
