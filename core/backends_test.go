@@ -3,9 +3,9 @@ package core_test
 import (
 	"testing"
 
+	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
-	"github.com/nitro-go/nitro/core/backend"
 	"github.com/nitro-go/nitro/internal/prereq"
 )
 

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 
-	"github.com/nitro-go/nitro/core/backend"
+	"github.com/nitro-go/nitro/backend"
 )
 
 // resolved is one knob's value and where it came from ("run option", "method Name()",

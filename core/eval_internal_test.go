@@ -11,8 +11,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
 	"github.com/gomlx/gopjrt/dtypes"
+	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/compilecache"
-	"github.com/nitro-go/nitro/core/backend"
 	"github.com/nitro-go/nitro/internal/prereq"
 )
 

@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/nitro-go/nitro/core/backend"
-	"github.com/nitro-go/nitro/core/dotgrad"
+	"github.com/nitro-go/nitro/backend"
+	"github.com/nitro-go/nitro/dotgrad"
 	"github.com/nitro-go/nitro/monitors"
 	"github.com/nitro-go/nitro/runstatus"
 	"github.com/nitro-go/nitro/schedules"

@@ -2,8 +2,8 @@ package core
 
 import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/compilecache"
-	"github.com/nitro-go/nitro/core/backend"
 	"github.com/nitro-go/nitro/markers"
 )
 

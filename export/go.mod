@@ -3,6 +3,8 @@ module github.com/nitro-go/nitro/export
 go 1.26
 
 require (
+	github.com/nitro-go/nitro/dotgrad v0.0.0
+	github.com/nitro-go/nitro/backend v0.0.0
 	github.com/gomlx/gomlx v0.25.0
 	github.com/gomlx/gopjrt v0.10.0
 	github.com/nitro-go/nitro/checkpoint v0.0.0
@@ -39,6 +41,8 @@ require (
 )
 
 replace (
+	github.com/nitro-go/nitro/dotgrad => ../dotgrad
+	github.com/nitro-go/nitro/backend => ../backend
 	github.com/nitro-go/nitro/checkpoint => ../checkpoint
 	github.com/nitro-go/nitro/compilecache => ../compilecache
 	github.com/nitro-go/nitro/core => ../core

@@ -11,8 +11,8 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gopjrt/dtypes"
+	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/core"
-	"github.com/nitro-go/nitro/core/backend"
 	"github.com/nitro-go/nitro/exportbundle"
 )
 

@@ -20,7 +20,7 @@ import (
 const pluginFile = "pjrt_c_api_cpu_plugin.so"
 
 // requirePlugin returns the plugin path nitro's backend resolver would load (prereq.Plugin runs
-// the same search, pluginsearch, which this module can use and core/backend calls), or stops the
+// the same search, pluginsearch, which this module can use and backend calls), or stops the
 // test: a skip without one (a failure under CI), a failure when the search refuses a place.
 func requirePlugin(t testing.TB) string {
 	t.Helper()

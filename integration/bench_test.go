@@ -17,7 +17,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gopjrt/dtypes"
-	"github.com/nitro-go/nitro/core/backend"
+	"github.com/nitro-go/nitro/backend"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -80,7 +80,7 @@ func (e *BenchMLP) Loss(out core.Outputs, in Labels) *graph.Node {
 //   - GoMLX: a hand-written loop, one context.Exec per step fusing forward, gradient and GoMLX's
 //     Adam (optimizers.Adam().Done(): Adam, not RAdam, so the rectification's few scalar ops are
 //     missing), fed a fresh host batch copied the same way, with the loss read back each step.
-//     It runs after core.New, so it has nitro's matrix-product gradients (core/dotgrad) too.
+//     It runs after core.New, so it has nitro's matrix-product gradients (dotgrad) too.
 //   - JAX + optax (scripts/bench/jax_step.py, when $NITRO_BENCH_PYTHON names the venv's python;
 //     `make bench` sets it up): a jitted step with params and state donated, radam at optax's
 //     defaults, a fresh host batch uploaded and the loss read back per step.

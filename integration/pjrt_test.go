@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/nitro-go/nitro/core/backend"
+	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/internal/prereq"
 )
 

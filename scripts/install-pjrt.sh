@@ -4,8 +4,8 @@
 # Python's pip is used only to fetch the wheel; nothing of Python is needed at run time.
 set -euo pipefail
 
-# The pin: a copy of backend.Pinned() in core/backend/pin.go, the one source of truth (`nitro setup`
-# uses it; core/backend's TestPinMatchesInstallScript fails when these lines differ from it).
+# The pin: a copy of backend.Pinned() in backend/pin.go, the one source of truth (`nitro setup`
+# uses it; backend's TestPinMatchesInstallScript fails when these lines differ from it).
 # xla-cpu-pjrt 0.0.1 exposes PJRT C API 0.81, the exact version gopjrt v0.10.0 was built
 # against (lammps-jax-pjrt-cpu 0.11.2, API 0.115, also loaded and ran; cyxla-pjrt-cpu is not served).
 WHEEL_PKG="xla-cpu-pjrt"

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nitro-go/nitro/core/backend"
+	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/internal/prereq"
 )
 

@@ -10,9 +10,9 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
+	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
-	"github.com/nitro-go/nitro/core/backend"
 	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/promexport"
 )

@@ -18,8 +18,8 @@ import (
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/spf13/cobra"
 
+	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/core"
-	"github.com/nitro-go/nitro/core/backend"
 	"github.com/nitro-go/nitro/export"
 	"github.com/nitro-go/nitro/exportbundle"
 )

@@ -22,9 +22,9 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 
+	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/cmd/cli"
 	"github.com/nitro-go/nitro/cmd/examples/mnist"
-	"github.com/nitro-go/nitro/core/backend"
 	"github.com/nitro-go/nitro/exportbundle"
 	"github.com/nitro-go/nitro/internal/prereq"
 )

@@ -1,6 +1,6 @@
 package cli
 
-import "github.com/nitro-go/nitro/core/backend"
+import "github.com/nitro-go/nitro/backend"
 
 // SetPinnedForTest makes `nitro setup` install w instead of the real pin, until restore is called.
 func SetPinnedForTest(w backend.Wheel) (restore func()) {

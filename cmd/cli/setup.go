@@ -22,7 +22,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nitro-go/nitro/core/backend"
+	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/tensorfile"
 )
 

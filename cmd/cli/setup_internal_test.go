@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nitro-go/nitro/core/backend"
+	"github.com/nitro-go/nitro/backend"
 )
 
 // testInstaller installs a synthetic wheel (members name -> content) pinned by its own sha256.

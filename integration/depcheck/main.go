@@ -1,6 +1,6 @@
 // Command depcheck enforces the workspace's layering: no module but cmd, export and integration
 // imports core; internal/prereq (the test prerequisites and the plugin search, which every module
-// may import, core/backend included) and tensorfile (the dtype, the safetensors codec, durable
+// may import, backend included) and tensorfile (the dtype, the safetensors codec, durable
 // writes) import no workspace module, so they sit below them all; the edges in forbidden (such as
 // exportbundle -> checkpoint: the codec they share is tensorfile's) stay out; no
 // import cycle runs between modules (Go modules tolerate module-level cycles; we do not, since

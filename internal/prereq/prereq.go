@@ -80,7 +80,7 @@ var ErrAbsent = errors.New("not installed")
 
 // IsAbsent reports whether err says something is not there (ErrAbsent, fs.ErrNotExist,
 // exec.ErrNotFound for a command missing from $PATH, or pluginsearch.ErrNotFound, which
-// core/backend's "no plugin" errors wrap) rather than that it is there but fails.
+// backend's "no plugin" errors wrap) rather than that it is there but fails.
 func IsAbsent(err error) bool {
 	return errors.Is(err, ErrAbsent) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, exec.ErrNotFound) ||
 		errors.Is(err, pluginsearch.ErrNotFound)

@@ -107,7 +107,7 @@ func TestNeedClassifies(t *testing.T) {
 		{"ErrAbsent", fmt.Errorf("the wheel: %w", prereq.ErrAbsent), true, true},
 		{"fs.ErrNotExist", statErr, true, true},
 		{"exec.ErrNotFound", missing, true, true},
-		{"no plugin (core/backend wraps pluginsearch.ErrNotFound)", fmt.Errorf("backend \"xla\" was forced, but %w", pluginsearch.ErrNotFound), true, true},
+		{"no plugin (backend wraps pluginsearch.ErrNotFound)", fmt.Errorf("backend \"xla\" was forced, but %w", pluginsearch.ErrNotFound), true, true},
 		{"other", errors.New("permission denied by the plugin"), false, true},
 		{"wrapped other", fmt.Errorf("starting: %w", fs.ErrPermission), false, true},
 	} {

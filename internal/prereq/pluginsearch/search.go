@@ -1,4 +1,4 @@
-// Package pluginsearch is nitro's one search for the XLA CPU PJRT plugin: core/backend resolves
+// Package pluginsearch is nitro's one search for the XLA CPU PJRT plugin: backend resolves
 // its backend with it, and the tests of modules that cannot import core (exportbundle) find the
 // same plugin with it, so the two cannot drift apart. It uses the standard library only.
 //

@@ -5,7 +5,7 @@ import (
 
 	"github.com/gomlx/gomlx/backends/simplego"
 	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/nitro-go/nitro/core/dotgrad"
+	"github.com/nitro-go/nitro/dotgrad"
 )
 
 func ExampleInstall() {

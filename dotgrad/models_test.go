@@ -22,7 +22,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/train/losses"
 	"github.com/gomlx/gopjrt/dtypes"
 
-	"github.com/nitro-go/nitro/core/backend"
+	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/internal/prereq"
 )
 
@@ -348,7 +348,7 @@ func mib(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }
 // bounds for the models marked controlOverBound: a bound both sides meet would show nothing.
 // Run with -v to see the numbers:
 //
-//	go test ./core/dotgrad/ -run XLATempBuffers -v
+//	go test ./dotgrad/ -run XLATempBuffers -v
 func TestXLATempBuffers(t *testing.T) {
 	plugin := requirePlugin(t)
 	for _, m := range models {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nitro-go/nitro/core/backend"
+	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/internal/prereq"
 )
 
@@ -142,7 +142,7 @@ func TestUserCacheDirIsSearchedLast(t *testing.T) {
 // TestPinMatchesInstallScript: Pinned is the one source of truth; scripts/install-pjrt.sh (make
 // setup) must carry the same values.
 func TestPinMatchesInstallScript(t *testing.T) {
-	script, err := os.ReadFile(filepath.Join("..", "..", "scripts", "install-pjrt.sh"))
+	script, err := os.ReadFile(filepath.Join("..", "scripts", "install-pjrt.sh"))
 	if err != nil {
 		t.Fatal(err)
 	}
