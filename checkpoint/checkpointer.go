@@ -443,3 +443,14 @@ func (e *EveryN) Load(path string) (*Record, error) { return e.load(path) }
 
 // Latest is the newest checkpoint the manifest lists.
 func (e *EveryN) Latest() (string, bool, error) { return e.latest() }
+
+// InDir is a checkpointer that keeps its files in one folder: a resume that finds nothing can
+// then name the folder it looked in.
+type InDir interface {
+	Dir() string
+}
+
+var (
+	_ InDir = (*TopK)(nil)
+	_ InDir = (*EveryN)(nil)
+)

@@ -37,7 +37,7 @@ func DiffValues(was, now map[string]string) []string {
 	return out
 }
 
-// CheckConfigCompatible is the config half of a resume (the spec's check_config_compatible): a
+// CheckConfigCompatible is the config half of a resume: a
 // GraphConst value bakes into the compiled programs, so any difference refuses, naming each field
 // with both values; Device and Host values are program inputs or host-only, so their differences
 // are allowed and returned as notes for the caller to report.

@@ -123,7 +123,7 @@ func (n *Nitro) resume(from string) error {
 		}
 		if !ok {
 			where := n.RunDir()
-			if d, isDir := n.ck.c.(interface{ Dir() string }); isDir {
+			if d, isDir := n.ck.c.(checkpoint.InDir); isDir {
 				where = d.Dir()
 			}
 			n.notice(fmt.Sprintf("resume auto: no checkpoint in %s; starting a fresh run", where))

@@ -6,6 +6,7 @@ import (
 	"reflect"
 
 	"github.com/nitro-go/nitro/backend"
+	"github.com/nitro-go/nitro/markers"
 )
 
 // resolved is one knob's value and where it came from ("run option", "method Name()",
@@ -107,7 +108,7 @@ func resolveKnob[T int | float64 | string](e any, name string, opt *T, def T) (r
 	if f := s.FieldByName(name); f.IsValid() && f.CanInterface() {
 		// A Device field is a traced input (device.lambda), never a driver knob (opt.lambda):
 		// the same name on both sides must not silently bind, so a Device field is skipped.
-		if _, isDevice := f.Interface().(interface{ IsBound() bool }); isDevice {
+		if _, isDevice := f.Interface().(markers.Bindable); isDevice {
 			return resolved[T]{def, "default"}, nil
 		}
 		if !f.Type().ConvertibleTo(want) || (isNumber(want) != isNumber(f.Type())) {

@@ -2,6 +2,8 @@ package core
 
 import (
 	"fmt"
+
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // takeData is setup's data phase: the splits WithData supplies, else what the BuildData hook
@@ -113,7 +115,7 @@ func (n *Nitro) warnDroppedEval(split string, src Source, width int) {
 		return
 	}
 	skipped := "some samples"
-	if s, ok := src.(interface{ Samples() int }); ok {
+	if s, ok := src.(prefetch.Sized); ok {
 		k := s.Samples() - src.Len()*width
 		if k <= 0 {
 			return

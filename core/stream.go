@@ -99,7 +99,7 @@ func (n *Nitro) wrapData() error {
 
 // describePrefetch is a split's prefetch declaration in one line, for the binding report.
 func describePrefetch(src Source) string {
-	if d, ok := src.(interface{ Describe() string }); ok {
+	if d, ok := src.(prefetch.Describer); ok {
 		return d.Describe()
 	}
 	return "prefetch: inline"

@@ -17,8 +17,8 @@ import (
 // It returns git_commit (HEAD), git_tree (HEAD's tree hash), git_dirty ("true" when tracked files
 // differ from HEAD), git_branch (unless HEAD is detached) and git_untracked (the count of untracked
 // files, which the patch does not hold, when there are any), and the patch of the tracked changes
-// against HEAD (binary-safe; nil on a clean tree), which a bundle carries as working_tree.patch (the site provenance of the spec, which the
-// artifact format owns: only this format knows it can hold a multi-line patch). An
+// against HEAD (binary-safe; nil on a clean tree), which a bundle carries as working_tree.patch (site provenance belongs to the artifact
+// format: only this format knows it can hold a multi-line patch). An
 // error names what failed: no git on PATH, root not in a repository, no commit yet.
 func SiteProvenance(root string) (map[string]string, []byte, error) {
 	st, err := os.Stat(root)

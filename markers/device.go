@@ -110,3 +110,11 @@ func asDeviceSlot(t reflect.Type) (deviceSlot, bool) {
 	}
 	return s, true
 }
+
+// Bindable is what every markers.Device[T] is, whatever T: a field is a Device field exactly when
+// its value implements it.
+type Bindable interface {
+	IsBound() bool
+}
+
+var _ Bindable = Device[float32]{}

@@ -20,7 +20,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
-// mlp is the spec's example experiment: one field of each kind, plus driver knobs.
+// mlp is a small example experiment: one field of each kind, plus driver knobs.
 type mlp struct {
 	Width     int                     `nitro:"graphconst" default:"128" doc:"hidden width: changes the graph"`
 	Smoothing markers.Device[float32] `default:"0.05" doc:"label smoothing: a traced input"`

@@ -74,7 +74,7 @@ func NewDisplay(cfg DisplayConfig) *Display {
 	mode := cfg.Mode
 	if mode == DisplayAuto {
 		mode = DisplayPlain
-		if f, ok := cfg.Out.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(f.Fd())) {
+		if f, ok := cfg.Out.(fileDescriptor); ok && term.IsTerminal(int(f.Fd())) {
 			mode = DisplayTerminal
 		}
 	}
@@ -306,4 +306,10 @@ func (d *Display) Close() error {
 		return err
 	}
 	return nil
+}
+
+// fileDescriptor is an output backed by a file descriptor (an *os.File): only such an output can
+// be a terminal that gets the live bar.
+type fileDescriptor interface {
+	Fd() uintptr
 }

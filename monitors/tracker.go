@@ -232,3 +232,8 @@ func (t *Tracker) StopRequested() bool { return t.stop.Load() }
 func (t *Tracker) ClearStop() { t.stop.Store(false) }
 
 var _ Run = (*Tracker)(nil)
+
+var (
+	_ LossReporter  = (*Tracker)(nil)
+	_ StepsReporter = (*Tracker)(nil)
+)

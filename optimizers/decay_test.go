@@ -146,7 +146,7 @@ func TestNoDecayMask(t *testing.T) {
 	if got := tensors.MustCopyFlatData[float32](mt); !slices.Equal(got, []float32{1, 1, 1, 1, 0, 0}) {
 		t.Errorf("mask = %v", got)
 	}
-	// Extend rather than replace, as the spec's no_decay recommends.
+	// Extend rather than replace: the default no-decay list stays in force.
 	all := l.NoDecayMask(func(kp []string, s shapes.Shape) bool {
 		return optimizers.DefaultNoDecay(kp, s) || slices.Contains(kp, "weights")
 	})

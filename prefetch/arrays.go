@@ -134,3 +134,11 @@ func (a *ArrayBatches) BatchAt(i int) (Batch, error) {
 	}
 	return b, nil
 }
+
+// Sized is a source that knows how many samples it holds (not only its batch count), so a
+// consumer can report samples left out by a dropped partial batch.
+type Sized interface {
+	Samples() int
+}
+
+var _ Sized = (*ArrayBatches)(nil)

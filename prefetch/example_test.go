@@ -88,7 +88,7 @@ func ExampleNoPrefetch() {
 	// inline
 }
 
-// Wrap (the spec's auto_prefetch) declares every undeclared split at the framework's settings
+// Wrap (the automatic prefetch) declares every undeclared split at the framework's settings
 // and leaves declarations alone.
 func ExampleWrap() {
 	train, _ := prefetch.NewArrayBatches(map[string]*tensors.Tensor{

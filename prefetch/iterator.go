@@ -240,3 +240,14 @@ func dropsPartial(src Source) bool {
 	pd, ok := src.(PartialDropper)
 	return ok && pd.DropsPartial()
 }
+
+// Describer is a source or declaration that can say in one line how it is fed (inline, fan-out,
+// workers), for the run's config report.
+type Describer interface {
+	Describe() string
+}
+
+var (
+	_ Describer = (*Iterator)(nil)
+	_ Describer = (*NoPrefetchSource)(nil)
+)

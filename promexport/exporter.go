@@ -239,12 +239,12 @@ func (e *Exporter) Observe(phase monitors.Phase, at monitors.Progress, info moni
 		return nil
 	}
 	name := phaseLabel(phase)
-	if r, ok := info.Run.(interface{ LastLoss() (float64, bool) }); ok {
+	if r, ok := info.Run.(monitors.LossReporter); ok {
 		if l, ok := r.LastLoss(); ok {
 			e.loss.Set(l)
 		}
 	}
-	if r, ok := info.Run.(interface{ StepsPerEpoch() int }); ok {
+	if r, ok := info.Run.(monitors.StepsReporter); ok {
 		if n := r.StepsPerEpoch(); n > 0 {
 			e.stepsPerEpoch.Set(float64(n))
 		}
