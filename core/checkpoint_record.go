@@ -118,7 +118,7 @@ func (n *Nitro) recordValues() checkpoint.Values {
 	}
 	if dvs, err := markers.DeviceValues(n.e); err == nil {
 		for _, dv := range dvs {
-			if s, ok := valueText(reflect.ValueOf(dv.Value)); ok {
+			if s, ok := markers.ValueText(reflect.ValueOf(dv.Value)); ok {
 				v.Device[dv.Name] = s
 			}
 		}
@@ -127,21 +127,12 @@ func (n *Nitro) recordValues() checkpoint.Values {
 	s := reflect.ValueOf(n.e).Elem()
 	for _, f := range fields {
 		if f.Kind == markers.KindHost {
-			if t, ok := valueText(s.Field(f.Index)); ok {
+			if t, ok := markers.ValueText(s.Field(f.Index)); ok {
 				v.Host[f.Name] = t
 			}
 		}
 	}
 	return v
-}
-
-// valueText is a value as a record stores it: a plain scalar's text; ok false for anything else.
-func valueText(v reflect.Value) (string, bool) {
-	x, ok := plainParam(v)
-	if !ok {
-		return "", false
-	}
-	return fmt.Sprint(x), true
 }
 
 // anchorChecksums is, per group decaying toward a non-zero anchor (w0 or an array), a checksum

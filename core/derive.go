@@ -25,7 +25,7 @@ func (n *Nitro) derive() (err error) {
 		}
 		n.derived = map[string]string{}
 		for k, v := range vals {
-			if s, ok := valueText(reflect.ValueOf(v)); ok {
+			if s, ok := markers.ValueText(reflect.ValueOf(v)); ok {
 				n.derived[k] = s
 			}
 		}

@@ -2,10 +2,8 @@ package core
 
 import (
 	"fmt"
-	"math"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 
 	"github.com/nitro-go/nitro/logjson"
@@ -213,34 +211,12 @@ func withPrefix(prefix string, m map[string]float64) map[string]float64 {
 	return out
 }
 
-// runParams is what LogParams records, flat: the experiment's exported fields by name (GraphConst,
-// Device and Host, via markers) with plain scalar values (a GraphConst of another type as its
-// printed value, which is what its compile key compares; other non-scalars, which may be whole
-// datasets, left out), then the resolved knobs under snake_case names.
+// runParams is what LogParams records, flat: the experiment's fields as markers.LogValues gives
+// them, then the resolved knobs under snake_case names.
 func (n *Nitro) runParams() map[string]any {
-	p := map[string]any{}
-	fields, _ := markers.ConfigMetadata(n.e) // setup read the traits already; this cannot fail now
-	dev := map[string]any{}
-	if vals, err := markers.DeviceValues(n.e); err == nil {
-		for _, dv := range vals {
-			dev[dv.Name] = dv.Value
-		}
-	}
-	printed := map[string]string{}
-	for _, kv := range n.gcValues {
-		printed[kv[0]] = kv[1]
-	}
-	s := reflect.ValueOf(n.e).Elem()
-	for _, f := range fields {
-		v := s.Field(f.Index)
-		if f.Kind == markers.KindDevice {
-			v = reflect.ValueOf(dev[f.Name])
-		}
-		if x, ok := plainParam(v); ok {
-			p[f.Name] = x
-		} else if f.Kind == markers.KindGraphConst {
-			p[f.Name] = printed[f.Name]
-		}
+	p, err := markers.LogValues(n.e)
+	if err != nil { // setup read the traits already; this cannot fail now
+		p = map[string]any{}
 	}
 	p["max_epochs"] = n.cfg.maxEpochs.value
 	p["seed"] = n.cfg.seed.value
@@ -253,49 +229,4 @@ func (n *Nitro) runParams() map[string]any {
 		p["preset"] = n.opts.preset
 	}
 	return p
-}
-
-// plainParam is v as a JSON scalar: a bool, an integer, a finite float (a float32 as it prints),
-// a string; a non-finite float as its text ("NaN", "+Inf"), which JSON cannot hold as a number;
-// a named type with a String method as that text. ok is false for anything else.
-func plainParam(v reflect.Value) (x any, ok bool) {
-	for v.IsValid() && v.Kind() == reflect.Interface && !v.IsNil() {
-		v = v.Elem()
-	}
-	if !v.IsValid() {
-		return nil, false
-	}
-	if st, isStringer := v.Interface().(fmt.Stringer); isStringer && v.Type().PkgPath() != "" && v.Kind() != reflect.Pointer {
-		return stringOf(st)
-	}
-	switch v.Kind() {
-	case reflect.Bool:
-		return v.Bool(), true
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return v.Int(), true
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return v.Uint(), true
-	case reflect.Float32, reflect.Float64:
-		f := v.Float()
-		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return strconv.FormatFloat(f, 'g', -1, 64), true
-		}
-		if v.Kind() == reflect.Float32 {
-			f, _ = strconv.ParseFloat(strconv.FormatFloat(f, 'g', -1, 32), 64)
-		}
-		return f, true
-	case reflect.String:
-		return v.String(), true
-	}
-	return nil, false
-}
-
-// stringOf is st.String(), or not ok when it panics: a param is never worth failing setup.
-func stringOf(st fmt.Stringer) (s any, ok bool) {
-	defer func() {
-		if recover() != nil {
-			s, ok = nil, false
-		}
-	}()
-	return st.String(), true
 }

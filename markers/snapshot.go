@@ -2,9 +2,7 @@ package markers
 
 import (
 	"fmt"
-	"math"
 	"reflect"
-	"strconv"
 	"strings"
 )
 
@@ -141,49 +139,4 @@ func scalarsText(v reflect.Value) (string, bool) {
 		parts[i] = s
 	}
 	return "[" + strings.Join(parts, " ") + "]", true
-}
-
-// ValueText is a plain scalar's text: a bool, an integer, a float (a float32 as it prints, a
-// non-finite one as "NaN" or "+Inf"), a string, or a named non-pointer type's String(). ok is
-// false for anything else, and for a String method that panics.
-func ValueText(v reflect.Value) (text string, ok bool) {
-	for v.IsValid() && v.Kind() == reflect.Interface && !v.IsNil() {
-		v = v.Elem()
-	}
-	if !v.IsValid() || !v.CanInterface() {
-		return "", false
-	}
-	if st, isStringer := v.Interface().(fmt.Stringer); isStringer && v.Type().PkgPath() != "" && v.Kind() != reflect.Pointer {
-		return stringOf(st)
-	}
-	switch v.Kind() {
-	case reflect.Bool:
-		return fmt.Sprint(v.Bool()), true
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return fmt.Sprint(v.Int()), true
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return fmt.Sprint(v.Uint()), true
-	case reflect.Float32, reflect.Float64:
-		f := v.Float()
-		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return strconv.FormatFloat(f, 'g', -1, 64), true
-		}
-		if v.Kind() == reflect.Float32 {
-			f, _ = strconv.ParseFloat(strconv.FormatFloat(f, 'g', -1, 32), 64)
-		}
-		return fmt.Sprint(f), true
-	case reflect.String:
-		return v.String(), true
-	}
-	return "", false
-}
-
-// stringOf is st.String(), or not ok when it panics: a message is never worth a panic.
-func stringOf(st fmt.Stringer) (s string, ok bool) {
-	defer func() {
-		if recover() != nil {
-			s, ok = "", false
-		}
-	}()
-	return st.String(), true
 }
