@@ -3,19 +3,14 @@ package core
 import (
 	"fmt"
 	"slices"
-	"strings"
-	"unicode/utf8"
 
-	"github.com/gomlx/gopjrt/dtypes"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // InputSpec declares one batch-first tensor by name, dtype and per-row shape (the batch axis,
-// axis 0, excluded): a batch field for WithInputSpecs, a wire input of an export.
-type InputSpec struct {
-	Name  string
-	DType dtypes.DType
-	Shape []int // per row: the dimensions after the batch axis ([] for one scalar per row)
-}
+// axis 0, excluded): a batch field for WithInputSpecs, a wire input of an export. It is
+// prefetch's FieldSpec, since the data contract is prefetch's.
+type InputSpec = prefetch.FieldSpec
 
 // WithInputSpecs builds the Nitro from declared batch fields instead of data: BuildData is not
 // called (nor Derive, which has no data to derive from: the fields it would set keep their
@@ -40,39 +35,11 @@ func WithInputSpecs(specs ...InputSpec) Option {
 // specOnly reports whether the Nitro was built with WithInputSpecs, from no data.
 func (n *Nitro) specOnly() bool { return n.opts.inputSpecs != nil }
 
-// check validates one spec; what names it in errors ("WithInputSpecs[0]").
-func (s InputSpec) check(what string) error {
-	if err := checkName(what+".Name", s.Name); err != nil {
-		return err
-	}
-	what = fmt.Sprintf("%s %q", what, s.Name)
-	if _, ok := checkpointDType(s.DType); !ok { // the dtypes a checkpoint (and a bundle) holds
-		return fmt.Errorf("%s: dtype %s is not one a batch field (or a bundle) can hold", what, s.DType)
-	}
-	for i, d := range s.Shape {
-		if d < 1 {
-			return fmt.Errorf("%s: Shape %v: dimension %d is %d; each per-row dimension is at least 1 (the batch axis is not part of Shape)", what, s.Shape, i, d)
-		}
-	}
-	return nil
-}
-
-// CheckInputSpecs validates a list of specs: each well-formed (a name, a dtype a checkpoint and a
-// bundle can hold, per-row dimensions of at least 1), no name twice. field names the list in
-// errors ("WithInputSpecs", "ExportSpec.WireInputs").
+// CheckInputSpecs validates a list of specs (prefetch.CheckFieldSpecs): each well-formed (a
+// name, a dtype a checkpoint and a bundle can hold, per-row dimensions of at least 1), no name
+// twice. field names the list in errors ("WithInputSpecs", "ExportSpec.WireInputs").
 func CheckInputSpecs(field string, specs []InputSpec) error {
-	if len(specs) == 0 {
-		return fmt.Errorf("%s: no specs given", field)
-	}
-	for i, s := range specs {
-		if err := s.check(fmt.Sprintf("%s[%d]", field, i)); err != nil {
-			return err
-		}
-		if j := slices.IndexFunc(specs[:i], func(x InputSpec) bool { return x.Name == s.Name }); j >= 0 {
-			return fmt.Errorf("%s[%d] %q: declared twice (also %s[%d])", field, i, s.Name, field, j)
-		}
-	}
-	return nil
+	return prefetch.CheckFieldSpecs(field, specs)
 }
 
 // checkInputSpecs is checkData for a Nitro built from WithInputSpecs: the data contract is the
@@ -104,20 +71,4 @@ func (n *Nitro) checkInputSpecs() error {
 // noDataError is what Train and Evaluate return on a Nitro built from WithInputSpecs.
 func (n *Nitro) noDataError(what string) error {
 	return fmt.Errorf("%s: this Nitro was built with core.WithInputSpecs, from no data, so it has no splits: it can Predict and be exported; build it with data (BuildData or WithData) to %s: %w", what, what, ErrNoSplit)
-}
-
-// checkName applies the name rules of a checkpoint and a bundle (non-empty UTF-8, at most 256
-// bytes, no control characters).
-func checkName(what, name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%s is empty", what)
-	case len(name) > 256:
-		return fmt.Errorf("%s is %d bytes long (at most 256)", what, len(name))
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%s %q is not UTF-8", what, name)
-	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-		return fmt.Errorf("%s %q holds a control character", what, name)
-	}
-	return nil
 }

@@ -26,7 +26,6 @@ const (
 	maxRank          = 32
 	maxBatchSizes    = 64
 	maxBatch         = 1 << 20
-	maxNameLen       = 256
 )
 
 // ErrNewerFormat is wrapped by the error Read returns for a bundle written by a newer format

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // Spec is the part of a bundle known before any program exists: what an exporter has decided
@@ -114,22 +116,11 @@ func (s *Spec) check(post bool) error {
 }
 
 // CheckName applies a bundle's rules for a name (of the bundle, a tensor, a weight, a
-// provenance key): not empty, at most 256 bytes of UTF-8, no control character. Names end up
-// as JSON keys and in error messages, where a control character would garble what a reader sees.
-// what names the name in the error ("ExportSpec.Name", "inputs[0].name").
-func CheckName(what, name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%s is empty", what)
-	case len(name) > maxNameLen:
-		return fmt.Errorf("%s is %d bytes long (at most %d)", what, len(name), maxNameLen)
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%s %q is not UTF-8", what, name)
-	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-		return fmt.Errorf("%s %q holds a control character", what, name)
-	}
-	return nil
-}
+// provenance key), which are tensorfile.CheckName's: not empty, at most 256 bytes of UTF-8, no
+// control character. Names end up as JSON keys and in error messages, where a control character
+// would garble what a reader sees. what names the name in the error ("ExportSpec.Name",
+// "inputs[0].name").
+func CheckName(what, name string) error { return tensorfile.CheckName(what, name) }
 
 // CheckAxisLetters applies a bundle's rule for axis letters, one ASCII letter per non-batch
 // axis, each distinct, as far as it goes without the shape: the letters themselves. (Their

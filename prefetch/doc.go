@@ -1,6 +1,7 @@
 // Package prefetch owns the data contract between a batch source and the training loop (Batch,
 // the index-addressable Source with its EpochSource and PartialDropper refinements, Data,
-// ArrayBatches, BatchWidth, PadRows) and the pipeline that keeps the device fed from it.
+// ArrayBatches, BatchWidth, PadRows, and FieldSpec with CheckFieldSpecs for a field declared
+// without data) and the pipeline that keeps the device fed from it.
 // Prefetch declares a source with its settings and NoPrefetch declines; both pass BatchAt
 // straight through, and Wrap declares every undeclared split at the framework's defaults. Start
 // realizes a declaration for one epoch as a Stream on one of three paths behind one Next: a

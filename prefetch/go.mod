@@ -5,6 +5,7 @@ go 1.26
 require (
 	github.com/gomlx/gomlx v0.25.0
 	github.com/gomlx/gopjrt v0.10.0
+	github.com/nitro-go/nitro/tensorfile v0.0.0
 	github.com/parquet-go/parquet-go v0.32.0
 	go.uber.org/goleak v1.3.0
 )
@@ -25,3 +26,5 @@ require (
 	google.golang.org/protobuf v1.36.10 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 )
+
+replace github.com/nitro-go/nitro/tensorfile => ../tensorfile
