@@ -225,18 +225,6 @@ func (n *Nitro) observeEarlyStop(res EpochResult) (bool, error) {
 
 // The record's control keys: the policy's state and its Go type, so that a resume hands a
 // policy only a state of its own kind.
-const (
-	controlEarlyStop     = "early_stopping"
-	controlEarlyStopType = "early_stopping_type"
-)
-
-// policyType names a policy's Go type as the record keeps it.
-func policyType(p EarlyStopper) string { return fmt.Sprintf("%T", p) }
-
-// legacyBuiltinType is the built-in policy's type as records written while it was defined in
-// core name it; a resume takes such a state as the built-in's.
-const legacyBuiltinType = "*core.EarlyStopping"
-
 // coreSpelling renders a type as core's API spells it: reflection sees through the aliases
 // (EarlyStopping, EarlyStopper) to package earlystop's names, which the experiment did not write.
 func coreSpelling(t reflect.Type) string {
@@ -245,62 +233,30 @@ func coreSpelling(t reflect.Type) string {
 
 // controlState is the rule's part of a record's control state, nil when it keeps none.
 func (r *runEarlyStop) controlState() (map[string]json.RawMessage, error) {
-	s, ok := r.p.(EarlyStopStater)
-	if !ok {
-		return nil, nil
-	}
-	st, err := s.State()
+	st, err := earlystop.SaveState(r.p)
 	if err != nil {
-		return nil, fmt.Errorf("%s: State: %w", r.origin, err)
+		return nil, fmt.Errorf("%s: %w", r.origin, err)
 	}
-	if !json.Valid(st) {
-		return nil, fmt.Errorf("%s: State returned %q, which is not JSON", r.origin, st)
-	}
-	typ, _ := json.Marshal(policyType(r.p))
-	return map[string]json.RawMessage{controlEarlyStop: st, controlEarlyStopType: typ}, nil
+	return st, nil
 }
 
-// restoreEarlyStop takes the rule's state back from a record's control state on resume. A state
-// of another policy type, or one the policy says is not its own, starts it afresh, said on the
-// console; a policy that keeps no state starts afresh too.
+// restoreEarlyStop takes the rule's state back from a record's control state on resume
+// (earlystop.RestoreState decides); a policy that starts afresh is said on the console.
 func (n *Nitro) restoreEarlyStop(control json.RawMessage, path string) error {
-	r := n.ck.es
-	s, stateful := r.p.(EarlyStopStater)
-	if !stateful {
-		n.notice(fmt.Sprintf("resume: the early-stopping policy %T keeps no state (no State and Restore methods), so it starts afresh", r.p))
-		return nil
-	}
 	var ctl map[string]json.RawMessage
 	if len(control) > 0 {
 		if err := json.Unmarshal(control, &ctl); err != nil {
 			return fmt.Errorf("checkpoint %s: control state: %w", path, err)
 		}
 	}
-	st, ok := ctl[controlEarlyStop]
-	if !ok {
-		return nil
-	}
-	recorded := policyType((*EarlyStopping)(nil)) // records before the type was kept hold EarlyStopping's
-	if raw, ok := ctl[controlEarlyStopType]; ok {
-		if err := json.Unmarshal(raw, &recorded); err != nil {
-			return fmt.Errorf("checkpoint %s: control state: %s: %w", path, controlEarlyStopType, err)
-		}
-		if recorded == legacyBuiltinType {
-			recorded = policyType((*EarlyStopping)(nil))
-		}
-	}
-	if recorded != policyType(r.p) {
-		n.notice(fmt.Sprintf("resume: the checkpoint's early-stopping state is a %s's, this run's policy is a %s; early stopping starts afresh", recorded, policyType(r.p)))
-		return nil
-	}
-	same, err := s.Restore(st)
+	restored, note, err := earlystop.RestoreState(n.ck.es.p, ctl)
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", path, err)
 	}
-	if !same {
-		n.notice("resume: the checkpoint's early-stopping state is for another metric or mode; early stopping starts afresh")
+	if note != "" {
+		n.notice("resume: " + note)
 	}
-	r.restored = same
+	n.ck.es.restored = restored
 	return nil
 }
 
