@@ -49,32 +49,18 @@ type (
 	Scheduler interface{ Schedules() map[string]any }
 )
 
-// accessors are the experiment's optional accessors, found once at setup as findHook finds the
-// hooks. The optimization setup, the programs and the binding report all read this one value
-// (and the per-group values resolved from it in optSetup), so the report cannot describe a binding
-// the programs do not use, and a user's accessor method runs once per group, not once per use.
+// accessors are the experiment's optional hooks that setup and the loop read more than once,
+// found once at setup as findHook finds the traced hooks. The optimization accessors are read
+// once, by planSpec: optimizers.Resolve calls each once per group, so the binding report cannot
+// describe a binding the programs do not use.
 type accessors struct {
-	lrGroup     GroupLearningRater
-	lambdaGroup GroupLambdaer
-	anchor      DecayAnchorer
-	noDecay     NoDecayer
-	grouper     ParamGrouper
-	rule        RuleChooser
-	chain       ChainBuilder
-	scheduler   Scheduler
-	finalizer   MetricsFinalizer
+	grouper   ParamGrouper
+	finalizer MetricsFinalizer
 }
 
 func resolveAccessors(e any) accessors {
 	var a accessors
-	a.lrGroup, _ = e.(GroupLearningRater)
-	a.lambdaGroup, _ = e.(GroupLambdaer)
-	a.anchor, _ = e.(DecayAnchorer)
-	a.noDecay, _ = e.(NoDecayer)
 	a.grouper, _ = e.(ParamGrouper)
-	a.rule, _ = e.(RuleChooser)
-	a.chain, _ = e.(ChainBuilder)
-	a.scheduler, _ = e.(Scheduler)
 	a.finalizer, _ = e.(MetricsFinalizer)
 	return a
 }
@@ -118,7 +104,7 @@ func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
 // resolved run-wide knobs, the groups' layouts, the Device fields, the horizon and the optional
 // accessors (each called by Resolve, once per group).
 func (n *Nitro) planSpec() optimizers.PlanSpec {
-	a := n.acc
+	e := n.e
 	s := optimizers.PlanSpec{
 		LearningRate: optimizers.Setting{Value: n.cfg.lr.value, Source: n.cfg.lr.source},
 		Lambda:       optimizers.Setting{Value: n.cfg.lambda.value, Source: n.cfg.lambda.source},
@@ -128,26 +114,26 @@ func (n *Nitro) planSpec() optimizers.PlanSpec {
 	for _, g := range n.groups {
 		s.Groups = append(s.Groups, g.layout)
 	}
-	if a.lrGroup != nil {
-		s.LearningRateGroup = a.lrGroup.LearningRateGroup
+	if h, ok := e.(GroupLearningRater); ok {
+		s.LearningRateGroup = h.LearningRateGroup
 	}
-	if a.lambdaGroup != nil {
-		s.LambdaGroup = a.lambdaGroup.LambdaGroup
+	if h, ok := e.(GroupLambdaer); ok {
+		s.LambdaGroup = h.LambdaGroup
 	}
-	if a.anchor != nil {
-		s.DecayAnchor = a.anchor.DecayAnchor
+	if h, ok := e.(DecayAnchorer); ok {
+		s.DecayAnchor = h.DecayAnchor
 	}
-	if a.noDecay != nil {
-		s.NoDecay = a.noDecay.NoDecay
+	if h, ok := e.(NoDecayer); ok {
+		s.NoDecay = h.NoDecay
 	}
-	if a.rule != nil {
-		s.OptimizerRule = a.rule.OptimizerRule
+	if h, ok := e.(RuleChooser); ok {
+		s.OptimizerRule = h.OptimizerRule
 	}
-	if a.chain != nil {
-		s.OptimizerChain = a.chain.OptimizerChain
+	if h, ok := e.(ChainBuilder); ok {
+		s.OptimizerChain = h.OptimizerChain
 	}
-	if a.scheduler != nil {
-		s.Schedules = a.scheduler.Schedules()
+	if h, ok := e.(Scheduler); ok {
+		s.Schedules = h.Schedules()
 	}
 	return s
 }
