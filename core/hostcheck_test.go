@@ -3,6 +3,7 @@ package core_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -224,5 +225,34 @@ func TestCachedProgramThatNoLongerTracesIsRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantErr(t, n.Train(), "gradient program", "no longer traces to", "global or a captured variable", "Reset")
+	}
+}
+
+// Two Nitros of one experiment on different backends share a cache but never a program: each
+// program is compiled for its backend, and the key says which.
+func TestBackendIsInTheKey(t *testing.T) {
+	bes := hostCheckBackends(t)
+	if len(bes) < 2 {
+		t.Skip("needs both backends (XLA absent outside CI)")
+	}
+	c := compilecache.New()
+	for _, be := range bes {
+		n, err := sweepNew(t, be, c, &Reg{}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Train(); err != nil {
+			t.Fatalf("%s: %v", be, err)
+		}
+	}
+	if st := c.Stats(); st.Hits != 0 || st.Entries != 4 {
+		t.Fatalf("stats %+v: want 4 programs (gradient and optimizer per backend) and no hit across backends", st)
+	}
+	found := false
+	for _, e := range c.Explanations() {
+		found = found || strings.Contains(e, "backend")
+	}
+	if !found {
+		t.Errorf("no miss explanation names the backend: %v", c.Explanations())
 	}
 }

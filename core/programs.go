@@ -246,7 +246,9 @@ func (n *Nitro) key(kind, hooks string, inputs signature) compilecache.Key {
 		Hook:           hooks,
 		Inputs:         inputs,
 		DeviceCount:    1,
-		Extra:          [][2]string{{"layout", n.layoutDigest()}, {"context params", n.contextParams()}},
+		// The backend is in the key: a program is compiled for one backend, and two Nitros of one
+		// experiment on different backends in one process must not share it.
+		Extra: [][2]string{{"backend", n.backend.Name}, {"layout", n.layoutDigest()}, {"context params", n.contextParams()}},
 	}
 }
 
