@@ -164,6 +164,30 @@ func TestPinMatchesInstallScript(t *testing.T) {
 	}
 }
 
+// TestPinTable: the default is an entry of the table, and every entry is keyed by its PyPI
+// project, pinned by a sha256 no other entry shares, and names a shared library in its wheel.
+func TestPinTable(t *testing.T) {
+	pins := backend.Pins()
+	if def, ok := pins[backend.DefaultPlugin]; !ok || def != backend.Pinned() {
+		t.Fatalf("Pins()[%q] = %+v, %v; want Pinned() %+v", backend.DefaultPlugin, def, ok, backend.Pinned())
+	}
+	if len(pins) < 2 {
+		t.Fatalf("the table holds %d plugins, want the default and at least one other", len(pins))
+	}
+	seen := map[string]string{}
+	for name, w := range pins {
+		if name != w.Package || !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(w.SHA256) ||
+			!strings.HasPrefix(w.File, strings.ReplaceAll(w.Package, "-", "_")+"-"+w.Version+"-") ||
+			!strings.HasSuffix(w.File, ".whl") || !strings.HasSuffix(w.Member, ".so") || w.Platform != "linux/amd64" {
+			t.Errorf("malformed pin %q: %+v", name, w)
+		}
+		if other, dup := seen[w.SHA256]; dup {
+			t.Errorf("pins %q and %q share sha256 %s", name, other, w.SHA256)
+		}
+		seen[w.SHA256] = name
+	}
+}
+
 func TestUnknownBackend(t *testing.T) {
 	_, err := backend.Resolve("tpu9000")
 	if err == nil || !strings.Contains(err.Error(), `"tpu9000"`) || !strings.Contains(err.Error(), `"xla"`) {

