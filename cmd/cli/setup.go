@@ -81,7 +81,7 @@ func newSetupCmd(stdout, stderr io.Writer) *cobra.Command {
 	var dir, wheel, index, plugin string
 	var force bool
 	c := &cobra.Command{
-		Use:                   "setup [--plugin NAME] [--dir DIR] [--wheel FILE] [--force] [--index URL]",
+		Use:                   "setup [--dir DIR] [--wheel FILE] [--force] [--index URL] [--plugin NAME]",
 		Short:                 "install the pinned XLA CPU PJRT plugin (without it nitro runs on pure Go, about ten times slower)",
 		Long:                  fmt.Sprintf(setupLong, w.Requirement(), backend.PluginFile, shown, strings.Join(pinNames(), ", ")),
 		DisableFlagsInUseLine: true,

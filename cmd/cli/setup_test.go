@@ -365,7 +365,7 @@ func TestSetupUsage(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, "no arguments") {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	if _, out, _ := runCLI("help"); !strings.Contains(out, "setup [--plugin NAME] [--dir DIR]") {
+	if _, out, _ := runCLI("help"); !strings.Contains(out, "setup [--dir DIR]") {
 		t.Fatalf("help lacks setup: %s", out)
 	}
 }
