@@ -326,11 +326,10 @@ func paramsByKey(t testing.TB, n *core.Nitro) map[string][]float64 {
 	return out
 }
 
-// DeviceLambda has a traced input named Lambda (e.g. an auxiliary loss weight). The spec keeps a
-// Device field lambda and the decay coefficient apart (schedule keys device.lambda vs opt.lambda;
-// lambda(e) defaults to 0), so it must not become the decay coefficient. BUG: resolveKnob
-// (config.go) reads a Device field's host value for any knob, so resolveConfig's Lambda
-// (config.go) picks it up and every group silently decays with lambda 0.5.
+// DeviceLambda has a traced input named Lambda (e.g. an auxiliary loss weight). A Device field and
+// the decay coefficient are different things (schedule keys device.lambda vs opt.lambda; the
+// coefficient defaults to 0), so a Device field never binds a driver knob: were it read as one,
+// every group would silently decay with lambda 0.5.
 type DeviceLambda struct {
 	base
 	Lambda markers.Device[float32]

@@ -216,7 +216,7 @@ func reachable(roots []*graph.Node) map[*graph.Node]bool {
 // then the weights, in that order and nothing else; a Device field Forward reads is a constant
 // holding its frozen value, one it does not read is a dead zero of its shape (so no array of its
 // value is emitted). With run set it also runs the program once on zero inputs and returns the
-// output specs, checked against the trace and the spec's assertions.
+// output specs, checked against the trace and the ExportSpec's assertions.
 func compileExport(m *core.ModelView, be backends.Backend, p *exportPlan, probe *exportProbe, fz *frozenDevice, used []exportWeight, b int, run bool) (specs []exportbundle.TensorSpec, err error) {
 	err = tryGraph(fmt.Sprintf("compiling the export program for batch size %d", b), func() {
 		g := graph.NewGraph(be, fmt.Sprintf("nitro_export_b%d", b))

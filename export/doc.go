@@ -6,7 +6,7 @@
 //   - Export reads the model only through core's read-only view (Nitro.ViewModel): the named
 //     weights, the Device values, Forward's batch contract and a Forward tracer. It never changes
 //     the Nitro, never reads a checkpoint, and never touches the compile cache.
-//   - The spec is checked before anything is traced (what the manifest will hold by the bundle's
+//   - The ExportSpec is checked before anything is traced (what the manifest will hold by the bundle's
 //     own rules, exportbundle.CheckSpec), a Preprocess is run once eagerly, and the
 //     Host-independence of Forward is checked at every exported batch size; each error names the
 //     ExportSpec field, hook or value at fault.

@@ -98,7 +98,7 @@ const PatchFile = "working_tree.patch"
 // trace, and the weights are the parameters and layer state Forward reads, read back from the
 // device, named as a checkpoint names them ("param/dense_0/weights"), in argument order.
 //
-// In order: the spec is checked against the hooks (names, the batch-first rule, echoes declared
+// In order: the ExportSpec is checked against the hooks (names, the batch-first rule, echoes declared
 // with From, client specs only with a Postprocess), and what the manifest will hold against the
 // bundle's own rules (exportbundle.CheckSpec), before anything is traced; a Preprocess is
 // called eagerly once and what it returns checked against Forward's fields; the provenance is

@@ -54,7 +54,7 @@ func inputNames(p *exportPlan) []string {
 	return out
 }
 
-// planExport checks everything about the spec that needs no trace, naming the field at fault:
+// planExport checks everything about the ExportSpec that needs no trace, naming the field at fault:
 // its own fields first, then, with exportbundle's rules, what the manifest will hold.
 func planExport(m *core.ModelView, spec ExportSpec) (*exportPlan, error) {
 	p := &exportPlan{name: spec.Name, outputs: spec.Outputs}

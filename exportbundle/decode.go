@@ -375,7 +375,7 @@ type inputState struct {
 	num     []byte
 }
 
-// input reads one input's nested arrays as spec's dtype and shape.
+// input reads one input's nested arrays as its TensorSpec's dtype and shape.
 func (d *decoder) input(spec TensorSpec, batches []int) (Tensor, error) {
 	rank := len(spec.Shape)
 	if len(batches) == 0 {

@@ -58,7 +58,7 @@ type TensorSpec struct {
 	AxisLetters string `json:"axis_letters,omitempty"`
 }
 
-// ShapeAt returns the spec's shape at batch size batch.
+// ShapeAt returns the TensorSpec's shape at batch size batch.
 func (s TensorSpec) ShapeAt(batch int) []int {
 	out := append([]int{}, s.Shape...)
 	if s.BatchAxis >= 0 && s.BatchAxis < len(out) {

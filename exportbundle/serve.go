@@ -434,7 +434,7 @@ func decodeFailure(err error, stall time.Duration) *RequestError {
 	return &RequestError{Status: http.StatusBadRequest, Msg: err.Error(), Err: err}
 }
 
-// decodeNested parses one input's nested JSON arrays as spec's dtype and rank, with the request
+// decodeNested parses one input's nested JSON arrays as its TensorSpec's dtype and rank, with the request
 // decoder's rules and bounds (batches bound the batch axis; nil means no bound but maxElements).
 func decodeNested(raw json.RawMessage, spec TensorSpec, batches ...int) (Tensor, error) {
 	if batches == nil {

@@ -46,7 +46,7 @@ func (e *SpecError) Unwrap() error { return e.Err }
 var ErrClientWithoutPostprocess = errors.New("client specs declared without a postprocess")
 
 // CheckSpec validates s with the rules Read applies to the manifest the bundle will have. As
-// Write does, it reads the size at each spec's batch axis as a placeholder. Its error is a
+// Write does, it reads the size at each TensorSpec's batch axis as a placeholder. Its error is a
 // *SpecError.
 func CheckSpec(s Spec) error {
 	if !utf8.ValidString(s.Postprocess) {

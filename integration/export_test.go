@@ -254,7 +254,7 @@ func (e *Tempered) ExportProvenance() map[string]string {
 // the weights (the manifest, the program's arity and the runner agree), its outputs are Predict's
 // at the values set (a rename and an echo declared with From), a later SetDevice does not reach
 // it, a Device field Forward does not read leaves no trace in the program, and the provenance
-// sources merge in the spec's precedence.
+// sources merge in their precedence (framework, then site, then the hook, then explicit keys).
 func TestExportFreezesDeviceFields(t *testing.T) {
 	r := requireXLA(t)
 	n := build(t, newTempered(), core.WithCache(compilecache.New()), core.WithMaxEpochs(1))

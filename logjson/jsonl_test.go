@@ -105,7 +105,7 @@ func TestGoldenLines(t *testing.T) {
 	}
 }
 
-// TestSpecExamples checks the lines the spec shows for JSONLogger byte for byte.
+// TestSpecExamples checks JSONLogger's documented example lines byte for byte.
 func TestSpecExamples(t *testing.T) {
 	l, path := newLogger(t)
 	must(t, l.LogMetrics(logjson.Metrics{Context: "train", Epoch: 1, Step: 4, Values: map[string]float64{"loss": 0.31}}))

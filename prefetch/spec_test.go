@@ -20,7 +20,7 @@ func TestCheckFieldSpecsAccepts(t *testing.T) {
 	}
 }
 
-// Each refusal names the list, the spec's index and (once it has one) its name, then what is wrong.
+// Each refusal names the list, the FieldSpec's index and (once it has one) its name, then what is wrong.
 func TestCheckFieldSpecsRefuses(t *testing.T) {
 	good := prefetch.FieldSpec{Name: "x", DType: dtypes.Float32, Shape: []int{3}}
 	with := func(edit func(*prefetch.FieldSpec)) []prefetch.FieldSpec {

@@ -88,7 +88,7 @@ func TestRunDirRefusedBeforeTraining(t *testing.T) {
 }
 
 // TestExportInputSpecMisfitNamesTheFlag: a checkpoint that does not fit the model an
-// --input-spec builds is blamed on the flag, naming the spec, the shape it gave and the shape the
+// --input-spec builds is blamed on the flag, naming the --input-spec, the shape it gave and the shape the
 // checkpoint's model reads.
 func TestExportInputSpecMisfitNamesTheFlag(t *testing.T) {
 	dir := t.TempDir()
@@ -105,7 +105,7 @@ func TestExportInputSpecMisfitNamesTheFlag(t *testing.T) {
 			t.Errorf("stderr %q lacks %q", errs, w)
 		}
 	}
-	// A misfit the spec's width does not explain (a rank the layer reads differently) still names
+	// A misfit the --input-spec's width does not explain (a rank the layer reads differently) still names
 	// the flag.
 	code, _, errs = runCLI("export", "mnist-mlp", "--preset", "tiny", "--checkpoint", run, "--out", filepath.Join(dir, "bundle2"), "--input-spec", "image=float32:28x28")
 	if code == 0 || !strings.Contains(errs, "--input-spec image=float32:28x28") || !strings.Contains(errs, "[784 64] in the checkpoint") {

@@ -44,7 +44,7 @@ func specMisfit(ent entry, f *exportFlags, specs []core.InputSpec, orig error) e
 	}
 	given := strings.Join(f.inputSpecs, " --input-spec ")
 	// The first parameter whose shape differs on exactly one axis, where the model's size is a
-	// spec's per-row size: the checkpoint's size on that axis is what the model was trained to read.
+	// --input-spec's per-row size: the checkpoint's size on that axis is what the model was trained to read.
 	var diffs []string
 	for _, t := range h.Tensors {
 		name, ok := strings.CutPrefix(t.Name, "param/")
@@ -99,7 +99,7 @@ func specMisfit(ent entry, f *exportFlags, specs []core.InputSpec, orig error) e
 	return fmt.Errorf("--input-spec %s: the model these specs build does not fit checkpoint %s: %s: check each spec's dtype and shape against the data the checkpoint was trained on", given, path, strings.Join(diffs, "; "))
 }
 
-// rowSize is the number of values in one row of a spec's per-row shape.
+// rowSize is the number of values in one row of an --input-spec's per-row shape.
 func rowSize(shape []int) int {
 	k := 1
 	for _, d := range shape {
