@@ -3,7 +3,6 @@ package core
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"runtime"
 	"slices"
 	"testing"
@@ -14,29 +13,10 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
-	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/optimizers"
 )
-
-// optBenchMLP is the benchmark's model: MLP 784-512-512-10 (670k parameters in 6 arrays).
-type optBenchMLP struct{}
-
-type optBenchIn struct {
-	X *graph.Node `batch:"x"`
-	Y *graph.Node `batch:"y"`
-}
-
-func (e *optBenchMLP) BuildModel(ctx *context.Context) error { return nil }
-func (e *optBenchMLP) Forward(ctx *context.Context, in optBenchIn) Outputs {
-	h := activations.Relu(layers.Dense(ctx.In("hidden_0"), in.X, true, 512))
-	h = activations.Relu(layers.Dense(ctx.In("hidden_1"), h, true, 512))
-	return Outputs{"logits": layers.Dense(ctx.In("output"), h, true, 10)}
-}
-func (e *optBenchMLP) Loss(out Outputs, in optBenchIn) *graph.Node {
-	return graph.ReduceAllMean(graph.Square(out["logits"]))
-}
 
 // BenchmarkOptimizerProgram times the optimizer program alone (RAdam over 670k float32
 // parameters) against a program that reads and writes the same bytes once (params + grads ->
@@ -47,20 +27,8 @@ func (e *optBenchMLP) Loss(out Outputs, in optBenchIn) *graph.Node {
 // the end; which side goes first alternates every repeat, with a GC between sides, and the ratio
 // is the median of the per-repeat ratios.
 func BenchmarkOptimizerProgram(b *testing.B) {
-	const rows = 256
-	rng := rand.New(rand.NewPCG(1, 2))
-	xs := make([]float32, rows*784)
-	for i := range xs {
-		xs[i] = float32(rng.NormFloat64())
-	}
-	src, err := NewArrayBatches(map[string]*tensors.Tensor{
-		"x": tensors.FromFlatDataAndDimensions(xs, rows, 784),
-		"y": tensors.FromFlatDataAndDimensions(make([]float32, rows), rows),
-	}, 128, ArrayOptions{DropPartial: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	n, err := New(&optBenchMLP{}, WithBackend("xla"), Quiet(), WithCache(compilecache.New()), WithData(Data{"train": src}), WithoutLogger(), WithoutCheckpoints())
+	src := benchMLPData(b)
+	n, err := New(&hostCheckMLP{Depth: 2, Width: 512}, WithBackend("xla"), Quiet(), WithCache(compilecache.New()), WithData(Data{"train": src}), WithoutLogger(), WithoutCheckpoints())
 	if err != nil {
 		b.Fatal(err)
 	}
