@@ -269,14 +269,13 @@ func (p *Plan) finishGroup(g *GroupPlan) error {
 // checkRuleOverrides refuses a Level 1 rule whose eta the plan replaces with the resolved
 // learning rate (LearningRate, or the group's LearningRateGroup) while the rule holds a different
 // non-zero value: the rule's value would be silently ignored and the run would train at another
-// rate than the rule reads. Zero means unset; a value equal to the resolved one is accepted. When
-// a schedule drives eta, the schedule replaces the rule's value at every step, so a non-zero rule
-// eta must equal where the schedule starts (its value at step 1, times the group's rate ratio).
-// Other rule fields are not checked: a schedule replacing one is the documented precedence, and a
-// rule such as Momentum cannot hold a zero Rho as "unset".
+// rate than the rule reads. Zero means unset; a value equal to the resolved one is accepted. A
+// schedule of eta is the user's own declaration of where eta comes from, and a schedule
+// replacing a rule's value is the precedence for every rule field (the rule's value is the
+// default when no schedule drives it), so a scheduled eta is not checked here.
 func (p *Plan) checkRuleOverrides(g *GroupPlan) error {
 	if slices.Contains(p.Scheduled(g.Name), EtaField) {
-		return p.checkScheduledEta(g)
+		return nil
 	}
 	fields, err := RuleFields(g.rule)
 	if err != nil {
@@ -301,35 +300,6 @@ func (p *Plan) checkRuleOverrides(g *GroupPlan) error {
 		if lr := p.spec.LearningRate; f.Value != lr.Value {
 			return fmt.Errorf("%s: %s is %g but the resolved LearningRate is %g (%s), which the framework feeds the rule's eta in its place: set LearningRate instead, or leave %s zero",
 				where, field, f.Value, lr.Value, lr.Source, f.GoName)
-		}
-	}
-	return nil
-}
-
-// checkScheduledEta refuses a Level 1 rule whose non-zero eta differs from the scheduled eta at
-// step 1: the schedule wins at every step, so the rule's value would be silently ignored.
-func (p *Plan) checkScheduledEta(g *GroupPlan) error {
-	fields, err := RuleFields(g.rule)
-	if err != nil {
-		return err
-	}
-	at, err := p.At(1)
-	if err != nil || at == nil {
-		return err
-	}
-	v, _, ok := at.Opt(g.Name, EtaField)
-	if !ok {
-		return nil
-	}
-	start := v * g.ratio
-	rt := reflect.TypeOf(g.rule)
-	for rt.Kind() == reflect.Pointer {
-		rt = rt.Elem()
-	}
-	for _, f := range fields {
-		if f.Key == EtaField && f.Schedulable && f.Value != 0 && f.Value != start {
-			return fmt.Errorf("OptimizerRule(%q): %s.%s is %g but a schedule drives eta (it gives %g at step 1), which the framework feeds the rule's eta in its place at every step: leave %s zero, or start the schedule at %g",
-				g.Name, rt.Name(), f.GoName, f.Value, start, f.GoName, f.Value)
 		}
 	}
 	return nil
