@@ -17,7 +17,7 @@ func (w Wheel) Requirement() string { return w.Package + "==" + w.Version }
 
 // DefaultPlugin names the entry of Pins that `nitro setup` and `make setup`
 // (scripts/install-pjrt.sh) install when no other is asked for.
-const DefaultPlugin = "xla-cpu-pjrt"
+const DefaultPlugin = "lammps-jax-pjrt-cpu"
 
 // Pins is the table of plugin wheels `nitro setup --plugin NAME` installs, by name (the PyPI
 // project). This is the one source of truth for every pin: the install script carries a copy of
@@ -27,21 +27,25 @@ const DefaultPlugin = "xla-cpu-pjrt"
 // Every plugin here is a third-party repackaging of XLA's CPU PJRT plugin. gopjrt v0.10.0 is built
 // against PJRT C API 0.81 and checks no version when it loads one; a newer minor version still
 // works because the API only appends to its structs (each carries its own size), so the entries
-// gopjrt calls stay where it expects them. The suites were run on each entry to confirm it.
-//   - xla-cpu-pjrt 0.0.1: PJRT API 0.81, the exact version gopjrt expects (the default).
-//   - lammps-jax-pjrt-cpu 0.11.2: built from jaxlib 0.11.2's XLA, PJRT API 0.115; its dy·Wᵀ
-//     matmul (the backward pass's input gradient) runs on YNNPACK, as jaxlib's does: 192–312
-//     GFLOP/s through the C API against the default's 98–101. The wheel declares jax<=0.11.2; only its library is used.
+// gopjrt calls stay where it expects them. The whole suite (`make test`) was run on each entry.
+//   - lammps-jax-pjrt-cpu 0.11.2 (the default): built from jaxlib 0.11.2's XLA, PJRT API 0.115. Its
+//     dy·Wᵀ matmul (the backward pass's input gradient) runs on YNNPACK, as jaxlib's does: 192–312
+//     GFLOP/s through the C API against 98–101 on xla-cpu-pjrt; and its oneDNN (v3.12.3) survives
+//     Go's SIGPROF, so `-cpuprofile` works (docs/profiling.md). The wheel declares jax<=0.11.2;
+//     only its library is used, so nothing of that requirement applies.
+//   - xla-cpu-pjrt 0.0.1: PJRT API 0.81, the exact version gopjrt expects (the default until the
+//     measurements below); its oneDNN v3.7.3 corrupts the heap under `-cpuprofile`.
 //   - fastatomstruct-xla-cpu 2026.6.23: ZML's pjrt-artifacts build of XLA's CPU plugin, PJRT
-//     API 0.106; also fast on dy·Wᵀ.
+//     API 0.106; also fast on dy·Wᵀ, but it has the same `-cpuprofile` bug as xla-cpu-pjrt.
 //
-// Measured on a 2-core machine (BenchmarkStepRatio, the MLP 784-512-512-10 at batch 128, plugins
-// alternated over 3 rounds, medians): nitro's fused step 8.55 ms on the default, 5.19 ms on
-// lammps-jax-pjrt-cpu, 5.47 ms on fastatomstruct-xla-cpu; all three pass the core, export,
-// integration and cmd suites.
+// Why the default is lammps-jax-pjrt-cpu, measured on a 2-core machine (BenchmarkStepRatio, the
+// MLP 784-512-512-10 at batch 128, plugins alternated over 3 rounds, medians): nitro's fused step
+// 8.55 ms on xla-cpu-pjrt, 5.19 ms on lammps-jax-pjrt-cpu, 5.47 ms on fastatomstruct-xla-cpu; all
+// three pass the core, export, integration and cmd suites, and only lammps-jax-pjrt-cpu also
+// profiles.
 func Pins() map[string]Wheel {
 	return map[string]Wheel{
-		DefaultPlugin: {
+		"xla-cpu-pjrt": {
 			Package:  "xla-cpu-pjrt",
 			Version:  "0.0.1",
 			File:     "xla_cpu_pjrt-0.0.1-py3-none-manylinux_2_27_x86_64.whl",
@@ -49,7 +53,7 @@ func Pins() map[string]Wheel {
 			Member:   "xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so",
 			Platform: "linux/amd64",
 		},
-		"lammps-jax-pjrt-cpu": {
+		DefaultPlugin: {
 			Package:  "lammps-jax-pjrt-cpu",
 			Version:  "0.11.2",
 			File:     "lammps_jax_pjrt_cpu-0.11.2-py3-none-manylinux_2_27_x86_64.whl",

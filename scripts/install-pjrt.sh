@@ -6,13 +6,13 @@ set -euo pipefail
 
 # The pin: a copy of backend.Pinned() in backend/pin.go, the one source of truth (`nitro setup`
 # uses it; backend's TestPinMatchesInstallScript fails when these lines differ from it).
-# xla-cpu-pjrt 0.0.1 exposes PJRT C API 0.81, the exact version gopjrt v0.10.0 was built
-# against (lammps-jax-pjrt-cpu 0.11.2, API 0.115, also loaded and ran; cyxla-pjrt-cpu is not served).
-WHEEL_PKG="xla-cpu-pjrt"
-WHEEL_VERSION="0.0.1"
-WHEEL_FILE="xla_cpu_pjrt-0.0.1-py3-none-manylinux_2_27_x86_64.whl"
-WHEEL_SHA256="55837b6b7b47daa717f2d9a5a03563ea0ceaa338d06a81a1e2d3f060d960decc"
-MEMBER="xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so"
+# lammps-jax-pjrt-cpu 0.11.2 is XLA's CPU plugin built from jaxlib 0.11.2 (PJRT C API 0.115);
+# backend/pin.go says why it is the default and lists the other pins (`nitro setup --plugin NAME`).
+WHEEL_PKG="lammps-jax-pjrt-cpu"
+WHEEL_VERSION="0.11.2"
+WHEEL_FILE="lammps_jax_pjrt_cpu-0.11.2-py3-none-manylinux_2_27_x86_64.whl"
+WHEEL_SHA256="1319390d948b39f69f7dade496b7c385149d9ca6097a6b62114da113216d9ad1"
+MEMBER="lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so"
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dest="${NITRO_PJRT_DIR:-$root/.nitro/pjrt}"
