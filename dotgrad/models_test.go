@@ -265,15 +265,17 @@ func xlaChild(spec string) error {
 // xlaMemory is what XLA's buffer assignment says of one compiled program.
 type xlaMemory struct {
 	temp  int64 // bytes of temporary buffers (not parameters, outputs, constants)
-	total int64 // "Total bytes used"
+	total int64 // "Total bytes used" (older XLA) or the memory-usage report's "Total bytes"
 }
 
 var (
 	allocationRE = regexp.MustCompile(`(?m)^allocation \d+: size (\d+)(.*)$`)
-	totalRE      = regexp.MustCompile(`(?m)^Total bytes used: (\d+)`)
+	totalRE      = regexp.MustCompile(`(?m)^Total bytes(?: used)?: (\d+)`)
 )
 
-// parseBufferAssignment reads an XLA *-buffer-assignment.txt dump.
+// parseBufferAssignment reads an XLA *-buffer-assignment.txt dump. Older XLA (the xla-cpu-pjrt
+// plugin) ends it with "Total bytes used"; newer XLA (jaxlib 0.11's) writes the total into the
+// sibling *-memory-usage-report.txt instead, which measureXLA appends to the text.
 func parseBufferAssignment(text string) (xlaMemory, error) {
 	var mem xlaMemory
 	m := totalRE.FindStringSubmatch(text)
@@ -330,6 +332,10 @@ func measureXLA(t *testing.T, plugin, name string, install bool) xlaMemory {
 		text, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
+		}
+		report, err := os.ReadFile(strings.TrimSuffix(f, "-buffer-assignment.txt") + "-memory-usage-report.txt")
+		if err == nil {
+			text = append(append(text, '\n'), report...)
 		}
 		m, err := parseBufferAssignment(string(text))
 		if err != nil {
@@ -391,6 +397,20 @@ Total bytes used: 215556124 (205.57MiB)
 	mem, err := parseBufferAssignment(text)
 	if err != nil || mem.temp != 211943424+100 || mem.total != 215556124 {
 		t.Errorf("parseBufferAssignment = %+v, %v; want temp %d, total 215556124", mem, err, 211943424+100)
+	}
+	// Newer XLA: a page on every allocation, the total in the appended memory-usage report.
+	text = `BufferAssignment:
+allocation 0: size 1605632, page 0, maybe-live-out:
+allocation 1: size 1605632, page 0, parameter 1, shape |f32[784,512]| at ShapeIndex {}:
+allocation 2: size 4, page 0, thread-local:
+allocation 3: size 778752, page 0, preallocated-temp:
+BufferAssignment:
+Memory Space: default (color=0)
+Total bytes: 6556416 (6.25MiB)
+`
+	mem, err = parseBufferAssignment(text)
+	if err != nil || mem.temp != 778752 || mem.total != 6556416 {
+		t.Errorf("parseBufferAssignment (paged) = %+v, %v; want temp 778752, total 6556416", mem, err)
 	}
 	if _, err := parseBufferAssignment("nothing"); err == nil {
 		t.Error("parseBufferAssignment accepted text without a total")

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -216,7 +217,7 @@ func TestSetupRealPinnedWheel(t *testing.T) {
 	wheel := cachedWheel(t)
 	dir := filepath.Join(root, "real")
 	code, out, errs := runCLI("setup", "--wheel", wheel, "--dir", dir)
-	if code != 0 || !strings.Contains(out, "installed xla-cpu-pjrt 0.0.1 at "+filepath.Join(dir, backend.PluginFile)) {
+	if code != 0 || !strings.Contains(out, "installed "+backend.Pinned().Package+" "+backend.Pinned().Version+" at "+filepath.Join(dir, backend.PluginFile)) {
 		t.Fatalf("exit %d: %s%s", code, out, errs)
 	}
 	checkInstalled(t, dir, backend.Pinned(), nil)
@@ -349,7 +350,7 @@ func TestSetupOtherPlugin(t *testing.T) {
 	checkInstalled(t, dir, def, defPlugin)
 
 	code, _, errs = runCLI("setup", "--plugin", "no-such-plugin", "--dir", dir)
-	if code != 1 || !strings.Contains(errs, `"no-such-plugin"`) || !strings.Contains(errs, alt.Package+", "+backend.DefaultPlugin) {
+	if code != 1 || !strings.Contains(errs, `"no-such-plugin"`) || !strings.Contains(errs, sortedJoin(alt.Package, backend.DefaultPlugin)) {
 		t.Fatalf("unknown plugin: exit %d: %s", code, errs)
 	}
 	checkInstalled(t, dir, def, defPlugin)
@@ -357,8 +358,8 @@ func TestSetupOtherPlugin(t *testing.T) {
 
 func TestSetupUsage(t *testing.T) {
 	code, out, errs := runCLI("setup", "--help")
-	if code != 0 || !strings.Contains(errs, "usage: nitro setup") || !strings.Contains(errs, "xla-cpu-pjrt==0.0.1") || !strings.Contains(errs, "-wheel") ||
-		!strings.Contains(errs, "--plugin NAME") || !strings.Contains(errs, "lammps-jax-pjrt-cpu, "+backend.DefaultPlugin) {
+	if code != 0 || !strings.Contains(errs, "usage: nitro setup") || !strings.Contains(errs, backend.Pinned().Requirement()) || !strings.Contains(errs, "-wheel") ||
+		!strings.Contains(errs, "--plugin NAME") || !strings.Contains(errs, "one of: "+sortedJoin(pinNames()...)+".") {
 		t.Fatalf("exit %d: %s%s", code, out, errs)
 	}
 	code, _, errs = runCLI("setup", "extra")
@@ -403,4 +404,19 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// sortedJoin is names as the setup command lists them: sorted, comma-separated.
+func sortedJoin(names ...string) string {
+	names = slices.Clone(names)
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+func pinNames() []string {
+	var names []string
+	for name := range backend.Pins() {
+		names = append(names, name)
+	}
+	return names
 }
