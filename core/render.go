@@ -68,6 +68,7 @@ func (n *Nitro) Render(split string, count int, opts ...RenderOption) (path stri
 	if err != nil {
 		return "", err
 	}
+	n.report()
 	if count < 1 {
 		return "", fmt.Errorf("Render: count %d: draw at least 1 sample", count)
 	}
