@@ -33,7 +33,7 @@ func TestCommandsHelpAndCompletion(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("--help: exit %d", code)
 	}
-	for _, w := range []string{"train <experiment>", "evaluate <experiment>", "list", "info <experiment>|<checkpoint file>", "ls <run dir>",
+	for _, w := range []string{"train <experiment>", "evaluate <experiment>", "render <experiment>", "list", "info <experiment>|<checkpoint file>", "ls <run dir>",
 		"plot <run dir>", "data convert <dataset> <dir>", "setup [--dir DIR]", "completion bash|fish|powershell|zsh"} {
 		if !strings.Contains(out, "\n  "+w) {
 			t.Errorf("root help lacks %q:\n%s", w, out)
@@ -42,6 +42,7 @@ func TestCommandsHelpAndCompletion(t *testing.T) {
 	for cmd, flags := range map[string][]string{
 		"train":        {"--max-epochs N", "--resume", "--metrics-addr ADDR", "--log-format FORMAT", "--no-log", "--set FIELD=VALUE"},
 		"evaluate":     {"--split SPLIT", "--checkpoint PATH", "--log-format FORMAT"},
+		"render":       {"--split SPLIT", "--n N", "--predictions", "--checkpoint PATH"},
 		"plot":         {"--out"},
 		"setup":        {"--wheel FILE", "--dir DIR"},
 		"data convert": {"mnist"},
