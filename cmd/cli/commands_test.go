@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"image/png"
 	"io"
 	"net/http"
 	"os"
@@ -183,15 +182,7 @@ func TestPlotCommand(t *testing.T) {
 // at least 0.2% of the pixels differ from the background (the most common colour).
 func checkNotBlank(t *testing.T, path string) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatalf("%s does not decode as PNG: %v", path, err)
-	}
+	img := decodePNG(t, path)
 	b := img.Bounds()
 	if b.Dx() < 100 || b.Dy() < 100 {
 		t.Fatalf("%s is %v", path, b)
