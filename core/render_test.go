@@ -86,6 +86,10 @@ func TestRenderDataDrawsTheSplitHeadAndCompilesNothing(t *testing.T) {
 	if err != nil || img.Bounds().Dx() != 20 || color.GrayModel.Convert(img.At(3, 0)).(color.Gray).Y != 30 {
 		t.Fatalf("the PNG is not what Visualize drew: %v, %v", img, err)
 	}
+	other := filepath.Join(t.TempDir(), "figs")
+	if path, err := n.Render("train", 3, core.RenderDir(other)); err != nil || path != filepath.Join(other, "train-3.png") {
+		t.Fatalf("Render with RenderDir wrote %q (%v), want %s/train-3.png", path, err, other)
+	}
 }
 
 // TestRenderPredictionsRunTheValidationProgram: after Validate, Render with predictions compiles
