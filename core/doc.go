@@ -1,8 +1,8 @@
 // Package core is the Nitro: a thin composer of the modules behind the experiment contract.
 //
-//   - New runs setup only; Train, Validate, Evaluate, Predict and SetDevice are the verbs, and
-//     ViewModel is the read-only model view the export module (package export) ships bundles
-//     from.
+//   - New runs setup only; Train, Validate, Evaluate, Predict, Render and SetDevice are the
+//     verbs, and ViewModel is the read-only model view the export module (package export) ships
+//     bundles from.
 //   - A training step is two compiled programs by default (gradient; optimizer), one with
 //     WithFusedStep; parameters, gradients and optimizer state stay per array on the device.
 //   - Nitro keeps setup values, compiled programs and the training state (parameters, optimizer
@@ -86,6 +86,9 @@
 //	                                                    WithEarlyStopper wins                       (New)
 //	ExportProvenance() map[string]string    no          Export, once, on the host   framework and   an ExportProvenance method
 //	  (model.go, ExportProvenancer)                                                 site keys only  of another type (Export)
+//	Visualize(VisualSamples)                no          Render, once per call, on   none: Render    missing, or a Visualize
+//	  (image.Image, error)                              the host                    refuses         method of another type
+//	  (render.go, Visualizer)                                                                       (Render)
 //
 // B is the hook's batch parameter: a struct of *graph.Node fields tagged `batch:"name"` (or
 // `batch:"name,optional"`), or map[string]*graph.Node for the whole batch.

@@ -19,6 +19,7 @@ require (
 	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000
 	github.com/nitro-go/nitro/runstatus v0.0.0
 	github.com/nitro-go/nitro/tensorfile v0.0.0
+	github.com/nitro-go/nitro/render v0.0.0
 )
 
 require (
@@ -31,6 +32,7 @@ require (
 	go.uber.org/zap v1.28.0 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/exp v0.0.0-20250819193227-8b4c13bb791b // indirect
+	golang.org/x/image v0.26.0 // indirect
 	google.golang.org/protobuf v1.36.10 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 )
@@ -50,4 +52,5 @@ replace (
 	github.com/nitro-go/nitro/schedules => ../schedules
 	github.com/nitro-go/nitro/runstatus => ../runstatus
 	github.com/nitro-go/nitro/tensorfile => ../tensorfile
+	github.com/nitro-go/nitro/render => ../render
 )

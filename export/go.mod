@@ -26,6 +26,7 @@ require (
 	github.com/nitro-go/nitro/logjson v0.0.0 // indirect
 	github.com/nitro-go/nitro/optimizers v0.0.0 // indirect
 	github.com/nitro-go/nitro/prefetch v0.0.0 // indirect
+	github.com/nitro-go/nitro/render v0.0.0 // indirect
 	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
@@ -34,6 +35,7 @@ require (
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.28.0 // indirect
 	golang.org/x/exp v0.0.0-20250819193227-8b4c13bb791b // indirect
+	golang.org/x/image v0.26.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/term v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.10 // indirect
@@ -54,5 +56,6 @@ replace (
 	github.com/nitro-go/nitro/monitors => ../monitors
 	github.com/nitro-go/nitro/optimizers => ../optimizers
 	github.com/nitro-go/nitro/prefetch => ../prefetch
+	github.com/nitro-go/nitro/render => ../render
 	github.com/nitro-go/nitro/schedules => ../schedules
 )

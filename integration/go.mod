@@ -21,6 +21,7 @@ require (
 	github.com/nitro-go/nitro/earlystop v0.0.0 // indirect
 	github.com/nitro-go/nitro/runstatus v0.0.0 // indirect
 	github.com/nitro-go/nitro/tensorfile v0.0.0 // indirect
+	github.com/nitro-go/nitro/render v0.0.0
 )
 
 require (
@@ -36,6 +37,7 @@ require (
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.28.0 // indirect
 	golang.org/x/exp v0.0.0-20250819193227-8b4c13bb791b // indirect
+	golang.org/x/image v0.26.0 // indirect
 	google.golang.org/protobuf v1.36.10 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 )
@@ -59,4 +61,5 @@ replace (
 	github.com/nitro-go/nitro/schedules => ../schedules
 	github.com/nitro-go/nitro/runstatus => ../runstatus
 	github.com/nitro-go/nitro/tensorfile => ../tensorfile
+	github.com/nitro-go/nitro/render => ../render
 )

@@ -47,6 +47,12 @@ func TestErrorsNameTheFix(t *testing.T) {
 		{[]string{"train", "mnist-mlp", "--preset", "huge"}, []string{"huge", "tiny"}},
 		{[]string{"train", "mnist-mlp", "--backend", "tpu"}, []string{`"tpu"`, "xla"}},
 		{[]string{"train", "mnist-mlp", "--log-every", "0"}, []string{"--log-every 0", ">= 1"}},
+		{[]string{"render", "mnist-mlp", "--n", "0"}, []string{"--n 0: must be >= 1"}},
+		{[]string{"render"}, []string{"render needs an experiment name", "mnist-mlp"}},
+		{[]string{"render", "mnist-mlp", "--resume", "auto"}, []string{"--resume is a train flag", "--checkpoint"}},
+		{[]string{"evaluate", "mnist-mlp", "--predictions"}, []string{"--predictions is a render flag"}},
+		{[]string{"train", "mnist-mlp", "--n", "3"}, []string{"--n is a render flag"}},
+		{[]string{"render", "mnist-mlp", "--preset", "tiny", "--split", "nope"}, []string{`no split "nope"`, "test"}},
 	}
 	for _, c := range cases {
 		code, _, errs := runCLI(c.args...)

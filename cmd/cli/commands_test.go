@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"image/png"
 	"io"
 	"net/http"
 	"os"
@@ -33,7 +32,7 @@ func TestCommandsHelpAndCompletion(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("--help: exit %d", code)
 	}
-	for _, w := range []string{"train <experiment>", "evaluate <experiment>", "list", "info <experiment>|<checkpoint file>", "ls <run dir>",
+	for _, w := range []string{"train <experiment>", "evaluate <experiment>", "render <experiment>", "list", "info <experiment>|<checkpoint file>", "ls <run dir>",
 		"plot <run dir>", "data convert <dataset> <dir>", "setup [--dir DIR]", "completion bash|fish|powershell|zsh"} {
 		if !strings.Contains(out, "\n  "+w) {
 			t.Errorf("root help lacks %q:\n%s", w, out)
@@ -42,6 +41,7 @@ func TestCommandsHelpAndCompletion(t *testing.T) {
 	for cmd, flags := range map[string][]string{
 		"train":        {"--max-epochs N", "--resume", "--metrics-addr ADDR", "--log-format FORMAT", "--no-log", "--set FIELD=VALUE"},
 		"evaluate":     {"--split SPLIT", "--checkpoint PATH", "--log-format FORMAT"},
+		"render":       {"--split SPLIT", "--n N", "--predictions", "--checkpoint PATH"},
 		"plot":         {"--out"},
 		"setup":        {"--wheel FILE", "--dir DIR"},
 		"data convert": {"mnist"},
@@ -182,15 +182,7 @@ func TestPlotCommand(t *testing.T) {
 // at least 0.2% of the pixels differ from the background (the most common colour).
 func checkNotBlank(t *testing.T, path string) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatalf("%s does not decode as PNG: %v", path, err)
-	}
+	img := decodePNG(t, path)
 	b := img.Bounds()
 	if b.Dx() < 100 || b.Dy() < 100 {
 		t.Fatalf("%s is %v", path, b)

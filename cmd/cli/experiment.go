@@ -39,9 +39,13 @@ type expFlags struct {
 	noCkpt      bool
 	metricsAddr string
 
-	// evaluate
+	// evaluate and render
 	split    string
 	fromCkpt string
+
+	// render
+	count       int
+	predictions bool
 }
 
 const trainLong = `Sets the experiment up, trains it, validates each epoch, then reports the test split.
@@ -65,6 +69,7 @@ var foreignFlags = map[string]map[string]string{
 	"train": {
 		"checkpoint": "--checkpoint is an evaluate flag; to continue a run from a checkpoint, use --resume auto|PATH",
 		"split":      "--split is an evaluate flag; train reports the test split after training",
+		"n":          "--n is a render flag: nitro render <experiment> --n N",
 	},
 	"evaluate": {
 		"resume":         "--resume and --no-checkpoints are train flags; evaluate a checkpoint with --checkpoint PATH|RUN_DIR",
@@ -72,10 +77,16 @@ var foreignFlags = map[string]map[string]string{
 		"no-log":         "--no-log is a train flag; evaluate keeps no metrics.jsonl",
 		"log-every":      "--log-every is a train flag; evaluate keeps no metrics.jsonl",
 		"metrics-addr":   "--metrics-addr is a train flag",
+		"predictions":    "--predictions is a render flag: nitro render <experiment> --predictions",
+	},
+	"render": {
+		"resume":       "--resume is a train flag; render a checkpoint's predictions with --checkpoint PATH|RUN_DIR --predictions",
+		"no-log":       "--no-log is a train flag; render keeps no metrics.jsonl",
+		"metrics-addr": "--metrics-addr is a train flag",
 	},
 }
 
-// newExperimentCmd builds train or evaluate.
+// newExperimentCmd builds train, evaluate or render.
 func newExperimentCmd(name string, stdout, stderr io.Writer) *cobra.Command {
 	f := &expFlags{}
 	c := &cobra.Command{
@@ -92,10 +103,14 @@ func newExperimentCmd(name string, stdout, stderr io.Writer) *cobra.Command {
 		},
 		RunE: func(c *cobra.Command, args []string) error { return runExperiment(c, name, args[0], f, stdout, stderr) },
 	}
-	if name == "train" {
+	switch name {
+	case "train":
 		c.Short = "set up, train, validate each epoch, then report the test split"
 		c.Long = trainLong
-	} else {
+	case "render":
+		c.Short = "draw a split's first samples (and predictions) to a PNG through the Visualize hook"
+		c.Long = renderLong
+	default:
 		c.Short = "set up and evaluate one split, optionally with a checkpoint's weights"
 		c.Long = evaluateLong
 	}
@@ -113,8 +128,11 @@ func newExperimentCmd(name string, stdout, stderr io.Writer) *cobra.Command {
 		fs.BoolVar(&f.noCkpt, "no-checkpoints", false, "write no checkpoints")
 		fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus gauges on http://`ADDR`/metrics while training (e.g. 127.0.0.1:9090; port 0 picks one)")
 	} else {
-		fs.StringVar(&f.split, "split", "test", "the `SPLIT` to evaluate")
-		fs.StringVar(&f.fromCkpt, "checkpoint", "", "evaluate the weights of this checkpoint `PATH`, or of a RUN_DIR's newest")
+		fs.StringVar(&f.split, "split", "test", "the `SPLIT` to "+name)
+		fs.StringVar(&f.fromCkpt, "checkpoint", "", name+" the weights of this checkpoint `PATH`, or of a RUN_DIR's newest")
+	}
+	if name == "render" {
+		renderFlags(c, f)
 	}
 	fs.BoolVar(&f.fused, "fused", false, "compile each training step as one program (gradient and update); needs accum 1")
 	fs.StringVar(&f.logFormat, "log-format", formatConsole, "`FORMAT` of the reports, epoch lines, notices, warnings and results on stdout: console or json (JSON Lines)")
@@ -166,6 +184,9 @@ func checkFlags(c *cobra.Command, f *expFlags) error {
 	// Refused here, in flags, before core would refuse the options they become (in Go names).
 	if f.resume == core.ResumeAuto && f.noCkpt {
 		return fmt.Errorf("--resume auto finds the newest checkpoint through the run's checkpoints, which --no-checkpoints turns off: resume from a file with --resume PATH, or drop --no-checkpoints")
+	}
+	if err := checkRenderFlags(c, f); err != nil {
+		return err
 	}
 	if err := checkLogFormat(f.logFormat); err != nil {
 		return err
@@ -301,6 +322,8 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 	next := "stopping after this step, then validating"
 	if cmd == "evaluate" {
 		next = "stopping after this batch; the metrics will be partial"
+	} else if cmd == "render" {
+		next = "render draws its samples to the end"
 	}
 	defer onInterrupt(stderr, next, n.Interrupt)()
 	switch cmd {
@@ -324,6 +347,10 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 			return sayPartial(res, watch, m, err)
 		}
 		sayMetrics(res, f.split, m)
+	case "render":
+		if err := renderSplit(res, n, f); err != nil {
+			return err
+		}
 	}
 	s := compilecache.Default().Stats()
 	res.say(fmt.Sprintf("compile cache: %d misses, %d hits, %d entries", s.Misses, s.Hits, s.Entries),
