@@ -18,7 +18,8 @@ type setup struct {
 	traits   *markers.Traits
 	opts     options
 	cfg      config
-	acc      accessors // the optional experiment accessors, resolved once (hyper.go)
+	acc      accessors   // the optional experiment accessors, resolved once (hyper.go)
+	evalm    evalMetrics // where the evaluation metrics run (hostmetrics.go)
 	backend  *backend.Resolved
 	cache    *compilecache.Cache
 
