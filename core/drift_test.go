@@ -7,8 +7,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/nitro-go/nitro/core"
-	"github.com/nitro-go/nitro/metrics"
 	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/metrics"
 )
 
 // Drift has one field of each kind a verb compares: Width bakes, Temperature is a traced input,
