@@ -25,12 +25,24 @@ func confusionMetric(pred, labels *graph.Node) core.Metric {
 }
 
 // confusions is what FinalizeMetrics keeps of each split's matrix: the last one per split, and
-// which split was finalized last (what Observe logs, on the transition that follows it).
+// which split was finalized last (what Observe logs, on the transition that follows it), with
+// the epoch the evaluation started in (the transition out of it may come with the next epoch's
+// progress).
 type confusions struct {
-	mu      sync.Mutex
-	bySplit map[string][][]int
-	last    string
-	pending bool
+	mu        sync.Mutex
+	bySplit   map[string][][]int
+	last      string
+	pending   bool
+	evalEpoch int
+}
+
+// confs is e's confusions, made on first use. The hooks and monitors that call it run on the
+// run's own goroutine, one at a time.
+func (e *MLP) confs() *confusions {
+	if e.conf == nil {
+		e.conf = &confusions{bySplit: map[string][][]int{}}
+	}
+	return e.conf
 }
 
 // FinalizeMetrics reports accuracy and loss as accumulated, plus each digit's accuracy (its
@@ -45,12 +57,10 @@ func (e *MLP) FinalizeMetrics(acc metrics.Result, split string) map[string]float
 	for d, a := range metrics.PerClassAccuracy(m) {
 		res["accuracy_"+strconv.Itoa(d)] = a
 	}
-	if e.conf == nil { // the first finalized split; Observe and Confusion run after it
-		e.conf = &confusions{bySplit: map[string][][]int{}}
-	}
-	e.conf.mu.Lock()
-	defer e.conf.mu.Unlock()
-	e.conf.bySplit[split], e.conf.last, e.conf.pending = m, split, true
+	c := e.confs()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.bySplit[split], c.last, c.pending = m, split, true
 	return res
 }
 
@@ -79,17 +89,21 @@ func (e *MLP) Confusion(split string) (matrix [][]int, labels []string, ok bool)
 // Observe makes the experiment a phase monitor (core.WithMonitor(e); the nitro CLI registers
 // it): on the transition out of an evaluation of the val split, the one time a fresh matrix
 // exists, it logs the matrix to the run's logger when that logger takes confusion matrices.
-func (e *MLP) Observe(_ monitors.Phase, at monitors.Progress, info monitors.Info) error {
-	if info.Metrics == nil || e.conf == nil {
+func (e *MLP) Observe(phase monitors.Phase, at monitors.Progress, info monitors.Info) error {
+	c := e.confs()
+	c.mu.Lock()
+	if _, ok := phase.(monitors.EvalStepping); ok {
+		c.evalEpoch = at.Epoch
+	}
+	if info.Metrics == nil || !c.pending {
+		c.mu.Unlock()
 		return nil
 	}
-	e.conf.mu.Lock()
-	m, split, pending := e.conf.bySplit[e.conf.last], e.conf.last, e.conf.pending
-	e.conf.pending = false
-	e.conf.mu.Unlock()
-	cl, ok := info.Logger.(logjson.ConfusionLogger)
-	if !pending || split != "val" || !ok {
-		return nil
+	m, split, epoch := c.bySplit[c.last], c.last, c.evalEpoch
+	c.pending = false
+	c.mu.Unlock()
+	if cl, ok := info.Logger.(logjson.ConfusionLogger); ok && split == "val" {
+		return cl.LogConfusion(m, Digits, epoch)
 	}
-	return cl.LogConfusion(m, Digits, at.Epoch)
+	return nil
 }
