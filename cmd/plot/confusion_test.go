@@ -41,7 +41,7 @@ func readPNG(t *testing.T, path string) image.Image {
 	defer f.Close()
 	img, err := png.Decode(f)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", path, err)
 	}
 	return img
 }
