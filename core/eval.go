@@ -147,8 +147,9 @@ func (e *PartialError) Error() string {
 func (e *PartialError) Is(target error) bool { return target == ErrInterrupted }
 
 // Evaluate runs a split in eval mode and returns its finalized metrics: sums and counts added up
-// over the split, then divided (a nil count is summed only; with no Metrics hook, val_loss is the
-// mean of Loss over batches). Layer state computed in eval mode is discarded, and the resident
+// over the split, then divided (a nil count is summed only, and an array with no count reaches
+// FinalizeMetrics whole; with no Metrics hook, val_loss is the mean of Loss over batches). With
+// the metrics on the host, HostMetrics' results are combined the same way (package metrics). Layer state computed in eval mode is discarded, and the resident
 // parameters are used as they are: no parameter is uploaded. The run is in EvalStepping meanwhile
 // and returns to the phase it was in, the metrics going with that transition.
 //
