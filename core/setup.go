@@ -18,12 +18,13 @@ type setup struct {
 	traits   *markers.Traits
 	opts     options
 	cfg      config
-	acc      accessors   // the optional experiment accessors, resolved once (hyper.go)
-	evalm    evalMetrics // where the evaluation metrics run (hostmetrics.go)
+	acc      accessors // the optional experiment accessors, resolved once (hyper.go)
 	backend  *backend.Resolved
 	cache    *compilecache.Cache
 
 	forward, loss, metrics, trainMetrics *hook
+
+	evalm evalMetrics // where the evaluation metrics run, and HostMetrics (hostmetrics.go)
 
 	data         Data
 	trainWidth   int
