@@ -128,6 +128,7 @@ func (n *Nitro) valMetricNames() (names []string, known bool, err error) {
 		return nil, false, err
 	}
 	keys := routed(keySet(b), n.forward, n.metrics)
+	var arrayErr error // a metric only a finalizer could report, and there is none
 	err = tryGraph("tracing Metrics to learn the names of the validation metrics", func() {
 		g := graph.NewGraph(n.backend.Backend, "nitro_metric_names")
 		defer g.Finalize()
@@ -138,8 +139,14 @@ func (n *Nitro) valMetricNames() (names []string, known bool, err error) {
 		ms := n.metrics.call(view, valueOfOutputs(out), batchNodes(nodes, routed(setOf(keys), n.metrics))).Interface().(map[string]Metric)
 		for _, name := range sortedKeys(ms) {
 			names = append(names, withPrefixName("val_", name))
+			if sum := ms[name].Sum; arrayErr == nil && sum != nil && sum.Rank() != 0 {
+				arrayErr = n.arrayWithoutFinalizer("val", name)
+			}
 		}
 	})
+	if err == nil {
+		err = arrayErr
+	}
 	return names, err == nil, err
 }
 

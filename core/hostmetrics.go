@@ -219,7 +219,7 @@ func (n *Nitro) finalizeSplit(acc *metrics.Accumulator, split string) (map[strin
 	if f == nil {
 		for _, name := range r.Names() {
 			if _, ok := r.Scalars[name]; !ok {
-				return nil, fmt.Errorf("split %q: metric %q is an array or a collection, which only a finalizer can turn into reported values: define FinalizeMetrics(acc metrics.Result, split string) map[string]float64 and FinalizedMetricNames() []string on %s", split, name, n.typeName)
+				return nil, n.arrayWithoutFinalizer(split, name)
 			}
 		}
 		return r.Scalars, nil
@@ -233,6 +233,12 @@ func (n *Nitro) finalizeSplit(acc *metrics.Accumulator, split string) (map[strin
 		return res, fmt.Errorf("split %q: FinalizeMetrics returned %v, FinalizedMetricNames declares %v: declare exactly the names it returns (setup checks the checkpoint and early-stopping metrics against them)", split, got, want)
 	}
 	return res, nil
+}
+
+// arrayWithoutFinalizer is the error for an array or collected metric with no finalizer: New's
+// when the trace of Metrics finds it, else the first evaluation's.
+func (n *Nitro) arrayWithoutFinalizer(split, name string) error {
+	return fmt.Errorf("split %q: metric %q is an array or a collection, which only a finalizer can turn into reported values: define FinalizeMetrics(acc metrics.Result, split string) map[string]float64 and FinalizedMetricNames() []string on %s", split, name, n.typeName)
 }
 
 // finalizedNames is the val split's metrics as the record names them, from FinalizedMetricNames.

@@ -262,6 +262,9 @@ func TestMetricsResidencyRefusals(t *testing.T) {
 		t.Errorf("undeclared names: %v", err)
 	}
 	wantErr(t, newErr(t, &OldFinalizer{}, d), "FinalizeMetrics has type", "FinalizeMetrics(acc metrics.Result, split string)", "FinalizedMetricNames")
+	// An array with no finalizer: at New when a checkpoint or stopping metric makes it trace
+	// Metrics, else at the first evaluation.
+	wantErr(t, newErr(t, &ArrayNoFinal{}, d, core.WithEarlyStopping("val_loss", "min", 2, 0)), `metric "hist" is an array or a collection`)
 	if _, err := mustNew(t, &ArrayNoFinal{}, d).Validate(); err == nil || !strings.Contains(err.Error(), `metric "hist" is an array or a collection`) {
 		t.Errorf("array with no finalizer: %v", err)
 	}
