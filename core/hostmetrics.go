@@ -17,8 +17,8 @@ import (
 type Residency string
 
 const (
-	MetricsOnDevice Residency = "device"
-	MetricsOnHost   Residency = "host"
+	MetricsOnDevice Residency = "device" // Metrics, fused into the eval program
+	MetricsOnHost   Residency = "host"   // HostMetrics, in Go on the eval program's outputs
 )
 
 // The default residency follows the hook the experiment defines, host first: HostMetrics runs on
