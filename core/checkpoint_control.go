@@ -72,8 +72,9 @@ func must1[T any](v T, err error) T {
 
 // checkControlMetrics refuses, before training, a checkpoint or early-stopping metric the val
 // split does not report, naming the ones it does. With no val split there is nothing to rank by
-// (checkpoints are unscored; TopK keeps the newest) and nothing to stop on (refused). With a
-// MetricsFinalizer the names are known only after the first validation, where they are checked.
+// (checkpoints are unscored; TopK keeps the newest) and nothing to stop on (refused). Under
+// HostMetrics with no MetricsFinalizer the names are known only after the first validation,
+// where they are checked.
 func (n *Nitro) checkControlMetrics() error {
 	if n.ck.metric == "" && n.ck.es == nil {
 		return nil
@@ -106,9 +107,13 @@ func (n *Nitro) checkControlMetrics() error {
 // valMetricNames lists the val split's metrics as the record names them (val_loss, val_accuracy):
 // val_loss with no Metrics hook, else the keys the Metrics hook returns, learned by tracing
 // Forward and Metrics once on the val split's first batch (nothing is compiled). known is false
-// when a MetricsFinalizer may rename them.
+// under HostMetrics without a finalizer, whose names are known only once it has run. With a
+// MetricsFinalizer they are the names FinalizedMetricNames declares.
 func (n *Nitro) valMetricNames() (names []string, known bool, err error) {
-	if n.acc.finalizer != nil {
+	switch {
+	case n.acc.finalizer != nil:
+		return n.finalizedNames(), true, nil
+	case n.onHost():
 		return nil, false, nil
 	}
 	if n.metrics == nil {
@@ -123,6 +128,7 @@ func (n *Nitro) valMetricNames() (names []string, known bool, err error) {
 		return nil, false, err
 	}
 	keys := routed(keySet(b), n.forward, n.metrics)
+	var arrayErr error // a metric only a finalizer could report, and there is none
 	err = tryGraph("tracing Metrics to learn the names of the validation metrics", func() {
 		g := graph.NewGraph(n.backend.Backend, "nitro_metric_names")
 		defer g.Finalize()
@@ -133,8 +139,14 @@ func (n *Nitro) valMetricNames() (names []string, known bool, err error) {
 		ms := n.metrics.call(view, valueOfOutputs(out), batchNodes(nodes, routed(setOf(keys), n.metrics))).Interface().(map[string]Metric)
 		for _, name := range sortedKeys(ms) {
 			names = append(names, withPrefixName("val_", name))
+			if sum := ms[name].Sum; arrayErr == nil && sum != nil && sum.Rank() != 0 {
+				arrayErr = n.arrayWithoutFinalizer("val", name)
+			}
 		}
 	})
+	if err == nil {
+		err = arrayErr
+	}
 	return names, err == nil, err
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/nitro-go/nitro/metrics"
 )
 
 // This file is the experiment contract: every hook and knob an experiment may define. New looks
@@ -29,7 +30,8 @@ import (
 type Outputs map[string]*graph.Node
 
 // Metric is one evaluation metric's numerator and denominator for one batch. The framework sums
-// both over the split and divides at the end; a nil Count means "sum, do not divide".
+// both over the split and divides at the end; a nil Count means "sum, do not divide", and with
+// a nil Count the Sum may be an array (summed elementwise, handed to FinalizeMetrics).
 type Metric struct {
 	Sum, Count *graph.Node
 }
@@ -88,9 +90,15 @@ type Deriver interface {
 	Derive(d Data) (map[string]any, error)
 }
 
-// MetricsFinalizer post-processes a split's accumulated metrics on the host, once per split.
+// MetricsFinalizer post-processes a split's accumulated metrics on the host, once per split:
+// acc.Scalars holds the divided means and the totals, acc.Arrays each array summed with no
+// count (a confusion matrix), acc.Collected each HostMetrics collection; the result is the
+// split's metrics. FinalizedMetricNames declares the names FinalizeMetrics returns, so that New
+// checks the checkpoint and early-stopping metrics against them before the first epoch; a result
+// with other names is an error.
 type MetricsFinalizer interface {
-	FinalizeMetrics(acc map[string]float64, split string) map[string]float64
+	FinalizeMetrics(acc metrics.Result, split string) map[string]float64
+	FinalizedMetricNames() []string
 }
 
 // ParamGrouper names the parameter group of a parameter leaf by its keypath.

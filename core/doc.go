@@ -41,8 +41,9 @@
 //	Loss(out, B) *graph.Node                yes         traced in the training      -               missing, wrong signature
 //	  (contract.go, reflected)                          programs; in eval without                   (New); not a scalar
 //	                                                    Metrics
-//	Metrics(out, B) map[string]Metric       no          traced in the eval program  val_loss: Loss  wrong signature (New); a Sum
-//	  (contract.go, reflected)                                                      per batch, mean or Count not a scalar
+//	Metrics(out, B) map[string]Metric       no          traced in the eval program  val_loss: Loss  wrong signature (New); a
+//	  (contract.go, reflected)                          (device residency)          per batch, mean Count not a scalar, or an
+//	                                                                                                array Sum with a Count
 //	TrainMetrics(out, B)                    no          traced in the training      none            wrong signature (New); a
 //	  map[string]*graph.Node                            programs; read on logged                    value not a scalar
 //	  (contract.go, reflected)                          steps
@@ -55,9 +56,19 @@
 //	                                        Specs                                                   divide by Accum (New)
 //	Derive(Data) (map[string]any, error)    no          New, once, after BuildData; nothing         its error; values that do
 //	  (contract.go, Deriver)                            not under WithInputSpecs                    not fit the fields (New)
-//	FinalizeMetrics(acc, split)             no          host, once per evaluated    metrics as      -
-//	  map[string]float64                                split with at least one     divided
-//	  (contract.go, MetricsFinalizer)                   batch
+//	HostMetrics(out, batch)                 no          host, once per eval batch,  -               its error (the verb); a
+//	  (map[string]metrics.Metric, error)                on Forward's outputs; not                   HostMetrics-less host
+//	  (hostmetrics.go, HostMetricser)                   with device residency                       residency (New)
+//	MetricsResidency() Residency            no          New, once; a run's          host with       a value not device or host;
+//	  (hostmetrics.go, MetricsResider)                  WithMetricsResidency wins   HostMetrics,    a residency whose hook is
+//	                                                                                else device     missing (New)
+//	FinalizeMetrics(acc metrics.Result,     no          host, once per evaluated    scalars as      an array or collection with
+//	  split) map[string]float64                         split with at least one     divided         no finalizer; a result not
+//	  (contract.go, MetricsFinalizer)                   batch                                       as declared (the verb); the
+//	                                                                                                old map signature (New)
+//	FinalizedMetricNames() []string         with        New, once: the checkpoint   -               a ranking or stopping
+//	  (contract.go, MetricsFinalizer)       Finalize-   and early-stopping metrics                  metric it does not declare
+//	                                        Metrics     are checked against it                      (New)
 //	ParamGroup(keypath) string              no          New, once per trainable     one "default"   an empty name; mixed dtypes
 //	  (contract.go, ParamGrouper)                       array                       group           in one group (New)
 //	OptimizerRule(group) optimizers.Rule    no          New, once per group         RAdam           a rule field the resolved

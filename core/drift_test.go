@@ -8,6 +8,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/metrics"
 )
 
 // Drift has one field of each kind a verb compares: Width bakes, Temperature is a traced input,
@@ -34,10 +35,12 @@ func (e *Drift) Forward(ctx *context.Context, in In) core.Outputs {
 
 func (*Drift) Loss(out core.Outputs, in Tgt) *graph.Node { return mse(out["pred"], in.Y) }
 
-func (e *Drift) FinalizeMetrics(acc map[string]float64, split string) map[string]float64 {
-	e.Stash = acc["loss"] + 1 // state the experiment keeps for itself: no drift
-	return acc
+func (e *Drift) FinalizeMetrics(acc metrics.Result, split string) map[string]float64 {
+	e.Stash = acc.Scalars["loss"] + 1 // state the experiment keeps for itself: no drift
+	return acc.Scalars
 }
+
+func (e *Drift) FinalizedMetricNames() []string { return []string{core.ValLoss} }
 
 type warnings struct{ msgs []string }
 

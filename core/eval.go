@@ -9,6 +9,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/metrics"
 	"github.com/nitro-go/nitro/monitors"
 	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/runstatus"
@@ -29,13 +30,12 @@ const ValLoss = "val_loss"
 //
 // At full width (real == width) the program also returns Forward's outputs, after the metrics:
 // that is the program Predict runs, so moving between Validate/Evaluate and Predict compiles
-// nothing. Validation only frees those outputs, a cost of one output buffer per batch.
+// nothing. Validation only frees those outputs, a cost of one output buffer per batch. With the
+// metrics on the host (HostMetrics) the program is Forward's outputs alone, always at full
+// width: the host slices a short batch's outputs after the readback.
 func (n *Nitro) evalProgram(width, real int, keys []string) (*program, error) {
 	return n.memo(fmt.Sprintf("eval/%d/%d/%v", width, real, keys), func() (*program, error) {
-		metricHook := n.metrics
-		if metricHook == nil {
-			metricHook = n.loss
-		}
+		metricHook := n.evalMetricHook()
 		sig := n.modelInputs(width, keys)
 		key := n.key(compilecache.KindEval, hookNames(n.forward, metricHook), sig)
 		key.Extra = append(key.Extra, [2]string{"rows", fmt.Sprint(real)})
@@ -53,11 +53,13 @@ func (n *Nitro) evalProgram(width, real int, keys []string) (*program, error) {
 			}
 			meta := &program{}
 			var outs []*graph.Node
-			if n.metrics == nil {
+			switch {
+			case n.onHost(): // the metrics run on the host, on Forward's outputs
+			case n.metrics == nil:
 				loss := n.loss.call(view, valueOfOutputs(out), mb).Interface().(*graph.Node)
 				meta.outNames, meta.hasCount = []string{ValLoss}, []bool{false}
 				outs = append(outs, loss)
-			} else {
+			default:
 				outs = n.metricOutputs(view, out, mb, meta)
 			}
 			if real == width {
@@ -71,15 +73,16 @@ func (n *Nitro) evalProgram(width, real int, keys []string) (*program, error) {
 	})
 }
 
-// metricOutputs calls Metrics and lists each metric's sum and (unless nil) count as float64
-// scalars, recording their names and which have a count in meta.
+// metricOutputs calls Metrics and lists each metric's sum and (unless nil) count as float64,
+// recording their names and which have a count in meta. A sum with a count is a scalar; one
+// without may be an array (summed over the split, for FinalizeMetrics).
 func (n *Nitro) metricOutputs(view any, out Outputs, mb map[string]*graph.Node, meta *program) []*graph.Node {
 	var outs []*graph.Node
 	ms := n.metrics.call(view, valueOfOutputs(out), mb).Interface().(map[string]Metric)
 	for _, name := range sortedKeys(ms) {
 		m := ms[name]
-		if m.Sum == nil || m.Sum.Rank() != 0 {
-			panic(fmt.Errorf("metric %q: Sum must be a scalar node, got %v", name, shapeOf(m.Sum)))
+		if m.Sum == nil || (m.Sum.Rank() != 0 && m.Count != nil) {
+			panic(fmt.Errorf("metric %q: Sum must be a scalar node, or an array with a nil Count (summed, not divided), got %v", name, shapeOf(m.Sum)))
 		}
 		meta.outNames = append(meta.outNames, name)
 		meta.hasCount = append(meta.hasCount, m.Count != nil)
@@ -144,8 +147,9 @@ func (e *PartialError) Error() string {
 func (e *PartialError) Is(target error) bool { return target == ErrInterrupted }
 
 // Evaluate runs a split in eval mode and returns its finalized metrics: sums and counts added up
-// over the split, then divided (a nil count is summed only; with no Metrics hook, val_loss is the
-// mean of Loss over batches). Layer state computed in eval mode is discarded, and the resident
+// over the split, then divided (a nil count is summed only, and an array with no count reaches
+// FinalizeMetrics whole; with no Metrics hook, val_loss is the mean of Loss over batches). With
+// the metrics on the host, HostMetrics' results are combined the same way (package metrics). Layer state computed in eval mode is discarded, and the resident
 // parameters are used as they are: no parameter is uploaded. The run is in EvalStepping meanwhile
 // and returns to the phase it was in, the metrics going with that transition.
 //
@@ -189,14 +193,10 @@ func (n *Nitro) evaluate(split string, src Source) (map[string]float64, error) {
 // Interrupt ends it at a batch boundary with the partial metrics and a *PartialError.
 func (n *Nitro) evalLoop(split string, src Source, interruptible bool) (_ map[string]float64, err error) {
 	width := n.splitWidth[split]
-	metricHook := n.metrics
-	if metricHook == nil {
-		metricHook = n.loss
-	}
-	keys := routed(n.splitAvail[split], n.forward, metricHook)
+	keys := n.evalKeys(n.splitAvail[split])
 	// The producer pads a short final batch to the compiled width and transfers the padded one;
 	// Item.Rows is the real count, which picks the program that slices the padding away.
-	stream, err := n.batchStream(src, max(n.st.epoch, 1), keys, width, 0, 0)
+	stream, err := n.evalStream(src, max(n.st.epoch, 1), keys, width)
 	if err != nil {
 		return nil, fmt.Errorf("split %q: %w", split, err)
 	}
@@ -205,7 +205,7 @@ func (n *Nitro) evalLoop(split string, src Source, interruptible bool) (_ map[st
 			err = fmt.Errorf("split %q: closing the stream: %w", split, cerr)
 		}
 	}()
-	sums := evalSums{sums: map[string]float64{}, counts: map[string]float64{}, meanOfLoss: n.metrics == nil}
+	var acc metrics.Accumulator
 	seen := 0
 	for i := 0; i < src.Len(); i++ {
 		if interruptible && n.consumeInterrupt() {
@@ -220,7 +220,7 @@ func (n *Nitro) evalLoop(split string, src Source, interruptible bool) (_ map[st
 		if err != nil {
 			return nil, fmt.Errorf("split %q: %w", split, err)
 		}
-		p, err := n.evalProgram(width, it.Rows, keys)
+		p, err := n.evalProgram(width, n.evalRows(width, it.Rows), keys)
 		if err != nil {
 			return nil, errors.Join(err, freeBatch(it.Device, keys))
 		}
@@ -228,68 +228,24 @@ func (n *Nitro) evalLoop(split string, src Source, interruptible bool) (_ map[st
 		if err = errors.Join(err, freeBatch(it.Device, keys)); err != nil {
 			return nil, fmt.Errorf("split %q, batch %d: %w", split, it.Index, err)
 		}
-		err = n.addEvalBatch(&sums, split, p, outs)
+		ms, err := n.batchMetrics(split, p, outs, it)
+		if err == nil {
+			err = acc.Add(ms)
+		}
 		if err = errors.Join(err, freeTensors(outs)); err != nil { // free device buffers now, not at the next GC
 			return nil, fmt.Errorf("split %q, batch %d: %w", split, i, err)
 		}
 		seen++
 		n.tracker.Tick()
 	}
-	res := sums.result()
-	// A finalizer is shown the sums of at least one batch: with none there is nothing to finalize.
-	if n.acc.finalizer != nil && seen > 0 {
-		res = n.acc.finalizer.FinalizeMetrics(res, split)
+	res, err := n.finalizeSplit(&acc, split)
+	if err != nil {
+		return nil, err
 	}
 	if seen < src.Len() {
 		return res, &PartialError{Split: split, Batches: seen, Total: src.Len(), Reason: StopRequested, Metrics: res}
 	}
 	return res, nil
-}
-
-// evalSums adds up a split's metric sums and counts over its batches.
-type evalSums struct {
-	sums, counts map[string]float64
-	names        []string // the metrics, in the eval program's output order
-	withCount    []bool   // per metric: the program returns its count
-	meanOfLoss   bool     // no Metrics hook: val_loss, counted once per batch
-}
-
-// addEvalBatch adds one batch's metric outputs (each sum, then its count when it has one).
-func (n *Nitro) addEvalBatch(s *evalSums, split string, p *program, outs []*tensors.Tensor) error {
-	s.names, s.withCount = p.outNames, p.hasCount
-	j := 0
-	for m, name := range p.outNames {
-		v, err := n.metricValue(split, name, outs[j])
-		if err != nil {
-			return err
-		}
-		s.sums[name] += v
-		j++
-		if p.hasCount[m] {
-			c, err := n.metricValue(split, name, outs[j])
-			if err != nil {
-				return err
-			}
-			s.counts[name] += c
-			j++
-		} else if s.meanOfLoss {
-			s.counts[name]++
-		}
-	}
-	return nil
-}
-
-// result divides each metric's sum by its count; a metric without a count is its sum.
-func (s *evalSums) result() map[string]float64 {
-	res := map[string]float64{}
-	for m, name := range s.names {
-		if s.withCount[m] || s.meanOfLoss {
-			res[name] = s.sums[name] / s.counts[name]
-		} else {
-			res[name] = s.sums[name]
-		}
-	}
-	return res
 }
 
 // consumeInterrupt reports whether an Interrupt is pending and, if so, takes it with the stop

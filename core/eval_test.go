@@ -10,6 +10,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/metrics"
 )
 
 // Rows adds a Metrics hook to Reg: "rows" is a sum with no count whose value is the number of
@@ -38,11 +39,13 @@ type Finalized struct {
 	splits []string
 }
 
-func (e *Finalized) FinalizeMetrics(acc map[string]float64, split string) map[string]float64 {
+func (e *Finalized) FinalizeMetrics(acc metrics.Result, split string) map[string]float64 {
 	e.splits = append(e.splits, split)
-	acc["rmse"] = math.Sqrt(acc["mse"])
-	return acc
+	acc.Scalars["rmse"] = math.Sqrt(acc.Scalars["mse"])
+	return acc.Scalars
 }
+
+func (e *Finalized) FinalizedMetricNames() []string { return []string{"rows", "sse", "mse", "rmse"} }
 
 // hostErrors returns, per batch of src, the squared errors of x·w + b against y on the host.
 func hostErrors(t testing.TB, src core.Source, w []float64, b float64) [][]float64 {

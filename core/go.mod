@@ -3,6 +3,7 @@ module github.com/nitro-go/nitro/core
 go 1.26
 
 require (
+	github.com/nitro-go/nitro/metrics v0.0.0
 	github.com/nitro-go/nitro/dotgrad v0.0.0
 	github.com/nitro-go/nitro/backend v0.0.0
 	github.com/gomlx/gomlx v0.25.0
@@ -51,6 +52,7 @@ replace (
 	github.com/nitro-go/nitro/prefetch => ../prefetch
 	github.com/nitro-go/nitro/schedules => ../schedules
 	github.com/nitro-go/nitro/runstatus => ../runstatus
+	github.com/nitro-go/nitro/metrics => ../metrics
 	github.com/nitro-go/nitro/tensorfile => ../tensorfile
 	github.com/nitro-go/nitro/render => ../render
 )

@@ -45,6 +45,9 @@ func (n *Nitro) resolveHooks() (err error) {
 			return err
 		}
 	}
+	if err = n.resolveResidency(); err != nil {
+		return err
+	}
 	if _, ok := e.(ModelBuilder); !ok {
 		return fmt.Errorf("experiment %s has no BuildModel hook: define func (e *%s) BuildModel(ctx *context.Context) error", n.typeName, n.typeName)
 	}

@@ -37,6 +37,7 @@ type options struct {
 	weights                string // WithCheckpoint: a checkpoint path, weights only
 	early                  *earlySpec
 	preset                 string
+	residency              Residency // WithMetricsResidency; "" when not given
 }
 
 // WithMaxEpochs sets how many epochs Train runs.

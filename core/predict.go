@@ -19,10 +19,6 @@ import (
 // "val" split's first, then "test", then the others by name. With no such split (a Nitro built
 // from input specs, or a batch carrying an optional field no split has) it is Forward alone.
 func (n *Nitro) forwardProgram(width int, fwd []string) (*program, []string, error) {
-	metricHook := n.metrics
-	if metricHook == nil {
-		metricHook = n.loss
-	}
 	order := []string{"val", "test"}
 	for _, split := range sortedKeys(n.splitAvail) {
 		if split != "val" && split != "test" {
@@ -34,7 +30,7 @@ func (n *Nitro) forwardProgram(width int, fwd []string) (*program, []string, err
 		if !ok || !slices.Equal(routed(avail, n.forward), fwd) {
 			continue
 		}
-		keys := routed(avail, n.forward, metricHook)
+		keys := n.evalKeys(avail)
 		p, err := n.evalProgram(width, width, keys)
 		return p, keys, err
 	}

@@ -24,6 +24,8 @@ type setup struct {
 
 	forward, loss, metrics, trainMetrics *hook
 
+	evalm evalMetrics // where the evaluation metrics run, and HostMetrics (hostmetrics.go)
+
 	data         Data
 	trainWidth   int
 	splitWidth   map[string]int             // per split: batch 0's rows, the compiled width

@@ -16,11 +16,16 @@ import (
 // batchStream starts split's stream for one epoch over batches [from, to) (to 0: all), placing
 // the routed fields and padding short batches to pad rows when pad > 0 (eval).
 func (n *Nitro) batchStream(src Source, epoch int, keys []string, pad, from, to int) (*prefetch.Stream[Batch], error) {
-	return prefetch.Start(context.Background(), src, epoch, prefetch.StreamConfig[Batch]{
+	return prefetch.Start(context.Background(), src, epoch, n.streamConfig(keys, pad, from, to))
+}
+
+// streamConfig is batchStream's configuration.
+func (n *Nitro) streamConfig(keys []string, pad, from, to int) prefetch.StreamConfig[Batch] {
+	return prefetch.StreamConfig[Batch]{
 		Transfer: func(b Batch) (Batch, error) { return n.place(b, keys) },
 		Free:     func(b Batch) error { return freeBatch(b, keys) },
 		Pad:      pad, From: from, To: to, Warn: n.warn,
-	})
+	}
 }
 
 // place uploads a host batch's routed fields to the device. It runs on the stream's transfer

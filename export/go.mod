@@ -3,6 +3,7 @@ module github.com/nitro-go/nitro/export
 go 1.26
 
 require (
+	github.com/nitro-go/nitro/metrics v0.0.0 // indirect
 	github.com/nitro-go/nitro/dotgrad v0.0.0
 	github.com/nitro-go/nitro/backend v0.0.0
 	github.com/gomlx/gomlx v0.25.0
@@ -53,6 +54,7 @@ replace (
 	github.com/nitro-go/nitro/internal/prereq => ../internal/prereq
 	github.com/nitro-go/nitro/logjson => ../logjson
 	github.com/nitro-go/nitro/markers => ../markers
+	github.com/nitro-go/nitro/metrics => ../metrics
 	github.com/nitro-go/nitro/monitors => ../monitors
 	github.com/nitro-go/nitro/optimizers => ../optimizers
 	github.com/nitro-go/nitro/prefetch => ../prefetch

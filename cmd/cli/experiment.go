@@ -14,6 +14,7 @@ import (
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/logjson"
+	"github.com/nitro-go/nitro/monitors"
 	"github.com/nitro-go/nitro/promexport"
 )
 
@@ -261,6 +262,9 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 	for _, m := range watch.monitors {
 		opts = append(opts, core.WithMonitor(m))
 	}
+	if m, ok := e.(monitors.Monitor); ok { // an experiment that logs from a phase monitor (mnist's confusion matrix)
+		opts = append(opts, core.WithMonitor(m))
+	}
 	if c.Flags().Changed("max-epochs") {
 		opts = append(opts, core.WithMaxEpochs(f.maxEpochs))
 	}
@@ -337,6 +341,7 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 		if _, ok := n.Experiment().(core.DataBuilder); ok {
 			if m, err := n.Evaluate("test"); err == nil {
 				sayMetrics(res, "test", m)
+				sayConfusion(res, e, "test")
 			} else if !errors.Is(err, core.ErrNoSplit) {
 				return sayPartial(res, watch, m, err)
 			}
@@ -347,6 +352,7 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 			return sayPartial(res, watch, m, err)
 		}
 		sayMetrics(res, f.split, m)
+		sayConfusion(res, e, f.split)
 	case "render":
 		if err := renderSplit(res, n, f); err != nil {
 			return err

@@ -23,7 +23,8 @@ func newPlotCmd(stdout, stderr io.Writer) *cobra.Command {
 		Long: `Reads <run dir>/metrics.jsonl (or the JSON Lines file given) and draws one PNG per figure into
 --out (default <run dir>/plots): the training loss per optimizer step, raw and smoothed, and each
 other train metric the same way; each validation metric per epoch; steps/s per epoch; the data
-line's values per epoch (data_wait_frac); then index.md listing them. It prints each file written
+line's values per epoch (data_wait_frac); the last confusion matrix logged, as a heat map
+(confusion.png); then index.md listing them. It prints each file written
 on stdout and, on stderr, what the file lacked or what was tolerated (a line a crash truncated).`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {

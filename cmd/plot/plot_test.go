@@ -4,7 +4,6 @@ import (
 	"errors"
 	"image"
 	"image/color"
-	"image/png"
 	"math"
 	"os"
 	"path/filepath"
@@ -86,15 +85,7 @@ func TestReadFixture(t *testing.T) {
 // checkPNG decodes a PNG, checks its size, and that more than 1% of its pixels are not white.
 func checkPNG(t *testing.T, path string, w, h int) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
+	img := readPNG(t, path)
 	if b := img.Bounds(); b.Dx() != w || b.Dy() != h {
 		t.Errorf("%s is %dx%d, want %dx%d", path, b.Dx(), b.Dy(), w, h)
 	}

@@ -69,8 +69,10 @@ type Run struct {
 	// steps_per_second, else their epoch_seconds (or seconds) and the epoch's number of steps;
 	// empty when the file has no timing.
 	StepsPerSecond []Point
-	Status         string   // the last finish line's status; "" when there is none
-	Warnings       []string // what was tolerated or left out, one sentence each
+	// Confusions is each confusion line (LogConfusion), in file order.
+	Confusions []Confusion
+	Status     string   // the last finish line's status; "" when there is none
+	Warnings   []string // what was tolerated or left out, one sentence each
 }
 
 // Read parses the metrics.jsonl at path; see Parse.
@@ -208,7 +210,9 @@ func (p *parser) line(line []byte) error {
 		return p.metrics(fields)
 	case "finish":
 		return p.finishLine(fields)
-	default: // params, other, tags, confusion, and whatever a later logger adds
+	case "confusion":
+		return p.confusion(fields)
+	default: // params, other, tags, and whatever a later logger adds
 		return nil
 	}
 }

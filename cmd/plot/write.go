@@ -59,7 +59,9 @@ func Write(run *Run, outDir string) ([]string, error) { return Options{}.Write(r
 //     same for each other train metric;
 //   - val_<name>.png: each validation metric per epoch, with markers;
 //   - steps_per_second.png: Run.StepsPerSecond, when the file had timing;
-//   - data_<name>.png (data_wait_frac.png): each data-line value per epoch, timing aside.
+//   - data_<name>.png (data_wait_frac.png): each data-line value per epoch, timing aside;
+//   - confusion.png: the last confusion line's matrix as a heat map, true class down, predicted
+//     class across, each cell's count written in it and its shade the fraction of its row.
 //
 // Metric names are made safe for file names (characters outside [A-Za-z0-9._-] become '_').
 // Each file is written to a temporary file in outDir and renamed over its name, so a reader
@@ -170,6 +172,9 @@ func (o Options) figures(run *Run) (figs []figure, skipped []string) {
 			}
 			figs = append(figs, epochFigure(file, n, title, about, pts))
 		}
+	}
+	if n := len(run.Confusions); n > 0 {
+		figs = append(figs, confusionFigure(names.take("", "confusion"), run.Confusions[n-1]))
 	}
 	return figs, skipped
 }

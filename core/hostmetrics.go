@@ -1,0 +1,251 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/nitro-go/nitro/metrics"
+	"github.com/nitro-go/nitro/prefetch"
+)
+
+// Residency is where evaluation metrics run: MetricsOnDevice (the Metrics hook, traced into the
+// eval program, which returns only its sums and counts) or MetricsOnHost (the HostMetrics hook,
+// plain Go on the outputs the eval program returns: sorting, matching, AUC, mAP).
+type Residency string
+
+const (
+	MetricsOnDevice Residency = "device" // Metrics, fused into the eval program
+	MetricsOnHost   Residency = "host"   // HostMetrics, in Go on the eval program's outputs
+)
+
+// The default residency follows the hook the experiment defines, host first: HostMetrics runs on
+// the host, and a Metrics hook is a graph function, which only a program can run, so an
+// experiment with Metrics alone keeps its metrics fused into the eval program. With both hooks
+// the host wins (an eval batch's transfer is noise against the epoch it follows); MetricsResidency
+// or WithMetricsResidency chooses otherwise. TrainMetrics always runs on the device: it runs
+// every step, where transferring the outputs would cost more than the metric.
+
+// HostMetricser is the HostMetrics hook: one eval batch's metrics, computed on the host. out is
+// Forward's outputs and batch the split's whole batch, both host tensors sliced to the batch's
+// real rows (padding never reaches it); the hook may keep them. It is part of no program:
+// editing it recompiles nothing.
+type HostMetricser interface {
+	HostMetrics(out Prediction, batch Batch) (map[string]metrics.Metric, error)
+}
+
+// MetricsResider chooses the residency (WithMetricsResidency wins over it).
+type MetricsResider interface {
+	MetricsResidency() Residency
+}
+
+// WithMetricsResidency runs the evaluation metrics on the device (Metrics) or on the host
+// (HostMetrics), whichever hooks the experiment defines; New refuses a residency whose hook is
+// missing.
+func WithMetricsResidency(r Residency) Option { return func(o *options) { o.residency = r } }
+
+// evalMetrics is the residency New resolved and, under MetricsOnHost, the hook.
+type evalMetrics struct {
+	residency Residency
+	from      string // what chose it, for errors
+	host      HostMetricser
+}
+
+// resolveResidency picks the residency (the option, then MetricsResidency, then the default)
+// and refuses one whose hook is missing, and a FinalizeMetrics of another signature (which would
+// otherwise never be called).
+func (n *Nitro) resolveResidency() error {
+	if m, ok := reflect.TypeOf(n.e).MethodByName("FinalizeMetrics"); ok && n.acc.finalizer == nil {
+		return fmt.Errorf("experiment %s: FinalizeMetrics has type %v, or FinalizedMetricNames is missing: define func (e *%s) FinalizeMetrics(acc metrics.Result, split string) map[string]float64 (acc.Scalars holds the divided means and totals) and func (e *%s) FinalizedMetricNames() []string (the names it returns)",
+			n.typeName, m.Type, n.typeName, n.typeName)
+	}
+	host, _ := n.e.(HostMetricser)
+	em := evalMetrics{residency: MetricsOnDevice, from: "the default (no HostMetrics hook)", host: host}
+	if host != nil {
+		em.residency, em.from = MetricsOnHost, "the default (a HostMetrics hook)"
+	}
+	if r, ok := n.e.(MetricsResider); ok {
+		em.residency, em.from = r.MetricsResidency(), "MetricsResidency()"
+	}
+	if n.opts.residency != "" {
+		em.residency, em.from = n.opts.residency, "WithMetricsResidency"
+	}
+	switch {
+	case em.residency != MetricsOnDevice && em.residency != MetricsOnHost:
+		return fmt.Errorf("metrics residency %q (from %s): want %q or %q", em.residency, em.from, MetricsOnDevice, MetricsOnHost)
+	case em.residency == MetricsOnHost && host == nil:
+		return fmt.Errorf("metrics residency host (from %s): experiment %s has no HostMetrics hook; define func (e *%s) HostMetrics(out core.Prediction, batch core.Batch) (map[string]metrics.Metric, error), or choose %q", em.from, n.typeName, n.typeName, MetricsOnDevice)
+	case em.residency == MetricsOnDevice && n.metrics == nil && host != nil:
+		return fmt.Errorf("metrics residency device (from %s): experiment %s has no Metrics hook, and HostMetrics runs only on the host; define Metrics, or choose %q", em.from, n.typeName, MetricsOnHost)
+	}
+	if em.residency == MetricsOnDevice {
+		em.host = nil
+	}
+	n.evalm = em
+	return nil
+}
+
+// onHost reports whether the evaluation metrics run on the host.
+func (n *Nitro) onHost() bool { return n.evalm.host != nil }
+
+// evalMetricHook is the traced hook the eval program calls for its metrics: Metrics, Loss (for
+// val_loss) without it, and none on the host.
+func (n *Nitro) evalMetricHook() *hook {
+	switch {
+	case n.onHost():
+		return nil
+	case n.metrics != nil:
+		return n.metrics
+	}
+	return n.loss
+}
+
+// evalKeys is the batch fields an eval program takes, of those a split has: Forward's and its
+// metric hook's. On the host that is Forward's alone: labels stay on the host.
+func (n *Nitro) evalKeys(avail map[string]bool) []string {
+	return routed(avail, n.forward, n.evalMetricHook())
+}
+
+// evalStream is the split's batch stream: padded to the compiled width, and keeping each host
+// batch for HostMetrics on the host.
+func (n *Nitro) evalStream(src Source, epoch int, keys []string, width int) (*prefetch.Stream[Batch], error) {
+	cfg := n.streamConfig(keys, width, 0, 0)
+	cfg.KeepHost = n.onHost()
+	return prefetch.Start(context.Background(), src, epoch, cfg)
+}
+
+// evalRows is the program rows a batch of real rows runs at: its own on the device (a short
+// batch is sliced in the program), the width on the host, where the outputs are sliced after
+// the readback, so a short final batch costs no second program.
+func (n *Nitro) evalRows(width, real int) int {
+	if n.onHost() {
+		return width
+	}
+	return real
+}
+
+// batchMetrics is one batch's metrics from its eval program's outputs: HostMetrics on them
+// (host), or the program's sums and counts (device).
+func (n *Nitro) batchMetrics(split string, p *program, outs []*tensors.Tensor, it prefetch.Item[Batch]) (map[string]metrics.Metric, error) {
+	if !n.onHost() {
+		return n.deviceMetrics(split, p, outs)
+	}
+	out := Prediction{}
+	at := len(outs) - len(p.forward)
+	for i, name := range p.forward {
+		t, err := hostRows(outs[at+i], it.Rows)
+		if err != nil {
+			return nil, fmt.Errorf("reading output %q back: %w", name, err)
+		}
+		out[name] = t
+		outs[at+i] = nil // the host owns it now; the caller frees the rest
+	}
+	ms, err := n.evalm.host.HostMetrics(out, it.Host)
+	if err != nil {
+		return nil, fmt.Errorf("HostMetrics: %w", err)
+	}
+	return ms, nil
+}
+
+// hostRows is sliceRowsHost with a failed transfer as an error.
+func hostRows(t *tensors.Tensor, rows int) (_ *tensors.Tensor, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	h, err := sliceRowsHost(t, rows)
+	if err == nil && h == t {
+		err = t.InvalidateOnDevice() // keep the host copy, free the device buffer now
+	}
+	return h, err
+}
+
+// deviceMetrics reads an eval program's metric outputs: per metric its sum, then its count when
+// it has one (val_loss without Metrics counts 1 a batch). A sum with no count that is not a
+// scalar is a summed array (a confusion matrix), read whole.
+func (n *Nitro) deviceMetrics(split string, p *program, outs []*tensors.Tensor) (map[string]metrics.Metric, error) {
+	ms := make(map[string]metrics.Metric, len(p.outNames))
+	j := 0
+	for m, name := range p.outNames {
+		t := outs[j]
+		j++
+		if !t.Shape().IsScalar() {
+			a, err := arrayValue(t)
+			if err != nil {
+				return nil, fmt.Errorf("metric %q: reading its array back: %w", name, err)
+			}
+			ms[name] = metrics.Summed(a)
+			continue
+		}
+		v, err := n.metricValue(split, name, t)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case p.hasCount[m]:
+			c, err := n.metricValue(split, name, outs[j])
+			if err != nil {
+				return nil, err
+			}
+			j++
+			ms[name] = metrics.Mean(v, c)
+		case n.metrics == nil: // val_loss: the mean of Loss over batches
+			ms[name] = metrics.Mean(v, 1)
+		default:
+			ms[name] = metrics.Total(v)
+		}
+	}
+	return ms, nil
+}
+
+func arrayValue(t *tensors.Tensor) (_ metrics.Array, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	return metrics.NewArray(tensors.MustCopyFlatData[float64](t), t.Shape().Dimensions...)
+}
+
+// finalizeSplit turns a split's accumulation into its metrics: FinalizeMetrics' result, checked
+// against the names FinalizedMetricNames declared, or the scalars when there is no finalizer
+// (an array or a collection then has nothing to report it, and is refused by name).
+func (n *Nitro) finalizeSplit(acc *metrics.Accumulator, split string) (map[string]float64, error) {
+	r := acc.Result()
+	f := n.acc.finalizer
+	if f == nil {
+		for _, name := range r.Names() {
+			if _, ok := r.Scalars[name]; !ok {
+				return nil, n.arrayWithoutFinalizer(split, name)
+			}
+		}
+		return r.Scalars, nil
+	}
+	if acc.Batches() == 0 { // a finalizer is shown at least one batch: with none there is nothing to finalize
+		return r.Scalars, nil
+	}
+	res := f.FinalizeMetrics(r, split)
+	got, want := sortedKeys(res), slices.Sorted(slices.Values(f.FinalizedMetricNames()))
+	if !slices.Equal(got, slices.Compact(want)) {
+		return res, fmt.Errorf("split %q: FinalizeMetrics returned %v, FinalizedMetricNames declares %v: declare exactly the names it returns (setup checks the checkpoint and early-stopping metrics against them)", split, got, want)
+	}
+	return res, nil
+}
+
+// arrayWithoutFinalizer is the error for an array or collected metric with no finalizer: New's
+// when the trace of Metrics finds it, else the first evaluation's.
+func (n *Nitro) arrayWithoutFinalizer(split, name string) error {
+	return fmt.Errorf("split %q: metric %q is an array or a collection, which only a finalizer can turn into reported values: define FinalizeMetrics(acc metrics.Result, split string) map[string]float64 and FinalizedMetricNames() []string on %s", split, name, n.typeName)
+}
+
+// finalizedNames is the val split's metrics as the record names them, from FinalizedMetricNames.
+func (n *Nitro) finalizedNames() []string {
+	var names []string
+	for _, name := range n.acc.finalizer.FinalizedMetricNames() {
+		names = append(names, withPrefixName("val_", name))
+	}
+	return names
+}
