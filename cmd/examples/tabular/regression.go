@@ -16,6 +16,9 @@
 // at LearningRate η against LRScale 1 at 2η). It acts in the gradient program because that is
 // where a model's Device fields are read; it would cancel under an adaptive rule (Adam), whose
 // step does not scale with the gradient. Sweep sets it with SetDevice between epochs of one run.
+//
+// Measured on 2 shared CPU cores: the default recipe (20 epochs of 8000 samples, about 15 s)
+// ends at a test MSE of 0.09 (MAE 0.21); the tiny preset, the end-to-end test's, at 0.62.
 package tabular
 
 import (
