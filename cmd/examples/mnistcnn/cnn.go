@@ -6,15 +6,12 @@
 package mnistcnn
 
 import (
-	"fmt"
-	"math"
-	"strings"
-
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
 	"github.com/nitro-go/nitro/cmd/examples/internal/classify"
+	"github.com/nitro-go/nitro/cmd/examples/internal/fieldcheck"
 	"github.com/nitro-go/nitro/cmd/examples/mnist"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/markers"
@@ -59,25 +56,13 @@ func (e *CNN) Schedules() map[string]any {
 // check refuses out-of-range model fields by name; the data fields are checked by mnist.MLP's
 // BuildData, which names them the same way.
 func (e *CNN) check() error {
-	var bad []string
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"Conv1", e.Conv1}, {"Conv2", e.Conv2}, {"Hidden", e.Hidden}} {
-		if f.v < 1 {
-			bad = append(bad, fmt.Sprintf("%s = %d: want >= 1", f.name, f.v))
-		}
-	}
-	if e.MaxEpochs < 0 {
-		bad = append(bad, fmt.Sprintf("MaxEpochs = %d: want >= 0", e.MaxEpochs))
-	}
-	if !(e.LearningRate > 0) || math.IsInf(e.LearningRate, 0) {
-		bad = append(bad, fmt.Sprintf("LearningRate = %g: want > 0 (finite)", e.LearningRate))
-	}
-	if len(bad) > 0 {
-		return fmt.Errorf("%s", strings.Join(bad, "; "))
-	}
-	return nil
+	var c fieldcheck.Checker
+	c.AtLeast("Conv1", e.Conv1, 1)
+	c.AtLeast("Conv2", e.Conv2, 1)
+	c.AtLeast("Hidden", e.Hidden, 1)
+	c.AtLeast("MaxEpochs", e.MaxEpochs, 0)
+	c.Float("LearningRate", e.LearningRate, e.LearningRate > 0, "> 0 (finite)")
+	return c.Err()
 }
 
 // BuildModel checks the configuration; Forward creates the variables.

@@ -1,11 +1,12 @@
 package seqtransformer
 
 import (
+	"maps"
 	"math/rand/v2"
 	"slices"
-	"sort"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/nitro-go/nitro/cmd/examples/internal/gendata"
 	"github.com/nitro-go/nitro/core"
 )
 
@@ -22,22 +23,7 @@ var tasks = map[string]func(in, out []int32){
 	},
 }
 
-func taskNames() []string {
-	var names []string
-	for n := range tasks {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// Split stream ids: each split draws from its own PCG stream of the seed, so changing one split's
-// size never changes another's sequences.
-const (
-	streamTrain = 1
-	streamVal   = 2
-	streamTest  = 3
-)
+func taskNames() []string { return slices.Sorted(maps.Keys(tasks)) }
 
 // Generate draws n sequences of length digits in 0..vocab-1 from stream of seed and their targets
 // under task: tokens and target, both [n, length] int32. It is deterministic in its arguments.
@@ -56,27 +42,15 @@ func Generate(task string, n, length, vocab int, seed, stream uint64) (tokens, t
 	return tensors.FromFlatDataAndDimensions(in, n, length), tensors.FromFlatDataAndDimensions(out, n, length)
 }
 
-// BuildData generates the three splits: train shuffled each epoch with its partial batch
-// dropped, val and test in order.
+// BuildData generates the three splits (gendata.Splits): train shuffled each epoch with its
+// partial batch dropped, val and test in order.
 func (e *Transformer) BuildData() (core.Data, error) {
 	if err := e.check(); err != nil {
 		return nil, err
 	}
-	split := func(n int, stream uint64, batch int, opts core.ArrayOptions) (*core.ArrayBatches, error) {
+	gen := func(n int, stream uint64) map[string]*tensors.Tensor {
 		x, y := Generate(e.Task, n, e.Length, e.Vocab, uint64(e.Seed), stream)
-		return core.NewArrayBatches(map[string]*tensors.Tensor{"tokens": x, "target": y}, batch, opts)
+		return map[string]*tensors.Tensor{"tokens": x, "target": y}
 	}
-	train, err := split(e.TrainSize, streamTrain, e.BatchSize, core.ArrayOptions{Shuffle: true, Seed: uint64(e.Seed), DropPartial: true})
-	if err != nil {
-		return nil, err
-	}
-	val, err := split(e.ValSize, streamVal, e.EvalBatchSize, core.ArrayOptions{})
-	if err != nil {
-		return nil, err
-	}
-	test, err := split(e.TestSize, streamTest, e.EvalBatchSize, core.ArrayOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return core.Data{"train": train, "val": val, "test": test}, nil
+	return gendata.Splits(gen, e.TrainSize, e.ValSize, e.TestSize, e.BatchSize, e.EvalBatchSize, uint64(e.Seed))
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/cmd/examples/internal/classify"
+	"github.com/nitro-go/nitro/cmd/examples/internal/fieldcheck"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/schedules"
 )
@@ -76,41 +77,26 @@ func (e *Transformer) Schedules() map[string]any {
 
 // check refuses every out-of-range field by name, before any data is generated.
 func (e *Transformer) check() error {
-	var bad []string
-	atLeast := func(name string, v, min int) {
-		if v < min {
-			bad = append(bad, fmt.Sprintf("%s = %d: want >= %d", name, v, min))
-		}
+	var c fieldcheck.Checker
+	for _, f := range []struct {
+		name   string
+		v, min int
+	}{
+		{"Vocab", e.Vocab, 2}, {"Dim", e.Dim, 1}, {"Heads", e.Heads, 1}, {"Layers", e.Layers, 0}, {"MLPDim", e.MLPDim, 1},
+		{"Length", e.Length, 1}, {"TrainSize", e.TrainSize, 1}, {"ValSize", e.ValSize, 1}, {"TestSize", e.TestSize, 1},
+		{"BatchSize", e.BatchSize, 1}, {"EvalBatchSize", e.EvalBatchSize, 1}, {"MaxEpochs", e.MaxEpochs, 0}, {"Seed", e.Seed, 0},
+	} {
+		c.AtLeast(f.name, f.v, f.min)
 	}
-	atLeast("Vocab", e.Vocab, 2)
-	atLeast("Dim", e.Dim, 1)
-	atLeast("Heads", e.Heads, 1)
-	atLeast("Layers", e.Layers, 0)
-	atLeast("MLPDim", e.MLPDim, 1)
-	atLeast("Length", e.Length, 1)
-	atLeast("TrainSize", e.TrainSize, 1)
-	atLeast("ValSize", e.ValSize, 1)
-	atLeast("TestSize", e.TestSize, 1)
-	atLeast("BatchSize", e.BatchSize, 1)
-	atLeast("EvalBatchSize", e.EvalBatchSize, 1)
-	atLeast("MaxEpochs", e.MaxEpochs, 0)
-	atLeast("Seed", e.Seed, 0)
 	if e.Heads >= 1 && e.Dim%e.Heads != 0 {
-		bad = append(bad, fmt.Sprintf("Dim = %d does not divide by Heads = %d: want a multiple of Heads", e.Dim, e.Heads))
+		c.Add("Dim = %d does not divide by Heads = %d: want a multiple of Heads", e.Dim, e.Heads)
 	}
-	if e.BatchSize > e.TrainSize && e.TrainSize >= 1 {
-		bad = append(bad, fmt.Sprintf("BatchSize = %d exceeds TrainSize = %d: not one full batch would train", e.BatchSize, e.TrainSize))
-	}
+	c.BatchFits(e.BatchSize, e.TrainSize, "TrainSize")
 	if _, ok := tasks[e.Task]; !ok {
-		bad = append(bad, fmt.Sprintf("Task = %q: want one of %s", e.Task, strings.Join(taskNames(), ", ")))
+		c.Add("Task = %q: want one of %s", e.Task, strings.Join(taskNames(), ", "))
 	}
-	if !(e.LearningRate > 0) || math.IsInf(e.LearningRate, 0) {
-		bad = append(bad, fmt.Sprintf("LearningRate = %g: want > 0 (finite)", e.LearningRate))
-	}
-	if len(bad) > 0 {
-		return fmt.Errorf("%s", strings.Join(bad, "; "))
-	}
-	return nil
+	c.Float("LearningRate", e.LearningRate, e.LearningRate > 0, "> 0 (finite)")
+	return c.Err()
 }
 
 // BuildModel checks the configuration; Forward creates the variables.

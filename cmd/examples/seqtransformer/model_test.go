@@ -2,6 +2,7 @@ package seqtransformer
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -9,6 +10,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/nitro-go/nitro/backend"
+	"github.com/nitro-go/nitro/cmd/examples/internal/gendata"
 )
 
 // TestGoMLXAttentionScalesTwice builds GoMLX's MultiHeadAttention and this package's attention on
@@ -58,14 +60,14 @@ func TestGenerateIsDeterministic(t *testing.T) {
 		x, y := Generate(task, 50, 7, 10, seed, stream)
 		return tensors.MustCopyFlatData[int32](x), tensors.MustCopyFlatData[int32](y)
 	}
-	a, ya := flat("reverse", 1, streamTrain)
-	b, _ := flat("reverse", 1, streamTrain)
-	c, _ := flat("reverse", 2, streamTrain)
-	d, _ := flat("reverse", 1, streamVal)
-	if !equal(a, b) {
+	a, ya := flat("reverse", 1, gendata.StreamTrain)
+	b, _ := flat("reverse", 1, gendata.StreamTrain)
+	c, _ := flat("reverse", 2, gendata.StreamTrain)
+	d, _ := flat("reverse", 1, gendata.StreamVal)
+	if !slices.Equal(a, b) {
 		t.Fatal("the same seed and stream gave different sequences")
 	}
-	if equal(a, c) || equal(a, d) {
+	if slices.Equal(a, c) || slices.Equal(a, d) {
 		t.Fatal("another seed or stream gave the same sequences")
 	}
 	for i := 0; i < 7; i++ {
@@ -73,22 +75,10 @@ func TestGenerateIsDeterministic(t *testing.T) {
 			t.Fatalf("reverse: target %v for input %v", ya[:7], a[:7])
 		}
 	}
-	s, ys := flat("sort", 3, streamTest)
+	s, ys := flat("sort", 3, gendata.StreamTest)
 	for i := 1; i < 7; i++ {
 		if ys[i-1] > ys[i] {
 			t.Fatalf("sort: target %v for input %v", ys[:7], s[:7])
 		}
 	}
-}
-
-func equal(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -22,18 +22,18 @@
 package tabular
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
-	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
+	"github.com/gomlx/gomlx/pkg/ml/layers/fnn"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/checkpoint"
+	"github.com/nitro-go/nitro/cmd/examples/internal/fieldcheck"
+	"github.com/nitro-go/nitro/cmd/examples/internal/gendata"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/optimizers"
@@ -89,47 +89,25 @@ func (e *Regression) Checkpointer() checkpoint.Checkpointer {
 
 // check refuses every out-of-range field by name, before any data is generated.
 func (e *Regression) check() error {
-	var bad []string
-	atLeast := func(name string, v, min int) {
-		if v < min {
-			bad = append(bad, fmt.Sprintf("%s = %d: want >= %d", name, v, min))
-		}
+	var c fieldcheck.Checker
+	for _, f := range []struct {
+		name   string
+		v, min int
+	}{
+		{"Hidden", e.Hidden, 1}, {"Depth", e.Depth, 0}, {"TrainSize", e.TrainSize, 1}, {"ValSize", e.ValSize, 1}, {"TestSize", e.TestSize, 1},
+		{"BatchSize", e.BatchSize, 1}, {"EvalBatchSize", e.EvalBatchSize, 1}, {"MaxEpochs", e.MaxEpochs, 0}, {"Seed", e.Seed, 0},
+	} {
+		c.AtLeast(f.name, f.v, f.min)
 	}
-	atLeast("Hidden", e.Hidden, 1)
-	atLeast("Depth", e.Depth, 0)
-	atLeast("TrainSize", e.TrainSize, 1)
-	atLeast("ValSize", e.ValSize, 1)
-	atLeast("TestSize", e.TestSize, 1)
-	atLeast("BatchSize", e.BatchSize, 1)
-	atLeast("EvalBatchSize", e.EvalBatchSize, 1)
-	atLeast("MaxEpochs", e.MaxEpochs, 0)
-	atLeast("Seed", e.Seed, 0)
-	if e.BatchSize > e.TrainSize && e.TrainSize >= 1 {
-		bad = append(bad, fmt.Sprintf("BatchSize = %d exceeds TrainSize = %d: not one full batch would train", e.BatchSize, e.TrainSize))
-	}
-	finite := func(name string, v float64, ok bool, want string) {
-		if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
-			bad = append(bad, fmt.Sprintf("%s = %g: want %s", name, v, want))
-		}
-	}
-	finite("LearningRate", e.LearningRate, e.LearningRate > 0, "> 0 (finite)")
-	finite("Momentum", e.Momentum, e.Momentum >= 0 && e.Momentum < 1, "in [0, 1) (0: plain SGD)")
-	finite("Noise", e.Noise, e.Noise >= 0, ">= 0 (finite)")
-	if len(bad) > 0 {
-		return fmt.Errorf("%s", strings.Join(bad, "; "))
-	}
-	return nil
+	c.BatchFits(e.BatchSize, e.TrainSize, "TrainSize")
+	c.Float("LearningRate", e.LearningRate, e.LearningRate > 0, "> 0 (finite)")
+	c.Float("Momentum", e.Momentum, e.Momentum >= 0 && e.Momentum < 1, "in [0, 1) (0: plain SGD)")
+	c.Float("Noise", e.Noise, e.Noise >= 0, ">= 0 (finite)")
+	return c.Err()
 }
 
 // BuildModel checks the configuration; Forward creates the variables.
 func (e *Regression) BuildModel(ctx *context.Context) error { return e.check() }
-
-// Split stream ids: each split draws from its own PCG stream of the seed.
-const (
-	streamTrain = 1
-	streamVal   = 2
-	streamTest  = 3
-)
 
 // Target is the formula of the package comment without its noise.
 func Target(x []float64) float64 {
@@ -152,29 +130,17 @@ func Generate(n int, noise float64, seed, stream uint64) (x, y *tensors.Tensor) 
 	return tensors.FromFlatDataAndDimensions(xs, n, Features), tensors.FromFlatDataAndDimensions(ys, n, 1)
 }
 
-// BuildData generates the three splits: train shuffled each epoch with its partial batch
-// dropped, val and test in order.
+// BuildData generates the three splits (gendata.Splits): train shuffled each epoch with its
+// partial batch dropped, val and test in order.
 func (e *Regression) BuildData() (core.Data, error) {
 	if err := e.check(); err != nil {
 		return nil, err
 	}
-	split := func(n int, stream uint64, batch int, opts core.ArrayOptions) (*core.ArrayBatches, error) {
+	gen := func(n int, stream uint64) map[string]*tensors.Tensor {
 		x, y := Generate(n, e.Noise, uint64(e.Seed), stream)
-		return core.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y}, batch, opts)
+		return map[string]*tensors.Tensor{"x": x, "y": y}
 	}
-	train, err := split(e.TrainSize, streamTrain, e.BatchSize, core.ArrayOptions{Shuffle: true, Seed: uint64(e.Seed), DropPartial: true})
-	if err != nil {
-		return nil, err
-	}
-	val, err := split(e.ValSize, streamVal, e.EvalBatchSize, core.ArrayOptions{})
-	if err != nil {
-		return nil, err
-	}
-	test, err := split(e.TestSize, streamTest, e.EvalBatchSize, core.ArrayOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return core.Data{"train": train, "val": val, "test": test}, nil
+	return gendata.Splits(gen, e.TrainSize, e.ValSize, e.TestSize, e.BatchSize, e.EvalBatchSize, uint64(e.Seed))
 }
 
 // Inputs is what Forward reads; Targets what Loss and Metrics read.
@@ -185,13 +151,12 @@ type Targets struct {
 	Y *graph.Node `batch:"y"`
 }
 
-// Forward maps x [B, Features] to the prediction y [B, 1].
+// Forward maps x [B, Features] to the prediction y [B, 1] by GoMLX's feed-forward network
+// (Depth hidden relu layers of Hidden units, no normalization or dropout).
 func (e *Regression) Forward(ctx *context.Context, in Inputs) core.Outputs {
-	h := in.X
-	for i := 0; i < e.Depth; i++ {
-		h = activations.Relu(layers.Dense(ctx.In(fmt.Sprintf("hidden_%d", i)), h, true, e.Hidden))
-	}
-	return core.Outputs{"y": layers.Dense(ctx.In("output"), h, true, 1)}
+	y := fnn.New(ctx.In("mlp"), in.X, 1).NumHiddenLayers(e.Depth, e.Hidden).
+		Activation(activations.TypeRelu).Normalization("none").Dropout(0).Done()
+	return core.Outputs{"y": y}
 }
 
 // Loss is the MSE, with its gradient multiplied by LRScale: m·L − stop_gradient((m−1)·L) has the

@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	cli.Register[tabular.Regression]("tabular-regression", "MLP regression on generated tabular data")
+	cli.Register[tabular.Regression]("tabular", "MLP regression on generated tabular data")
 }
 
 // newNitro builds the tiny preset with overrides on cache, recording nothing.
@@ -165,7 +165,7 @@ func TestGenerateIsDeterministic(t *testing.T) {
 // far below the 2.45 of predicting the mean, with 3 programs compiled.
 func TestTrainTinyRegression(t *testing.T) {
 	var out, errs bytes.Buffer
-	code := cli.Main([]string{"train", "tabular-regression", "--preset", "tiny", "--run-dir", t.TempDir(), "--no-progress"}, &out, &errs)
+	code := cli.Main([]string{"train", "tabular", "--preset", "tiny", "--run-dir", t.TempDir(), "--no-progress"}, &out, &errs)
 	o := out.String()
 	if code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, errs.String(), o)
