@@ -37,3 +37,29 @@ func TestTrainTinyCNN(t *testing.T) {
 	}
 	t.Logf("tiny preset: test_accuracy %s", m[1])
 }
+
+// TestFieldsAreChecked: out-of-range model fields are refused by name before any data is read,
+// and a data field is refused by the MNIST example's check, naming it the same way.
+func TestFieldsAreChecked(t *testing.T) {
+	for _, c := range []struct {
+		set  []string
+		want []string
+	}{
+		{[]string{"Conv1=0", "Hidden=-2", "LearningRate=-1"}, []string{"Conv1 = 0: want >= 1", "Hidden = -2: want >= 1", "LearningRate = -1: want > 0"}},
+		{[]string{"ValSize=0"}, []string{"ValSize = 0: want 1..59999"}},
+	} {
+		args := []string{"train", "mnist-cnn", "--no-log", "--no-progress", "--set", "DataDir=" + t.TempDir()}
+		for _, s := range c.set {
+			args = append(args, "--set", s)
+		}
+		var out, errs bytes.Buffer
+		if code := cli.Main(args, &out, &errs); code != 1 {
+			t.Errorf("%v: exit %d, want 1", c.set, code)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(errs.String(), w) {
+				t.Errorf("%v: stderr %q lacks %q", c.set, errs.String(), w)
+			}
+		}
+	}
+}

@@ -184,3 +184,18 @@ func TestTrainTinyRegression(t *testing.T) {
 	}
 	t.Logf("tiny preset: test_mse %s", m[1])
 }
+
+// TestFieldsAreChecked: every out-of-range field is refused at once, by name, before any data is
+// generated.
+func TestFieldsAreChecked(t *testing.T) {
+	var out, errs bytes.Buffer
+	code := cli.Main([]string{"train", "tabular", "--no-log", "--no-progress", "--set", "Momentum=1", "--set", "BatchSize=9000", "--set", "Noise=-1", "--set", "Depth=-1"}, &out, &errs)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	for _, w := range []string{"Momentum = 1: want in [0, 1)", "BatchSize = 9000 exceeds TrainSize = 8000", "Noise = -1: want >= 0", "Depth = -1: want >= 0"} {
+		if !strings.Contains(errs.String(), w) {
+			t.Errorf("stderr %q lacks %q", errs.String(), w)
+		}
+	}
+}
