@@ -1,9 +1,11 @@
 package seqtransformer
 
 import (
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/cmd/examples/internal/gendata"
@@ -27,11 +29,17 @@ func taskNames() []string { return slices.Sorted(maps.Keys(tasks)) }
 
 // Generate draws n sequences of length digits in 0..vocab-1 from stream of seed and their targets
 // under task: tokens and target, both [n, length] int32. It is deterministic in its arguments.
-func Generate(task string, n, length, vocab int, seed, stream uint64) (tokens, target *tensors.Tensor) {
+func Generate(task string, n, length, vocab int, seed, stream uint64) (tokens, target *tensors.Tensor, err error) {
+	f, ok := tasks[task]
+	switch {
+	case !ok:
+		return nil, nil, fmt.Errorf("seqtransformer.Generate: task %q: want one of %s", task, strings.Join(taskNames(), ", "))
+	case n < 1 || length < 1 || vocab < 1:
+		return nil, nil, fmt.Errorf("seqtransformer.Generate: n = %d, length = %d, vocab = %d: want each >= 1", n, length, vocab)
+	}
 	r := rand.New(rand.NewPCG(seed, stream))
 	in := make([]int32, n*length)
 	out := make([]int32, n*length)
-	f := tasks[task]
 	for i := 0; i < n; i++ {
 		row := in[i*length : (i+1)*length]
 		for j := range row {
@@ -39,7 +47,7 @@ func Generate(task string, n, length, vocab int, seed, stream uint64) (tokens, t
 		}
 		f(row, out[i*length:(i+1)*length])
 	}
-	return tensors.FromFlatDataAndDimensions(in, n, length), tensors.FromFlatDataAndDimensions(out, n, length)
+	return tensors.FromFlatDataAndDimensions(in, n, length), tensors.FromFlatDataAndDimensions(out, n, length), nil
 }
 
 // BuildData generates the three splits (gendata.Splits): train shuffled each epoch with its
@@ -48,9 +56,9 @@ func (e *Transformer) BuildData() (core.Data, error) {
 	if err := e.check(); err != nil {
 		return nil, err
 	}
-	gen := func(n int, stream uint64) map[string]*tensors.Tensor {
-		x, y := Generate(e.Task, n, e.Length, e.Vocab, uint64(e.Seed), stream)
-		return map[string]*tensors.Tensor{"tokens": x, "target": y}
+	gen := func(n int, stream uint64) (map[string]*tensors.Tensor, error) {
+		x, y, err := Generate(e.Task, n, e.Length, e.Vocab, uint64(e.Seed), stream)
+		return map[string]*tensors.Tensor{"tokens": x, "target": y}, err
 	}
 	return gendata.Splits(gen, e.TrainSize, e.ValSize, e.TestSize, e.BatchSize, e.EvalBatchSize, uint64(e.Seed))
 }

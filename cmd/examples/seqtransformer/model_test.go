@@ -57,7 +57,10 @@ func TestGoMLXAttentionScalesTwice(t *testing.T) {
 // stream others; the targets are the task applied to the inputs.
 func TestGenerateIsDeterministic(t *testing.T) {
 	flat := func(task string, seed, stream uint64) ([]int32, []int32) {
-		x, y := Generate(task, 50, 7, 10, seed, stream)
+		x, y, err := Generate(task, 50, 7, 10, seed, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return tensors.MustCopyFlatData[int32](x), tensors.MustCopyFlatData[int32](y)
 	}
 	a, ya := flat("reverse", 1, gendata.StreamTrain)
@@ -74,6 +77,12 @@ func TestGenerateIsDeterministic(t *testing.T) {
 		if ya[i] != a[6-i] {
 			t.Fatalf("reverse: target %v for input %v", ya[:7], a[:7])
 		}
+	}
+	if _, _, err := Generate("rotate", 5, 7, 10, 1, 1); err == nil {
+		t.Error("Generate accepted the unknown task rotate")
+	}
+	if _, _, err := Generate("sort", 5, 0, 10, 1, 1); err == nil {
+		t.Error("Generate accepted length 0")
 	}
 	s, ys := flat("sort", 3, gendata.StreamTest)
 	for i := 1; i < 7; i++ {

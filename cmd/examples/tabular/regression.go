@@ -22,6 +22,7 @@
 package tabular
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 
@@ -115,7 +116,10 @@ func Target(x []float64) float64 {
 }
 
 // Generate draws n samples from stream of seed: x [n, Features] and y [n, 1], float32.
-func Generate(n int, noise float64, seed, stream uint64) (x, y *tensors.Tensor) {
+func Generate(n int, noise float64, seed, stream uint64) (x, y *tensors.Tensor, err error) {
+	if n < 1 || !(noise >= 0) || math.IsInf(noise, 0) {
+		return nil, nil, fmt.Errorf("tabular.Generate: n = %d, noise = %g: want n >= 1 and a finite noise >= 0", n, noise)
+	}
 	r := rand.New(rand.NewPCG(seed, stream))
 	xs := make([]float32, n*Features)
 	ys := make([]float32, n)
@@ -127,7 +131,7 @@ func Generate(n int, noise float64, seed, stream uint64) (x, y *tensors.Tensor) 
 		}
 		ys[i] = float32(Target(row) + noise*r.NormFloat64())
 	}
-	return tensors.FromFlatDataAndDimensions(xs, n, Features), tensors.FromFlatDataAndDimensions(ys, n, 1)
+	return tensors.FromFlatDataAndDimensions(xs, n, Features), tensors.FromFlatDataAndDimensions(ys, n, 1), nil
 }
 
 // BuildData generates the three splits (gendata.Splits): train shuffled each epoch with its
@@ -136,9 +140,9 @@ func (e *Regression) BuildData() (core.Data, error) {
 	if err := e.check(); err != nil {
 		return nil, err
 	}
-	gen := func(n int, stream uint64) map[string]*tensors.Tensor {
-		x, y := Generate(n, e.Noise, uint64(e.Seed), stream)
-		return map[string]*tensors.Tensor{"x": x, "y": y}
+	gen := func(n int, stream uint64) (map[string]*tensors.Tensor, error) {
+		x, y, err := Generate(n, e.Noise, uint64(e.Seed), stream)
+		return map[string]*tensors.Tensor{"x": x, "y": y}, err
 	}
 	return gendata.Splits(gen, e.TrainSize, e.ValSize, e.TestSize, e.BatchSize, e.EvalBatchSize, uint64(e.Seed))
 }

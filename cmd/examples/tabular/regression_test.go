@@ -128,7 +128,10 @@ func TestMultiplierIsTheLearningRate(t *testing.T) {
 // others; the residual y - Target(x) has the standard deviation Noise.
 func TestGenerateIsDeterministic(t *testing.T) {
 	flat := func(seed, stream uint64) ([]float32, []float32) {
-		x, y := tabular.Generate(4000, 0.1, seed, stream)
+		x, y, err := tabular.Generate(4000, 0.1, seed, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return tensors.MustCopyFlatData[float32](x), tensors.MustCopyFlatData[float32](y)
 	}
 	x1, y1 := flat(7, 1)
@@ -146,6 +149,9 @@ func TestGenerateIsDeterministic(t *testing.T) {
 	}
 	if x1[0] == x3[0] && x1[1] == x3[1] {
 		t.Fatal("seeds 7 and 8 gave the same first sample")
+	}
+	if _, _, err := tabular.Generate(0, 0.1, 1, 1); err == nil {
+		t.Error("Generate accepted n = 0")
 	}
 	var ss float64
 	row := make([]float64, tabular.Features)
