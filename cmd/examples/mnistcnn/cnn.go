@@ -1,8 +1,11 @@
 // Package mnistcnn is nitro's convolutional MNIST example, the shape of Flax's MNIST example:
 // conv 32 3x3, relu, average pool 2x2, conv 64 3x3, relu, average pool 2x2, dense 256, relu,
 // dense 10. The default recipe (RAdam at 1e-3 decayed along a cosine to 0, batch 128, 10
-// epochs) is meant to reach at least 99.0% test accuracy. The data are the MNIST example's:
-// mnistData reads them through mnist.MLP's BuildData, so both examples see the same splits.
+// epochs) reaches at least 99.0% test accuracy: measured 99.22% test, 99.14% val (98.76% val
+// after 4 epochs), 4290 steps in about 36 minutes on 2 heavily shared CPU cores.
+//
+// The data are the MNIST example's: mnistData reads them through mnist.MLP's BuildData, so both
+// examples see the same splits (and a new MNIST reader reaches both through that one call).
 package mnistcnn
 
 import (
