@@ -96,7 +96,7 @@ func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
 			n.st.groups[gi].opt = append(n.st.groups[gi].opt, leaves)
 		}
 	}
-	n.opt.bindings = n.bindings()
+	n.opt.bindings = n.manualBindings(n.bindings()) // manual.go: SetupOptimizers named
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/nitro-go/nitro/optimizers"
+	"github.com/nitro-go/nitro/schedules"
 )
 
 // Manual mode: an experiment that defines TrainStep owns the optimizer step (its forwards, its
@@ -211,4 +212,21 @@ func sortedStrings(s []string) []string {
 		m[x] = true
 	}
 	return sortedKeys(m)
+}
+
+// manualBindings names SetupOptimizers where the binding report would name the accessors it
+// stands in for (the plan sees its rules as Level 1 rules and its rates as LearningRateGroup).
+func (n *Nitro) manualBindings(bs []schedules.Binding) []schedules.Binding {
+	if _, ok := n.e.(OptimizerSetter); !ok || n.trainStep == nil {
+		return bs
+	}
+	for i, b := range bs {
+		switch {
+		case b.Group != "" && b.Name == "optimizer":
+			bs[i].Source = "SetupOptimizers"
+		case b.Group != "" && b.Name == optimizers.EtaField && strings.HasPrefix(b.Source, "accessor LearningRateGroup("):
+			bs[i].Source = fmt.Sprintf("SetupOptimizers: %s's rule's Eta", b.Group)
+		}
+	}
+	return bs
 }
