@@ -193,6 +193,9 @@ func (n *Nitro) evalLoop(split string, src Source, interruptible bool) (_ map[st
 	if metricHook == nil {
 		metricHook = n.loss
 	}
+	if metricHook == nil {
+		return nil, n.noEvalHook(split) // manual.go
+	}
 	keys := routed(n.splitAvail[split], n.forward, metricHook)
 	// The producer pads a short final batch to the compiled width and transfers the padded one;
 	// Item.Rows is the real count, which picks the program that slices the padding away.

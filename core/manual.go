@@ -230,3 +230,8 @@ func (n *Nitro) manualBindings(bs []schedules.Binding) []schedules.Binding {
 	}
 	return bs
 }
+
+// noEvalHook is evaluating a split with neither Metrics nor Loss, which only manual mode allows.
+func (n *Nitro) noEvalHook(split string) error {
+	return fmt.Errorf("evaluating split %q: experiment %s defines neither Metrics nor Loss (manual mode does not need Loss to train): define Metrics, or Loss (reported as %s)", split, n.typeName, ValLoss)
+}

@@ -345,3 +345,26 @@ func TestManualRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestManualWithoutLoss: with neither Loss nor Metrics, Predict runs Forward alone (the trained a
+// times u) and Evaluate refuses, naming both hooks.
+func TestManualWithoutLoss(t *testing.T) {
+	n := mustNew(t, &Duel{}, duelData(t))
+	train(t, n)
+	_, err := n.Evaluate("train")
+	wantErr(t, err, `evaluating split "train"`, "neither Metrics nor Loss")
+	b, err := duelData(t)["train"].BatchAt(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := n.Predict(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _, _, _ := duelHost()
+	for i, got := range p["pred"].Value().([][]float32) {
+		if want := float64(duelU[i]) * a; math.Abs(float64(got[0])-want) > 1e-5 {
+			t.Errorf("pred[%d] = %v, want u·a = %v", i, got[0], want)
+		}
+	}
+}
