@@ -225,14 +225,20 @@ func TestManualKeepsTheDeviceSchedules(t *testing.T) {
 	}
 }
 
-// TestManualRequestStop: a stop requested before Train trains one epoch, validates and stops, as
-// in the automatic loop.
-func TestManualRequestStop(t *testing.T) {
+// TestManualRequestStopAndEarlyStopping: a stop requested before Train trains one epoch,
+// validates and stops; early stopping (no epoch can beat the best by 1e9) stops after patience
+// 1 + 1 epochs; both as in the automatic loop.
+func TestManualRequestStopAndEarlyStopping(t *testing.T) {
 	n := mustNew(t, newManualDeep(), data(t, 16), core.WithMaxEpochs(5))
 	n.RequestStop()
 	train(t, n)
 	if n.Epoch() != 1 || n.StopReason() != core.StopRequested {
 		t.Errorf("epoch %d, stop reason %q: want 1 and %q", n.Epoch(), n.StopReason(), core.StopRequested)
+	}
+	n = mustNew(t, newManualDeep(), data(t, 16), core.WithMaxEpochs(5), core.WithEarlyStopping(core.ValLoss, "min", 1, 1e9))
+	train(t, n)
+	if n.Epoch() != 2 || n.StopReason() != core.StopEarly {
+		t.Errorf("epoch %d, stop reason %q: want 2 and %q", n.Epoch(), n.StopReason(), core.StopEarly)
 	}
 }
 
