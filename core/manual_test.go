@@ -251,32 +251,50 @@ func (*Declined) Loss(out core.Outputs, in DuelBatch) *graph.Node { return mse(o
 
 func (*Declined) SetupOptimizers() (map[string]optimizers.Rule, error) { return nil, nil }
 
-// TestManualTrainingFalseDeclines: ManualTraining false with a TrainStep trains automatically
-// (gradient and optimizer programs), and then SetupOptimizers, a manual-mode hook, is refused.
+// TestManualTrainingFalseDeclines: ManualTraining false (a method or a bool field) with a
+// TrainStep trains automatically (gradient and optimizer programs), and then SetupOptimizers, a
+// manual-mode hook, is refused; a ManualTraining field that is not a bool is refused.
 func TestManualTrainingFalseDeclines(t *testing.T) {
 	wantErr(t, newErr(t, &Declined{}, duelData(t)), "SetupOptimizers", "automatic loop", "OptimizerRule")
-	c := newCache()
-	n, err := core.New(&DeclinedAuto{}, goOpts(c, core.WithData(duelData(t)))...)
-	if err != nil {
-		t.Fatal(err)
+	for _, e := range []any{&DeclinedAuto{}, &FieldOff{}} {
+		c := newCache()
+		n, err := core.New(e, goOpts(c, core.WithData(duelData(t)))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		train(t, n)
+		if kinds := keys(c.CompileTimes()); len(kinds) != 2 || kinds[0] != "gradient" || kinds[1] != "optimizer" {
+			t.Errorf("%T compiled %v: want the automatic loop's [gradient optimizer]", e, kinds)
+		}
 	}
-	train(t, n)
-	if kinds := keys(c.CompileTimes()); len(kinds) != 2 || kinds[0] != "gradient" || kinds[1] != "optimizer" {
-		t.Errorf("compiled %v: want the automatic loop's [gradient optimizer]", kinds)
-	}
+	wantErr(t, newErr(t, &BadField{}, duelData(t)), "field ManualTraining has type int", "want bool")
 }
 
-// DeclinedAuto is Declined without SetupOptimizers (a plain struct: no promoted hook from Duel).
-type DeclinedAuto struct{ base0 }
+// autoHooks has a TrainStep that must not run, and Loss for the automatic loop.
+type autoHooks struct{ base0 }
 
-func (*DeclinedAuto) Forward(ctx *context.Context, in DuelX) core.Outputs {
+func (*autoHooks) Forward(ctx *context.Context, in DuelX) core.Outputs {
 	return (&Duel{}).Forward(ctx, in)
 }
-func (*DeclinedAuto) TrainStep(s *core.ManualStep, in DuelBatch) core.StepResult {
+func (*autoHooks) TrainStep(s *core.ManualStep, in DuelBatch) core.StepResult {
 	panic("TrainStep of a declined manual mode is called")
 }
-func (*DeclinedAuto) ManualTraining() bool                            { return false }
-func (*DeclinedAuto) Loss(out core.Outputs, in DuelBatch) *graph.Node { return mse(out["pred"], in.V) }
+func (*autoHooks) Loss(out core.Outputs, in DuelBatch) *graph.Node { return mse(out["pred"], in.V) }
+
+// DeclinedAuto declines by method, FieldOff by a bool field; BadField's field is not a bool.
+type (
+	DeclinedAuto struct{ autoHooks }
+	FieldOff     struct {
+		autoHooks
+		ManualTraining bool
+	}
+	BadField struct {
+		autoHooks
+		ManualTraining int
+	}
+)
+
+func (*DeclinedAuto) ManualTraining() bool { return false }
 
 // manualCase is a Duel variant for the refusals.
 type (
