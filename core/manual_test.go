@@ -392,3 +392,28 @@ func TestManualWithoutLoss(t *testing.T) {
 		}
 	}
 }
+
+// DuelNaN steps both groups on a loss that is NaN.
+type DuelNaN struct{ Duel }
+
+func (e *DuelNaN) TrainStep(s *core.ManualStep, in DuelBatch) core.StepResult {
+	res := e.Duel.TrainStep(s, in)
+	res.Loss = graph.Div(res.Loss, graph.ScalarZero(in.U.Graph(), res.Loss.DType()))
+	res.Loss = graph.Mul(res.Loss, graph.ScalarZero(in.U.Graph(), res.Loss.DType())) // 0·inf = NaN
+	return res
+}
+
+// TestManualNonFiniteLossKeepsTheState: a NaN loss stops the run naming the step, and the
+// parameters TrainStep stepped are the initial ones: the step program keeps the old parameters
+// and optimizer state when its loss is not finite.
+func TestManualNonFiniteLossKeepsTheState(t *testing.T) {
+	n := mustNew(t, &DuelNaN{}, duelData(t))
+	wantErr(t, n.Train(), "non-finite loss NaN at epoch 1, step 1")
+	p, err := n.Parameters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := p["a/w"].Value().(float32), p["b/w"].Value().(float32); a != duelA0 || b != duelB0 {
+		t.Errorf("after a NaN step a = %v, b = %v: want the initial %v and %v", a, b, duelA0, duelB0)
+	}
+}
