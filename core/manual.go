@@ -82,8 +82,8 @@ func manualFlag(e any) (on bool, from string, err error) {
 	return f.Bool(), "field ManualTraining", nil
 }
 
-// checkManualConfig refuses, once the knobs are resolved, what manual mode cannot honour.
-func (n *Nitro) checkManualConfig() error {
+// manualConfig refuses, once the knobs are resolved, what manual mode cannot honour.
+func (n *Nitro) manualConfig() error {
 	if n.trainStep == nil {
 		return nil
 	}
@@ -97,9 +97,9 @@ func (n *Nitro) checkManualConfig() error {
 	return nil
 }
 
-// checkManualSplits checks TrainStep's declared fields against the train split, and that every
+// manualSplits checks TrainStep's declared fields against the train split, and that every
 // evaluated split has something to report: Metrics, or Loss for val_loss.
-func (n *Nitro) checkManualSplits() error {
+func (n *Nitro) manualSplits() error {
 	if n.trainStep == nil {
 		return nil
 	}

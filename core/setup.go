@@ -54,19 +54,19 @@ type fieldShape struct {
 // built from it, and the record starts only once everything it records is fixed.
 func (n *Nitro) setUp() error {
 	for _, phase := range []func() error{
-		n.resolveHooks,      // hooks.go: markers, traced hooks, BuildModel, optional accessors
-		n.resolveConfig,     // config.go: knobs and run options, validated together
-		n.checkManualConfig, // manual.go: what manual mode refuses (Accum, TrainMetrics)
-		n.checkRunDir,       // rundir.go: the run directory is usable
-		n.resolveBackend,    // config.go: the backend
-		n.takeData,          // splits.go: WithData, else BuildData, else none (WithInputSpecs)
-		n.derive,            // derive.go: Derive's values into the experiment; the GraphConst hash
-		n.checkSplits,       // splits.go: splits against the hooks; each declared for prefetch
-		n.checkManualSplits, // manual.go: TrainStep's fields; something to validate with
-		n.buildModel,        // buildmodel.go: BuildModel, Device fields, shape trace, initial values
-		n.placeParameters,   // params.go: parameter groups; parameters and layer state on the device
-		n.setUpOptimizer,    // params.go: each group's optimizer, its state on the device
-		n.setUpCheckpoints,  // checkpoint.go: checkpointer, early stopping, a resume
+		n.resolveHooks,     // hooks.go: markers, traced hooks, BuildModel, optional accessors
+		n.resolveConfig,    // config.go: knobs and run options, validated together
+		n.manualConfig,     // manual.go: what manual mode refuses (Accum, TrainMetrics)
+		n.checkRunDir,      // rundir.go: the run directory is usable
+		n.resolveBackend,   // config.go: the backend
+		n.takeData,         // splits.go: WithData, else BuildData, else none (WithInputSpecs)
+		n.derive,           // derive.go: Derive's values into the experiment; the GraphConst hash
+		n.checkSplits,      // splits.go: splits against the hooks; each declared for prefetch
+		n.manualSplits,     // manual.go: TrainStep's fields; something to validate with
+		n.buildModel,       // buildmodel.go: BuildModel, Device fields, shape trace, initial values
+		n.placeParameters,  // params.go: parameter groups; parameters and layer state on the device
+		n.setUpOptimizer,   // params.go: each group's optimizer, its state on the device
+		n.setUpCheckpoints, // checkpoint.go: checkpointer, early stopping, a resume
 	} {
 		if err := phase(); err != nil {
 			return err
