@@ -21,6 +21,11 @@ import (
 // Parameters are read through Ctx, as Forward reads them: a layer called on Ctx sees each
 // variable's current value in this step, which StepOptimizer replaces. A group that TrainStep
 // never steps keeps its parameters and optimizer state.
+//
+// Setup also calls TrainStep once, on a trace that is never compiled, to create the variables only
+// TrainStep's code creates (so TrainStep must create them unconditionally). Groups are not formed
+// yet there: Groups and OptState are empty, Step is the constant 1, Backward differentiates the
+// variables that exist after its objective ran, and StepOptimizer does nothing.
 type ManualStep struct {
 	// Ctx is the model context, in training mode, reusing the variables setup created.
 	Ctx *context.Context
