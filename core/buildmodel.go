@@ -26,6 +26,9 @@ func (n *Nitro) buildModel() error {
 	if err := n.traceShapes(); err != nil {
 		return err
 	}
+	if err := n.traceManualShapes(); err != nil { // manual_step.go: TrainStep's own variables
+		return err
+	}
 	if err := n.checkForwardHostIndependent(); err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 // for each once, at setup, on the experiment's pointer type, and for nothing else; the table in
 // doc.go says when each hook is called, its default, and what refuses it.
 //
-// Declared here: the four traced hooks (reflected, below), ModelBuilder, DataBuilder, Deriver,
+// Declared here: the traced hooks (reflected, below), ModelBuilder, DataBuilder, Deriver,
 // MetricsFinalizer, ParamGrouper and the knobs (config). Declared beside the code that calls
 // them, and listed in doc.go's table with their file:
 //
@@ -21,6 +21,8 @@ import (
 //	checkpoint.go  CheckpointerChooser, CheckpointNamer
 //	earlystop.go   EarlyStopChooser (the policy it returns: EarlyStopper, EarlyStopStater)
 //	model.go       ExportProvenancer (the export module calls it, through ModelView)
+//	manual.go      ManualChooser, OptimizerSetter (manual mode; TrainStep's ManualStep verbs
+//	               Backward and StepOptimizer are in manual_step.go)
 //
 // What a split must offer (Source, EpochSource, PartialDropper) is package prefetch's contract;
 // what a field's marker means (GraphConst, Host, Device) is package markers'.
@@ -44,6 +46,7 @@ type Metric struct {
 //	Loss(out Outputs, in B) *graph.Node                           required
 //	Metrics(out Outputs, in B) map[string]Metric                 optional (default: val_loss)
 //	TrainMetrics(out Outputs, in B) map[string]*graph.Node       optional
+//	TrainStep(s *ManualStep, in B) StepResult                    optional (manual mode; manual.go)
 //
 // B is a struct whose *graph.Node fields name batch fields by tag (`batch:"img"`, or
 // `batch:"img,optional"`; an untagged field uses its Go name), or map[string]*graph.Node meaning
@@ -53,6 +56,7 @@ var tracedHooks = map[string]tracedHook{
 	"Loss":         {true, typeOutputs, typeNode, "func (e *E) Loss(out core.Outputs, in B) *graph.Node"},
 	"Metrics":      {false, typeOutputs, typeMetrics, "func (e *E) Metrics(out core.Outputs, in B) map[string]core.Metric"},
 	"TrainMetrics": {false, typeOutputs, typeNodeMap, "func (e *E) TrainMetrics(out core.Outputs, in B) map[string]*graph.Node"},
+	"TrainStep":    {false, typeManualStep, typeStepResult, "func (e *E) TrainStep(s *core.ManualStep, in B) core.StepResult"},
 }
 
 // tracedHook is one traced hook's declaration: whether New requires it, its first parameter and

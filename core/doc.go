@@ -5,6 +5,10 @@
 //     bundles from.
 //   - A training step is two compiled programs by default (gradient; optimizer), one with
 //     WithFusedStep; parameters, gradients and optimizer state stay per array on the device.
+//   - Manual mode (an experiment with TrainStep) hands the step to the experiment: one program
+//     per step in which TrainStep calls ManualStep.Backward (gradients of an objective with
+//     respect to chosen groups only) and ManualStep.StepOptimizer (one group's chain); the
+//     loop, validation, checkpoints, logging, phases and stopping stay the framework's.
 //   - Nitro keeps setup values, compiled programs and the training state (parameters, optimizer
 //     and layer state with the RNG, step, epoch, data position) apart.
 //
@@ -38,8 +42,8 @@
 //	Forward(ctx, B) Outputs                 yes         New's shape trace; traced   -               missing, wrong signature; a
 //	  (contract.go, reflected)                          in every program                            declared field no split has;
 //	                                                                                                it reads a Host field (New)
-//	Loss(out, B) *graph.Node                yes         traced in the training      -               missing, wrong signature
-//	  (contract.go, reflected)                          programs; in eval without                   (New); not a scalar
+//	Loss(out, B) *graph.Node                yes; no in  traced in the training      -               missing, wrong signature
+//	  (contract.go, reflected)              manual mode programs; in eval without                   (New); not a scalar
 //	                                                    Metrics
 //	Metrics(out, B) map[string]Metric       no          traced in the eval program  val_loss: Loss  wrong signature (New); a
 //	  (contract.go, reflected)                          (device residency)          per batch, mean Count not a scalar, or an
@@ -47,6 +51,17 @@
 //	TrainMetrics(out, B)                    no          traced in the training      none            wrong signature (New); a
 //	  map[string]*graph.Node                            programs; read on logged                    value not a scalar
 //	  (contract.go, reflected)                          steps
+//	TrainStep(s *ManualStep, B) StepResult  no          New's variable trace; one   the automatic   wrong signature; with Accum
+//	  (contract.go, reflected; manual_                  program per optimizer step  loop            > 1, TrainMetrics or a
+//	  step.go holds ManualStep's verbs)                 (manual mode)                               varying opt schedule (New);
+//	                                                                                                a Loss or stat not a scalar
+//	ManualTraining() bool                   no          New, once                   whether         true with no TrainStep;
+//	  (manual.go, ManualChooser)                                                    TrainStep is    not bool (New)
+//	                                                                                defined
+//	SetupOptimizers()                       no          New, once, in manual mode   Levels 0-2      outside manual mode; with
+//	  (map[string]optimizers.Rule, error)                                                           OptimizerRule, OptimizerChain
+//	  (manual.go, OptimizerSetter)                                                                  or LearningRateGroup; a group
+//	                                                                                                missing or unknown (New)
 //	BuildModel(ctx) error                   yes         New, once, before the       -               missing; its error (New)
 //	  (contract.go, ModelBuilder)                       shape trace
 //	BuildData() (Data, error)               yes,        New, once, on the real      -               missing with no WithData; no

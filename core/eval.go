@@ -193,6 +193,9 @@ func (n *Nitro) evaluate(split string, src Source) (map[string]float64, error) {
 // Interrupt ends it at a batch boundary with the partial metrics and a *PartialError.
 func (n *Nitro) evalLoop(split string, src Source, interruptible bool) (_ map[string]float64, err error) {
 	width := n.splitWidth[split]
+	if n.noEvalProgram() {
+		return nil, n.noEvalHook(split) // manual.go
+	}
 	keys := n.evalKeys(n.splitAvail[split])
 	// The producer pads a short final batch to the compiled width and transfers the padded one;
 	// Item.Rows is the real count, which picks the program that slices the padding away.

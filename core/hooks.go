@@ -37,11 +37,16 @@ func (n *Nitro) resolveHooks() (err error) {
 	}
 	n.acc = resolveAccessors(e)
 	et := reflect.TypeOf(e)
+	if err = n.resolveManual(et); err != nil { // manual.go: TrainStep and the mode
+		return err
+	}
 	for _, h := range []struct {
 		name string
 		dst  **hook
 	}{{"Forward", &n.forward}, {"Loss", &n.loss}, {"Metrics", &n.metrics}, {"TrainMetrics", &n.trainMetrics}} {
-		if *h.dst, err = findHook(et, h.name); err != nil {
+		// Loss is optional in manual mode: TrainStep computes its own losses.
+		required := tracedHooks[h.name].required && (h.name != "Loss" || n.trainStep == nil)
+		if *h.dst, err = findHook(et, h.name, required); err != nil {
 			return err
 		}
 	}
@@ -56,11 +61,11 @@ func (n *Nitro) resolveHooks() (err error) {
 
 // findHook resolves a traced hook (contract.go's tracedHooks) on the experiment's pointer type:
 // nil when an optional one is absent, an error naming the signature wanted otherwise.
-func findHook(et reflect.Type, name string) (*hook, error) {
+func findHook(et reflect.Type, name string, required bool) (*hook, error) {
 	decl := tracedHooks[name]
 	m, ok := et.MethodByName(name)
 	if !ok {
-		if decl.required {
+		if required {
 			return nil, fmt.Errorf("experiment %s has no %s hook: define %s", et.Elem().Name(), name, decl.signature)
 		}
 		return nil, nil
@@ -132,7 +137,7 @@ func (h *hook) declared(available map[string]bool) []string {
 
 // checkAgainst reports a required declared field missing from a batch.
 func (h *hook) checkAgainst(split string, available map[string]bool) error {
-	if h.whole {
+	if h == nil || h.whole { // nil: an optional hook the experiment does not define
 		return nil
 	}
 	for _, f := range h.fields {

@@ -102,6 +102,10 @@ func (n *Nitro) evalMetricHook() *hook {
 	return n.loss
 }
 
+// noEvalProgram is a run with no eval program: no metric hook on the device and none on the host
+// (manual mode, where Loss and Metrics are both optional).
+func (n *Nitro) noEvalProgram() bool { return !n.onHost() && n.evalMetricHook() == nil }
+
 // evalKeys is the batch fields an eval program takes, of those a split has: Forward's and its
 // metric hook's. On the host that is Forward's alone: labels stay on the host.
 func (n *Nitro) evalKeys(avail map[string]bool) []string {

@@ -75,7 +75,7 @@ type optSetup struct {
 // schedules for every group, in host code), then initializes each group's optimizer state on its
 // flat buffer and uploads it. It runs at setup, once; the per-step work is hyperValues.
 func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
-	plan, err := optimizers.Resolve(n.planSpec())
+	plan, err := n.resolvePlan() // manual.go: optimizers.Resolve, with manual mode's rules
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
 			n.st.groups[gi].opt = append(n.st.groups[gi].opt, leaves)
 		}
 	}
-	n.opt.bindings = n.bindings()
+	n.opt.bindings = n.manualBindings(n.bindings()) // manual.go: SetupOptimizers named
 	return nil
 }
 

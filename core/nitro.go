@@ -150,7 +150,9 @@ func (n *Nitro) ConfigReport() string {
 	row := func(k, v string) { fmt.Fprintf(&b, "  %-20s %s\n", k, v) }
 	row("seed", n.cfg.seed.String())
 	row("accum", n.cfg.accum.String())
-	if n.opts.fused {
+	if n.trainStep != nil {
+		row("step programs", "1, manual (TrainStep owns the step)")
+	} else if n.opts.fused {
 		row("step programs", "1, fused (gradient and update in one program; WithFusedStep)")
 	} else {
 		row("step programs", "2 (gradient, optimizer; the default)")

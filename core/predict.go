@@ -27,7 +27,8 @@ func (n *Nitro) forwardProgram(width int, fwd []string) (*program, []string, err
 	}
 	for _, split := range order {
 		avail, ok := n.splitAvail[split]
-		if !ok || !slices.Equal(routed(avail, n.forward), fwd) {
+		// Without Metrics or Loss (manual mode) there is no eval program to share: Forward alone.
+		if !ok || n.noEvalProgram() || !slices.Equal(routed(avail, n.forward), fwd) {
 			continue
 		}
 		keys := n.evalKeys(avail)

@@ -23,6 +23,7 @@ type setup struct {
 	cache    *compilecache.Cache
 
 	forward, loss, metrics, trainMetrics *hook
+	trainStep                            *hook // manual mode's TrainStep; nil in the automatic loop (manual.go)
 
 	evalm evalMetrics // where the evaluation metrics run, and HostMetrics (hostmetrics.go)
 
@@ -57,11 +58,13 @@ func (n *Nitro) setUp() error {
 	for _, phase := range []func() error{
 		n.resolveHooks,     // hooks.go: markers, traced hooks, BuildModel, optional accessors
 		n.resolveConfig,    // config.go: knobs and run options, validated together
+		n.manualConfig,     // manual.go: what manual mode refuses (Accum, TrainMetrics)
 		n.checkRunDir,      // rundir.go: the run directory is usable
 		n.resolveBackend,   // config.go: the backend
 		n.takeData,         // splits.go: WithData, else BuildData, else none (WithInputSpecs)
 		n.derive,           // derive.go: Derive's values into the experiment; the GraphConst hash
 		n.checkSplits,      // splits.go: splits against the hooks; each declared for prefetch
+		n.manualSplits,     // manual.go: TrainStep's fields; something to validate with
 		n.buildModel,       // buildmodel.go: BuildModel, Device fields, shape trace, initial values
 		n.placeParameters,  // params.go: parameter groups; parameters and layer state on the device
 		n.setUpOptimizer,   // params.go: each group's optimizer, its state on the device

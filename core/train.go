@@ -103,7 +103,7 @@ func (n *Nitro) Train() (err error) {
 // epoch stopped), logging each step's "train" line, and returns its summary (without
 // validation). An Interrupt ends the epoch at the next step boundary.
 func (n *Nitro) trainEpoch(train Source, ep, from int) (res EpochResult, err error) {
-	keys := routed(n.splitAvail["train"], n.forward, n.loss, n.trainMetrics)
+	keys := routed(n.splitAvail["train"], n.trainHooks()...)
 	accum := n.cfg.accum.value
 	to := from + (train.Len()-from)/accum*accum // whole optimizer steps
 	// The stream calls the source's BeginEpoch; Close stops its goroutines and frees every batch
@@ -199,7 +199,7 @@ func (n *Nitro) optimizationStep(stream *prefetch.Stream[Batch], keys []string, 
 	if err := n.applyDeviceSchedules(n.st.step + 1); err != nil {
 		return 0, 0, err
 	}
-	if n.opts.fused {
+	if n.opts.fused || n.trainStep != nil { // a manual step is one program too
 		it, err := n.next(stream, keys, "train")
 		if err != nil {
 			return 0, 0, err
@@ -293,7 +293,7 @@ func (n *Nitro) fusedStep(b Batch, keys []string, sums *stepSums) (float64, erro
 	if err != nil {
 		return 0, err
 	}
-	p, err := n.trainStepProgram(w, keys)
+	p, err := n.stepProgram(w, keys) // manual_step.go: TrainStep's program in manual mode
 	if err != nil {
 		return 0, err
 	}

@@ -405,3 +405,23 @@ func (g *GroupPlan) InitState(flat *tensors.Tensor) ([][]*tensors.Tensor, error)
 	}
 	return out, nil
 }
+
+// VaryingOptKeys lists, as the schedule map wrote them, the keys whose schedule drives an
+// optimizer hyperparameter with a value that changes over the run (every opt-scope key but the
+// bare numbers), sorted. A caller that fixes the rules for the run refuses these by name.
+func (p *Plan) VaryingOptKeys() []string {
+	if p.bound == nil {
+		return nil
+	}
+	var keys []string
+	for _, t := range p.bound.Targets() {
+		if t.Scope != schedules.ScopeOpt || p.bound.IsConstant(t) {
+			continue
+		}
+		if k, ok := p.bound.Key(t); ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}

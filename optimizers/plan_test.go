@@ -216,3 +216,31 @@ func TestPlanUnsetFieldAndInitState(t *testing.T) {
 		t.Errorf("momentum state %v, want one leaf split into a 2x2 and a 2", state)
 	}
 }
+
+// VaryingOptKeys names the opt keys a schedule varies ("eta", a cosine) as written, and leaves
+// out a bare number ("rho") and a Device field's schedule ("Temperature"); nothing scheduled
+// lists nothing.
+func TestPlanVaryingOptKeys(t *testing.T) {
+	p, err := optimizers.Resolve(twoGroupSpec(t, map[string]int{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.VaryingOptKeys(); !slices.Equal(got, []string{"eta"}) {
+		t.Errorf("VaryingOptKeys = %v, want [eta]", got)
+	}
+	spec := twoGroupSpec(t, map[string]int{})
+	spec.Schedules = map[string]any{"opt.backbone.eta": schedules.Linear(1e-4, 0), "rho": 0.8}
+	if p, err = optimizers.Resolve(spec); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.VaryingOptKeys(); !slices.Equal(got, []string{"opt.backbone.eta"}) {
+		t.Errorf("VaryingOptKeys = %v, want [opt.backbone.eta]", got)
+	}
+	spec.Schedules = nil
+	if p, err = optimizers.Resolve(spec); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.VaryingOptKeys(); len(got) != 0 {
+		t.Errorf("nothing scheduled: VaryingOptKeys = %v", got)
+	}
+}

@@ -1,0 +1,328 @@
+package core
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gopjrt/dtypes"
+	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/optimizers"
+)
+
+// ManualStep is what TrainStep receives: the model context and, per parameter group, the
+// parameters, their optimizer state and the verbs that differentiate and step them. It is valid
+// only inside the TrainStep call that received it, which is traced (graph building): a misuse
+// panics with an error naming the verb, and the verb that built the program returns it.
+//
+// Parameters are read through Ctx, as Forward reads them: a layer called on Ctx sees each
+// variable's current value in this step, which StepOptimizer replaces. A group that TrainStep
+// never steps keeps its parameters and optimizer state.
+//
+// Setup also calls TrainStep once, on a trace that is never compiled, to create the variables only
+// TrainStep's code creates (so TrainStep must create them unconditionally). Groups are not formed
+// yet there: Groups and OptState are empty, Step is the constant 1, Backward differentiates the
+// variables that exist after its objective ran, and StepOptimizer does nothing.
+type ManualStep struct {
+	// Ctx is the model context, in training mode, reusing the variables setup created.
+	Ctx *context.Context
+
+	n        *Nitro
+	g        *graph.Graph
+	nodes    map[string]*graph.Node // the program's inputs; nil in setup's variable-creating trace
+	stepped  map[string]bool
+	newState map[int][][]*graph.Node // per group index: its state after StepOptimizer
+}
+
+// Grads are gradients by parameter keypath ("disc/dense_0/weights"), as Backward returns them
+// and StepOptimizer takes them.
+type Grads map[string]*graph.Node
+
+// trace reports setup's variable-creating trace, where groups are not formed yet: Backward
+// differentiates the variables that exist after its objective ran and StepOptimizer does nothing.
+func (s *ManualStep) trace() bool { return s.nodes == nil }
+
+// Groups lists the parameter groups (ParamGroup's names; one "default" without it).
+func (s *ManualStep) Groups() []string { return s.n.groupNames() }
+
+// Step is the 1-based optimizer step being taken, a Float32 scalar.
+func (s *ManualStep) Step() *graph.Node {
+	if s.trace() {
+		return graph.Scalar(s.g, dtypes.Float32, 1)
+	}
+	return s.nodes["step"]
+}
+
+// Params are a group's parameters by keypath, at their current value in this step.
+func (s *ManualStep) Params(group string) map[string]*graph.Node {
+	vars, kps := s.groupVars(map[string]bool{s.checkGroup("Params", group): true})
+	out := make(map[string]*graph.Node, len(vars))
+	for i, v := range vars {
+		out[kps[i]] = v.ValueGraph(s.g)
+	}
+	return out
+}
+
+// OptState is a group's optimizer state as this step received it: by state leaf name (the chain's
+// StateNames, e.g. "0.adam.mu"), then by parameter keypath. Empty in setup's trace.
+func (s *ManualStep) OptState(group string) map[string]map[string]*graph.Node {
+	s.checkGroup("OptState", group)
+	out := map[string]map[string]*graph.Node{}
+	if s.trace() {
+		return out
+	}
+	i := s.groupIndex(group)
+	g := s.n.groups[i]
+	for si, name := range g.opt.StateNames() {
+		leaf := map[string]*graph.Node{}
+		for j := range g.vars {
+			leaf[strings.Join(g.keypaths[j], "/")] = s.nodes[stateInput(g, si, j)]
+		}
+		out[name] = leaf
+	}
+	return out
+}
+
+// Backward builds loss = f(Ctx) and its gradients with respect to the named groups' parameters
+// only. While f runs, every other trainable variable reads as a constant (a stop-gradient of its
+// current value), so no gradient reaches another group through a value read from the context,
+// even one that an earlier StepOptimizer computed from these groups' parameters. Nodes f captures
+// from outside keep their graph, and gradients flow through them (GoMLX differentiates the graph,
+// not f's arguments): compute inside f whatever must not carry a gradient, or wrap it in
+// graph.StopGradient. The loss must be a scalar.
+func (s *ManualStep) Backward(f func(ctx *context.Context) *graph.Node, groups ...string) (*graph.Node, Grads) {
+	if len(groups) == 0 {
+		panic(fmt.Errorf("Backward: no parameter group named: pass the groups to differentiate, e.g. Backward(f, %q) (groups: %v)", "disc", s.Groups()))
+	}
+	chosen := map[string]bool{}
+	for _, g := range groups {
+		chosen[s.checkGroup("Backward", g)] = true
+	}
+	var cut []*context.Variable
+	var before []*graph.Node
+	if !s.trace() {
+		for _, grp := range s.n.groups {
+			if chosen[grp.name] {
+				continue
+			}
+			for _, v := range grp.vars {
+				cur := v.ValueGraph(s.g)
+				cut, before = append(cut, v), append(before, cur)
+				v.SetValueGraph(graph.StopGradient(cur))
+			}
+		}
+	}
+	loss := f(s.Ctx)
+	for i, v := range cut {
+		v.SetValueGraph(before[i])
+	}
+	if loss == nil || loss.Rank() != 0 {
+		panic(fmt.Errorf("Backward(%v): the objective must return a scalar loss, got %v", groups, shapeOf(loss)))
+	}
+	vars, kps := s.groupVars(chosen)
+	leaves := make([]*graph.Node, len(vars))
+	for i, v := range vars {
+		leaves[i] = v.ValueGraph(s.g)
+	}
+	out := Grads{}
+	if len(leaves) > 0 {
+		for i, gr := range graph.Gradient(loss, leaves...) {
+			out[kps[i]] = gr
+		}
+	}
+	return loss, out
+}
+
+// StepOptimizer takes one optimizer step of a group with its chain (the global-norm clip, when
+// GradientClipNorm is set, over this group's gradients): grads must hold a gradient for each of
+// the group's parameters (Backward's result; other keypaths are ignored). The group's parameters
+// read through Ctx afterwards are the updated ones. A group steps at most once per TrainStep.
+func (s *ManualStep) StepOptimizer(group string, grads Grads) {
+	s.checkGroup("StepOptimizer", group)
+	if s.trace() {
+		return
+	}
+	if s.stepped[group] {
+		panic(fmt.Errorf("StepOptimizer(%q) called twice in one TrainStep: a group takes one optimizer step per TrainStep (its state advances once per step)", group))
+	}
+	i := s.groupIndex(group)
+	grp := s.n.groups[i]
+	u := s.n.groupInputs(i, s.nodes)
+	for j, v := range grp.vars {
+		kp := strings.Join(grp.keypaths[j], "/")
+		gr, ok := grads[kp]
+		if !ok || gr == nil {
+			panic(fmt.Errorf("StepOptimizer(%q): no gradient for parameter %s: pass the Grads of Backward(f, %q)", group, kp, group))
+		}
+		if !gr.Shape().Equal(v.Shape()) {
+			panic(fmt.Errorf("StepOptimizer(%q): the gradient of %s is %s, the parameter is %s", group, kp, gr.Shape(), v.Shape()))
+		}
+		u.params[j] = v.ValueGraph(s.g)
+		u.grads = append(u.grads, gr)
+	}
+	prog, err := optimizers.NewProgram([]*optimizers.Chain{grp.opt}, s.n.cfg.clip.value)
+	if err != nil {
+		panic(err)
+	}
+	ps, ss := prog.ApplyArrays([][]*graph.Node{u.params}, [][]*graph.Node{u.grads}, [][][]*graph.Node{u.state}, []optimizers.Hyper{u.hyper}, s.nodes["step"])
+	for j, v := range grp.vars {
+		v.SetValueGraph(ps[0][j])
+	}
+	s.newState[i] = ss[0]
+	s.stepped[group] = true
+}
+
+// checkGroup refuses a group that does not exist (in setup's trace, any name passes).
+func (s *ManualStep) checkGroup(verb, group string) string {
+	if !s.trace() && s.groupIndex(group) < 0 {
+		panic(fmt.Errorf("%s(%q): no such parameter group (groups: %v): groups are ParamGroup's names, \"default\" without it", verb, group, s.Groups()))
+	}
+	return group
+}
+
+func (s *ManualStep) groupIndex(group string) int {
+	return slices.IndexFunc(s.n.groups, func(g *paramGroup) bool { return g.name == group })
+}
+
+// groupVars lists the chosen groups' trainable variables and keypaths, in group order. In setup's
+// trace it scans the context (ParamGroup decides each variable's group) for those created so far.
+func (s *ManualStep) groupVars(chosen map[string]bool) (vars []*context.Variable, kps []string) {
+	if !s.trace() {
+		for _, grp := range s.n.groups {
+			if chosen[grp.name] {
+				vars = append(vars, grp.vars...)
+				for _, kp := range grp.keypaths {
+					kps = append(kps, strings.Join(kp, "/"))
+				}
+			}
+		}
+		return vars, kps
+	}
+	for v := range s.n.ctx.IterVariables() {
+		name := "default"
+		if s.n.acc.grouper != nil {
+			name = s.n.acc.grouper.ParamGroup(keypath(v))
+		}
+		if v.Trainable && chosen[name] {
+			vars = append(vars, v)
+		}
+	}
+	slices.SortFunc(vars, func(a, b *context.Variable) int { return strings.Compare(a.ScopeAndName(), b.ScopeAndName()) })
+	for _, v := range vars {
+		kps = append(kps, strings.Join(keypath(v), "/"))
+	}
+	return vars, kps
+}
+
+// stepProgram is the one program of a manual or fused step.
+func (n *Nitro) stepProgram(width int, keys []string) (*program, error) {
+	if n.trainStep == nil {
+		return n.trainStepProgram(width, keys)
+	}
+	return n.manualStepProgram(width, keys)
+}
+
+// manualStepProgram is manual mode's one program per optimizer step. Its inputs and outputs are
+// the fused step's (parameters, layer state, Device and routed batch fields, every group's
+// optimizer state and hyperparameters, the step -> loss, new parameters, new non-constant state,
+// new layer state, stats), so the fused step's driver code runs it; TrainStep's trace is its body.
+func (n *Nitro) manualStepProgram(width int, keys []string) (*program, error) {
+	return n.memo(fmt.Sprintf("manual_step/%d/%v", width, keys), func() (*program, error) {
+		sig := n.modelInputs(width, keys)
+		for i := range n.groups {
+			n.addStateInputs(&sig, i)
+		}
+		sig.add("step", "Float32", nil)
+		key := n.key(compilecache.KindTrainStep, hookNames(n.trainStep)+" (manual)", sig)
+		key.Accum, key.Clip = 1, n.cfg.clip.value
+		for _, g := range n.groups {
+			key.Extra = append(key.Extra, [2]string{"chain/" + g.name, g.opt.Describe()})
+		}
+		return n.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
+			return n.traceManual(g, sig.params(g, n.varInputs), src, keys)
+		})
+	})
+}
+
+// traceManual calls TrainStep on the program's inputs and lists the outputs. A non-finite loss
+// keeps the old parameters and optimizer state, as the fused step does: the run stops on that
+// loss with nothing overwritten.
+func (n *Nitro) traceManual(g *graph.Graph, nodes map[string]*graph.Node, src any, keys []string) ([]*graph.Node, *program) {
+	view := n.bindModel(g, nodes, src)
+	n.ctx.SetTraining(g, true)
+	s := &ManualStep{Ctx: n.ctx.Reuse(), n: n, g: g, nodes: nodes, stepped: map[string]bool{}, newState: map[int][][]*graph.Node{}}
+	res := n.trainStep.call(view, reflect.ValueOf(s), batchNodes(nodes, routed(setOf(keys), n.trainStep))).Interface().(StepResult)
+	if res.Loss == nil || res.Loss.Rank() != 0 {
+		panic(fmt.Errorf("TrainStep must return StepResult.Loss as a scalar node, got %v", shapeOf(res.Loss)))
+	}
+	finite := graph.IsFinite(res.Loss)
+	outs := []*graph.Node{res.Loss}
+	for _, grp := range n.groups {
+		for _, v := range grp.vars {
+			outs = append(outs, graph.Where(finite, v.ValueGraph(g), nodes["param/"+v.ScopeAndName()]))
+		}
+	}
+	for i, grp := range n.groups {
+		for si := range n.st.groups[i].opt {
+			if grp.constLeaf(si) {
+				continue
+			}
+			for j := range grp.vars {
+				old := nodes[stateInput(grp, si, j)]
+				cur := old
+				if st, ok := s.newState[i]; ok {
+					cur = st[si][j]
+				}
+				outs = append(outs, graph.Where(finite, cur, old))
+			}
+		}
+	}
+	for _, v := range n.stateVars {
+		outs = append(outs, v.ValueGraph(g))
+	}
+	meta := &program{}
+	for _, name := range sortedKeys(res.Stats) {
+		if st := res.Stats[name]; st == nil || st.Rank() != 0 {
+			panic(fmt.Errorf("TrainStep's stat %q must be a scalar node (a per-step value), got %v", name, shapeOf(st)))
+		}
+		meta.outNames = append(meta.outNames, name)
+		outs = append(outs, res.Stats[name])
+	}
+	return outs, meta
+}
+
+// traceManualShapes traces TrainStep once at setup (never compiled), after Forward's shape
+// trace, so that the variables only TrainStep's code creates (a GAN's discriminator) exist and
+// are initialized with the others. A Nitro built from input specs has no train batch to trace
+// with and skips it.
+func (n *Nitro) traceManualShapes() error {
+	if n.trainStep == nil || n.specOnly() {
+		return nil
+	}
+	width, avail, err := n.sampleBatch()
+	if err != nil {
+		return err
+	}
+	keys := routed(avail, n.trainStep)
+	return tryGraph("tracing TrainStep to create the model's variables", func() {
+		g := graph.NewGraph(n.backend.Backend, "nitro_manual_shape_trace")
+		defer g.Finalize()
+		nodes := n.traceInputs(g, width, keys)
+		view := n.bindModel(g, nodes, n.e)
+		n.ctx.SetTraining(g, true)
+		// Unchecked: TrainStep creates its own variables and reuses those Forward's trace created.
+		s := &ManualStep{Ctx: n.ctx.Checked(false), n: n, g: g}
+		res := n.trainStep.call(view, reflect.ValueOf(s), batchNodes(nodes, keys)).Interface().(StepResult)
+		if res.Loss == nil || res.Loss.Rank() != 0 {
+			panic(fmt.Errorf("TrainStep must return StepResult.Loss as a scalar node, got %v", shapeOf(res.Loss)))
+		}
+	})
+}
+
+var (
+	typeManualStep = reflect.TypeOf((*ManualStep)(nil))
+	typeStepResult = reflect.TypeOf(StepResult{})
+)
