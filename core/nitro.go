@@ -88,6 +88,9 @@ func New(e any, opts ...Option) (n *Nitro, err error) {
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct || v.IsNil() {
 		return nil, fmt.Errorf("core.New takes a pointer to an experiment struct, got %T", e)
 	}
+	if err := checkDefaults(e); err != nil {
+		return nil, err
+	}
 	h := newNitro(e, v.Elem().Type().Name(), o)
 	// New is an entry point: setup can be minutes of work (BuildData), so it publishes Starting
 	// and, when it returns, Repl; a failed setup ends in Failed.
