@@ -52,6 +52,7 @@ type Nitro struct {
 	reported    bool       // the config and binding reports went out
 	drift       driftState // the experiment's fields as New left them (drift.go)
 	stopReason  runstatus.Status
+	bound       trainBound // where a TrainSteps/TrainEpochs call stops (trainbound.go)
 	history     []EpochResult
 }
 
