@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/logjson"
 )
@@ -105,6 +106,15 @@ func TestTrainStepsResumesTheRemainingSteps(t *testing.T) {
 		t.Fatalf("resumed TrainSteps(20): step %d, %d steps trained; want 20 and 9", second.Step(), stepsIn(second.History()))
 	}
 	sameBits(t, "parameters after resume", flatParams(t, second), flatParams(t, straight))
+	// Step 20 is part-way through the last epoch: its checkpoint says where, and that the run is
+	// not complete (a resume would otherwise have nothing left to do).
+	h, err := checkpoint.Info(second.LastCheckpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.StopReason != "" || h.Position != (checkpoint.Position{Epoch: 3, Batch: 4}) {
+		t.Errorf("checkpoint at step 20 of 24: stop reason %q, position %+v; want none and epoch 3 batch 4", h.StopReason, h.Position)
+	}
 }
 
 // EndRun finishes a record a bounded call left open, as requested; after a call that reached the
