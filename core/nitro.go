@@ -64,8 +64,12 @@ type EpochResult struct {
 	// WithLogEvery, over the logged steps' micro-batches: the others are not read back).
 	Train   map[string]float64
 	Val     map[string]float64
-	Seconds float64
-	Steps   int // optimizer steps in the epoch
+	Seconds float64 // the epoch's wall time, validation included
+	Steps   int     // optimizer steps in the epoch
+	// TrainSeconds is the wall time of the epoch's optimizer steps alone (no validation, no
+	// checkpoint); StepSeconds (TrainSeconds/Steps) and StepsPerSecond (Steps/TrainSeconds) are
+	// the per-step figures a JAX or PyTorch loop reports.
+	TrainSeconds, StepSeconds, StepsPerSecond float64
 	// DataWaitFrac is the fraction of the epoch's training wall time (its steps, without
 	// validation) the loop spent waiting on the train batch stream (prefetch's Next): the
 	// "data" line's data_wait_frac. Near 0, the device never starved; near 1, data is the limit.

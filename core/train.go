@@ -121,6 +121,7 @@ func (n *Nitro) trainEpoch(train Source, ep, from int) (res EpochResult, err err
 	}()
 	sums := stepSums{train: map[string]float64{}, step: map[string]float64{}}
 	steps := 0
+	sums.clock.begin()
 	for i := from; i < to; i += accum {
 		n.st.data = dataPosition{epoch: ep, batch: i}
 		sums.read = n.logsStep(n.st.step + 1)
@@ -147,6 +148,7 @@ func (n *Nitro) trainEpoch(train Source, ep, from int) (res EpochResult, err err
 		}
 	}
 	res = sums.result(ep, steps)
+	res.timed(&sums.clock)
 	res.DataWaitFrac = stream.WaitFraction()
 	return res, nil
 }
@@ -163,6 +165,7 @@ type stepSums struct {
 	stepLoss  float64
 	stepMicro int
 	step      map[string]float64 // this step's TrainMetrics sums (when read)
+	clock     stepClock          // the steps' wall time (steptiming.go)
 }
 
 func (s *stepSums) result(ep, steps int) EpochResult {

@@ -102,4 +102,3 @@ func (n *Nitro) partialEpoch() bool {
 	p := n.st.data
 	return ok && p.epoch > 0 && p.epoch == n.st.epoch && p.batch > 0 && p.batch < tr.Len()
 }
-
