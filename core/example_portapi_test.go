@@ -3,6 +3,7 @@ package core_test
 import (
 	"fmt"
 
+	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/logjson"
@@ -72,4 +73,31 @@ func ExampleNitro_EndRun() {
 	// Output:
 	// finished: []
 	// <nil> finished: [requested]
+}
+
+// SetParameters loads host arrays (weights ported from another framework, say) by the names
+// Parameters lists; the next program run reads them. A mismatch names the parameter and both
+// shapes.
+func ExampleNitro_SetParameters() {
+	n, err := quietLine()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	p, _ := n.Parameters()
+	fmt.Println(keys(p))
+	err = n.SetParameters(map[string]any{"line/dense/weights": [][]float32{{2}}, "line/dense/biases": []float32{1}})
+	fmt.Println(err)
+	out, err := n.Predict(core.Batch{"x": tensors.FromFlatDataAndDimensions([]float32{0, 3}, 2, 1)})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(out["y"].Value())
+	fmt.Println(n.SetParameters(map[string]any{"line/dense/weights": []float32{2}}))
+	// Output:
+	// [line/dense/biases line/dense/weights]
+	// <nil>
+	// [[1] [7]]
+	// SetParameters: parameter line/dense/weights is (Float32)[1 1], the value given is (Float32)[1]: pass the parameter's dtype and shape
 }
