@@ -39,3 +39,40 @@ func ExampleReadImages() {
 	// 2 2 2 [0 64 128 255] <nil>
 	// true
 }
+
+// ReadFile reads any idx file, gunzipping it when it starts with the gzip magic.
+func ExampleReadFile() {
+	dir, _ := os.MkdirTemp("", "idx")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "weights-idx2-float")
+	var b bytes.Buffer
+	idx.Encode(&b, &idx.Array{Type: idx.Float32, Dims: []int{1, 2}, Data: []byte{0x3f, 0x80, 0, 0, 0xc0, 0, 0, 0}})
+	os.WriteFile(path, b.Bytes(), 0o644)
+	a, err := idx.ReadFile(path)
+	fmt.Println(a.Type, a.Dims, a.Float32s(), err)
+	// Output:
+	// float32 [1 2] [1 -2] <nil>
+}
+
+// ReadLabels reads a 1-d uint8 file, MNIST's labels.
+func ExampleReadLabels() {
+	dir, _ := os.MkdirTemp("", "idx")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "labels-idx1-ubyte")
+	var b bytes.Buffer
+	idx.Encode(&b, &idx.Array{Type: idx.Uint8, Dims: []int{3}, Data: []byte{7, 2, 1}})
+	os.WriteFile(path, b.Bytes(), 0o644)
+	fmt.Println(idx.ReadLabels(path))
+	// Output:
+	// [7 2 1] <nil>
+}
+
+// DecodeLimit bounds the data a header may claim, before anything is allocated for it.
+func ExampleDecodeLimit() {
+	var b bytes.Buffer
+	idx.Encode(&b, &idx.Array{Type: idx.Int16, Dims: []int{4}, Data: make([]byte, 8)})
+	_, err := idx.DecodeLimit(bytes.NewReader(b.Bytes()), 4)
+	fmt.Println(err)
+	// Output:
+	// idx stream: at byte 4: dimensions [4] of int16 are 8 bytes, over the limit of 4
+}

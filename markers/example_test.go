@@ -294,3 +294,12 @@ func ExampleUnappliedDefaults() {
 	// [Temperature MaxEpochs]
 	// [MaxEpochs] true false
 }
+
+// Built tells the experiments New and FromPreset returned from struct literals and copies.
+func ExampleBuilt() {
+	e, _ := markers.New[Classifier](nil)
+	c := *e
+	fmt.Println(markers.Built(e), markers.Built(&c), markers.Built(&Classifier{}))
+	// Output:
+	// true false false
+}
