@@ -87,6 +87,11 @@ func (n *Nitro) boundReached(ep int) bool {
 	return false
 }
 
+// judgesEpoch says early stopping sees the epoch just validated: patience counts whole epochs,
+// so an epoch a TrainSteps bound cut short is validated and checkpointed but judged only when a
+// later call finishes it (else a loop of one-step calls would spend the patience in a few steps).
+func (n *Nitro) judgesEpoch() bool { return !(n.atStepBound() && n.partialEpoch()) }
+
 // endLog finishes the record unless the call stopped at its bound with the run to go on.
 func (n *Nitro) endLog(err error) {
 	if err == nil && n.bound.openLog {

@@ -138,3 +138,21 @@ func TestEndRunFinishesAnOpenRecord(t *testing.T) {
 		t.Errorf("finishes %v, want one requested", got)
 	}
 }
+
+// Early stopping judges whole epochs: one-step TrainSteps calls validate at every call, but the
+// policy counts an epoch only when it is finished. Here no epoch ever improves enough (min_delta
+// 1e9, patience 2): the stop comes after the third whole epoch, as for one Train, not after the
+// third call.
+func TestTrainStepsEarlyStoppingCountsWholeEpochs(t *testing.T) {
+	es := core.WithEarlyStopping("val_loss", "min", 2, 1e9)
+	n := mustNew(t, &Reg{}, data(t, 16), core.WithMaxEpochs(10), es)
+	for n.StopReason() != core.StopEarly && n.Step() < 40 {
+		if err := n.TrainSteps(n.Step() + 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n.StopReason() != core.StopEarly || n.Step() != 12 || n.Epoch() != 3 || len(n.History()) != 12 {
+		t.Fatalf("one-step calls: stop %q at step %d epoch %d after %d validations; want early_stop at step 12, epoch 3 (4 steps an epoch), 12 validations",
+			n.StopReason(), n.Step(), n.Epoch(), len(n.History()))
+	}
+}
