@@ -15,7 +15,8 @@ type trainBound struct {
 // is the run's, so after a crash the same call on a Nitro built WithResume trains only the
 // remaining steps, and the run ends bit for bit where an uninterrupted one does. An epoch cut
 // short at the bound is validated and checkpointed as an Interrupt's is (the checkpoint records
-// the data position) and the next call finishes it from the next batch. total beyond the horizon
+// the data position) and the next call finishes it from the next batch; early stopping judges
+// the epoch only then (its patience counts whole epochs). total beyond the horizon
 // (TotalSteps: schedules are defined over exactly it) is refused; total <= Step() trains nothing.
 // Unless the call reaches the horizon (or stops early, on request or on an error), the run's log
 // record stays open for the next call; EndRun finishes it.
