@@ -5,11 +5,13 @@ package integration_test
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/gomlx/gomlx/backends"
 	. "github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/core/tensors/images"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
@@ -188,6 +190,45 @@ func TestPortingHeFanInOfAttentionKernels(t *testing.T) {
 		}
 		if math.Abs(r2/want2-1) > 0.05 {
 			t.Errorf("[in, heads*head_dim] kernel std %v, want sqrt(2/in) = %v", r2, want2)
+		}
+	})
+}
+
+// The same rule on convolution kernels: channels-last [kh, kw, in, out] gets the usual fan-in
+// kh·kw·in; channels-first [out, in, kh, kw] gets kh·out·in (the last two axes read as in and
+// out), so its kernels start sqrt(out/kw) too small.
+func TestPortingHeFanInOfConvolutionKernels(t *testing.T) {
+	const c, f, k = 16, 32, 3
+	portingBackends(t, func(t *testing.T, be backends.Backend) {
+		ctx := context.New()
+		last := tensors.FromFlatDataAndDimensions(make([]float32, 8*8*c), 1, 8, 8, c)
+		first := tensors.FromFlatDataAndDimensions(make([]float32, 8*8*c), 1, c, 8, 8)
+		run(t, be, ctx, func(ctx *context.Context, last, first *Node) []*Node {
+			return []*Node{
+				layers.Convolution(ctx.In("last"), last).Filters(f).KernelSize(k).Done(),
+				layers.Convolution(ctx.In("first"), first).Filters(f).KernelSize(k).ChannelsAxis(images.ChannelsFirst).Done(),
+			}
+		}, last, first)
+		for _, c := range []struct {
+			scope string
+			dims  []int
+			want  float64
+		}{{"last", []int{k, k, c, f}, math.Sqrt(2.0 / (k * k * c))}, {"first", []int{f, c, k, k}, math.Sqrt(2.0 / (k * f * c))}} {
+			v := ctx.In(c.scope).In("conv").GetVariable("weights")
+			if v == nil {
+				t.Fatalf("no variable %s/conv/weights; variables: %v", c.scope, ctx.In(c.scope).Scope())
+			}
+			if !slices.Equal(v.Shape().Dimensions, c.dims) {
+				t.Fatalf("%s kernel shape %v, want %v", c.scope, v.Shape().Dimensions, c.dims)
+			}
+			vals := flat32(v.MustValue())
+			s := 0.0
+			for _, w := range vals {
+				s += float64(w) * float64(w)
+			}
+			if got := math.Sqrt(s / float64(len(vals))); math.Abs(got/c.want-1) > 0.05 {
+				t.Errorf("%s kernel %v: std %v, the page says %v", c.scope, c.dims, got, c.want)
+			}
 		}
 	})
 }
