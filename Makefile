@@ -1,7 +1,7 @@
 # nitro — one Makefile for the whole go.work workspace.
 # `make run` trains the MNIST example with the CLI; `make test` runs every test. Both set up first.
 
-MODULES := internal/prereq tensorfile markers metrics compilecache optimizers schedules runstatus earlystop prefetch checkpoint logjson exportbundle monitors promexport backend dotgrad render core export cmd integration
+MODULES := internal/prereq tensorfile idx markers metrics compilecache optimizers schedules runstatus earlystop prefetch checkpoint logjson exportbundle monitors promexport backend dotgrad render core export cmd integration
 PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 # Race detector on the modules with goroutines or concurrency contracts and their tests (prefetch:
 # concurrent BatchAt). core is left out: GoMLX v0.25.0's pure-Go backend, which core's unit tests
@@ -30,7 +30,7 @@ ckpt-venv:
 	@./scripts/ckpt/setup-venv.sh
 
 ## test: setup, layering check, then every module's tests (race detector on the concurrent modules),
-## then a short fuzz of the checkpoint, safetensors and bundle readers (hostile input must never panic)
+## then a short fuzz of the checkpoint, safetensors, bundle and idx readers (hostile input must never panic)
 test: setup depcheck ckpt-venv
 	$(TESTENV) $(GO) test -count=1 $(PKGS)
 	$(TESTENV) $(GO) test -count=1 -race $(addprefix ./,$(addsuffix /...,$(RACE)))
@@ -39,6 +39,7 @@ test: setup depcheck ckpt-venv
 	$(GO) test -run '^$$' -fuzz '^FuzzReadManifest$$' -fuzztime 10s -fuzzminimizetime 100x ./exportbundle/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeWeights$$' -fuzztime 10s -fuzzminimizetime 100x ./exportbundle/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime 10s -fuzzminimizetime 100x ./tensorfile/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 10s -fuzzminimizetime 100x ./idx/
 
 ## test/<module>: one module's tests
 $(addprefix test/,$(MODULES)): test/%:

@@ -13,6 +13,7 @@ require (
 	github.com/nitro-go/nitro/core v0.0.0
 	github.com/nitro-go/nitro/export v0.0.0
 	github.com/nitro-go/nitro/exportbundle v0.0.0
+	github.com/nitro-go/nitro/idx v0.0.0
 	github.com/nitro-go/nitro/internal/prereq v0.0.0
 	github.com/nitro-go/nitro/logjson v0.0.0
 	github.com/nitro-go/nitro/markers v0.0.0
@@ -85,6 +86,7 @@ replace (
 	github.com/nitro-go/nitro/earlystop => ../earlystop
 	github.com/nitro-go/nitro/export => ../export
 	github.com/nitro-go/nitro/exportbundle => ../exportbundle
+	github.com/nitro-go/nitro/idx => ../idx
 	github.com/nitro-go/nitro/internal/prereq => ../internal/prereq
 	github.com/nitro-go/nitro/logjson => ../logjson
 	github.com/nitro-go/nitro/markers => ../markers

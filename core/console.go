@@ -34,7 +34,7 @@ func (c textConsole) Reports(config, binding string) { fmt.Fprint(c.w, config, b
 
 func (c textConsole) Epoch(r EpochResult, maxEpochs int) {
 	fmt.Fprintf(c.w, "epoch %d/%d  train_loss %.4f%s%s  (%.1fs, %.1f steps/s)\n", r.Epoch, maxEpochs,
-		r.TrainLoss, formatMetrics("train_", r.Train), formatMetrics("val_", r.Val), r.Seconds, float64(r.Steps)/max(r.Seconds, 1e-9))
+		r.TrainLoss, formatMetrics("train_", r.Train), formatMetrics("val_", r.Val), r.Seconds, r.StepsPerSecond)
 }
 
 func (c textConsole) Notice(msg string) { fmt.Fprintln(c.w, msg) }

@@ -200,7 +200,7 @@ func (r *runEarlyStop) checkMetric(hasVal bool, splits, names []string) error {
 // (it branches on them), then the rule decides.
 func (n *Nitro) observeEarlyStop(res EpochResult) (bool, error) {
 	r := n.ck.es
-	if r == nil || res.Val == nil {
+	if r == nil || res.Val == nil || !n.judgesEpoch() {
 		return false, nil
 	}
 	val := withPrefix("val_", res.Val)

@@ -281,18 +281,18 @@ func ExampleWithLogger() {
 	fmt.Println("finish:", lg.Status())
 	// Output:
 	// params: [MaxEpochs Scale accum fused gradient_clip_norm learning_rate max_epochs run_dir seed]
-	// train epoch 1 step 1 [loss]
-	// train epoch 1 step 2 [loss]
-	// train epoch 1 step 3 [loss]
-	// train epoch 1 step 4 [loss]
+	// train epoch 1 step 1 [loss step_seconds steps_per_second]
+	// train epoch 1 step 2 [loss step_seconds steps_per_second]
+	// train epoch 1 step 3 [loss step_seconds steps_per_second]
+	// train epoch 1 step 4 [loss step_seconds steps_per_second]
 	// validate epoch 1 step 4 [val_loss]
-	// data epoch 1 step 4 [data_wait_frac epoch_seconds steps_per_second]
-	// train epoch 2 step 5 [loss]
-	// train epoch 2 step 6 [loss]
-	// train epoch 2 step 7 [loss]
-	// train epoch 2 step 8 [loss]
+	// data epoch 1 step 4 [data_wait_frac epoch_seconds steps_per_second train_seconds]
+	// train epoch 2 step 5 [loss step_seconds steps_per_second]
+	// train epoch 2 step 6 [loss step_seconds steps_per_second]
+	// train epoch 2 step 7 [loss step_seconds steps_per_second]
+	// train epoch 2 step 8 [loss step_seconds steps_per_second]
 	// validate epoch 2 step 8 [val_loss]
-	// data epoch 2 step 8 [data_wait_frac epoch_seconds steps_per_second]
+	// data epoch 2 step 8 [data_wait_frac epoch_seconds steps_per_second train_seconds]
 	// finish: completed
 }
 

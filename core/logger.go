@@ -152,24 +152,33 @@ func (n *Nitro) logMetrics(context string, epoch int, values map[string]float64)
 func (n *Nitro) logsStep(step int) bool { return step%n.log.every == 0 }
 
 // logStep writes the "train" line of the step just taken, at the LogEvery cadence: its loss and
-// TrainMetrics, each the mean over the step's micro-batches, all read back already.
+// TrainMetrics, each the mean over the step's micro-batches, all read back already, and the
+// steps' timing since the previous line (step_seconds, steps_per_second; they win over
+// TrainMetrics of those names, as the loss does).
 func (n *Nitro) logStep(ep int, s *stepSums) {
-	if n.log.l != nil && n.logsStep(n.st.step) {
-		n.logMetrics(logjson.ContextTrain, ep, s.stepValues())
+	logged := n.log.l != nil && n.logsStep(n.st.step)
+	var line map[string]float64
+	if logged {
+		line = s.stepValues()
+	}
+	s.clock.step(logged, line)
+	if logged {
+		n.logMetrics(logjson.ContextTrain, ep, line)
 	}
 	s.endStep()
 }
 
 // logEpoch writes an epoch's "validate" line (the finalized metrics, named val_*; only when
 // there is a val split) and its "data" line: data_wait_frac (the fraction of the epoch's train
-// wall time the loop waited on the batch stream), epoch_seconds (train and validation) and
-// steps_per_second (optimizer steps over epoch_seconds), which `nitro plot` draws.
+// wall time the loop waited on the batch stream), epoch_seconds (train and validation),
+// train_seconds (the steps alone) and steps_per_second (optimizer steps over train_seconds:
+// validation is not step time), which `nitro plot` draws.
 func (n *Nitro) logEpoch(res EpochResult) {
 	if res.Val != nil {
 		n.logMetrics(logjson.ContextValidate, res.Epoch, withPrefix("val_", res.Val))
 	}
 	n.logMetrics(logjson.ContextData, res.Epoch, map[string]float64{"data_wait_frac": res.DataWaitFrac,
-		"epoch_seconds": res.Seconds, "steps_per_second": float64(res.Steps) / max(res.Seconds, 1e-9)})
+		"epoch_seconds": res.Seconds, "train_seconds": res.TrainSeconds, "steps_per_second": res.StepsPerSecond})
 }
 
 // finishLog ends Train's record: error when err is set, else the stop reason (completed,

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,8 +86,11 @@ func TestLoggerCadence(t *testing.T) {
 		if m.Step != i+1 || m.Epoch != i/4+1 {
 			t.Errorf("train line %d at step %d epoch %d, want step %d epoch %d", i, m.Step, m.Epoch, i+1, i/4+1)
 		}
-		if _, ok := m.Values["loss"]; !ok || len(m.Values) != 1 {
-			t.Errorf("train line %d values %v, want the loss alone (no TrainMetrics hook)", i, m.Values)
+		if _, ok := m.Values["loss"]; !ok || len(m.Values) != 3 {
+			t.Errorf("train line %d values %v, want the loss and the step timing alone (no TrainMetrics hook)", i, m.Values)
+		}
+		if s, r := m.Values[core.KeyStepSeconds], m.Values[core.KeyStepsPerSecond]; !(s > 0) || math.Abs(r*s-1) > 1e-9 {
+			t.Errorf("train line %d: step_seconds %v, steps_per_second %v; want a positive time and its inverse", i, s, r)
 		}
 	}
 	val := lg.Metrics(logjson.ContextValidate)
@@ -99,11 +103,12 @@ func TestLoggerCadence(t *testing.T) {
 	}
 	for i, d := range lg.Metrics(logjson.ContextData) {
 		f, ok := d.Values["data_wait_frac"]
-		if !ok || len(d.Values) != 3 || f < 0 || f > 1 || d.Epoch != i+1 || d.Step != 4*(i+1) {
+		if !ok || len(d.Values) != 4 || f < 0 || f > 1 || d.Epoch != i+1 || d.Step != 4*(i+1) {
 			t.Errorf("data line %d = %+v; want data_wait_frac in [0, 1] at epoch %d step %d", i, d, i+1, 4*(i+1))
 		}
-		if h := n.History()[i]; d.Values["epoch_seconds"] != h.Seconds || d.Values["steps_per_second"] != float64(h.Steps)/h.Seconds {
-			t.Errorf("data line %d = %+v; want the epoch's seconds %v and steps/s", i, d, h.Seconds)
+		if h := n.History()[i]; d.Values["epoch_seconds"] != h.Seconds || d.Values["steps_per_second"] != h.StepsPerSecond ||
+			d.Values["train_seconds"] != h.TrainSeconds || !(h.TrainSeconds > 0 && h.TrainSeconds < h.Seconds) {
+			t.Errorf("data line %d = %+v; want the epoch's seconds %v, its train seconds %v (less: no validation) and steps/s", i, d, h.Seconds, h.TrainSeconds)
 		}
 		if f != n.History()[i].DataWaitFrac {
 			t.Errorf("data line %d says %v, the epoch's summary %v", i, f, n.History()[i].DataWaitFrac)
@@ -281,7 +286,7 @@ func TestNonFiniteTrainMetricDroppedAndCounted(t *testing.T) {
 		t.Fatalf("%d train lines, want 8", len(train))
 	}
 	for i, m := range train {
-		if _, ok := m.Values["nan"]; ok || len(m.Values) != 2 {
+		if _, ok := m.Values["nan"]; ok || len(m.Values) != 4 {
 			t.Errorf("train line %d = %v, want loss and mse, the NaN dropped", i, m.Values)
 		}
 	}

@@ -52,6 +52,7 @@ type Nitro struct {
 	reported    bool       // the config and binding reports went out
 	drift       driftState // the experiment's fields as New left them (drift.go)
 	stopReason  runstatus.Status
+	bound       trainBound // where a TrainSteps/TrainEpochs call stops (trainbound.go)
 	history     []EpochResult
 }
 
@@ -63,8 +64,12 @@ type EpochResult struct {
 	// WithLogEvery, over the logged steps' micro-batches: the others are not read back).
 	Train   map[string]float64
 	Val     map[string]float64
-	Seconds float64
-	Steps   int // optimizer steps in the epoch
+	Seconds float64 // the epoch's wall time, validation included
+	Steps   int     // optimizer steps in the epoch
+	// TrainSeconds is the wall time of the epoch's optimizer steps alone (no validation, no
+	// checkpoint); StepSeconds (TrainSeconds/Steps) and StepsPerSecond (Steps/TrainSeconds) are
+	// the per-step figures a JAX or PyTorch loop reports.
+	TrainSeconds, StepSeconds, StepsPerSecond float64
 	// DataWaitFrac is the fraction of the epoch's training wall time (its steps, without
 	// validation) the loop spent waiting on the train batch stream (prefetch's Next): the
 	// "data" line's data_wait_frac. Near 0, the device never starved; near 1, data is the limit.
@@ -87,6 +92,9 @@ func New(e any, opts ...Option) (n *Nitro, err error) {
 	v := reflect.ValueOf(e)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct || v.IsNil() {
 		return nil, fmt.Errorf("core.New takes a pointer to an experiment struct, got %T", e)
+	}
+	if err := checkDefaults(e); err != nil {
+		return nil, err
 	}
 	h := newNitro(e, v.Elem().Type().Name(), o)
 	// New is an entry point: setup can be minutes of work (BuildData), so it publishes Starting

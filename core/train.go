@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -31,7 +32,7 @@ func (n *Nitro) Train() (err error) {
 		} else {
 			n.setPhase(monitors.Done{}, val)
 		}
-		n.finishLog(err) // after Done/Failed, so a monitor may still log on that transition
+		n.endLog(err) // after Done/Failed, so a monitor may still log on that transition
 	})()
 	n.tracker.Snapshot() // process-level monitors registered since New join this run
 	n.report()
@@ -58,10 +59,11 @@ func (n *Nitro) Train() (err error) {
 	}
 	n.tracker.SetStepsPerEpoch(train.Len() / n.cfg.accum.value)
 	first, from := n.st.epoch+1, 0
-	if p := n.st.data; p.epoch > 0 && p.epoch == n.st.epoch && p.batch > 0 && p.batch < train.Len() {
-		first, from = p.epoch, p.batch // an epoch that ended part-way (Interrupt): finish it first
+	if n.partialEpoch() {
+		first, from = n.st.data.epoch, n.st.data.batch // an epoch that ended part-way (Interrupt): finish it first
 	}
-	for ep := first; ep <= n.cfg.maxEpochs.value; ep++ {
+	n.bound.openLog = false
+	for ep := first; ep <= n.lastEpoch(); ep++ {
 		start := time.Now()
 		n.tracker.SetProgress(ep, n.st.step)
 		n.setPhase(monitors.TrainStepping{}, val)
@@ -84,14 +86,14 @@ func (n *Nitro) Train() (err error) {
 		if err != nil {
 			return fmt.Errorf("epoch %d: %w", ep, err)
 		}
-		if reason == "" && ep == n.cfg.maxEpochs.value {
+		if reason == "" && ep == n.cfg.maxEpochs.value && !n.partialEpoch() {
 			reason = StopCompleted
 		}
 		if err := n.saveCheckpoint(res, reason); err != nil {
 			return err
 		}
-		if reason != "" {
-			n.stopReason = reason
+		if reason != "" || n.boundReached(ep) { // TrainSteps/TrainEpochs: the call ends, the run goes on
+			n.stopReason = cmp.Or(reason, StopCompleted)
 			return nil
 		}
 	}
@@ -119,6 +121,7 @@ func (n *Nitro) trainEpoch(train Source, ep, from int) (res EpochResult, err err
 	}()
 	sums := stepSums{train: map[string]float64{}, step: map[string]float64{}}
 	steps := 0
+	sums.clock.begin()
 	for i := from; i < to; i += accum {
 		n.st.data = dataPosition{epoch: ep, batch: i}
 		sums.read = n.logsStep(n.st.step + 1)
@@ -140,11 +143,12 @@ func (n *Nitro) trainEpoch(train Source, ep, from int) (res EpochResult, err err
 		n.tracker.SetLoss(loss)
 		n.tracker.Tick()
 		n.logStep(ep, &sums)
-		if n.interrupted.Load() {
-			break // Interrupt (Ctrl+C): stop at this step boundary, then validate as usual
+		if n.interrupted.Load() || n.atStepBound() {
+			break // Interrupt (Ctrl+C) or TrainSteps: stop at this step boundary, then validate as usual
 		}
 	}
 	res = sums.result(ep, steps)
+	res.timed(&sums.clock)
 	res.DataWaitFrac = stream.WaitFraction()
 	return res, nil
 }
@@ -161,6 +165,7 @@ type stepSums struct {
 	stepLoss  float64
 	stepMicro int
 	step      map[string]float64 // this step's TrainMetrics sums (when read)
+	clock     stepClock          // the steps' wall time (steptiming.go)
 }
 
 func (s *stepSums) result(ep, steps int) EpochResult {

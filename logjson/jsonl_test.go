@@ -75,13 +75,13 @@ func TestGoldenLines(t *testing.T) {
 			})
 		}},
 		{"metrics_train", func(l *logjson.JSONLogger) error {
-			return l.LogMetrics(logjson.Metrics{Step: 4, Epoch: 1, Context: logjson.ContextTrain, Values: map[string]float64{"loss": 0.31}})
+			return l.LogMetrics(logjson.Metrics{Step: 4, Epoch: 1, Context: logjson.ContextTrain, Values: map[string]float64{"loss": 0.31, "step_seconds": 0.0125, "steps_per_second": 80}})
 		}},
 		{"metrics_validate", func(l *logjson.JSONLogger) error {
 			return l.LogMetrics(logjson.Metrics{Step: 160, Epoch: 1, Context: logjson.ContextValidate, Values: map[string]float64{"val_loss": 0.29, "val_accuracy": 0.9696}})
 		}},
 		{"metrics_data", func(l *logjson.JSONLogger) error {
-			return l.LogMetrics(logjson.Metrics{Step: 160, Epoch: 1, Context: logjson.ContextData, Values: map[string]float64{"data_wait_frac": 0.012}})
+			return l.LogMetrics(logjson.Metrics{Step: 160, Epoch: 1, Context: logjson.ContextData, Values: map[string]float64{"data_wait_frac": 0.012, "epoch_seconds": 2.5, "train_seconds": 2, "steps_per_second": 80}})
 		}},
 		{"other", func(l *logjson.JSONLogger) error {
 			return l.LogOther("binding_report", "lr <- schedule \"cosine\" & warmup\nwidth <- preset reference_v1\n")

@@ -21,6 +21,7 @@ func New[E any](overrides map[string]any) (*E, error) {
 	if err != nil {
 		return nil, err
 	}
+	remember(p.(*E))
 	return p.(*E), nil
 }
 
@@ -65,6 +66,7 @@ func FromPreset[E any](name string, overrides map[string]any) (*E, error) {
 	if err != nil {
 		return nil, err
 	}
+	remember(p.(*E))
 	return p.(*E), nil
 }
 

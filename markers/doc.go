@@ -5,7 +5,9 @@
 // parsed into the field type), or a `func (E) Default() E` method (not both), complete a field.
 // Traits are read by reflection once per type: the declared Go types are the whole description, so
 // no macro, per-field type parameter or source-line record is needed. New, FromPreset, Apply and
-// ApplyText build and override experiments, validating every key; GraphConstHash hashes GraphConst
+// ApplyText build and override experiments, validating every key (New and FromPreset remember what
+// they built, Built; UnappliedDefaults names the defaulted fields a struct literal left zero);
+// GraphConstHash hashes GraphConst
 // values by content, seeded by the qualified type name; AssertGraphConstHashable refuses the rest.
 //
 // A read of a zeroed Host field cannot be trapped in Go (an int has no sentinel value), so the compile

