@@ -17,9 +17,9 @@ type SweepPoint struct {
 // Sweep trains one more epoch of n at each multiplier in turn, setting LRScale by SetDevice
 // before each, and reports each epoch's losses. The points continue one run (a learning-rate
 // range test), so a point's loss also depends on the points before it. The Nitro must be a
-// Regression's, with MaxEpochs room for one epoch per multiplier past those done; build it
-// WithoutLogger and WithoutCheckpoints unless the record of each Train is wanted, since each
-// point is a Train call and a run's record is finished by the first.
+// Regression's, with MaxEpochs room for one epoch per multiplier past those done. Each point is
+// one TrainEpochs call, so the run's log record stays open across the sweep until the horizon
+// (or the caller's EndRun).
 func Sweep(n *core.Nitro, multipliers []float32) ([]SweepPoint, error) {
 	if _, ok := n.Experiment().(*Regression); !ok {
 		return nil, fmt.Errorf("tabular.Sweep: the Nitro's experiment is %T, want *tabular.Regression", n.Experiment())
@@ -30,13 +30,11 @@ func Sweep(n *core.Nitro, multipliers []float32) ([]SweepPoint, error) {
 			return pts, err
 		}
 		before := n.Epoch()
-		// A stop requested before Train is kept: Train runs one epoch, validates and returns.
-		n.RequestStop()
-		if err := n.Train(); err != nil {
+		if err := n.TrainEpochs(before + 1); err != nil {
 			return pts, fmt.Errorf("tabular.Sweep: multiplier %g: %w", m, err)
 		}
 		if n.Epoch() != before+1 {
-			return pts, fmt.Errorf("tabular.Sweep: multiplier %g trained no epoch (epoch %d before and after): MaxEpochs leaves no room; set it to at least %d", m, before, before+len(multipliers)-len(pts))
+			return pts, fmt.Errorf("tabular.Sweep: multiplier %g trained no epoch (epoch %d before and after)", m, before)
 		}
 		h := n.History()
 		last := h[len(h)-1]
