@@ -77,7 +77,7 @@ func families() []*family {
 		{name: "cnn", batch: 128, steps: 10, lr: 0.01, opt: "momentum",
 			newExp: func() any { return &FamCNN{} }, model: cnnModel,
 			loss: func(l, y *graph.Node) *graph.Node { return famLoss(l, y, cnnClasses) }, data: cnnData, flops: cnnFlops},
-		{name: "transformer", batch: 128, steps: 30, lr: 1e-3, opt: "adam",
+		{name: "transformer", batch: 32, steps: 30, lr: 1e-3, opt: "adam",
 			newExp: func() any { return &FamTransformer{} }, model: tfModel,
 			loss: func(l, y *graph.Node) *graph.Node { return famLoss(l, y, tfVocab) }, data: tfData, flops: tfFlops},
 	}
