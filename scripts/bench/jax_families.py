@@ -26,7 +26,8 @@ also waits for the step). A repeat is --steps steps over the rows; state carries
 Flags: --family mlp|cnn|transformer (required) --batch 128 --steps 30 --lr (family default: mlp
 1e-3, cnn 0.01, transformer 1e-3) --seed 7 --threads N (XLA CPU intra-op threads; default: the
 CPUs this process may run on) --matmul 1024 (the roofline matmul's square size)
---matmul-seconds 0.3.
+--matmul-seconds 0.3. The Go benchmark passes --batch, --steps and --lr explicitly (it runs the
+mlp and cnn at batch 128, the transformer at 32).
 
 Protocol: one command per line on stdin, one answer line per command on stdout, flushed.
   (start)   -> "ready compile_ms=<ms> jax=<v> jaxlib=<v> optax=<v> threads=<n>" once the train
