@@ -155,7 +155,7 @@ func benchFamily(b *testing.B, r *backend.Resolved, f *family) *famResult {
 	if s := fusedCache.Stats(); s.Misses != 1 {
 		b.Errorf("%s: nitro fused compiled %d programs, want 1 (train_step): the timing includes compiles", f.name, s.Misses)
 	}
-	res.goRoof = roofGFLOPS(b, r)
+	res.goRoof = matmulRoofline(b, r, famRoofSize, famRoofSize, famRoofSize, 300*time.Millisecond)
 	for v := range loop.ctx.IterVariables() {
 		if v.Trainable {
 			res.arrays++
@@ -289,16 +289,16 @@ func firstCall(b *testing.B, d *famBatches, e *context.Exec) time.Duration {
 	return time.Since(start)
 }
 
-// roofGFLOPS times the roofline matmul through GoMLX: the same two device-resident inputs each
-// call, each call waited on (gopjrt's execute returns when the device is done) and its result left
-// on the device, as the peer's block_until_ready loop.
-func roofGFLOPS(b *testing.B, r *backend.Resolved) float64 {
+// matmulRoofline times one [m,k]@[k,n] matmul program on the backend for at least minDur: the
+// same two device-resident inputs each call, each call waited on (gopjrt's execute returns when
+// the device is done, as the peers' block_until_ready) and its result left on the device.
+func matmulRoofline(b *testing.B, r *backend.Resolved, m, k, n int, minDur time.Duration) float64 {
 	e, err := graph.NewExec(r.Backend, func(x, w *graph.Node) *graph.Node { return graph.Dot(x, w) })
 	if err != nil {
 		b.Fatal(err)
 	}
-	x := tensors.FromShape(shapes.Make(dtypes.Float32, famRoofSize, famRoofSize))
-	w := tensors.FromShape(shapes.Make(dtypes.Float32, famRoofSize, famRoofSize))
+	x := tensors.FromShape(shapes.Make(dtypes.Float32, m, k))
+	w := tensors.FromShape(shapes.Make(dtypes.Float32, k, n))
 	for _, t := range []*tensors.Tensor{x, w} {
 		if err := t.MaterializeOnDevice(r.Backend, false, 0); err != nil {
 			b.Fatal(err)
@@ -313,11 +313,11 @@ func roofGFLOPS(b *testing.B, r *backend.Resolved) float64 {
 	}
 	call()
 	calls, start := 0, time.Now()
-	for calls < 3 || time.Since(start) < 300*time.Millisecond {
+	for calls < 3 || time.Since(start) < minDur {
 		call()
 		calls++
 	}
-	return 2 * float64(famRoofSize*famRoofSize*famRoofSize) * float64(calls) / time.Since(start).Seconds() / 1e9
+	return 2 * float64(m*k*n) * float64(calls) / time.Since(start).Seconds() / 1e9
 }
 
 // famPeer is the JAX peer of one family: jaxPeer's line protocol, plus the process's CPU time.

@@ -43,31 +43,19 @@ Protocol: one command per line on stdin, one answer line per command on stdout, 
 Any error prints "error <message>" on stdout and exits 1.
 """
 
-import argparse
 import math
 import os
 import sys
 import time
 
+# The MLP peer's say, die and one-line-error argparse: both peers speak one protocol. (This
+# script's folder is on sys.path when it runs as a script.)
+from jax_step import Parser, die, say
+
 FAMILIES = ("mlp", "cnn", "transformer")
 DEFAULT_LR = {"mlp": 1e-3, "cnn": 0.01, "transformer": 1e-3}
 VOCAB, SEQ, D, HEADS, BLOCKS, LN_EPS = 64, 32, 64, 4, 2, 1e-5
 MLP_DIMS = (784, 512, 512, 10)
-
-
-def say(line):
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
-
-
-def die(msg):
-    say("error " + " ".join(str(msg).split()))
-    sys.exit(1)
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message):
-        die("flags: " + message)
 
 
 def parse_flags(argv):
