@@ -56,7 +56,8 @@ fmt:
 bench-venv:
 	@./scripts/bench/setup-venv.sh
 
-## bench: benchmarks that print ratios measured in one run (the step against GoMLX and JAX; the
+## bench: benchmarks that print ratios measured in one run (the step against GoMLX and JAX, on the MLP
+## and on three model families: MLP, CNN, transformer; the
 ## optimizer program against a one-pass copy, and its layouts at 6/60/600 arrays; the JSON logger;
 ## checkpoint I/O; the prefetch pipeline and the Parquet source; the server's load over loopback
 ## against the in-process runner, and its peak RSS under hostile bodies)
