@@ -49,8 +49,11 @@ type famSide struct {
 type famResult struct {
 	f                               *family
 	two, fused, gomlx, gradOnly, jx *famSide
+	sides                           []*famSide // in the first round's order
 	goRoof, jaxRoof                 float64
-	arrays                          int // trainable parameter arrays
+	flops                           float64 // per step
+	arrays                          int     // trainable parameter arrays
+	backend, peer, compile          string  // the backend's name, the peer's versions, compile times
 }
 
 // BenchmarkFamilies measures, in one run and per model family (families_test.go: the MLP, the
@@ -93,8 +96,9 @@ func BenchmarkFamilies(b *testing.B) {
 func benchFamily(b *testing.B, r *backend.Resolved, f *family) *famResult {
 	d := newFamBatches(f, 7, f.steps*f.batch)
 	twoCache, fusedCache := compilecache.New(), compilecache.New()
-	two := famNitroSide(b, f, d, twoCache, "nitro two-program")
-	fused := famNitroSide(b, f, d, fusedCache, "nitro fused", core.WithFusedStep())
+	res := &famResult{f: f, flops: f.flops(f.batch), backend: r.Name,
+		two:   famNitroSide(b, f, d, twoCache, "nitro two-program"),
+		fused: famNitroSide(b, f, d, fusedCache, "nitro fused", core.WithFusedStep())}
 	loop, err := newFamLoop(r, f, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -103,52 +107,16 @@ func benchFamily(b *testing.B, r *backend.Resolved, f *family) *famResult {
 	if err != nil {
 		b.Fatal(err)
 	}
-	loopCompile := firstCall(b, d, loop.exec)
-	gradCompile := firstCall(b, d, grad)
-	res := &famResult{f: f, two: two, fused: fused,
-		gomlx:    &famSide{name: "GoMLX loop", isGo: true, run: func() (float64, error) { return famExecRepeat(d, loop.exec) }},
-		gradOnly: &famSide{name: famGoMLXGradOnly, isGo: true, run: func() (float64, error) { return famExecRepeat(d, grad) }},
-	}
-	sides := []*famSide{two, fused, res.gomlx, res.gradOnly}
+	loopCompile, gradCompile := firstCall(b, d, loop.exec), firstCall(b, d, grad)
+	res.gomlx = &famSide{name: "GoMLX loop", isGo: true, run: func() (float64, error) { return famExecRepeat(d, loop.exec) }}
+	res.gradOnly = &famSide{name: famGoMLXGradOnly, isGo: true, run: func() (float64, error) { return famExecRepeat(d, grad) }}
+	res.sides = []*famSide{res.two, res.fused, res.gomlx, res.gradOnly}
 	peer := startFamilyPeer(b, f)
 	if peer != nil {
 		res.jx = &famSide{name: "JAX + optax", run: func() (float64, error) { return peer.ask("step", "step_ms") / 1e3, nil }}
-		sides = append(sides, res.jx)
+		res.sides = append(res.sides, res.jx)
 	}
-	runSide := func(s *famSide) float64 {
-		runtime.GC()
-		time.Sleep(famSettle)
-		other := func() time.Duration {
-			if s.isGo {
-				return peer.cpu()
-			}
-			return selfCPU()
-		}
-		var before time.Duration
-		if peer != nil {
-			before = other()
-		}
-		start := time.Now()
-		sec, err := s.run()
-		if err != nil {
-			b.Fatalf("%s, %s: %v", f.name, s.name, err)
-		}
-		if peer != nil {
-			s.otherCPU += other() - before
-			s.wall += time.Since(start)
-		}
-		return sec
-	}
-	for _, s := range sides { // warm-up: first executions, thread start-up
-		runSide(s)
-		s.otherCPU, s.wall = 0, 0
-	}
-	for rep := range benchRepeats {
-		for k := range sides {
-			s := sides[(rep+k)%len(sides)]
-			s.t = append(s.t, runSide(s))
-		}
-	}
+	runRounds(b, f, res.sides, peer)
 	if s := twoCache.Stats(); s.Misses != 2 {
 		b.Errorf("%s: nitro compiled %d programs, want 2 (gradient, optimizer): the timing includes compiles", f.name, s.Misses)
 	}
@@ -161,19 +129,70 @@ func benchFamily(b *testing.B, r *backend.Resolved, f *family) *famResult {
 			res.arrays++
 		}
 	}
-	flops := f.flops(f.batch)
+	ct := func(c *compilecache.Cache, kind string) float64 { return ms(c.CompileTimes()[kind]) }
+	res.compile = fmt.Sprintf("nitro gradient %.0f ms + optimizer %.0f ms; nitro fused train step %.0f ms; GoMLX loop first call %.0f ms, gradient only %.0f ms",
+		ct(twoCache, compilecache.KindGradient), ct(twoCache, compilecache.KindOptimizer), ct(fusedCache, compilecache.KindTrainStep),
+		ms(loopCompile), ms(gradCompile))
 	if peer != nil {
 		res.jaxRoof = peer.ask("matmul", "matmul_gflops")
-		if jf := peer.ask("flops", "step_flops"); jf != flops {
-			b.Errorf("%s: JAX counts %.0f flops per step, Go %.0f: the two sides do not train the same model", f.name, jf, flops)
+		if jf := peer.ask("flops", "step_flops"); jf != res.flops {
+			b.Errorf("%s: JAX counts %.0f flops per step, Go %.0f: the two sides do not train the same model", f.name, jf, res.flops)
+		}
+		res.compile += fmt.Sprintf("; JAX train step %s ms", peer.compileMS)
+		res.peer = peer.versions
+		peer.quit() // so the next family's sides run with no peer process alive
+	}
+	printFamily(res)
+	b.ReportMetric(median(res.fused.t)*1e3, f.name+"-fused-ms/step")
+	b.ReportMetric(famPair(res.fused, res.gomlx), f.name+"-fused/gomlx")
+	if res.jx != nil {
+		b.ReportMetric(famPair(res.fused, res.jx), f.name+"-fused/jax")
+	}
+	return res
+}
+
+// runRounds warms every side up once (first executions, thread start-up), then runs
+// benchRepeats rounds of all sides, the order rotating. Before each side: a GC and a settle
+// sleep; while it runs, the idle process's CPU time is recorded.
+func runRounds(b *testing.B, f *family, sides []*famSide, peer *famPeer) {
+	runSide := func(s *famSide) float64 {
+		runtime.GC()
+		time.Sleep(famSettle)
+		other := selfCPU
+		if s.isGo && peer != nil {
+			other = peer.cpu
+		}
+		before, start := other(), time.Now()
+		sec, err := s.run()
+		if err != nil {
+			b.Fatalf("%s, %s: %v", f.name, s.name, err)
+		}
+		if peer != nil {
+			s.otherCPU += other() - before
+			s.wall += time.Since(start)
+		}
+		return sec
+	}
+	for _, s := range sides {
+		runSide(s)
+		s.otherCPU, s.wall = 0, 0
+	}
+	for rep := range benchRepeats {
+		for k := range sides {
+			s := sides[(rep+k)%len(sides)]
+			s.t = append(s.t, runSide(s))
 		}
 	}
+}
 
-	gf := func(s *famSide) float64 { return flops / median(s.t) / 1e9 }
+// printFamily prints one family's table, roofline, compile times and goals.
+func printFamily(res *famResult) {
+	f := res.f
+	gf := func(s *famSide) float64 { return res.flops / median(s.t) / 1e9 }
 	fmt.Printf("\n%s (batch %d, %s), steps 2..%d of each repeat, median of %d repeats (order rotating), %.2f GFLOP per step, backend %s:\n",
-		f.name, f.batch, f.opt, f.steps, benchRepeats, flops/1e9, r.Name)
+		f.name, f.batch, f.opt, f.steps, benchRepeats, res.flops/1e9, res.backend)
 	fmt.Printf("  %-22s %8s %8s %10s %16s\n", "side", "ms/step", "GFLOP/s", "/roofline", "idle side's CPU")
-	for _, s := range sides {
+	for _, s := range res.sides {
 		roof := res.goRoof
 		if !s.isGo {
 			roof = res.jaxRoof
@@ -185,30 +204,11 @@ func benchFamily(b *testing.B, r *backend.Resolved, f *family) *famResult {
 		fmt.Printf("  %-22s %8.2f %8.1f %10.2f %16s\n", s.name, median(s.t)*1e3, gf(s), gf(s)/roof, idle)
 	}
 	fmt.Printf("  matmul roofline [%d,%d]@[%d,%d]: GoMLX %.1f GFLOP/s", famRoofSize, famRoofSize, famRoofSize, famRoofSize, res.goRoof)
-	if peer != nil {
-		fmt.Printf(", JAX %.1f GFLOP/s (%s)", res.jaxRoof, peer.versions)
-	}
-	fmt.Println()
-	ct := func(c *compilecache.Cache, kind string) float64 {
-		return float64(c.CompileTimes()[kind].Microseconds()) / 1e3
-	}
-	fmt.Printf("  compile: nitro gradient %.0f ms + optimizer %.0f ms; nitro fused train step %.0f ms; GoMLX loop first call %.0f ms, gradient only %.0f ms",
-		ct(twoCache, compilecache.KindGradient), ct(twoCache, compilecache.KindOptimizer), ct(fusedCache, compilecache.KindTrainStep),
-		ms(loopCompile), ms(gradCompile))
-	if peer != nil {
-		fmt.Printf("; JAX train step %s ms", peer.compileMS)
-	}
-	fmt.Println()
-	explainFamily(res)
-	if peer != nil {
-		peer.quit() // so the next family's sides run with no peer process alive
-	}
-	b.ReportMetric(median(fused.t)*1e3, f.name+"-fused-ms/step")
-	b.ReportMetric(famPair(fused, res.gomlx), f.name+"-fused/gomlx")
 	if res.jx != nil {
-		b.ReportMetric(famPair(fused, res.jx), f.name+"-fused/jax")
+		fmt.Printf(", JAX %.1f GFLOP/s (%s)", res.jaxRoof, res.peer)
 	}
-	return res
+	fmt.Printf("\n  compile: %s\n", res.compile)
+	explainFamily(res)
 }
 
 // famNitroSide builds a nitro handle for the family and the side that trains one more epoch of
