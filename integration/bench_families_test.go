@@ -152,7 +152,7 @@ func benchFamily(b *testing.B, r *backend.Resolved, f *family) *famResult {
 }
 
 // runRounds warms every side up once (first executions, thread start-up), then runs
-// benchRepeats rounds of all sides, the order rotating. Before each side: a GC and a settle
+// f.repeats rounds of all sides, the order rotating. Before each side: a GC and a settle
 // sleep; while it runs, the idle process's CPU time is recorded.
 func runRounds(b *testing.B, f *family, sides []*famSide, peer *famPeer) {
 	runSide := func(s *famSide) float64 {
@@ -177,7 +177,7 @@ func runRounds(b *testing.B, f *family, sides []*famSide, peer *famPeer) {
 		runSide(s)
 		s.otherCPU, s.wall = 0, 0
 	}
-	for rep := range benchRepeats {
+	for rep := range f.repeats {
 		for k := range sides {
 			s := sides[(rep+k)%len(sides)]
 			s.t = append(s.t, runSide(s))
@@ -190,7 +190,7 @@ func printFamily(res *famResult) {
 	f := res.f
 	gf := func(s *famSide) float64 { return res.flops / median(s.t) / 1e9 }
 	fmt.Printf("\n%s (batch %d, %s), steps 2..%d of each repeat, median of %d repeats (order rotating), %.2f GFLOP per step, backend %s:\n",
-		f.name, f.batch, f.opt, f.steps, benchRepeats, res.flops/1e9, res.backend)
+		f.name, f.batch, f.opt, f.steps, f.repeats, res.flops/1e9, res.backend)
 	fmt.Printf("  %-22s %8s %8s %10s %16s\n", "side", "ms/step", "GFLOP/s", "/roofline", "idle side's CPU")
 	for _, s := range res.sides {
 		roof := res.goRoof

@@ -54,8 +54,11 @@ type family struct {
 	name  string
 	batch int
 	steps int // optimizer steps per timed repeat
-	lr    float64
-	opt   string // the rule both Go sides run: "radam", "momentum" or "adam"
+	// repeats is the number of timed rounds; a slow step gets short repeats and more of them, so
+	// the sides paired in one round run close together in time on a shared machine.
+	repeats int
+	lr      float64
+	opt     string // the rule both Go sides run: "radam", "momentum" or "adam"
 	// newExp returns the nitro experiment; model and loss are the same math for the GoMLX loop.
 	newExp func() any
 	model  func(ctx *context.Context, x *graph.Node) *graph.Node
@@ -70,14 +73,14 @@ type family struct {
 // families lists the three families at their benchmark sizes.
 func families() []*family {
 	return []*family{
-		{name: "mlp", batch: benchBatch, steps: 30, lr: 1e-3, opt: "radam",
+		{name: "mlp", batch: benchBatch, steps: 30, repeats: 7, lr: 1e-3, opt: "radam",
 			newExp: func() any { return &BenchMLP{Hidden: benchHidden} },
 			model:  func(ctx *context.Context, x *graph.Node) *graph.Node { return benchModel(ctx, x, benchHidden) },
 			loss:   benchLoss, data: mlpData, flops: func(b int) float64 { return mlpFlops(b) }},
-		{name: "cnn", batch: 128, steps: 10, lr: 0.01, opt: "momentum",
+		{name: "cnn", batch: 128, steps: 6, repeats: 9, lr: 0.01, opt: "momentum",
 			newExp: func() any { return &FamCNN{} }, model: cnnModel,
 			loss: func(l, y *graph.Node) *graph.Node { return famLoss(l, y, cnnClasses) }, data: cnnData, flops: cnnFlops},
-		{name: "transformer", batch: 32, steps: 30, lr: 1e-3, opt: "adam",
+		{name: "transformer", batch: 32, steps: 30, repeats: 7, lr: 1e-3, opt: "adam",
 			newExp: func() any { return &FamTransformer{} }, model: tfModel,
 			loss: func(l, y *graph.Node) *graph.Node { return famLoss(l, y, tfVocab) }, data: tfData, flops: tfFlops},
 	}
