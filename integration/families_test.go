@@ -301,7 +301,8 @@ func (d *famBatches) batch(i, b int) (*tensors.Tensor, *tensors.Tensor) {
 
 // famLoop is the hand-written GoMLX side of a family: one context.Exec per step that runs the
 // forward pass, the gradient and the family's optimizer rule (written below in graph ops, in
-// optax's form, as nitro's rules are) on the context's variables, returning the loss.
+// optax's form, as nitro's rules are) on the context's variables, returning the loss. Build it
+// after a core.New: core installs dotgrad's matrix-product gradients, which both sides then use.
 type famLoop struct {
 	f    *family
 	ctx  *context.Context
