@@ -5,8 +5,10 @@
 // train-only 2, with the fused step 2 and 1, more epochs none, a second Nitro none; what a
 // GraphConst, Device, Host, accum or clip change does and how the miss is explained), the
 // four-hooks-only claim, parameter residency during evaluation, the short final batch, non-finite
-// losses, RequestStop, Predict, and float32 whole runs against float64. The benchmark
-// (`make bench`) prints nitro's step time against a GoMLX loop and JAX + optax, measured in one run.
+// losses, RequestStop, Predict, float32 whole runs against float64, and the three benchmark
+// families (MLP, CNN, transformer) learning and matching a hand-written GoMLX loop step for step.
+// The benchmarks (`make bench`) print nitro's step time against a GoMLX loop and JAX + optax,
+// measured in one run, on the MLP and on each family.
 //
 // In CI (CI=true) a missing plugin fails the run; elsewhere the tests that need it say loudly
 // that they are skipped and why. Tests use private caches (compilecache.New) so they can run in
