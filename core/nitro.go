@@ -49,8 +49,9 @@ type Nitro struct {
 	ck          runCkpt           // checkpointer and early stopping (checkpoint.go)
 	interrupted atomic.Bool       // Interrupt: break at the next step boundary
 	uploads     Uploads
-	reported    bool       // the config and binding reports went out
-	drift       driftState // the experiment's fields as New left them (drift.go)
+	scalars     stepScalars // the step's scalar inputs kept on the device (stepargs.go)
+	reported    bool        // the config and binding reports went out
+	drift       driftState  // the experiment's fields as New left them (drift.go)
 	stopReason  runstatus.Status
 	history     []EpochResult
 }

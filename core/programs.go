@@ -264,12 +264,14 @@ func (n *Nitro) contextParams() string {
 	return strings.Join(parts, ";")
 }
 
-// arg is one program input: a tensor, whether its buffer is donated, and which counter counts it
-// if it must be uploaded.
+// arg is one program input: a tensor, whether its buffer is donated, which counter counts it if
+// it must be uploaded, and whether it is a scalar made for this one call (temp: freed as soon as
+// the program has run, not left to the GC).
 type arg struct {
 	t       *tensors.Tensor
 	donate  bool
 	counter *int
+	temp    bool
 }
 
 // execute runs a compiled program. Inputs already on the device are passed as they are; the
@@ -294,6 +296,11 @@ func (n *Nitro) execute(p *program, args []arg) (outs []*tensors.Tensor, err err
 		}
 	}
 	err = tryGraph("running a program", func() { outs = p.g.Run(in...) })
+	for _, a := range args {
+		if a.temp {
+			_ = a.t.FinalizeAll() // read by the run, which has returned; a failed free leaves it to the GC
+		}
+	}
 	return outs, err
 }
 

@@ -1,0 +1,65 @@
+package core
+
+import (
+	"math"
+
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+)
+
+// stepScalars holds the small scalar inputs a training step passes besides the arrays, so that
+// a step does not upload what did not change. Each upload is a host tensor, a PJRT buffer made
+// from it and, left to itself, a cleanup the GC runs later; a constant hyperparameter was all
+// of that once per step.
+type stepScalars struct {
+	hyper [][]hyperScalar    // [group][hyper field]: the device scalar of the value last passed
+	first [2]*tensors.Tensor // accum > 1: the "first micro-batch" flag, false and true
+}
+
+// hyperScalar is a hyperparameter's scalar as last passed to a program.
+type hyperScalar struct {
+	bits uint32 // math.Float32bits of its value: equal bits, the same scalar
+	t    *tensors.Tensor
+}
+
+// hyperArg is group i's hyperparameter j at value v as a program input. The tensor is kept
+// while the value holds: it is uploaded by the first program that reads it and stays on the
+// device (never donated), so a constant hyperparameter costs one upload per run and a scheduled
+// one one per change of value. The scalar a change replaces is freed at once.
+func (n *Nitro) hyperArg(i, j int, v float32) arg {
+	s := &n.scalars
+	for len(s.hyper) <= i {
+		s.hyper = append(s.hyper, nil)
+	}
+	for len(s.hyper[i]) <= j {
+		s.hyper[i] = append(s.hyper[i], hyperScalar{})
+	}
+	h := &s.hyper[i][j]
+	if h.t == nil || h.bits != math.Float32bits(v) || !h.t.Ok() {
+		if h.t != nil {
+			_ = h.t.FinalizeAll() // no longer passed; a failed free only leaves it to the GC
+		}
+		h.bits, h.t = math.Float32bits(v), tensors.FromScalar(v)
+	}
+	return arg{t: h.t, counter: &n.uploads.Hyper}
+}
+
+// firstArg is the accum > 1 gradient program's Bool "first" input; both values stay on the
+// device after their first use.
+func (n *Nitro) firstArg(first bool) arg {
+	k := 0
+	if first {
+		k = 1
+	}
+	t := n.scalars.first[k]
+	if t == nil || !t.Ok() {
+		t = tensors.FromScalar(first)
+		n.scalars.first[k] = t
+	}
+	return arg{t: t, counter: &n.uploads.Hyper}
+}
+
+// stepArg is the optimizer step count as a program input. It changes every step, so it is
+// uploaded every step, and freed as soon as the program has run (temp) rather than by the GC.
+func (n *Nitro) stepArg(step int) arg {
+	return arg{t: tensors.FromScalar(float32(step)), counter: &n.uploads.Hyper, temp: true}
+}
