@@ -20,6 +20,7 @@ import (
 	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
+	nitroopt "github.com/nitro-go/nitro/optimizers"
 	"k8s.io/klog/v2"
 )
 
@@ -36,6 +37,9 @@ import (
 //     loop of its own in the same run.
 //   - rest: everything else in the step, i.e. Go, GoMLX and nitro: argument lists, tensor
 //     wrapping, scalar uploads, readback of the loss, frees, the batch stream, the logger.
+//
+// A "nitro fused, Adam" side runs nitro's fused step on Adam, the loop's rule, so that the
+// execute columns compare the same math.
 //
 // A second table times a program of K float32 scalar inputs and K outputs (x+1, inputs donated)
 // through graph.Graph.Run with every input already on the device: what one call costs GoMLX,
@@ -60,11 +64,13 @@ func overheadAt(b *testing.B, r *backend.Resolved, execLog *executeLog, batch in
 		run      func() float64 // seconds per step over steps 2..steps
 		programs int            // executes per step
 		t, tk, e []float64      // plain step; step and execute of the logged repeat
+		allocs   []float64      // Go heap allocations per step of the plain repeat (its Train's setup included)
 	}
-	fusedCache, twoCache := compilecache.New(), compilecache.New()
+	fusedCache, twoCache, adamCache := compilecache.New(), compilecache.New(), compilecache.New()
 	sides := []*side{
-		{name: "nitro fused", run: ovhNitro(b, fusedCache, xs, ys, steps, batch, core.WithFusedStep()), programs: 1},
-		{name: "nitro two programs", run: ovhNitro(b, twoCache, xs, ys, steps, batch), programs: 2},
+		{name: "nitro fused", run: ovhNitro(b, fusedCache, &BenchMLP{Hidden: benchHidden}, xs, ys, steps, batch, core.WithFusedStep()), programs: 1},
+		{name: "nitro fused, Adam", run: ovhNitro(b, adamCache, &benchMLPAdam{BenchMLP{Hidden: benchHidden}}, xs, ys, steps, batch, core.WithFusedStep()), programs: 1},
+		{name: "nitro two programs", run: ovhNitro(b, twoCache, &BenchMLP{Hidden: benchHidden}, xs, ys, steps, batch), programs: 2},
 		{name: "GoMLX loop", run: ovhGoMLX(b, r, xs, ys, steps, batch), programs: 1},
 	}
 	for _, s := range sides {
@@ -74,7 +80,11 @@ func overheadAt(b *testing.B, r *backend.Resolved, execLog *executeLog, batch in
 		for k := range sides {
 			s := sides[(rep+k)%len(sides)]
 			runtime.GC()
+			var m0, m1 runtime.MemStats
+			runtime.ReadMemStats(&m0)
 			s.t = append(s.t, s.run())
+			runtime.ReadMemStats(&m1)
+			s.allocs = append(s.allocs, float64(m1.Mallocs-m0.Mallocs)/steps)
 			runtime.GC()
 			execLog.start()
 			s.tk = append(s.tk, s.run())
@@ -85,6 +95,9 @@ func overheadAt(b *testing.B, r *backend.Resolved, execLog *executeLog, batch in
 			s.e = append(s.e, total.Seconds()/steps)
 		}
 	}
+	if s := adamCache.Stats(); s.Misses != 1 {
+		b.Errorf("nitro fused Adam compiled %d programs, want 1: the timing includes compiles", s.Misses)
+	}
 	if s := fusedCache.Stats(); s.Misses != 1 {
 		b.Errorf("nitro fused compiled %d programs, want 1: the timing includes compiles", s.Misses)
 	}
@@ -94,7 +107,7 @@ func overheadAt(b *testing.B, r *backend.Resolved, execLog *executeLog, batch in
 	up := uploadTime(b, r, xs, ys, batch)
 	fmt.Printf("step split, MLP %d-%d-%d-%d, batch %d, median of %d repeats (order rotating), backend %s:\n",
 		benchIn, benchHidden, benchHidden, benchOut, batch, repeats, r.Name)
-	fmt.Printf("  %-20s %8s | logged repeats: %8s %16s %16s %16s\n", "side", "ms/step", "ms/step", "execute", "batch upload", "rest (Go)")
+	fmt.Printf("  %-20s %8s %7s | logged repeats: %8s %16s %16s %16s\n", "side", "ms/step", "allocs", "ms/step", "execute", "batch upload", "rest (Go)")
 	for _, s := range sides {
 		// The split is of the logged repeats, execute and step from the same repeat.
 		t, tk := median(s.t)*1e3, median(s.tk)*1e3
@@ -104,7 +117,7 @@ func overheadAt(b *testing.B, r *backend.Resolved, execLog *executeLog, batch in
 		}
 		ef := median(frac)
 		uf := up * 1e3 / tk
-		fmt.Printf("  %-20s %8.3f | %24.3f %8.3f (%3.0f%%) %8.3f (%3.0f%%) %8.3f (%3.0f%%)\n", s.name, t, tk, ef*tk, 100*ef, up*1e3, 100*uf, (1-ef-uf)*tk, 100*(1-ef-uf))
+		fmt.Printf("  %-20s %8.3f %7.0f | %24.3f %8.3f (%3.0f%%) %8.3f (%3.0f%%) %8.3f (%3.0f%%)\n", s.name, t, median(s.allocs), tk, ef*tk, 100*ef, up*1e3, 100*uf, (1-ef-uf)*tk, 100*(1-ef-uf))
 	}
 	ratio := func(num, den []float64) float64 {
 		q := make([]float64, len(num))
@@ -113,10 +126,18 @@ func overheadAt(b *testing.B, r *backend.Resolved, execLog *executeLog, batch in
 		}
 		return median(q)
 	}
-	fused, two, gm := sides[0], sides[1], sides[2]
-	fmt.Printf("  ratios (median of per-repeat ratios): step fused/gomlx %.3f, two/gomlx %.3f; execute fused/gomlx %.3f\n",
-		ratio(fused.t, gm.t), ratio(two.t, gm.t), ratio(fused.e, gm.e))
+	fused, adam, two, gm := sides[0], sides[1], sides[2], sides[3]
+	fmt.Printf("  ratios (median of per-repeat ratios): step fused/gomlx %.3f, fused Adam/gomlx %.3f, two/gomlx %.3f; execute fused/gomlx %.3f, fused Adam/gomlx %.3f\n",
+		ratio(fused.t, gm.t), ratio(adam.t, gm.t), ratio(two.t, gm.t), ratio(fused.e, gm.e), ratio(adam.e, gm.e))
 	b.ReportMetric(ratio(fused.t, gm.t), fmt.Sprintf("fused/gomlx@%d", batch))
+}
+
+// benchMLPAdam is BenchMLP on Adam (eta: the LearningRate), the GoMLX loop's rule, so that the
+// execute times of the two compare programs of the same math but for nitro's finite-loss guard.
+type benchMLPAdam struct{ BenchMLP }
+
+func (*benchMLPAdam) OptimizerRule(string) nitroopt.Rule {
+	return nitroopt.Adam{Beta1: 0.9, Beta2: 0.999, Eps: 1e-7}
 }
 
 // ovhData is n random rows of the MLP's inputs and labels.
@@ -135,7 +156,7 @@ func ovhData(n, batch int) ([]float32, []int32) {
 
 // ovhNitro returns a repeat of one epoch of steps batches on one long-lived nitro handle, as
 // BenchmarkStepRatio's nitro sides: seconds per step between the first and the last step's end.
-func ovhNitro(b *testing.B, cache *compilecache.Cache, xs []float32, ys []int32, steps, batch int, opts ...core.Option) func() float64 {
+func ovhNitro(b *testing.B, cache *compilecache.Cache, e any, xs []float32, ys []int32, steps, batch int, opts ...core.Option) func() float64 {
 	n := steps * batch
 	src, err := core.NewArrayBatches(map[string]*tensors.Tensor{
 		"x": tensors.FromFlatDataAndDimensions(slices.Clone(xs), n, benchIn),
@@ -147,7 +168,7 @@ func ovhNitro(b *testing.B, cache *compilecache.Cache, xs []float32, ys []int32,
 	clock := &stepClock{}
 	opts = append([]core.Option{core.WithBackend("xla"), core.Quiet(), core.WithCache(cache), core.WithLogger(clock),
 		core.WithoutCheckpoints(), core.WithData(core.Data{"train": src}), core.WithMaxEpochs(1 << 20)}, opts...)
-	nt, err := core.New(&BenchMLP{Hidden: benchHidden}, opts...)
+	nt, err := core.New(e, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
