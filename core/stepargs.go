@@ -3,16 +3,27 @@ package core
 import (
 	"math"
 
+	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 )
 
-// stepScalars holds the small scalar inputs a training step passes besides the arrays, so that
-// a step does not upload what did not change. Each upload is a host tensor, a PJRT buffer made
-// from it and, left to itself, a cleanup the GC runs later; a constant hyperparameter was all
-// of that once per step.
-type stepScalars struct {
-	hyper [][]hyperScalar    // [group][hyper field]: the device scalar of the value last passed
-	first [2]*tensors.Tensor // accum > 1: the "first micro-batch" flag, false and true
+// stepScratch is what a training step reuses instead of rebuilding: the small scalar inputs it
+// passes besides the arrays, so that it does not upload what did not change (each upload is a
+// host tensor, a PJRT buffer made from it and, left to itself, a cleanup the GC runs later; a
+// constant hyperparameter was all of that once per step), and execute's argument slices.
+type stepScratch struct {
+	hyper  [][]hyperScalar    // [group][hyper field]: the device scalar of the value last passed
+	first  [2]*tensors.Tensor // accum > 1: the "first micro-batch" flag, false and true
+	bufs   []backends.Buffer  // execute's device buffers, cleared after each call
+	donate []bool             // execute's donation flags
+}
+
+// runArgs returns execute's two argument slices at length k, reusing their storage.
+func (s *stepScratch) runArgs(k int) ([]backends.Buffer, []bool) {
+	if cap(s.bufs) < k {
+		s.bufs, s.donate = make([]backends.Buffer, k), make([]bool, k)
+	}
+	return s.bufs[:k], s.donate[:k]
 }
 
 // hyperScalar is a hyperparameter's scalar as last passed to a program.
@@ -26,7 +37,7 @@ type hyperScalar struct {
 // device (never donated), so a constant hyperparameter costs one upload per run and a scheduled
 // one one per change of value. The scalar a change replaces is freed at once.
 func (n *Nitro) hyperArg(i, j int, v float32) arg {
-	s := &n.scalars
+	s := &n.scratch
 	for len(s.hyper) <= i {
 		s.hyper = append(s.hyper, nil)
 	}
@@ -50,10 +61,10 @@ func (n *Nitro) firstArg(first bool) arg {
 	if first {
 		k = 1
 	}
-	t := n.scalars.first[k]
+	t := n.scratch.first[k]
 	if t == nil || !t.Ok() {
 		t = tensors.FromScalar(first)
-		n.scalars.first[k] = t
+		n.scratch.first[k] = t
 	}
 	return arg{t: t, counter: &n.uploads.Hyper}
 }
