@@ -186,7 +186,7 @@ func (n *Nitro) stateArgs(i int, step int) ([]arg, error) {
 	if err != nil {
 		return nil, fmt.Errorf("group %q: %w", g.name, err)
 	}
-	for j, f := range g.opt.HyperFields() {
+	for j, f := range n.hyperFields(i) {
 		v, ok := hv[f]
 		if !ok {
 			return nil, fmt.Errorf("group %q: the optimizer reads hyperparameter %q, which nothing configures", g.name, f)

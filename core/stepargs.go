@@ -1,7 +1,9 @@
 package core
 
 import (
+	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -16,6 +18,51 @@ type stepScratch struct {
 	first  [2]*tensors.Tensor // accum > 1: the "first micro-batch" flag, false and true
 	bufs   []backends.Buffer  // execute's device buffers, cleared after each call
 	donate []bool             // execute's donation flags
+	fields [][]string         // [group]: the chain's hyperparameter fields (fixed at setup)
+	last   lastProgram        // the training program the last step looked up
+}
+
+// lastProgram is a training program with what identifies it within its Nitro, so that a step
+// finds it without building the memo's key string. Programs are never dropped from the memo,
+// so it stays valid for the Nitro's life.
+type lastProgram struct {
+	kind  string
+	width int
+	keys  []string
+	p     *program
+}
+
+// lastTrain returns the training program of kind at width and keys when the last lookup was it.
+func (s *stepScratch) lastTrain(kind string, width int, keys []string) *program {
+	if l := &s.last; l.p != nil && l.kind == kind && l.width == width && slices.Equal(l.keys, keys) {
+		return l.p
+	}
+	return nil
+}
+
+// trainProgram is memo for the training programs, with the last one kept (see lastProgram).
+func (n *Nitro) trainProgram(kind string, width int, keys []string, get func() (*program, error)) (*program, error) {
+	if p := n.scratch.lastTrain(kind, width, keys); p != nil {
+		return p, nil
+	}
+	p, err := n.memo(fmt.Sprintf("%s/%d/%v", kind, width, keys), get)
+	if err == nil {
+		n.scratch.last = lastProgram{kind: kind, width: width, keys: slices.Clone(keys), p: p}
+	}
+	return p, err
+}
+
+// hyperFields is group i's chain's hyperparameter fields, listed once per Nitro (the chain
+// builds the list on every call).
+func (n *Nitro) hyperFields(i int) []string {
+	s := &n.scratch
+	if len(s.fields) != len(n.groups) {
+		s.fields = make([][]string, len(n.groups))
+		for j, g := range n.groups {
+			s.fields[j] = g.opt.HyperFields()
+		}
+	}
+	return s.fields[i]
 }
 
 // runArgs returns execute's two argument slices at length k, reusing their storage.
