@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +23,6 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
-	"github.com/gomlx/gomlx/pkg/ml/train/optimizers"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/logjson"
@@ -102,15 +100,7 @@ func (e *BenchMLP) Loss(out core.Outputs, in Labels) *graph.Node {
 func BenchmarkStepRatio(b *testing.B) {
 	r := requireXLA(b)
 	n := benchSteps * benchBatch
-	rng := rand.New(rand.NewPCG(7, 7))
-	xs := make([]float32, n*benchIn)
-	for i := range xs {
-		xs[i] = float32(rng.NormFloat64())
-	}
-	ys := make([]int32, n)
-	for i := range ys {
-		ys[i] = int32(rng.IntN(benchOut))
-	}
+	xs, ys := mlpBenchData(n, 7)
 	newSource := func() *core.ArrayBatches {
 		src, err := core.NewArrayBatches(map[string]*tensors.Tensor{
 			"x": tensors.FromFlatDataAndDimensions(slices.Clone(xs), n, benchIn),
@@ -155,39 +145,7 @@ func BenchmarkStepRatio(b *testing.B) {
 	twoN, twoRepeat := nitroSide(twoCache)
 	fusedN, fusedRepeat := nitroSide(fusedCache, core.WithFusedStep())
 
-	ctx := context.New()
-	ctx.SetRNGStateFromSeed(42)
-	opt := optimizers.Adam().Done()
-	exec, err := context.NewExec(r.Backend, ctx, func(ctx *context.Context, x, y *graph.Node) *graph.Node {
-		ctx.SetTraining(x.Graph(), true)
-		loss := benchLoss(benchModel(ctx, x, benchHidden), y)
-		opt.UpdateGraph(ctx, x.Graph(), loss)
-		return loss
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	// gomlxRepeat runs benchSteps steps of the hand-written loop and returns seconds per step over
-	// the same span as the other sides.
-	gomlxRepeat := func() float64 {
-		var first time.Time
-		for i := range benchSteps {
-			lo, hi := i*benchBatch, (i+1)*benchBatch
-			x := tensors.FromFlatDataAndDimensions(slices.Clone(xs[lo*benchIn:hi*benchIn]), benchBatch, benchIn)
-			y := tensors.FromFlatDataAndDimensions(slices.Clone(ys[lo:hi]), benchBatch)
-			out, err := exec.Exec(x, y)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, ok := out[0].Value().(float32); !ok {
-				b.Fatalf("GoMLX loss is %T, want float32", out[0].Value())
-			}
-			if i == 0 {
-				first = time.Now()
-			}
-		}
-		return time.Since(first).Seconds() / (benchSteps - 1)
-	}
+	gomlxRepeat := mlpGoMLXLoop(b, r, xs, ys, benchSteps, benchBatch)
 	jax := startJAX(b)
 
 	// The sides, in the order of the first repeat; each records its seconds per step.

@@ -58,7 +58,7 @@ func BenchmarkStepOverhead(b *testing.B) {
 // (its step time) and with the execute log on (its execute time), the order rotating.
 func overheadAt(b *testing.B, r *backend.Resolved, execLog *executeLog, batch int) {
 	const steps, repeats = 30, 5
-	xs, ys := ovhData(steps*batch, batch)
+	xs, ys := mlpBenchData(steps*batch, uint64(batch))
 	type side struct {
 		name     string
 		run      func() float64 // seconds per step over steps 2..steps
@@ -71,7 +71,7 @@ func overheadAt(b *testing.B, r *backend.Resolved, execLog *executeLog, batch in
 		{name: "nitro fused", run: ovhNitro(b, fusedCache, &BenchMLP{Hidden: benchHidden}, xs, ys, steps, batch, core.WithFusedStep()), programs: 1},
 		{name: "nitro fused, Adam", run: ovhNitro(b, adamCache, &benchMLPAdam{Hidden: benchHidden}, xs, ys, steps, batch, core.WithFusedStep()), programs: 1},
 		{name: "nitro two programs", run: ovhNitro(b, twoCache, &BenchMLP{Hidden: benchHidden}, xs, ys, steps, batch), programs: 2},
-		{name: "GoMLX loop", run: ovhGoMLX(b, r, xs, ys, steps, batch), programs: 1},
+		{name: "GoMLX loop", run: mlpGoMLXLoop(b, r, xs, ys, steps, batch), programs: 1},
 	}
 	for _, s := range sides {
 		s.run() // warm-up: compiles
@@ -152,9 +152,9 @@ func (*benchMLPAdam) OptimizerRule(string) nitroopt.Rule {
 	return nitroopt.Adam{Beta1: 0.9, Beta2: 0.999, Eps: 1e-7}
 }
 
-// ovhData is n random rows of the MLP's inputs and labels.
-func ovhData(n, batch int) ([]float32, []int32) {
-	rng := rand.New(rand.NewPCG(7, uint64(batch)))
+// mlpBenchData is n random rows of the MLP's inputs and labels, drawn from seed.
+func mlpBenchData(n int, seed uint64) ([]float32, []int32) {
+	rng := rand.New(rand.NewPCG(7, seed))
 	xs := make([]float32, n*benchIn)
 	for i := range xs {
 		xs[i] = float32(rng.NormFloat64())
@@ -198,8 +198,11 @@ func ovhNitro(b *testing.B, cache *compilecache.Cache, e any, xs []float32, ys [
 	}
 }
 
-// ovhGoMLX is BenchmarkStepRatio's hand-written loop at any batch size.
-func ovhGoMLX(b *testing.B, r *backend.Resolved, xs []float32, ys []int32, steps, batch int) func() float64 {
+// mlpGoMLXLoop is the hand-written GoMLX side: one context.Exec per step fusing forward, gradient
+// and GoMLX's Adam, fed a fresh host batch copied out of xs and ys, the loss read back each
+// step. A call runs one repeat of steps steps and returns seconds per step from the end of the
+// first step to the end of the last.
+func mlpGoMLXLoop(b *testing.B, r *backend.Resolved, xs []float32, ys []int32, steps, batch int) func() float64 {
 	ctx := context.New()
 	ctx.SetRNGStateFromSeed(42)
 	opt := optimizers.Adam().Done()
