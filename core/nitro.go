@@ -49,8 +49,9 @@ type Nitro struct {
 	ck          runCkpt           // checkpointer and early stopping (checkpoint.go)
 	interrupted atomic.Bool       // Interrupt: break at the next step boundary
 	uploads     Uploads
-	reported    bool       // the config and binding reports went out
-	drift       driftState // the experiment's fields as New left them (drift.go)
+	scratch     stepScratch // what a step reuses: scalar inputs kept on the device, argument slices (stepargs.go)
+	reported    bool        // the config and binding reports went out
+	drift       driftState  // the experiment's fields as New left them (drift.go)
 	stopReason  runstatus.Status
 	bound       trainBound // where a TrainSteps/TrainEpochs call stops (trainbound.go)
 	history     []EpochResult

@@ -168,7 +168,7 @@ func (n *Nitro) optimizerArgs(grads []*tensors.Tensor, donateGrads bool, step in
 		}
 		args = append(args, more...)
 	}
-	args = append(args, arg{t: tensors.FromScalar(float32(step)), counter: &n.uploads.Hyper})
+	args = append(args, n.stepArg(step))
 	return args, nil
 }
 
@@ -186,12 +186,12 @@ func (n *Nitro) stateArgs(i int, step int) ([]arg, error) {
 	if err != nil {
 		return nil, fmt.Errorf("group %q: %w", g.name, err)
 	}
-	for _, f := range g.opt.HyperFields() {
+	for j, f := range n.hyperFields(i) {
 		v, ok := hv[f]
 		if !ok {
 			return nil, fmt.Errorf("group %q: the optimizer reads hyperparameter %q, which nothing configures", g.name, f)
 		}
-		args = append(args, arg{t: tensors.FromScalar(float32(v)), counter: &n.uploads.Hyper})
+		args = append(args, n.hyperArg(i, j, float32(v)))
 	}
 	return args, nil
 }

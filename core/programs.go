@@ -264,36 +264,48 @@ func (n *Nitro) contextParams() string {
 	return strings.Join(parts, ";")
 }
 
-// arg is one program input: a tensor, whether its buffer is donated, and which counter counts it
-// if it must be uploaded.
+// arg is one program input: a tensor, whether its buffer is donated, which counter counts it if
+// it must be uploaded, and whether it is a scalar made for this one call (temp: freed as soon as
+// the program has run, not left to the GC).
 type arg struct {
 	t       *tensors.Tensor
 	donate  bool
 	counter *int
+	temp    bool
 }
 
 // execute runs a compiled program. Inputs already on the device are passed as they are; the
-// others are uploaded by the run and counted.
+// others are uploaded here and counted. It hands the program the device buffers themselves
+// (Graph.RunWithBuffers), in two slices kept from call to call: Graph.Run would wrap each donated
+// input in an allocation of its own and rebuild both slices on every call.
 func (n *Nitro) execute(p *program, args []arg) (outs []*tensors.Tensor, err error) {
 	if len(args) != len(p.inputs) {
 		return nil, fmt.Errorf("internal: program takes %d inputs, got %d", len(p.inputs), len(args))
 	}
-	in := make([]any, len(args))
+	bufs, donate := n.scratch.runArgs(len(args))
+	defer clear(bufs) // holds no buffer past the call
 	for i, a := range args {
 		if !a.t.IsOnDevice(0) && a.counter != nil {
 			*a.counter++
 		}
+		donate[i] = a.donate
 		if a.donate {
-			d, err := graph.DonateTensorBuffer(a.t, n.backend.Backend, 0)
-			if err != nil {
-				return nil, fmt.Errorf("donating input %s: %w", p.inputs[i].Name, err)
-			}
-			in[i] = d
+			// The tensor gives its device buffer up (uploading it first if it is on the host):
+			// the run consumes it.
+			bufs[i], err = a.t.DonateBuffer(n.backend.Backend, 0)
 		} else {
-			in[i] = a.t
+			bufs[i], err = a.t.Buffer(n.backend.Backend, 0)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("passing input %s to the device: %w", p.inputs[i].Name, err)
 		}
 	}
-	err = tryGraph("running a program", func() { outs = p.g.Run(in...) })
+	err = tryGraph("running a program", func() { outs = p.g.RunWithBuffers(bufs, donate, 0) })
+	for _, a := range args {
+		if a.temp {
+			_ = a.t.FinalizeAll() // read by the run, which has returned; a failed free leaves it to the GC
+		}
+	}
 	return outs, err
 }
 

@@ -273,7 +273,7 @@ func (n *Nitro) gradientStep(b Batch, keys []string, acc []*tensors.Tensor, sums
 		for _, a := range acc {
 			args = append(args, arg{t: a, donate: true, counter: &n.uploads.Params})
 		}
-		args = append(args, arg{t: tensors.FromScalar(first), counter: &n.uploads.Hyper})
+		args = append(args, n.firstArg(first))
 	}
 	outs, err := n.execute(p, args)
 	if err = errors.Join(err, freeBatch(b, keys)); err != nil {
@@ -314,7 +314,7 @@ func (n *Nitro) fusedStep(b Batch, keys []string, sums *stepSums) (float64, erro
 		}
 		args = append(args, more...)
 	}
-	args = append(args, arg{t: tensors.FromScalar(float32(step)), counter: &n.uploads.Hyper})
+	args = append(args, n.stepArg(step))
 	outs, err := n.execute(p, args)
 	if err = errors.Join(err, freeBatch(b, keys)); err != nil {
 		return 0, err

@@ -27,7 +27,7 @@ const accFirst = "accum/first"
 // the add read). Adding the selected zero (rather than selecting the gradient) keeps the sums
 // bitwise equal to adding uploaded zeros, signed zeros included.
 func (n *Nitro) gradientProgram(width int, keys []string) (*program, error) {
-	return n.memo(fmt.Sprintf("gradient/%d/%v", width, keys), func() (*program, error) {
+	return n.trainProgram("gradient", width, keys, func() (*program, error) {
 		sig := n.modelInputs(width, keys)
 		accum := n.cfg.accum.value
 		if accum > 1 {
@@ -65,7 +65,7 @@ func (n *Nitro) gradientProgram(width int, keys []string) (*program, error) {
 // optimizer state, new layer state, train metrics. One program per step instead of two; its key
 // holds the clip threshold (and accum, always 1), so a clip sweep recompiles the whole step.
 func (n *Nitro) trainStepProgram(width int, keys []string) (*program, error) {
-	return n.memo(fmt.Sprintf("train_step/%d/%v", width, keys), func() (*program, error) {
+	return n.trainProgram("train_step", width, keys, func() (*program, error) {
 		sig := n.modelInputs(width, keys)
 		for i := range n.groups {
 			n.addStateInputs(&sig, i)

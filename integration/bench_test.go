@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +23,6 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
-	"github.com/gomlx/gomlx/pkg/ml/train/optimizers"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/logjson"
@@ -96,19 +94,13 @@ func (e *BenchMLP) Loss(out core.Outputs, in Labels) *graph.Node {
 // machine). Each side's GFLOP/s (matmul flops of one step: forward, weight and input gradients)
 // is set against the roofline of one [batch,in]@[in,hidden] matmul looped on its own backend,
 // measured alike on both (each call waited on, nothing copied back). The compile times are
-// those of nitro's programs (gradient, optimizer, fused train step, eval).
+// those of nitro's programs (gradient, optimizer, fused train step, eval). With the peer on, it
+// also prints the CPU the idle process used while the other was timed (from /proc/<pid>/stat):
+// the sides take turns, and an idle side whose threads spun would slow the timed one.
 func BenchmarkStepRatio(b *testing.B) {
 	r := requireXLA(b)
 	n := benchSteps * benchBatch
-	rng := rand.New(rand.NewPCG(7, 7))
-	xs := make([]float32, n*benchIn)
-	for i := range xs {
-		xs[i] = float32(rng.NormFloat64())
-	}
-	ys := make([]int32, n)
-	for i := range ys {
-		ys[i] = int32(rng.IntN(benchOut))
-	}
+	xs, ys := mlpBenchData(n, 7)
 	newSource := func() *core.ArrayBatches {
 		src, err := core.NewArrayBatches(map[string]*tensors.Tensor{
 			"x": tensors.FromFlatDataAndDimensions(slices.Clone(xs), n, benchIn),
@@ -153,39 +145,7 @@ func BenchmarkStepRatio(b *testing.B) {
 	twoN, twoRepeat := nitroSide(twoCache)
 	fusedN, fusedRepeat := nitroSide(fusedCache, core.WithFusedStep())
 
-	ctx := context.New()
-	ctx.SetRNGStateFromSeed(42)
-	opt := optimizers.Adam().Done()
-	exec, err := context.NewExec(r.Backend, ctx, func(ctx *context.Context, x, y *graph.Node) *graph.Node {
-		ctx.SetTraining(x.Graph(), true)
-		loss := benchLoss(benchModel(ctx, x, benchHidden), y)
-		opt.UpdateGraph(ctx, x.Graph(), loss)
-		return loss
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	// gomlxRepeat runs benchSteps steps of the hand-written loop and returns seconds per step over
-	// the same span as the other sides.
-	gomlxRepeat := func() float64 {
-		var first time.Time
-		for i := range benchSteps {
-			lo, hi := i*benchBatch, (i+1)*benchBatch
-			x := tensors.FromFlatDataAndDimensions(slices.Clone(xs[lo*benchIn:hi*benchIn]), benchBatch, benchIn)
-			y := tensors.FromFlatDataAndDimensions(slices.Clone(ys[lo:hi]), benchBatch)
-			out, err := exec.Exec(x, y)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, ok := out[0].Value().(float32); !ok {
-				b.Fatalf("GoMLX loss is %T, want float32", out[0].Value())
-			}
-			if i == 0 {
-				first = time.Now()
-			}
-		}
-		return time.Since(first).Seconds() / (benchSteps - 1)
-	}
+	gomlxRepeat := mlpGoMLXLoop(b, r, xs, ys, benchSteps, benchBatch)
 	jax := startJAX(b)
 
 	// The sides, in the order of the first repeat; each records its seconds per step.
@@ -208,12 +168,30 @@ func BenchmarkStepRatio(b *testing.B) {
 		s.run()
 	}
 	twoOver, fusedOver = nil, nil
+	// idle[i] is the CPU the sides' other process used while side i was timed: the Go process's
+	// (its XLA pool included) during the JAX peer's repeats, the peer's during the Go sides'. A
+	// process that spins while idle steals a core from the one being timed on a small machine.
+	idle, busy := make([]time.Duration, len(sides)), make([]time.Duration, len(sides))
 	b.ResetTimer()
 	for rep := range benchRepeats {
 		for k := range sides {
-			s := sides[(rep+k)%len(sides)]
+			i := (rep + k) % len(sides)
+			s := sides[i]
 			runtime.GC()
+			self, other := os.Getpid(), os.Getpid()
+			if jax != nil {
+				if s.name == "JAX + optax" {
+					self = jax.cmd.Process.Pid
+				} else {
+					other = jax.cmd.Process.Pid
+				}
+			}
+			before, selfBefore := processCPU(b, other), processCPU(b, self)
 			s.t = append(s.t, s.run())
+			if jax != nil {
+				idle[i] += processCPU(b, other) - before
+				busy[i] += processCPU(b, self) - selfBefore
+			}
 		}
 	}
 	b.StopTimer()
@@ -262,6 +240,15 @@ func BenchmarkStepRatio(b *testing.B) {
 		}
 		fmt.Printf("  %-22s %8.2f %8.1f %10.2f   (%s; its matmul roofline %.1f GFLOP/s)\n", js.name, jm, gf(jm), gf(jm)/jroof, jax.versions, jroof)
 		fmt.Printf("ratios (median of per-repeat ratios): fused/jax %.2f (goal <= 1.10), two/jax %.2f (goal <= 1.5)\n", pair(fused, js), pair(two, js))
+		for i, s := range sides {
+			who := "the JAX peer"
+			if i == 3 {
+				who = "the Go process"
+			}
+			wall := time.Duration(float64(time.Second) * median(s.t) * benchSteps * benchRepeats)
+			fmt.Printf("  while %s was timed (~%v of repeats; it used %v of CPU): %s used %v (%.1f%% of one core)\n",
+				s.name, wall.Round(time.Millisecond), busy[i].Round(time.Millisecond), who, idle[i].Round(time.Millisecond), 100*idle[i].Seconds()/wall.Seconds())
+		}
 		b.ReportMetric(jm, "jax-ms/step")
 		b.ReportMetric(pair(fused, js), "fused/jax")
 		b.ReportMetric(pair(two, js), "two/jax")
@@ -424,6 +411,25 @@ func (p *jaxPeer) ask(cmd, key string) float64 {
 func (p *jaxPeer) step() float64   { return p.ask("step", "step_ms") / 1e3 }
 func (p *jaxPeer) matmul() float64 { return p.ask("matmul", "matmul_gflops") }
 func (p *jaxPeer) flops() float64  { return p.ask("flops", "step_flops") }
+
+// processCPU is the user and system CPU time of process pid, all its threads together, from
+// /proc/<pid>/stat (clock ticks: 10 ms resolution, enough over a whole benchmark).
+func processCPU(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatalf("reading the CPU time of process %d: %v", pid, err)
+	}
+	// The fields after the command name (which may hold spaces, so it is cut at its last ')'):
+	// state is field 3, utime 14 and stime 15.
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("parsing /proc/%d/stat: %q", pid, raw)
+	}
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	return time.Duration(ut+st) * time.Second / ticksPerSecond
+}
 
 func median(v []float64) float64 {
 	s := slices.Clone(v)

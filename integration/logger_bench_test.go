@@ -3,7 +3,6 @@ package integration_test
 import (
 	"bufio"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,15 +29,7 @@ func (unfinished) Finish(logjson.Status) error { return nil }
 // a line encoded and written), never a device sync. It fails only if the record is incomplete.
 func BenchmarkStepLogger(b *testing.B) {
 	const n = benchSteps * benchBatch
-	rng := rand.New(rand.NewPCG(7, 8))
-	xs := make([]float32, n*benchIn)
-	for i := range xs {
-		xs[i] = float32(rng.NormFloat64())
-	}
-	ys := make([]int32, n)
-	for i := range ys {
-		ys[i] = int32(rng.IntN(benchOut))
-	}
+	xs, ys := mlpBenchData(n, 8)
 	side := func(opts ...core.Option) (*core.Nitro, func() float64) {
 		src, err := core.NewArrayBatches(map[string]*tensors.Tensor{
 			"x": tensors.FromFlatDataAndDimensions(slices.Clone(xs), n, benchIn),
