@@ -24,6 +24,9 @@ func (n *Nitro) resolveConfig() (err error) {
 	if n.cfg, err = resolveKnobs(n.e, n.typeName, &n.opts); err != nil {
 		return err
 	}
+	if err := n.cfg.resolvePrecision(&n.opts); err != nil {
+		return err
+	}
 	return n.cfg.validate(&n.opts)
 }
 

@@ -37,6 +37,7 @@ type options struct {
 	weights                string // WithCheckpoint: a checkpoint path, weights only
 	early                  *earlySpec
 	preset                 string
+	precision              *string // WithMixedPrecision; nil: f32
 }
 
 // WithMaxEpochs sets how many epochs Train runs.
