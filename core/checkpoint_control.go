@@ -129,7 +129,7 @@ func (n *Nitro) valMetricNames() (names []string, known bool, err error) {
 		nodes := n.traceInputs(g, width, keys)
 		view := n.bindModel(g, nodes, n.e)
 		n.ctx.SetTraining(g, false)
-		out := n.programForward(g, view, batchNodes(nodes, routed(setOf(keys), n.forward)), width)
+		out := n.callForward(view, batchNodes(nodes, routed(setOf(keys), n.forward)), width)
 		ms := n.metrics.call(view, valueOfOutputs(out), batchNodes(nodes, routed(setOf(keys), n.metrics))).Interface().(map[string]Metric)
 		for _, name := range sortedKeys(ms) {
 			names = append(names, withPrefixName("val_", name))

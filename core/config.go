@@ -32,8 +32,11 @@ func (n *Nitro) resolveConfig() (err error) {
 
 // resolveBackend is setup's backend phase: WithBackend's name, else the automatic choice.
 func (n *Nitro) resolveBackend() (err error) {
-	n.backend, err = backend.Resolve(n.opts.backend)
-	return err
+	if n.backend, err = backend.Resolve(n.opts.backend); err != nil {
+		return err
+	}
+	n.applyPrecision()
+	return nil
 }
 
 // resolveKnobs resolves each knob by its rule: run option > method > field > default.

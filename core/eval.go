@@ -43,7 +43,7 @@ func (n *Nitro) evalProgram(width, real int, keys []string) (*program, error) {
 			nodes := sig.params(g, n.varInputs)
 			view := n.bindModel(g, nodes, src)
 			n.ctx.SetTraining(g, false)
-			out := n.programForward(g, view, batchNodes(nodes, routed(setOf(keys), n.forward)), width)
+			out := n.callForward(view, batchNodes(nodes, routed(setOf(keys), n.forward)), width)
 			mb := batchNodes(nodes, routed(setOf(keys), metricHook))
 			if real < width {
 				out = sliceOutputs(out, real)

@@ -3,18 +3,16 @@ package core
 import (
 	"fmt"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/precision"
 )
 
-// WithMixedPrecision sets the compute precision of Forward in every program nitro compiles:
-// "bf16" reads the float32 parameters and float32 batch fields in Forward as bfloat16 (its matmuls
-// and convolutions compute in bfloat16) and casts Forward's outputs back to float32 for Loss and
-// Metrics; "f32", "none" or "" is float32 throughout (the default). Parameters, gradients and the
-// optimizer state stay float32 (see package precision). Any other value is refused by New.
+// WithMixedPrecision sets the compute precision of the programs nitro compiles: "bf16" computes
+// every float32 matrix product and convolution (Forward's and their gradients) in bfloat16, with
+// the casts in and out emitted by nitro; "f32", "none" or "" is float32 throughout (the default).
+// Parameters, gradients, optimizer state, the loss and the metrics stay float32, and a model
+// needs no change (see package precision). Any other value is refused by New.
 func WithMixedPrecision(mode string) Option {
 	return func(o *options) { o.precision = &mode }
 }
@@ -33,56 +31,18 @@ func (c *config) resolvePrecision(o *options) error {
 	return nil
 }
 
-// programForward is Forward as every compiled program traces it: under mixed precision, the
-// parameters and float batch fields are read through casts to the compute dtype and the outputs
-// cast back, so Loss, Metrics and the gradient see float32. Setup's shape trace does not come
-// here: it creates the variables, which must be created float32 (layers take their dtype from
-// their input). Export traces callForward, float32: a bundle serves the master weights as they are.
-func (n *Nitro) programForward(g *graph.Graph, view any, batch map[string]*graph.Node, width int) Outputs {
-	mode := n.cfg.precision.value
-	if !mode.Enabled() {
-		return n.callForward(view, batch, width)
-	}
-	cast := make(map[string]*graph.Node, len(batch))
-	for k, x := range batch {
-		cast[k] = mode.CastIn(x)
-	}
-	type swap struct {
-		v          *context.Variable
-		orig, cast *graph.Node
-	}
-	var swaps []swap
-	for _, grp := range n.groups {
-		for _, v := range grp.vars {
-			if !v.InUseByGraph(g) { // every program's signature reads the parameters first
-				continue
-			}
-			orig := v.ValueGraph(g)
-			if c := mode.CastIn(orig); c != orig {
-				v.SetValueGraph(c)
-				swaps = append(swaps, swap{v, orig, c})
-			}
-		}
-	}
-	out := n.callForward(view, cast, width)
-	// Loss and Metrics read the float32 parameters again (a weight penalty in Loss is float32).
-	for _, s := range swaps {
-		if s.v.ValueGraph(g) == s.cast {
-			s.v.SetValueGraph(s.orig)
-		}
-	}
-	for k, o := range out {
-		out[k] = mode.CastOut(o)
-	}
-	return out
+// applyPrecision puts the run on its mode's backend (precision.Mode.Backend): under bf16, every
+// program's float32 products and convolutions are built in bfloat16, the rest float32. It runs
+// before anything is uploaded, so the parameters, the optimizer state and every batch are
+// tensors of the backend the programs are compiled for.
+func (n *Nitro) applyPrecision() {
+	n.backend.Backend = n.cfg.precision.value.Backend(n.backend.Backend)
 }
 
-// precisionKey adds the mode to a program's key when the program traces Forward and the mode
-// casts: a bf16 program and its float32 twin are two entries, and float32 keys stay as they were.
+// precisionKey adds the mode to a program's key when the mode casts: a bf16 program and its
+// float32 twin are two entries (even the optimizer's: it belongs to the bf16 backend), and
+// float32 keys stay as they were.
 func (n *Nitro) precisionKey(key *compilecache.Key) {
-	if key.Kind == compilecache.KindOptimizer {
-		return
-	}
 	if name, value, ok := n.cfg.precision.value.KeyEntry(); ok {
 		key.Extra = append(key.Extra, [2]string{name, value})
 	}
@@ -98,6 +58,6 @@ func (n *Nitro) checkPrecisionOnResume(rec *checkpoint.Record, path string) {
 		return
 	}
 	if now := n.cfg.precision.value; was != now {
-		n.notice(fmt.Sprintf("resume: mixed precision %s, the checkpoint's run trained with %s: parameters and optimizer state are float32 in both, so they are resumed as they are; Forward now computes in %s", now, was, now.Compute()))
+		n.notice(fmt.Sprintf("resume: mixed precision %s, the checkpoint's run trained with %s: parameters and optimizer state are float32 in both, so they are resumed as they are; only the dtype of the products changes", now, was))
 	}
 }

@@ -51,7 +51,7 @@ func (n *Nitro) predictProgram(width int, keys []string) (*program, error) {
 			nodes := sig.params(g, n.varInputs)
 			view := n.bindModel(g, nodes, src)
 			n.ctx.SetTraining(g, false)
-			out := n.programForward(g, view, batchNodes(nodes, keys), width)
+			out := n.callForward(view, batchNodes(nodes, keys), width)
 			meta := &program{forward: sortedKeys(out)}
 			var outs []*graph.Node
 			for _, name := range meta.forward {

@@ -120,7 +120,7 @@ func (n *Nitro) trainStepProgram(width int, keys []string) (*program, error) {
 func (n *Nitro) traceTrain(g *graph.Graph, nodes map[string]*graph.Node, src any, width int, keys []string) (loss *graph.Node, grads, extra []*graph.Node, meta *program) {
 	view := n.bindModel(g, nodes, src)
 	n.ctx.SetTraining(g, true)
-	out := n.programForward(g, view, batchNodes(nodes, routed(setOf(keys), n.forward)), width)
+	out := n.callForward(view, batchNodes(nodes, routed(setOf(keys), n.forward)), width)
 	loss = n.loss.call(view, valueOfOutputs(out), batchNodes(nodes, routed(setOf(keys), n.loss))).Interface().(*graph.Node)
 	if loss == nil || loss.Rank() != 0 {
 		panic(fmt.Errorf("Loss must return a scalar node, got %v", shapeOf(loss)))

@@ -1,11 +1,6 @@
 package precision
 
-import (
-	"fmt"
-
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gopjrt/dtypes"
-)
+import "fmt"
 
 // Mode is a mixed-precision mode: F32 (float32 throughout, the default) or BF16.
 type Mode string
@@ -48,34 +43,10 @@ func (m Mode) String() string {
 	return string(m)
 }
 
-// Compute is the dtype Forward computes in: BFloat16 under BF16, else Float32.
-func (m Mode) Compute() dtypes.DType {
-	if m.Enabled() {
-		return dtypes.BFloat16
-	}
-	return dtypes.Float32
-}
-
-// CastIn converts a float32 node to the compute dtype; any other node, and every node when the
-// mode is off, is returned as it is.
-func (m Mode) CastIn(x *graph.Node) *graph.Node {
-	if !m.Enabled() || x == nil || x.DType() != dtypes.Float32 {
-		return x
-	}
-	return graph.ConvertDType(x, dtypes.BFloat16)
-}
-
-// CastOut converts a node in the compute dtype back to float32; any other node, and every node
-// when the mode is off, is returned as it is.
-func (m Mode) CastOut(x *graph.Node) *graph.Node {
-	if !m.Enabled() || x == nil || x.DType() != dtypes.BFloat16 {
-		return x
-	}
-	return graph.ConvertDType(x, dtypes.Float32)
-}
-
-// KeyEntry is the mode's compile-cache key component for programs that trace Forward: ok is
-// false when the mode is off, so float32 programs keep the keys they had before modes existed.
+// KeyEntry is the mode's compile-cache key component: ok is false when the mode is off, so
+// float32 programs keep the keys they had before modes existed. A program compiled through
+// Backend belongs to the wrapper (its inputs must be that backend's tensors), so every kind of
+// program, not only those with products, needs the entry.
 func (m Mode) KeyEntry() (name, value string, ok bool) {
 	if !m.Enabled() {
 		return "", "", false
