@@ -31,9 +31,25 @@ func (c *castBackend) Builder(name string) backends.Builder {
 	return &castBuilder{Builder: c.Backend.Builder(name)}
 }
 
-// castBuilder converts the float32 operands of DotGeneral and ConvGeneral to bfloat16 and the
-// result back to float32; operands of any other dtype pass as they are.
+// castBuilder converts the float32 operands of Dot, DotGeneral and ConvGeneral (every product
+// op of the backend interface) to bfloat16 and the result back to float32; operands of any other
+// dtype pass as they are.
 type castBuilder struct{ backends.Builder }
+
+func (b *castBuilder) Dot(lhs, rhs backends.Op) (backends.Op, error) {
+	ops, ok, err := b.narrow(lhs, rhs)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return b.Builder.Dot(lhs, rhs)
+	}
+	out, err := b.Builder.Dot(ops[0], ops[1])
+	if err != nil {
+		return nil, err
+	}
+	return b.Builder.ConvertDType(out, dtypes.Float32)
+}
 
 func (b *castBuilder) DotGeneral(lhs backends.Op, lhsContracting, lhsBatch []int, rhs backends.Op, rhsContracting, rhsBatch []int) (backends.Op, error) {
 	ops, ok, err := b.narrow(lhs, rhs)

@@ -1,7 +1,7 @@
 // Package precision is the cast policy of mixed-precision training: which operations compute
 // in a narrower dtype, and where the values are cast back.
 //
-// Under BF16, every dot product (DotGeneral: matmuls, Dense, attention, their gradients) and
+// Under BF16, every product (Dot and DotGeneral: matmuls, Dense, Einsum, their gradients) and
 // every convolution whose operands are both float32 computes in bfloat16: the backend builder
 // of Mode.Backend converts both operands to bfloat16 and the product back to float32. Every other
 // operation, so the loss (GoMLX v0.25's cross-entropies have no bfloat16 epsilon), the metrics,
