@@ -69,9 +69,9 @@ type Record struct {
 	RNGState        []byte
 	Position        Position
 	Build           string // build identity of the writer
-	// MixedPrecision is the writer's compute mode ("f32", "bf16"; "" in records written before
-	// modes were recorded, meaning f32). The state is float32 in every mode; a reader explains a
-	// difference rather than refusing it.
+	// MixedPrecision is the writer's compute mode when it is not float32 ("bf16"); "" is f32,
+	// so a float32 run's record is what it was before modes existed. The state is float32 in
+	// every mode: a reader explains a difference rather than refusing it.
 	MixedPrecision string
 	// Control is the caller's run-control state, opaque here (core stores its early-stopping
 	// state under it), so that a resume restores what decides when the run stops.

@@ -65,8 +65,9 @@ func (n *Nitro) record(res EpochResult, reason runstatus.Status) (*checkpoint.Re
 		Derived:  n.derived,
 		Position: checkpoint.Position{Epoch: n.st.data.epoch, Batch: n.st.data.batch},
 		Build:    compilecache.BuildIdentity(),
-
-		MixedPrecision: n.cfg.precision.value.String(),
+	}
+	if n.cfg.precision.value.Enabled() { // a float32 record stays as it was before modes
+		r.MixedPrecision = n.cfg.precision.value.String()
 	}
 	ts, err := n.stateTensors(wholeState)
 	if err != nil {

@@ -347,6 +347,37 @@ func Example_metricsFile() {
 	// finish completed 0
 }
 
+// WithMixedPrecision("bf16") computes every float32 matrix product in bfloat16, with no change
+// to the model: parameters, gradients, the optimizer state and the loss stay float32.
+func ExampleWithMixedPrecision() {
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(), core.WithCache(compilecache.New()),
+		core.WithMixedPrecision("bf16"), core.WithMaxEpochs(3), core.WithLearningRate(0.05))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := n.Train(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	h := n.History()
+	fmt.Println("learned:", h[2].Val[core.ValLoss] < h[0].Val[core.ValLoss])
+	params, _ := n.Parameters()
+	fmt.Println("weights:", params["line/dense/weights"].DType())
+	for _, line := range strings.Split(n.ConfigReport(), "\n") {
+		if strings.Contains(line, "mixed precision") {
+			fmt.Println(strings.TrimSpace(line))
+		}
+	}
+	_, err = core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithMixedPrecision("fp16"))
+	fmt.Println(err)
+	// Output:
+	// learned: true
+	// weights: Float32
+	// mixed precision      bf16 (run option)
+	// WithMixedPrecision("fp16"): mixed precision "fp16" is not a mode: use "bf16", or "f32" (also "none" or "") for float32 throughout
+}
+
 func sortedKeysOf(m map[string]any) []string {
 	names := make([]string, 0, len(m))
 	for k := range m {

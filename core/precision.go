@@ -50,7 +50,7 @@ func (n *Nitro) precisionKey(key *compilecache.Key) {
 
 // checkPrecisionOnResume explains a resume whose mode differs from the checkpoint's. Both modes
 // keep float32 parameters and optimizer state, so the state fits either way and the resume goes
-// on; the notice says the compute changed. A record written before modes were recorded is f32.
+// on; the notice says the compute changed. A record without a mode is f32.
 func (n *Nitro) checkPrecisionOnResume(rec *checkpoint.Record, path string) {
 	was, err := precision.Parse(rec.MixedPrecision)
 	if err != nil {

@@ -123,6 +123,28 @@ func TestTrainTinyMNISTFused(t *testing.T) {
 	}
 }
 
+// TestTrainTinyMNISTBF16: --mixed-precision bf16 reaches core (the config report says so), learns
+// the tiny preset, and compiles the same 3 programs as float32 (their bf16 twins).
+func TestTrainTinyMNISTBF16(t *testing.T) {
+	compilecache.Default().Reset()
+	code, out, errs := runCLI("train", "mnist-mlp", "--preset", "tiny", "--mixed-precision", "bf16", "--set", "TrainLimit=3000", "--set", "TestLimit=1000",
+		"--run-dir", t.TempDir(), "--no-log", "--no-checkpoints")
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errs, out)
+	}
+	ranOn(t, "train --mixed-precision bf16", out)
+	m := regexp.MustCompile(`test: test_accuracy ([0-9.]+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no test accuracy in:\n%s", out)
+	}
+	if acc, _ := strconv.ParseFloat(m[1], 64); acc < 0.5 {
+		t.Fatalf("test accuracy %v after the tiny preset under bf16: the model did not learn", acc)
+	}
+	if !strings.Contains(out, "mixed precision      bf16 (run option)") || !strings.Contains(out, "compile cache: 3 misses") {
+		t.Fatalf("want the config report's bf16 row and 3 programs:\n%s", out)
+	}
+}
+
 // checkRecord reads a run's metrics.jsonl line by line: every line parses, params first, one
 // train line per optimizer step with increasing steps, one validate and one data line per epoch
 // (2), the binding report, finish last with completed.
