@@ -5,6 +5,8 @@
 //     from.
 //   - A training step is two compiled programs by default (gradient; optimizer), one with
 //     WithFusedStep; parameters, gradients and optimizer state stay per array on the device.
+//     WithMixedPrecision("bf16") builds every program on package precision's backend twin, which
+//     computes float32 products in bfloat16; everything else, the state included, stays float32.
 //   - Nitro keeps setup values, compiled programs and the training state (parameters, optimizer
 //     and layer state with the RNG, step, epoch, data position) apart.
 //

@@ -100,25 +100,30 @@ func precisionBatches(t testing.TB, n, batch int, seed uint64) *ArrayBatches {
 }
 
 // products counts the StableHLO dot_general and convolution ops of text by operand dtype: an
-// op's type line is the first "} : (" line after it.
-func products(text string) (bf16, f32 int) {
-	inOp := false
+// op's type line is the first "} : (" line after it. convs counts the bfloat16 convolutions.
+func products(text string) (bf16, f32, convs int) {
+	op := ""
 	for _, l := range strings.Split(text, "\n") {
-		if strings.Contains(l, `"stablehlo.dot_general"`) || strings.Contains(l, `"stablehlo.convolution"`) {
-			inOp = true
+		for _, name := range []string{"dot_general", "convolution"} {
+			if strings.Contains(l, `"stablehlo.`+name+`"`) {
+				op = name
+			}
 		}
-		if inOp && strings.Contains(l, "} : (") {
-			inOp = false
+		if op != "" && strings.Contains(l, "} : (") {
 			types := l[strings.Index(l, "} : ("):]
 			switch {
 			case strings.Count(types, "xbf16>") >= 3: // both operands and the result
 				bf16++
+				if op == "convolution" {
+					convs++
+				}
 			case strings.Count(types, "xf32>") >= 3:
 				f32++
 			}
+			op = ""
 		}
 	}
-	return bf16, f32
+	return bf16, f32, convs
 }
 
 // mainSignatures are the lines declaring each compiled program's inputs and outputs.
@@ -159,10 +164,10 @@ func TestMixedPrecisionComputesProductsInBF16(t *testing.T) {
 			if len(sigs) < 3 { // gradient, optimizer, eval (and GoMLX's initializers)
 				t.Fatalf("logged %d programs, want the gradient, optimizer and eval programs at least:\n%s", len(sigs), text)
 			}
-			bf, f := products(text)
+			bf, f, convs := products(text)
 			if mode == "bf16" {
-				if bf < 6 || f != 0 { // forward: conv + 2 dots; backward: at least 3 more
-					t.Errorf("bf16: %d bfloat16 and %d float32 products, want >= 6 and 0", bf, f)
+				if bf < 6 || f != 0 || convs < 2 { // forward: conv + 2 dots; backward: the conv's and the dots' gradients
+					t.Errorf("bf16: %d bfloat16 products (%d convolutions) and %d float32 ones, want >= 6 (>= 2) and 0", bf, convs, f)
 				}
 				for _, s := range sigs {
 					if strings.Contains(s, "bf16") {
