@@ -280,7 +280,7 @@ func ExampleWithLogger() {
 	}
 	fmt.Println("finish:", lg.Status())
 	// Output:
-	// params: [MaxEpochs Scale accum fused gradient_clip_norm learning_rate max_epochs run_dir seed]
+	// params: [MaxEpochs Scale accum fused gradient_clip_norm learning_rate max_epochs mixed_precision run_dir seed]
 	// train epoch 1 step 1 [loss]
 	// train epoch 1 step 2 [loss]
 	// train epoch 1 step 3 [loss]
