@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,8 +51,13 @@ func (*BenchCNN) Metrics(out core.Outputs, in Labels) map[string]core.Metric {
 	return map[string]core.Metric{"accuracy": {Sum: graph.ReduceAllSum(hit), Count: rows}}
 }
 
+// bf16Repeats is the timed repeats per mode: more than benchRepeats, since the ratio of two
+// close times on a shared machine wants more pairs.
+const bf16Repeats = 9
+
 // BenchmarkMixedPrecisionStepRatio times one training step (the default two programs, RAdam,
-// batch 128, random MNIST-shaped data) of the benchmark's MLP 784-512-512-10 and of BenchCNN,
+// batch 128, random MNIST-shaped data) of the benchmark's MLP 784-512-512-10, of the mnist-mlp
+// example's shape 784-256-256-10 and of BenchCNN,
 // float32 against WithMixedPrecision("bf16"), and prints the ratio bf16/f32. Each repeat trains
 // one epoch of benchSteps steps on each mode's long-lived handle, the order alternating from
 // repeat to repeat with a GC before each; a step's time is the span from the first step's end
@@ -99,12 +105,13 @@ func BenchmarkMixedPrecisionStepRatio(b *testing.B) {
 		}, cache
 	}
 	fmt.Printf("step time, f32 vs bf16 (WithMixedPrecision), batch %d, two programs, RAdam, steps 2..%d of each repeat, median of %d repeats (order alternating), backend %s (%s):\n",
-		benchBatch, benchSteps, benchRepeats, r.Name, r.Plugin)
+		benchBatch, benchSteps, bf16Repeats, r.Name, r.Plugin)
 	for _, m := range []struct {
 		name string
 		mk   func() any
 	}{
 		{fmt.Sprintf("MLP %d-%d-%d-%d", benchIn, benchHidden, benchHidden, benchOut), func() any { return &BenchMLP{Hidden: benchHidden} }},
+		{fmt.Sprintf("MLP %d-256-256-%d (mnist-mlp)", benchIn, benchOut), func() any { return &BenchMLP{Hidden: 256} }},
 		{"CNN conv32-pool-conv64-pool-256-10", func() any { return &BenchCNN{} }},
 	} {
 		f32, c32 := side(m.mk(), "f32")
@@ -112,7 +119,7 @@ func BenchmarkMixedPrecisionStepRatio(b *testing.B) {
 		f32()
 		bf16() // warm-up: compiles both
 		var t32, t16, ratio []float64
-		for rep := range benchRepeats {
+		for rep := range bf16Repeats {
 			runs := []func(){func() { runtime.GC(); t32 = append(t32, f32()) }, func() { runtime.GC(); t16 = append(t16, bf16()) }}
 			if rep%2 == 1 {
 				slices.Reverse(runs)
@@ -129,7 +136,7 @@ func BenchmarkMixedPrecisionStepRatio(b *testing.B) {
 		}
 		fmt.Printf("  %-36s f32 %7.2f ms/step  bf16 %7.2f ms/step  bf16/f32 %.2f  (per repeat: %s)\n",
 			m.name, median(t32)*1e3, median(t16)*1e3, median(ratio), fmtRatios(ratio))
-		b.ReportMetric(median(ratio), "bf16/f32-"+m.name[:3])
+		b.ReportMetric(median(ratio), "bf16/f32-"+strings.Fields(m.name)[1])
 	}
 }
 
