@@ -12,7 +12,8 @@ import (
 // every float32 matrix product and convolution (Forward's and their gradients) in bfloat16, with
 // the casts in and out emitted by nitro; "f32", "none" or "" is float32 throughout (the default).
 // Parameters, gradients, optimizer state, the loss and the metrics stay float32, and a model
-// needs no change (see package precision). Any other value is refused by New.
+// needs no change (see package precision). Any other value is refused by New. Nitro.Backend
+// then holds the bf16 twin; an export bundle is traced on the exporter's own backend, float32.
 func WithMixedPrecision(mode string) Option {
 	return func(o *options) { o.precision = &mode }
 }
