@@ -105,6 +105,8 @@ func TestBadFlagValuesAreRefused(t *testing.T) {
 		{[]string{"train", "mnist-mlp", "--log-format", "yaml"}, []string{`--log-format "yaml"`, "console", "json"}},
 		{[]string{"evaluate", "--log-format", "text", "mnist-mlp"}, []string{"--log-format", "console", "json"}},
 		{[]string{"train", "mnist-mlp", "-preset", "tiny"}, []string{"--preset"}},
+		{[]string{"train", "mnist-mlp", "--mixed-precision", "fp16"}, []string{`--mixed-precision: mixed precision "fp16" is not a mode`, `"bf16"`, `"f32"`}},
+		{[]string{"evaluate", "mnist-mlp", "--mixed-precision", "BF16"}, []string{"--mixed-precision", `"BF16"`, `"bf16"`}},
 		{[]string{"train", "mnist-mlp", "--frobnicate"}, []string{"unknown flag: --frobnicate"}},
 		{[]string{"evaluate", "mnist-mlp", "--metrics-addr", "127.0.0.1:0"}, []string{"--metrics-addr is a train flag"}},
 		{[]string{"train", "mnist-mlp", "extra"}, []string{"unexpected arguments [extra]"}},
