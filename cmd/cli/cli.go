@@ -313,7 +313,8 @@ func newInfoCmd(stdout io.Writer) *cobra.Command {
 		Short: "an experiment's fields, or what a checkpoint says about itself",
 		Long: `Prints the experiment's fields: name, kind, type, default, doc. Given a checkpoint file
 instead, prints what it says about itself (epoch, step, preset, run id, stop reason, position,
-metrics, tensors, build), read from its header alone.`,
+metrics, tensors, build), read from its header alone. A registered name is always the experiment,
+even beside a file of that name: write ./NAME for the file.`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return fmt.Errorf("info needs an experiment name or a checkpoint file; registered: %s", strings.Join(sortedNames(), ", "))
@@ -328,17 +329,8 @@ metrics, tensors, build), read from its header alone.`,
 			return names, cobra.ShellCompDirectiveDefault // a checkpoint file too
 		},
 		RunE: func(_ *cobra.Command, args []string) error {
-			fi, statErr := os.Stat(args[0])
-			if statErr == nil && !fi.IsDir() {
-				return checkpointInfo(args[0], stdout)
-			}
-			if _, ok := registry[args[0]]; !ok {
-				if err := notACheckpointFile(args[0], fi, statErr); err != nil {
-					return err
-				}
-			}
-			e, err := lookup(args[0])
-			if err != nil {
+			e, err := infoExperiment(args[0], stdout)
+			if err != nil || e.build == nil {
 				return err
 			}
 			x, err := e.build("")
@@ -370,6 +362,9 @@ func newLsCmd(stdout io.Writer) *cobra.Command {
 		},
 		ValidArgsFunction: dirsOnly,
 		RunE: func(_ *cobra.Command, args []string) error {
+			if err := runDirArg(args[0]); err != nil {
+				return err
+			}
 			return listCheckpoints(args[0], stdout)
 		},
 	}
