@@ -315,7 +315,7 @@ func tidy(dir string, stderr io.Writer) error {
 	run := func(extra ...string) ([]byte, error) {
 		cmd := exec.Command(goBin, "mod", "tidy")
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), append([]string{"GOWORK=off", "GOFLAGS=-mod=mod"}, extra...)...)
+		cmd.Env = append(os.Environ(), append([]string{"GOWORK=off"}, extra...)...)
 		return cmd.CombinedOutput()
 	}
 	out, err := run("GOPROXY=off")
