@@ -111,8 +111,8 @@ type Run struct {
 	Gone           bool               `json:"gone"`
 	Epoch          int                `json:"epoch"`
 	Step           int                `json:"step"`
-	StepsPerSecond float64            `json:"steps_per_second"`
-	StopReason     string             `json:"stop_reason"` // the finish line's status; "" while running
+	StepsPerSecond float64            `json:"steps_per_second"` // over the newest train lines' step_seconds
+	StopReason     string             `json:"stop_reason"`      // the finish line's status; "" while running
 	Best           string             `json:"best_checkpoint"`
 	Lines          int                `json:"lines"`
 	Malformed      int                `json:"malformed"`
@@ -141,7 +141,7 @@ func (b *Board) Snapshot() []Run {
 
 func (t *tail) snapshot() Run {
 	r := Run{Name: t.name, Dir: t.dir, Phase: t.phase(), Gone: t.st.gone, Epoch: t.st.epoch, Step: t.st.step,
-		StepsPerSecond: t.st.stepsPerSec, StopReason: t.st.status, Best: t.best, Lines: t.st.lines,
+		StepsPerSecond: t.st.speed(), StopReason: t.st.status, Best: t.best, Lines: t.st.lines,
 		Malformed: t.st.malformed, Errors: append([]string(nil), t.st.errors...), Pending: len(t.pending),
 		Behind: t.behind(), LastWrite: t.modTime, Params: map[string]string{},
 		Train: points(t.st.train), Validate: points(t.st.val), Data: points(t.st.data)}

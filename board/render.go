@@ -141,12 +141,11 @@ func writeDiff(sb *strings.Builder, runs []Run) {
 
 // Chart geometry, in SVG user units.
 const (
-	chartW, chartH             = 560.0, 260.0
-	padL, padR, padT, padB     = 62.0, 12.0, 24.0, 32.0
-	plotW, plotH               = chartW - padL - padR, chartH - padT - padB
-	logDecades                 = 2.0 // a y range spanning more decades than this is drawn on a log scale
-	markersBelow               = 60  // series with fewer points get a dot per point
-	tickCount              int = 5
+	chartW, chartH         = 560.0, 260.0
+	padL, padR, padT, padB = 62.0, 12.0, 24.0, 32.0
+	plotW, plotH           = chartW - padL - padR, chartH - padT - padB
+	logDecades             = 2.0 // a y range spanning more decades than this is drawn on a log scale
+	markersBelow           = 60  // series with fewer points get a dot per point
 )
 
 // writeChart draws one metric of every run as an SVG: a polyline per run in the run's color,
@@ -171,7 +170,11 @@ func writeChart(sb *strings.Builder, ctx, name, xlabel string, runs []Run, per [
 		x0, x1 = x0-1, x1+1
 	}
 	if y1 == y0 {
-		y0, y1 = y0-math.Max(1e-9, math.Abs(y0)*0.05), y1+math.Max(1e-9, math.Abs(y1)*0.05)
+		d := math.Abs(y0) * 0.05
+		if d == 0 {
+			d = 1
+		}
+		y0, y1 = y0-d, y1+d
 	}
 	ty := func(y float64) float64 {
 		if logY {
@@ -181,18 +184,13 @@ func writeChart(sb *strings.Builder, ctx, name, xlabel string, runs []Run, per [
 	}
 	tx := func(x float64) float64 { return padL + plotW*(x-x0)/(x1-x0) }
 	fmt.Fprintf(sb, `<rect class="frame" x="%g" y="%g" width="%g" height="%g"/>`, padL, padT, plotW, plotH)
-	for i := 0; i < tickCount; i++ {
-		f := float64(i) / float64(tickCount-1)
-		yv := y0 + f*(y1-y0)
-		if logY {
-			yv = math.Pow(10, math.Log10(y0)+f*(math.Log10(y1)-math.Log10(y0)))
-		}
+	for _, yv := range ticks(y0, y1, logY) {
 		py := ty(yv)
 		fmt.Fprintf(sb, `<line class="grid" x1="%g" y1="%.1f" x2="%g" y2="%.1f"/><text class="tick" x="%g" y="%.1f" text-anchor="end">%.3g</text>`,
 			padL, py, padL+plotW, py, padL-4, py+4, yv)
-		xv := x0 + f*(x1-x0)
-		px := tx(xv)
-		fmt.Fprintf(sb, `<text class="tick" x="%.1f" y="%g" text-anchor="middle">%s</text>`, px, padT+plotH+14, fmt.Sprintf("%.4g", xv))
+	}
+	for _, xv := range ticks(x0, x1, false) {
+		fmt.Fprintf(sb, `<text class="tick" x="%.1f" y="%g" text-anchor="middle">%.4g</text>`, tx(xv), padT+plotH+14, xv)
 	}
 	scale := ""
 	if logY {
@@ -218,4 +216,33 @@ func writeChart(sb *strings.Builder, ctx, name, xlabel string, runs []Run, per [
 		}
 	}
 	sb.WriteString(`</svg></figure>`)
+}
+
+// ticks are about five round values inside [lo, hi]: multiples of 1, 2 or 5 times a power of ten,
+// or on a log axis the powers of ten inside (each 1-2-5 multiple when the range spans under two).
+func ticks(lo, hi float64, log bool) []float64 {
+	if log {
+		var out []float64
+		for e := math.Ceil(math.Log10(lo)); e <= math.Floor(math.Log10(hi)); e++ {
+			out = append(out, math.Pow(10, e))
+		}
+		if len(out) >= 3 {
+			return out
+		}
+		return ticks(lo, hi, false)
+	}
+	raw := (hi - lo) / 4
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := mag
+	for _, m := range []float64{2, 5, 10} {
+		if step >= raw {
+			break
+		}
+		step = m * mag
+	}
+	var out []float64
+	for v := math.Ceil(lo/step) * step; v <= hi+step*1e-9 && len(out) < 12; v += step {
+		out = append(out, v)
+	}
+	return out
 }

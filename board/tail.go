@@ -26,6 +26,7 @@ const (
 	maxValue     = 200  // bytes of one config value shown
 	maxErrors    = 5    // malformed-line messages kept (the newest)
 	readChunk    = 64 << 10
+	rateWindow   = 20 // train lines the shown steps/s is averaged over
 )
 
 // tail follows one run directory's metrics.jsonl from the offset it has read to, parsing only
@@ -56,8 +57,9 @@ type state struct {
 	droppedNames  int
 	epoch, step   int
 	lastContext   string
-	status        string // the finish line's status
-	stepsPerSec   float64
+	status        string    // the finish line's status
+	stepsPerSec   float64   // the newest steps_per_second a train or data line gave
+	stepSecs      []float64 // the newest train lines' step_seconds, at most rateWindow
 	malformed     int
 	errors        []string
 	lines         int
@@ -252,9 +254,7 @@ func (t *tail) metrics(fields map[string]json.RawMessage) error {
 		if json.Unmarshal(raw, &v) != nil || bytes.Equal(raw, []byte("null")) {
 			return fmt.Errorf("metric %q is not a number", k)
 		}
-		if k == "steps_per_second" && (context == "train" || context == "data") {
-			t.st.stepsPerSec = v
-		}
+		t.st.rate(context, k, v)
 		if set == nil {
 			continue // a context this board does not draw
 		}
@@ -321,4 +321,30 @@ func seriesNames(m map[string]*series) []string {
 		return names[i] < names[j]
 	})
 	return names
+}
+
+// rate notes the timing values a line carries.
+func (s *state) rate(context, key string, v float64) {
+	switch {
+	case key == "steps_per_second" && (context == "train" || context == "data"):
+		s.stepsPerSec = v
+	case key == "step_seconds" && context == "train" && v > 0:
+		s.stepSecs = append(s.stepSecs, v)
+		if len(s.stepSecs) > rateWindow {
+			s.stepSecs = s.stepSecs[1:]
+		}
+	}
+}
+
+// speed is the run's steps/s now: over its newest train lines' step_seconds (one step's rate
+// is noisy: a checkpoint write or a compile lands in one step), else the newest rate logged.
+func (s *state) speed() float64 {
+	total := 0.0
+	for _, v := range s.stepSecs {
+		total += v
+	}
+	if total > 0 {
+		return float64(len(s.stepSecs)) / total
+	}
+	return s.stepsPerSec
 }

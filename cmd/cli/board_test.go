@@ -1,0 +1,177 @@
+package cli_test
+
+import (
+	"context"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nitro-go/nitro/cmd/cli"
+	"github.com/nitro-go/nitro/internal/prereq"
+	"github.com/nitro-go/nitro/monitors"
+)
+
+// chromium finds a headless-capable Chromium on $PATH, or stops the test (a failure under CI).
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	prereq.Chromium.Absent(t, "none of chromium, chromium-browser, google-chrome on $PATH")
+	return ""
+}
+
+// browse loads url in headless Chromium; with shot set it saves a 1280x900 screenshot there,
+// else it returns the DOM after the page's load (scripts run).
+func browse(t *testing.T, bin, url, shot string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	args := []string{"--headless", "--disable-gpu", "--no-sandbox", "--no-first-run", "--disable-extensions",
+		"--disable-background-networking", "--disable-component-update", "--user-data-dir=" + t.TempDir()}
+	if shot != "" {
+		args = append(args, "--screenshot="+shot, "--window-size=1280,900", "--hide-scrollbars")
+	} else {
+		args = append(args, "--dump-dom")
+	}
+	cmd := exec.CommandContext(ctx, bin, append(args, url)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		prereq.Chromium.Broken(t, err.Error()+": "+stderr.String())
+	}
+	return string(out)
+}
+
+// lossPoints is the data-points count of run's polyline on the train loss chart in dom.
+func lossPoints(t *testing.T, dom, run string) int {
+	t.Helper()
+	i := strings.Index(dom, `data-context="train" data-metric="loss"`)
+	if i < 0 {
+		t.Fatalf("no train loss chart in the DOM:\n%s", dom)
+	}
+	chart := dom[i:]
+	chart = chart[:strings.Index(chart, "</svg>")]
+	m := regexp.MustCompile(`data-run="` + regexp.QuoteMeta(run) + `" data-points="([0-9]+)"`).FindStringSubmatch(chart)
+	if m == nil {
+		t.Fatalf("no loss polyline for run %s:\n%s", run, chart)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// TestBoardInChromium: `nitro board` over loopback serves a finished run and a live one; headless
+// Chromium loads the page at the live run's first and second validations (the run waits in its
+// monitor meanwhile), and the DOM names both runs, shows the live one training and the finished
+// one completed, lists the differing config fields, and has more loss points on the second load.
+// A screenshot of the page mid-run is saved (to $NITRO_BOARD_SCREENSHOT when set) and checked
+// to be a 1280x900 PNG.
+func TestBoardInChromium(t *testing.T) {
+	bin := chromium(t)
+	root := t.TempDir()
+	done, live := filepath.Join(root, "lr-high"), filepath.Join(root, "lr-low")
+	if code, out, errs := runCLI(append(append([]string{"train", "mnist-mlp"}, fast...), "--set", "LearningRate=0.03", "--run-dir", done)...); code != 0 {
+		t.Fatalf("train %s: exit %d: %s\n%s", done, code, errs, out)
+	}
+
+	var bout, berr syncBuffer
+	ctx, stop := context.WithCancel(context.Background())
+	boardDone := make(chan int, 1)
+	go func() {
+		boardDone <- cli.MainContext(ctx, []string{"board", done, live, "--addr", "127.0.0.1:0", "--refresh", "500ms"}, &bout, &berr)
+	}()
+	t.Cleanup(func() { stop(); <-boardDone })
+	var url string
+	for deadline := time.Now().Add(30 * time.Second); url == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if m := regexp.MustCompile(`board: (http://127\.0\.0\.1:[0-9]+/)`).FindStringSubmatch(bout.String()); m != nil {
+			url = m[1]
+		}
+	}
+	if url == "" {
+		t.Fatalf("the board printed no URL: stdout %q, stderr %q", bout.String(), berr.String())
+	}
+
+	shot := os.Getenv("NITRO_BOARD_SCREENSHOT")
+	if shot == "" {
+		shot = filepath.Join(t.TempDir(), "board.png")
+	}
+	var (
+		mu   sync.Mutex
+		doms []string
+	)
+	h := monitors.RegisterFunc(func(p monitors.Phase, at monitors.Progress, _ monitors.Info) error {
+		if _, ok := p.(monitors.EvalStepping); !ok || !at.Started || at.Step == 0 {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		// A validation is entered again after its checkpoint write: load once per epoch.
+		if len(doms) < 2 && at.Epoch == len(doms)+1 {
+			doms = append(doms, browse(t, bin, url, ""))
+			if len(doms) == 2 {
+				browse(t, bin, url, shot)
+			}
+		}
+		return nil
+	})
+	t.Cleanup(h.Unregister)
+	args := append(append([]string{"train", "mnist-mlp"}, fast...), "--max-epochs", "3", "--run-dir", live)
+	args = slicesDelete(args, "--no-checkpoints")
+	code, out, errs := runCLI(args...)
+	h.Unregister()
+	if code != 0 {
+		t.Fatalf("train %s: exit %d: %s\n%s", live, code, errs, out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(doms) != 2 {
+		t.Fatalf("the page was loaded %d times during the run, want 2", len(doms))
+	}
+	for i, dom := range doms {
+		for _, w := range []string{`data-run="lr-high"`, `data-run="lr-low"`, `data-field="LearningRate"`, `data-field="max_epochs"`, "completed"} {
+			if !strings.Contains(dom, w) {
+				t.Errorf("load %d: the DOM lacks %q", i+1, w)
+			}
+		}
+		if !regexp.MustCompile(`data-run="lr-low"><td>.*?</td><td[^>]*>lr-low</td><td class="phase">training epoch ` + strconv.Itoa(i+1) + `<`).MatchString(dom) {
+			t.Errorf("load %d: the live run's row does not say training epoch %d:\n%s", i+1, i+1, dom)
+		}
+	}
+	first, second := lossPoints(t, doms[0], "lr-low"), lossPoints(t, doms[1], "lr-low")
+	if first < 2 || second <= first {
+		t.Errorf("the live run's loss curve did not grow between loads: %d then %d points", first, second)
+	}
+	if !strings.Contains(doms[1], "epoch-0001-step-") {
+		t.Errorf("the second load should name epoch 1's checkpoint as the best so far")
+	}
+	t.Logf("loss points: %d, then %d; screenshot: %s", first, second, shot)
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	defer f.Close()
+	img, err := png.DecodeConfig(f)
+	if err != nil || img.Width != 1280 || img.Height != 900 {
+		t.Fatalf("screenshot %s: %+v, %v; want a 1280x900 PNG", shot, img, err)
+	}
+}
+
+func slicesDelete(args []string, drop string) []string {
+	var out []string
+	for _, a := range args {
+		if a != drop {
+			out = append(out, a)
+		}
+	}
+	return out
+}
