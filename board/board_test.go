@@ -279,3 +279,37 @@ func TestPageAndAssets(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentRequests: requests from several clients while the file grows are served
+// (run with -race: the refreshes serialize).
+func TestConcurrentRequests(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, board.MetricsFile)
+	writeFile(t, path, trainLine(1, 1))
+	srv := serve(t, board.Config{Runs: []string{dir}})
+	done := make(chan error)
+	for i := 0; i < 4; i++ {
+		go func() {
+			var err error
+			for j := 0; j < 20 && err == nil; j++ {
+				var resp *http.Response
+				if resp, err = http.Get(srv.URL + []string{"/", "/content", "/api/runs"}[j%3]); err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+			done <- err
+		}()
+	}
+	for s := 2; s <= 50; s++ {
+		appendFile(t, path, trainLine(s, 1/float64(s)))
+	}
+	for i := 0; i < 4; i++ {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+	if n := len(runs(t, srv)[0].Train["loss"]); n != 50 {
+		t.Errorf("%d loss points, want 50", n)
+	}
+}

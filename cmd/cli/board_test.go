@@ -175,3 +175,29 @@ func slicesDelete(args []string, drop string) []string {
 	}
 	return out
 }
+
+// TestBoardCommandErrors: board without a run directory, with an empty --addr, with a file for a
+// run directory, or with a refresh it cannot use is refused naming the fix; its run directories
+// complete as folders.
+func TestBoardCommandErrors(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "metrics.jsonl")
+	os.WriteFile(file, nil, 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"board"}, "board needs one or more run directories"},
+		{[]string{"board", "runs/x", "--addr", ""}, "--addr: empty value"},
+		{[]string{"board", file}, "is a file; give its run directory"},
+		{[]string{"board", "runs/x", "--refresh", "1ms"}, "Refresh 1ms: at least 100ms (flags --refresh, --max-points)"},
+		{[]string{"board", "runs/x", "--addr", "127.0.0.1:-1"}, "--addr 127.0.0.1:-1"},
+	} {
+		code, _, errs := runCLI(c.args...)
+		if code != 1 || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 1 and %q", c.args, code, errs, c.want)
+		}
+	}
+	if _, out, _ := runCLI("__complete", "board", ""); !strings.Contains(out, ":16") {
+		t.Errorf("board's arguments should complete as folders (directive 16): %q", out)
+	}
+}
