@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
 	"path/filepath"
 	"sort"
@@ -32,6 +33,10 @@ type Config struct {
 	Refresh time.Duration
 	// Now is the clock, for the last-write age (default time.Now).
 	Now func() time.Time
+	// LoopbackHostOnly refuses (403) a request whose Host header is not localhost or a loopback
+	// address: a web page elsewhere cannot then read the board through a DNS name rebound to
+	// 127.0.0.1. For a board that listens on loopback only; nitro board sets it then.
+	LoopbackHostOnly bool
 }
 
 // Board serves the runs' comparison page; see the package doc. Safe for concurrent use.
@@ -101,7 +106,27 @@ func runNames(dirs []string) []string {
 
 // ServeHTTP serves / (the page), /content (the page's body, which the page fetches to refresh),
 // /api/runs (the same facts as JSON) and /assets/ (the embedded stylesheet and script).
-func (b *Board) ServeHTTP(w http.ResponseWriter, r *http.Request) { b.mux.ServeHTTP(w, r) }
+func (b *Board) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if b.cfg.LoopbackHostOnly && !loopbackHost(r.Host) {
+		http.Error(w, fmt.Sprintf("board: Host %q is not this machine's loopback name or address; open the board at http://127.0.0.1:<port>/", r.Host), http.StatusForbidden)
+		return
+	}
+	b.mux.ServeHTTP(w, r)
+}
+
+// loopbackHost reports whether a Host header names this machine only: localhost or a loopback IP.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
 
 // Run is one run's facts as /api/runs answers them.
 type Run struct {

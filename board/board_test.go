@@ -313,3 +313,23 @@ func TestConcurrentRequests(t *testing.T) {
 		t.Errorf("%d loss points, want 50", n)
 	}
 }
+
+// TestLoopbackHostOnly: with LoopbackHostOnly a request naming another host (a DNS name rebound to
+// 127.0.0.1) is refused; localhost and loopback addresses are served.
+func TestLoopbackHostOnly(t *testing.T) {
+	dir := t.TempDir()
+	srv := serve(t, board.Config{Runs: []string{dir}, LoopbackHostOnly: true})
+	for host, want := range map[string]int{"evil.example:6006": http.StatusForbidden, "localhost:6006": http.StatusOK,
+		"127.0.0.1:6006": http.StatusOK, "[::1]:6006": http.StatusOK, "10.0.0.1": http.StatusForbidden} {
+		req, _ := http.NewRequest("GET", srv.URL+"/api/runs", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %s: %s, want %d", host, resp.Status, want)
+		}
+	}
+}

@@ -52,7 +52,8 @@ func newBoardCmd(stdout, stderr io.Writer) *cobra.Command {
 					return fmt.Errorf("board: %s is a file; give its run directory (the folder holding %s)", dir, board.MetricsFile)
 				}
 			}
-			b, err := board.New(board.Config{Runs: args, Refresh: refresh, MaxPoints: points})
+			host, _, _ := net.SplitHostPort(addr)
+			b, err := board.New(board.Config{Runs: args, Refresh: refresh, MaxPoints: points, LoopbackHostOnly: isLoopback(host)})
 			if err != nil {
 				return fmt.Errorf("%w (flags --refresh, --max-points)", err)
 			}
@@ -60,7 +61,7 @@ func newBoardCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("board: --addr %s: %w", addr, err)
 			}
-			if host, _, _ := net.SplitHostPort(addr); !isLoopback(host) {
+			if !isLoopback(host) {
 				fmt.Fprintf(stderr, "nitro: board: warning: listening on %s, not loopback: anyone who reaches it sees every run's config\n", ln.Addr())
 			}
 			srv := &http.Server{Handler: b, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
