@@ -82,8 +82,8 @@ func New(cfg Config) (*Board, error) {
 	sub, _ := fs.Sub(assets, "assets")
 	b.mux = http.NewServeMux()
 	b.mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(sub)))
-	b.mux.HandleFunc("GET /{$}", b.page)
-	b.mux.HandleFunc("GET /content", b.content)
+	b.mux.HandleFunc("GET /{$}", b.html(writePage))
+	b.mux.HandleFunc("GET /content", b.html(writeContent))
 	b.mux.HandleFunc("GET /api/runs", b.api)
 	return b, nil
 }
@@ -270,18 +270,13 @@ func (b *Board) api(w http.ResponseWriter, r *http.Request) {
 	_ = enc.Encode(map[string]any{"runs": b.Snapshot()})
 }
 
-func (b *Board) page(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	var sb strings.Builder
-	writePage(&sb, b.Snapshot(), b.cfg)
-	_, _ = w.Write([]byte(sb.String()))
-}
-
-func (b *Board) content(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	var sb strings.Builder
-	writeContent(&sb, b.Snapshot(), b.cfg)
-	_, _ = w.Write([]byte(sb.String()))
+// html answers with what write renders from a fresh snapshot: the whole page or its body.
+func (b *Board) html(write func(*strings.Builder, []Run, Config)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		var sb strings.Builder
+		write(&sb, b.Snapshot(), b.cfg)
+		_, _ = w.Write([]byte(sb.String()))
+	}
 }
