@@ -333,3 +333,21 @@ func TestLoopbackHostOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestStepsPerSecond: the shown rate is one over the median step time of the newest train
+// lines, so the first step's compile does not drag it down.
+func TestStepsPerSecond(t *testing.T) {
+	dir := t.TempDir()
+	var lines strings.Builder
+	for s := 1; s <= 9; s++ {
+		secs := 0.01
+		if s == 1 {
+			secs = 2.5 // the compile
+		}
+		fmt.Fprintf(&lines, `{"type":"metrics","context":"train","epoch":1,"step":%d,"loss":1,"step_seconds":%g}`+"\n", s, secs)
+	}
+	writeFile(t, filepath.Join(dir, board.MetricsFile), lines.String())
+	if got := runs(t, serve(t, board.Config{Runs: []string{dir}}))[0].StepsPerSecond; got < 99 || got > 101 {
+		t.Errorf("steps/s %v, want 100", got)
+	}
+}

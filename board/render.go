@@ -186,7 +186,7 @@ func writeChart(sb *strings.Builder, ctx, name, xlabel string, runs []Run, per [
 	fmt.Fprintf(sb, `<rect class="frame" x="%g" y="%g" width="%g" height="%g"/>`, padL, padT, plotW, plotH)
 	for _, yv := range ticks(y0, y1, logY) {
 		py := ty(yv)
-		fmt.Fprintf(sb, `<line class="grid" x1="%g" y1="%.1f" x2="%g" y2="%.1f"/><text class="tick" x="%g" y="%.1f" text-anchor="end">%.3g</text>`,
+		fmt.Fprintf(sb, `<line class="grid" x1="%g" y1="%.1f" x2="%g" y2="%.1f"/><text class="tick" x="%g" y="%.1f" text-anchor="end">%.4g</text>`,
 			padL, py, padL+plotW, py, padL-4, py+4, yv)
 	}
 	for _, xv := range ticks(x0, x1, false) {

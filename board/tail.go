@@ -336,15 +336,14 @@ func (s *state) rate(context, key string, v float64) {
 	}
 }
 
-// speed is the run's steps/s now: over its newest train lines' step_seconds (one step's rate
-// is noisy: a checkpoint write or a compile lands in one step), else the newest rate logged.
+// speed is the run's steps/s now: one over the median of its newest train lines' step_seconds
+// (a median, since a compile or a checkpoint write lands in one step and would drag a mean down),
+// else the newest rate logged.
 func (s *state) speed() float64 {
-	total := 0.0
-	for _, v := range s.stepSecs {
-		total += v
+	if len(s.stepSecs) == 0 {
+		return s.stepsPerSec
 	}
-	if total > 0 {
-		return float64(len(s.stepSecs)) / total
-	}
-	return s.stepsPerSec
+	sorted := append([]float64(nil), s.stepSecs...)
+	sort.Float64s(sorted)
+	return 1 / sorted[len(sorted)/2]
 }
