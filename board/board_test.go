@@ -173,15 +173,20 @@ func TestRunDirGone(t *testing.T) {
 		os.Mkdir(d, 0o755)
 		writeFile(t, filepath.Join(d, board.MetricsFile), trainLine(1, 2)+trainLine(2, 1))
 	}
-	srv := serve(t, board.Config{Runs: []string{a, c}})
-	if r := runs(t, srv); r[0].Phase != "training epoch 1" {
-		t.Fatalf("phase %q", r[0].Phase)
+	later := filepath.Join(root, "later")
+	srv := serve(t, board.Config{Runs: []string{a, c, later}})
+	if r := runs(t, srv); r[0].Phase != "training epoch 1" || r[2].Gone || r[2].Phase != "waiting (no run directory yet)" {
+		t.Fatalf("phases %q, %q (gone %v)", r[0].Phase, r[2].Phase, r[2].Gone)
+	}
+	os.Mkdir(later, 0o755)
+	if r := runs(t, srv); r[2].Phase != "waiting (no metrics.jsonl yet)" {
+		t.Fatalf("a run directory created after the board started: phase %q", r[2].Phase)
 	}
 	if err := os.RemoveAll(a); err != nil {
 		t.Fatal(err)
 	}
 	r := runs(t, srv)
-	if !r[0].Gone || r[0].Phase != "gone" || len(r[0].Train["loss"]) != 2 || r[1].Gone || len(r[1].Train["loss"]) != 2 {
+	if !r[0].Gone || r[0].Phase != "gone" || len(r[0].Train["loss"]) != 2 || r[1].Gone || len(r[1].Train["loss"]) != 2 || r[2].Gone {
 		t.Fatalf("after removing %s: %+v", a, r)
 	}
 	page := get(t, srv.URL+"/")

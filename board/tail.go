@@ -43,7 +43,8 @@ type tail struct {
 	lineNo  int
 	modTime time.Time
 
-	st state
+	st   state
+	seen bool // the folder existed at some refresh
 
 	manifestMod time.Time
 	best        string
@@ -65,6 +66,7 @@ type state struct {
 	lines         int
 	gone          bool
 	missing       bool // the folder exists, the file does not (yet)
+	noDir         bool // the folder does not exist and never did while the board watched
 	readErr       string
 	droppedParams int
 }
@@ -84,10 +86,12 @@ func (t *tail) reset() {
 // the next call, so one request never stalls on a huge file's first read).
 func (t *tail) refresh(budget int64) {
 	if _, err := os.Stat(t.dir); errors.Is(err, fs.ErrNotExist) {
-		t.st.gone = true
+		// A folder never seen is a run not started yet (the board may open before the run);
+		// one seen before is gone.
+		t.st.gone, t.st.noDir = t.seen, !t.seen
 		return
 	}
-	t.st.gone = false
+	t.seen, t.st.gone, t.st.noDir = true, false, false
 	t.refreshManifest()
 	path := filepath.Join(t.dir, MetricsFile)
 	f, err := os.Open(path)
@@ -292,6 +296,8 @@ func (t *tail) phase() string {
 	switch {
 	case t.st.gone:
 		return "gone"
+	case t.st.noDir:
+		return "waiting (no run directory yet)"
 	case t.st.missing:
 		return "waiting (no " + MetricsFile + " yet)"
 	case t.st.status == "error":
