@@ -32,7 +32,7 @@ func chromium(t *testing.T) string {
 
 // browse loads url in headless Chromium; with shot set it saves a 1280x900 screenshot there,
 // else it returns the DOM after the page's load (scripts run).
-func browse(t *testing.T, bin, url, shot string) string {
+func browse(t *testing.T, bin, url, shot string, extra ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -43,7 +43,7 @@ func browse(t *testing.T, bin, url, shot string) string {
 	} else {
 		args = append(args, "--dump-dom")
 	}
-	cmd := exec.CommandContext(ctx, bin, append(args, url)...)
+	cmd := exec.CommandContext(ctx, bin, append(append(args, extra...), url)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -75,7 +75,7 @@ func lossPoints(t *testing.T, dom, run string) int {
 // monitor meanwhile), and the DOM names both runs, shows the live one training and the finished
 // one completed, lists the differing config fields, and has more loss points on the second load.
 // A screenshot of the page mid-run is saved (to $NITRO_BOARD_SCREENSHOT when set) and checked
-// to be a 1280x900 PNG.
+// to be a 1280x900 PNG. A last load after the run lets the page's refresh script run.
 func TestBoardInChromium(t *testing.T) {
 	bin := chromium(t)
 	root := t.TempDir()
@@ -153,6 +153,12 @@ func TestBoardInChromium(t *testing.T) {
 	}
 	if !strings.Contains(doms[1], "epoch-0001-step-") {
 		t.Errorf("the second load should name epoch 1's checkpoint as the best so far")
+	}
+	// After the run, with virtual time let run past a refresh: the page's script has fetched
+	// /content and swapped it in (its status line says so), and the live run is finished.
+	after := browse(t, bin, url, "", "--virtual-time-budget=3000")
+	if !strings.Contains(after, `<span id="status">updated `) || !regexp.MustCompile(`lr-low</td><td class="phase">finished<`).MatchString(after) {
+		t.Errorf("after the run, the refreshed page should say updated and finished:\n%s", after)
 	}
 	t.Logf("loss points: %d, then %d; screenshot: %s", first, second, shot)
 	f, err := os.Open(shot)
