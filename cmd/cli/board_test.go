@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"fmt"
 	"image/png"
 	"os"
 	"os/exec"
@@ -31,13 +32,22 @@ func chromium(t *testing.T) string {
 }
 
 // browse loads url in headless Chromium; with shot set it saves a 1280x900 screenshot there,
-// else it returns the DOM after the page's load (scripts run).
+// else it returns the DOM after the page's load (scripts run). A browser that fails is Broken.
 func browse(t *testing.T, bin, url, shot string, extra ...string) string {
 	t.Helper()
+	dom, err := chromiumLoad(bin, t.TempDir(), url, shot, extra...)
+	if err != nil {
+		prereq.Chromium.Broken(t, err)
+	}
+	return dom
+}
+
+// chromiumLoad is browse's work, safe off the test's goroutine (it never stops the test).
+func chromiumLoad(bin, profile, url, shot string, extra ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	args := []string{"--headless", "--disable-gpu", "--no-sandbox", "--no-first-run", "--disable-extensions",
-		"--disable-background-networking", "--disable-component-update", "--user-data-dir=" + t.TempDir()}
+		"--disable-background-networking", "--disable-component-update", "--user-data-dir=" + profile}
 	if shot != "" {
 		args = append(args, "--screenshot="+shot, "--window-size=1280,900", "--hide-scrollbars")
 	} else {
@@ -48,9 +58,9 @@ func browse(t *testing.T, bin, url, shot string, extra ...string) string {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		prereq.Chromium.Broken(t, err.Error()+": "+stderr.String())
+		return "", fmt.Errorf("%s: %w: %s", bin, err, stderr.String())
 	}
-	return string(out)
+	return string(out), nil
 }
 
 // lossPoints is the data-points count of run's polyline on the train loss chart in dom.
@@ -106,8 +116,9 @@ func TestBoardInChromium(t *testing.T) {
 		shot = filepath.Join(t.TempDir(), "board.png")
 	}
 	var (
-		mu   sync.Mutex
-		doms []string
+		mu      sync.Mutex
+		doms    []string
+		loadErr error
 	)
 	h := monitors.RegisterFunc(func(p monitors.Phase, at monitors.Progress, _ monitors.Info) error {
 		if _, ok := p.(monitors.EvalStepping); !ok || !at.Started || at.Step == 0 {
@@ -115,11 +126,16 @@ func TestBoardInChromium(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		// A validation is entered again after its checkpoint write: load once per epoch.
-		if len(doms) < 2 && at.Epoch == len(doms)+1 {
-			doms = append(doms, browse(t, bin, url, ""))
+		// A validation is entered again after its checkpoint write: load once per epoch. The
+		// run waits here meanwhile; the monitor runs on the training goroutine, so it reports
+		// a failure for the test to raise, never stopping the test itself.
+		if loadErr == nil && len(doms) < 2 && at.Epoch == len(doms)+1 {
+			var dom string
+			if dom, loadErr = chromiumLoad(bin, t.TempDir(), url, ""); loadErr == nil {
+				doms = append(doms, dom)
+			}
 			if len(doms) == 2 {
-				browse(t, bin, url, shot)
+				_, loadErr = chromiumLoad(bin, t.TempDir(), url, shot)
 			}
 		}
 		return nil
@@ -134,6 +150,9 @@ func TestBoardInChromium(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	if loadErr != nil {
+		prereq.Chromium.Broken(t, loadErr)
+	}
 	if len(doms) != 2 {
 		t.Fatalf("the page was loaded %d times during the run, want 2", len(doms))
 	}
