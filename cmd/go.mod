@@ -3,6 +3,7 @@ module github.com/nitro-go/nitro/cmd
 go 1.26
 
 require (
+	github.com/nitro-go/nitro/board v0.0.0
 	github.com/nitro-go/nitro/metrics v0.0.0
 	github.com/nitro-go/nitro/dotgrad v0.0.0
 	github.com/nitro-go/nitro/precision v0.0.0
@@ -79,6 +80,7 @@ require (
 )
 
 replace (
+	github.com/nitro-go/nitro/board => ../board
 	github.com/nitro-go/nitro/dotgrad => ../dotgrad
 	github.com/nitro-go/nitro/precision => ../precision
 	github.com/nitro-go/nitro/backend => ../backend

@@ -1,6 +1,6 @@
 // Package cli is the nitro command line as a library: a user's own main registers experiments
 // and calls Main to get the same commands the nitro binary has (train, evaluate, render, export,
-// run-bundle, serve, list, info, ls, plot, data convert, setup, new, completion). It is built on github.com/spf13/cobra: every command
+// run-bundle, serve, list, info, ls, plot, board, data convert, setup, new, completion). It is built on github.com/spf13/cobra: every command
 // has its own help and flags, flags may come before or after the arguments, and a bad flag
 // value is an error naming the flag.
 package cli
@@ -88,7 +88,7 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 
 // commandOrder is the order the root help lists the commands in; others (completion, help)
 // follow.
-var commandOrder = []string{"train", "evaluate", "render", "export", "run-bundle", "serve", "list", "info", "ls", "plot", "data", "setup", "new"}
+var commandOrder = []string{"train", "evaluate", "render", "export", "run-bundle", "serve", "list", "info", "ls", "plot", "board", "data", "setup", "new"}
 
 // newRoot builds the command tree; each Main call gets its own, so flag values never leak from
 // one call into the next.
@@ -120,6 +120,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newInfoCmd(stdout),
 		newLsCmd(stdout),
 		newPlotCmd(stdout, stderr),
+		newBoardCmd(stdout, stderr),
 		newDataCmd(stdout),
 		newSetupCmd(stdout, stderr),
 		newNewCmd(stdout, stderr),

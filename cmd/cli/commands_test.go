@@ -33,7 +33,7 @@ func TestCommandsHelpAndCompletion(t *testing.T) {
 		t.Fatalf("--help: exit %d", code)
 	}
 	for _, w := range []string{"train <experiment>", "evaluate <experiment>", "render <experiment>", "list", "info <experiment>|<checkpoint file>", "ls <run dir>",
-		"plot <run dir>", "data convert <dataset> <dir>", "setup [--dir DIR]", "completion bash|fish|powershell|zsh"} {
+		"plot <run dir>", "board <run dir>...", "data convert <dataset> <dir>", "setup [--dir DIR]", "completion bash|fish|powershell|zsh"} {
 		if !strings.Contains(out, "\n  "+w) {
 			t.Errorf("root help lacks %q:\n%s", w, out)
 		}
@@ -43,6 +43,7 @@ func TestCommandsHelpAndCompletion(t *testing.T) {
 		"evaluate":     {"--split SPLIT", "--checkpoint PATH", "--log-format FORMAT"},
 		"render":       {"--split SPLIT", "--n N", "--predictions", "--checkpoint PATH"},
 		"plot":         {"--out"},
+		"board":        {"--addr ADDR", "--refresh D", "--max-points N"},
 		"setup":        {"--wheel FILE", "--dir DIR"},
 		"data convert": {"mnist"},
 		"info":         {"checkpoint"},

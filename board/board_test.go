@@ -1,0 +1,358 @@
+package board_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/nitro-go/nitro/board"
+)
+
+func writeFile(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func appendFile(t *testing.T, path, s string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func trainLine(step int, loss float64) string {
+	return fmt.Sprintf(`{"type":"metrics","context":"train","epoch":1,"step":%d,"loss":%g}`+"\n", step, loss)
+}
+
+func serve(t *testing.T, cfg board.Config) *httptest.Server {
+	t.Helper()
+	b, err := board.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(b)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	return string(body)
+}
+
+func runs(t *testing.T, srv *httptest.Server) []board.Run {
+	t.Helper()
+	var out struct{ Runs []board.Run }
+	if err := json.Unmarshal([]byte(get(t, srv.URL+"/api/runs")), &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Runs
+}
+
+// TestCutLastLine: a line without its newline (a write in progress, or a crash) is not parsed
+// until the newline arrives, and the page says it waits; then it counts as the point it is.
+func TestCutLastLine(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, board.MetricsFile)
+	full := trainLine(3, 0.5)
+	writeFile(t, path, `{"type":"params","lr":0.1}`+"\n"+trainLine(1, 2)+trainLine(2, 1)+full[:20])
+	srv := serve(t, board.Config{Runs: []string{dir}})
+	r := runs(t, srv)[0]
+	if n := len(r.Train["loss"]); n != 2 || r.Malformed != 0 || r.Pending != 20 || r.Phase != "training epoch 1" {
+		t.Fatalf("with a cut last line: %d loss points, %d malformed, %d pending, phase %q; want 2, 0, 20, training epoch 1", n, r.Malformed, r.Pending, r.Phase)
+	}
+	if page := get(t, srv.URL+"/"); !strings.Contains(page, "the last line is incomplete (20 bytes)") {
+		t.Errorf("the page does not say the last line waits:\n%s", page)
+	}
+	appendFile(t, path, full[20:])
+	r = runs(t, srv)[0]
+	if n := len(r.Train["loss"]); n != 3 || r.Malformed != 0 || r.Pending != 0 || r.Train["loss"][2] != (board.Point{X: 3, Y: 0.5}) {
+		t.Fatalf("after the newline arrived: %v, %d malformed, %d pending", r.Train["loss"], r.Malformed, r.Pending)
+	}
+}
+
+// TestMalformedLines: lines that are not the logger's JSON are counted and their reasons shown,
+// and the good lines around them still count.
+func TestMalformedLines(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, board.MetricsFile), trainLine(1, 2)+"not json\n"+
+		`{"type":"metrics","context":"train","epoch":1,"step":2,"loss":"high"}`+"\n"+`{"no":"type"}`+"\n"+trainLine(3, 1)+
+		`{"type":"finish","status":"completed"}`+"\n")
+	srv := serve(t, board.Config{Runs: []string{dir}})
+	r := runs(t, srv)[0]
+	if r.Malformed != 3 || len(r.Train["loss"]) != 2 || r.StopReason != "completed" || r.Phase != "finished" {
+		t.Fatalf("malformed %d (want 3), loss points %d (want 2), stop %q, phase %q", r.Malformed, len(r.Train["loss"]), r.StopReason, r.Phase)
+	}
+	page := get(t, srv.URL+"/")
+	for _, w := range []string{"line 2 is not a JSON object", `line 3: metric &#34;loss&#34; is not a number`, `line 4 has no string &#34;type&#34;`, `<td class="malformed">3</td>`} {
+		if !strings.Contains(page, w) {
+			t.Errorf("the page lacks %q", w)
+		}
+	}
+}
+
+// TestHugeFile: a file far larger than what the board keeps is read in ReadBudget slices from
+// the last offset, every series is decimated to MaxPoints evenly over the run (first and last
+// steps kept), and what the board retains stays small.
+func TestHugeFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, board.MetricsFile)
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const steps = 200_000
+	for s := 1; s <= steps; s++ {
+		fmt.Fprintf(f, `{"type":"metrics","context":"train","epoch":1,"step":%d,"loss":%g,"accuracy":0.5,"step_seconds":0.012345678901234,"steps_per_second":81.00000737}`+"\n", s, 1/float64(s))
+	}
+	f.Close()
+	fi, _ := os.Stat(path)
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	b, err := board.New(board.Config{Runs: []string{dir}, MaxPoints: 300, ReadBudget: fi.Size() / 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := b.Snapshot()[0]
+	if r.Behind == 0 || r.Behind >= fi.Size() || !strings.Contains(strings.Join(r.Warnings, ";"), "still reading") {
+		t.Fatalf("the first refresh should read one budget of the %d bytes: %d unread, warnings %v", fi.Size(), r.Behind, r.Warnings)
+	}
+	for i := 0; i < 3; i++ {
+		r = b.Snapshot()[0]
+	}
+	if r.Behind != 0 || r.Lines != steps || r.Malformed != 0 {
+		t.Fatalf("after catching up: %d unread, %d lines (want %d), %d malformed", r.Behind, r.Lines, steps, r.Malformed)
+	}
+	loss := r.Train["loss"]
+	if len(loss) > 301 || len(loss) < 100 || loss[0].X != 1 || loss[len(loss)-1].X != steps {
+		t.Fatalf("decimated loss: %d points from step %v to %v; want 100..301 from 1 to %d", len(loss), loss[0].X, loss[len(loss)-1].X, steps)
+	}
+	mid := loss[len(loss)/2].X
+	if mid < steps/4 || mid > 3*steps/4 {
+		t.Errorf("the kept points are not spread over the run: the middle one is step %v of %d", mid, steps)
+	}
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 4<<20 {
+		t.Errorf("the board retains %d bytes after reading a %d-byte file; want under 4 MiB", grew, fi.Size())
+	}
+	runtime.KeepAlive(b)
+}
+
+// TestRunDirGone: a run directory removed while the board serves it is shown as gone, with what
+// was read before, and the other runs are still served.
+func TestRunDirGone(t *testing.T) {
+	root := t.TempDir()
+	a, c := filepath.Join(root, "a"), filepath.Join(root, "c")
+	for _, d := range []string{a, c} {
+		os.Mkdir(d, 0o755)
+		writeFile(t, filepath.Join(d, board.MetricsFile), trainLine(1, 2)+trainLine(2, 1))
+	}
+	later := filepath.Join(root, "later")
+	srv := serve(t, board.Config{Runs: []string{a, c, later}})
+	if r := runs(t, srv); r[0].Phase != "training epoch 1" || r[2].Gone || r[2].Phase != "waiting (no run directory yet)" {
+		t.Fatalf("phases %q, %q (gone %v)", r[0].Phase, r[2].Phase, r[2].Gone)
+	}
+	os.Mkdir(later, 0o755)
+	if r := runs(t, srv); r[2].Phase != "waiting (no metrics.jsonl yet)" {
+		t.Fatalf("a run directory created after the board started: phase %q", r[2].Phase)
+	}
+	if err := os.RemoveAll(a); err != nil {
+		t.Fatal(err)
+	}
+	r := runs(t, srv)
+	if !r[0].Gone || r[0].Phase != "gone" || len(r[0].Train["loss"]) != 2 || r[1].Gone || len(r[1].Train["loss"]) != 2 || r[2].Gone {
+		t.Fatalf("after removing %s: %+v", a, r)
+	}
+	page := get(t, srv.URL+"/")
+	if !strings.Contains(page, `<tr class="run gone" data-run="a">`) || !strings.Contains(page, "the run directory is gone") {
+		t.Errorf("the page does not show run a as gone:\n%s", page)
+	}
+}
+
+// TestConfigDiff: the fields that differ between runs are listed (a field one run lacks
+// differs), those that agree counted, run_dir left out.
+func TestConfigDiff(t *testing.T) {
+	root := t.TempDir()
+	for i, p := range []string{`"lr":0.1,"seed":1,"width":64`, `"lr":0.01,"seed":1`} {
+		d := filepath.Join(root, fmt.Sprint("r", i))
+		os.Mkdir(d, 0o755)
+		writeFile(t, filepath.Join(d, board.MetricsFile), `{"type":"params",`+p+`,"run_dir":"`+d+`"}`+"\n")
+	}
+	srv := serve(t, board.Config{Runs: []string{filepath.Join(root, "r0"), filepath.Join(root, "r1")}})
+	page := get(t, srv.URL+"/")
+	for _, w := range []string{`<span id="differ">2</span> fields differ, 1 agree`, `data-field="lr"><td>lr</td><td>0.1</td><td>0.01</td>`, `data-field="width"><td>width</td><td>64</td><td>—</td>`} {
+		if !strings.Contains(page, w) {
+			t.Errorf("the page lacks %q", w)
+		}
+	}
+	if strings.Contains(page, `data-field="run_dir"`) || strings.Contains(page, `data-field="seed"`) {
+		t.Errorf("run_dir and agreeing fields are not diff rows")
+	}
+}
+
+// TestReplacedFileAndResume: a file that shrank is read again from the start; a resumed run's
+// repeated steps replace the earlier points from that step on.
+func TestReplacedFileAndResume(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, board.MetricsFile)
+	writeFile(t, path, trainLine(1, 4)+trainLine(2, 3)+trainLine(3, 2)+trainLine(4, 1))
+	srv := serve(t, board.Config{Runs: []string{dir}})
+	runs(t, srv)
+	appendFile(t, path, trainLine(3, 9)) // resumed from step 2's checkpoint
+	if got := runs(t, srv)[0].Train["loss"]; len(got) != 3 || got[2] != (board.Point{X: 3, Y: 9}) {
+		t.Fatalf("after the resumed run repeated step 3: %v", got)
+	}
+	writeFile(t, path, trainLine(1, 7))
+	if got := runs(t, srv)[0].Train["loss"]; len(got) != 1 || got[0].Y != 7 {
+		t.Fatalf("after the file was replaced by a shorter one: %v", got)
+	}
+}
+
+// TestBestCheckpoint: the manifest's best entry by its metric's mode: the lowest loss, the
+// highest accuracy.
+func TestBestCheckpoint(t *testing.T) {
+	for _, c := range []struct{ metric, want string }{{"val_loss", "b.safetensors (val_loss 0.1"}, {"val_accuracy", "a.safetensors (val_accuracy 0.9"}} {
+		dir := t.TempDir()
+		writeFile(t, filepath.Join(dir, "manifest.json"), fmt.Sprintf(`{"version":1,"checkpoints":[`+
+			`{"file":"a.safetensors","epoch":1,"step":5,"metric":%[1]q,"score":0.9},`+
+			`{"file":"b.safetensors","epoch":2,"step":10,"metric":%[1]q,"score":0.1},`+
+			`{"file":"c.safetensors","epoch":3,"step":15,"metric":%[1]q,"score":0.5,"stop_reason":"completed"}]}`, c.metric))
+		srv := serve(t, board.Config{Runs: []string{dir}})
+		if got := runs(t, srv)[0].Best; !strings.HasPrefix(got, c.want) {
+			t.Errorf("%s: best %q, want %q...", c.metric, got, c.want)
+		}
+	}
+}
+
+// TestPageAndAssets: the page links its embedded stylesheet and script, which are served, and
+// draws one polyline per run per metric with its point count; a bad Config names the field.
+func TestPageAndAssets(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, board.MetricsFile), trainLine(1, 2)+trainLine(2, 1)+
+		`{"type":"metrics","context":"validate","epoch":1,"step":2,"val_loss":1.5}`+"\n")
+	srv := serve(t, board.Config{Runs: []string{dir}})
+	page := get(t, srv.URL+"/")
+	name := filepath.Base(dir)
+	for _, w := range []string{`<script src="/assets/board.js">`, `data-context="train" data-metric="loss"`,
+		`<polyline class="series" data-run="` + name + `" data-points="2"`, `data-context="validate" data-metric="val_loss"`} {
+		if !strings.Contains(page, w) {
+			t.Errorf("the page lacks %q", w)
+		}
+	}
+	if js := get(t, srv.URL+"/assets/board.js"); !strings.Contains(js, `fetch("/content"`) {
+		t.Errorf("board.js: %q", js)
+	}
+	if css := get(t, srv.URL+"/assets/style.css"); !strings.Contains(css, ".series") {
+		t.Errorf("style.css: %q", css)
+	}
+	if content := get(t, srv.URL+"/content"); strings.Contains(content, "<html") || !strings.Contains(content, "<polyline") {
+		t.Errorf("/content should be the body only")
+	}
+	for _, c := range []struct {
+		cfg  board.Config
+		want string
+	}{{board.Config{}, "no run directories"}, {board.Config{Runs: []string{dir}, MaxPoints: 1}, "MaxPoints 1"},
+		{board.Config{Runs: []string{dir}, ReadBudget: -1}, "ReadBudget -1"}} {
+		if _, err := board.New(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New(%+v): %v, want %q", c.cfg, err, c.want)
+		}
+	}
+}
+
+// TestConcurrentRequests: requests from several clients while the file grows are served
+// (run with -race: the refreshes serialize).
+func TestConcurrentRequests(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, board.MetricsFile)
+	writeFile(t, path, trainLine(1, 1))
+	srv := serve(t, board.Config{Runs: []string{dir}})
+	done := make(chan error)
+	for i := 0; i < 4; i++ {
+		go func() {
+			var err error
+			for j := 0; j < 20 && err == nil; j++ {
+				var resp *http.Response
+				if resp, err = http.Get(srv.URL + []string{"/", "/content", "/api/runs"}[j%3]); err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+			done <- err
+		}()
+	}
+	for s := 2; s <= 50; s++ {
+		appendFile(t, path, trainLine(s, 1/float64(s)))
+	}
+	for i := 0; i < 4; i++ {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+	if n := len(runs(t, srv)[0].Train["loss"]); n != 50 {
+		t.Errorf("%d loss points, want 50", n)
+	}
+}
+
+// TestLoopbackHostOnly: with LoopbackHostOnly a request naming another host (a DNS name rebound to
+// 127.0.0.1) is refused; localhost and loopback addresses are served.
+func TestLoopbackHostOnly(t *testing.T) {
+	dir := t.TempDir()
+	srv := serve(t, board.Config{Runs: []string{dir}, LoopbackHostOnly: true})
+	for host, want := range map[string]int{"evil.example:6006": http.StatusForbidden, "localhost:6006": http.StatusOK,
+		"127.0.0.1:6006": http.StatusOK, "[::1]:6006": http.StatusOK, "10.0.0.1": http.StatusForbidden} {
+		req, _ := http.NewRequest("GET", srv.URL+"/api/runs", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %s: %s, want %d", host, resp.Status, want)
+		}
+	}
+}
+
+// TestStepsPerSecond: the shown rate is one over the median step time of the newest train
+// lines, so the first step's compile does not drag it down.
+func TestStepsPerSecond(t *testing.T) {
+	dir := t.TempDir()
+	var lines strings.Builder
+	for s := 1; s <= 9; s++ {
+		secs := 0.01
+		if s == 1 {
+			secs = 2.5 // the compile
+		}
+		fmt.Fprintf(&lines, `{"type":"metrics","context":"train","epoch":1,"step":%d,"loss":1,"step_seconds":%g}`+"\n", s, secs)
+	}
+	writeFile(t, filepath.Join(dir, board.MetricsFile), lines.String())
+	if got := runs(t, serve(t, board.Config{Runs: []string{dir}}))[0].StepsPerSecond; got < 99 || got > 101 {
+		t.Errorf("steps/s %v, want 100", got)
+	}
+}

@@ -1,0 +1,228 @@
+package cli_test
+
+import (
+	"context"
+	"fmt"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nitro-go/nitro/cmd/cli"
+	"github.com/nitro-go/nitro/internal/prereq"
+	"github.com/nitro-go/nitro/monitors"
+)
+
+// chromium finds a headless-capable Chromium on $PATH, or stops the test (a failure under CI).
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	prereq.Chromium.Absent(t, "none of chromium, chromium-browser, google-chrome on $PATH")
+	return ""
+}
+
+// browse loads url in headless Chromium; with shot set it saves a 1280x900 screenshot there,
+// else it returns the DOM after the page's load (scripts run). A browser that fails is Broken.
+func browse(t *testing.T, bin, url, shot string, extra ...string) string {
+	t.Helper()
+	dom, err := chromiumLoad(bin, t.TempDir(), url, shot, extra...)
+	if err != nil {
+		prereq.Chromium.Broken(t, err)
+	}
+	return dom
+}
+
+// chromiumLoad is browse's work, safe off the test's goroutine (it never stops the test).
+func chromiumLoad(bin, profile, url, shot string, extra ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	args := []string{"--headless", "--disable-gpu", "--no-sandbox", "--no-first-run", "--disable-extensions",
+		"--disable-background-networking", "--disable-component-update", "--user-data-dir=" + profile}
+	if shot != "" {
+		args = append(args, "--screenshot="+shot, "--window-size=1280,900", "--hide-scrollbars")
+	} else {
+		args = append(args, "--dump-dom")
+	}
+	cmd := exec.CommandContext(ctx, bin, append(append(args, extra...), url)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w: %s", bin, err, stderr.String())
+	}
+	return string(out), nil
+}
+
+// lossPoints is the data-points count of run's polyline on the train loss chart in dom.
+func lossPoints(t *testing.T, dom, run string) int {
+	t.Helper()
+	i := strings.Index(dom, `data-context="train" data-metric="loss"`)
+	if i < 0 {
+		t.Fatalf("no train loss chart in the DOM:\n%s", dom)
+	}
+	chart := dom[i:]
+	chart = chart[:strings.Index(chart, "</svg>")]
+	m := regexp.MustCompile(`data-run="` + regexp.QuoteMeta(run) + `" data-points="([0-9]+)"`).FindStringSubmatch(chart)
+	if m == nil {
+		t.Fatalf("no loss polyline for run %s:\n%s", run, chart)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// TestBoardInChromium: `nitro board` over loopback serves a finished run and a live one; headless
+// Chromium loads the page at the live run's first and second validations (the run waits in its
+// monitor meanwhile), and the DOM names both runs, shows the live one training and the finished
+// one completed, lists the differing config fields, and has more loss points on the second load.
+// A screenshot of the page mid-run is saved (to $NITRO_BOARD_SCREENSHOT when set) and checked
+// to be a 1280x900 PNG. A last load after the run lets the page's refresh script run.
+func TestBoardInChromium(t *testing.T) {
+	bin := chromium(t)
+	root := t.TempDir()
+	done, live := filepath.Join(root, "lr-high"), filepath.Join(root, "lr-low")
+	if code, out, errs := runCLI(append(append([]string{"train", "mnist-mlp"}, fast...), "--set", "LearningRate=0.03", "--run-dir", done)...); code != 0 {
+		t.Fatalf("train %s: exit %d: %s\n%s", done, code, errs, out)
+	}
+
+	var bout, berr syncBuffer
+	ctx, stop := context.WithCancel(context.Background())
+	boardDone := make(chan int, 1)
+	go func() {
+		boardDone <- cli.MainContext(ctx, []string{"board", done, live, "--addr", "127.0.0.1:0", "--refresh", "500ms"}, &bout, &berr)
+	}()
+	t.Cleanup(func() { stop(); <-boardDone })
+	var url string
+	for deadline := time.Now().Add(30 * time.Second); url == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if m := regexp.MustCompile(`board: (http://127\.0\.0\.1:[0-9]+/)`).FindStringSubmatch(bout.String()); m != nil {
+			url = m[1]
+		}
+	}
+	if url == "" {
+		t.Fatalf("the board printed no URL: stdout %q, stderr %q", bout.String(), berr.String())
+	}
+
+	shot := os.Getenv("NITRO_BOARD_SCREENSHOT")
+	if shot == "" {
+		shot = filepath.Join(t.TempDir(), "board.png")
+	}
+	var (
+		mu      sync.Mutex
+		doms    []string
+		loadErr error
+	)
+	h := monitors.RegisterFunc(func(p monitors.Phase, at monitors.Progress, _ monitors.Info) error {
+		if _, ok := p.(monitors.EvalStepping); !ok || !at.Started || at.Step == 0 {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		// A validation is entered again after its checkpoint write: load once per epoch. The
+		// run waits here meanwhile; the monitor runs on the training goroutine, so it reports
+		// a failure for the test to raise, never stopping the test itself.
+		if loadErr == nil && len(doms) < 2 && at.Epoch == len(doms)+1 {
+			var dom string
+			if dom, loadErr = chromiumLoad(bin, t.TempDir(), url, ""); loadErr == nil {
+				doms = append(doms, dom)
+			}
+			if len(doms) == 2 {
+				_, loadErr = chromiumLoad(bin, t.TempDir(), url, shot)
+			}
+		}
+		return nil
+	})
+	t.Cleanup(h.Unregister)
+	args := append(append([]string{"train", "mnist-mlp"}, fast...), "--max-epochs", "3", "--run-dir", live)
+	args = slicesDelete(args, "--no-checkpoints")
+	code, out, errs := runCLI(args...)
+	h.Unregister()
+	if code != 0 {
+		t.Fatalf("train %s: exit %d: %s\n%s", live, code, errs, out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if loadErr != nil {
+		prereq.Chromium.Broken(t, loadErr)
+	}
+	if len(doms) != 2 {
+		t.Fatalf("the page was loaded %d times during the run, want 2", len(doms))
+	}
+	for i, dom := range doms {
+		for _, w := range []string{`data-run="lr-high"`, `data-run="lr-low"`, `data-field="LearningRate"`, `data-field="max_epochs"`, "completed"} {
+			if !strings.Contains(dom, w) {
+				t.Errorf("load %d: the DOM lacks %q", i+1, w)
+			}
+		}
+		if !regexp.MustCompile(`data-run="lr-low"><td>.*?</td><td[^>]*>lr-low</td><td class="phase">training epoch ` + strconv.Itoa(i+1) + `<`).MatchString(dom) {
+			t.Errorf("load %d: the live run's row does not say training epoch %d:\n%s", i+1, i+1, dom)
+		}
+	}
+	first, second := lossPoints(t, doms[0], "lr-low"), lossPoints(t, doms[1], "lr-low")
+	if first < 2 || second <= first {
+		t.Errorf("the live run's loss curve did not grow between loads: %d then %d points", first, second)
+	}
+	if !strings.Contains(doms[1], "epoch-0001-step-") {
+		t.Errorf("the second load should name epoch 1's checkpoint as the best so far")
+	}
+	// After the run, with virtual time let run past a refresh: the page's script has fetched
+	// /content and swapped it in (its status line says so), and the live run is finished.
+	after := browse(t, bin, url, "", "--virtual-time-budget=3000")
+	if !strings.Contains(after, `<span id="status">updated `) || !regexp.MustCompile(`lr-low</td><td class="phase">finished<`).MatchString(after) {
+		t.Errorf("after the run, the refreshed page should say updated and finished:\n%s", after)
+	}
+	t.Logf("loss points: %d, then %d; screenshot: %s", first, second, shot)
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	defer f.Close()
+	img, err := png.DecodeConfig(f)
+	if err != nil || img.Width != 1280 || img.Height != 900 {
+		t.Fatalf("screenshot %s: %+v, %v; want a 1280x900 PNG", shot, img, err)
+	}
+}
+
+func slicesDelete(args []string, drop string) []string {
+	var out []string
+	for _, a := range args {
+		if a != drop {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// TestBoardCommandErrors: board without a run directory, with an empty --addr, with a file for a
+// run directory, or with a refresh it cannot use is refused naming the fix; its run directories
+// complete as folders.
+func TestBoardCommandErrors(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "metrics.jsonl")
+	os.WriteFile(file, nil, 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"board"}, "board needs one or more run directories"},
+		{[]string{"board", "runs/x", "--addr", ""}, "--addr: empty value"},
+		{[]string{"board", file}, "is a file; give its run directory"},
+		{[]string{"board", "runs/x", "--refresh", "1ms"}, "Refresh 1ms: at least 100ms (flags --refresh, --max-points)"},
+		{[]string{"board", "runs/x", "--addr", "127.0.0.1:-1"}, "--addr 127.0.0.1:-1"},
+	} {
+		code, _, errs := runCLI(c.args...)
+		if code != 1 || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 1 and %q", c.args, code, errs, c.want)
+		}
+	}
+	if _, out, _ := runCLI("__complete", "board", ""); !strings.Contains(out, ":16") {
+		t.Errorf("board's arguments should complete as folders (directive 16): %q", out)
+	}
+}
