@@ -194,7 +194,7 @@ func writeChart(sb *strings.Builder, ctx, name, xlabel string, runs []Run, per [
 	}
 	scale := ""
 	if logY {
-		scale = ", log scale"
+		scale = "; y on a log scale"
 	}
 	fmt.Fprintf(sb, `<text class="axis" x="%g" y="%g" text-anchor="middle">%s%s</text>`, padL+plotW/2, chartH-4, esc(xlabel), scale)
 	for i, pts := range per {
