@@ -83,6 +83,9 @@ func getCUDA(f pluginsearch.Found, forced string) (*Resolved, error) {
 	if err == nil {
 		return r, nil
 	}
+	if inner := errors.Unwrap(err); inner != nil {
+		err = inner // gopjrt's own error: the message below names the plugin and its source once
+	}
 	return nil, cudaError(err, f.Path, how)
 }
 
@@ -91,7 +94,7 @@ func getCUDA(f pluginsearch.Found, forced string) (*Resolved, error) {
 func cudaError(err error, plugin, how string) error {
 	facts, _ := cudaHostFacts()
 	if libs := filepath.Join(filepath.Dir(filepath.Dir(plugin)), NVIDIALibsDir); !isDir(libs) {
-		facts += fmt.Sprintf("; the NVIDIA libraries the plugin loads are not installed at %s (%s installs them)", libs, CUDASetupHint)
+		facts += fmt.Sprintf("; the NVIDIA libraries the plugin loads are not installed at %s (to install them: %s)", libs, CUDASetupHint)
 	}
 	fix := "run on a host with an NVIDIA GPU and its driver, unset or correct $" + EnvVisibleDevices +
 		", or set " + EnvBackend + "=xla to run on the CPU plugin knowingly (nitro does not fall back to the CPU by itself)"

@@ -242,6 +242,7 @@ func TestRealCUDAPluginNoDevice(t *testing.T) {
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
+	t.Logf("child (the real plugin, loaded through gopjrt):\n%s", out)
 	gpus, _ := filepath.Glob("/dev/nvidia[0-9]*")
 	if len(gpus) > 0 {
 		if !strings.Contains(string(out), "RESOLVED: backend: cuda") {
