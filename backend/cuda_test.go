@@ -14,6 +14,7 @@ import (
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/backends/simplego"
+	"github.com/gomlx/gomlx/pkg/core/graph"
 
 	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/internal/prereq"
@@ -227,15 +228,29 @@ func TestRealCUDAPluginNoDevice(t *testing.T) {
 			return
 		}
 		fmt.Printf("RESOLVED: %s name=%s devices=%d\n", r, r.Name, r.Backend.NumDevices())
+		// A program compiled and run on the GPU: ptxas, libdevice and cuBLAS found, or an error here.
+		out, err := graph.ExecOnce(r.Backend, func(x *graph.Node) *graph.Node {
+			return graph.ReduceAllSum(graph.Dot(x, graph.Transpose(x, 0, 1)))
+		}, [][]float32{{1, 2}, {3, 4}})
+		var v any
+		if err == nil {
+			v = out.Value()
+		}
+		fmt.Printf("RAN: %v err=%v\n", v, err)
 		return
 	}
 	wheel := filepath.Join("..", ".nitro", "cache", backend.CUDAPlugin().File)
 	if _, err := os.Stat(wheel); err != nil {
 		cudaWheel.Absent(t, err)
 	}
-	dir := t.TempDir()
-	plugin := filepath.Join(dir, "pjrt", backend.CUDAPluginFile)
-	extractMember(t, wheel, backend.CUDAPlugin().Member, plugin)
+	gpus, _ := filepath.Glob("/dev/nvidia[0-9]*")
+	// On a GPU host the install `nitro setup --cuda` made, when there is one (it has the NVIDIA
+	// libraries); else the plugin alone, from the wheel.
+	plugin, _, _ := backend.FindCUDAPlugin()
+	if len(gpus) == 0 || plugin == "" {
+		plugin = filepath.Join(t.TempDir(), "pjrt", backend.CUDAPluginFile)
+		extractMember(t, wheel, backend.CUDAPlugin().Member, plugin)
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRealCUDAPluginNoDevice$", "-test.count=1")
 	cmd.Env = append(os.Environ(), childEnv+"=1", backend.EnvPluginPath+"="+filepath.Dir(plugin), backend.EnvBackend+"=")
 	out, err := cmd.CombinedOutput()
@@ -243,10 +258,9 @@ func TestRealCUDAPluginNoDevice(t *testing.T) {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
 	t.Logf("child (the real plugin, loaded through gopjrt):\n%s", out)
-	gpus, _ := filepath.Glob("/dev/nvidia[0-9]*")
 	if len(gpus) > 0 {
-		if !strings.Contains(string(out), "RESOLVED: backend: cuda") {
-			t.Fatalf("this host has %v, so the CUDA plugin should start:\n%s", gpus, out)
+		if !strings.Contains(string(out), "RESOLVED: backend: cuda") || !strings.Contains(string(out), "RAN: 52 err=<nil>") {
+			t.Fatalf("this host has %v, so the CUDA plugin %s should start and run the sum of x·xᵀ for x = [[1,2],[3,4]], 52:\n%s", gpus, plugin, out)
 		}
 		return
 	}

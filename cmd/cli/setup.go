@@ -226,8 +226,12 @@ func (in *installer) noteIfNotFound(target string) {
 	case found != "":
 		fmt.Fprintf(in.stdout, "pjrt: note: nitro run from here loads %s, found earlier in its search\n", found)
 	default:
+		env := backend.EnvPluginDir
+		if in.cuda {
+			env = backend.EnvPluginPath // $NITRO_PJRT_DIR must hold the CPU plugin
+		}
 		fmt.Fprintf(in.stdout, "pjrt: note: %s is not among the places nitro searches (%s): set %s=%s\n",
-			in.dir, strings.Join(searched, ", "), backend.EnvPluginDir, in.dir)
+			in.dir, strings.Join(searched, ", "), env, in.dir)
 	}
 }
 
