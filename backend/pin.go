@@ -129,7 +129,7 @@ const NVIDIALibsDir = "nvidia"
 // top folder unpacked from each wheel. Sizes (download / unpacked): cublas 581 MB / 816 MiB,
 // cudnn 717 / 1109, cusparse 366 / 464, nccl 352 / 467, cusolver 338 / 472, nvshmem 281 / 400,
 // cufft 201 / 280, nvrtc 90 / 216, nvcc 41 / 94 (ptxas and libdevice, which XLA compiles with),
-// nvjitlink 40 / 91, cupti 11 / 42, cuda_runtime 3 / 9: about 3.3 GB to download, 4.4 GiB
+// nvjitlink 40 / 91, cupti 11 / 42, cuda_runtime 3 / 9: about 3.0 GB to download, 4.4 GiB
 // unpacked. nvidia-cuda-cccl-cu12, which nvshmem's wheel requires, is CUDA C++ headers only and
 // is left out: nothing loads it at run time.
 func CUDALibraries() []Wheel {

