@@ -134,13 +134,7 @@ func Resolve(force string) (*Resolved, error) {
 // getPlugin starts XLA on a found plugin. A plugin that does not load is an error naming where it
 // came from and the fix: never a fall-through to a plugin found later, nor to pure Go.
 func getPlugin(f pluginsearch.Found, forced string) (*Resolved, error) {
-	how := "found in " + f.Source
-	if f.Named {
-		how = "named by " + f.Source
-	}
-	if forced != "" {
-		how += ", " + forced
-	}
+	how := origin(f, forced)
 	r, err := get(XLA, f.Path, fmt.Sprintf("xla (PJRT CPU plugin %s): %s", f.Path, how))
 	if err == nil {
 		return r, nil
@@ -149,6 +143,18 @@ func getPlugin(f pluginsearch.Found, forced string) (*Resolved, error) {
 		return nil, fmt.Errorf("%w; the plugin %s named by %s does not load: fix or remove that entry (nitro does not fall back to another plugin)", err, f.Path, f.Source)
 	}
 	return nil, fmt.Errorf("%w; the plugin %s (%s) does not load: reinstall it (`nitro setup --force`, or `make setup` in the repository) or remove it", err, f.Path, how)
+}
+
+// origin says where a found plugin came from, and what forced it ("" when nothing did).
+func origin(f pluginsearch.Found, forced string) string {
+	how := "found in " + f.Source
+	if f.Named {
+		how = "named by " + f.Source
+	}
+	if forced != "" {
+		how += ", " + forced
+	}
+	return how
 }
 
 func get(name, plugin, reason string) (*Resolved, error) {

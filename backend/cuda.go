@@ -71,13 +71,7 @@ func resolveCUDA(name, source string) (*Resolved, error) {
 // getCUDA starts XLA on the CUDA plugin. Any failure is an error: nitro never moves a run the
 // user's install says is for the GPU onto the CPU by itself.
 func getCUDA(f pluginsearch.Found, forced string) (*Resolved, error) {
-	how := "found in " + f.Source
-	if f.Named {
-		how = "named by " + f.Source
-	}
-	if forced != "" {
-		how += ", " + forced
-	}
+	how := origin(f, forced)
 	pointXLAAtNVCC(f.Path)
 	r, err := get(CUDA, f.Path, fmt.Sprintf("cuda (PJRT CUDA plugin %s): %s", f.Path, how))
 	if err == nil {

@@ -178,13 +178,8 @@ func (in *installer) install(ctx context.Context) error {
 		wheelPath = inWheels(in.wheels, w)
 	}
 	if wheelPath != "" {
-		got, err := fileSHA256(wheelPath)
-		if err != nil {
+		if err := checkWheel(wheelPath, w); err != nil {
 			return err
-		}
-		if got != w.SHA256 {
-			return fmt.Errorf("%s has sha256 %s, but the pinned %s wheel %s has sha256 %s: it is not the pinned file; nothing was installed",
-				wheelPath, got, w.Requirement(), w.File, w.SHA256)
 		}
 	}
 	if err := os.MkdirAll(in.dir, 0o755); err != nil {
@@ -438,6 +433,19 @@ func extract(ctx context.Context, wheelPath, member, stamp, target string) (err 
 		return copyErr // the extraction's own error, not wrapped as the write's
 	}
 	return err
+}
+
+// checkWheel refuses a local wheel file that is not w's pinned file.
+func checkWheel(path string, w backend.Wheel) error {
+	got, err := fileSHA256(path)
+	if err != nil {
+		return err
+	}
+	if got != w.SHA256 {
+		return fmt.Errorf("%s has sha256 %s, but the pinned %s wheel %s has sha256 %s: it is not the pinned file; nothing was installed",
+			path, got, w.Requirement(), w.File, w.SHA256)
+	}
+	return nil
 }
 
 func fileSHA256(path string) (string, error) {

@@ -73,12 +73,8 @@ func (in *installer) installTree(ctx context.Context, w backend.Wheel, root stri
 		wheelPath = inWheels(in.wheels, w)
 	}
 	if wheelPath != "" {
-		got, err := fileSHA256(wheelPath)
-		if err != nil {
+		if err := checkWheel(wheelPath, w); err != nil {
 			return err
-		}
-		if got != w.SHA256 {
-			return &shaMismatchError{what: wheelPath, file: w.File, got: got, want: w.SHA256}
 		}
 	} else {
 		d := *in
