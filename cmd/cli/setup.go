@@ -256,10 +256,12 @@ func (in *installer) download(ctx context.Context, tmpDir string) (string, error
 	}
 	fmt.Fprintf(in.stderr, "pjrt: %v\npjrt: trying pip instead\n", err)
 	pipDir := filepath.Join(tmpDir, "pip")
-	// The platform tag is the file name's last field: name-version-python-abi-platform.whl.
+	// The platform tag is the file name's last field: name-version-python-abi-platform.whl; a
+	// compressed set (manylinux2014_x86_64.manylinux_2_17_x86_64) names one platform several ways.
 	tags := strings.Split(strings.TrimSuffix(w.File, ".whl"), "-")
+	platform, _, _ := strings.Cut(tags[len(tags)-1], ".")
 	cmd := exec.CommandContext(ctx, python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-		"--platform", tags[len(tags)-1], "--python-version", "3.11", "--implementation", "py",
+		"--platform", platform, "--python-version", "3.11", "--implementation", "py",
 		"-d", pipDir, w.Requirement())
 	cmd.Stdout, cmd.Stderr = in.stderr, in.stderr
 	if pipErr := cmd.Run(); pipErr != nil {
