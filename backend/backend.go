@@ -75,7 +75,7 @@ type Resolved struct {
 
 // FallbackWarning is Resolved.Warning for an automatic fallback to pure Go.
 const FallbackWarning = "warning: no XLA CPU PJRT plugin found, so nitro runs on GoMLX's pure-Go backend, about ten times slower; " +
-	SetupHint + " to install it, or set " + EnvBackend + "=go to choose pure Go knowingly"
+	SetupHint + ", or set " + EnvBackend + "=go to choose pure Go knowingly"
 
 // String is the line to print.
 func (r *Resolved) String() string { return "backend: " + r.Reason }
@@ -104,7 +104,7 @@ func Resolve(force string) (*Resolved, error) {
 			return getCUDA(cuda, "")
 		}
 		if found.Path == "" {
-			r, err := get(Go, "", fmt.Sprintf("go (pure Go): no XLA CPU PJRT plugin found (searched %s; %s to install it)", strings.Join(searched, ", "), SetupHint))
+			r, err := get(Go, "", fmt.Sprintf("go (pure Go): no XLA CPU PJRT plugin found (searched %s; %s)", strings.Join(searched, ", "), SetupHint))
 			if err != nil {
 				return nil, err
 			}
@@ -118,7 +118,7 @@ func Resolve(force string) (*Resolved, error) {
 			return nil, fmt.Errorf("backend %q was forced by %s, but %w", name, source, err)
 		}
 		if found.Path == "" {
-			return nil, fmt.Errorf("backend %q was forced by %s, but %w in: %s; %s, or set $%s to the plugin file or its folder, or choose --backend go",
+			return nil, fmt.Errorf("backend %q was forced by %s, but %w in: %s; %s (or $%s), or choose --backend go",
 				name, source, ErrNoPlugin, strings.Join(searched, ", "), SetupHint, EnvPluginPath)
 		}
 		return getPlugin(found, "forced by "+source)

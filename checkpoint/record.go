@@ -69,6 +69,10 @@ type Record struct {
 	RNGState        []byte
 	Position        Position
 	Build           string // build identity of the writer
+	// MixedPrecision is the writer's compute mode when it is not float32 ("bf16"); "" is f32,
+	// so a float32 run's record is what it was before modes existed. The state is float32 in
+	// every mode: a reader explains a difference rather than refusing it.
+	MixedPrecision string
 	// Control is the caller's run-control state, opaque here (core stores its early-stopping
 	// state under it), so that a resume restores what decides when the run stops.
 	Control json.RawMessage
@@ -106,6 +110,7 @@ type recordMeta struct {
 	RNGState        []byte            `json:"rng_state,omitempty"`
 	Position        Position          `json:"position"`
 	Build           string            `json:"build,omitempty"`
+	MixedPrecision  string            `json:"mixed_precision,omitempty"`
 	Control         json.RawMessage   `json:"control,omitempty"`
 }
 
@@ -115,7 +120,7 @@ func metaOf(r *Record) recordMeta {
 		StopReason: r.StopReason, Preset: r.Preset, RunID: r.RunID, RunURL: r.RunURL,
 		Values: r.Values, Derived: r.Derived, AnchorChecksums: r.AnchorChecksums,
 		LoggerType: r.LoggerType, LoggerState: r.LoggerState, RNGState: r.RNGState,
-		Position: r.Position, Build: r.Build, Control: r.Control,
+		Position: r.Position, Build: r.Build, Control: r.Control, MixedPrecision: r.MixedPrecision,
 	}
 }
 
@@ -124,7 +129,7 @@ func (m *recordMeta) apply(r *Record) {
 	r.StopReason, r.Preset, r.RunID, r.RunURL = m.StopReason, m.Preset, m.RunID, m.RunURL
 	r.Values, r.Derived, r.AnchorChecksums = m.Values, m.Derived, m.AnchorChecksums
 	r.LoggerType, r.LoggerState, r.RNGState = m.LoggerType, m.LoggerState, m.RNGState
-	r.Position, r.Build, r.Control = m.Position, m.Build, m.Control
+	r.Position, r.Build, r.Control, r.MixedPrecision = m.Position, m.Build, m.Control, m.MixedPrecision
 }
 
 // metricMap encodes finite values as JSON numbers (shortest form, exact round trip) and the

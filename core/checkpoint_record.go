@@ -66,6 +66,9 @@ func (n *Nitro) record(res EpochResult, reason runstatus.Status) (*checkpoint.Re
 		Position: checkpoint.Position{Epoch: n.st.data.epoch, Batch: n.st.data.batch},
 		Build:    compilecache.BuildIdentity(),
 	}
+	if n.cfg.precision.value.Enabled() { // a float32 record stays as it was before modes
+		r.MixedPrecision = n.cfg.precision.value.String()
+	}
 	ts, err := n.stateTensors(wholeState)
 	if err != nil {
 		return nil, err

@@ -198,6 +198,7 @@ func (n *Nitro) checkCompatible(rec *checkpoint.Record, path string) error {
 				path, g, got, rec.AnchorChecksums[g])
 		}
 	}
+	n.checkPrecisionOnResume(rec, path)
 	for _, d := range append(notes, prefixed("derived ", checkpoint.DiffValues(rec.Derived, n.derived))...) {
 		n.notice("resume: " + d)
 	}

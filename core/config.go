@@ -24,13 +24,19 @@ func (n *Nitro) resolveConfig() (err error) {
 	if n.cfg, err = resolveKnobs(n.e, n.typeName, &n.opts); err != nil {
 		return err
 	}
+	if err := n.cfg.resolvePrecision(&n.opts); err != nil {
+		return err
+	}
 	return n.cfg.validate(&n.opts)
 }
 
 // resolveBackend is setup's backend phase: WithBackend's name, else the automatic choice.
 func (n *Nitro) resolveBackend() (err error) {
-	n.backend, err = backend.Resolve(n.opts.backend)
-	return err
+	if n.backend, err = backend.Resolve(n.opts.backend); err != nil {
+		return err
+	}
+	n.applyPrecision()
+	return nil
 }
 
 // resolveKnobs resolves each knob by its rule: run option > method > field > default.

@@ -5,6 +5,8 @@
 //     bundles from.
 //   - A training step is two compiled programs by default (gradient; optimizer), one with
 //     WithFusedStep; parameters, gradients and optimizer state stay per array on the device.
+//     WithMixedPrecision("bf16") builds every program on package precision's backend twin, which
+//     computes float32 products in bfloat16; everything else, the state included, stays float32.
 //   - Manual mode (an experiment with TrainStep) hands the step to the experiment: one program
 //     per step in which TrainStep calls ManualStep.Backward (gradients of an objective with
 //     respect to chosen groups only) and ManualStep.StepOptimizer (one group's chain); the

@@ -280,7 +280,7 @@ func ExampleWithLogger() {
 	}
 	fmt.Println("finish:", lg.Status())
 	// Output:
-	// params: [MaxEpochs Scale accum fused gradient_clip_norm learning_rate max_epochs run_dir seed]
+	// params: [MaxEpochs Scale accum fused gradient_clip_norm learning_rate max_epochs mixed_precision run_dir seed]
 	// train epoch 1 step 1 [loss step_seconds steps_per_second]
 	// train epoch 1 step 2 [loss step_seconds steps_per_second]
 	// train epoch 1 step 3 [loss step_seconds steps_per_second]
@@ -345,6 +345,37 @@ func Example_metricsFile() {
 	// metrics validate 4
 	// metrics data 4
 	// finish completed 0
+}
+
+// WithMixedPrecision("bf16") computes every float32 matrix product in bfloat16, with no change
+// to the model: parameters, gradients, the optimizer state and the loss stay float32.
+func ExampleWithMixedPrecision() {
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(), core.WithCache(compilecache.New()),
+		core.WithMixedPrecision("bf16"), core.WithMaxEpochs(3), core.WithLearningRate(0.05))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := n.Train(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	h := n.History()
+	fmt.Println("learned:", h[2].Val[core.ValLoss] < h[0].Val[core.ValLoss])
+	params, _ := n.Parameters()
+	fmt.Println("weights:", params["line/dense/weights"].DType())
+	for _, line := range strings.Split(n.ConfigReport(), "\n") {
+		if strings.Contains(line, "mixed precision") {
+			fmt.Println(strings.TrimSpace(line))
+		}
+	}
+	_, err = core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithMixedPrecision("fp16"))
+	fmt.Println(err)
+	// Output:
+	// learned: true
+	// weights: Float32
+	// mixed precision      bf16 (run option)
+	// WithMixedPrecision("fp16"): mixed precision "fp16" is not a mode: use "bf16", or "f32" (also "none" or "") for float32 throughout
 }
 
 func sortedKeysOf(m map[string]any) []string {

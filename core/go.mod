@@ -5,6 +5,7 @@ go 1.26
 require (
 	github.com/nitro-go/nitro/metrics v0.0.0
 	github.com/nitro-go/nitro/dotgrad v0.0.0
+	github.com/nitro-go/nitro/precision v0.0.0
 	github.com/nitro-go/nitro/backend v0.0.0
 	github.com/gomlx/gomlx v0.25.0
 	github.com/gomlx/gopjrt v0.10.0
@@ -35,11 +36,12 @@ require (
 	golang.org/x/exp v0.0.0-20250819193227-8b4c13bb791b // indirect
 	golang.org/x/image v0.26.0 // indirect
 	google.golang.org/protobuf v1.36.10 // indirect
-	k8s.io/klog/v2 v2.130.1 // indirect
+	k8s.io/klog/v2 v2.130.1
 )
 
 replace (
 	github.com/nitro-go/nitro/dotgrad => ../dotgrad
+	github.com/nitro-go/nitro/precision => ../precision
 	github.com/nitro-go/nitro/backend => ../backend
 	github.com/nitro-go/nitro/checkpoint => ../checkpoint
 	github.com/nitro-go/nitro/compilecache => ../compilecache

@@ -234,6 +234,7 @@ func (n *Nitro) runParams() map[string]any {
 	p["learning_rate"] = n.cfg.lr.value
 	p["run_dir"] = n.cfg.runDir.value
 	p["fused"] = n.opts.fused
+	p["mixed_precision"] = n.cfg.precision.value.String()
 	if n.opts.preset != "" {
 		p["preset"] = n.opts.preset
 	}

@@ -179,7 +179,7 @@ func TestLoggerParams(t *testing.T) {
 	}
 	want := map[string]any{
 		"Width": int64(4), "Sizes": "[8 2]", "Temperature": 0.1, "Note": "host", "Rate": 0.1, "Patience": "3s", "MaxEpochs": int64(7),
-		"max_epochs": 2, "seed": 42, "accum": 1, "gradient_clip_norm": 0.0, "learning_rate": 1e-3, "run_dir": dir, "fused": true,
+		"max_epochs": 2, "seed": 42, "accum": 1, "gradient_clip_norm": 0.0, "learning_rate": 1e-3, "run_dir": dir, "fused": true, "mixed_precision": "f32",
 	}
 	got := ps[0]
 	for k, w := range want {

@@ -174,6 +174,7 @@ func (n *Nitro) ConfigReport() string {
 	}
 	row("gradient clip norm", clip)
 	row("learning rate", n.cfg.lr.String())
+	row("mixed precision", n.cfg.precision.String())
 	row("run dir", n.cfg.runDir.String())
 	row("backend", n.backend.Reason)
 	groups := make([]string, len(n.groups))

@@ -38,6 +38,7 @@ type options struct {
 	early                  *earlySpec
 	preset                 string
 	residency              Residency // WithMetricsResidency; "" when not given
+	precision              *string   // WithMixedPrecision; nil: f32
 }
 
 // WithMaxEpochs sets how many epochs Train runs.

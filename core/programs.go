@@ -238,7 +238,7 @@ func (n *Nitro) compileProgram(key compilecache.Key, build func(g *graph.Graph, 
 
 // key builds a compile-cache key. Device and Host field values never enter it.
 func (n *Nitro) key(kind, hooks string, inputs signature) compilecache.Key {
-	return compilecache.Key{
+	k := compilecache.Key{
 		Kind:           kind,
 		Experiment:     n.typeName,
 		GraphConstHash: n.gcHash,
@@ -250,6 +250,8 @@ func (n *Nitro) key(kind, hooks string, inputs signature) compilecache.Key {
 		// experiment on different backends in one process must not share it.
 		Extra: [][2]string{{"backend", n.backend.Name}, {"layout", n.layoutDigest()}, {"context params", n.contextParams()}},
 	}
+	n.precisionKey(&k)
+	return k
 }
 
 // contextParams prints the context's settings (what BuildModel configured: activations, dropout

@@ -1,6 +1,6 @@
 // Package cli is the nitro command line as a library: a user's own main registers experiments
 // and calls Main to get the same commands the nitro binary has (train, evaluate, render, export,
-// run-bundle, serve, list, info, ls, plot, data convert, setup, completion). It is built on github.com/spf13/cobra: every command
+// run-bundle, serve, list, info, ls, plot, data convert, setup, new, completion). It is built on github.com/spf13/cobra: every command
 // has its own help and flags, flags may come before or after the arguments, and a bad flag
 // value is an error naming the flag.
 package cli
@@ -88,7 +88,7 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 
 // commandOrder is the order the root help lists the commands in; others (completion, help)
 // follow.
-var commandOrder = []string{"train", "evaluate", "render", "export", "run-bundle", "serve", "list", "info", "ls", "plot", "data", "setup"}
+var commandOrder = []string{"train", "evaluate", "render", "export", "run-bundle", "serve", "list", "info", "ls", "plot", "data", "setup", "new"}
 
 // newRoot builds the command tree; each Main call gets its own, so flag values never leak from
 // one call into the next.
@@ -122,6 +122,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newPlotCmd(stdout, stderr),
 		newDataCmd(stdout),
 		newSetupCmd(stdout, stderr),
+		newNewCmd(stdout, stderr),
 	)
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
@@ -312,7 +313,8 @@ func newInfoCmd(stdout io.Writer) *cobra.Command {
 		Short: "an experiment's fields, or what a checkpoint says about itself",
 		Long: `Prints the experiment's fields: name, kind, type, default, doc. Given a checkpoint file
 instead, prints what it says about itself (epoch, step, preset, run id, stop reason, position,
-metrics, tensors, build), read from its header alone.`,
+metrics, tensors, build), read from its header alone. A registered name is always the experiment,
+even beside a file of that name: write ./NAME for the file.`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return fmt.Errorf("info needs an experiment name or a checkpoint file; registered: %s", strings.Join(sortedNames(), ", "))
@@ -327,17 +329,8 @@ metrics, tensors, build), read from its header alone.`,
 			return names, cobra.ShellCompDirectiveDefault // a checkpoint file too
 		},
 		RunE: func(_ *cobra.Command, args []string) error {
-			fi, statErr := os.Stat(args[0])
-			if statErr == nil && !fi.IsDir() {
-				return checkpointInfo(args[0], stdout)
-			}
-			if _, ok := registry[args[0]]; !ok {
-				if err := notACheckpointFile(args[0], fi, statErr); err != nil {
-					return err
-				}
-			}
-			e, err := lookup(args[0])
-			if err != nil {
+			e, err := infoExperiment(args[0], stdout)
+			if err != nil || e.build == nil {
 				return err
 			}
 			x, err := e.build("")
@@ -369,6 +362,9 @@ func newLsCmd(stdout io.Writer) *cobra.Command {
 		},
 		ValidArgsFunction: dirsOnly,
 		RunE: func(_ *cobra.Command, args []string) error {
+			if err := runDirArg(args[0]); err != nil {
+				return err
+			}
 			return listCheckpoints(args[0], stdout)
 		},
 	}

@@ -117,15 +117,37 @@ func TestTrainTinyMNISTFused(t *testing.T) {
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 || strings.Contains(out, "metrics:") {
 		t.Errorf("--no-log wrote %v and said %q", entries, out)
 	}
+	learnedTiny(t, "with --fused", out)
+	if !strings.Contains(out, "compile cache: 2 misses") || !strings.Contains(out, "fused") {
+		t.Fatalf("--fused train+validate+test should compile 2 programs and say it is fused:\n%s", out)
+	}
+}
+
+// learnedTiny fails unless a tiny-preset run printed a test accuracy of at least 0.5.
+func learnedTiny(t *testing.T, how, out string) {
+	t.Helper()
 	m := regexp.MustCompile(`test: test_accuracy ([0-9.]+)`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("no test accuracy in:\n%s", out)
 	}
 	if acc, _ := strconv.ParseFloat(m[1], 64); acc < 0.5 {
-		t.Fatalf("test accuracy %v after the tiny preset with --fused: the model did not learn", acc)
+		t.Fatalf("test accuracy %v after the tiny preset %s: the model did not learn", acc, how)
 	}
-	if !strings.Contains(out, "compile cache: 2 misses") || !strings.Contains(out, "fused") {
-		t.Fatalf("--fused train+validate+test should compile 2 programs and say it is fused:\n%s", out)
+}
+
+// TestTrainTinyMNISTBF16: --mixed-precision bf16 reaches core (the config report says so), learns
+// the tiny preset, and compiles the same 3 programs as float32 (their bf16 twins).
+func TestTrainTinyMNISTBF16(t *testing.T) {
+	compilecache.Default().Reset()
+	code, out, errs := runCLI("train", "mnist-mlp", "--preset", "tiny", "--mixed-precision", "bf16", "--set", "TrainLimit=3000", "--set", "TestLimit=1000",
+		"--run-dir", t.TempDir(), "--no-log", "--no-checkpoints")
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errs, out)
+	}
+	ranOn(t, "train --mixed-precision bf16", out)
+	learnedTiny(t, "under bf16", out)
+	if !strings.Contains(out, "mixed precision      bf16 (run option)") || !strings.Contains(out, "compile cache: 3 misses") {
+		t.Fatalf("want the config report's bf16 row and 3 programs:\n%s", out)
 	}
 }
 

@@ -105,6 +105,8 @@ func TestBadFlagValuesAreRefused(t *testing.T) {
 		{[]string{"train", "mnist-mlp", "--log-format", "yaml"}, []string{`--log-format "yaml"`, "console", "json"}},
 		{[]string{"evaluate", "--log-format", "text", "mnist-mlp"}, []string{"--log-format", "console", "json"}},
 		{[]string{"train", "mnist-mlp", "-preset", "tiny"}, []string{"--preset"}},
+		{[]string{"train", "mnist-mlp", "--mixed-precision", "fp16"}, []string{`--mixed-precision: mixed precision "fp16" is not a mode`, `"bf16"`, `"f32"`}},
+		{[]string{"evaluate", "mnist-mlp", "--mixed-precision", "BF16"}, []string{"--mixed-precision", `"BF16"`, `"bf16"`}},
 		{[]string{"train", "mnist-mlp", "--frobnicate"}, []string{"unknown flag: --frobnicate"}},
 		{[]string{"evaluate", "mnist-mlp", "--metrics-addr", "127.0.0.1:0"}, []string{"--metrics-addr is a train flag"}},
 		{[]string{"train", "mnist-mlp", "extra"}, []string{"unexpected arguments [extra]"}},
@@ -375,10 +377,10 @@ func TestLogFormatConsole(t *testing.T) {
 	for _, re := range []string{
 		`(?m)^nitro MLP: `,
 		`(?m)^binding report: \d+ values`,
-		`(?m)^epoch 1/1  train_loss [0-9.]+  val_accuracy [0-9.]+  val_loss [0-9.]+  seconds [0-9.]+  steps_per_second [0-9.]+$`,
+		`(?m)^epoch 1/1  train_loss [0-9.]+  val_accuracy [0-9.]+(  val_accuracy_\d [0-9.]+){10}  val_loss [0-9.]+  seconds [0-9.]+  steps_per_second [0-9.]+$`,
 		`(?m)^warning: monitors: monitor #\d+ .*deliberately broken`,
 		`(?m)^stopped: completed after 1 epochs, \d+ optimizer steps$`,
-		`(?m)^test: test_accuracy [0-9.]+ test_loss [0-9.]+$`,
+		`(?m)^test: test_accuracy [0-9.]+( test_accuracy_\d [0-9.]+){10} test_loss [0-9.]+$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("console output lacks %s:\n%s", re, out)

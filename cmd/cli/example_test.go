@@ -3,7 +3,9 @@ package cli_test
 import (
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/nitro-go/nitro/cmd/cli"
@@ -46,4 +48,31 @@ func ExampleMain_setup() {
 	// Output:
 	// nitro: open xla_cpu_pjrt-0.0.1-py3-none-manylinux_2_27_x86_64.whl: no such file or directory
 	// exit 1
+}
+
+// `nitro new DIR` writes a Go module of one's own: an experiment with its test, a main that
+// registers it, a Makefile, and go.mod's replace lines pointing at this nitro checkout (the one
+// the binary was built from, here; --nitro DIR or $NITRO_SRC name another).
+func ExampleMain_new() {
+	tmp, err := os.MkdirTemp("", "nitro-new-example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(tmp)
+	dir := filepath.Join(tmp, "myexp")
+	code := cli.Main([]string{"new", dir, "--module", "example.com/me/myexp"}, io.Discard, os.Stderr)
+	fmt.Println("exit", code)
+	var files []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(dir, p)
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	fmt.Println(strings.Join(files, " "))
+	// Output:
+	// exit 0
+	// .gitignore Makefile README.md experiment/experiment.go experiment/experiment_test.go go.mod go.sum main.go
 }

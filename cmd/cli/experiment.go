@@ -15,6 +15,7 @@ import (
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/monitors"
+	"github.com/nitro-go/nitro/precision"
 	"github.com/nitro-go/nitro/promexport"
 )
 
@@ -26,6 +27,7 @@ type expFlags struct {
 	backend     string
 	quiet       bool
 	fused       bool
+	precision   string
 	noProgress  bool
 	heartbeat   string
 	stall       time.Duration
@@ -136,6 +138,7 @@ func newExperimentCmd(name string, stdout, stderr io.Writer) *cobra.Command {
 		renderFlags(c, f)
 	}
 	fs.BoolVar(&f.fused, "fused", false, "compile each training step as one program (gradient and update); needs accum 1")
+	fs.StringVar(&f.precision, "mixed-precision", "", "`MODE` of Forward's compute: bf16 (float32 parameters, optimizer state and loss; bfloat16 matmuls and convolutions) or f32 (default)")
 	fs.StringVar(&f.logFormat, "log-format", formatConsole, "`FORMAT` of the reports, epoch lines, notices, warnings and results on stdout: console or json (JSON Lines)")
 	fs.BoolVar(&f.quiet, "quiet", false, "print only the results")
 	fs.BoolVar(&f.noProgress, "no-progress", false, "no live progress display on stderr (the epoch lines on stdout stay)")
@@ -151,6 +154,7 @@ func newExperimentCmd(name string, stdout, stderr io.Writer) *cobra.Command {
 	}
 	_ = c.RegisterFlagCompletionFunc("backend", complete("xla", "go"))
 	_ = c.RegisterFlagCompletionFunc("log-format", complete(formatConsole, formatJSON))
+	_ = c.RegisterFlagCompletionFunc("mixed-precision", complete(string(precision.BF16), string(precision.F32)))
 	_ = c.RegisterFlagCompletionFunc("preset", func(_ *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		var out []cobra.Completion
 		if len(args) > 0 {
@@ -191,6 +195,9 @@ func checkFlags(c *cobra.Command, f *expFlags) error {
 	}
 	if err := checkLogFormat(f.logFormat); err != nil {
 		return err
+	}
+	if _, err := precision.Parse(f.precision); err != nil {
+		return fmt.Errorf("--mixed-precision: %w", err)
 	}
 	// The run dir is probed now, before the data, the compiles and an epoch, when this run writes
 	// there (metrics.jsonl, checkpoints); core probes it again, under its own name, RunDir.
@@ -270,6 +277,9 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 	}
 	if f.fused {
 		opts = append(opts, core.WithFusedStep())
+	}
+	if f.precision != "" {
+		opts = append(opts, core.WithMixedPrecision(f.precision))
 	}
 	if f.runDir != "" {
 		opts = append(opts, core.WithRunDir(f.runDir))

@@ -1,7 +1,8 @@
 // Package plot draws a training run's metrics.jsonl (the logjson module's JSON Lines) as PNG
 // figures with gonum.org/v1/plot: the training loss per optimizer step, raw and smoothed, and
 // each other train metric the same way; each validation metric per epoch; steps/s per epoch
-// when the data lines carry timing; each data-line value per epoch (data_wait_frac). Read
+// when the data lines carry timing; each data-line value per epoch (data_wait_frac). A loss whose
+// values are all positive and span more than two decades is drawn on a log y axis. Read
 // parses the file into a Run, Write draws the Run into a directory, one PNG a figure plus an
 // index.md that lists each with what it shows and its values' range.
 //

@@ -56,7 +56,9 @@ func Write(run *Run, outDir string) ([]string, error) { return Options{}.Write(r
 //   - train_loss.png: the training loss per optimizer step, raw (thin, light) and smoothed by a
 //     centered moving average (the mean of the Window points around each one, fewer where the
 //     series ends, so the curve does not lag), dotted lines at epoch ends; train_<name>.png the
-//     same for each other train metric;
+//     same for each other train metric; a loss (a name ending in "loss", val_loss too) whose
+//     values are all positive and span more than two decades gets a log y axis, its label and
+//     the index saying so;
 //   - val_<name>.png: each validation metric per epoch, with markers;
 //   - steps_per_second.png: Run.StepsPerSecond, when the file had timing;
 //   - data_<name>.png (data_wait_frac.png): each data-line value per epoch, timing aside;
@@ -212,7 +214,12 @@ func (o Options) trainFigure(file, name string, pts []Point, ends []EpochEnd) fi
 	sm, _ := plotter.NewLine(xys(smooth))
 	sm.LineStyle = draw.LineStyle{Color: smoothColor, Width: vg.Points(2)}
 	p.Add(raw, sm)
-	padY(p, 0.04)
+	logY := isLoss(name) && spansDecades(pts)
+	if logY {
+		setLogY(p, pts, 0.04)
+	} else {
+		padY(p, 0.04)
+	}
 	if len(pts) == 1 { // a line through one point draws nothing
 		sc, _ := plotter.NewScatter(xys(pts))
 		sc.GlyphStyle = draw.GlyphStyle{Color: smoothColor, Radius: vg.Points(3), Shape: draw.CircleGlyph{}}
@@ -225,6 +232,9 @@ func (o Options) trainFigure(file, name string, pts []Point, ends []EpochEnd) fi
 	about := fmt.Sprintf("%s per optimizer step: raw (thin, light) and smoothed (thick: the centered mean of %d points, fewer at the ends)", what, window)
 	if len(marks) > 0 {
 		about += "; dotted lines mark the epoch ends"
+	}
+	if logY {
+		about += logNote(pts)
 	}
 	lo, hi := yRange(pts)
 	slo, shi := yRange(smooth)
@@ -248,7 +258,12 @@ func epochFigure(file, yLabel, title, about string, pts []Point) figure {
 	line.LineStyle = draw.LineStyle{Color: pointColor, Width: vg.Points(1.5)}
 	sc.GlyphStyle = draw.GlyphStyle{Color: pointColor, Radius: vg.Points(4), Shape: draw.CircleGlyph{}}
 	p.Add(line, sc)
-	padY(p, 0.08)
+	if isLoss(yLabel) && spansDecades(pts) {
+		setLogY(p, pts, 0.08)
+		about += logNote(pts)
+	} else {
+		padY(p, 0.08)
+	}
 	lo, hi := yRange(pts)
 	values := fmt.Sprintf("%s to %s over epochs %s to %s", num(lo), num(hi), num(first), num(last))
 	if len(pts) <= 12 {
@@ -291,6 +306,65 @@ func padY(p *gplot.Plot, frac float64) {
 		p.Y.Min -= frac * r
 		p.Y.Max += frac * r
 	}
+}
+
+// logDecades is how many powers of ten a loss must span before its y axis turns logarithmic:
+// past two, a linear axis presses everything after the first steep fall flat along the bottom.
+const logDecades = 2
+
+// isLoss says a series is a loss (train loss, val_loss, ...), the one kind drawn on a log axis
+// when it spans decades; an accuracy or a rate stays linear whatever its range.
+func isLoss(name string) bool { return strings.HasSuffix(strings.ToLower(name), "loss") }
+
+// spansDecades says every value is positive and the largest is more than logDecades powers of
+// ten above the smallest (a log axis cannot show zero or a negative value).
+func spansDecades(pts []Point) bool {
+	lo, hi := yRange(pts)
+	return lo > 0 && !math.IsInf(hi, 0) && math.Log10(hi)-math.Log10(lo) > logDecades
+}
+
+// logNote is the index's word on a log axis.
+func logNote(pts []Point) string {
+	lo, hi := yRange(pts)
+	return fmt.Sprintf("; the y axis is logarithmic (the values span %.1f decades)", math.Log10(hi)-math.Log10(lo))
+}
+
+// setLogY puts p's y axis on a log scale over pts' range, widened by frac of its decades at each
+// end, with logTicks.
+func setLogY(p *gplot.Plot, pts []Point, frac float64) {
+	lo, hi := yRange(pts)
+	pad := math.Pow(hi/lo, frac)
+	p.Y.Scale = gplot.LogScale{}
+	p.Y.Tick.Marker = logTicks{}
+	p.Y.Min, p.Y.Max = lo/pad, hi*pad
+	p.Y.Label.Text += " (log scale)"
+}
+
+// logTicks marks a log axis: a labelled tick at powers of ten (every k-th one when the range
+// spans more than ten decades, so that at most about ten are labelled), and unlabelled ones at
+// 2..9 times each power when it spans six or fewer. Bounded like ticks: at most a few hundred.
+type logTicks struct{}
+
+func (logTicks) Ticks(lo, hi float64) []gplot.Tick {
+	if !(lo > 0) || math.IsInf(hi, 0) || hi < lo {
+		return nil
+	}
+	first, last := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+	every := math.Max(1, math.Ceil((last-first)/10))
+	minor := last-first <= 6
+	var out []gplot.Tick
+	for e := first; e <= last; e++ {
+		base := math.Pow(10, e)
+		if math.Mod(e-first, every) == 0 && base >= lo && base <= hi {
+			out = append(out, gplot.Tick{Value: base, Label: strconv.FormatFloat(base, 'g', 6, 64)})
+		}
+		for m := 2.0; minor && m <= 9; m++ {
+			if v := m * base; v >= lo && v <= hi {
+				out = append(out, gplot.Tick{Value: v})
+			}
+		}
+	}
+	return out
 }
 
 func xys(pts []Point) plotter.XYs {

@@ -1,0 +1,64 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/nitro-go/nitro/checkpoint"
+	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/precision"
+)
+
+// WithMixedPrecision sets the compute precision of the programs nitro compiles: "bf16" computes
+// every float32 matrix product and convolution (Forward's and their gradients) in bfloat16, with
+// the casts in and out emitted by nitro; "f32", "none" or "" is float32 throughout (the default).
+// Parameters, gradients, optimizer state, the loss and the metrics stay float32, and a model
+// needs no change (see package precision). Any other value is refused by New. Nitro.Backend
+// then holds the bf16 twin; an export bundle is traced on the exporter's own backend, float32.
+func WithMixedPrecision(mode string) Option {
+	return func(o *options) { o.precision = &mode }
+}
+
+// resolvePrecision parses WithMixedPrecision's value into the config.
+func (c *config) resolvePrecision(o *options) error {
+	if o.precision == nil {
+		c.precision = resolved[precision.Mode]{precision.F32, "default"}
+		return nil
+	}
+	m, err := precision.Parse(*o.precision)
+	if err != nil {
+		return fmt.Errorf("WithMixedPrecision(%q): %w", *o.precision, err)
+	}
+	c.precision = resolved[precision.Mode]{m, "run option"}
+	return nil
+}
+
+// applyPrecision puts the run on its mode's backend (precision.Mode.Backend): under bf16, every
+// program's float32 products and convolutions are built in bfloat16, the rest float32. It runs
+// before anything is uploaded, so the parameters, the optimizer state and every batch are
+// tensors of the backend the programs are compiled for.
+func (n *Nitro) applyPrecision() {
+	n.backend.Backend = n.cfg.precision.value.Backend(n.backend.Backend)
+}
+
+// precisionKey adds the mode to a program's key when the mode casts: a bf16 program and its
+// float32 twin are two entries (even the optimizer's: it belongs to the bf16 backend), and
+// float32 keys stay as they were.
+func (n *Nitro) precisionKey(key *compilecache.Key) {
+	if name, value, ok := n.cfg.precision.value.KeyEntry(); ok {
+		key.Extra = append(key.Extra, [2]string{name, value})
+	}
+}
+
+// checkPrecisionOnResume explains a resume whose mode differs from the checkpoint's. Both modes
+// keep float32 parameters and optimizer state, so the state fits either way and the resume goes
+// on; the notice says the compute changed. A record without a mode is f32.
+func (n *Nitro) checkPrecisionOnResume(rec *checkpoint.Record, path string) {
+	was, err := precision.Parse(rec.MixedPrecision)
+	if err != nil {
+		n.notice(fmt.Sprintf("resume: checkpoint %s records mixed precision %q, which this build does not know; the state is float32 and is resumed under %s", path, rec.MixedPrecision, n.cfg.precision.value))
+		return
+	}
+	if now := n.cfg.precision.value; was != now {
+		n.notice(fmt.Sprintf("resume: mixed precision %s, the checkpoint's run trained with %s: parameters and optimizer state are float32 in both, so they are resumed as they are; only the dtype of the products changes", now, was))
+	}
+}
