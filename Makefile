@@ -14,9 +14,11 @@ ARGS    ?=
 
 .PHONY: setup test lint bench bench-venv ckpt-venv depcheck run fmt $(addprefix test/,$(MODULES))
 
-## setup: install the pinned XLA CPU PJRT plugin into .nitro/pjrt and download Go modules (idempotent)
+## setup: install the pinned XLA CPU PJRT plugin into .nitro/pjrt and download Go modules (idempotent);
+## CUDA=1 also installs the CUDA plugin and its NVIDIA libraries (docs/gpu.md)
+CUDA ?=
 setup:
-	@./scripts/install-pjrt.sh
+	@CUDA=$(CUDA) ./scripts/install-pjrt.sh
 	@for m in $(MODULES); do (cd $$m && $(GO) mod download) || exit 1; done
 
 ## depcheck: no module but cmd/export/integration imports core; internal/prereq and tensorfile import no

@@ -4,8 +4,8 @@
 // (Resolved.Warning, which the nitro CLI prints on stderr before anything else), and a forced
 // backend that cannot be had is an error naming what was searched.
 //
-// Resolution order: the force argument, then $NITRO_BACKEND, then auto ("xla" if a plugin is
-// found, else "go"). Plugins are searched (see FindPlugin) in each entry of
+// Resolution order: the force argument, then $NITRO_BACKEND, then auto ("cuda" if the CUDA plugin
+// is installed, else "xla" if the CPU plugin is found, else "go"). Plugins are searched (see FindPlugin) in each entry of
 // $PJRT_PLUGIN_LIBRARY_PATH (a ':' list of folders or plugin files), $NITRO_PJRT_DIR (a folder or
 // the plugin file), then a .nitro/pjrt folder in the working directory or any parent of it (where
 // `make setup` installs), then the same beside the running executable, then the user's cache
@@ -14,7 +14,17 @@
 // or to fall back to pure Go: the user would believe their plugin ran. Pinned names the wheel both
 // installers take the plugin from: lammps-jax-pjrt-cpu 0.11.2, chosen over the two other pins by
 // measurement (its fused MLP step is 0.61x the old default's, and Go's CPU profiler works on it;
-// Pins has the figures). Backends are created once per process and shared: a PJRT
+// Pins has the figures).
+//
+// The GPU: `nitro setup --cuda` installs jax-cuda12-pjrt 0.11.2 (CUDAPlugin: XLA's CUDA 12 plugin
+// from the same jaxlib release as the CPU default, so the same PJRT C API 0.115 that gopjrt
+// v0.10.0, built against 0.81, already drives on the CPU) as CUDAPluginFile beside the CPU plugin,
+// and the NVIDIA libraries it loads (CUDALibraries) into ../nvidia, where its RPATH looks. The
+// CUDA plugin is searched in the same places; when found, auto resolution takes it (a CPU plugin
+// the user named by variable still wins over one the search found). A CUDA plugin that sees no
+// GPU is an error wrapping ErrNoCUDADevice that names $CUDA_VISIBLE_DEVICES, the driver and the
+// device files, never a quiet fall back to the CPU; NITRO_BACKEND=xla chooses the CPU knowingly.
+// Backends are created once per process and shared: a PJRT
 // client is expensive and owns the device memory. Resolve is safe for concurrent use.
 package backend
 
@@ -37,7 +47,7 @@ const (
 	Go  = "go"  // GoMLX's pure-Go backend (simplego)
 )
 
-// EnvBackend forces a backend by name ("xla" or "go"); empty means auto.
+// EnvBackend forces a backend by name ("xla", "cuda" or "go"); empty means auto.
 const EnvBackend = "NITRO_BACKEND"
 
 // EnvPluginDir names the folder holding the PJRT plugin (or the plugin file), searched after
@@ -56,7 +66,7 @@ var ErrNoPlugin = pluginsearch.ErrNotFound
 
 // Resolved is a chosen backend and why it was chosen.
 type Resolved struct {
-	Name    string           // XLA or Go
+	Name    string           // XLA, CUDA or Go
 	Plugin  string           // absolute plugin path, for XLA
 	Reason  string           // one line: which backend and why
 	Warning string           // set when auto resolution fell back to pure Go: print it on stderr
@@ -75,7 +85,7 @@ var (
 	shared = map[string]*Resolved{}
 )
 
-// Resolve picks the backend. force is "xla", "go" or "" (then $NITRO_BACKEND, then auto). Each
+// Resolve picks the backend. force is "xla", "cuda", "go" or "" (then $NITRO_BACKEND, then auto). Each
 // call returns its own Resolved; the Backend inside is the process's shared one.
 func Resolve(force string) (*Resolved, error) {
 	name, source := strings.ToLower(strings.TrimSpace(force)), "the caller"
@@ -87,6 +97,11 @@ func Resolve(force string) (*Resolved, error) {
 		found, searched, err := find()
 		if err != nil {
 			return nil, fmt.Errorf("backend: %w (nitro loads no other plugin, nor falls back to pure Go, past a place it refused)", err)
+		}
+		// CUDA first, unless the user named the CPU plugin and the CUDA one is only in the search's
+		// own places: the user's choice wins over the search's.
+		if _, cuda, _ := FindCUDAPlugin(); cuda.Path != "" && (cuda.Named || !found.Named) {
+			return getCUDA(cuda, "")
 		}
 		if found.Path == "" {
 			r, err := get(Go, "", fmt.Sprintf("go (pure Go): no XLA CPU PJRT plugin found (searched %s; %s)", strings.Join(searched, ", "), SetupHint))
@@ -107,23 +122,19 @@ func Resolve(force string) (*Resolved, error) {
 				name, source, ErrNoPlugin, strings.Join(searched, ", "), SetupHint, EnvPluginPath)
 		}
 		return getPlugin(found, "forced by "+source)
+	case CUDA, "gpu":
+		return resolveCUDA(name, source)
 	case Go, "simplego":
 		return get(Go, "", fmt.Sprintf("go (pure Go): forced by %s", source))
 	default:
-		return nil, fmt.Errorf("unknown backend %q (from %s): use %q or %q, or leave it empty to choose automatically", name, source, XLA, Go)
+		return nil, fmt.Errorf("unknown backend %q (from %s): use %q, %q or %q, or leave it empty to choose automatically", name, source, XLA, CUDA, Go)
 	}
 }
 
 // getPlugin starts XLA on a found plugin. A plugin that does not load is an error naming where it
 // came from and the fix: never a fall-through to a plugin found later, nor to pure Go.
 func getPlugin(f pluginsearch.Found, forced string) (*Resolved, error) {
-	how := "found in " + f.Source
-	if f.Named {
-		how = "named by " + f.Source
-	}
-	if forced != "" {
-		how += ", " + forced
-	}
+	how := origin(f, forced)
 	r, err := get(XLA, f.Path, fmt.Sprintf("xla (PJRT CPU plugin %s): %s", f.Path, how))
 	if err == nil {
 		return r, nil
@@ -132,6 +143,18 @@ func getPlugin(f pluginsearch.Found, forced string) (*Resolved, error) {
 		return nil, fmt.Errorf("%w; the plugin %s named by %s does not load: fix or remove that entry (nitro does not fall back to another plugin)", err, f.Path, f.Source)
 	}
 	return nil, fmt.Errorf("%w; the plugin %s (%s) does not load: reinstall it (`nitro setup --force`, or `make setup` in the repository) or remove it", err, f.Path, how)
+}
+
+// origin says where a found plugin came from, and what forced it ("" when nothing did).
+func origin(f pluginsearch.Found, forced string) string {
+	how := "found in " + f.Source
+	if f.Named {
+		how = "named by " + f.Source
+	}
+	if forced != "" {
+		how += ", " + forced
+	}
+	return how
 }
 
 func get(name, plugin, reason string) (*Resolved, error) {
@@ -148,6 +171,8 @@ func get(name, plugin, reason string) (*Resolved, error) {
 		// An absolute path skips gopjrt's own search; shared_buffers lets the CPU plugin alias host
 		// memory, which gopjrt only turns on by itself for a plugin named plainly "cpu".
 		b, err = stablehlo.New(plugin + ",shared_buffers")
+	case CUDA:
+		b, err = startCUDA(plugin) // device memory: no host aliasing
 	default:
 		b, err = simplego.New("")
 	}

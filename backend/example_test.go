@@ -1,0 +1,17 @@
+package backend_test
+
+import (
+	"fmt"
+
+	"github.com/nitro-go/nitro/backend"
+)
+
+// ExampleCUDAPlugin lists what `nitro setup --cuda` installs: the plugin, then the NVIDIA
+// libraries it loads, each a pinned, sha256-checked wheel.
+func ExampleCUDAPlugin() {
+	fmt.Println(backend.CUDAPlugin().Requirement(), "->", backend.CUDAPluginFile)
+	fmt.Println(len(backend.CUDALibraries()), "NVIDIA library wheels, the first", backend.CUDALibraries()[0].Requirement())
+	// Output:
+	// jax-cuda12-pjrt==0.11.2 -> pjrt_c_api_cuda_plugin.so
+	// 12 NVIDIA library wheels, the first nvidia-cublas-cu12==12.9.3.13
+}
