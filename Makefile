@@ -12,13 +12,14 @@ GO      ?= go
 TESTENV := NITRO_SAFETENSORS_PYTHON=$(CURDIR)/.nitro/ckpt-venv/bin/python
 ARGS    ?=
 
-.PHONY: setup test lint bench bench-venv ckpt-venv depcheck run fmt $(addprefix test/,$(MODULES))
+.PHONY: setup cuda-wheel test lint bench bench-venv ckpt-venv depcheck run fmt $(addprefix test/,$(MODULES))
 
 ## setup: install the pinned XLA CPU PJRT plugin into .nitro/pjrt and download Go modules (idempotent);
 ## CUDA=1 also installs the CUDA plugin and its NVIDIA libraries (docs/gpu.md)
 CUDA ?=
+# A CPU-only setup (make run) does not fetch the CUDA plugin wheel; make test does (cuda-wheel).
 setup:
-	@CUDA=$(CUDA) ./scripts/install-pjrt.sh
+	@NITRO_SKIP_CUDA_WHEEL=$(if $(filter-out 0,$(CUDA)),,1) CUDA=$(CUDA) ./scripts/install-pjrt.sh
 	@for m in $(MODULES); do (cd $$m && $(GO) mod download) || exit 1; done
 
 ## depcheck: no module but cmd/export/integration imports core; internal/prereq and tensorfile import no
@@ -33,7 +34,12 @@ ckpt-venv:
 
 ## test: setup, layering check, then every module's tests (race detector on the concurrent modules),
 ## then a short fuzz of the checkpoint, safetensors, bundle and idx readers (hostile input must never panic)
-test: setup depcheck ckpt-venv
+## cuda-wheel: keep the pinned CUDA plugin wheel (188 MB) in .nitro/cache for backend's test that
+## loads the real CUDA plugin on a host without a GPU (test-only; never the NVIDIA libraries)
+cuda-wheel:
+	@NITRO_SKIP_CUDA_WHEEL= ./scripts/install-pjrt.sh
+
+test: setup cuda-wheel depcheck ckpt-venv
 	$(TESTENV) $(GO) test -count=1 $(PKGS)
 	$(TESTENV) $(GO) test -count=1 -race $(addprefix ./,$(addsuffix /...,$(RACE)))
 	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime 10s -fuzzminimizetime 100x ./checkpoint/

