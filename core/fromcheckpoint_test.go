@@ -61,7 +61,9 @@ func TestNewFromCheckpointRebuildsTheExperiment(t *testing.T) {
 		if got := must(w.Validate()); math.Float64bits(got["val_loss"]) != math.Float64bits(want["val_loss"]) {
 			t.Errorf("%s: val_loss %v, the trained run's %v", from, got["val_loss"], want["val_loss"])
 		}
-		if !slices.ContainsFunc(con.Notices, func(s string) bool { return strings.Contains(s, `GraphConst field Act = "tanh", as recorded (the recipe gives "relu")`) }) {
+		if !slices.ContainsFunc(con.Notices, func(s string) bool {
+			return strings.Contains(s, `GraphConst field Act = "tanh", as recorded (the recipe gives "relu")`)
+		}) {
 			t.Errorf("%s: notices %q do not report the value set back", from, con.Notices)
 		}
 	}
