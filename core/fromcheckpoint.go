@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -82,6 +83,37 @@ func NewFromCheckpoint[E any](path string, overrides map[string]any, opts ...Opt
 	return n, nil
 }
 
+// ContradictionError is NewFromCheckpoint refusing a value given that contradicts what the
+// checkpoint recorded: its preset (Field "preset", Recorded "" for none) or a GraphConst field
+// (Recorded and Given as the checkpoint prints them).
+type ContradictionError struct {
+	Path            string // the checkpoint file
+	Field           string
+	Recorded, Given string
+	msg             string
+}
+
+func (e *ContradictionError) Error() string { return e.msg }
+
+// ResolveRunDir is the run directory New would resolve for e under opts (WithRunDir, else the
+// experiment's RunDir method or field, else runs/<Experiment>), without setting anything up: a
+// caller finds the checkpoints of a run before building it.
+func ResolveRunDir(e any, opts ...Option) (string, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	t := reflect.TypeOf(e)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return "", fmt.Errorf("core.ResolveRunDir takes a pointer to an experiment struct, got %T", e)
+	}
+	r, err := resolveKnob(e, "RunDir", o.runDir, filepath.Join("runs", t.Name()))
+	return r.value, err
+}
+
 // checkpointHeader resolves path (a run directory: its newest checkpoint) and reads the file's
 // header, which holds the preset and the recorded values.
 func checkpointHeader(path string, resume bool) (string, *checkpoint.Header, error) {
@@ -104,8 +136,9 @@ func fromCheckpointOptions(o *options, file, preset string) error {
 		return fmt.Errorf("NewFromCheckpoint(%s): WithResume and WithCheckpoint name another checkpoint source; drop them (the checkpoint is NewFromCheckpoint's path; ContinueRun resumes it)", file)
 	}
 	if o.preset != "" && o.preset != preset {
-		return fmt.Errorf("NewFromCheckpoint(%s): WithPreset(%q) contradicts the checkpoint, trained with %s; drop WithPreset (the checkpoint rebuilds its own experiment), or build preset %q with NewFromPreset and load the weights into it with WithCheckpoint",
-			file, o.preset, presetText(preset), o.preset)
+		return &ContradictionError{Path: file, Field: "preset", Recorded: preset, Given: o.preset,
+			msg: fmt.Sprintf("NewFromCheckpoint(%s): WithPreset(%q) contradicts the checkpoint, trained with %s; drop WithPreset (the checkpoint rebuilds its own experiment), or build preset %q with NewFromPreset and load the weights into it with WithCheckpoint",
+				file, o.preset, presetText(preset), o.preset)}
 	}
 	return nil
 }
@@ -205,8 +238,9 @@ func applyOverrides(e any, tr *markers.Traits, rec checkpoint.Values, overrides 
 			continue
 		}
 		if f.Kind == markers.KindGraphConst {
-			return nil, fmt.Errorf("NewFromCheckpoint(%s): override %s = %s contradicts the checkpoint, which records GraphConst %s = %s: a GraphConst field fixes the programs and the weights' shapes; drop the override, or build the experiment with New and load the weights into the new shape with WithCheckpoint, which checks that they fit",
-				file, name, got, name, was)
+			return nil, &ContradictionError{Path: file, Field: name, Recorded: was, Given: got,
+				msg: fmt.Sprintf("NewFromCheckpoint(%s): override %s = %s contradicts the checkpoint, which records GraphConst %s = %s: a GraphConst field fixes the programs and the weights' shapes; drop the override, or build the experiment with New and load the weights into the new shape with WithCheckpoint, which checks that they fit",
+					file, name, got, name, was)}
 		}
 		notes = append(notes, fmt.Sprintf("checkpoint %s: %s field %s: checkpoint %s, override %s", file, kindLabel[f.Kind], name, was, got))
 	}

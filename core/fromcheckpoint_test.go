@@ -1,7 +1,9 @@
 package core_test
 
 import (
+	"errors"
 	"math"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -86,6 +88,9 @@ func TestNewFromCheckpointRebuildsTheExperiment(t *testing.T) {
 	opts := ckptOpts(t.TempDir(), core.WithData(data(t, 16)))
 	_, err = core.NewFromCheckpoint[Rebuilt](dir, map[string]any{"Hidden": 3}, opts...)
 	wantErr(t, err, "override Hidden = 3 contradicts the checkpoint", "GraphConst Hidden = 6", "WithCheckpoint")
+	if ce := (*core.ContradictionError)(nil); !errors.As(err, &ce) || ce.Field != "Hidden" || ce.Recorded != "6" || ce.Given != "3" {
+		t.Errorf("%v: want a *core.ContradictionError for Hidden, recorded 6, given 3", err)
+	}
 	_, err = core.NewFromCheckpoint[Rebuilt](dir, nil, append(opts, core.WithPreset("narrow"))...)
 	wantErr(t, err, `WithPreset("narrow") contradicts the checkpoint`, "trained with preset wide")
 	_, err = core.NewFromCheckpoint[Rebuilt](dir, nil, append(opts, core.WithCheckpoint(dir))...)
@@ -96,6 +101,12 @@ func TestNewFromCheckpointRebuildsTheExperiment(t *testing.T) {
 	wantErr(t, err, "holds no checkpoint")
 	_, err = core.New(must(markers.New[Rebuilt](nil)), append(opts, core.ContinueRun())...)
 	wantErr(t, err, "ContinueRun is an option of NewFromCheckpoint")
+	if d, err := core.ResolveRunDir(&Rebuilt{}); d != filepath.Join("runs", "Rebuilt") || err != nil {
+		t.Errorf("ResolveRunDir: %q %v", d, err)
+	}
+	if d, _ := core.ResolveRunDir(&Rebuilt{}, core.WithRunDir("elsewhere")); d != "elsewhere" {
+		t.Errorf("ResolveRunDir with WithRunDir: %q", d)
+	}
 	// The same preset given again is no contradiction.
 	if _, err := core.NewFromCheckpoint[Rebuilt](dir, nil, append(opts, core.WithPreset("wide"))...); err != nil {
 		t.Errorf("WithPreset of the recorded preset: %v", err)
