@@ -47,7 +47,7 @@ func TestCheckpointRebuildsItsExperiment(t *testing.T) {
 	}
 
 	// export: the same bundle weights without the flags as with them.
-	bundles := map[string][]string{"bare": nil, "flags": flags}
+	bundles := map[string][]string{"bare": nil, "flags": flags, "weights-only": append([]string{"--weights-only"}, flags...)}
 	weights := map[string][]byte{}
 	for name, extra := range bundles {
 		b := filepath.Join(t.TempDir(), name)
@@ -61,7 +61,7 @@ func TestCheckpointRebuildsItsExperiment(t *testing.T) {
 		}
 		weights[name] = w
 	}
-	if !bytes.Equal(weights["bare"], weights["flags"]) {
+	if !bytes.Equal(weights["bare"], weights["flags"]) || !bytes.Equal(weights["bare"], weights["weights-only"]) {
 		t.Error("export without --preset wrote other weights than with it")
 	}
 
@@ -80,15 +80,19 @@ func TestCheckpointRebuildsItsExperiment(t *testing.T) {
 		"bare":  {"--resume", ck[1], "--run-dir", t.TempDir()},
 		"auto":  {"--resume", "auto", "--run-dir", copied},
 		"flags": append([]string{"--resume", ck[1], "--run-dir", t.TempDir()}, flags...),
+		"straight": append([]string{"--run-dir", t.TempDir()}, flags...), // the uninterrupted run
 	} {
+		if name == "straight" {
+			args = append(args, "--no-checkpoints")
+		}
 		code, out, errs := runCLI(append([]string{"train", "mnist-mlp", "--max-epochs", "3", "--no-log", "--no-progress"}, args...)...)
-		if code != 0 || !strings.Contains(out, "resumed from ") || !strings.Contains(out, "epoch 3/3") || strings.Contains(out, "epoch 2/3") {
+		if code != 0 || (name != "straight") != strings.Contains(out, "resumed from ") || !strings.Contains(out, "epoch 3/3") || (name != "straight") == strings.Contains(out, "epoch 1/3") {
 			t.Fatalf("train %v: exit %d (%s):\n%s", args, code, errs, out)
 		}
 		resumed[name] = regexp.MustCompile(`\ntest:[^\n]*\n`).FindString(out)
 	}
-	if resumed["bare"] == "" || resumed["bare"] != resumed["flags"] || resumed["auto"] != resumed["flags"] {
-		t.Errorf("resumed test lines differ: without flags %q, auto %q, with flags %q", resumed["bare"], resumed["auto"], resumed["flags"])
+	if resumed["bare"] == "" || resumed["bare"] != resumed["flags"] || resumed["auto"] != resumed["flags"] || resumed["bare"] != resumed["straight"] {
+		t.Errorf("resumed test lines differ: without flags %q, auto %q, with flags %q, the uninterrupted run's %q", resumed["bare"], resumed["auto"], resumed["flags"], resumed["straight"])
 	}
 
 	// A Host --set wins, reported.
