@@ -21,6 +21,7 @@ type Rebuilt struct {
 	base
 	Hidden int                     `nitro:"graphconst" default:"2"`
 	Act    string                  `nitro:"graphconst" default:"relu"`
+	Sizes  []int                   `nitro:"graphconst"`
 	Note   string                  `default:"recipe"`
 	Scale  markers.Device[float32] `default:"1"`
 }
@@ -39,7 +40,7 @@ func (e *Rebuilt) Forward(ctx *context.Context, in In) core.Outputs {
 // alone, file or run dir, weights or resume; overrides apply by the rules of each kind.
 func TestNewFromCheckpointRebuildsTheExperiment(t *testing.T) {
 	dir := t.TempDir()
-	n, err := core.NewFromPreset[Rebuilt]("wide", map[string]any{"Note": "mine", "Act": "tanh"}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(2))...)
+	n, err := core.NewFromPreset[Rebuilt]("wide", map[string]any{"Note": "mine", "Act": "tanh", "Sizes": []int{4, 5}}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(2))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +57,9 @@ func TestNewFromCheckpointRebuildsTheExperiment(t *testing.T) {
 			t.Fatalf("%s: %v", from, err)
 		}
 		e := w.Experiment().(*Rebuilt)
+		if !slices.Equal(e.Sizes, []int{4, 5}) {
+			t.Errorf("%s: rebuilt Sizes %v, want [4 5]", from, e.Sizes)
+		}
 		if e.Hidden != 6 || e.Act != "tanh" || e.Note != "mine" || e.Scale.Value() != 0.5 || w.Preset() != "wide" || w.Step() != 0 {
 			t.Errorf("%s: rebuilt Hidden %d Act %q Note %q Scale %v preset %q step %d; want 6 tanh mine 0.5 wide 0", from, e.Hidden, e.Act, e.Note, e.Scale.Value(), w.Preset(), w.Step())
 		}
