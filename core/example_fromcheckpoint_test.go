@@ -82,3 +82,15 @@ func ExampleNewFromCheckpoint() {
 	// resumed at epoch 2 step 8
 	// override Hidden = 4 contradicts the checkpoint, which records GraphConst Hidden = 16
 }
+
+// ResolveRunDir is where a run of the experiment keeps its checkpoints, found before anything is
+// set up: WithRunDir, else the experiment's RunDir method or field, else runs/<Experiment>.
+func ExampleResolveRunDir() {
+	dir, err := core.ResolveRunDir(&Bent{})
+	fmt.Println(dir, err)
+	dir, _ = core.ResolveRunDir(&Bent{}, core.WithRunDir("elsewhere"))
+	fmt.Println(dir)
+	// Output:
+	// runs/Bent <nil>
+	// elsewhere
+}
