@@ -77,9 +77,9 @@ func TestCheckpointRebuildsItsExperiment(t *testing.T) {
 		}
 	}
 	for name, args := range map[string][]string{
-		"bare":  {"--resume", ck[1], "--run-dir", t.TempDir()},
-		"auto":  {"--resume", "auto", "--run-dir", copied},
-		"flags": append([]string{"--resume", ck[1], "--run-dir", t.TempDir()}, flags...),
+		"bare":     {"--resume", ck[1], "--run-dir", t.TempDir()},
+		"auto":     {"--resume", "auto", "--run-dir", copied},
+		"flags":    append([]string{"--resume", ck[1], "--run-dir", t.TempDir()}, flags...),
 		"straight": append([]string{"--run-dir", t.TempDir()}, flags...), // the uninterrupted run
 	} {
 		if name == "straight" {
