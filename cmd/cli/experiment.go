@@ -59,8 +59,8 @@ runs/<Experiment>), one line per optimizer step, and a checkpoint per epoch into
 (none: a fresh run), and --resume PATH from that checkpoint (a run dir: its newest); a resumed
 run rebuilds the experiment the checkpoint records (its preset and values: --preset and --set
 are not needed again; one of them that contradicts it is refused), and --weights-only instead
-starts a new run of the flags' experiment from the checkpoint's weights. The config and binding reports, one line per epoch (train_* and val_*
-metrics), notices and warnings go to stdout, readable or as JSON Lines (--log-format); a live
+starts a new run of the flags' experiment from the checkpoint's weights. The config and binding
+reports, one line per epoch (train_* and val_* metrics), notices and warnings go to stdout, readable or as JSON Lines (--log-format); a live
 progress display goes to stderr. --metrics-addr serves Prometheus gauges while it trains. Ctrl+C
 stops gracefully after the current step (validating first); a second Ctrl+C kills.`
 
