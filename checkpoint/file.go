@@ -123,6 +123,7 @@ type Header struct {
 	Metrics    map[string]float64
 	Position   Position
 	Build      string
+	Values     Values       // the experiment's values as recorded (what rebuilds the experiment)
 	Tensors    []TensorInfo // in file order, without data
 }
 
@@ -165,6 +166,7 @@ func decodeInfo(file string, r io.Reader, size int64) (*Header, error) {
 	h := &Header{
 		Epoch: m.Epoch, Step: m.Step, Preset: m.Preset, RunID: m.RunID, RunURL: m.RunURL,
 		StopReason: m.StopReason, Metrics: m.Metrics, Position: m.Position, Build: m.Build,
+		Values:  m.Values,
 		Tensors: make([]TensorInfo, len(p.Entries)),
 	}
 	for i, e := range p.Entries {

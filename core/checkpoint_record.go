@@ -114,20 +114,24 @@ func epochMetrics(res EpochResult) map[string]float64 {
 
 // recordValues renders the experiment's fields by kind: GraphConst as the compile key prints
 // them, Device and Host as plain scalars (other values, which may be whole arrays, left out).
-func (n *Nitro) recordValues() checkpoint.Values {
+func (n *Nitro) recordValues() checkpoint.Values { return valuesOf(n.e, n.gcValues) }
+
+// valuesOf is recordValues for any experiment e, its GraphConst values given as
+// markers.GraphConstValues prints them.
+func valuesOf(e any, gc [][2]string) checkpoint.Values {
 	v := checkpoint.Values{GraphConst: map[string]string{}, Device: map[string]string{}, Host: map[string]string{}}
-	for _, kv := range n.gcValues {
+	for _, kv := range gc {
 		v.GraphConst[kv[0]] = kv[1]
 	}
-	if dvs, err := markers.DeviceValues(n.e); err == nil {
+	if dvs, err := markers.DeviceValues(e); err == nil {
 		for _, dv := range dvs {
 			if s, ok := markers.ValueText(reflect.ValueOf(dv.Value)); ok {
 				v.Device[dv.Name] = s
 			}
 		}
 	}
-	fields, _ := markers.ConfigMetadata(n.e)
-	s := reflect.ValueOf(n.e).Elem()
+	fields, _ := markers.ConfigMetadata(e)
+	s := reflect.ValueOf(e).Elem()
 	for _, f := range fields {
 		if f.Kind == markers.KindHost {
 			if t, ok := markers.ValueText(s.Field(f.Index)); ok {

@@ -90,6 +90,9 @@ func New(e any, opts ...Option) (n *Nitro, err error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if o.continueRun {
+		return nil, fmt.Errorf("core.New: ContinueRun is an option of NewFromCheckpoint; with New, resume a checkpoint with WithResume(path)")
+	}
 	v := reflect.ValueOf(e)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct || v.IsNil() {
 		return nil, fmt.Errorf("core.New takes a pointer to an experiment struct, got %T", e)

@@ -35,6 +35,7 @@ type options struct {
 	ckptSet                bool   // WithCheckpointer or WithoutCheckpoints was given
 	resume                 string // WithResume: "auto" or a checkpoint path
 	weights                string // WithCheckpoint: a checkpoint path, weights only
+	continueRun            bool   // ContinueRun: NewFromCheckpoint resumes; New refuses it
 	early                  *earlySpec
 	preset                 string
 	residency              Residency // WithMetricsResidency; "" when not given

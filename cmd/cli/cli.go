@@ -28,6 +28,8 @@ type entry struct {
 	name, doc string
 	build     func(preset string) (any, error)
 	presets   func() map[string]map[string]any
+	// fromCkpt builds the experiment a checkpoint was trained with (fromckpt.go).
+	fromCkpt func(path string, sets []string, opts ...core.Option) (*core.Nitro, error)
 }
 
 var registry = map[string]entry{}
@@ -57,7 +59,8 @@ func Register[E any](name, doc string) {
 			}
 			return markers.New[E](nil)
 		},
-		presets: markers.Presets[E],
+		presets:  markers.Presets[E],
+		fromCkpt: fromCheckpoint[E],
 	}
 }
 

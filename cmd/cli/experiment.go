@@ -46,6 +46,8 @@ type expFlags struct {
 	split    string
 	fromCkpt string
 
+	weightsOnly bool // all four: build from the flags, load only the checkpoint's weights
+
 	// render
 	count       int
 	predictions bool
@@ -56,13 +58,18 @@ const trainLong = `Sets the experiment up, trains it, validates each epoch, then
 The run's record goes to <run dir>/metrics.jsonl (default run dir: the experiment's, else
 runs/<Experiment>), one line per optimizer step, and a checkpoint per epoch into the run dir (the
 3 best by val_loss plus the newest); --resume auto continues from the run dir's newest checkpoint
-(none: a fresh run). The config and binding reports, one line per epoch (train_* and val_*
-metrics), notices and warnings go to stdout, readable or as JSON Lines (--log-format); a live
+(none: a fresh run), and --resume PATH from that checkpoint (a run dir: its newest); a resumed
+run rebuilds the experiment the checkpoint records (its preset and values: --preset and --set
+are not needed again; one of them that contradicts it is refused), and --weights-only instead
+starts a new run of the flags' experiment from the checkpoint's weights. The config and binding
+reports, one line per epoch (train_* and val_* metrics), notices and warnings go to stdout, readable or as JSON Lines (--log-format); a live
 progress display goes to stderr. --metrics-addr serves Prometheus gauges while it trains. Ctrl+C
 stops gracefully after the current step (validating first); a second Ctrl+C kills.`
 
 const evaluateLong = `Sets the experiment up and evaluates one split (--split, default test), with the weights of
 a checkpoint (--checkpoint FILE, or a run dir: its newest), else as BuildModel initializes them.
+Given a checkpoint, the experiment is the one it was trained with (the preset and values it
+records; --weights-only builds the flags' experiment instead and loads the weights into it).
 It keeps no metrics.jsonl and writes no checkpoint. Ctrl+C stops at the next batch: the metrics of
 the batches evaluated are printed marked "partial: N of M batches", with "stopped: requested", and
 the command exits 1; a second Ctrl+C kills.`
@@ -132,8 +139,9 @@ func newExperimentCmd(name string, stdout, stderr io.Writer) *cobra.Command {
 		fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus gauges on http://`ADDR`/metrics while training (e.g. 127.0.0.1:9090; port 0 picks one)")
 	} else {
 		fs.StringVar(&f.split, "split", "test", "the `SPLIT` to "+name)
-		fs.StringVar(&f.fromCkpt, "checkpoint", "", name+" the weights of this checkpoint `PATH`, or of a RUN_DIR's newest")
+		fs.StringVar(&f.fromCkpt, "checkpoint", "", name+" the weights of this checkpoint `PATH`, or of a RUN_DIR's newest; it rebuilds the experiment it was trained with")
 	}
+	fs.BoolVar(&f.weightsOnly, "weights-only", false, weightsOnlyUsage)
 	if name == "render" {
 		renderFlags(c, f)
 	}
@@ -223,9 +231,20 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 	if err := checkFlags(c, f); err != nil {
 		return err
 	}
-	e, err := ent.configure(f.preset, f.sets)
+	// Given a checkpoint, the experiment is the one it was trained with (fromckpt.go), built with
+	// the Nitro below; else, or with --weights-only, the flags build it now.
+	from, resume, err := checkpointSource(ent, f)
 	if err != nil {
 		return err
+	}
+	if f.weightsOnly && from == "" {
+		return errors.New("--weights-only loads a checkpoint's weights into the experiment the flags give: name the checkpoint (evaluate and render: --checkpoint PATH; train: --resume PATH)")
+	}
+	var e any
+	if from == "" || f.weightsOnly {
+		if e, err = ent.configure(f.preset, f.sets); err != nil {
+			return err
+		}
 	}
 	// The backend first, so that a fallback to pure Go is the first thing said, on stderr. core.New
 	// resolves the same name again and gets the same process-wide backend.
@@ -246,7 +265,10 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 	defer func() { _ = zl.Sync() }() // syncing a terminal fails harmlessly
 	text := f.logFormat == formatConsole
 	res := results{z: zl, text: text}
-	opts := []core.Option{core.WithBackend(f.backend), core.WithPreset(f.preset)}
+	opts := []core.Option{core.WithBackend(f.backend)}
+	if f.preset != "" {
+		opts = append(opts, core.WithPreset(f.preset))
+	}
 	if f.quiet {
 		zw, err := newDiagnostics(stderr, f.logFormat)
 		if err != nil {
@@ -319,16 +341,11 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 	if f.noCkpt || cmd != "train" {
 		opts = append(opts, core.WithoutCheckpoints())
 	}
-	if f.resume != "" {
-		opts = append(opts, core.WithResume(f.resume))
-	}
-	if f.fromCkpt != "" {
-		opts = append(opts, core.WithCheckpoint(f.fromCkpt))
-	}
-	n, err := core.New(e, opts...)
+	n, err := openRun(ent, e, f, from, resume, opts)
 	if err != nil {
 		return err
 	}
+	e = n.Experiment()
 	// Ctrl+C is a graceful stop. Training breaks the epoch at the next step boundary, validates,
 	// and returns with stop reason "requested"; evaluation stops at the next batch boundary and
 	// reports its partial metrics, and the command fails with the stop reason. A second Ctrl+C

@@ -24,12 +24,15 @@ import (
 	"github.com/nitro-go/nitro/exportbundle"
 )
 
-const exportLong = `Builds the experiment from a checkpoint's weights (--checkpoint FILE, or a run dir: its newest)
-and writes it as an export bundle into --out: one StableHLO program per batch size (--batch-sizes),
+const exportLong = `Builds the experiment a checkpoint was trained with (--checkpoint FILE, or a run dir: its
+newest), from the preset and values it records, with its weights, and writes it as an export
+bundle into --out: one StableHLO program per batch size (--batch-sizes),
 the weights in safetensors, and a manifest with the inputs, outputs and provenance (see the
 exportbundle package). The provenance names the checkpoint file restored (a run dir's newest,
 with the run dir as checkpoint_arg) and the sha256 of its bytes. Nothing is trained, logged or
-checkpointed.
+checkpointed. A --preset, or a --set of a GraphConst field, that contradicts the checkpoint is
+refused; --weights-only builds the experiment from --preset and --set instead and loads the
+checkpoint's weights into it.
 
 The inputs' dtypes and shapes come from the experiment's data (BuildData runs, as for
 evaluate), or, with --input-spec, from the specs alone: then BuildData is not called and no data
@@ -68,6 +71,8 @@ type exportFlags struct {
 	provRoot   string
 	inputSpecs []string
 	backend    string
+	// weightsOnly builds from the flags instead of the checkpoint's record (fromckpt.go).
+	weightsOnly bool
 }
 
 func newExportCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -94,8 +99,9 @@ func newExportCmd(stdout, stderr io.Writer) *cobra.Command {
 	fs.StringVar(&f.out, "out", "", "the bundle folder `DIR` to write (must not exist, or be empty; required)")
 	fs.IntSliceVar(&f.batches, "batch-sizes", []int{1}, "the batch `SIZES` to compile, one program each (e.g. 1,32)")
 	fs.StringVar(&f.name, "name", "", "the bundle's `NAME`, recorded in its manifest (default: the base name of --out)")
-	fs.StringVar(&f.preset, "preset", "", "the experiment's preset `NAME` (nitro list shows them)")
-	fs.StringArrayVar(&f.sets, "set", nil, "override an experiment field: `FIELD=VALUE` (repeatable)")
+	fs.StringVar(&f.preset, "preset", "", "the experiment's preset `NAME` (default: the one the checkpoint records)")
+	fs.StringArrayVar(&f.sets, "set", nil, "override an experiment field: `FIELD=VALUE` (repeatable; default: the values the checkpoint records)")
+	fs.BoolVar(&f.weightsOnly, "weights-only", false, weightsOnlyUsage)
 	fs.StringArrayVar(&f.inputSpecs, "input-spec", nil, "declare a batch field instead of reading data: `NAME=DTYPE:DIMS`, DIMS per row joined by x (image=float32:784, img=uint8:28x28x1; repeatable)")
 	fs.StringVar(&f.provRoot, "provenance-root", "", "record the git state (commit, tree, patch) of the repository holding `DIR` in the bundle")
 	fs.StringVar(&f.backend, "backend", "", "the `BACKEND` the weights are loaded on: xla or go (the programs always compile through the XLA plugin)")
@@ -133,23 +139,21 @@ func runExport(c *cobra.Command, expName string, f *exportFlags, stdout, stderr 
 	if err != nil {
 		return err
 	}
-	e, err := ent.configure(f.preset, f.sets)
-	if err != nil {
-		return err
-	}
 	name := f.name
 	if name == "" {
 		name = filepath.Base(filepath.Clean(f.out))
 	}
 	opts := []core.Option{
-		core.WithBackend(f.backend), core.WithPreset(f.preset), core.WithCheckpoint(f.checkpoint),
-		core.WithoutLogger(), core.WithoutCheckpoints(),
+		core.WithBackend(f.backend), core.WithoutLogger(), core.WithoutCheckpoints(),
 		core.WithConsole(noticeConsole{stderr}), core.WithWarn(func(msg string) { fmt.Fprintln(stderr, "nitro: warning:", msg) }),
 	}
 	if specs != nil {
 		opts = append(opts, core.WithInputSpecs(specs...))
 	}
-	n, err := core.New(e, opts...)
+	if f.preset != "" {
+		opts = append(opts, core.WithPreset(f.preset))
+	}
+	n, err := exportNitro(ent, f, opts)
 	if err != nil && specs != nil {
 		return specMisfit(ent, f, specs, err)
 	}
@@ -184,6 +188,20 @@ func runExport(c *cobra.Command, expName string, f *exportFlags, stdout, stderr 
 		fmt.Fprintf(stdout, "file:   %s (%d bytes)\n", filepath.Join(f.out, de.Name()), fi.Size())
 	}
 	return nil
+}
+
+// exportNitro builds the experiment the checkpoint was trained with, its weights loaded; with
+// --weights-only, the one the flags give, the checkpoint's weights loaded into it.
+func exportNitro(ent entry, f *exportFlags, opts []core.Option) (*core.Nitro, error) {
+	if !f.weightsOnly {
+		n, err := ent.fromCkpt(f.checkpoint, f.sets, opts...)
+		return n, flagContradiction(err, f.sets)
+	}
+	e, err := ent.configure(f.preset, f.sets)
+	if err != nil {
+		return nil, err
+	}
+	return core.New(e, append(opts, core.WithCheckpoint(f.checkpoint))...)
 }
 
 // noticeConsole prints a Nitro's notices (where the weights came from, a GraphConst that

@@ -13,8 +13,8 @@ const renderLong = `Sets the experiment up and draws the first --n samples of on
 batches evaluate reads, through the experiment's Visualize hook, into <run dir>/render/<split>-<n>.png
 (the run dir: --run-dir, else the experiment's, else runs/<Experiment>). Without --predictions it
 runs no forward pass and compiles nothing; with it the figure shows Forward's outputs too, from a
-checkpoint's weights (--checkpoint FILE, or a run dir: its newest), else as BuildModel initializes
-them, into <split>-<n>-pred.png. It keeps no metrics.jsonl and writes no checkpoint.`
+checkpoint's weights (--checkpoint FILE, or a run dir: its newest; the experiment it was trained
+with), else as BuildModel initializes them, into <split>-<n>-pred.png. It keeps no metrics.jsonl and writes no checkpoint.`
 
 // renderFlags adds render's own flags (the others are evaluate's).
 func renderFlags(c *cobra.Command, f *expFlags) {

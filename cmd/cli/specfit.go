@@ -30,7 +30,11 @@ func specMisfit(ent entry, f *exportFlags, specs []core.InputSpec, orig error) e
 	if err != nil {
 		return orig
 	}
-	e, err := ent.configure(f.preset, f.sets)
+	preset := f.preset
+	if preset == "" && !f.weightsOnly { // the experiment was rebuilt from the checkpoint's preset
+		preset = h.Preset
+	}
+	e, err := ent.configure(preset, f.sets)
 	if err != nil {
 		return orig
 	}
