@@ -78,6 +78,7 @@ require (
 )
 
 replace (
+	github.com/nitro-go/nitro/dist => ../dist
 	github.com/nitro-go/nitro/dotgrad => ../dotgrad
 	github.com/nitro-go/nitro/backend => ../backend
 	github.com/nitro-go/nitro/checkpoint => ../checkpoint

@@ -21,6 +21,7 @@ require (
 	github.com/nitro-go/nitro/runstatus v0.0.0
 	github.com/nitro-go/nitro/tensorfile v0.0.0
 	github.com/nitro-go/nitro/render v0.0.0
+	github.com/nitro-go/nitro/dist v0.0.0
 )
 
 require (
@@ -39,6 +40,7 @@ require (
 )
 
 replace (
+	github.com/nitro-go/nitro/dist => ../dist
 	github.com/nitro-go/nitro/dotgrad => ../dotgrad
 	github.com/nitro-go/nitro/backend => ../backend
 	github.com/nitro-go/nitro/checkpoint => ../checkpoint

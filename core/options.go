@@ -38,6 +38,7 @@ type options struct {
 	early                  *earlySpec
 	preset                 string
 	residency              Residency // WithMetricsResidency; "" when not given
+	dist                   *Dist     // WithDist; nil: rank 0 of 1
 }
 
 // WithMaxEpochs sets how many epochs Train runs.

@@ -32,7 +32,11 @@ func Shard(src prefetch.Source, d Dist) (prefetch.Source, error) {
 	if n := src.Len(); n < d.WorldSize {
 		return nil, fmt.Errorf("dist: a source of %d batches cannot give each of %d ranks a batch: use a smaller batch or fewer processes", n, d.WorldSize)
 	}
-	return &Sharded{src: src, d: d}, nil
+	sh := &Sharded{src: src, d: d}
+	if _, ok := src.(prefetch.EpochSource); ok {
+		return &EpochSharded{sh}, nil
+	}
+	return sh, nil
 }
 
 // ShardData shards every split of data (Shard); a split's error names it.
@@ -48,17 +52,22 @@ func ShardData(data prefetch.Data, d Dist) (prefetch.Data, error) {
 	return out, nil
 }
 
-// Sharded is a Shard of more than one rank. It is an EpochSource and a PartialDropper whatever
-// it wraps: BeginEpoch and DropsPartial answer for the wrapped source (a no-op and false when it
-// has none), so the train split's partial-batch rule and reshuffling see through the shard.
+// Sharded is a Shard of more than one rank over a source that is no EpochSource. It is a
+// PartialDropper whatever it wraps (DropsPartial answers for the wrapped source, false when it
+// has no answer), so the train split's partial-batch rule sees through the shard.
 type Sharded struct {
 	src prefetch.Source
 	d   Dist
 }
 
+// EpochSharded is a Shard over an EpochSource: BeginEpoch begins the wrapped source's epoch.
+// It is a type of its own because having BeginEpoch is itself a promise (prefetch fans out
+// only a source that re-plans there), which a shard of a source without one must not make.
+type EpochSharded struct{ *Sharded }
+
 var (
-	_ prefetch.EpochSource    = (*Sharded)(nil)
 	_ prefetch.PartialDropper = (*Sharded)(nil)
+	_ prefetch.EpochSource    = (*EpochSharded)(nil)
 )
 
 // Len is the wrapped source's batch count divided by the world size, rounded down.
@@ -75,12 +84,9 @@ func (s *Sharded) BatchAt(i int) (prefetch.Batch, error) {
 // Index is the wrapped source's index of shard batch i.
 func (s *Sharded) Index(i int) int { return i*s.d.WorldSize + s.d.Rank }
 
-// BeginEpoch begins the epoch on the wrapped source when it is an EpochSource.
-func (s *Sharded) BeginEpoch(epoch int) error {
-	if es, ok := s.src.(prefetch.EpochSource); ok {
-		return es.BeginEpoch(epoch)
-	}
-	return nil
+// BeginEpoch begins the epoch on the wrapped source.
+func (s *EpochSharded) BeginEpoch(epoch int) error {
+	return s.src.(prefetch.EpochSource).BeginEpoch(epoch)
 }
 
 // DropsPartial is the wrapped source's answer (false when it gives none). A kept partial batch

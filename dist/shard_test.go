@@ -28,6 +28,12 @@ func (s *indexSource) BatchAt(i int) (prefetch.Batch, error) {
 func (s *indexSource) BeginEpoch(e int) error { s.epochs = append(s.epochs, e); return nil }
 func (s *indexSource) DropsPartial() bool     { return s.drops }
 
+// plainSource hides indexSource's BeginEpoch.
+type plainSource struct{ s *indexSource }
+
+func (p plainSource) Len() int                              { return p.s.Len() }
+func (p plainSource) BatchAt(i int) (prefetch.Batch, error) { return p.s.BatchAt(i) }
+
 // indices reads every batch of src back as the source index it holds.
 func indices(t *testing.T, src prefetch.Source) []int {
 	t.Helper()
@@ -93,6 +99,10 @@ func TestShardForwards(t *testing.T) {
 	}
 	if err := s.(prefetch.EpochSource).BeginEpoch(3); err != nil || !slices.Equal(src.epochs, []int{3}) {
 		t.Errorf("BeginEpoch reached the source as %v (%v), want [3]", src.epochs, err)
+	}
+	plain, err := Shard(plainSource{src}, Dist{Rank: 1, WorldSize: 2})
+	if _, epochs := plain.(prefetch.EpochSource); err != nil || epochs {
+		t.Errorf("a shard of a source without BeginEpoch has one (%v): prefetch would fan it out", err)
 	}
 	if !s.(prefetch.PartialDropper).DropsPartial() {
 		t.Error("DropsPartial: the source drops, the shard says it does not")
