@@ -195,12 +195,26 @@ func (*WrongData) BuildData(int) (core.Data, error) { return nil, nil }
 func TestDistSetupErrors(t *testing.T) {
 	dataTrain = arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true})
 	mc := &core.MemoryConsole{}
-	n, err := core.New(&PlainData{}, goOpts(nil, core.WithDist(core.Dist{Rank: 1, WorldSize: 2}), core.WithConsole(mc))...)
+	n, err := core.New(&PlainData{}, core.WithBackend("go"), core.WithConsole(mc), core.WithCache(newCache()),
+		core.WithoutLogger(), core.WithoutCheckpoints(), core.WithDist(core.Dist{Rank: 1, WorldSize: 2}))
 	if err != nil || n.Dist().Rank != 1 {
 		t.Fatalf("BuildData() under WithDist: %v", err)
 	}
 	if !slices.Contains(mc.Notices, "rank 1 of 2: this process writes no checkpoints, metrics or exports; rank 0 does") {
 		t.Errorf("rank 1's notices %q: want the one saying it writes nothing", mc.Notices)
+	}
+	// A run dir no rank could write (a file): rank 0 is refused at setup, rank 1 writes nothing
+	// there and is not.
+	file := t.TempDir() + "/file"
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for r := range 2 {
+		_, err := core.New(&PlainData{}, core.WithBackend("go"), core.Quiet(), core.WithCache(newCache()), core.WithRunDir(file),
+			core.WithDist(core.Dist{Rank: r, WorldSize: 2}))
+		if (err != nil) != (r == 0) {
+			t.Errorf("rank %d with an unwritable run dir: %v; want an error on rank 0 only", r, err)
+		}
 	}
 	if d := mustNew(t, &Reg{}, data(t, 0)).Dist(); d != dist.Single() {
 		t.Errorf("default Dist %v, want rank 0 of 1", d)
