@@ -56,12 +56,12 @@ func (n *Nitro) checkDist() error {
 // buildData calls the experiment's BuildData, with the Dist when it takes one; the hook's error
 // comes back prefixed "BuildData: ".
 func (n *Nitro) buildData() (d Data, err error) {
-	switch db := n.e.(type) {
-	case DistDataBuilder:
+	// Two assertions, not a type switch: the contract test finds a hook by its assertion on n.e.
+	if db, ok := n.e.(DistDataBuilder); ok {
 		d, err = db.BuildData(n.Dist())
-	case DataBuilder:
+	} else if db, ok := n.e.(DataBuilder); ok {
 		d, err = db.BuildData()
-	default:
+	} else {
 		return nil, n.noDataBuilder()
 	}
 	if err != nil {
