@@ -29,7 +29,9 @@ func (e *ShardedLine) Forward(ctx *context.Context, in LineIn) core.Outputs {
 	return core.Outputs{"y": layers.Dense(ctx.In("line"), in.X, true, 1)}
 }
 
-func (e *ShardedLine) Loss(out core.Outputs, in LineTarget) *graph.Node { return (&Line{}).Loss(out, in) }
+func (e *ShardedLine) Loss(out core.Outputs, in LineTarget) *graph.Node {
+	return (&Line{}).Loss(out, in)
+}
 
 // Rank 1 of a world of 2 trains on its half of the batches and writes nothing into its run
 // directory: the logger and the checkpoints are rank 0's.
