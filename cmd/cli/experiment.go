@@ -216,6 +216,10 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 	if err := checkFlags(c, f); err != nil {
 		return err
 	}
+	withDist, err := distOption() // dist.go: the rank, before any work
+	if err != nil {
+		return err
+	}
 	e, err := ent.configure(f.preset, f.sets)
 	if err != nil {
 		return err
@@ -239,7 +243,7 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 	defer func() { _ = zl.Sync() }() // syncing a terminal fails harmlessly
 	text := f.logFormat == formatConsole
 	res := results{z: zl, text: text}
-	opts := []core.Option{core.WithBackend(f.backend), core.WithPreset(f.preset)}
+	opts := []core.Option{core.WithBackend(f.backend), core.WithPreset(f.preset), withDist}
 	if f.quiet {
 		zw, err := newDiagnostics(stderr, f.logFormat)
 		if err != nil {

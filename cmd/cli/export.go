@@ -133,6 +133,10 @@ func runExport(c *cobra.Command, expName string, f *exportFlags, stdout, stderr 
 	if err != nil {
 		return err
 	}
+	withDist, err := exportDist() // dist.go: a rank other than 0 is refused (only rank 0 exports)
+	if err != nil {
+		return err
+	}
 	e, err := ent.configure(f.preset, f.sets)
 	if err != nil {
 		return err
@@ -143,7 +147,7 @@ func runExport(c *cobra.Command, expName string, f *exportFlags, stdout, stderr 
 	}
 	opts := []core.Option{
 		core.WithBackend(f.backend), core.WithPreset(f.preset), core.WithCheckpoint(f.checkpoint),
-		core.WithoutLogger(), core.WithoutCheckpoints(),
+		core.WithoutLogger(), core.WithoutCheckpoints(), withDist,
 		core.WithConsole(noticeConsole{stderr}), core.WithWarn(func(msg string) { fmt.Fprintln(stderr, "nitro: warning:", msg) }),
 	}
 	if specs != nil {
