@@ -7,25 +7,33 @@ import (
 	"testing"
 )
 
-// TestReadOnlyTouchesNothing leaves a directory with a removal pending (as TestPendingRotationFinished
-// does) and opens it through ReadOnly: Latest and Load read the newest checkpoint, the displaced
-// file and the manifest stay as they were, and Save writes nothing.
-func TestReadOnlyTouchesNothing(t *testing.T) {
-	m := NewMemFS()
+// pendingRemoval leaves /run on a MemFS with a removal pending: epoch 1's file displaced by a
+// better epoch 2 and listed as displaced, as a save killed after its manifest leaves it.
+func pendingRemoval(t *testing.T) (m *MemFS, first, newest string) {
+	t.Helper()
+	m = NewMemFS()
 	tk, err := NewTopK(1, "val_loss", "min", "/run", nil, WithFS(m), fast)
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := tk.Save(epochRecord(1, 8, 0.5))
-	if err != nil {
+	if first, err = tk.Save(epochRecord(1, 8, 0.5)); err != nil {
 		t.Fatal(err)
 	}
 	m.Fail(Fault{Op: OpRemove, Match: filepath.Base(first), Err: errors.New("killed")})
-	newest, err := tk.Save(epochRecord(2, 8, 0.25))
+	newest, err = tk.Save(epochRecord(2, 8, 0.25)) // better: epoch 1 is displaced
 	if !errors.Is(err, ErrNotRotated) {
 		t.Fatalf("save with the removal killed: %v", err)
 	}
+	m.Crash()
 	m.ClearFaults()
+	return m, first, newest
+}
+
+// TestReadOnlyTouchesNothing leaves a directory with a removal pending (as TestPendingRotationFinished
+// does) and opens it through ReadOnly: Latest and Load read the newest checkpoint, the displaced
+// file and the manifest stay as they were, and Save writes nothing.
+func TestReadOnlyTouchesNothing(t *testing.T) {
+	m, _, newest := pendingRemoval(t)
 	before, _ := m.ReadDir("/run")
 
 	next, _ := NewTopK(1, "val_loss", "min", "/run", nil, WithFS(m), fast)
