@@ -29,3 +29,10 @@ func exportDist() (core.Option, error) {
 	}
 	return core.WithDist(d), nil
 }
+
+// hasBuildData reports whether e builds its own data, in either BuildData form.
+func hasBuildData(e any) bool {
+	_, plain := e.(core.DataBuilder)
+	_, ranked := e.(core.DistDataBuilder)
+	return plain || ranked
+}

@@ -342,7 +342,7 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 		watch.settle()
 		res.say(fmt.Sprintf("stopped: %s after %d epochs, %d optimizer steps", n.StopReason(), n.Epoch(), n.Step()),
 			"stopped", zap.String("reason", string(n.StopReason())), zap.Int("epochs", n.Epoch()), zap.Int("steps", n.Step()))
-		if _, ok := n.Experiment().(core.DataBuilder); ok {
+		if hasBuildData(n.Experiment()) {
 			if m, err := n.Evaluate("test"); err == nil {
 				sayMetrics(res, "test", m)
 				sayConfusion(res, e, "test")
