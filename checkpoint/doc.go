@@ -8,6 +8,8 @@
 // tensor name silently wins, needs the whole file in memory even for the header, reorders tensors
 // by dtype and reports errors without the field). Checkpointer is the seam: TopK (K best by a metric plus the newest), EveryN, Memory;
 // Ranker (the metric TopK ranks by) and Adopter (take the run's directory) are optional sides.
+// ReadOnly views a checkpointer for a process that shares the writer's directory: it reads,
+// writes nothing, and leaves pending removals to the writer.
 // Files go through FS and tensorfile.WriteFS: temp file, fsync, rename, fsync of the directory,
 // retried on transient errors (WithIORetry); the manifest.json beside them is rewritten the same way, and rotation
 // removes a displaced file only after both are durable.

@@ -142,23 +142,7 @@ func TestNewestMissing(t *testing.T) {
 // Load) removes the file and drops it from the manifest, with no Save needed.
 func TestPendingRotationFinished(t *testing.T) {
 	for _, open := range []string{"Latest", "Load"} {
-		m := NewMemFS()
-		tk, err := NewTopK(1, "val_loss", "min", "/run", nil, WithFS(m), fast)
-		if err != nil {
-			t.Fatal(err)
-		}
-		first, err := tk.Save(epochRecord(1, 8, 0.5))
-		if err != nil {
-			t.Fatal(err)
-		}
-		kill := errors.New("killed")
-		m.Fail(Fault{Op: OpRemove, Match: filepath.Base(first), Err: kill})
-		newest, err := tk.Save(epochRecord(2, 8, 0.25)) // better: epoch 1 is displaced
-		if !errors.Is(err, ErrNotRotated) {
-			t.Fatalf("save with the removal killed: %v", err)
-		}
-		m.Crash()
-		m.ClearFaults()
+		m, first, newest := pendingRemoval(t)
 		if _, err := m.ReadFile(first); err != nil {
 			t.Fatalf("the displaced file is already gone (%v): the test does not reach the state it tests", err)
 		}

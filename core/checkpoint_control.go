@@ -40,7 +40,7 @@ func (n *Nitro) setUpCheckpoints() error {
 		}
 		a.Adopt(n.RunDir(), name)
 	}
-	n.ck.c = c
+	n.ck.c = n.rankCheckpointer(c) // dist.go: rank 0 writes, the others only read
 	if r, ok := c.(checkpoint.Ranker); ok {
 		n.ck.metric = r.Metric()
 	}

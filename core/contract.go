@@ -24,6 +24,8 @@ import (
 //	model.go       ExportProvenancer (the export module calls it, through ModelView)
 //	manual.go      ManualChooser, OptimizerSetter (manual mode; TrainStep's ManualStep verbs
 //	               Backward and StepOptimizer are in manual_step.go)
+//	dist.go        DistDataBuilder (BuildData(d Dist): the DataBuilder form that takes the
+//	               run's rank and world size)
 //
 // What a split must offer (Source, EpochSource, PartialDropper) is package prefetch's contract;
 // what a field's marker means (GraphConst, Host, Device) is package markers'.
@@ -84,7 +86,8 @@ type ModelBuilder interface {
 }
 
 // DataBuilder is the BuildData hook, required unless WithData or WithInputSpecs is given. It runs
-// once, at setup, against the real experiment.
+// once, at setup, against the real experiment. Its other form, DistDataBuilder (dist.go), takes
+// the run's Dist; an experiment defines one of the two.
 type DataBuilder interface {
 	BuildData() (Data, error)
 }

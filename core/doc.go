@@ -23,6 +23,10 @@
 //   - the checkpointer: checkpoint.Checkpointer (default TopK(3, val_loss, min); WithResume
 //     restores exactly).
 //
+// One process of several (WithDist: a rank and the world size; package dist) hands its Dist to
+// BuildData and, on every rank but 0, writes nothing: no logger, a read-only checkpointer, no
+// export (docs/multihost.md).
+//
 // WithInputSpecs builds a Nitro for export or predict with no data. Core never imports
 // exportbundle: training links neither it nor its cgo capture shim.
 //
@@ -67,10 +71,11 @@
 //	BuildModel(ctx) error                   yes         New, once, before the       -               missing; its error (New)
 //	  (contract.go, ModelBuilder)                       shape trace
 //	BuildData() (Data, error)               yes,        New, once, on the real      -               missing with no WithData; no
-//	  (contract.go, DataBuilder)            unless      experiment                                  splits, an empty split, a
-//	                                        WithData or                                             train split that keeps its
-//	                                        WithInput-                                              partial batch or does not
-//	                                        Specs                                                   divide by Accum (New)
+//	  (contract.go, DataBuilder), or        unless      experiment; the second                      splits, an empty split, a
+//	  BuildData(d Dist) (Data, error)       WithData or form gets the run's Dist                    train split that keeps its
+//	  (dist.go, DistDataBuilder)            WithInput-  (WithDist; default rank 0                   partial batch or does not
+//	                                        Specs       of 1) to build its shard                    divide by Accum; a BuildData
+//	                                                                                                of neither form (New)
 //	Derive(Data) (map[string]any, error)    no          New, once, after BuildData; nothing         its error; values that do
 //	  (contract.go, Deriver)                            not under WithInputSpecs                    not fit the fields (New)
 //	HostMetrics(out, batch)                 no          host, once per eval batch,  -               its error (the verb); a

@@ -22,6 +22,7 @@ require (
 	github.com/nitro-go/nitro/runstatus v0.0.0
 	github.com/nitro-go/nitro/tensorfile v0.0.0
 	github.com/nitro-go/nitro/render v0.0.0
+	github.com/nitro-go/nitro/dist v0.0.0
 )
 
 require (
@@ -40,6 +41,7 @@ require (
 )
 
 replace (
+	github.com/nitro-go/nitro/dist => ../dist
 	github.com/nitro-go/nitro/dotgrad => ../dotgrad
 	github.com/nitro-go/nitro/precision => ../precision
 	github.com/nitro-go/nitro/backend => ../backend

@@ -13,7 +13,7 @@ import (
 // until setup pins it). It publishes Starting, so a supervisor learns of setup before BuildData
 // runs.
 func newNitro(e any, typeName string, o options) *Nitro {
-	n := &Nitro{setup: setup{e: e, typeName: typeName, opts: o, cache: o.cache}, log: newRunLog(o)}
+	n := &Nitro{setup: setup{e: e, typeName: typeName, opts: o, cache: o.cache}, log: rankLog(o, newRunLog(o))}
 	if n.cache == nil {
 		n.cache = compilecache.Default()
 	}
@@ -28,7 +28,7 @@ func newNitro(e any, typeName string, o options) *Nitro {
 	if warn == nil {
 		warn = n.warn
 	}
-	n.tracker = monitors.NewTracker(monitors.TrackerOptions{Logger: n.log.l, Warn: warn})
+	n.tracker = monitors.NewTracker(monitors.TrackerOptions{Logger: n.log.l, Rank: distOf(o).Rank, Warn: warn})
 	for _, m := range o.monitors {
 		n.tracker.Register(m)
 	}

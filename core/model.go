@@ -42,6 +42,9 @@ func (n *Nitro) ViewModel(verb string, f func(m *ModelView) error) (err error) {
 	if n == nil {
 		return fmt.Errorf("%s: nil *Nitro", verb)
 	}
+	if err := n.writerOnly(verb); err != nil { // dist.go: only rank 0 exports
+		return err
+	}
 	defer n.enter(strings.ToLower(verb), &err, nil)()
 	if err := n.checkDrift(verb); err != nil {
 		return err

@@ -40,6 +40,7 @@ type options struct {
 	preset                 string
 	residency              Residency // WithMetricsResidency; "" when not given
 	precision              *string   // WithMixedPrecision; nil: f32
+	dist                   *Dist     // WithDist; nil: rank 0 of 1
 }
 
 // WithMaxEpochs sets how many epochs Train runs.

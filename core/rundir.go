@@ -71,7 +71,7 @@ func (n *Nitro) checkRunDir() error {
 			writes = writes || (jl != nil && jl.Path() == "")
 		}
 	}
-	if !writes {
+	if !writes || !n.Dist().IsRank0() { // a rank other than 0 writes nothing there (dist.go)
 		return nil
 	}
 	dir := n.cfg.runDir

@@ -58,6 +58,7 @@ func (n *Nitro) setUp() error {
 	for _, phase := range []func() error{
 		n.resolveHooks,     // hooks.go: markers, traced hooks, BuildModel, optional accessors
 		n.resolveConfig,    // config.go: knobs and run options, validated together
+		n.checkDist,        // dist.go: the rank in [0, world size)
 		n.manualConfig,     // manual.go: what manual mode refuses (Accum, TrainMetrics)
 		n.checkRunDir,      // rundir.go: the run directory is usable
 		n.resolveBackend,   // config.go: the backend

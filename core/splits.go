@@ -7,7 +7,7 @@ import (
 )
 
 // takeData is setup's data phase: the splits WithData supplies, else what the BuildData hook
-// (contract.go's DataBuilder) returns, run on the real experiment; under WithInputSpecs, none.
+// (contract.go's DataBuilder, or dist.go's DistDataBuilder) returns, run on the real experiment; under WithInputSpecs, none.
 func (n *Nitro) takeData() (err error) {
 	switch {
 	case n.specOnly():
@@ -16,12 +16,8 @@ func (n *Nitro) takeData() (err error) {
 	case n.opts.data != nil:
 		n.data = n.opts.data
 	default:
-		db, ok := n.e.(DataBuilder)
-		if !ok {
-			return fmt.Errorf("experiment %s has no BuildData hook and no data was supplied: define func (e *%s) BuildData() (core.Data, error) or pass core.WithData", n.typeName, n.typeName)
-		}
-		if n.data, err = db.BuildData(); err != nil {
-			return fmt.Errorf("BuildData: %w", err)
+		if n.data, err = n.buildData(); err != nil { // dist.go: either BuildData form
+			return err
 		}
 	}
 	if len(n.data) == 0 {

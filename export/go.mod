@@ -3,6 +3,7 @@ module github.com/nitro-go/nitro/export
 go 1.26
 
 require (
+	github.com/nitro-go/nitro/dist v0.0.0 // indirect
 	github.com/nitro-go/nitro/metrics v0.0.0 // indirect
 	github.com/nitro-go/nitro/dotgrad v0.0.0
 	github.com/nitro-go/nitro/precision v0.0.0
@@ -45,6 +46,7 @@ require (
 )
 
 replace (
+	github.com/nitro-go/nitro/dist => ../dist
 	github.com/nitro-go/nitro/dotgrad => ../dotgrad
 	github.com/nitro-go/nitro/precision => ../precision
 	github.com/nitro-go/nitro/backend => ../backend

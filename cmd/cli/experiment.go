@@ -231,6 +231,10 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 	if err := checkFlags(c, f); err != nil {
 		return err
 	}
+	withDist, err := distOption() // dist.go: the rank, before any work
+	if err != nil {
+		return err
+	}
 	// Given a checkpoint, the experiment is the one it was trained with (fromckpt.go), built with
 	// the Nitro below; else, or with --weights-only, the flags build it now.
 	from, resume, err := checkpointSource(ent, f)
@@ -265,7 +269,7 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 	defer func() { _ = zl.Sync() }() // syncing a terminal fails harmlessly
 	text := f.logFormat == formatConsole
 	res := results{z: zl, text: text}
-	opts := []core.Option{core.WithBackend(f.backend)}
+	opts := []core.Option{core.WithBackend(f.backend), withDist}
 	if f.preset != "" {
 		opts = append(opts, core.WithPreset(f.preset))
 	}
@@ -365,7 +369,7 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 		watch.settle()
 		res.say(fmt.Sprintf("stopped: %s after %d epochs, %d optimizer steps", n.StopReason(), n.Epoch(), n.Step()),
 			"stopped", zap.String("reason", string(n.StopReason())), zap.Int("epochs", n.Epoch()), zap.Int("steps", n.Step()))
-		if _, ok := n.Experiment().(core.DataBuilder); ok {
+		if hasBuildData(n.Experiment()) {
 			if m, err := n.Evaluate("test"); err == nil {
 				sayMetrics(res, "test", m)
 				sayConfusion(res, e, "test")

@@ -139,12 +139,16 @@ func runExport(c *cobra.Command, expName string, f *exportFlags, stdout, stderr 
 	if err != nil {
 		return err
 	}
+	withDist, err := exportDist() // dist.go: a rank other than 0 is refused (only rank 0 exports)
+	if err != nil {
+		return err
+	}
 	name := f.name
 	if name == "" {
 		name = filepath.Base(filepath.Clean(f.out))
 	}
 	opts := []core.Option{
-		core.WithBackend(f.backend), core.WithoutLogger(), core.WithoutCheckpoints(),
+		core.WithBackend(f.backend), core.WithoutLogger(), core.WithoutCheckpoints(), withDist,
 		core.WithConsole(noticeConsole{stderr}), core.WithWarn(func(msg string) { fmt.Fprintln(stderr, "nitro: warning:", msg) }),
 	}
 	if specs != nil {
