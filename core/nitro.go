@@ -176,6 +176,7 @@ func (n *Nitro) ConfigReport() string {
 	row("learning rate", n.cfg.lr.String())
 	row("run dir", n.cfg.runDir.String())
 	row("backend", n.backend.Reason)
+	row("devices", n.deviceReport())
 	groups := make([]string, len(n.groups))
 	for i, g := range n.groups {
 		groups[i] = fmt.Sprintf("%s (%d arrays, %d values)", g.name, len(g.vars), g.size)

@@ -1,0 +1,102 @@
+package core_test
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/nitro-go/nitro/core"
+)
+
+// meshOpts are goOpts on the XLA CPU plugin showing 4 devices, running on k of them.
+func meshOpts(t *testing.T, k int, more ...core.Option) []core.Option {
+	t.Setenv("NITRO_CPU_DEVICES", "4")
+	return append(goOpts(nil, core.WithBackend("xla"), core.WithDevices(k)), more...)
+}
+
+// oneBatchData is a train split of exactly one batch of 32, so that each epoch is one optimizer
+// step and History's per-epoch train loss is the per-step loss.
+func oneBatchData(t *testing.T) core.Data {
+	return core.Data{"train": arrays(t, 32, 32, 7, core.ArrayOptions{DropPartial: true})}
+}
+
+// TestDevicesEquivalence: the same seed and global batch on 1, 2 and 4 CPU devices give the same
+// per-step losses (50 steps) and final parameters, up to the summation order of the gradient's
+// all-reduce, with the fused step and with the two-program step.
+func TestDevicesEquivalence(t *testing.T) {
+	for _, fused := range []bool{true, false} {
+		var ref []core.EpochResult
+		var refP []float64
+		for _, k := range []int{1, 2, 4} {
+			opts := meshOpts(t, k, core.WithData(oneBatchData(t)), core.WithMaxEpochs(50), core.WithLearningRate(0.01))
+			if fused {
+				opts = append(opts, core.WithFusedStep())
+			}
+			n, err := core.New(&Deep{}, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := n.TrainSteps(2); err != nil {
+				t.Fatal(err)
+			}
+			u2 := n.MeshUploads()
+			if err := n.Train(); err != nil {
+				t.Fatal(err)
+			}
+			if u := n.MeshUploads(); k > 1 {
+				// Residency: after the first steps placed the parameters and state, 48 more steps
+				// move only batch shards (one per device per step) and scalars.
+				for d := 1; d < k; d++ {
+					if u.Arrays[d] != u2.Arrays[d] || u.Arrays[d] == 0 {
+						t.Errorf("fused=%v, %d devices: device %d got %d array uploads after 2 steps, %d after 50: want the same, non-zero", fused, k, d, u2.Arrays[d], u.Arrays[d])
+					}
+				}
+				for d := 0; d < k; d++ {
+					if u.Shards[d] != 100 { // x and y, 50 steps
+						t.Errorf("fused=%v, %d devices: device %d got %d batch shards in 50 steps, want 100 (x and y)", fused, k, d, u.Shards[d])
+					}
+				}
+			}
+			h, p := n.History(), flatParams(t, n)
+			if k == 1 {
+				ref, refP = h, p
+				continue
+			}
+			if len(h) != 50 || len(ref) != 50 {
+				t.Fatalf("fused=%v, %d devices: %d steps, 1 device %d; want 50", fused, k, len(h), len(ref))
+			}
+			for i := range h {
+				if d := relDiff(h[i].TrainLoss, ref[i].TrainLoss); d > 1e-5 {
+					t.Errorf("fused=%v, %d devices: step %d loss %.8g, 1 device %.8g (%.2g relative)", fused, k, i+1, h[i].TrainLoss, ref[i].TrainLoss, d)
+				}
+			}
+			for i := range p {
+				if d := math.Abs(p[i] - refP[i]); d > 1e-5 {
+					t.Fatalf("fused=%v, %d devices: parameter %d is %.8g, 1 device %.8g", fused, k, i, p[i], refP[i])
+				}
+			}
+			if !(h[49].TrainLoss < h[0].TrainLoss*0.9) {
+				t.Errorf("fused=%v, %d devices did not train: loss %g -> %g", fused, k, h[0].TrainLoss, h[49].TrainLoss)
+			}
+		}
+	}
+}
+
+func relDiff(a, b float64) float64 { return math.Abs(a-b) / max(math.Abs(b), 1e-12) }
+
+// TestDevicesRefused: more devices than visible names NITRO_CPU_DEVICES; a batch that does not
+// divide names both numbers; the config report says chosen, visible and why.
+func TestDevicesRefused(t *testing.T) {
+	_, err := core.New(&Reg{}, meshOpts(t, 8, core.WithData(oneBatchData(t)))...)
+	wantErr(t, err, "Devices = 8", "shows 4 devices", "NITRO_CPU_DEVICES")
+	d := core.Data{"train": arrays(t, 30, 6, 1, core.ArrayOptions{DropPartial: true})}
+	_, err = core.New(&Reg{}, meshOpts(t, 4, core.WithData(d))...)
+	wantErr(t, err, "batch size of 6", "Devices = 4")
+	n, err := core.New(&Reg{}, meshOpts(t, 2, core.WithData(oneBatchData(t)))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := n.ConfigReport(); !strings.Contains(r, "2 of 4 visible (run option)") {
+		t.Errorf("config report lacks the devices row:\n%s", r)
+	}
+}
