@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -98,5 +99,59 @@ func TestDevicesRefused(t *testing.T) {
 	}
 	if r := n.ConfigReport(); !strings.Contains(r, "2 of 4 visible (run option)") {
 		t.Errorf("config report lacks the devices row:\n%s", r)
+	}
+}
+
+// TestDevicesEvalPredict: evaluation over the mesh (a val split of 40 in batches of 16: the short
+// final batch of 8 is padded to the global 16) matches one device, and Predict on a mesh gathers
+// every row in order, a batch of 5 rows (not a multiple of 4) included.
+func TestDevicesEvalPredict(t *testing.T) {
+	type result struct {
+		val  map[string]float64
+		pred []float64
+	}
+	x, _ := synthetic(5, 9)
+	var res []result
+	for _, k := range []int{1, 4} {
+		d := core.Data{"train": arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}), "val": arrays(t, 40, 16, 2, core.ArrayOptions{})}
+		n, err := core.New(&Deep{}, meshOpts(t, k, core.WithData(d), core.WithMaxEpochs(3))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Train(); err != nil {
+			t.Fatal(err)
+		}
+		before := n.MeshUploads()
+		m, err := n.Evaluate("val")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after := n.MeshUploads(); k > 1 && !slices.Equal(before.Arrays, after.Arrays) {
+			t.Errorf("evaluation placed parameters again: array uploads per device %v before, %v after", before.Arrays, after.Arrays)
+		}
+		p, err := n.Predict(core.Batch{"x": x})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var flat []float64
+		p["pred"].ConstFlatData(func(f any) {
+			for _, v := range f.([]float32) {
+				flat = append(flat, float64(v))
+			}
+		})
+		res = append(res, result{m, flat})
+	}
+	for name, v := range res[0].val {
+		if d := relDiff(res[1].val[name], v); d > 1e-5 {
+			t.Errorf("val %s: 4 devices %.8g, 1 device %.8g", name, res[1].val[name], v)
+		}
+	}
+	if len(res[1].pred) != 5 || len(res[0].pred) != 5 {
+		t.Fatalf("Predict rows: 1 device %d, 4 devices %d; want 5", len(res[0].pred), len(res[1].pred))
+	}
+	for i := range res[0].pred {
+		if d := math.Abs(res[1].pred[i] - res[0].pred[i]); d > 1e-5 {
+			t.Errorf("Predict row %d: 4 devices %.8g, 1 device %.8g", i, res[1].pred[i], res[0].pred[i])
+		}
 	}
 }

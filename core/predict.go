@@ -87,6 +87,9 @@ func (n *Nitro) Predict(x any) (p Prediction, err error) {
 		return nil, err
 	}
 	n.setPhase(monitors.EvalStepping{}, nil)
+	if pw := n.meshWidth(w); pw != w {
+		return n.predictPadded(padBatch(b, pw), pw, w)
+	}
 	return n.predictPadded(b, w, w)
 }
 
