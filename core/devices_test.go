@@ -1,11 +1,14 @@
 package core_test
 
 import (
+	"fmt"
 	"math"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
 )
 
@@ -152,6 +155,35 @@ func TestDevicesEvalPredict(t *testing.T) {
 	for i := range res[0].pred {
 		if d := math.Abs(res[1].pred[i] - res[0].pred[i]); d > 1e-5 {
 			t.Errorf("Predict row %d: 4 devices %.8g, 1 device %.8g", i, res[1].pred[i], res[0].pred[i])
+		}
+	}
+}
+
+// TestDevicesCheckpointAcrossCounts: a checkpoint holds one copy of each replicated value, so a
+// 4-device run's checkpoint resumes on 1 device and a 1-device run's on 4: the restored
+// parameters are bitwise those of the run that wrote it at that epoch, and the resumed run ends
+// within the all-reduce's rounding of the run that stayed.
+func TestDevicesCheckpointAcrossCounts(t *testing.T) {
+	for _, c := range [][2]int{{4, 1}, {1, 4}} {
+		from, to := c[0], c[1]
+		dir := t.TempDir()
+		every := core.WithCheckpointer(must(checkpoint.NewEveryN(1, dir, nil)))
+		stayed := newNitro(t, &Deep{}, meshOpts(t, from, core.WithData(shuffled(t)), core.WithMaxEpochs(3), core.WithRunDir(dir), every)...)
+		train(t, stayed)
+		at1 := newNitro(t, &Deep{}, meshOpts(t, from, core.WithData(shuffled(t)), core.WithMaxEpochs(3))...)
+		if err := at1.TrainEpochs(1); err != nil {
+			t.Fatal(err)
+		}
+		entries := manifest(t, dir)
+		r := newNitro(t, &Deep{}, meshOpts(t, to, core.WithData(shuffled(t)), core.WithMaxEpochs(3), core.WithRunDir(t.TempDir()),
+			core.WithResume(filepath.Join(dir, entries[0].File)))...)
+		sameBits(t, fmt.Sprintf("%d-device checkpoint restored on %d", from, to), flatParams(t, r), flatParams(t, at1))
+		train(t, r)
+		a, b := flatParams(t, r), flatParams(t, stayed)
+		for i := range a {
+			if d := math.Abs(a[i] - b[i]); d > 1e-5 {
+				t.Fatalf("resumed on %d devices: parameter %d ends at %.8g, the run that stayed on %d at %.8g", to, i, a[i], from, b[i])
+			}
 		}
 	}
 }
