@@ -103,6 +103,19 @@ func TestDevicesRefused(t *testing.T) {
 	if r := n.ConfigReport(); !strings.Contains(r, "2 of 4 visible (run option)") {
 		t.Errorf("config report lacks the devices row:\n%s", r)
 	}
+	// The field is the knob's second source; the run option wins over it.
+	n, err = core.New(&fieldDevices{Devices: 4}, append(goOpts(nil, core.WithBackend("xla")), core.WithData(oneBatchData(t)))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := n.ConfigReport(); !strings.Contains(r, "4 of 4 visible (field Devices)") {
+		t.Errorf("config report does not credit the Devices field:\n%s", r)
+	}
+}
+
+type fieldDevices struct {
+	Reg
+	Devices int
 }
 
 // TestDevicesEvalPredict: evaluation over the mesh (a val split of 40 in batches of 16: the short
