@@ -200,3 +200,22 @@ func TestDevicesCheckpointAcrossCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestDevicesCacheKey: the device count is in the compile-cache key: on one cache, 1 and 4
+// devices are two entries of the fused step, and each count then hits its own.
+func TestDevicesCacheKey(t *testing.T) {
+	cache := newCache()
+	for i, k := range []int{1, 4, 1, 4} {
+		n, err := core.New(&Reg{}, append(meshOpts(t, k, core.WithData(oneBatchData(t)), core.WithFusedStep()), core.WithCache(cache))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Train(); err != nil {
+			t.Fatal(err)
+		}
+		want := min(i+1, 2)
+		if s := cache.Stats(); s.Misses != want || s.Entries != want {
+			t.Errorf("after run %d (%d devices): cache %+v, want %d misses and entries", i+1, k, s, want)
+		}
+	}
+}

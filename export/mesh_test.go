@@ -14,7 +14,7 @@ import (
 // single-device ones.
 func TestExportFromMesh(t *testing.T) {
 	t.Setenv("NITRO_CPU_DEVICES", "4")
-	n := newNitro(t, &Reg{}, append(goOpts(nil, core.WithBackend("xla"), core.WithDevices(4), core.WithData(data(t, 0)), core.WithMaxEpochs(2)))...)
+	n := newNitro(t, &Reg{}, goOpts(nil, core.WithBackend("xla"), core.WithDevices(4), core.WithData(data(t, 0)), core.WithMaxEpochs(2))...)
 	train(t, n)
 	b, err := export.Export(n, filepath.Join(t.TempDir(), "bundle"), export.ExportSpec{Name: "mesh"})
 	if err != nil {
