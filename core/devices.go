@@ -15,7 +15,8 @@ import (
 // stays GLOBAL (each device takes batch/n rows; it must divide), parameters and optimizer state
 // are replicated on every device, and XLA's partitioner sums the gradients across them. It wins
 // over an experiment's Devices method or field. The default is 1 on the CPU plugin (its devices
-// share the same cores) and on pure Go; $NITRO_CPU_DEVICES sets how many CPU devices there are.
+// share the same cores) and on pure Go, and every visible device on an accelerator;
+// $NITRO_CPU_DEVICES sets how many CPU devices there are.
 func WithDevices(n int) Option { return func(o *options) { o.devices = &n } }
 
 // devices is the resolved n_devs, what the backend shows, and the mesh when n_devs > 1.
@@ -28,10 +29,17 @@ type devices struct {
 // resolveDevices is setup's devices phase (after the splits, whose widths must divide): n_devs by
 // the knob rule, checked against the visible devices, and the mesh when it is more than one.
 func (n *Nitro) resolveDevices() (err error) {
-	if n.devs.n, err = resolveKnob(n.e, "Devices", n.opts.devices, 1); err != nil {
+	n.devs.visible = n.backend.Backend.NumDevices()
+	def, why := 1, "default: CPU devices share the cores"
+	if !onCPU(n.backend) {
+		def, why = n.devs.visible, "default: every visible accelerator device"
+	}
+	if n.devs.n, err = resolveKnob(n.e, "Devices", n.opts.devices, def); err != nil {
 		return err
 	}
-	n.devs.visible = n.backend.Backend.NumDevices()
+	if n.devs.n.source == "default" {
+		n.devs.n.source = why
+	}
 	k, src := n.devs.n.value, n.devs.n.source
 	switch {
 	case k < 1:
@@ -50,6 +58,12 @@ func (n *Nitro) resolveDevices() (err error) {
 	}
 	n.devs.mesh, err = mesh.New(n.backend.Backend, k)
 	return err
+}
+
+// onCPU says whether r runs on the CPU: pure Go, or a PJRT plugin whose description names the
+// CPU (an accelerator plugin's, e.g. CUDA's, does not).
+func onCPU(r *backend.Resolved) bool {
+	return r.Name != backend.XLA || strings.Contains(strings.ToLower(r.Backend.Description()), "cpu")
 }
 
 // deviceReport is the config report's devices row: chosen, visible, and why.

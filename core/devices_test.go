@@ -103,6 +103,13 @@ func TestDevicesRefused(t *testing.T) {
 	if r := n.ConfigReport(); !strings.Contains(r, "2 of 4 visible (run option)") {
 		t.Errorf("config report lacks the devices row:\n%s", r)
 	}
+	n, err = core.New(&Reg{}, append(goOpts(nil, core.WithBackend("xla")), core.WithData(oneBatchData(t)))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := n.ConfigReport(); !strings.Contains(r, "1 of 4 visible (default: CPU devices share the cores)") {
+		t.Errorf("config report does not give the CPU default and why:\n%s", r)
+	}
 	// The field is the knob's second source; the run option wins over it.
 	n, err = core.New(&fieldDevices{Devices: 4}, append(goOpts(nil, core.WithBackend("xla")), core.WithData(oneBatchData(t)))...)
 	if err != nil {
