@@ -109,7 +109,7 @@ func (n *Nitro) executeMesh(p *program, args []arg) ([]*tensors.Tensor, error) {
 	in := make([]mesh.Input, len(args))
 	for i, a := range args {
 		batch := strings.HasPrefix(p.inputs[i].Name, "batch/")
-		if !a.t.IsOnDevice(0) && a.counter != nil {
+		if !batch && !a.t.IsOnDevice(0) && a.counter != nil { // the mesh counts a batch's shards
 			*a.counter++
 		}
 		in[i] = mesh.Input{T: a.t, Donate: a.donate, Batch: batch, Temp: a.temp}

@@ -43,9 +43,12 @@ func TestDevicesEquivalence(t *testing.T) {
 			if err := n.TrainSteps(2); err != nil {
 				t.Fatal(err)
 			}
-			u2 := n.MeshUploads()
+			u2, p2 := n.MeshUploads(), n.Uploads()
 			if err := n.Train(); err != nil {
 				t.Fatal(err)
+			}
+			if p50 := n.Uploads(); p50.Params != p2.Params || p50.OptState != p2.OptState {
+				t.Errorf("fused=%v, %d devices: device 0 got parameter or optimizer-state uploads during steps 3..50: %+v after 2, %+v after 50", fused, k, p2, p50)
 			}
 			if u := n.MeshUploads(); k > 1 {
 				// Residency: after the first steps placed the parameters and state, 48 more steps
@@ -54,6 +57,9 @@ func TestDevicesEquivalence(t *testing.T) {
 					if u.Arrays[d] != u2.Arrays[d] || u.Arrays[d] == 0 {
 						t.Errorf("fused=%v, %d devices: device %d got %d array uploads after 2 steps, %d after 50: want the same, non-zero", fused, k, d, u2.Arrays[d], u.Arrays[d])
 					}
+				}
+				if b := n.Uploads().Batch; b != 100 {
+					t.Errorf("fused=%v, %d devices: Uploads().Batch = %d after 50 steps of x and y, want 100", fused, k, b)
 				}
 				for d := 0; d < k; d++ {
 					if u.Shards[d] != 100 { // x and y, 50 steps

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"fmt"
+	"sync"
 	"weak"
 
 	"github.com/gomlx/gomlx/backends"
@@ -22,6 +23,9 @@ type Mesh struct {
 	replicated *distributed.ShardingSpec
 	batch      *distributed.ShardingSpec
 	copies     map[weak.Pointer[tensors.Tensor]]*replicas
+
+	mu     sync.Mutex                                         // guards staged: Stage runs on the prefetch goroutine
+	staged map[weak.Pointer[tensors.Tensor]][]*tensors.Tensor // a batch field's shards, placed ahead of its run
 
 	ReplicaUploads []int // per device: replicated arrays placed there (device 0: by the caller)
 	ScalarUploads  []int // per device: replicated scalars (step count, hyperparameters) placed there
@@ -52,7 +56,7 @@ func New(b backends.Backend, n int) (*Mesh, error) {
 		return nil, fmt.Errorf("mesh: %w", err)
 	}
 	return &Mesh{n: n, backend: b, dm: dm, replicated: distributed.NewReplicatedShardingSpec(dm), batch: batch,
-		copies: map[weak.Pointer[tensors.Tensor]]*replicas{}, ReplicaUploads: make([]int, n), ScalarUploads: make([]int, n), ShardUploads: make([]int, n)}, nil
+		copies: map[weak.Pointer[tensors.Tensor]]*replicas{}, staged: map[weak.Pointer[tensors.Tensor]][]*tensors.Tensor{}, ReplicaUploads: make([]int, n), ScalarUploads: make([]int, n), ShardUploads: make([]int, n)}, nil
 }
 
 // N is the device count.
@@ -124,12 +128,15 @@ func (m *Mesh) Run(g *graph.Graph, in []Input) (outs []*tensors.Tensor, err erro
 	}()
 	for i, a := range in {
 		if a.Batch {
-			ss, err := m.split(a.T)
-			if err != nil {
-				return nil, fmt.Errorf("input %d: %w", i, err)
+			ss := m.takeStaged(a.T)
+			if ss == nil {
+				if ss, err = m.split(a.T); err != nil {
+					return nil, fmt.Errorf("input %d: %w", i, err)
+				}
 			}
 			shards = append(shards, ss...)
 			for d, s := range ss {
+				m.ShardUploads[d]++
 				if bufs[d*k+i], err = s.DonateBuffer(m.backend, backends.DeviceNum(d)); err != nil {
 					return nil, err
 				}
@@ -252,7 +259,6 @@ func (m *Mesh) split(t *tensors.Tensor) ([]*tensors.Tensor, error) {
 				break
 			}
 			if terr = s.MaterializeOnDevice(m.backend, false, backends.DeviceNum(d)); terr == nil {
-				m.ShardUploads[d]++
 				out = append(out, s)
 			}
 		}
@@ -280,8 +286,55 @@ func (m *Mesh) drop(t *tensors.Tensor) {
 	}
 }
 
-// sweep frees the copies of values the caller no longer holds (collected or finalized).
+// Stage splits the batch field t onto the devices ahead of the run that takes it, so that the
+// transfer overlaps the step before (it is safe to call from another goroutine, e.g. a prefetch
+// transfer). Run then uses these shards instead of splitting t; shards of a t dropped unrun are
+// freed by a later Run.
+func (m *Mesh) Stage(t *tensors.Tensor) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("staging a batch over %d devices: %v", m.n, r)
+		}
+	}()
+	ss, err := m.split(t)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	wp := weak.Make(t)
+	freeAll(m.staged[wp]) // staged again before it ran (the same tensor twice): the new shards hold the same rows
+	m.staged[wp] = ss
+	return nil
+}
+
+// takeStaged removes and returns t's staged shards; nil when none.
+func (m *Mesh) takeStaged(t *tensors.Tensor) []*tensors.Tensor {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	wp := weak.Make(t)
+	ss := m.staged[wp]
+	delete(m.staged, wp)
+	return ss
+}
+
+func freeAll(ts []*tensors.Tensor) {
+	for _, t := range ts {
+		_ = t.FinalizeAll()
+	}
+}
+
+// sweep frees the copies of values the caller no longer holds (collected or finalized), and the
+// staged shards of batches dropped unrun.
 func (m *Mesh) sweep() {
+	m.mu.Lock()
+	for wp, ss := range m.staged {
+		if t := wp.Value(); t == nil || !t.Ok() {
+			freeAll(ss)
+			delete(m.staged, wp)
+		}
+	}
+	m.mu.Unlock()
 	for wp, r := range m.copies {
 		if t := r.of.Value(); t == nil || !t.Ok() {
 			for _, c := range r.per {
