@@ -138,18 +138,9 @@ func (n *Nitro) MeshUploads() MeshUploads {
 // MeshUploads counts transfers per device (index = device number).
 type MeshUploads struct{ Arrays, Scalars, Shards []int }
 
-// meshWidth is w rounded up to a multiple of the device count: a batch for Predict is padded to
-// it, so that every device takes an equal share (the padding rows are sliced away).
+// meshWidth is w rounded up to a multiple of the device count: Predict and PredictAll pad a batch
+// to it, so that every device takes an equal share (the padding rows are sliced away).
 func (n *Nitro) meshWidth(w int) int {
 	k := n.deviceCount()
 	return (w + k - 1) / k * k
-}
-
-// padBatch pads every field of b to width rows.
-func padBatch(b Batch, width int) Batch {
-	out := make(Batch, len(b))
-	for k, t := range b {
-		out[k] = padRows(t, width)
-	}
-	return out
 }

@@ -132,8 +132,8 @@ type fieldDevices struct {
 }
 
 // TestDevicesEvalPredict: evaluation over the mesh (a val split of 40 in batches of 16: the short
-// final batch of 8 is padded to the global 16) matches one device, and Predict on a mesh gathers
-// every row in order, a batch of 5 rows (not a multiple of 4) included.
+// final batch of 8 is padded to the global 16) matches one device, and Predict and PredictAll on
+// a mesh gather every row in order, batches of 5 and 3 rows (not multiples of 4) included.
 func TestDevicesEvalPredict(t *testing.T) {
 	type result struct {
 		val  map[string]float64
@@ -168,6 +168,17 @@ func TestDevicesEvalPredict(t *testing.T) {
 				flat = append(flat, float64(v))
 			}
 		})
+		// PredictAll over batches of 5, 5 and 3 rows: each padded to 8 on 4 devices, sliced back.
+		for pr, err := range n.PredictAll(arrays(t, 13, 5, 9, core.ArrayOptions{})) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			pr["pred"].ConstFlatData(func(f any) {
+				for _, v := range f.([]float32) {
+					flat = append(flat, float64(v))
+				}
+			})
+		}
 		res = append(res, result{m, flat})
 	}
 	for name, v := range res[0].val {
@@ -175,12 +186,12 @@ func TestDevicesEvalPredict(t *testing.T) {
 			t.Errorf("val %s: 4 devices %.8g, 1 device %.8g", name, res[1].val[name], v)
 		}
 	}
-	if len(res[1].pred) != 5 || len(res[0].pred) != 5 {
-		t.Fatalf("Predict rows: 1 device %d, 4 devices %d; want 5", len(res[0].pred), len(res[1].pred))
+	if len(res[1].pred) != 18 || len(res[0].pred) != 18 {
+		t.Fatalf("Predict + PredictAll rows: 1 device %d, 4 devices %d; want 5 + 13", len(res[0].pred), len(res[1].pred))
 	}
 	for i := range res[0].pred {
 		if d := math.Abs(res[1].pred[i] - res[0].pred[i]); d > 1e-5 {
-			t.Errorf("Predict row %d: 4 devices %.8g, 1 device %.8g", i, res[1].pred[i], res[0].pred[i])
+			t.Errorf("Predict/PredictAll row %d: 4 devices %.8g, 1 device %.8g", i, res[1].pred[i], res[0].pred[i])
 		}
 	}
 }
