@@ -44,6 +44,8 @@ func (n *Nitro) resolveDevices() (err error) {
 	switch {
 	case k < 1:
 		return fmt.Errorf("Devices = %d from %s: must be >= 1", k, src)
+	case k > n.devs.visible && !onCPU(n.backend):
+		return fmt.Errorf("Devices = %d from %s, but the backend shows %d devices: visibility is fixed when the process starts its client, by $CUDA_VISIBLE_DEVICES on a CUDA host; widen it or ask for fewer", k, src, n.devs.visible)
 	case k > n.devs.visible && n.backend.Name == backend.XLA:
 		return fmt.Errorf("Devices = %d from %s, but the backend shows %d devices: set $%s=%d to have the CPU plugin present that many, or ask for fewer", k, src, n.devs.visible, backend.EnvCPUDevices, k)
 	case k > n.devs.visible:
