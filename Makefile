@@ -4,8 +4,8 @@
 MODULES := internal/prereq tensorfile idx markers mesh metrics compilecache optimizers schedules runstatus earlystop prefetch checkpoint logjson exportbundle monitors promexport backend dotgrad render core export cmd integration
 PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 # Race detector on the modules with goroutines or concurrency contracts and their tests (prefetch:
-# concurrent BatchAt; mesh: Stage from the prefetch goroutine). core is left out: GoMLX v0.25.0's pure-Go backend, which core's unit tests
-# run on, has known races.
+# concurrent BatchAt; mesh: Stage from the prefetch goroutine). core is left out: GoMLX v0.25.0's
+# pure-Go backend, which core's unit tests run on, has known races.
 RACE    := tensorfile mesh compilecache markers monitors prefetch logjson checkpoint promexport exportbundle render
 GO      ?= go
 # checkpoint's interop test opens nitro's files with the reference Python safetensors (ckpt-venv)
