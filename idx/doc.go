@@ -1,6 +1,8 @@
-// Package idx reads the idx format of MNIST and its relatives (Fashion-MNIST, KMNIST, EMNIST):
-// a big-endian header (two zero bytes, an element type code, the number of dimensions, each
-// dimension as a uint32) followed by the elements, big-endian, row-major. ReadFile gunzips a file
+// Package idx reads and writes the idx format of MNIST and its relatives (Fashion-MNIST, KMNIST,
+// EMNIST), trusting nothing it reads. Guide: docs/data.md#the-idx-format.
+//
+// The format is a big-endian header (two zero bytes, an element type code, the number of
+// dimensions, each dimension as a uint32) followed by the elements, big-endian, row-major. ReadFile gunzips a file
 // that starts with the gzip magic; Decode reads a plain stream.
 //   - Nothing read is trusted: the magic, the type code and every dimension are checked, the
 //     element count is overflow-checked and bounded by MaxBytes before anything is allocated

@@ -1,5 +1,8 @@
-// Package markers says what each field of an experiment struct is. A markers.Device[T] field is a
-// traced input (not in the compile key, settable by SetDevice without recompiling); a field tagged
+// Package markers says what each field of an experiment struct is, and so what changing it costs:
+// GraphConst bakes into the programs (another value recompiles), Device is a program input
+// (SetDevice, no recompile), Host is host code's alone (never traced). Guide: docs/markers.md.
+//
+// A markers.Device[T] field is a traced input (not in the compile key, settable by SetDevice without recompiling); a field tagged
 // `nitro:"graphconst"` bakes into the program and is in the key; anything else is Host: driver
 // state that never reaches traced code and never keys. `doc:"..."` and `default:"..."` tags (text
 // parsed into the field type), or a `func (E) Default() E` method (not both), complete a field.

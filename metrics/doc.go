@@ -1,4 +1,8 @@
-// Package metrics accumulates evaluation metrics over a split, in plain Go on the host. A batch
+// Package metrics accumulates evaluation metrics over a split, in plain Go on the host: what the
+// HostMetrics hook returns per batch and FinalizeMetrics reads at the end, with confusion-matrix
+// and AUC helpers. Guide: docs/experiment.md#metrics.
+//
+// A batch
 // reports each metric as a Metric: Mean (a scalar sum over a scalar count, divided at the end),
 // Total (a scalar summed, never divided), Summed (an array summed elementwise and never divided,
 // such as a confusion matrix) or Collected (values appended over the split, for what is not a

@@ -1,4 +1,8 @@
-// Package optimizers builds nitro's optimizer program: per parameter group, a Chain of Transforms
+// Package optimizers is nitro's optimizer: RAdam by default (Level 0), a rule per parameter group
+// (Level 1) or a whole chain of transforms (Level 2), resolved on the host into a Plan that also
+// gives the binding report's rows. Guide: docs/optimizers.md.
+//
+// It builds the optimizer program: per parameter group, a Chain of Transforms
 // (optax's model: an init/update pair with typed state; Init on the host, Update in the graph)
 // after one global-norm clip over all groups (ClipByGlobalNorm, baked; 0 emits nothing).
 // Layout is the group's flat host-side view: Init builds the state on it, and Decay's mask and

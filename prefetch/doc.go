@@ -1,4 +1,9 @@
-// Package prefetch owns the data contract between a batch source and the training loop (Batch,
+// Package prefetch is nitro's data contract and the pipeline that keeps the device fed: each split
+// is an index-addressable source (ArrayBatches in memory, prefetch/parquet on disk), read ahead by
+// workers and delivered in order; CheckBatchAt proves a source serves the batches it should.
+// Guide: docs/data.md.
+//
+// It owns the data contract between a batch source and the training loop (Batch,
 // the index-addressable Source with its EpochSource and PartialDropper refinements, Data,
 // ArrayBatches, BatchWidth, PadRows, and FieldSpec with CheckFieldSpecs for a field declared
 // without data) and the pipeline that keeps the device fed from it.

@@ -1,4 +1,6 @@
-// Package schedules turns a run's schedule map into per-step host values, and renders the binding report.
+// Package schedules drives optimizer values and Device fields over a run: each key's factory of the
+// horizon is evaluated on the host once per optimizer step, so no schedule recompiles anything; it
+// also renders the binding report. Guide: docs/optimizers.md#schedules.
 //
 // Every entry is a Factory of the horizon: called once at setup with total = TotalSteps(max_epochs,
 // batches_per_epoch, accum), it returns a Schedule of the 1-based optimizer step (not the micro-batch).
