@@ -97,7 +97,7 @@ func TestDriftHostKnobIsWarnedOnceAndTheFrozenValueRuns(t *testing.T) {
 	if _, err := n.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if msgs := w.take(); len(msgs) != 1 || !strings.Contains(msgs[0], `Evaluate: Host field Note of Drift was assigned after core.New (was "host", now "changed")`) {
+	if msgs := w.take(); len(msgs) != 1 || !strings.Contains(msgs[0], `Evaluate("val"): Host field Note of Drift was assigned after core.New (was "host", now "changed")`) {
 		t.Errorf("warnings %q, want one naming Note with both values", msgs)
 	}
 }
@@ -142,7 +142,7 @@ func TestDriftGraphConstIsRefusedByEveryVerb(t *testing.T) {
 	want := []string{"GraphConst field Width (4 at New, now 8) of Drift was assigned after core.New", "set it before core.New", "or set it back"}
 	wantErr(t, n.Train(), append([]string{"Train refused"}, want...)...)
 	_, err := n.Validate()
-	wantErr(t, err, append([]string{"Evaluate refused"}, want...)...)
+	wantErr(t, err, append([]string{`Evaluate("val") refused`}, want...)...)
 	_, err = n.Predict(core.Batch{"x": x})
 	wantErr(t, err, append([]string{"Predict refused"}, want...)...)
 	for _, err := range n.PredictAll(core.NoPrefetch(arrays(t, 8, 4, 1, core.ArrayOptions{}))) {

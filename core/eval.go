@@ -169,7 +169,7 @@ func (n *Nitro) Evaluate(split string) (m map[string]float64, err error) {
 		}
 	})()
 	n.report()
-	if err := n.checkDrift("Evaluate"); err != nil {
+	if err := n.checkDrift(fmt.Sprintf("Evaluate(%q)", split)); err != nil { // Validate is Evaluate("val")
 		return nil, err
 	}
 	src, ok := n.data[split]

@@ -188,7 +188,7 @@ func (n *Nitro) checkCached(key compilecache.Key, p *program, build func(g *grap
 	return fmt.Errorf("the cached %s program of %s was compiled from a graph this experiment no longer traces to, "+
 		"although every key component (GraphConst values, hooks, inputs, layout, context params) is equal and no Host "+
 		"field explains it: a hook reads a value outside the experiment (a global or a captured variable). Make it a "+
-		"GraphConst field (recompiles per value) or a Device field (a traced input), or call compilecache.Default.Reset() "+
+		"GraphConst field (recompiles per value) or a Device field (a traced input), or call compilecache.Default().Reset() "+
 		"after changing it", key.Kind, n.typeName)
 }
 
