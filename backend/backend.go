@@ -160,17 +160,20 @@ func origin(f pluginsearch.Found, forced string) string {
 func get(name, plugin, reason string) (*Resolved, error) {
 	mu.Lock()
 	defer mu.Unlock()
-	key := name + ":" + plugin
+	opts, optKey, err := cpuClientOptions(name)
+	if err != nil {
+		return nil, err
+	}
+	key := name + ":" + plugin + optKey
 	if r, ok := shared[key]; ok {
 		return &Resolved{Name: r.Name, Plugin: r.Plugin, Reason: reason, Backend: r.Backend}, nil
 	}
 	var b backends.Backend
-	var err error
 	switch name {
 	case XLA:
 		// An absolute path skips gopjrt's own search; shared_buffers lets the CPU plugin alias host
 		// memory, which gopjrt only turns on by itself for a plugin named plainly "cpu".
-		b, err = stablehlo.New(plugin + ",shared_buffers")
+		b, err = stablehlo.NewWithOptions(plugin+",shared_buffers", opts)
 	case CUDA:
 		b, err = startCUDA(plugin) // device memory: no host aliasing
 	default:

@@ -9,7 +9,7 @@ require (
 
 require (
 	github.com/go-logr/logr v1.4.3 // indirect
-	github.com/gomlx/gopjrt v0.10.0 // indirect
+	github.com/gomlx/gopjrt v0.10.0
 	github.com/gomlx/stablehlo v0.2.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/x448/float16 v0.8.4 // indirect

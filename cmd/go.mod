@@ -96,6 +96,7 @@ replace (
 	github.com/nitro-go/nitro/internal/prereq => ../internal/prereq
 	github.com/nitro-go/nitro/logjson => ../logjson
 	github.com/nitro-go/nitro/markers => ../markers
+	github.com/nitro-go/nitro/mesh => ../mesh
 	github.com/nitro-go/nitro/monitors => ../monitors
 	github.com/nitro-go/nitro/optimizers => ../optimizers
 	github.com/nitro-go/nitro/prefetch => ../prefetch

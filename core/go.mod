@@ -15,6 +15,7 @@ require (
 	github.com/nitro-go/nitro/internal/prereq v0.0.0
 	github.com/nitro-go/nitro/logjson v0.0.0
 	github.com/nitro-go/nitro/markers v0.0.0
+	github.com/nitro-go/nitro/mesh v0.0.0
 	github.com/nitro-go/nitro/monitors v0.0.0
 	github.com/nitro-go/nitro/optimizers v0.0.0
 	github.com/nitro-go/nitro/prefetch v0.0.0
@@ -51,6 +52,7 @@ replace (
 	github.com/nitro-go/nitro/internal/prereq => ../internal/prereq
 	github.com/nitro-go/nitro/logjson => ../logjson
 	github.com/nitro-go/nitro/markers => ../markers
+	github.com/nitro-go/nitro/mesh => ../mesh
 	github.com/nitro-go/nitro/monitors => ../monitors
 	github.com/nitro-go/nitro/optimizers => ../optimizers
 	github.com/nitro-go/nitro/prefetch => ../prefetch

@@ -180,6 +180,7 @@ func (n *Nitro) ConfigReport() string {
 	row("mixed precision", n.cfg.precision.String())
 	row("run dir", n.cfg.runDir.String())
 	row("backend", n.backend.Reason)
+	row("devices", n.deviceReport())
 	groups := make([]string, len(n.groups))
 	for i, g := range n.groups {
 		groups[i] = fmt.Sprintf("%s (%d arrays, %d values)", g.name, len(g.vars), g.size)

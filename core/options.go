@@ -14,6 +14,7 @@ type Option func(*options)
 
 type options struct {
 	maxEpochs, seed, accum *int
+	devices                *int // WithDevices (devices.go)
 	runDir                 *string
 	clip, lr               *float64
 	data                   Data

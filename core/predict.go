@@ -87,7 +87,7 @@ func (n *Nitro) Predict(x any) (p Prediction, err error) {
 		return nil, err
 	}
 	n.setPhase(monitors.EvalStepping{}, nil)
-	return n.predictPadded(b, w, w)
+	return n.predictPadded(b, n.meshWidth(w), w)
 }
 
 // PredictAll yields each batch's outputs lazily, in order. A short final batch is padded to the
@@ -115,7 +115,7 @@ func (n *Nitro) PredictAll(src Source) iter.Seq2[Prediction, error] {
 			}
 			real, err := batchWidth(b)
 			if err == nil && width < 0 {
-				width = real
+				width = n.meshWidth(real)
 			}
 			if err == nil && real > width {
 				err = fmt.Errorf("batch %d has %d rows, more than batch 0's %d", i, real, width)

@@ -12,6 +12,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/mesh"
 )
 
 // program is a compiled graph plus what its outputs mean. It is what the compile cache stores, so
@@ -41,11 +42,15 @@ func (s *signature) add(name string, dtype string, dims []int) {
 func (s signature) params(g *graph.Graph, vars map[string]*context.Variable) map[string]*graph.Node {
 	nodes := make(map[string]*graph.Node, len(s))
 	for _, in := range s {
+		batch := strings.HasPrefix(in.Name, "batch/") // over a mesh, split by rows; the rest replicated
 		if v, ok := vars[in.Name]; ok {
+			if err := v.SetShardingSpec(mesh.Spec(g, batch)); err != nil {
+				panic(err)
+			}
 			nodes[in.Name] = v.ValueGraph(g)
 			continue
 		}
-		nodes[in.Name] = graph.Parameter(g, in.Name, shapes.Make(dtypeOf(in.DType), in.Shape...))
+		nodes[in.Name] = mesh.Parameter(g, in.Name, shapes.Make(dtypeOf(in.DType), in.Shape...), batch)
 	}
 	return nodes
 }
@@ -222,12 +227,12 @@ func (n *Nitro) compileProgram(key compilecache.Key, build func(g *graph.Graph, 
 	}
 	var p *program
 	err = tryGraph("compiling the "+key.Kind+" program", func() {
-		g := graph.NewGraph(n.backend.Backend, "nitro_"+key.Kind)
+		g := n.newProgramGraph(key.Kind)
 		outs, meta := build(g, zero)
 		if got, want := g.NumParameters(), len(key.Inputs); got != want {
 			panic(fmt.Errorf("the %s program has %d inputs, expected %d: a hook read a variable that setup's trace of Forward did not create (create every variable in Forward unconditionally)", key.Kind, got, want))
 		}
-		g.Compile(outs...)
+		n.compileOutputs(g, outs)
 		p = meta
 		p.g = g
 		p.inputs = key.Inputs
@@ -245,7 +250,7 @@ func (n *Nitro) key(kind, hooks string, inputs signature) compilecache.Key {
 		GraphConst:     n.gcValues,
 		Hook:           hooks,
 		Inputs:         inputs,
-		DeviceCount:    1,
+		DeviceCount:    n.deviceCount(),
 		// The backend is in the key: a program is compiled for one backend, and two Nitros of one
 		// experiment on different backends in one process must not share it.
 		Extra: [][2]string{{"backend", n.backend.Name}, {"layout", n.layoutDigest()}, {"context params", n.contextParams()}},
@@ -283,6 +288,9 @@ type arg struct {
 func (n *Nitro) execute(p *program, args []arg) (outs []*tensors.Tensor, err error) {
 	if len(args) != len(p.inputs) {
 		return nil, fmt.Errorf("internal: program takes %d inputs, got %d", len(p.inputs), len(args))
+	}
+	if n.devs.mesh != nil {
+		return n.executeMesh(p, args)
 	}
 	bufs, donate := n.scratch.runArgs(len(args))
 	defer clear(bufs) // holds no buffer past the call

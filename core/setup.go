@@ -21,6 +21,7 @@ type setup struct {
 	acc      accessors // the optional experiment accessors, resolved once (hyper.go)
 	backend  *backend.Resolved
 	cache    *compilecache.Cache
+	devs     devices // n_devs and the mesh (devices.go)
 
 	forward, loss, metrics, trainMetrics *hook
 	trainStep                            *hook // manual mode's TrainStep; nil in the automatic loop (manual.go)
@@ -65,6 +66,7 @@ func (n *Nitro) setUp() error {
 		n.takeData,         // splits.go: WithData, else BuildData, else none (WithInputSpecs)
 		n.derive,           // derive.go: Derive's values into the experiment; the GraphConst hash
 		n.checkSplits,      // splits.go: splits against the hooks; each declared for prefetch
+		n.resolveDevices,   // devices.go: n_devs, the batch divides over it, the mesh
 		n.manualSplits,     // manual.go: TrainStep's fields; something to validate with
 		n.buildModel,       // buildmodel.go: BuildModel, Device fields, shape trace, initial values
 		n.placeParameters,  // params.go: parameter groups; parameters and layer state on the device

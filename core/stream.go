@@ -47,7 +47,12 @@ func (n *Nitro) place(b Batch, keys []string) (placed Batch, err error) {
 		if t == nil {
 			return placed, fmt.Errorf("batch field %q is missing", k)
 		}
-		if !t.IsOnDevice(0) {
+		if m := n.devs.mesh; m != nil {
+			// Over a mesh the field goes to the devices as shards, one per device, never whole.
+			if err := m.Stage(t); err != nil {
+				return placed, fmt.Errorf("batch field %q to the devices: %w", k, err)
+			}
+		} else if !t.IsOnDevice(0) {
 			if err := t.MaterializeOnDevice(n.backend.Backend, false, 0); err != nil {
 				return placed, fmt.Errorf("batch field %q to the device: %w", k, err)
 			}

@@ -28,6 +28,7 @@ type expFlags struct {
 	quiet       bool
 	fused       bool
 	precision   string
+	devices     int
 	noProgress  bool
 	heartbeat   string
 	stall       time.Duration
@@ -147,6 +148,7 @@ func newExperimentCmd(name string, stdout, stderr io.Writer) *cobra.Command {
 	}
 	fs.BoolVar(&f.fused, "fused", false, "compile each training step as one program (gradient and update); needs accum 1")
 	fs.StringVar(&f.precision, "mixed-precision", "", "`MODE` of Forward's compute: bf16 (float32 parameters, optimizer state and loss; bfloat16 matmuls and convolutions) or f32 (default)")
+	fs.IntVar(&f.devices, "devices", 0, "run data-parallel on `N` local devices, the batch size global (default: the experiment's Devices, else 1 on the CPU; $NITRO_CPU_DEVICES sets how many CPU devices there are)")
 	fs.StringVar(&f.logFormat, "log-format", formatConsole, "`FORMAT` of the reports, epoch lines, notices, warnings and results on stdout: console or json (JSON Lines)")
 	fs.BoolVar(&f.quiet, "quiet", false, "print only the results")
 	fs.BoolVar(&f.noProgress, "no-progress", false, "no live progress display on stderr (the epoch lines on stdout stay)")
@@ -185,6 +187,9 @@ func checkFlags(c *cobra.Command, f *expFlags) error {
 	changed := c.Flags().Changed
 	if changed("max-epochs") && f.maxEpochs < 0 {
 		return fmt.Errorf("--max-epochs %d: must be >= 0 (leave it out to train the experiment's own epoch count)", f.maxEpochs)
+	}
+	if changed("devices") && f.devices < 1 {
+		return fmt.Errorf("--devices %d: must be >= 1 (leave it out for the experiment's own, else 1 on the CPU)", f.devices)
 	}
 	if changed("log-every") && f.logEvery < 1 {
 		return fmt.Errorf("--log-every %d: must be >= 1 (1 writes a train line every optimizer step, N every Nth)", f.logEvery)
@@ -306,6 +311,9 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 	}
 	if f.precision != "" {
 		opts = append(opts, core.WithMixedPrecision(f.precision))
+	}
+	if c.Flags().Changed("devices") {
+		opts = append(opts, core.WithDevices(f.devices))
 	}
 	if f.runDir != "" {
 		opts = append(opts, core.WithRunDir(f.runDir))

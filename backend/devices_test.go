@@ -1,0 +1,35 @@
+package backend
+
+import (
+	"strings"
+	"testing"
+)
+
+// The CPU plugin presents the count $NITRO_CPU_DEVICES asks for, each count its own client.
+func TestCPUDevicesEnv(t *testing.T) {
+	for _, k := range []int{2, 3} {
+		t.Setenv(EnvCPUDevices, map[int]string{2: "2", 3: " 3 "}[k])
+		r, err := Resolve(XLA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Backend.NumDevices(); got != k {
+			t.Fatalf("%s=%d: the backend has %d devices", EnvCPUDevices, k, got)
+		}
+	}
+}
+
+// A count that is not a positive integer is an error naming the variable, never a silent default.
+func TestCPUDevicesEnvRefused(t *testing.T) {
+	for _, v := range []string{"0", "-1", "four"} {
+		t.Setenv(EnvCPUDevices, v)
+		_, err := Resolve(XLA)
+		if err == nil || !strings.Contains(err.Error(), EnvCPUDevices) {
+			t.Fatalf("%s=%q: err = %v, want one naming %s", EnvCPUDevices, v, err, EnvCPUDevices)
+		}
+	}
+	t.Setenv(EnvCPUDevices, "four")
+	if _, err := Resolve(Go); err != nil {
+		t.Fatalf("the pure-Go backend has no CPU device count and must ignore %s: %v", EnvCPUDevices, err)
+	}
+}
