@@ -1,7 +1,9 @@
-// Package board serves a web page comparing training runs while they train, tailing each run
-// directory's metrics.jsonl (no database). Board is an http.Handler: / is the page, /content its
-// body (the page's script refetches it every Config.Refresh), /api/runs the same facts as JSON,
-// /assets/ the embedded stylesheet and script. Per run: phase (read from the record: starting,
+// Package board is nitro board: a web page comparing training runs while they train, tailing
+// each run directory's metrics.jsonl (no database). Guide: docs/logging.md.
+//
+// Board is an http.Handler: / is the page, /content its body (the page's script refetches it
+// every Config.Refresh), /api/runs the same facts as JSON, /assets/ the embedded stylesheet and
+// script. Per run: phase (read from the record: starting,
 // training epoch N, validated epoch N, finished, failed, gone), epoch, step, steps/s, stop reason
 // (the finish line), best checkpoint (the manifest's, by the mode its metric's name calls for);
 // the config fields that differ between runs (params lines, run_dir left out); one chart per

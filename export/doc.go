@@ -1,6 +1,8 @@
 // Package export writes a trained Nitro as an export bundle (package exportbundle): one StableHLO
 // program per batch size, the weights Forward reads, and a manifest with the inputs, outputs and
-// provenance. It sits beside cmd, above core; training never links it (nor its cgo capture shim).
+// provenance, optionally behind a traced Preprocess. Guide: docs/export.md.
+//
+// It sits beside cmd, above core; training never links it (nor its cgo capture shim).
 //
 // Contract:
 //   - Export reads the model only through core's read-only view (Nitro.ViewModel): the named

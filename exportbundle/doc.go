@@ -1,7 +1,11 @@
-// Package exportbundle writes, verifies and runs export bundles: one StableHLO program per batch size
-// (program-b<N>.mlir), the weights in weights.safetensors, an optional postprocess.txt, and a
-// manifest.json (input/output specs, weight names in argument order, batch sizes, provenance, and
-// every file's size and SHA-256). A program takes the inputs, then the weights, in manifest order.
+// Package exportbundle writes, verifies and runs export bundles, the form a trained model leaves
+// nitro in: StableHLO programs and safetensors weights, run with gopjrt alone (nitro run-bundle,
+// nitro serve's POST /predict). Guide: docs/export.md.
+//
+// A bundle is one StableHLO program per batch size (program-b<N>.mlir), the weights in
+// weights.safetensors, an optional postprocess.txt, and a manifest.json (input/output specs,
+// weight names in argument order, batch sizes, provenance, every file's size and SHA-256). A
+// program takes the inputs, then the weights, in manifest order.
 //
 // Capture obtains the programs. GoMLX v0.25 (v0.26 too) builds StableHLO text and hands it straight
 // to PJRT's Client_Compile, with no accessor, so Capture interposes: a few dozen lines of C in
@@ -19,6 +23,7 @@
 //
 // Errors: Read and Open return *FormatError naming the file (wrapping ErrNewerFormat for a newer
 // format); CheckSpec returns *SpecError naming the manifest field; Run returns *InputError naming
-// the input; RunJSON returns *RequestError with the status and message Handler answers with. Captures are serialized in a process (one real plugin per process); a Runner is safe
-// for concurrent use; a Bundle is plain data, not synchronized.
+// the input; RunJSON returns *RequestError with the status and message Handler answers with.
+// Captures are serialized in a process (one real plugin per process); a Runner is safe for
+// concurrent use; a Bundle is plain data, not synchronized.
 package exportbundle

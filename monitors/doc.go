@@ -1,6 +1,9 @@
-// Package monitors owns run observation: the run-phase tree, the monitor registry, the process
-// progress counter and work-in-flight depth, and shipped monitors (stall watchdog, heartbeat
-// file, progress display). A monitor watches a run and never steers it; RequestStop is graceful.
+// Package monitors watches runs without steering them: the run-phase tree (Starting, the
+// compiles, stepping, Checkpointing, Done, Failed), the monitor registries, the process progress
+// counter, and the shipped monitors: stall watchdog, heartbeat file, progress display.
+// Guide: docs/logging.md.
+//
+// A monitor may request a stop (RequestStop), which is graceful; it never steers a run otherwise.
 //
 // Contract. A Tracker (embedded by core, one per run) records the run's phase and publishes
 // transitions only: SetPhase to the current phase is no event. Repl is published (Publish, or

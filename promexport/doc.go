@@ -1,5 +1,7 @@
-// Package promexport is nitro's opt-in Prometheus exporter (the CLI's --metrics-addr). New
-// listens on an address and serves /metrics (promhttp) from its own goroutine; the Exporter is
+// Package promexport serves a run's progress as Prometheus gauges on /metrics while it trains
+// (the CLI's --metrics-addr), opt-in, beside the JSON Lines record. Guide: docs/logging.md.
+//
+// New listens on an address and serves /metrics (promhttp) from its own goroutine; the Exporter is
 // both a monitors.Monitor and a logjson.Logger, and turns what it is told into gauges:
 // nitro_step, nitro_epoch, nitro_loss, nitro_steps_per_second, nitro_steps_per_epoch,
 // nitro_validation_metric{metric}, nitro_data_wait_fraction, nitro_phase{phase} (one series per
