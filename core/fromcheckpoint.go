@@ -46,7 +46,8 @@ func ContinueRun() Option { return func(o *options) { o.continueRun = true } }
 // names and E no longer has is left to the load's own check (a resume refuses a GraphConst that
 // differs; a weights load checks the tensors fit). WithPreset with another name than the
 // recorded one is refused naming both; WithResume and WithCheckpoint are refused (the
-// checkpoint is given as path). Other options apply as in New.
+// checkpoint is given as path). With ContinueRun the run dir defaults to the checkpoint's folder.
+// Other options apply as in New.
 func NewFromCheckpoint[E any](path string, overrides map[string]any, opts ...Option) (*Nitro, error) {
 	var o options
 	for _, opt := range opts {
@@ -71,6 +72,11 @@ func NewFromCheckpoint[E any](path string, overrides map[string]any, opts ...Opt
 	load := WithCheckpoint(path)
 	if o.continueRun {
 		load = WithResume(path)
+		// A continued run goes on in the folder its checkpoint is in (its run dir), so its log
+		// and checkpoints stay in one place, unless WithRunDir says otherwise.
+		if o.runDir == nil {
+			opts = append(opts, WithRunDir(filepath.Dir(file)))
+		}
 	}
 	done := func(o *options) { o.continueRun = false } // consumed here; New refuses it otherwise
 	n, err := New(e, append(opts, WithPreset(hdr.Preset), load, done)...)

@@ -88,6 +88,16 @@ func TestNewFromCheckpointRebuildsTheExperiment(t *testing.T) {
 	}
 	train(t, r)
 
+	// Continued with no WithRunDir, the run goes on in the checkpoint's folder, not runs/<E>.
+	c, err := core.NewFromCheckpoint[Rebuilt](dir, nil, core.WithBackend("go"), core.WithConsole(nil), core.WithCache(newCache()),
+		core.WithoutLogger(), core.WithData(data(t, 16)), core.WithMaxEpochs(3), core.ContinueRun())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := filepath.Abs(c.RunDir()); got != must(filepath.Abs(dir)) {
+		t.Errorf("a continued run's run dir is %q, want the checkpoint's folder %q", c.RunDir(), dir)
+	}
+
 	// Refusals, each naming what contradicts and both values.
 	opts := ckptOpts(t.TempDir(), core.WithData(data(t, 16)))
 	_, err = core.NewFromCheckpoint[Rebuilt](dir, map[string]any{"Hidden": 3}, opts...)
