@@ -9,7 +9,7 @@ import (
 
 // BenchmarkSaveVsPlain saves a 256 MiB record through TopK (temp file, fsync, rename, directory
 // fsync, two manifest writes) and writes the same bytes plainly (one write, fsync), and reports
-// plain/save as "bandwidth-ratio" (the goal: >= 0.8) and Info's time on the file.
+// plain/save as "bandwidth-ratio" (the goal: >= 0.8) and Info's time on the file.
 func BenchmarkSaveVsPlain(b *testing.B) {
 	const size = 256 << 20
 	r := epochRecord(1, size, 0.5)

@@ -450,7 +450,7 @@ func explainFamily(res *famResult) {
 	fmt.Printf("  two-program by program: gradient %.2f ms (the GoMLX gradient-only loop), optimizer program and its dispatch %.2f ms (two-program - gradient only; %d parameter arrays); by CPU time %.2f + %.2f ms\n",
 		median(gr.t)*1e3, famDiff(two, gr), res.arrays, gr.cpuPerStep(), two.cpuPerStep()-gr.cpuPerStep())
 	if q := famPair(fused, gm); q > goalNitroGoMLX {
-		fmt.Printf("  MISSED fused/GoMLX: nitro fused runs %.2f ms/step over a bare GoMLX loop running the same step: nitro's per-step host work around the program (the batch stream, an argument and an output per array: %d parameter arrays and their optimizer state here, the logger); closing it is issue 20 item 2's overhead work%s\n",
+		fmt.Printf("  MISSED fused/GoMLX: nitro fused runs %.2f ms/step over a bare GoMLX loop running the same step: nitro's per-step host work around the program (the batch stream, an argument and an output per array: %d parameter arrays and their optimizer state here, the logger); docs/profiling.md (Where a step's time goes) splits it%s\n",
 			famDiff(fused, gm), res.arrays, noiseNote(fused, gm, goalNitroGoMLX))
 	}
 	if q := famPair(two, gm); q > goalNitroGoMLX {

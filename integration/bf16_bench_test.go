@@ -154,7 +154,7 @@ func fmtRatios(v []float64) string {
 // BenchmarkMixedPrecisionMNISTCNN trains BenchCNN on MNIST (the GoMNIST module's files, 55000
 // train and 5000 validation images, the 10000 test images) under f32 and then bf16, with the same
 // seed and data order, and prints the test accuracy of each and their difference.
-// $NITRO_BF16_EPOCHS sets the epochs (default 1; the figure is 5).
+// $NITRO_BF16_EPOCHS sets the epochs (default 1; the accuracy comparison in the docs used 5).
 func BenchmarkMixedPrecisionMNISTCNN(b *testing.B) {
 	requireXLA(b)
 	epochs := 1
