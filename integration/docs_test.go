@@ -206,6 +206,8 @@ func TestDocs(t *testing.T) {
 		return
 	}
 
+	t.Run("cli-table", func(t *testing.T) { readmeListsCommands(t, root, bin) })
+	t.Run("first-experiment-in-nitro-new", func(t *testing.T) { firstExperimentPastes(t, byKind[blockProgramRun], bin) })
 	t.Run("run", func(t *testing.T) {
 		pjrtDir := filepath.Dir(prereq.Plugin(t))
 		for _, b := range byKind[blockProgramRun] {
@@ -218,6 +220,62 @@ func TestDocs(t *testing.T) {
 			runNitroBlock(t, b, pjrtDir, bin)
 		}
 	})
+}
+
+// readmeListsCommands: every command `nitro --help` lists has its row in the README's table.
+func readmeListsCommands(t *testing.T, root, bin string) {
+	out, err := exec.Command(filepath.Join(bin, "nitro"), "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("nitro --help: %v\n%s", err, out)
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range regexp.MustCompile(`(?m)^  ([a-z][a-z-]*(?: [a-z]+)?)(?: |$)`).FindAllStringSubmatch(string(out), -1) {
+		cmd := m[1]
+		if cmd == "help" || (strings.HasPrefix(cmd, "data") && cmd != "data convert") {
+			continue
+		}
+		n++
+		if !strings.Contains(string(readme), "| `"+cmd) {
+			t.Errorf("README.md: the CLI table has no row for `nitro %s` (listed by nitro --help)", cmd)
+		}
+	}
+	if n < 10 {
+		t.Errorf("read %d commands from nitro --help, want 10 or more: has its layout changed?\n%s", n, out)
+	}
+}
+
+// firstExperimentPastes: the README's first runnable program builds pasted over the main.go of
+// the project `nitro new` writes, as the README says it does (that module stands alone: no
+// go.work, nitro through its replace lines).
+func firstExperimentPastes(t *testing.T, run []docBlock, bin string) {
+	var first *docBlock
+	for i := range run {
+		if run[i].file == "README.md" {
+			first = &run[i]
+			break
+		}
+	}
+	if first == nil {
+		t.Fatal("README.md has no ```go program run block: the first experiment is missing")
+	}
+	dir := t.TempDir()
+	if out, err := runDoc(dir, "", bin, filepath.Join(bin, "nitro"), "new", "myexp"); err != nil {
+		t.Fatalf("nitro new myexp: %v\n%s", err, tail(out))
+	}
+	proj := filepath.Join(dir, "myexp")
+	if err := os.WriteFile(filepath.Join(proj, "main.go"), []byte(strings.Join(first.body, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := exec.Command("go", "build", "-o", filepath.Join(dir, "first"), ".")
+	c.Dir = proj
+	c.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Errorf("%s: the first experiment, pasted over main.go of a `nitro new` project, does not build: %v\n%s", first.where(), err, out)
+	}
 }
 
 // programName is a package folder's name for a block: the doc's base name and the fence's line.
@@ -368,5 +426,48 @@ func TestDocBlockMarks(t *testing.T) {
 	}
 	if _, err := parseDocBlocks(dir, "b.md"); err == nil {
 		t.Error("an unclosed fence: no error")
+	}
+}
+
+// TestReadmeModules: the README's module table has a row for every module go.work uses, and
+// none for a folder it does not.
+func TestReadmeModules(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	work, err := os.ReadFile(filepath.Join(root, "go.work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^\s+\./(\S+)\s*$`).FindAllStringSubmatch(string(work), -1) {
+		used[m[1]] = true
+	}
+	_, table, ok := strings.Cut(string(readme), "\n## Modules\n")
+	if !ok {
+		t.Fatal("README.md has no \"## Modules\" section")
+	}
+	table, _, _ = strings.Cut(table, "\n## ")
+	rows := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| ([a-z][a-z/]*) \\|").FindAllStringSubmatch(table, -1) {
+		rows[m[1]] = true
+	}
+	if len(used) < 10 {
+		t.Fatalf("read %d modules from go.work, want 10 or more: has its layout changed?", len(used))
+	}
+	for m := range used {
+		if !rows[m] {
+			t.Errorf("README.md: the module table has no row for %s (go.work uses it)", m)
+		}
+	}
+	for r := range rows {
+		if !used[r] && r != "module" {
+			t.Errorf("README.md: the module table has a row for %s, which go.work does not use", r)
+		}
 	}
 }
