@@ -210,14 +210,19 @@ func TestDocs(t *testing.T) {
 	t.Run("first-experiment-in-nitro-new", func(t *testing.T) { firstExperimentPastes(t, byKind[blockProgramRun], bin) })
 	t.Run("run", func(t *testing.T) {
 		pjrtDir := filepath.Dir(prereq.Plugin(t))
+		// The durations are logged (go test -v) for a doc's author to keep each block in seconds.
 		for _, b := range byKind[blockProgramRun] {
+			start := time.Now()
 			out, err := runDoc(t.TempDir(), pjrtDir, bin, filepath.Join(bin, pkgs[b.where()]))
 			if err != nil {
 				t.Errorf("%s: the program (```go program run) failed: %v\n%s", b.where(), err, tail(out))
 			}
+			t.Logf("%s: go program run, %.1fs", b.where(), time.Since(start).Seconds())
 		}
 		for _, b := range byKind[blockNitro] {
+			start := time.Now()
 			runNitroBlock(t, b, pjrtDir, bin)
+			t.Logf("%s: sh nitro, %.1fs", b.where(), time.Since(start).Seconds())
 		}
 	})
 }
