@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"go/format"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -187,13 +188,17 @@ func TestDocs(t *testing.T) {
 	pkgs := map[string]string{} // where -> the binary's name
 	var args []string
 	for _, b := range programs {
+		body := strings.Join(b.body, "\n") + "\n"
+		if f, err := format.Source([]byte(body)); err == nil && string(f) != body {
+			t.Errorf("%s: the program is not gofmt-formatted: run gofmt on it and paste it back", b.where())
+		}
 		name := programName(b)
 		dir := filepath.Join(work, name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		// The line directive makes the compiler's and vet's messages name the doc and its line.
-		src := fmt.Sprintf("//line %s:%d\n%s\n", filepath.Join(root, b.file), b.bodyLine, strings.Join(b.body, "\n"))
+		src := fmt.Sprintf("//line %s:%d\n%s", filepath.Join(root, b.file), b.bodyLine, body)
 		if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
 			t.Fatal(err)
 		}
