@@ -7,6 +7,11 @@
 // four-hooks-only claim, parameter residency during evaluation, the short final batch, non-finite
 // losses, RequestStop, Predict, float32 whole runs against float64, and the three benchmark
 // families (MLP, CNN, transformer) learning and matching a hand-written GoMLX loop step for step.
+// The docs test (docs_test.go) holds README.md and docs/*.md to the code: it builds and vets every
+// ```go program block, runs the ```go program run ones and the nitro lines of every ```sh nitro
+// block with the CLI built from the checkout, and fails on an unmarked go or shell block, a link
+// to a missing file, a CLI command or go.work module missing from the README's tables, and a first
+// experiment that does not build pasted into a `nitro new` project.
 // The benchmarks (`make bench`) print nitro's step time against a GoMLX loop and JAX + optax,
 // measured in one run, on the MLP and on each family.
 //
