@@ -1,5 +1,6 @@
 // Package compilecache is the process-level cache of compiled programs. Default is one Cache shared by every
 // Nitro in the process, so a new handle reuses every program whose Key did not move; New makes a private one.
+// Guide: docs/markers.md (what recompiles and why).
 //
 // A Key is kind, experiment type name, GraphConst hash, hook identity, input names/dtypes/shapes, device
 // count, Accum (gradient kind; 1 on the fused train_step kind), Clip (optimizer and train_step kinds)

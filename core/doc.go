@@ -1,4 +1,6 @@
-// Package core is the Nitro: a thin composer of the modules behind the experiment contract.
+// Package core is the Nitro: a thin composer of the modules behind the experiment contract. An
+// experiment is a struct with hooks; core.New sets it up and Train, Evaluate and the other verbs
+// run it. Guide: docs/experiment.md.
 //
 //   - New runs setup only; Train, Validate, Evaluate, Predict, Render and SetDevice are the
 //     verbs, and ViewModel is the read-only model view the export module (package export) ships

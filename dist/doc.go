@@ -2,6 +2,7 @@
 // world size), read from NITRO_RANK and NITRO_WORLD_SIZE by FromEnv, and each rank's share of a
 // batch source (Shard, ShardData). A single process is Single(): rank 0 of 1, where Shard hands a
 // source back unchanged.
+// Guide: docs/multihost.md.
 //
 // The package runs nothing across processes: there is no coordinator, key-value store or
 // collective here (docs/multihost.md says what a real multi-host run adds and where). Core takes

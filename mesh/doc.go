@@ -3,6 +3,7 @@
 // per device, and every other input (parameters, layer and optimizer state, hyperparameters) is
 // replicated; every output is replicated, so a device-0 copy is the value and the partitioner
 // inserts the all-reduce of the gradients and the all-gather of per-row outputs.
+// Guide: docs/devices.md.
 //
 // Contract: a Mesh keeps, beside each replicated value it saw (an input or an array output), that
 // value's copies on devices 1..n-1, so a value passed again costs no transfer; core keeps holding

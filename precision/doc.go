@@ -1,5 +1,6 @@
 // Package precision is the cast policy of mixed-precision training: which operations compute
 // in a narrower dtype, and where the values are cast back.
+// Guide: docs/scale.md.
 //
 // Under BF16, every product (Dot and DotGeneral: matmuls, Dense, Einsum, their gradients) and
 // every convolution whose operands are both float32 computes in bfloat16: the backend builder

@@ -4,6 +4,7 @@
 // (golang.org/x/image/font/basicfont, 7x13 pixels, ASCII; other runes draw as a box), and WritePNG
 // writes an image durably: a reader finds the previous file or the whole new one, never half of
 // one (tensorfile's temporary file, fsync, rename).
+// Guide: docs/experiment.md (Render and Visualize).
 //
 // Left to the caller: what to draw and where the file goes (core's Render names the file under
 // the run dir and hands the experiment's Visualize image to WritePNG).
