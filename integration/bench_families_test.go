@@ -1,12 +1,9 @@
 package integration_test
 
 import (
-	"bufio"
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -347,25 +344,8 @@ func startFamilyPeer(b *testing.B, f *family) *famPeer {
 	if py == "" {
 		return nil
 	}
-	script, err := filepath.Abs(filepath.Join("..", "scripts", "bench", "jax_families.py"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	c := exec.Command(py, script, "--family", f.name, "--batch", fmt.Sprint(f.batch), "--steps", fmt.Sprint(f.steps),
-		"--lr", fmt.Sprint(f.lr), "--matmul", fmt.Sprint(famRoofSize))
-	c.Stderr = os.Stderr
-	in, err := c.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	out, err := c.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		b.Fatalf("starting the JAX peer (%s %s): %v", py, script, err)
-	}
-	p := &famPeer{jaxPeer: &jaxPeer{b: b, cmd: c, in: in, out: bufio.NewScanner(out)}}
+	p := &famPeer{jaxPeer: startPeer(b, py, "jax_families.py", "--family", f.name, "--batch", fmt.Sprint(f.batch),
+		"--steps", fmt.Sprint(f.steps), "--lr", fmt.Sprint(f.lr), "--matmul", fmt.Sprint(famRoofSize))}
 	b.Cleanup(p.quit)
 	ready := p.read("ready")
 	p.compileMS = ready["compile_ms"]

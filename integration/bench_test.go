@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gomlx/gomlx/pkg/core/shapes"
-	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/backend"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -297,37 +295,11 @@ func stepFlops() float64 {
 	return total
 }
 
-// matmulGFLOPS times one [batch,in]@[in,hidden] matmul program on the backend, on the same two
-// device-resident inputs each call, each call waited on and its result left on the device: the
-// roofline the step is set against, measured as the JAX peer measures its own.
+// matmulGFLOPS times one [batch,in]@[in,hidden] matmul program on the backend (matmulRoofline,
+// for at least 200 ms): the roofline the step is set against, measured as the JAX peer measures
+// its own.
 func matmulGFLOPS(b *testing.B, r *backend.Resolved) float64 {
-	exec, err := graph.NewExec(r.Backend, func(x, w *graph.Node) *graph.Node { return graph.Dot(x, w) })
-	if err != nil {
-		b.Fatal(err)
-	}
-	x := tensors.FromShape(shapes.Make(dtypes.Float32, benchBatch, benchIn))
-	w := tensors.FromShape(shapes.Make(dtypes.Float32, benchIn, benchHidden))
-	for _, t := range []*tensors.Tensor{x, w} {
-		if err := t.MaterializeOnDevice(r.Backend, false, 0); err != nil {
-			b.Fatal(err)
-		}
-	}
-	call := func() {
-		// gopjrt's execute returns once the device has finished (it awaits PJRT's completion
-		// event), as the JAX side's block_until_ready does: neither side copies the result back.
-		out, err := exec.Exec(x, w)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_ = out[0].FinalizeAll()
-	}
-	call()
-	calls, start := 0, time.Now()
-	for calls < 5 || time.Since(start) < 200*time.Millisecond {
-		call()
-		calls++
-	}
-	return 2 * float64(benchBatch*benchIn*benchHidden) * float64(calls) / time.Since(start).Seconds() / 1e9
+	return matmulRoofline(b, r, benchBatch, benchIn, benchHidden, 200*time.Millisecond)
 }
 
 // jaxPeer drives scripts/bench/jax_step.py, one command per line.
@@ -347,25 +319,8 @@ func startJAX(b *testing.B) *jaxPeer {
 	if py == "" {
 		return nil
 	}
-	script, err := filepath.Abs(filepath.Join("..", "scripts", "bench", "jax_step.py"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	c := exec.Command(py, script, "--in", fmt.Sprint(benchIn), "--hidden", fmt.Sprint(benchHidden), "--out", fmt.Sprint(benchOut),
+	p := startPeer(b, py, "jax_step.py", "--in", fmt.Sprint(benchIn), "--hidden", fmt.Sprint(benchHidden), "--out", fmt.Sprint(benchOut),
 		"--batch", fmt.Sprint(benchBatch), "--steps", fmt.Sprint(benchSteps), "--lr", "1e-3")
-	c.Stderr = os.Stderr
-	in, err := c.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	out, err := c.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		b.Fatalf("starting the JAX peer (%s %s): %v", py, script, err)
-	}
-	p := &jaxPeer{b: b, cmd: c, in: in, out: bufio.NewScanner(out)}
 	b.Cleanup(func() {
 		_, _ = io.WriteString(p.in, "quit\n")
 		_ = p.in.Close()
@@ -438,4 +393,27 @@ func median(v []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// startPeer starts python on scripts/bench/<script> with args, its stdin and stdout the command
+// line protocol jaxPeer speaks; a peer that fails to start is a benchmark failure.
+func startPeer(b *testing.B, py, script string, args ...string) *jaxPeer {
+	path, err := filepath.Abs(filepath.Join("..", "scripts", "bench", script))
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := exec.Command(py, append([]string{path}, args...)...)
+	c.Stderr = os.Stderr
+	in, err := c.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		b.Fatalf("starting the JAX peer (%s %s): %v", py, path, err)
+	}
+	return &jaxPeer{b: b, cmd: c, in: in, out: bufio.NewScanner(out)}
 }
