@@ -42,7 +42,7 @@ cuda-wheel:
 	@NITRO_SKIP_CUDA_WHEEL= ./scripts/install-pjrt.sh
 
 test: setup cuda-wheel depcheck ckpt-venv
-	$(TESTENV) $(GO) test -count=1 $(PKGS)
+	$(TESTENV) $(GO) test -count=1 -timeout 25m $(PKGS)
 	$(TESTENV) $(GO) test -count=1 -race $(addprefix ./,$(addsuffix /...,$(RACE)))
 	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime 60000x -fuzzminimizetime 100x ./checkpoint/
 	$(GO) test -run '^$$' -fuzz '^FuzzReadSigned$$' -fuzztime 60000x -fuzzminimizetime 100x ./checkpoint/
