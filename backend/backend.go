@@ -177,7 +177,10 @@ func get(name, plugin, reason string) (*Resolved, error) {
 	case CUDA:
 		b, err = startCUDA(plugin) // device memory: no host aliasing
 	default:
-		b, err = simplego.New("")
+		// ops_sequential: GoMLX v0.25's pure-Go executor, left to run independent ops in parallel,
+		// can deadlock in its bounded worker pool (every worker waiting for a slot; seen as a test
+		// hung in workersPool.WaitToStart). Ops one after another never wait on each other.
+		b, err = simplego.New("ops_sequential")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("starting backend %s: %w", reason, err)
