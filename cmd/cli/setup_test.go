@@ -76,7 +76,7 @@ func fakePin(t *testing.T) (backend.Wheel, string, []byte) {
 }
 
 // fakeWheel writes the synthetic plugin wheel fakePin describes for project pkg, its member's
-// bytes drawn from seed, and returns its pin, its path and the member's bytes.
+// bytes drawn from the random seed, and returns its pin, its path and the member's bytes.
 func fakeWheel(t *testing.T, pkg string, seed uint64) (backend.Wheel, string, []byte) {
 	t.Helper()
 	plugin := make([]byte, 8<<20)

@@ -27,7 +27,7 @@ var tasks = map[string]func(in, out []int32){
 
 func taskNames() []string { return slices.Sorted(maps.Keys(tasks)) }
 
-// Generate draws n sequences of length digits in 0..vocab-1 from stream of seed and their targets
+// Generate draws n sequences of length digits in 0..vocab-1 from PCG stream `stream` of the random seed `seed` and their targets
 // under task: tokens and target, both [n, length] int32. It is deterministic in its arguments.
 func Generate(task string, n, length, vocab int, seed, stream uint64) (tokens, target *tensors.Tensor, err error) {
 	f, ok := tasks[task]

@@ -115,7 +115,7 @@ func Target(x []float64) float64 {
 	return math.Sin(2*x[0]) + x[1]*x[2] + 0.5*x[3]*x[3] - math.Abs(x[4]) + 0.3*x[5]
 }
 
-// Generate draws n samples from stream of seed: x [n, Features] and y [n, 1], float32.
+// Generate draws n samples from PCG stream `stream` of the random seed `seed`: x [n, Features] and y [n, 1], float32.
 func Generate(n int, noise float64, seed, stream uint64) (x, y *tensors.Tensor, err error) {
 	if n < 1 || !(noise >= 0) || math.IsInf(noise, 0) {
 		return nil, nil, fmt.Errorf("tabular.Generate: n = %d, noise = %g: want n >= 1 and a finite noise >= 0", n, noise)

@@ -1,5 +1,5 @@
 // Package gendata turns a generator of samples into the train, val and test splits of the
-// examples whose data are generated. Each split draws from its own stream of the seed (train 1,
+// examples whose data are generated. Each split draws from its own PCG stream of the random seed (train 1,
 // val 2, test 3), so the data are the same on every run with the same seed and changing one
 // split's size never changes another's samples. Safe for concurrent use; errors are the
 // generator's and core.NewArrayBatches'.
@@ -21,7 +21,7 @@ const (
 // leading every array.
 type Generator func(n int, stream uint64) (map[string]*tensors.Tensor, error)
 
-// Splits generates train (trainN samples, shuffled each epoch by seed, batches of batch, the
+// Splits generates train (trainN samples, shuffled each epoch by the random seed, batches of batch, the
 // partial one dropped), val and test (valN and testN, in order, batches of evalBatch).
 func Splits(gen Generator, trainN, valN, testN, batch, evalBatch int, seed uint64) (core.Data, error) {
 	split := func(n int, stream uint64, batch int, opts core.ArrayOptions) (*core.ArrayBatches, error) {
