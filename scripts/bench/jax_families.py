@@ -50,7 +50,7 @@ import time
 
 # The MLP peer's say, die and one-line-error argparse: both peers speak one protocol. (This
 # script's folder is on sys.path when it runs as a script.)
-from jax_step import Parser, die, say
+from jax_step import Parser, die, run, say, time_matmul
 
 FAMILIES = ("mlp", "cnn", "transformer")
 DEFAULT_LR = {"mlp": 1e-3, "cnn": 0.01, "transformer": 1e-3}
@@ -239,14 +239,8 @@ def main(argv):
                 run_step(i)
             say(f"step_ms={(time.perf_counter() - t0) * 1e3 / (a.steps - 1):.4f}")
         elif cmd == "matmul":
-            iters, t0 = 0, time.perf_counter()
-            while True:
-                matmul(ma, mb).block_until_ready()
-                iters += 1
-                now = time.perf_counter()
-                if now - t0 >= a.matmul_seconds and iters >= 3:
-                    break
-            say(f"matmul_gflops={2.0 * m * m * m * iters / (now - t0) / 1e9:.2f}")
+            iters, secs = time_matmul(matmul, ma, mb, a.matmul_seconds, 3)
+            say(f"matmul_gflops={2.0 * m * m * m * iters / secs / 1e9:.2f}")
         elif cmd == "flops":
             say(f"step_flops={step_flops(a.family, a.batch)}")
         elif cmd == "quit":
@@ -256,14 +250,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        main(sys.argv[1:])
-    except SystemExit:
-        raise
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except BaseException as e:  # noqa: BLE001 - every failure must reach the driver as one line
-        try:
-            die(f"{type(e).__name__}: {e}")
-        except BrokenPipeError:
-            sys.exit(1)
+    run(main)

@@ -188,16 +188,8 @@ def main(argv):
                 run_step(i)
             say(f"step_ms={(time.perf_counter() - t0) * 1e3 / (a.steps - 1):.4f}")
         elif cmd == "matmul":
-            iters = 0
-            t0 = time.perf_counter()
-            deadline = t0 + a.matmul_seconds
-            while True:
-                matmul(ma, mb).block_until_ready()
-                iters += 1
-                now = time.perf_counter()
-                if now >= deadline and iters >= 5:
-                    break
-            gflops = 2.0 * a.batch * a.n_in * a.hidden * iters / (now - t0) / 1e9
+            iters, secs = time_matmul(matmul, ma, mb, a.matmul_seconds, 5)
+            gflops = 2.0 * a.batch * a.n_in * a.hidden * iters / secs / 1e9
             say(f"matmul_gflops={gflops:.2f}")
         elif cmd == "flops":
             say(f"step_flops={step_flops(a)}")
@@ -207,7 +199,20 @@ def main(argv):
             die(f"unknown command {cmd!r} (want step, matmul, flops or quit)")
 
 
-if __name__ == "__main__":
+def time_matmul(matmul, ma, mb, seconds, min_iters):
+    """Runs matmul(ma, mb) for at least seconds and min_iters calls, each waited on; returns the
+    number of calls and the elapsed seconds."""
+    iters, t0 = 0, time.perf_counter()
+    while True:
+        matmul(ma, mb).block_until_ready()
+        iters += 1
+        now = time.perf_counter()
+        if now - t0 >= seconds and iters >= min_iters:
+            return iters, now - t0
+
+
+def run(main):
+    """Runs main(argv) so that every failure reaches the driver as one error line."""
     try:
         main(sys.argv[1:])
     except SystemExit:
@@ -219,3 +224,7 @@ if __name__ == "__main__":
             die(f"{type(e).__name__}: {e}")
         except BrokenPipeError:
             sys.exit(1)
+
+
+if __name__ == "__main__":
+    run(main)
