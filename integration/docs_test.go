@@ -258,7 +258,10 @@ func readmeListsCommands(t *testing.T, root, bin string) {
 	}
 }
 
-// firstExperimentPastes: the README's first runnable program builds pasted over the main.go of
+// firstScreenLines bounds where the README's first experiment must end.
+const firstScreenLines = 72
+
+// firstExperimentPastes: the README's first runnable program ends on its first screen and builds pasted over the main.go of
 // the project `nitro new` writes, as the README says it does (that module stands alone: no
 // go.work, nitro through its replace lines).
 func firstExperimentPastes(t *testing.T, run []docBlock, bin string) {
@@ -271,6 +274,11 @@ func firstExperimentPastes(t *testing.T, run []docBlock, bin string) {
 	}
 	if first == nil {
 		t.Fatal("README.md has no ```go program run block: the first experiment is missing")
+	}
+	// The first screen holds what nitro is, the two commands and the whole first experiment.
+	if end := first.bodyLine + len(first.body); end > firstScreenLines {
+		t.Errorf("%s: the first experiment's block closes at README line %d, past the first screen (%d lines): shorten the program or the text above it",
+			first.where(), end, firstScreenLines)
 	}
 	dir := t.TempDir()
 	if out, err := runDoc(dir, "", bin, filepath.Join(bin, "nitro"), "new", "myexp"); err != nil {

@@ -1,11 +1,12 @@
 // Package prefetch is nitro's data contract and the pipeline that keeps the device fed: each split
-// is an index-addressable source (ArrayBatches in memory, prefetch/parquet on disk), read ahead by
+// is an index-addressable source (ArrayBatches in memory, SplitArrays to deal one table into train,
+// val and test, prefetch/parquet on disk), read ahead by
 // workers and delivered in order; CheckBatchAt proves a source serves the batches it should.
 // Guide: docs/data.md.
 //
 // It owns the data contract between a batch source and the training loop (Batch,
 // the index-addressable Source with its EpochSource and PartialDropper refinements, Data,
-// ArrayBatches, BatchWidth, PadRows, and FieldSpec with CheckFieldSpecs for a field declared
+// ArrayBatches, SplitArrays, BatchWidth, PadRows, and FieldSpec with CheckFieldSpecs for a field declared
 // without data) and the pipeline that keeps the device fed from it.
 // Prefetch declares a source with its settings and NoPrefetch declines; both pass BatchAt
 // straight through, and Wrap declares every undeclared split at the framework's defaults. Start

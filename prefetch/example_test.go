@@ -154,3 +154,26 @@ func ExampleBatchError() {
 	fmt.Println(err, errors.As(err, &be), be.Index)
 	// Output: prefetch: batch 7: BatchAt: disk gone true 7
 }
+
+// Ten samples dealt into train, val and test by one seeded permutation: val and test serve every
+// sample they were dealt, train drops its partial batch and reshuffles at every epoch.
+func ExampleSplitArrays() {
+	ids := tensors.FromFlatDataAndDimensions([]int32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, 10)
+	data, err := prefetch.SplitArrays(map[string]*tensors.Tensor{"id": ids},
+		prefetch.SplitOptions{BatchSize: 3, Val: 0.2, Test: 0.2, Seed: 1})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, name := range []string{"train", "val", "test"} {
+		src := data[name].(*prefetch.ArrayBatches)
+		fmt.Println(name, src.Samples(), "samples in", src.Len(), "batches")
+	}
+	_, err = prefetch.SplitArrays(map[string]*tensors.Tensor{"id": ids}, prefetch.SplitOptions{BatchSize: 3, Val: 0.5, Test: 0.3})
+	fmt.Println(err)
+	// Output:
+	// train 6 samples in 2 batches
+	// val 2 samples in 1 batches
+	// test 2 samples in 1 batches
+	// SplitOptions.Val 0.5 and Test 0.3 leave train 2 of 10 samples, less than one batch of BatchSize 3: lower the fractions or the batch size
+}
