@@ -39,7 +39,7 @@ type MLP struct {
 	Format        string  `default:"idx" doc:"what DataDir holds: idx (the gzipped idx files) or parquet (mnist.WriteParquet's files)"`
 
 	// The "groups" preset trains the MLP as a fine-tuning recipe would: hidden layers are a
-	// "backbone" at BackboneRate (a ratio to LearningRate) decayed toward their initial weights
+	// "backbone" at BackboneRate (an absolute rate, not a ratio to LearningRate) decayed toward their initial weights
 	// (L2-SP, anchor w0), the output layer a "head" at the full rate decayed toward zero.
 	TwoGroups    bool    `doc:"split parameters into backbone (hidden layers) and head (output layer)"`
 	BackboneRate float64 `default:"0.0001" doc:"backbone learning rate when TwoGroups"`
