@@ -2,6 +2,7 @@ package optimizers
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/nitro-go/nitro/schedules"
 )
@@ -50,10 +51,10 @@ func (p *Plan) fieldBinding(g *GroupPlan, f string) schedules.Binding {
 	b := schedules.Binding{Group: g.Name, Name: f}
 	switch f {
 	case EtaField:
-		b.Value, b.Source = fmt.Sprint(s.LearningRate.Value*g.ratio), "LearningRate "+s.LearningRate.Source
+		b.Value, b.Source = derived(s.LearningRate.Value*g.ratio), "LearningRate "+s.LearningRate.Source
 		if s.LearningRateGroup != nil {
 			b.Source = fmt.Sprintf("accessor LearningRateGroup(%s)", g.Name)
-			b.Note = fmt.Sprintf("ratio %g of default", g.ratio)
+			b.Note = fmt.Sprintf("ratio %s of default", derived(g.ratio))
 		}
 	case LambdaField:
 		b.Value, b.Source = fmt.Sprint(g.lambda), "Lambda "+s.Lambda.Source
@@ -68,7 +69,8 @@ func (p *Plan) fieldBinding(g *GroupPlan, f string) schedules.Binding {
 		key, _ := p.bound.Key(t)
 		b.Value, b.Source, b.Scheduled = p.scheduleValue(t), "schedule "+key, true
 		if g.ratio != 1 && f == EtaField {
-			b.Source += " x ratio"
+			// The group runs at the schedule times its ratio: show the rate it really gets.
+			b.Value, b.Source = p.scaledScheduleValue(t, g.ratio), b.Source+" x ratio"
 		}
 	}
 	return b
@@ -99,3 +101,22 @@ func (p *Plan) scheduleValue(t schedules.Target) string {
 	}
 	return fmt.Sprintf("%g at step 1", at[t])
 }
+
+// scaledScheduleValue is an eta schedule's row for a group at ratio r: the group's own rate at step
+// 1 (or its constant), then the schedule's value it comes from.
+func (p *Plan) scaledScheduleValue(t schedules.Target, r float64) string {
+	at, err := p.bound.At(1)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	v := at[t]
+	if p.bound.IsConstant(t) {
+		return fmt.Sprintf("%s (schedule %g x ratio %s)", derived(v*r), v, derived(r))
+	}
+	return fmt.Sprintf("%s at step 1 (schedule %g x ratio %s)", derived(v*r), v, derived(r))
+}
+
+// derived prints a value nitro computed (a ratio of two rates, a rate times a ratio) to 12
+// significant digits: enough for any rate a user sets, and none of the last-bit noise of the
+// division (1e-4 / 1e-3 prints 0.1, not 0.09999999999999999).
+func derived(v float64) string { return strconv.FormatFloat(v, 'g', 12, 64) }

@@ -1,8 +1,10 @@
 package optimizers_test
 
 import (
+	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -86,6 +88,32 @@ func TestPlanBindingReportGolden(t *testing.T) {
 	}
 	if !slices.Equal(p.ScheduledDevice(), []string{"Temperature"}) || !slices.Equal(p.Scheduled("backbone"), []string{"eta", "rho"}) {
 		t.Errorf("scheduled: device %v, backbone %v", p.ScheduledDevice(), p.Scheduled("backbone"))
+	}
+}
+
+// A scheduled eta's row leads with the rate its group really runs at step 1 (what Hyper gives the
+// chain), not the schedule's own value, and prints the ratio without division noise.
+func TestPlanBindingReportShowsTheGroupsOwnRate(t *testing.T) {
+	p, err := optimizers.Resolve(twoGroupSpec(t, map[string]int{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range p.GroupBindings() {
+		if b.Name != optimizers.EtaField {
+			continue
+		}
+		h, err := p.Hyper(b.Group, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lead, _, _ := strings.Cut(b.Value, " ")
+		got, err := strconv.ParseFloat(lead, 64)
+		if err != nil || math.Abs(got-h[optimizers.EtaField]) > 1e-12*h[optimizers.EtaField] {
+			t.Errorf("group %s: eta row %q leads with %q; the group's eta at step 1 is %g", b.Group, b.Value, lead, h[optimizers.EtaField])
+		}
+		if strings.Contains(b.Note, "99999") {
+			t.Errorf("group %s: note %q shows the ratio's division noise", b.Group, b.Note)
+		}
 	}
 }
 
