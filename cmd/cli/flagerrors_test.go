@@ -111,4 +111,10 @@ func TestExportInputSpecMisfitNamesTheFlag(t *testing.T) {
 	if code == 0 || !strings.Contains(errs, "--input-spec image=float32:28x28") || !strings.Contains(errs, "[784 64] in the checkpoint") {
 		t.Errorf("28x28 spec: exit %d, stderr %q", code, errs)
 	}
+	// A dtype that makes the model unbuildable (integer weights) is blamed on the flag too, not
+	// left as the optimizer's complaint about a parameter.
+	code, _, errs = runCLI("export", "mnist-mlp", "--preset", "tiny", "--checkpoint", run, "--out", filepath.Join(dir, "bundle3"), "--input-spec", "image=int32:784")
+	if code == 0 || !strings.Contains(errs, "--input-spec image=int32:784: the model does not build from these specs alone") {
+		t.Errorf("int32 spec: exit %d, stderr %q", code, errs)
+	}
 }
