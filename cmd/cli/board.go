@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -22,6 +25,8 @@ metric's curve with the runs overlaid (train per optimizer step, validation and 
 the config fields that differ between the runs, and each run's phase, step, steps/s, stop reason
 and best checkpoint. It tails each <run dir>/metrics.jsonl (a run that has not started yet is
 shown waiting; one whose folder disappears, gone) and the page refreshes itself every --refresh.
+A folder with no metrics.jsonl of its own that holds runs below it (nitro board runs) stands for
+those runs, up to three levels down.
 It listens on loopback unless --addr says otherwise; the board has no authentication, so an
 address others can reach shows them every run's config. Stops on SIGINT or SIGTERM.`
 
@@ -52,8 +57,12 @@ func newBoardCmd(stdout, stderr io.Writer) *cobra.Command {
 					return fmt.Errorf("board: %s is a file; give its run directory (the folder holding %s)", dir, board.MetricsFile)
 				}
 			}
+			runs, expanded := expandRunDirs(args)
+			for _, e := range expanded {
+				fmt.Fprintln(stdout, "board:", e)
+			}
 			host, _, _ := net.SplitHostPort(addr)
-			b, err := board.New(board.Config{Runs: args, Refresh: refresh, MaxPoints: points, LoopbackHostOnly: isLoopback(host)})
+			b, err := board.New(board.Config{Runs: runs, Refresh: refresh, MaxPoints: points, LoopbackHostOnly: isLoopback(host)})
 			if err != nil {
 				return fmt.Errorf("%w (flags --refresh, --max-points)", err)
 			}
@@ -69,7 +78,7 @@ func newBoardCmd(stdout, stderr io.Writer) *cobra.Command {
 			defer stop()
 			served := make(chan error, 1)
 			go func() { served <- srv.Serve(ln) }()
-			fmt.Fprintf(stdout, "board: http://%s/ (%d runs; Ctrl+C stops)\n", ln.Addr(), len(args))
+			fmt.Fprintf(stdout, "board: http://%s/ (%s; Ctrl+C stops)\n", ln.Addr(), runCount(len(runs)))
 			select {
 			case err := <-served:
 				return fmt.Errorf("board: %w", err)
@@ -101,4 +110,52 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// runSearchDepth is how many folder levels below a given folder expandRunDirs looks for runs:
+// runs/<experiment>/<sweep point> is three.
+const runSearchDepth = 3
+
+// expandRunDirs replaces each folder that has no metrics.jsonl of its own but holds runs below it
+// (a parent such as runs/) by those runs, in path order, and says what it expanded. A folder that
+// holds no run, or does not exist yet, stays as given: the board shows it waiting.
+func expandRunDirs(dirs []string) (runs, expanded []string) {
+	for _, dir := range dirs {
+		if _, err := os.Stat(filepath.Join(dir, board.MetricsFile)); err == nil {
+			runs = append(runs, dir)
+			continue
+		}
+		var below []string
+		root := filepath.Clean(dir)
+		filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil // an unreadable folder holds no run we can show
+			}
+			if path == root {
+				return nil
+			}
+			if _, err := os.Stat(filepath.Join(path, board.MetricsFile)); err == nil {
+				below = append(below, path)
+				return fs.SkipDir // a run's own folders (checkpoints, plots) are not runs
+			}
+			if strings.Count(strings.TrimPrefix(path, root), string(filepath.Separator)) >= runSearchDepth {
+				return fs.SkipDir
+			}
+			return nil
+		})
+		if len(below) == 0 {
+			runs = append(runs, dir)
+			continue
+		}
+		runs = append(runs, below...)
+		expanded = append(expanded, fmt.Sprintf("%s holds %s: %s", dir, runCount(len(below)), strings.Join(below, ", ")))
+	}
+	return runs, expanded
+}
+
+func runCount(n int) string {
+	if n == 1 {
+		return "1 run"
+	}
+	return fmt.Sprintf("%d runs", n)
 }
