@@ -124,7 +124,8 @@ func (e *SplitError) Error() string {
 // Is makes errors.Is(err, ErrNoSplit) hold.
 func (e *SplitError) Is(target error) bool { return target == ErrNoSplit }
 
-// ErrInterrupted is what the error of an evaluation that Interrupt cut short matches (errors.Is).
+// ErrInterrupted is what the error of an evaluation or a PredictAll that Interrupt cut short
+// matches (errors.Is).
 var ErrInterrupted = errors.New("evaluation interrupted")
 
 // PartialError is Evaluate's error when Interrupt (Ctrl+C) stopped the split at a batch boundary.

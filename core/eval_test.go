@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -354,5 +355,40 @@ func TestInterruptDuringTrainValidationValidatesInFull(t *testing.T) {
 	}
 	if got := n.History()[0].Val[core.ValLoss]; got != m[core.ValLoss] {
 		t.Errorf("epoch 1 val_loss %v, a full Validate of the same weights %v: the epoch's validation was cut short", got, m[core.ValLoss])
+	}
+}
+
+// An Interrupt during PredictAll stops it at the next batch boundary with an error matching
+// ErrInterrupted that counts the batches predicted; the interrupt is consumed, so the next
+// PredictAll runs in full.
+func TestInterruptedPredictAllStopsAtABatchBoundary(t *testing.T) {
+	n := mustNew(t, &Reg{}, data(t, 32))
+	src := arrays(t, 80, 16, 3, core.ArrayOptions{})
+	var got int
+	var last error
+	for p, err := range n.PredictAll(src) {
+		if err != nil {
+			last = err
+			break
+		}
+		if got++; got == 2 {
+			n.Interrupt()
+		}
+		if len(p) == 0 {
+			t.Fatalf("prediction %d is empty", got)
+		}
+	}
+	if got != 2 || !errors.Is(last, core.ErrInterrupted) || !strings.Contains(last.Error(), "after 2 of 5 batches") {
+		t.Fatalf("PredictAll interrupted after batch 2: %d predictions, error %v; want 2 and an ErrInterrupted after 2 of 5 batches", got, last)
+	}
+	got = 0
+	for _, err := range n.PredictAll(src) {
+		if err != nil {
+			t.Fatalf("PredictAll after the interrupted one: %v (the interrupt must be consumed)", err)
+		}
+		got++
+	}
+	if got != 5 {
+		t.Errorf("PredictAll after the interrupted one: %d batches, want 5", got)
 	}
 }

@@ -131,7 +131,8 @@ func (n *Nitro) RequestStop() { n.tracker.RequestStop() }
 // Interrupt is the impatient RequestStop, what Ctrl+C means (the CLI calls it on SIGINT): the
 // epoch breaks at the next step boundary, then validates and Train returns the same way, with
 // StopReason "requested". A standalone Evaluate or Validate stops at its next batch boundary
-// instead and returns the partial metrics with a *PartialError. Safe from any goroutine.
+// instead and returns the partial metrics with a *PartialError; PredictAll stops there too, its
+// last error matching ErrInterrupted. Safe from any goroutine.
 func (n *Nitro) Interrupt() {
 	n.interrupted.Store(true)
 	n.tracker.RequestStop()

@@ -91,7 +91,9 @@ func (n *Nitro) Predict(x any) (p Prediction, err error) {
 }
 
 // PredictAll yields each batch's outputs lazily, in order. A short final batch is padded to the
-// compiled width (batch 0's) and its outputs sliced back to its real rows.
+// compiled width (batch 0's) and its outputs sliced back to its real rows. Interrupt (what Ctrl+C
+// means) stops it at the next batch boundary: the iteration then yields one last error, matching
+// ErrInterrupted, that says how many batches were predicted; the interrupt is consumed.
 func (n *Nitro) PredictAll(src Source) iter.Seq2[Prediction, error] {
 	return func(yield func(Prediction, error) bool) {
 		// No recover around the iteration: a panic in the caller's loop body is the caller's.
@@ -108,6 +110,10 @@ func (n *Nitro) PredictAll(src Source) iter.Seq2[Prediction, error] {
 		n.setPhase(monitors.EvalStepping{}, nil)
 		width := -1
 		for i := 0; i < src.Len(); i++ {
+			if n.consumeInterrupt() {
+				yield(nil, fmt.Errorf("PredictAll: stopped (%s) after %d of %d batches: %w", StopRequested, i, src.Len(), ErrInterrupted))
+				return
+			}
 			b, err := src.BatchAt(i)
 			if err != nil {
 				yield(nil, fmt.Errorf("batch %d: %w", i, err))
