@@ -47,6 +47,11 @@ func TestErrorsNameTheFix(t *testing.T) {
 		{[]string{"train", "mnist-mlp", "--preset", "huge"}, []string{"huge", "tiny"}},
 		{[]string{"train", "mnist-mlp", "--backend", "tpu"}, []string{`"tpu"`, "xla"}},
 		{[]string{"train", "mnist-mlp", "--log-every", "0"}, []string{"--log-every 0", ">= 1"}},
+		{[]string{"train", "mnist-mlp", "--accum", "0"}, []string{"--accum 0: must be >= 1"}},
+		{[]string{"train", "mnist-mlp", "--clip-norm", "-1"}, []string{"--clip-norm -1: must be a finite number >= 0"}},
+		{[]string{"train", "mnist-mlp", "--clip-norm", "NaN"}, []string{"--clip-norm NaN"}},
+		{[]string{"train", "mnist-mlp", "--preset", "tiny", "--accum", "2"}, []string{"not divisible by Accum = 2"}},
+		{[]string{"evaluate", "mnist-mlp", "--accum", "2"}, []string{"--accum and --clip-norm are train flags"}},
 		{[]string{"render", "mnist-mlp", "--n", "0"}, []string{"--n 0: must be >= 1"}},
 		{[]string{"render"}, []string{"render needs an experiment name", "mnist-mlp"}},
 		{[]string{"render", "mnist-mlp", "--resume", "auto"}, []string{"--resume is a train flag", "--checkpoint"}},
@@ -193,5 +198,20 @@ func checkRecord(t *testing.T, path, steps string) {
 	}
 	if n, _ := strconv.Atoi(steps); count["train"] != n || count["validate"] != 2 || count["data"] != 2 || count["binding_report"] != 1 {
 		t.Errorf("%s: %v; want %s train lines, 2 validate, 2 data, 1 binding_report", path, count, steps)
+	}
+}
+
+// TestTrainAccumAndClipNormFlags: --accum and --clip-norm become the run's Accum and
+// GradientClipNorm, as the configuration report and the horizon show (39 tiny batches / 3).
+func TestTrainAccumAndClipNormFlags(t *testing.T) {
+	code, out, errs := runCLI("train", "mnist-mlp", "--preset", "tiny", "--max-epochs", "1", "--accum", "3", "--clip-norm", "1.5",
+		"--no-log", "--no-checkpoints", "--no-progress", "--run-dir", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errs, out)
+	}
+	for _, re := range []string{`accum\s+3 \(run option\)`, `gradient clip norm\s+1\.5 \(run option\)`, `total opt steps\s+13\b`} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("the configuration report lacks %q:\n%s", re, out)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -24,6 +25,8 @@ type expFlags struct {
 	preset      string
 	sets        []string
 	maxEpochs   int
+	accum       int
+	clipNorm    float64
 	backend     string
 	quiet       bool
 	fused       bool
@@ -88,12 +91,16 @@ var foreignFlags = map[string]map[string]string{
 		"no-log":         "--no-log is a train flag; evaluate keeps no metrics.jsonl",
 		"log-every":      "--log-every is a train flag; evaluate keeps no metrics.jsonl",
 		"metrics-addr":   "--metrics-addr is a train flag",
+		"accum":          "--accum and --clip-norm are train flags; evaluation takes no optimizer step",
+		"clip-norm":      "--accum and --clip-norm are train flags; evaluation takes no optimizer step",
 		"predictions":    "--predictions is a render flag: nitro render <experiment> --predictions",
 	},
 	"render": {
 		"resume":       "--resume is a train flag; render a checkpoint's predictions with --checkpoint PATH|RUN_DIR --predictions",
 		"no-log":       "--no-log is a train flag; render keeps no metrics.jsonl",
 		"metrics-addr": "--metrics-addr is a train flag",
+		"accum":        "--accum and --clip-norm are train flags; render takes no optimizer step",
+		"clip-norm":    "--accum and --clip-norm are train flags; render takes no optimizer step",
 	},
 }
 
@@ -135,6 +142,8 @@ func newExperimentCmd(name string, stdout, stderr io.Writer) *cobra.Command {
 	if name == "train" {
 		fs.BoolVar(&f.noLog, "no-log", false, "keep no metrics.jsonl")
 		fs.IntVar(&f.logEvery, "log-every", 1, "write a train line every `N`th optimizer step")
+		fs.IntVar(&f.accum, "accum", 0, "accumulate the gradients of `N` >= 1 micro-batches per optimizer step (default: the experiment's Accum, else 1)")
+		fs.Float64Var(&f.clipNorm, "clip-norm", 0, "clip the gradients' global norm to `X` > 0; 0 is off (default: the experiment's GradientClipNorm, else off)")
 		fs.StringVar(&f.resume, "resume", "", "continue a run from `WHERE`: auto (the run dir's newest checkpoint; none: a fresh run) or a checkpoint PATH")
 		fs.BoolVar(&f.noCkpt, "no-checkpoints", false, "write no checkpoints")
 		fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus gauges on http://`ADDR`/metrics while training (e.g. 127.0.0.1:9090; port 0 picks one)")
@@ -187,6 +196,12 @@ func checkFlags(c *cobra.Command, f *expFlags) error {
 	changed := c.Flags().Changed
 	if changed("max-epochs") && f.maxEpochs < 0 {
 		return fmt.Errorf("--max-epochs %d: must be >= 0 (leave it out to train the experiment's own epoch count)", f.maxEpochs)
+	}
+	if changed("accum") && f.accum < 1 {
+		return fmt.Errorf("--accum %d: must be >= 1 (1 steps the optimizer on every batch, N on every Nth)", f.accum)
+	}
+	if changed("clip-norm") && !(f.clipNorm >= 0 && !math.IsInf(f.clipNorm, 1)) {
+		return fmt.Errorf("--clip-norm %v: must be a finite number >= 0 (0 turns clipping off)", f.clipNorm)
 	}
 	if changed("devices") && f.devices < 1 {
 		return fmt.Errorf("--devices %d: must be >= 1 (leave it out for the experiment's own, else 1 on the CPU)", f.devices)
@@ -305,6 +320,12 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 	}
 	if c.Flags().Changed("max-epochs") {
 		opts = append(opts, core.WithMaxEpochs(f.maxEpochs))
+	}
+	if c.Flags().Changed("accum") {
+		opts = append(opts, core.WithAccum(f.accum))
+	}
+	if c.Flags().Changed("clip-norm") {
+		opts = append(opts, core.WithGradientClipNorm(f.clipNorm))
 	}
 	if f.fused {
 		opts = append(opts, core.WithFusedStep())
