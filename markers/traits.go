@@ -236,6 +236,12 @@ func computeTraits(t reflect.Type) (*Traits, error) {
 					"top-level field of the experiment, where setup finds and binds it; flatten it out", sf.Name, tr.Name, path)
 			}
 		}
+		if path, tag := findNestedTag(sf.Type, sf.Name, map[reflect.Type]bool{}); path != "" {
+			return nil, fmt.Errorf("markers: field %s of %s is tagged `%s` inside field %s: markers and defaults are "+
+				"read on the experiment's own fields only, so this tag would be ignored (a GraphConst would not "+
+				"recompile, a default would not apply); move the field up into %s, or tag %s itself "+
+				"`nitro:\"graphconst\"` (that bakes all of it) and drop the tags inside it", path, tr.Name, tag, sf.Name, tr.Name, sf.Name)
+		}
 		tr.byName[sf.Name] = i
 		tr.Fields = append(tr.Fields, f)
 	}
@@ -302,6 +308,32 @@ func findNestedDevice(t reflect.Type, path string, seen map[reflect.Type]bool) s
 		}
 	}
 	return ""
+}
+
+// findNestedTag returns the path and text of a nitro or default tag on a field inside t (through
+// structs, pointers, slices, arrays and maps), or "".
+func findNestedTag(t reflect.Type, path string, seen map[reflect.Type]bool) (string, string) {
+	if seen[t] {
+		return "", ""
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+		return findNestedTag(t.Elem(), path, seen)
+	case reflect.Struct:
+		for i := 0; i < t.NumField(); i++ {
+			sf := t.Field(i)
+			for _, key := range []string{tagMarker, tagDefault} {
+				if v, ok := sf.Tag.Lookup(key); ok {
+					return path + "." + sf.Name, fmt.Sprintf("%s:%q", key, v)
+				}
+			}
+			if p, tag := findNestedTag(sf.Type, path+"."+sf.Name, seen); p != "" {
+				return p, tag
+			}
+		}
+	}
+	return "", ""
 }
 
 // findDefaultMethod records a `func (E) Default() E` (or on *E). Defaults may come from it or

@@ -135,7 +135,23 @@ type (
 		Seed int64 `nitro:"graphconst"`
 	}
 	badDefaultMethod struct{ N int }
-	bothDefaults     struct {
+	// Tags below the experiment's own fields would be ignored: refused, with the path.
+	archConfig struct {
+		Act   string `nitro:"graphconst"`
+		Width int    `default:"64"`
+	}
+	embeddedGraphConst struct {
+		archConfig
+	}
+	nestedDefault struct {
+		Heads []struct {
+			Width int `default:"8"`
+		}
+	}
+	bakedConfig struct { // the fix the error names: the whole struct baked, no tags inside
+		Arch struct{ Act string } `nitro:"graphconst"`
+	}
+	bothDefaults struct {
 		N int `default:"3"`
 	}
 )
@@ -157,6 +173,8 @@ func TestMalformedDeclarationsAreRefused(t *testing.T) {
 		{nestedDevice{}, []string{"field Opt", "Opt.LR", "top-level"}},
 		{embeddedDevice{}, []string{"field W", "top-level"}},
 		{badDefault{}, []string{"field N", `default:"many"`, "int"}},
+		{embeddedGraphConst{}, []string{"field archConfig.Act", `nitro:"graphconst"`, "inside field archConfig", "would be ignored", "move the field up"}},
+		{nestedDefault{}, []string{"field Heads.Width", `default:"8"`, "inside field Heads"}},
 		{seedConst{}, []string{"field Seed", "GraphConst", "seed sweep", "Host", "markers.Device[int64]"}},
 		{badDefaultMethod{}, []string{"Default", "func (badDefaultMethod) Default() badDefaultMethod"}},
 		{bothDefaults{}, []string{"field N", "default", "Default()", "one place"}},
@@ -165,6 +183,9 @@ func TestMalformedDeclarationsAreRefused(t *testing.T) {
 	for _, c := range cases {
 		_, err := markers.TraitsOf(c.e)
 		t.Run(reflect.TypeOf(c.e).String(), func(t *testing.T) { wantErr(t, err, c.want...) })
+	}
+	if tr, err := markers.TraitsOf(bakedConfig{}); err != nil || tr.Fields[0].Kind != markers.KindGraphConst {
+		t.Errorf("a struct field tagged graphconst with no tags inside: %v; want it accepted as GraphConst", err)
 	}
 	// Every verb reports the declaration error, not just TraitsOf.
 	_, err := markers.New[seedConst](nil)
