@@ -238,8 +238,8 @@ func computeTraits(t reflect.Type) (*Traits, error) {
 		}
 		if path, tag := findNestedTag(sf.Type, sf.Name, map[reflect.Type]bool{}); path != "" {
 			return nil, fmt.Errorf("markers: field %s of %s is tagged `%s` inside field %s: markers and defaults are "+
-				"read on the experiment's own fields only, so this tag would be ignored (a GraphConst would not "+
-				"recompile, a default would not apply); move the field up into %s, or tag %s itself "+
+				"read on the experiment's own fields only, so this tag would be ignored (the field would be Host, a "+
+				"default would not apply); move the field up into %s, or tag %s itself "+
 				"`nitro:\"graphconst\"` (that bakes all of it) and drop the tags inside it", path, tr.Name, tag, sf.Name, tr.Name, sf.Name)
 		}
 		tr.byName[sf.Name] = i
