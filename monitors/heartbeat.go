@@ -25,8 +25,12 @@ type HeartbeatConfig struct {
 }
 
 // HeartbeatRecord is the file's JSON content. Step and Epoch are null before the first epoch.
+// Phase is the last one published; RunPhase is the run's own record of it, which differs under
+// Repl: a run that has returned publishes Repl (nothing in flight) while its record says how it
+// ended (Done, Failed), so a supervisor tells a finished run from a failed one.
 type HeartbeatRecord struct {
 	Phase        string    `json:"phase"`
+	RunPhase     string    `json:"run_phase,omitempty"` // "" before any run event
 	Step         *int      `json:"step"`
 	Epoch        *int      `json:"epoch"`
 	Counter      uint64    `json:"counter"`
@@ -124,6 +128,9 @@ func (h *Heartbeat) Record() HeartbeatRecord {
 	}
 	r := HeartbeatRecord{Phase: phase.String(), Counter: ProgressCounter(), WorkInFlight: WorkInFlight(),
 		Time: h.cfg.Now().UTC()}
+	if run != nil {
+		r.RunPhase = run.Phase().String()
+	}
 	if at.Started {
 		s, e := at.Step, at.Epoch
 		r.Step, r.Epoch = &s, &e

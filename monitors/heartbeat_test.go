@@ -83,3 +83,29 @@ func TestHeartbeatBadPath(t *testing.T) {
 		t.Fatal("no error for missing folder")
 	}
 }
+
+// Under Repl the file still says how the run ended: phase is what was published last, run_phase
+// the run's own record (Failed here), and both agree while the run works.
+func TestHeartbeatRunPhaseOutlivesRepl(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hb.json")
+	h, err := NewHeartbeat(HeartbeatConfig{Path: path, Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if m := readHB(t, path); m["run_phase"] != nil {
+		t.Fatalf("before any run event run_phase is %v, want it left out", m["run_phase"])
+	}
+	tr := NewTracker(TrackerOptions{})
+	tr.Register(h)
+	tr.Enter()
+	tr.SetPhase(TrainStepping{}, Info{})
+	if m := readHB(t, path); m["phase"] != "TrainStepping" || m["run_phase"] != "TrainStepping" {
+		t.Fatalf("while training: %v", m)
+	}
+	tr.SetPhase(Failed{}, Info{})
+	tr.Exit()
+	if m := readHB(t, path); m["phase"] != "Repl" || m["run_phase"] != "Failed" {
+		t.Fatalf("after the run returned: %v; want phase Repl and run_phase Failed", m)
+	}
+}

@@ -39,6 +39,7 @@ func TestProgressAndHeartbeat(t *testing.T) {
 	}
 	var rec struct {
 		Phase        string `json:"phase"`
+		RunPhase     string `json:"run_phase"`
 		Step, Epoch  *int
 		Counter      uint64 `json:"counter"`
 		WorkInFlight bool   `json:"work_in_flight"`
@@ -46,7 +47,7 @@ func TestProgressAndHeartbeat(t *testing.T) {
 	if err := json.Unmarshal(raw, &rec); err != nil {
 		t.Fatalf("heartbeat %q: %v", raw, err)
 	}
-	if rec.Phase != "Repl" || rec.Step == nil || *rec.Step != steps || rec.Epoch == nil || *rec.Epoch != 1 || rec.WorkInFlight || rec.Counter == 0 {
+	if rec.Phase != "Repl" || rec.RunPhase != "Done" || rec.Step == nil || *rec.Step != steps || rec.Epoch == nil || *rec.Epoch != 1 || rec.WorkInFlight || rec.Counter == 0 {
 		t.Errorf("heartbeat after the run: %s", raw)
 	}
 
