@@ -287,21 +287,12 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 		return err
 	}
 	defer func() { _ = zl.Sync() }() // syncing a terminal fails harmlessly
-	text := f.logFormat == formatConsole
-	res := results{z: zl, text: text}
-	opts := []core.Option{core.WithBackend(f.backend), withDist}
-	if f.preset != "" {
-		opts = append(opts, core.WithPreset(f.preset))
+	res := results{z: zl, text: f.logFormat == formatConsole}
+	opts, err := diagnosticOptions(f, zl, stderr)
+	if err != nil {
+		return err
 	}
-	if f.quiet {
-		zw, err := newDiagnostics(stderr, f.logFormat)
-		if err != nil {
-			return err
-		}
-		opts = append(opts, core.Quiet(), core.WithWarn(func(msg string) { zw.Warn(msg) }))
-	} else {
-		opts = append(opts, core.WithConsole(zapConsole{z: zl, text: text}), core.WithWarn(func(msg string) { zl.Warn(msg) }))
-	}
+	opts = append(opts, withDist)
 
 	watch, err := startMonitors(monitorFlags{progress: !f.noProgress && !f.quiet, heartbeat: f.heartbeat, stall: f.stall, stopOnStall: f.stopOnStall}, stderr)
 	if err != nil {
@@ -318,58 +309,13 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 	if m, ok := e.(monitors.Monitor); ok { // an experiment that logs from a phase monitor (mnist's confusion matrix)
 		opts = append(opts, core.WithMonitor(m))
 	}
-	if c.Flags().Changed("max-epochs") {
-		opts = append(opts, core.WithMaxEpochs(f.maxEpochs))
+	opts = append(opts, runOptions(c, f)...)
+	logOpts, closeLog, err := loggerOptions(cmd, f, stderr)
+	if err != nil {
+		return err
 	}
-	if c.Flags().Changed("accum") {
-		opts = append(opts, core.WithAccum(f.accum))
-	}
-	if c.Flags().Changed("clip-norm") {
-		opts = append(opts, core.WithGradientClipNorm(f.clipNorm))
-	}
-	if f.fused {
-		opts = append(opts, core.WithFusedStep())
-	}
-	if f.precision != "" {
-		opts = append(opts, core.WithMixedPrecision(f.precision))
-	}
-	if c.Flags().Changed("devices") {
-		opts = append(opts, core.WithDevices(f.devices))
-	}
-	if f.runDir != "" {
-		opts = append(opts, core.WithRunDir(f.runDir))
-	}
-
-	// The run's loggers: the default JSON Lines logger records a training run (core pins it to
-	// <run dir>/metrics.jsonl), beside the Prometheus exporter with --metrics-addr; evaluate keeps
-	// no record.
-	var jsonl logjson.Logger
-	if cmd == "train" && !f.noLog {
-		jsonl = logjson.NewJSONLogger("")
-	}
-	if cmd == "train" && f.metricsAddr != "" {
-		exp, err := promexport.New(promexport.Options{Addr: f.metricsAddr, CacheStats: cacheStats})
-		if err != nil {
-			return fmt.Errorf("--metrics-addr %s: %w", f.metricsAddr, err)
-		}
-		defer func() {
-			if cerr := exp.Close(); cerr != nil {
-				fmt.Fprintln(stderr, "nitro: closing the metrics endpoint:", cerr)
-			}
-		}()
-		fmt.Fprintf(stderr, "nitro: metrics endpoint: http://%s/metrics\n", exp.Addr())
-		opts = append(opts, core.WithMonitor(exp))
-		if jsonl != nil {
-			opts = append(opts, core.WithLogger(logjson.Multi(jsonl, exp)))
-		} else {
-			opts = append(opts, core.WithLogger(exp))
-		}
-		opts = append(opts, core.WithLogEvery(f.logEvery))
-	} else if jsonl != nil {
-		opts = append(opts, core.WithLogger(jsonl), core.WithLogEvery(f.logEvery))
-	} else {
-		opts = append(opts, core.WithoutLogger())
-	}
+	defer closeLog()
+	opts = append(opts, logOpts...)
 	// Training checkpoints into the run dir (core's default TopK); evaluate writes none.
 	if f.noCkpt || cmd != "train" {
 		opts = append(opts, core.WithoutCheckpoints())
@@ -378,7 +324,6 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 	if err != nil {
 		return err
 	}
-	e = n.Experiment()
 	// Ctrl+C is a graceful stop. Training breaks the epoch at the next step boundary, validates,
 	// and returns with stop reason "requested"; evaluation stops at the next batch boundary and
 	// reports its partial metrics, and the command fails with the stop reason. A second Ctrl+C
@@ -390,33 +335,8 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 		next = "render draws its samples to the end"
 	}
 	defer onInterrupt(stderr, next, n.Interrupt)()
-	switch cmd {
-	case "train":
-		if err := n.Train(); err != nil {
-			return err
-		}
-		watch.settle()
-		res.say(fmt.Sprintf("stopped: %s after %d epochs, %d optimizer steps", n.StopReason(), n.Epoch(), n.Step()),
-			"stopped", zap.String("reason", string(n.StopReason())), zap.Int("epochs", n.Epoch()), zap.Int("steps", n.Step()))
-		if hasBuildData(n.Experiment()) {
-			if m, err := n.Evaluate("test"); err == nil {
-				sayMetrics(res, "test", m)
-				sayConfusion(res, e, "test")
-			} else if !errors.Is(err, core.ErrNoSplit) {
-				return sayPartial(res, watch, m, err)
-			}
-		}
-	case "evaluate":
-		m, err := n.Evaluate(f.split)
-		if err != nil {
-			return sayPartial(res, watch, m, err)
-		}
-		sayMetrics(res, f.split, m)
-		sayConfusion(res, e, f.split)
-	case "render":
-		if err := renderSplit(res, n, f); err != nil {
-			return err
-		}
+	if err := runVerb(cmd, n, f, res, watch); err != nil {
+		return err
 	}
 	s := compilecache.Default().Stats()
 	res.say(fmt.Sprintf("compile cache: %d misses, %d hits, %d entries", s.Misses, s.Hits, s.Entries),
@@ -426,6 +346,117 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 	}
 	if p := n.LastCheckpoint(); p != "" && cmd == "train" {
 		res.say("checkpoint: "+p, "checkpoint", zap.String("path", p))
+	}
+	return nil
+}
+
+// diagnosticOptions route the framework's reports, epoch lines, notices and warnings through zl,
+// or under --quiet none of them but the warnings, to stderr; and pass the backend and preset flags.
+func diagnosticOptions(f *expFlags, zl *zap.Logger, stderr io.Writer) ([]core.Option, error) {
+	opts := []core.Option{core.WithBackend(f.backend)}
+	if f.preset != "" {
+		opts = append(opts, core.WithPreset(f.preset))
+	}
+	if !f.quiet {
+		return append(opts, core.WithConsole(zapConsole{z: zl, text: f.logFormat == formatConsole}), core.WithWarn(func(msg string) { zl.Warn(msg) })), nil
+	}
+	zw, err := newDiagnostics(stderr, f.logFormat)
+	if err != nil {
+		return nil, err
+	}
+	return append(opts, core.Quiet(), core.WithWarn(func(msg string) { zw.Warn(msg) })), nil
+}
+
+// runOptions are the run options the flags set; a flag left out leaves the experiment's own value.
+func runOptions(c *cobra.Command, f *expFlags) []core.Option {
+	changed := c.Flags().Changed
+	var opts []core.Option
+	if changed("max-epochs") {
+		opts = append(opts, core.WithMaxEpochs(f.maxEpochs))
+	}
+	if changed("accum") {
+		opts = append(opts, core.WithAccum(f.accum))
+	}
+	if changed("clip-norm") {
+		opts = append(opts, core.WithGradientClipNorm(f.clipNorm))
+	}
+	if f.fused {
+		opts = append(opts, core.WithFusedStep())
+	}
+	if f.precision != "" {
+		opts = append(opts, core.WithMixedPrecision(f.precision))
+	}
+	if changed("devices") {
+		opts = append(opts, core.WithDevices(f.devices))
+	}
+	if f.runDir != "" {
+		opts = append(opts, core.WithRunDir(f.runDir))
+	}
+	return opts
+}
+
+// loggerOptions are the run's loggers: the default JSON Lines logger records a training run (core
+// pins it to <run dir>/metrics.jsonl), beside the Prometheus exporter with --metrics-addr;
+// evaluate and render keep no record. The returned func closes the exporter.
+func loggerOptions(cmd string, f *expFlags, stderr io.Writer) ([]core.Option, func(), error) {
+	var jsonl logjson.Logger
+	if cmd == "train" && !f.noLog {
+		jsonl = logjson.NewJSONLogger("")
+	}
+	if cmd != "train" || f.metricsAddr == "" {
+		if jsonl == nil {
+			return []core.Option{core.WithoutLogger()}, func() {}, nil
+		}
+		return []core.Option{core.WithLogger(jsonl), core.WithLogEvery(f.logEvery)}, func() {}, nil
+	}
+	exp, err := promexport.New(promexport.Options{Addr: f.metricsAddr, CacheStats: cacheStats})
+	if err != nil {
+		return nil, nil, fmt.Errorf("--metrics-addr %s: %w", f.metricsAddr, err)
+	}
+	closeExp := func() {
+		if cerr := exp.Close(); cerr != nil {
+			fmt.Fprintln(stderr, "nitro: closing the metrics endpoint:", cerr)
+		}
+	}
+	fmt.Fprintf(stderr, "nitro: metrics endpoint: http://%s/metrics\n", exp.Addr())
+	var logger logjson.Logger = exp
+	if jsonl != nil {
+		logger = logjson.Multi(jsonl, exp)
+	}
+	return []core.Option{core.WithMonitor(exp), core.WithLogger(logger), core.WithLogEvery(f.logEvery)}, closeExp, nil
+}
+
+// runVerb runs the command's verb on the opened run and reports its results: train, then the
+// test split when the experiment has one; evaluate's split; render's samples.
+func runVerb(cmd string, n *core.Nitro, f *expFlags, res results, watch *watchers) error {
+	e := n.Experiment()
+	switch cmd {
+	case "train":
+		if err := n.Train(); err != nil {
+			return err
+		}
+		watch.settle()
+		res.say(fmt.Sprintf("stopped: %s after %d epochs, %d optimizer steps", n.StopReason(), n.Epoch(), n.Step()),
+			"stopped", zap.String("reason", string(n.StopReason())), zap.Int("epochs", n.Epoch()), zap.Int("steps", n.Step()))
+		if !hasBuildData(e) {
+			return nil
+		}
+		m, err := n.Evaluate("test")
+		if err == nil {
+			sayMetrics(res, "test", m)
+			sayConfusion(res, e, "test")
+		} else if !errors.Is(err, core.ErrNoSplit) {
+			return sayPartial(res, watch, m, err)
+		}
+	case "evaluate":
+		m, err := n.Evaluate(f.split)
+		if err != nil {
+			return sayPartial(res, watch, m, err)
+		}
+		sayMetrics(res, f.split, m)
+		sayConfusion(res, e, f.split)
+	case "render":
+		return renderSplit(res, n, f)
 	}
 	return nil
 }
