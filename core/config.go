@@ -27,6 +27,7 @@ func (n *Nitro) resolveConfig() (err error) {
 	if err := n.cfg.resolvePrecision(&n.opts); err != nil {
 		return err
 	}
+	n.warnDeviceShadows()
 	return n.cfg.validate(&n.opts)
 }
 
@@ -115,7 +116,7 @@ func resolveKnob[T int | float64 | string](e any, name string, opt *T, def T) (r
 		// A Device field is a traced input (device.lambda), never a driver knob (opt.lambda):
 		// the same name on both sides must not silently bind, so a Device field is skipped.
 		if _, isDevice := f.Interface().(markers.Bindable); isDevice {
-			return resolved[T]{def, "default"}, nil
+			return resolved[T]{def, deviceShadowSource(name)}, nil
 		}
 		if !f.Type().ConvertibleTo(want) || (isNumber(want) != isNumber(f.Type())) {
 			return resolved[T]{}, fmt.Errorf("field %s has type %s: the %s accessor needs %s", name, f.Type(), name, want)
@@ -123,6 +124,34 @@ func resolveKnob[T int | float64 | string](e any, name string, opt *T, def T) (r
 		return resolved[T]{f.Convert(want).Interface().(T), "field " + name}, nil
 	}
 	return resolved[T]{def, "default"}, nil
+}
+
+// deviceShadowSource is the source of a knob whose field of the same name is a Device field: the
+// default, and why the field was not read.
+func deviceShadowSource(name string) string {
+	return "default; field " + name + " is a markers.Device, a traced input, never this knob"
+}
+
+// warnDeviceShadows warns of each knob a Device field of its name shadows, but Lambda: a Device
+// Lambda is the common auxiliary loss weight, and the decay it is not defaults to none. For the
+// others, a value the user gave the field is not the run's, which nothing else would tell.
+func (n *Nitro) warnDeviceShadows() {
+	for _, k := range []struct {
+		name, value, option string
+		source              string
+	}{
+		{"MaxEpochs", fmt.Sprint(n.cfg.maxEpochs.value), "WithMaxEpochs", n.cfg.maxEpochs.source},
+		{"Seed", fmt.Sprint(n.cfg.seed.value), "WithSeed", n.cfg.seed.source},
+		{"RunDir", n.cfg.runDir.value, "WithRunDir", n.cfg.runDir.source},
+		{"Accum", fmt.Sprint(n.cfg.accum.value), "WithAccum", n.cfg.accum.source},
+		{"GradientClipNorm", fmt.Sprint(n.cfg.clip.value), "WithGradientClipNorm", n.cfg.clip.source},
+		{"LearningRate", fmt.Sprint(n.cfg.lr.value), "WithLearningRate", n.cfg.lr.source},
+	} {
+		if k.source == deviceShadowSource(k.name) {
+			n.warn(fmt.Sprintf("field %s is a markers.Device (a traced input to the hooks), so it does not set the %s knob, which is its default %s: to set the knob, declare the field as a plain value or pass %s; to keep a traced input, give it another name",
+				k.name, k.name, k.value, k.option))
+		}
+	}
 }
 
 func isNumber(t reflect.Type) bool {

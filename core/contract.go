@@ -128,8 +128,9 @@ type ParamGrouper interface {
 //	LearningRate      WithLearningRate      1e-3           != 0 (group rates are ratios to it)
 //	Lambda            (none)                0              the decay coefficient of every group
 //
-// A Device field of a knob's name is a traced input, never the knob: it is skipped, and the
-// knob falls to its default.
+// A Device field of a knob's name is a traced input, never the knob: it is skipped, the knob
+// falls to its default (the source says why), and New warns, but for Lambda (a Device Lambda is
+// the usual auxiliary loss weight).
 type config struct {
 	maxEpochs resolved[int]
 	seed      resolved[int]

@@ -126,10 +126,12 @@
 //	  (render.go, Visualizer)                                                                       (Render)
 //
 // B is the hook's batch parameter: a struct of *graph.Node fields tagged `batch:"name"` (or
-// `batch:"name,optional"`), or map[string]*graph.Node for the whole batch.
+// `batch:"name,optional"`; an untagged field uses its Go name), or map[string]*graph.Node for the
+// whole batch.
 //
 // The knobs are read by name, each from the first of: its run option, a method Name() on the
-// experiment, a field Name, the default (a Device field of that name is skipped). New refuses a
+// experiment, a field Name, the default (a Device field of that name is a traced input, never the
+// knob: it is skipped, and New warns, but for a Device Lambda, the usual loss weight). New refuses a
 // method or field of the wrong type, and a value its rule refuses, naming the knob, its value and
 // where it came from.
 //

@@ -343,6 +343,27 @@ func TestADeviceFieldNamedLambdaIsNotTheDecayCoefficient(t *testing.T) {
 	}
 }
 
+// DeviceLearningRate declares the optimizer's knob name as a Device field: a traced input, so the
+// run's learning rate stays the default. New says so, in a warning and in the knob's source,
+// rather than train at 1e-3 while the field reads 0.01. A Device Lambda gets no warning.
+type DeviceLearningRate struct {
+	base
+	LearningRate markers.Device[float32]
+	Lambda       markers.Device[float32]
+}
+
+func TestADeviceFieldNamedLearningRateIsNotTheKnobAndNewWarns(t *testing.T) {
+	var warned []string
+	n := mustNew(t, &DeviceLearningRate{LearningRate: markers.NewDevice[float32](0.01), Lambda: markers.NewDevice[float32](0.5)}, data(t, 0),
+		core.WithWarn(func(msg string) { warned = append(warned, msg) }))
+	if len(warned) != 1 || !strings.Contains(warned[0], "field LearningRate is a markers.Device") || !strings.Contains(warned[0], "its default 0.001") {
+		t.Errorf("warnings %q: want exactly one, naming the LearningRate field and the default it leaves", warned)
+	}
+	if rep := n.BindingReport(); !strings.Contains(rep, "LearningRate default; field LearningRate is a markers.Device") {
+		t.Errorf("the eta row's source does not say why the field was not read:\n%s", rep)
+	}
+}
+
 // Recorded schedules eta with a factory that records the horizon and the steps it is asked for.
 type Recorded struct {
 	base
