@@ -136,10 +136,7 @@ func deviceShadowSource(name string) string {
 // Lambda is the common auxiliary loss weight, and the decay it is not defaults to none. For the
 // others, a value the user gave the field is not the run's, which nothing else would tell.
 func (n *Nitro) warnDeviceShadows() {
-	for _, k := range []struct {
-		name, value, option string
-		source              string
-	}{
+	for _, k := range []struct{ name, value, option, source string }{
 		{"MaxEpochs", fmt.Sprint(n.cfg.maxEpochs.value), "WithMaxEpochs", n.cfg.maxEpochs.source},
 		{"Seed", fmt.Sprint(n.cfg.seed.value), "WithSeed", n.cfg.seed.source},
 		{"RunDir", n.cfg.runDir.value, "WithRunDir", n.cfg.runDir.source},
