@@ -481,7 +481,7 @@ func (d *decoder) value(st *inputState, depth int) error {
 			got[depth] = n
 			return fmt.Errorf("shape %v and more along axis %d, the bundle takes %v (its largest batch size is %d)", got, depth, st.spec.ShapeAt(n), n)
 		case want < 0 && n == st.batches[len(st.batches)-1]:
-			return fmt.Errorf("batch size over %d: the bundle has programs for batch sizes %v", n, st.batches)
+			return fmt.Errorf("batch size over %d: the bundle has programs for batch sizes %v: split the request into batches of those sizes, or export again with larger batch sizes (nitro export --batch-sizes)", n, st.batches)
 		}
 		if err := d.value(st, depth+1); err != nil {
 			return err

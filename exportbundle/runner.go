@@ -120,7 +120,7 @@ func (r *Runner) Run(batch int, inputs map[string]Tensor) (map[string]Tensor, er
 		return nil, errors.New("exportbundle: Run on a closed Runner")
 	}
 	if _, ok := r.b.Programs[batch]; !ok {
-		return nil, &InputError{Msg: fmt.Sprintf("batch size %d: the bundle has programs for batch sizes %v", batch, r.BatchSizes())}
+		return nil, &InputError{Msg: fmt.Sprintf("batch size %d: the bundle has programs for batch sizes %v: send batches of those sizes (split or pad the request), or export again with %d among the batch sizes (nitro export --batch-sizes)", batch, r.BatchSizes(), batch)}
 	}
 	if err := r.checkInputs(batch, inputs); err != nil {
 		return nil, err
