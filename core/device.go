@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/markers"
@@ -109,5 +110,30 @@ func (n *Nitro) replaceDevice(name string, t *tensors.Tensor) error {
 	return nil
 }
 
-// DeviceValue reads a Device field's current value (the host copy the experiment holds).
-func (n *Nitro) DeviceValue(name string) (any, error) { return markers.DeviceValueOf(n.e, name) }
+// DeviceValue reads a Device field's value as the programs see it: the device copy New,
+// SetDevice or a schedule uploaded, read back and typed as the field's element. A direct
+// assignment to the field does not reach the device (the next verb warns), so it is not
+// what this returns.
+func (n *Nitro) DeviceValue(name string) (any, error) {
+	field, err := markers.DeviceValueOf(n.e, name) // checks the name; gives the element type
+	if err != nil {
+		return nil, err
+	}
+	t := n.dev[name]
+	if t == nil {
+		return field, nil
+	}
+	data, err := readBack(t)
+	if err != nil {
+		return nil, fmt.Errorf("Device field %s: %w", name, err)
+	}
+	h := tensors.FromShape(t.Shape())
+	if err := h.MutableBytes(func(b []byte) { copy(b, data) }); err != nil {
+		return nil, fmt.Errorf("Device field %s: %w", name, err)
+	}
+	v := reflect.ValueOf(h.Value())
+	if want := reflect.TypeOf(field); v.Type() != want {
+		v = v.Convert(want)
+	}
+	return v.Interface(), nil
+}
