@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 
@@ -92,6 +93,9 @@ func checkpointSource(ent entry, f *expFlags) (string, bool, error) {
 		return f.fromCkpt, false, nil
 	}
 	if f.resume != core.ResumeAuto {
+		if _, err := os.Stat(f.resume); err != nil {
+			return "", false, fmt.Errorf("--resume %q: no checkpoint file or run dir there (%v): give auto (the run dir's newest checkpoint) or a checkpoint PATH", f.resume, errors.Unwrap(err))
+		}
 		return f.resume, true, nil
 	}
 	if f.weightsOnly {
