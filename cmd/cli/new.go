@@ -111,9 +111,35 @@ func newProject(dir, module, nitroFlag string, stdout, stderr io.Writer) error {
 	if err := tidy(abs, stderr); err != nil {
 		return fmt.Errorf("new: wrote %s, but `go mod tidy` there failed, so go.sum may be incomplete (run it there once the module proxy is reachable): %w", dir, err)
 	}
-	fmt.Fprintf(stdout, "wrote %s: module %s, experiment %q, its replace lines pointing at %s\nnext: cd %s && make test && make run  (make setup once per machine installs the XLA plugin)\n",
-		dir, p.Module, p.Name, root, dir)
+	fmt.Fprintf(stdout, "wrote %s: module %s, experiment %q, its replace lines pointing at %s\n", dir, p.Module, p.Name, root)
+	linked, err := linkCheckoutPlugin(abs, root)
+	switch {
+	case err != nil:
+		fmt.Fprintf(stderr, "nitro: new: %v; the project searches for a plugin the usual way (make setup installs one)\n", err)
+	case linked != "":
+		fmt.Fprintf(stdout, "plugin: %s links to %s, the checkout's XLA CPU plugin\n", filepath.Join(dir, ".nitro", "pjrt"), linked)
+	}
+	fmt.Fprintf(stdout, "next: cd %s && make test && make run  (make setup once per machine installs the XLA plugin)\n", dir)
 	return nil
+}
+
+// linkCheckoutPlugin links the project's .nitro/pjrt to the checkout's when the checkout has a
+// plugin installed (its make setup), so that the project, which lies outside the checkout,
+// finds it by the usual search instead of falling back to pure Go; it returns the target, or ""
+// when the checkout has none.
+func linkCheckoutPlugin(project, root string) (string, error) {
+	src := filepath.Join(root, ".nitro", "pjrt")
+	plugins, _ := filepath.Glob(filepath.Join(src, "*.so"))
+	if len(plugins) == 0 {
+		return "", nil
+	}
+	if err := os.MkdirAll(filepath.Join(project, ".nitro"), 0o755); err != nil {
+		return "", fmt.Errorf("linking the checkout's plugin: %w", err)
+	}
+	if err := os.Symlink(src, filepath.Join(project, ".nitro", "pjrt")); err != nil {
+		return "", fmt.Errorf("linking the checkout's plugin: %w", err)
+	}
+	return src, nil
 }
 
 // emptyTarget refuses a dir that is a file, or a folder with anything in it.
