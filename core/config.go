@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"strings"
 
 	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/markers"
@@ -35,6 +36,11 @@ func (n *Nitro) resolveConfig() (err error) {
 func (n *Nitro) resolveBackend() (err error) {
 	if n.backend, err = backend.Resolve(n.opts.backend); err != nil {
 		return err
+	}
+	// An automatic fallback to pure Go is about ten times slower: a Go program that calls New
+	// itself must hear it too, not only read it in the config report.
+	if w := n.backend.Warning; w != "" {
+		n.warn(strings.TrimPrefix(w, "warning: "))
 	}
 	n.applyPrecision()
 	return nil

@@ -358,13 +358,23 @@ func diagnosticOptions(f *expFlags, zl *zap.Logger, stderr io.Writer) ([]core.Op
 		opts = append(opts, core.WithPreset(f.preset))
 	}
 	if !f.quiet {
-		return append(opts, core.WithConsole(zapConsole{z: zl, text: f.logFormat == formatConsole}), core.WithWarn(func(msg string) { zl.Warn(msg) })), nil
+		return append(opts, core.WithConsole(zapConsole{z: zl, text: f.logFormat == formatConsole}), core.WithWarn(unlessFallback(zl))), nil
 	}
 	zw, err := newDiagnostics(stderr, f.logFormat)
 	if err != nil {
 		return nil, err
 	}
-	return append(opts, core.Quiet(), core.WithWarn(func(msg string) { zw.Warn(msg) })), nil
+	return append(opts, core.Quiet(), core.WithWarn(unlessFallback(zw))), nil
+}
+
+// unlessFallback warns through z, but for core's pure-Go fallback warning: the command said it
+// already, on stderr, before anything else.
+func unlessFallback(z *zap.Logger) func(string) {
+	return func(msg string) {
+		if msg != strings.TrimPrefix(backend.FallbackWarning, "warning: ") {
+			z.Warn(msg)
+		}
+	}
 }
 
 // runOptions are the run options the flags set; a flag left out leaves the experiment's own value.
