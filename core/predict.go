@@ -63,7 +63,10 @@ func (n *Nitro) predictProgram(width int, keys []string) (*program, error) {
 type Prediction map[string]*tensors.Tensor
 
 // Predict runs Forward in eval mode on one Batch and returns its outputs on the host. It refuses
-// anything that is not a Batch, naming the fields Forward declares; for a Source use PredictAll.
+// anything that is not a Batch, naming the fields Forward declares, and a Batch with a nil field
+// or no rows; for a Source use PredictAll. A batch narrower than the mesh width is padded by
+// repeating its last row and its outputs sliced back, so Forward must treat rows independently
+// (no reduction across the batch axis) for them to be exact.
 func (n *Nitro) Predict(x any) (p Prediction, err error) {
 	prev := n.tracker.Phase()
 	defer n.enter("predict", &err, func(error) { n.setPhase(prev, nil) })()
@@ -91,9 +94,12 @@ func (n *Nitro) Predict(x any) (p Prediction, err error) {
 }
 
 // PredictAll yields each batch's outputs lazily, in order. A short final batch is padded to the
-// compiled width (batch 0's) and its outputs sliced back to its real rows. Interrupt (what Ctrl+C
-// means) stops it at the next batch boundary: the iteration then yields one last error, matching
-// ErrInterrupted, that says how many batches were predicted; the interrupt is consumed.
+// compiled width (batch 0's) by repeating its last row and its outputs sliced back to its real
+// rows, so Forward must treat rows independently (no reduction across the batch axis) for them
+// to be exact. A batch with a nil field or no rows ends the iteration with an error naming it.
+// Interrupt (what Ctrl+C means) stops it at the next batch boundary: the iteration then yields
+// one last error, matching ErrInterrupted, that says how many batches were predicted; the
+// interrupt is consumed.
 func (n *Nitro) PredictAll(src Source) iter.Seq2[Prediction, error] {
 	return func(yield func(Prediction, error) bool) {
 		// No recover around the iteration: a panic in the caller's loop body is the caller's.
