@@ -110,7 +110,7 @@ func TestValLossIsTheMeanOverSamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := meanBatchLoss(t, n, val, val.Len()); !near(m[core.ValLoss], want) {
+	if want := sampleMeanLoss(t, n, val, val.Len()); !near(m[core.ValLoss], want) {
 		t.Errorf("val_loss = %v, host mean over the 40 samples %v (the short batch weighs its 8 real rows)", m[core.ValLoss], want)
 	}
 }
@@ -237,9 +237,9 @@ func (h *hookSource) BatchAt(i int) (core.Batch, error) {
 	return h.Source.BatchAt(i)
 }
 
-// meanBatchLoss is val_loss over batches [0, k) of src: the mean squared error over their
+// sampleMeanLoss is val_loss over batches [0, k) of src: the mean squared error over their
 // samples, on the host.
-func meanBatchLoss(t testing.TB, n *core.Nitro, src core.Source, k int) float64 {
+func sampleMeanLoss(t testing.TB, n *core.Nitro, src core.Source, k int) float64 {
 	t.Helper()
 	w, b := linearParams(t, n)
 	var sum float64
@@ -279,9 +279,9 @@ func TestInterruptStopsValidateAtABatchBoundary(t *testing.T) {
 	if fmt.Sprint(m) != fmt.Sprint(pe.Metrics) || len(m) != 1 {
 		t.Errorf("Validate returned %v, the error holds %v: want the same partial val_loss", m, pe.Metrics)
 	}
-	partial, full := meanBatchLoss(t, n, val, 3), meanBatchLoss(t, n, val, 6)
+	partial, full := sampleMeanLoss(t, n, val, 3), sampleMeanLoss(t, n, val, 6)
 	if !near(m[core.ValLoss], partial) || near(m[core.ValLoss], full) {
-		t.Errorf("partial val_loss %v: want the mean over batches 0..2 %v, not over the split %v", m[core.ValLoss], partial, full)
+		t.Errorf("partial val_loss %v: want the mean over the samples of batches 0..2 %v, not over the split %v", m[core.ValLoss], partial, full)
 	}
 
 	m, err = n.Validate()

@@ -12,8 +12,8 @@ import (
 )
 
 // With no Metrics hook, val_loss is the mean over the split's samples: 120 rows in batches of
-// 50, 50 and 20, the last 20 with a target far from the model's, make the per-sample mean and the
-// plain mean of the three batch losses differ by about a factor of two.
+// 50, 50 and 20, the last 20 with a target far from the model's, set the per-sample mean far
+// from the plain mean of the three batch losses (which counts the 20 rows as 50).
 func TestValLossWeighsAShortFinalBatchByItsRows(t *testing.T) {
 	x, y := synthetic(120, 7)
 	ys := y.Value().([][]float32)
