@@ -52,7 +52,7 @@ func TestValLossWeighsAShortFinalBatchByItsRows(t *testing.T) {
 	if got := m[core.ValLoss]; !near(got, perSample) {
 		t.Errorf("val_loss = %v, want the per-sample mean %v (the plain mean of the batch losses is %v)", got, perSample, batchMean)
 	}
-	// Evaluate on the same split, and Train's own validation of unchanged weights, agree.
+	// Evaluate on the same split agrees with Validate.
 	if m2, err := n.Evaluate("val"); err != nil || m2[core.ValLoss] != m[core.ValLoss] {
 		t.Errorf("Evaluate(val) = %v, %v; Validate gave %v", m2, err, m)
 	}
