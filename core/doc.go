@@ -54,7 +54,7 @@
 //	  (contract.go, reflected)              manual mode programs; in eval without                   (New); not a scalar
 //	                                                    Metrics
 //	Metrics(out, B) map[string]Metric       no          traced in the eval program  val_loss: Loss  wrong signature (New); a
-//	  (contract.go, reflected)                          (device residency)          per batch, mean Count not a scalar, or an
+//	  (contract.go, reflected)                          (device residency)          mean per sample Count not a scalar, or an
 //	                                                                                                array Sum with a Count
 //	TrainMetrics(out, B)                    no          traced in the training      none            wrong signature (New); a
 //	  map[string]*graph.Node                            programs; read on logged                    value not a scalar

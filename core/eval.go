@@ -18,7 +18,8 @@ import (
 func valueOfOutputs(o Outputs) reflect.Value { return reflect.ValueOf(o) }
 
 // ValLoss is the metric reported when the experiment has no Metrics hook: Loss, through its own
-// batch routing, averaged over batches (a count of 1 per batch).
+// batch routing, taken as the mean over a batch's real rows and so weighed by them: the split's
+// val_loss is the mean over its samples, a short final batch counting for the rows it holds.
 const ValLoss = "val_loss"
 
 // evalProgram: parameters, layer state, Device fields and routed batch fields at the compiled
@@ -149,10 +150,12 @@ func (e *PartialError) Is(target error) bool { return target == ErrInterrupted }
 
 // Evaluate runs a split in eval mode and returns its finalized metrics: sums and counts added up
 // over the split, then divided (a nil count is summed only, and an array with no count reaches
-// FinalizeMetrics whole; with no Metrics hook, val_loss is the mean of Loss over batches). With
-// the metrics on the host, HostMetrics' results are combined the same way (package metrics). Layer state computed in eval mode is discarded, and the resident
-// parameters are used as they are: no parameter is uploaded. The run is in EvalStepping meanwhile
-// and returns to the phase it was in, the metrics going with that transition.
+// FinalizeMetrics whole; with no Metrics hook, val_loss is each batch's Loss weighed by its real
+// rows, the mean over the split's samples). With the metrics on the host, HostMetrics' results
+// are combined the same way (package metrics). Layer state computed in eval mode is discarded,
+// and the resident parameters are used as they are: no parameter is uploaded. The run is in
+// EvalStepping meanwhile and returns to the phase it was in, the metrics going with that
+// transition.
 //
 // Interrupt (what Ctrl+C means) stops the split at the next batch boundary; one still pending
 // when Evaluate starts stops it before batch 0. Evaluate then returns the metrics of the batches

@@ -103,25 +103,15 @@ func TestEvaluateShortFinalBatchCountsRealRows(t *testing.T) {
 	}
 }
 
-func TestValLossIsTheMeanOfPerBatchLosses(t *testing.T) {
+func TestValLossIsTheMeanOverSamples(t *testing.T) {
 	val := arrays(t, 40, 16, 2, core.ArrayOptions{})
 	n := mustNew(t, &Reg{}, core.Data{"train": arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}), "val": val})
 	m, err := n.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, b := linearParams(t, n)
-	var want float64
-	batches := hostErrors(t, val, w, b)
-	for _, errs := range batches {
-		var s float64
-		for _, e := range errs {
-			s += e
-		}
-		want += s / float64(len(errs)) / float64(len(batches))
-	}
-	if !near(m[core.ValLoss], want) {
-		t.Errorf("val_loss = %v, host mean of per-batch losses %v (short batch over its 8 real rows)", m[core.ValLoss], want)
+	if want := sampleMeanLoss(t, n, val, val.Len()); !near(m[core.ValLoss], want) {
+		t.Errorf("val_loss = %v, host mean over the 40 samples %v (the short batch weighs its 8 real rows)", m[core.ValLoss], want)
 	}
 }
 
@@ -247,20 +237,20 @@ func (h *hookSource) BatchAt(i int) (core.Batch, error) {
 	return h.Source.BatchAt(i)
 }
 
-// meanBatchLoss is val_loss over batches [0, k) of src: the mean of the per-batch mean squared
-// errors, on the host.
-func meanBatchLoss(t testing.TB, n *core.Nitro, src core.Source, k int) float64 {
+// sampleMeanLoss is val_loss over batches [0, k) of src: the mean squared error over their
+// samples, on the host.
+func sampleMeanLoss(t testing.TB, n *core.Nitro, src core.Source, k int) float64 {
 	t.Helper()
 	w, b := linearParams(t, n)
 	var sum float64
+	rows := 0
 	for _, errs := range hostErrors(t, src, w, b)[:k] {
-		var s float64
 		for _, e := range errs {
-			s += e
+			sum += e
 		}
-		sum += s / float64(len(errs))
+		rows += len(errs)
 	}
-	return sum / float64(k)
+	return sum / float64(rows)
 }
 
 // An Interrupt during Validate stops the split at the next batch boundary: the partial metrics
@@ -289,9 +279,9 @@ func TestInterruptStopsValidateAtABatchBoundary(t *testing.T) {
 	if fmt.Sprint(m) != fmt.Sprint(pe.Metrics) || len(m) != 1 {
 		t.Errorf("Validate returned %v, the error holds %v: want the same partial val_loss", m, pe.Metrics)
 	}
-	partial, full := meanBatchLoss(t, n, val, 3), meanBatchLoss(t, n, val, 6)
+	partial, full := sampleMeanLoss(t, n, val, 3), sampleMeanLoss(t, n, val, 6)
 	if !near(m[core.ValLoss], partial) || near(m[core.ValLoss], full) {
-		t.Errorf("partial val_loss %v: want the mean over batches 0..2 %v, not over the split %v", m[core.ValLoss], partial, full)
+		t.Errorf("partial val_loss %v: want the mean over the samples of batches 0..2 %v, not over the split %v", m[core.ValLoss], partial, full)
 	}
 
 	m, err = n.Validate()

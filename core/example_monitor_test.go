@@ -44,7 +44,7 @@ func ExampleWithMonitor() {
 	// EvalStepping       epoch 1 step 4
 	// EvalCompiling      epoch 1 step 4
 	// EvalStepping       epoch 1 step 4
-	// Done               epoch 1 step 4 (val_loss 8.4)
+	// Done               epoch 1 step 4 (val_loss 8.7)
 	// Repl               epoch 1 step 4
 	// phase after Train: Done
 }

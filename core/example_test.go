@@ -125,7 +125,7 @@ func ExampleNitro_Train() {
 }
 
 // Validate evaluates the "val" split; it works on a Nitro that never trained. With no Metrics
-// hook, it reports val_loss, the mean of Loss over the split's batches.
+// hook, it reports val_loss: each batch's Loss weighed by its rows, the mean over the split's samples.
 func ExampleNitro_Validate() {
 	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(), core.WithCache(compilecache.New()))
 	if err != nil {

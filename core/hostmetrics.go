@@ -134,7 +134,7 @@ func (n *Nitro) evalRows(width, real int) int {
 // (host), or the program's sums and counts (device).
 func (n *Nitro) batchMetrics(split string, p *program, outs []*tensors.Tensor, it prefetch.Item[Batch]) (map[string]metrics.Metric, error) {
 	if !n.onHost() {
-		return n.deviceMetrics(split, p, outs)
+		return n.deviceMetrics(split, p, outs, it.Rows)
 	}
 	out := Prediction{}
 	at := len(outs) - len(p.forward)
@@ -168,9 +168,11 @@ func hostRows(t *tensors.Tensor, rows int) (_ *tensors.Tensor, err error) {
 }
 
 // deviceMetrics reads an eval program's metric outputs: per metric its sum, then its count when
-// it has one (val_loss without Metrics counts 1 a batch). A sum with no count that is not a
-// scalar is a summed array (a confusion matrix), read whole.
-func (n *Nitro) deviceMetrics(split string, p *program, outs []*tensors.Tensor) (map[string]metrics.Metric, error) {
+// it has one. val_loss without Metrics is Loss, a mean over the batch's real rows, weighed by
+// those rows: a short final batch counts for what it holds, and the split's val_loss is the
+// mean over its samples. A sum with no count that is not a scalar is a summed array (a confusion
+// matrix), read whole.
+func (n *Nitro) deviceMetrics(split string, p *program, outs []*tensors.Tensor, rows int) (map[string]metrics.Metric, error) {
 	ms := make(map[string]metrics.Metric, len(p.outNames))
 	j := 0
 	for m, name := range p.outNames {
@@ -196,8 +198,8 @@ func (n *Nitro) deviceMetrics(split string, p *program, outs []*tensors.Tensor) 
 			}
 			j++
 			ms[name] = metrics.Mean(v, c)
-		case n.metrics == nil: // val_loss: the mean of Loss over batches
-			ms[name] = metrics.Mean(v, 1)
+		case n.metrics == nil: // val_loss: Loss weighted by the batch's real rows
+			ms[name] = metrics.Mean(v*float64(rows), float64(rows))
 		default:
 			ms[name] = metrics.Total(v)
 		}

@@ -63,7 +63,10 @@ func (n *Nitro) predictProgram(width int, keys []string) (*program, error) {
 type Prediction map[string]*tensors.Tensor
 
 // Predict runs Forward in eval mode on one Batch and returns its outputs on the host. It refuses
-// anything that is not a Batch, naming the fields Forward declares; for a Source use PredictAll.
+// anything that is not a Batch, naming the fields Forward declares, and a Batch with a nil field
+// or no rows; for a Source use PredictAll. A batch narrower than the mesh width is padded by
+// repeating its last row and its outputs sliced back, so Forward must treat rows independently
+// (no reduction across the batch axis) for them to be exact.
 func (n *Nitro) Predict(x any) (p Prediction, err error) {
 	prev := n.tracker.Phase()
 	defer n.enter("predict", &err, func(error) { n.setPhase(prev, nil) })()
@@ -82,18 +85,21 @@ func (n *Nitro) Predict(x any) (p Prediction, err error) {
 	default:
 		return nil, fmt.Errorf("Predict takes a core.Batch keyed by Forward's declared fields %v, got %T: wrap the array, e.g. core.Batch{%q: t}", n.forwardFields(), x, first(n.forwardFields()))
 	}
-	w, err := batchWidth(b)
+	w, err := predictRows(b)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("Predict: %w", err)
 	}
 	n.setPhase(monitors.EvalStepping{}, nil)
 	return n.predictPadded(b, n.meshWidth(w), w)
 }
 
 // PredictAll yields each batch's outputs lazily, in order. A short final batch is padded to the
-// compiled width (batch 0's) and its outputs sliced back to its real rows. Interrupt (what Ctrl+C
-// means) stops it at the next batch boundary: the iteration then yields one last error, matching
-// ErrInterrupted, that says how many batches were predicted; the interrupt is consumed.
+// compiled width (batch 0's) by repeating its last row and its outputs sliced back to its real
+// rows, so Forward must treat rows independently (no reduction across the batch axis) for them
+// to be exact. A batch with a nil field or no rows ends the iteration with an error naming it.
+// Interrupt (what Ctrl+C means) stops it at the next batch boundary: the iteration then yields
+// one last error, matching ErrInterrupted, that says how many batches were predicted; the
+// interrupt is consumed.
 func (n *Nitro) PredictAll(src Source) iter.Seq2[Prediction, error] {
 	return func(yield func(Prediction, error) bool) {
 		// No recover around the iteration: a panic in the caller's loop body is the caller's.
@@ -119,11 +125,15 @@ func (n *Nitro) PredictAll(src Source) iter.Seq2[Prediction, error] {
 				yield(nil, fmt.Errorf("batch %d: %w", i, err))
 				return
 			}
-			real, err := batchWidth(b)
-			if err == nil && width < 0 {
+			real, err := predictRows(b)
+			if err != nil {
+				yield(nil, fmt.Errorf("PredictAll: batch %d: %w", i, err))
+				return
+			}
+			if width < 0 {
 				width = n.meshWidth(real)
 			}
-			if err == nil && real > width {
+			if real > width {
 				err = fmt.Errorf("batch %d has %d rows, more than batch 0's %d", i, real, width)
 			}
 			var p Prediction
@@ -135,6 +145,22 @@ func (n *Nitro) PredictAll(src Source) iter.Seq2[Prediction, error] {
 			}
 		}
 	}
+}
+
+// predictRows is a prediction batch's row count. A nil field or a batch of no rows has nothing
+// to run, and past this point would fail as a nil dereference or a zero-sized compile that name
+// neither: both are refused here, by field.
+func predictRows(b Batch) (int, error) {
+	for _, k := range sortedKeys(b) {
+		if b[k] == nil {
+			return 0, fmt.Errorf("batch field %q is nil: give it a tensor with the batch on its leading axis, or leave the key out if Forward does not read it", k)
+		}
+	}
+	w, err := batchWidth(b)
+	if err == nil && w == 0 {
+		err = fmt.Errorf("the batch has 0 rows: give every field at least one row on its leading axis (skip an empty batch before predicting)")
+	}
+	return w, err
 }
 
 func (n *Nitro) predictPadded(b Batch, width, real int) (_ Prediction, err error) {
