@@ -15,6 +15,9 @@ func BatchWidth(b Batch) (int, error) {
 	w := -1
 	for _, name := range slices.Sorted(maps.Keys(b)) {
 		t := b[name]
+		if t == nil {
+			return 0, fmt.Errorf("batch field %q is nil: every field needs a tensor with the batch on its leading axis (leave the key out instead)", name)
+		}
 		if t.Rank() < 1 {
 			return 0, fmt.Errorf("batch field %q is a scalar: the batch axis must lead every field", name)
 		}

@@ -20,6 +20,8 @@ func TestBatchWidth(t *testing.T) {
 	wantErr(t, err, "empty batch")
 	_, err = prefetch.BatchWidth(prefetch.Batch{"x": x, "s": tensors.FromValue(float32(1))})
 	wantErr(t, err, `batch field "s" is a scalar`, "the batch axis must lead every field")
+	_, err = prefetch.BatchWidth(prefetch.Batch{"x": x, "n": nil})
+	wantErr(t, err, `batch field "n" is nil`)
 	// Fields are checked in name order, so the error names the same field every time.
 	short := tensors.FromFlatDataAndDimensions(make([]int32, 5), 5)
 	for range 5 {
