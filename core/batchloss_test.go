@@ -145,16 +145,20 @@ type unexpPlain struct {
 
 type unexpHelper struct {
 	Y    *graph.Node `batch:"y"`
-	note string // not a batch field: no tag, not a node
+	note string      // not a batch field: no tag, not a node
 }
 
 type unexpTaggedExp struct{ base }
 
-func (*unexpTaggedExp) Loss(out core.Outputs, in unexpTagged) *graph.Node { return mse(out["pred"], in.w) }
+func (*unexpTaggedExp) Loss(out core.Outputs, in unexpTagged) *graph.Node {
+	return mse(out["pred"], in.w)
+}
 
 type unexpPlainExp struct{ base }
 
-func (*unexpPlainExp) Loss(out core.Outputs, in unexpPlain) *graph.Node { return mse(out["pred"], in.y) }
+func (*unexpPlainExp) Loss(out core.Outputs, in unexpPlain) *graph.Node {
+	return mse(out["pred"], in.y)
+}
 
 type unexpHelperExp struct{ base }
 
