@@ -51,7 +51,7 @@ type Metric struct {
 //	TrainMetrics(out Outputs, in B) map[string]*graph.Node       optional
 //	TrainStep(s *ManualStep, in B) StepResult                    optional (manual mode; manual.go)
 //
-// B is a struct whose *graph.Node fields name batch fields by tag (`batch:"img"`, or
+// B is a struct whose exported *graph.Node fields name batch fields by tag (`batch:"img"`, or
 // `batch:"img,optional"`; an untagged field uses its Go name), or map[string]*graph.Node meaning
 // "the whole batch, nothing checked". Each hook receives only the fields it declares.
 var tracedHooks = map[string]tracedHook{

@@ -125,9 +125,10 @@
 //	  (image.Image, error)                              the host                    refuses         method of another type
 //	  (render.go, Visualizer)                                                                       (Render)
 //
-// B is the hook's batch parameter: a struct of *graph.Node fields tagged `batch:"name"` (or
+// B is the hook's batch parameter: a struct of exported *graph.Node fields tagged `batch:"name"` (or
 // `batch:"name,optional"`; an untagged field uses its Go name), or map[string]*graph.Node for the
-// whole batch.
+// whole batch. The training programs differentiate Loss plus the terms GoMLX layers collect with
+// train.AddLoss; evaluation's val_loss is Loss alone.
 //
 // The knobs are read by name, each from the first of: its run option, a method Name() on the
 // experiment, a field Name, the default (a Device field of that name is a traced input, never the

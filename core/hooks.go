@@ -91,8 +91,12 @@ func findHook(et reflect.Type, name string, required bool) (*hook, error) {
 	case h.batchType.Kind() == reflect.Struct:
 		for i := 0; i < h.batchType.NumField(); i++ {
 			f := h.batchType.Field(i)
+			_, tagged := f.Tag.Lookup("batch")
+			if !f.IsExported() && (tagged || f.Type == typeNode) {
+				return nil, unexportedField(et.Elem().Name(), name, h.batchType, f)
+			}
 			if !f.IsExported() {
-				continue
+				continue // a helper field of the struct, not a batch field
 			}
 			if f.Type != typeNode {
 				return nil, bad(fmt.Sprintf("batch field %s has type %s; batch fields are *graph.Node", f.Name, f.Type))
@@ -115,6 +119,20 @@ func findHook(et reflect.Type, name string, required bool) (*hook, error) {
 		return nil, bad("the batch parameter must be a struct of *graph.Node fields or map[string]*graph.Node")
 	}
 	return h, nil
+}
+
+// unexportedField refuses an unexported batch field: reflection cannot set it, so the hook
+// would read it nil in every program.
+func unexportedField(exp, hookName string, st reflect.Type, f reflect.StructField) error {
+	key := f.Name // the key the field names untagged, which its exported name would change
+	if tag := f.Tag.Get("batch"); tag != "" && !strings.HasPrefix(tag, ",") {
+		key = tag
+	} else {
+		key += tag
+	}
+	exported := strings.ToUpper(f.Name[:1]) + f.Name[1:]
+	return fmt.Errorf("hook %s.%s: batch struct %s's field %s is unexported, so the framework cannot set it and the hook would read it nil: export it, e.g. %s *graph.Node `batch:%q`",
+		exp, hookName, st.Name(), f.Name, exported, key)
 }
 
 // declared returns the batch keys this hook reads given the batch's available keys.

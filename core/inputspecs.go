@@ -57,6 +57,7 @@ func (n *Nitro) checkInputSpecs() error {
 		n.fieldShapes[s.Name] = fieldShape{dtype: s.DType.String(), row: slices.Clone(s.Shape)}
 		names = append(names, s.Name)
 	}
+	n.warnAbsentOptional(setOf(names), "no input spec")
 	if n.forward.whole {
 		return nil
 	}

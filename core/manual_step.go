@@ -35,6 +35,8 @@ type ManualStep struct {
 	nodes    map[string]*graph.Node // the program's inputs; nil in setup's variable-creating trace
 	stepped  map[string]bool
 	newState map[int][][]*graph.Node // per group index: its state after StepOptimizer
+	consumed *graph.Node             // the train.AddLoss total when the last Backward returned
+	stray    bool                    // terms were collected outside every Backward objective
 }
 
 // Grads are gradients by parameter keypath ("disc/dense_0/weights"), as Backward returns them
@@ -92,7 +94,10 @@ func (s *ManualStep) OptState(group string) map[string]map[string]*graph.Node {
 // even one that an earlier StepOptimizer computed from these groups' parameters. Nodes f captures
 // from outside keep their graph, and gradients flow through them (GoMLX differentiates the graph,
 // not f's arguments): compute inside f whatever must not carry a gradient, or wrap it in
-// graph.StopGradient. The loss must be a scalar.
+// graph.StopGradient. The loss must be a scalar. The terms GoMLX layers collect with
+// train.AddLoss while f runs (a regularizer's L2) are added to f's loss, as the automatic loop
+// adds them to Loss; terms collected outside every Backward belong to no objective, and the step
+// program warns when it is built with any.
 func (s *ManualStep) Backward(f func(ctx *context.Context) *graph.Node, groups ...string) (*graph.Node, Grads) {
 	if len(groups) == 0 {
 		panic(fmt.Errorf("Backward: no parameter group named: pass the groups to differentiate, e.g. Backward(f, %q) (groups: %v)", "disc", s.Groups()))
@@ -115,6 +120,8 @@ func (s *ManualStep) Backward(f func(ctx *context.Context) *graph.Node, groups .
 			}
 		}
 	}
+	prev := collectedLosses(s.Ctx, s.g)
+	s.stray = s.stray || prev != s.consumed
 	loss := f(s.Ctx)
 	for i, v := range cut {
 		v.SetValueGraph(before[i])
@@ -122,6 +129,12 @@ func (s *ManualStep) Backward(f func(ctx *context.Context) *graph.Node, groups .
 	if loss == nil || loss.Rank() != 0 {
 		panic(fmt.Errorf("Backward(%v): the objective must return a scalar loss, got %v", groups, shapeOf(loss)))
 	}
+	cur := collectedLosses(s.Ctx, s.g)
+	terms, ok := termsSince(cur, prev)
+	if !ok {
+		panic(fmt.Errorf("Backward(%v): the train.AddLoss total changed in a way other than train.AddLoss, so the terms f collected cannot be told apart: collect loss terms only with train.AddLoss", groups))
+	}
+	loss, s.consumed = addTerms(loss, terms), cur
 	vars, kps := s.groupVars(chosen)
 	leaves := make([]*graph.Node, len(vars))
 	for i, v := range vars {
@@ -173,6 +186,30 @@ func (s *ManualStep) StepOptimizer(group string, grads Grads) {
 	}
 	s.newState[i] = ss[0]
 	s.stepped[group] = true
+}
+
+// termsSince is the sum of the train.AddLoss terms added since the total was prev. AddLoss
+// keeps the total as Add(term, total so far), so the new terms are the left operands down the
+// chain from cur to prev; ok is false when the chain is not that.
+func termsSince(cur, prev *graph.Node) (sum *graph.Node, ok bool) {
+	if prev == nil || cur == prev {
+		return cur, true
+	}
+	var terms []*graph.Node
+	for node := cur; node != prev; node = node.Inputs()[1] {
+		if node == nil || node.Type() != graph.NodeTypeAdd || len(node.Inputs()) != 2 {
+			return nil, false
+		}
+		terms = append(terms, node.Inputs()[0])
+	}
+	for _, t := range terms {
+		if sum == nil {
+			sum = t
+		} else {
+			sum = graph.Add(sum, t)
+		}
+	}
+	return sum, true
 }
 
 // checkGroup refuses a group that does not exist (in setup's trace, any name passes).
@@ -257,6 +294,9 @@ func (n *Nitro) traceManual(g *graph.Graph, nodes map[string]*graph.Node, src an
 	res := n.trainStep.call(view, reflect.ValueOf(s), batchNodes(nodes, routed(setOf(keys), n.trainStep))).Interface().(StepResult)
 	if res.Loss == nil || res.Loss.Rank() != 0 {
 		panic(fmt.Errorf("TrainStep must return StepResult.Loss as a scalar node, got %v", shapeOf(res.Loss)))
+	}
+	if s.stray || collectedLosses(s.Ctx, g) != s.consumed {
+		n.warn("TrainStep: layers collected loss terms with train.AddLoss (a regularizer's L2, for one) outside every Backward objective, so no gradient includes them: call those layers inside the objective f of Backward(f, groups...)")
 	}
 	finite := graph.IsFinite(res.Loss)
 	outs := []*graph.Node{res.Loss}

@@ -2,7 +2,9 @@ package core
 
 import (
 	"fmt"
+	"strings"
 
+	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/prefetch"
 )
 
@@ -100,7 +102,41 @@ func (n *Nitro) checkData() error {
 			n.warnDroppedEval(split, src, w)
 		}
 	}
+	carried := map[string]bool{}
+	for k := range n.fieldShapes {
+		carried[k] = true
+	}
+	n.warnAbsentOptional(carried, "no split")
 	return nil
+}
+
+// warnAbsentOptional warns, once at setup, about each optional batch field that no split (under
+// WithInputSpecs, no spec) carries: the hook reads it nil in every program, as it would a
+// misspelled key. A field absent from some splits only is what optional is for, and stays quiet.
+func (n *Nitro) warnAbsentOptional(carried map[string]bool, where string) {
+	names := sortedKeys(carried)
+	hooks := []*hook{n.forward, n.loss, n.metrics, n.trainMetrics, n.trainStep}
+	if n.specOnly() {
+		hooks = hooks[:1] // only Forward runs on a Nitro without data
+	}
+	for _, h := range hooks {
+		if h == nil || h.whole {
+			continue
+		}
+		for _, f := range h.fields {
+			if !f.optional || carried[f.name] {
+				continue
+			}
+			msg := fmt.Sprintf("hook %s's optional batch field %s reads key %q, which %s carries (they carry %s), so it is nil in every program",
+				h.name, h.batchType.Field(f.index).Name, f.name, where, strings.Join(names, ", "))
+			if c := markers.ClosestName(f.name, names); c != "" {
+				msg += fmt.Sprintf(": did you mean %q? Fix the key in its batch tag", c)
+			} else {
+				msg += ": fix the key in its batch tag if it is misspelled, or drop the field"
+			}
+			n.warn(msg)
+		}
+	}
 }
 
 // warnDroppedEval warns, once at setup, about an evaluation split that drops its partial final

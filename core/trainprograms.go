@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/ml/train"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/compilecache"
 )
@@ -125,6 +127,7 @@ func (n *Nitro) traceTrain(g *graph.Graph, nodes map[string]*graph.Node, src any
 	if loss == nil || loss.Rank() != 0 {
 		panic(fmt.Errorf("Loss must return a scalar node, got %v", shapeOf(loss)))
 	}
+	loss = addTerms(loss, collectedLosses(n.ctx, g))
 	var leaves []*graph.Node
 	for _, grp := range n.groups {
 		for _, v := range grp.vars {
@@ -149,6 +152,27 @@ func (n *Nitro) traceTrain(g *graph.Graph, nodes map[string]*graph.Node, src any
 		}
 	}
 	return loss, grads, extra, meta
+}
+
+// collectedLosses is the sum of the terms GoMLX layers collected on g with train.AddLoss (a
+// regularizer's L2, for one), nil when none: GoMLX's trainer optimizes and reports Loss plus
+// them, so the training programs do too. Evaluation leaves them out (GoMLX's eval "loss" does).
+func collectedLosses(ctx *context.Context, g *graph.Graph) *graph.Node {
+	v, _ := ctx.InAbsPath(train.TrainerAbsoluteScope).GetGraphParam(g, train.TrainerLossGraphParamKey)
+	node, _ := v.(*graph.Node)
+	return node
+}
+
+// addTerms is loss plus the collected terms, these in the loss's dtype (a mixed-precision layer
+// may collect them in a narrower one).
+func addTerms(loss, terms *graph.Node) *graph.Node {
+	if terms == nil {
+		return loss
+	}
+	if terms.DType() != loss.DType() {
+		terms = graph.ConvertDType(terms, loss.DType())
+	}
+	return graph.Add(loss, terms)
 }
 
 func shapeOf(n *graph.Node) string {

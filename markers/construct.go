@@ -463,6 +463,10 @@ func readStruct(e any) (*Traits, reflect.Value, error) {
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
+// ClosestName returns the name of names a mistyped key most likely meant ("" if none is close),
+// for the "did you mean" of an error or warning.
+func ClosestName(key string, names []string) string { return closestName(key, names) }
+
 // closestName returns the name a mistyped key most likely meant: equal up to case, or within a
 // small edit distance (a transposition counts as one edit); "" if none is close.
 func closestName(key string, names []string) string {
