@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -90,7 +91,9 @@ func (c *config) validate(o *options) error {
 	case o.logEvery != nil && *o.logEvery < 1:
 		return fmt.Errorf("WithLogEvery(%d): must be >= 1 (a \"train\" line every k-th optimizer step; 1 logs every step)", *o.logEvery)
 	case c.lr.value == 0:
-		return fmt.Errorf("LearningRate = 0 from %s: per-group learning rates are ratios to it, so it must be non-zero", c.lr.source)
+		return fmt.Errorf("LearningRate = 0 from %s: per-group learning rates are ratios to it, so it must be non-zero; to freeze a group, give it LearningRateGroup 0 or schedule eta to 0", c.lr.source)
+	case !(c.lr.value > 0) || math.IsInf(c.lr.value, 0):
+		return fmt.Errorf("LearningRate = %v from %s: must be a finite number > 0 (a negative rate steps up the gradient, so the loss rises); set LearningRate (default 1e-3)", c.lr.value, c.lr.source)
 	case o.inputSpecs != nil && o.data != nil:
 		return fmt.Errorf("WithInputSpecs and WithData both given: the specs stand in for data; pass one")
 	case o.inputSpecs != nil && o.resume != "":
@@ -109,8 +112,8 @@ func resolveKnob[T int | float64 | string](e any, name string, opt *T, def T) (r
 	want := reflect.TypeOf(def)
 	if m := v.MethodByName(name); m.IsValid() {
 		mt := m.Type()
-		if mt.NumIn() != 0 || mt.NumOut() != 1 || !mt.Out(0).ConvertibleTo(want) {
-			return resolved[T]{}, fmt.Errorf("accessor method %s has signature %s: want func() %s", name, mt, want)
+		if mt.NumIn() != 0 || mt.NumOut() != 1 || !knobConvertible(mt.Out(0), want) {
+			return resolved[T]{}, fmt.Errorf("accessor method %s has signature %s: want func() %s%s", name, mt, want, truncationNote(mt, want))
 		}
 		return resolved[T]{m.Call(nil)[0].Convert(want).Interface().(T), "method " + name + "()"}, nil
 	}
@@ -124,8 +127,8 @@ func resolveKnob[T int | float64 | string](e any, name string, opt *T, def T) (r
 		if _, isDevice := f.Interface().(markers.Bindable); isDevice {
 			return resolved[T]{def, deviceShadowSource(name)}, nil
 		}
-		if !f.Type().ConvertibleTo(want) || (isNumber(want) != isNumber(f.Type())) {
-			return resolved[T]{}, fmt.Errorf("field %s has type %s: the %s accessor needs %s", name, f.Type(), name, want)
+		if !knobConvertible(f.Type(), want) {
+			return resolved[T]{}, fmt.Errorf("field %s has type %s: the %s knob needs %s%s", name, f.Type(), name, want, truncationNote(f.Type(), want))
 		}
 		return resolved[T]{f.Convert(want).Interface().(T), "field " + name}, nil
 	}
@@ -156,6 +159,34 @@ func (n *Nitro) warnDeviceShadows() {
 		}
 	}
 }
+
+// knobConvertible says a field or method result of type have sets a knob of type want exactly: a
+// number for a number (an int for a float knob converts exactly), a string for a string. A float
+// for an int knob is refused, since converting it truncates (MaxEpochs 2.5 would train 2 epochs);
+// so is a number for a string knob, which Go would convert to the rune it codes.
+func knobConvertible(have, want reflect.Type) bool {
+	if isNumber(have) != isNumber(want) || !have.ConvertibleTo(want) {
+		return false
+	}
+	return !isFloat(have) || isFloat(want)
+}
+
+// truncationNote explains the refusal of a float (field or method result t) for an int knob, the
+// one refused case where Go would convert the types.
+func truncationNote(t, want reflect.Type) string {
+	if t.Kind() == reflect.Func {
+		if t.NumOut() != 1 {
+			return ""
+		}
+		t = t.Out(0)
+	}
+	if isFloat(t) && isNumber(want) && !isFloat(want) {
+		return fmt.Sprintf(" (a whole number: a %s would be truncated); declare it %s", t, want)
+	}
+	return ""
+}
+
+func isFloat(t reflect.Type) bool { return t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64 }
 
 func isNumber(t reflect.Type) bool {
 	switch t.Kind() {

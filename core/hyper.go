@@ -96,6 +96,11 @@ func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
 			n.st.groups[gi].opt = append(n.st.groups[gi].opt, leaves)
 		}
 	}
+	// Step 1's values, which the binding report shows, are checked now: a schedule that cannot
+	// give its first step (a negative eta, a fraction for an integer Device field) fails New.
+	if _, err := n.deviceScheduleValues(1, true); err != nil {
+		return err
+	}
 	n.opt.bindings = n.manualBindings(n.bindings()) // manual.go: SetupOptimizers named
 	return nil
 }
@@ -154,24 +159,12 @@ func (n *Nitro) applyDeviceSchedules(step int) error {
 	if len(names) == 0 {
 		return nil
 	}
-	at, err := n.opt.At(step)
+	vals, err := n.deviceScheduleValues(step, false)
 	if err != nil {
 		return err
 	}
-	for _, name := range names {
-		v, _ := at.Device(name)
-		cur, err := markers.DeviceValueOf(n.e, name)
-		if err != nil {
-			return err
-		}
-		ct := reflect.TypeOf(cur)
-		if !isNumber(ct) {
-			return fmt.Errorf("Device field %s holds %s: only scalar number fields can be scheduled", name, ct)
-		}
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("schedule for Device field %s returned %v at step %d", name, v, step)
-		}
-		nv := reflect.ValueOf(v).Convert(ct).Interface()
+	for i, name := range names {
+		nv := vals[i]
 		if err := markers.SetDevice(n.e, name, nv); err != nil {
 			return err
 		}
@@ -184,6 +177,72 @@ func (n *Nitro) applyDeviceSchedules(step int) error {
 		}
 	}
 	return nil
+}
+
+// deviceScheduleValues are the scheduled Device fields' values for an optimizer step, each in its
+// field's type (ScheduledDevice's order). A value the type cannot hold exactly is refused rather
+// than converted: a Device[int32] fed 0.6 would hold 0, 3e9 would wrap, and a Device[float32] fed
+// 1e40 would hold +Inf, each surfacing later, if at all, as a wrong loss. preview evaluates the
+// step without keeping it (a check at setup), so the step still evaluates its own when it runs.
+func (n *Nitro) deviceScheduleValues(step int, preview bool) ([]any, error) {
+	eval := n.opt.At
+	if preview {
+		eval = n.opt.Preview
+	}
+	at, err := eval(step)
+	if err != nil {
+		return nil, err
+	}
+	var out []any
+	for _, name := range n.opt.ScheduledDevice() {
+		v, _ := at.Device(name)
+		cur, err := markers.DeviceValueOf(n.e, name)
+		if err != nil {
+			return nil, err
+		}
+		ct := reflect.TypeOf(cur)
+		if !isNumber(ct) {
+			return nil, fmt.Errorf("Device field %s holds %s: only scalar number fields can be scheduled", name, ct)
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("schedule for Device field %s returned %v at step %d", name, v, step)
+		}
+		if why := inexact(ct, v); why != "" {
+			src := n.opt.DeviceBinding(name, "").Source // "schedule <key>"
+			return nil, fmt.Errorf("%s returned %v at optimizer step %d for Device field %s (%s): %s", src, v, step, name, ct, why)
+		}
+		out = append(out, reflect.ValueOf(v).Convert(ct).Interface())
+	}
+	return out, nil
+}
+
+// inexact says why a finite v does not fit a number type t exactly ("" when it does): a fraction
+// for an integer type, a value outside an integer type's range, or beyond float32's (where it
+// would be ±Inf, or 0 for a non-zero value). float32 rounding within its range is expected.
+func inexact(t reflect.Type, v float64) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		lo, hi := -math.Ldexp(1, t.Bits()-1), math.Ldexp(1, t.Bits()-1)
+		return intFit(t, v, lo, hi)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return intFit(t, v, 0, math.Ldexp(1, t.Bits()))
+	case reflect.Float32:
+		if f := float32(v); math.IsInf(float64(f), 0) || (f == 0 && v != 0) {
+			return fmt.Sprintf("outside float32's range (magnitudes %g to %g), where it would become %v: keep the schedule in range, or declare the field markers.Device[float64]", math.SmallestNonzeroFloat32, math.MaxFloat32, f)
+		}
+	}
+	return ""
+}
+
+// intFit checks v against an integer type's range [lo, hi) and for a fraction.
+func intFit(t reflect.Type, v, lo, hi float64) string {
+	switch {
+	case v != math.Trunc(v):
+		return fmt.Sprintf("a %s holds whole numbers only, and %v would be truncated to %v: make the schedule return whole numbers (math.Round), or declare the field a float (markers.Device[float32])", t, v, math.Trunc(v))
+	case v < lo || v >= hi:
+		return fmt.Sprintf("outside %s's range [%.0f, %.0f]: keep the schedule in range, or declare a wider field", t, lo, hi-1)
+	}
+	return ""
 }
 
 // isScheduledDevice reports whether a Device field is driven by a schedule.

@@ -17,16 +17,21 @@ type trainBound struct {
 // short at the bound is validated and checkpointed as an Interrupt's is (the checkpoint records
 // the data position) and the next call finishes it from the next batch; early stopping judges
 // the epoch only then (its patience counts whole epochs). total beyond the horizon
-// (TotalSteps: schedules are defined over exactly it) is refused; total <= Step() trains nothing.
+// (TotalSteps: schedules are defined over exactly it) is refused, as is a negative total; total <=
+// Step() trains nothing and warns (even when Quiet), since reading total as a count of more steps
+// is the usual slip, while a resumed run replaying its calls needs the earlier ones to pass.
 // Unless the call reaches the horizon (or stops early, on request or on an error), the run's log
 // record stays open for the next call; EndRun finishes it.
 func (n *Nitro) TrainSteps(total int) error {
+	if total < 0 {
+		return fmt.Errorf("TrainSteps(%d): total is the run's optimizer step to train up to, so it must be >= 0; n.TrainSteps(n.Step()+k) takes k more steps", total)
+	}
 	if total > n.TotalSteps() {
 		return fmt.Errorf("TrainSteps(%d): the run's horizon is %d optimizer steps (MaxEpochs %d): raise MaxEpochs "+
 			"(the field or WithMaxEpochs), since schedules are defined over the horizon", total, n.TotalSteps(), n.cfg.maxEpochs.value)
 	}
 	if total <= n.st.step {
-		n.notice(fmt.Sprintf("TrainSteps(%d): the run has taken %d steps already: nothing to train", total, n.st.step))
+		n.warn(fmt.Sprintf("TrainSteps(%d): the run has taken %d steps already: nothing to train (total is the step to train up to, not a count: n.TrainSteps(n.Step()+k) takes k more)", total, n.st.step))
 		return nil
 	}
 	return n.trainBounded(trainBound{steps: total})
@@ -35,14 +40,18 @@ func (n *Nitro) TrainSteps(total int) error {
 // TrainEpochs trains until the run has completed total epochs (Epoch() == total, an epoch an
 // Interrupt or TrainSteps cut short finished first); n.TrainEpochs(n.Epoch()+1) trains one more.
 // Like TrainSteps it counts the run's epochs, so a resumed run trains the remaining ones, and it
-// keeps the log record open unless it reaches the horizon. total beyond MaxEpochs is refused.
+// keeps the log record open unless it reaches the horizon. total beyond MaxEpochs is refused, as
+// is a negative total; one already reached trains nothing and warns, as for TrainSteps.
 func (n *Nitro) TrainEpochs(total int) error {
+	if total < 0 {
+		return fmt.Errorf("TrainEpochs(%d): total is the run's epoch to train up to, so it must be >= 0; n.TrainEpochs(n.Epoch()+1) trains one more", total)
+	}
 	if total > n.cfg.maxEpochs.value {
 		return fmt.Errorf("TrainEpochs(%d): the run's horizon is MaxEpochs %d: raise MaxEpochs (the field or "+
 			"WithMaxEpochs), since schedules are defined over the horizon", total, n.cfg.maxEpochs.value)
 	}
 	if total < n.st.epoch || total == n.st.epoch && !n.partialEpoch() {
-		n.notice(fmt.Sprintf("TrainEpochs(%d): the run has completed %d epochs already: nothing to train", total, n.st.epoch))
+		n.warn(fmt.Sprintf("TrainEpochs(%d): the run has completed %d epochs already: nothing to train (total is the epoch to train up to, not a count: n.TrainEpochs(n.Epoch()+1) trains one more)", total, n.st.epoch))
 		return nil
 	}
 	return n.trainBounded(trainBound{epochs: total})

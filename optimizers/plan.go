@@ -224,8 +224,43 @@ func (p *Plan) resolveSchedules() error {
 		if t.Scope == schedules.ScopeDevice {
 			p.devSched = append(p.devSched, t.Name)
 		}
+		// A constant is the same at every step: a negative one is refused now, not at step 1.
+		if v, ok := b.Constant(t); ok {
+			if err := checkSign(b, t, v, 0); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// roundingZero is the largest magnitude of a negative eta or lambda taken as a schedule's rounding
+// on its way to 0 (0.3 - 3*0.1 is -5.6e-17) rather than a sign error: far below any rate that
+// moves a parameter, so it is used as 0.
+const roundingZero = 1e-12
+
+// checkSign refuses a scheduled learning rate (eta) or decay coefficient (lambda) below zero: a
+// negative eta steps up the gradient, so the loss rises, and a negative lambda grows the weights,
+// and neither fails on its own. Zero is allowed: a schedule that reaches 0 freezes the group (or
+// turns its decay off) from that step, which is a real use late in a run. step 0 means a constant.
+func checkSign(b *schedules.Bound, t schedules.Target, v float64, step int) error {
+	if t.Scope != schedules.ScopeOpt || v >= -roundingZero {
+		return nil
+	}
+	var what string
+	switch t.Name {
+	case EtaField:
+		what = "a learning rate must be >= 0 (a negative one steps up the gradient, so the loss rises; 0 is allowed and freezes the group from that step)"
+	case LambdaField:
+		what = "a decay coefficient must be >= 0 (a negative one grows the weights; 0 is allowed and turns decay off from that step)"
+	default:
+		return nil
+	}
+	key, _ := b.Key(t)
+	if step == 0 {
+		return fmt.Errorf("schedule %s (key %s) is the constant %v: %s; fix the schedule", t, key, v, what)
+	}
+	return fmt.Errorf("schedule %s (key %s) returned %v at optimizer step %d: %s; fix the schedule", t, key, v, step, what)
 }
 
 // finishGroup builds the group's final chain and the base value of every field it reads.
@@ -328,7 +363,8 @@ func (p *Plan) ScheduledDevice() []string { return slices.Clone(p.devSched) }
 
 // At evaluates every schedule at an optimizer step (1-based), once: the Device schedules and each
 // group's hyperparameters of that step all read the same evaluation. Nil when nothing is
-// scheduled.
+// scheduled. A negative eta or lambda (every group's or one group's) is an error naming the
+// schedule and the step; 0 is allowed.
 func (p *Plan) At(step int) (schedules.Values, error) {
 	if p.bound == nil {
 		return nil, nil
@@ -336,13 +372,35 @@ func (p *Plan) At(step int) (schedules.Values, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.atStep != step || p.at == nil {
-		at, err := p.bound.At(step)
+		at, err := p.Preview(step)
 		if err != nil {
 			return nil, err
 		}
 		p.at, p.atStep = at, step
 	}
 	return p.at, nil
+}
+
+// Preview is At without keeping the result, for a check ahead of the step (core checks step 1 at
+// setup): the step itself still evaluates its schedules when it runs, so a schedule reading state
+// that changes before then sees the step's state.
+func (p *Plan) Preview(step int) (schedules.Values, error) {
+	if p.bound == nil {
+		return nil, nil
+	}
+	at, err := p.bound.At(step)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range p.bound.Targets() {
+		if err := checkSign(p.bound, t, at[t], step); err != nil {
+			return nil, err
+		}
+		if t.Scope == schedules.ScopeOpt && (t.Name == EtaField || t.Name == LambdaField) && at[t] < 0 {
+			at[t] = 0 // a rounding negative, which checkSign let through
+		}
+	}
+	return at, nil
 }
 
 // Group is the named group's plan, nil when there is no such group.

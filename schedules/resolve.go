@@ -294,6 +294,16 @@ func (b *Bound) IsConstant(t Target) bool {
 	return ok && it.constant
 }
 
+// Constant is t's value when t was bound to a bare number, the same at every step, so a caller
+// can check it at setup.
+func (b *Bound) Constant(t Target) (float64, bool) {
+	it, ok := b.find(t)
+	if !ok || !it.constant {
+		return 0, false
+	}
+	return it.schedule(1), true
+}
+
 func (b *Bound) find(t Target) (boundSchedule, bool) {
 	for _, it := range b.items {
 		if it.target == t {
