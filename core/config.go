@@ -84,8 +84,8 @@ func (c *config) validate(o *options) error {
 		return fmt.Errorf("MaxEpochs = %d from %s: must be >= 0", c.maxEpochs.value, c.maxEpochs.source)
 	case c.accum.value < 1:
 		return fmt.Errorf("Accum = %d from %s: must be >= 1 (micro-batches per optimizer step)", c.accum.value, c.accum.source)
-	case c.clip.value < 0:
-		return fmt.Errorf("GradientClipNorm = %g from %s: must be >= 0 (0 turns clipping off)", c.clip.value, c.clip.source)
+	case !(c.clip.value >= 0) || math.IsInf(c.clip.value, 1): // NaN fails every comparison
+		return fmt.Errorf("GradientClipNorm = %g from %s: must be a finite number >= 0 (0 turns clipping off)", c.clip.value, c.clip.source)
 	case o.fused && c.accum.value > 1:
 		return fmt.Errorf("WithFusedStep with Accum = %d from %s: a fused step compiles the gradient and the update as one program, so there is no step between micro-batches to accumulate in; set Accum to 1, or drop WithFusedStep (--fused) to use the two-program step, which accumulates", c.accum.value, c.accum.source)
 	case o.logEvery != nil && *o.logEvery < 1:

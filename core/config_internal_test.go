@@ -1,6 +1,7 @@
 package core
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -28,6 +29,7 @@ func TestConfigValidateNamesFieldAndSource(t *testing.T) {
 		{"MaxEpochs from field", &knobFields{Accum: 1, MaxEpochs: -2}, []Option{WithGradientClipNorm(0)}, []string{"MaxEpochs = -2 from field MaxEpochs", ">= 0"}},
 		{"Accum from run option", &knobDefaults{}, []Option{WithAccum(0)}, []string{"Accum = 0 from run option", ">= 1"}},
 		{"clip from method", &knobFields{Accum: 1}, nil, []string{"GradientClipNorm = -1 from method GradientClipNorm()", ">= 0"}},
+		{"clip NaN from option", &knobFields{Accum: 1}, []Option{WithGradientClipNorm(math.NaN())}, []string{"GradientClipNorm = NaN from run option", "finite number >= 0"}},
 		{"fused with Accum from field", &knobFields{Accum: 2}, []Option{WithFusedStep(), WithGradientClipNorm(0)}, []string{"WithFusedStep with Accum = 2 from field Accum", "set Accum to 1"}},
 		{"log every", &knobDefaults{}, []Option{WithLogEvery(0)}, []string{"WithLogEvery(0)", ">= 1"}},
 		{"learning rate", &knobDefaults{}, []Option{WithLearningRate(0)}, []string{"LearningRate = 0 from run option", "non-zero"}},
