@@ -76,6 +76,8 @@ bench-venv:
 bench: setup bench-venv
 	NITRO_BENCH_PYTHON=$(CURDIR)/.nitro/bench-venv/bin/python $(GO) test -timeout 30m -run '^$$' -bench . -benchtime 1x ./integration/... ./core/ ./checkpoint/ ./prefetch/... ./exportbundle/
 
-## run: train the MNIST example through the CLI
+## run: train the MNIST example through the CLI, afresh each time: --overwrite replaces the
+## earlier `make run`'s record and checkpoints in runs/MLP (a fresh run into a run dir holding
+## one is refused otherwise); to continue that run instead, run the CLI with --resume auto
 run: setup
-	$(GO) run ./cmd/nitro train mnist-mlp $(ARGS)
+	$(GO) run ./cmd/nitro train mnist-mlp --overwrite $(ARGS)

@@ -126,6 +126,9 @@ func (n *Nitro) resume(from string) error {
 			if d, isDir := n.ck.c.(checkpoint.InDir); isDir {
 				where = d.Dir()
 			}
+			if err := n.checkResumeDir(""); err != nil {
+				return err
+			}
 			n.notice(fmt.Sprintf("resume auto: no checkpoint in %s; starting a fresh run", where))
 			return nil
 		}
@@ -134,6 +137,9 @@ func (n *Nitro) resume(from string) error {
 	rec, path, err := n.loadRecord(path)
 	if err != nil {
 		return fmt.Errorf("resume: %w", withOlderHint(err, true))
+	}
+	if err := n.checkResumeDir(path); err != nil {
+		return err
 	}
 	if err := n.checkCompatible(rec, path); err != nil {
 		return err

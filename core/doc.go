@@ -139,7 +139,7 @@
 //	knob              run option            default      rule
 //	MaxEpochs         WithMaxEpochs         1            >= 0
 //	Seed              WithSeed              42           seeds the model context's RNG
-//	RunDir            WithRunDir            runs/<E>     CheckRunDir
+//	RunDir            WithRunDir            runs/<E>     CheckRunDir; holds no earlier run, but for a resume (WithOverwrite)
 //	Accum             WithAccum             1            >= 1; 1 under WithFusedStep
 //	GradientClipNorm  WithGradientClipNorm  0 (off)      >= 0
 //	LearningRate      WithLearningRate      1e-3         != 0

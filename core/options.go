@@ -42,6 +42,7 @@ type options struct {
 	residency              Residency // WithMetricsResidency; "" when not given
 	precision              *string   // WithMixedPrecision; nil: f32
 	dist                   *Dist     // WithDist; nil: rank 0 of 1
+	overwrite              bool      // WithOverwrite (rundir.go)
 }
 
 // WithMaxEpochs sets how many epochs Train runs.

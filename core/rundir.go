@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/nitro-go/nitro/checkpoint"
 )
 
 // CheckRunDir proves that dir can hold a run's files: it creates dir (and missing parents),
@@ -55,12 +58,18 @@ func CheckRunDir(dir string) error {
 	return nil
 }
 
-// checkRunDir runs CheckRunDir at setup when something this run sets up writes into the run
-// dir: the default checkpointer (TopK adopts the run dir) or a JSON Lines logger with no path
-// of its own (pinned to <run dir>/metrics.jsonl). A checkpointer given by option or by the
-// experiment's Checkpointer hook may write elsewhere, through a file system of its own, so it
-// is not probed.
-func (n *Nitro) checkRunDir() error {
+// WithOverwrite starts a fresh run in a run dir that holds an earlier run, which New otherwise
+// refuses: once the run is set up, before its first record, it removes what nitro wrote there
+// (metrics.jsonl, the checkpoints manifest.json lists, the manifest) and says so as a notice;
+// every other file stays. With WithResume, which continues that run, New refuses it.
+func WithOverwrite() Option { return func(o *options) { o.overwrite = true } }
+
+// writesRunDir reports whether something this run sets up writes into the run dir: the default
+// checkpointer (TopK adopts the run dir) or a JSON Lines logger with no path of its own (pinned
+// to <run dir>/metrics.jsonl). A checkpointer given by option or by the experiment's
+// Checkpointer hook may write elsewhere, through a file system of its own, so it does not count.
+// A rank other than 0 writes nothing there (dist.go).
+func (n *Nitro) writesRunDir() bool {
 	o := n.opts
 	_, chooses := n.e.(CheckpointerChooser)
 	writes := !o.ckptSet && !chooses
@@ -71,12 +80,145 @@ func (n *Nitro) checkRunDir() error {
 			writes = writes || (jl != nil && jl.Path() == "")
 		}
 	}
-	if !writes || !n.Dist().IsRank0() { // a rank other than 0 writes nothing there (dist.go)
+	return writes && n.Dist().IsRank0()
+}
+
+// checkRunDir runs CheckRunDir at setup when this run writes into the run dir, and refuses a
+// fresh run into a run dir that holds an earlier run (heldRun): the two would share one
+// metrics.jsonl and one top-K ranking, so the record, the plots and the "best checkpoint" would
+// mix two models. A resume is checked where it finds its checkpoint (checkResumeDir).
+func (n *Nitro) checkRunDir() error {
+	o := n.opts
+	if o.overwrite && o.resume != "" {
+		return fmt.Errorf("WithOverwrite with WithResume(%q): WithOverwrite discards the run dir's earlier run and WithResume continues one; drop one of them", o.resume)
+	}
+	if !n.writesRunDir() {
 		return nil
 	}
 	dir := n.cfg.runDir
 	if err := CheckRunDir(dir.value); err != nil {
 		return fmt.Errorf("RunDir %q (from %s): %w; the run's metrics.jsonl and checkpoints go there: point it at a writable directory (core.WithRunDir, or the experiment's RunDir), or turn off what writes there (WithoutLogger, WithoutCheckpoints)", dir.value, dir.source, err)
 	}
+	if o.resume != "" {
+		return nil
+	}
+	held, err := heldRun(dir.value)
+	if err != nil || held == "" {
+		return err
+	}
+	if o.overwrite {
+		n.overwriteDue = true
+		return nil
+	}
+	return fmt.Errorf("RunDir %q (from %s) already holds a run (%s), and this is a fresh run: the two would share one metrics.jsonl and one top-K checkpoint ranking, so the record, its plots and the best checkpoint would mix two models; continue that run (core.WithResume(core.ResumeAuto), nitro train --resume auto), choose another run dir (core.WithRunDir, --run-dir), or discard it and start afresh (core.WithOverwrite(), nitro train --overwrite)",
+		dir.value, dir.source, held)
+}
+
+// checkResumeDir is the resume's half of checkRunDir, once the checkpoint is found: file is the
+// checkpoint it continues ("" when WithResume(ResumeAuto) found none, a fresh run). Continuing
+// the run in its own folder (the run dir, or the checkpointer's) is what a resume is for; a run
+// dir elsewhere, or a fresh run, must not hold an earlier run.
+func (n *Nitro) checkResumeDir(file string) error {
+	if !n.writesRunDir() {
+		return nil
+	}
+	dir := n.cfg.runDir
+	if file != "" {
+		from := filepath.Dir(file)
+		if sameDir(from, dir.value) {
+			return nil
+		}
+		if d, ok := n.ck.c.(checkpoint.InDir); ok && sameDir(from, d.Dir()) {
+			return nil
+		}
+	}
+	held, err := heldRun(dir.value)
+	if err != nil || held == "" {
+		return err
+	}
+	if file == "" {
+		return fmt.Errorf("resume auto: no checkpoint to continue, and RunDir %q (from %s) holds an earlier run (%s): a fresh run there would append to its record and share its top-K ranking, mixing two models; choose another run dir (core.WithRunDir, --run-dir), or discard it and start afresh without the resume (core.WithOverwrite(), nitro train --overwrite)",
+			dir.value, dir.source, held)
+	}
+	return fmt.Errorf("resume from %s into RunDir %q (from %s): that run dir holds another run (%s), and the continued run would share its metrics.jsonl and its top-K checkpoint ranking, mixing two models; continue in the checkpoint's own folder (core.WithRunDir(%q), or leave --run-dir out), or choose an empty run dir",
+		file, dir.value, dir.source, held, filepath.Dir(file))
+}
+
+// heldRun says what an earlier run left in dir ("" for nothing): the checkpoints its manifest
+// lists and a non-empty metrics.jsonl, e.g. "3 checkpoints, a 12.3 kB metrics.jsonl".
+func heldRun(dir string) (string, error) {
+	entries, err := checkpoint.ReadManifest(dir)
+	if err != nil {
+		return "", fmt.Errorf("RunDir %q: cannot tell whether it holds an earlier run: %w", dir, err)
+	}
+	var parts []string
+	switch len(entries) {
+	case 0:
+	case 1:
+		parts = append(parts, "1 checkpoint")
+	default:
+		parts = append(parts, fmt.Sprintf("%d checkpoints", len(entries)))
+	}
+	if fi, err := os.Stat(filepath.Join(dir, MetricsFile)); err == nil && fi.Size() > 0 {
+		parts = append(parts, "a "+byteSize(fi.Size())+" "+MetricsFile)
+	}
+	return strings.Join(parts, ", "), nil
+}
+
+// clearRunDir is WithOverwrite's removal, the last step of setup, so that a setup that fails
+// leaves the earlier run as it was.
+func (n *Nitro) clearRunDir() error {
+	if !n.overwriteDue {
+		return nil
+	}
+	dir := n.cfg.runDir.value
+	removed, err := checkpoint.Clear(dir)
+	if err != nil {
+		return fmt.Errorf("WithOverwrite: %w (nothing of the new run was written; remove the files by hand or choose another run dir)", err)
+	}
+	var what []string
+	files := len(removed)
+	if files > 0 && removed[files-1] == checkpoint.ManifestName {
+		files--
+	}
+	if files > 0 {
+		what = append(what, fmt.Sprintf("%d checkpoint file(s)", files))
+	}
+	if files < len(removed) {
+		what = append(what, checkpoint.ManifestName)
+	}
+	metrics := filepath.Join(dir, MetricsFile)
+	if fi, err := os.Stat(metrics); err == nil && !fi.IsDir() {
+		if err := os.Remove(metrics); err != nil {
+			return fmt.Errorf("WithOverwrite: remove %s: %w", metrics, err)
+		}
+		what = append(what, fmt.Sprintf("%s (%s)", MetricsFile, byteSize(fi.Size())))
+	}
+	n.notice(fmt.Sprintf("overwrite: removed the earlier run from %s: %s; other files there stay", dir, strings.Join(what, ", ")))
 	return nil
+}
+
+// sameDir reports whether a and b name one directory.
+func sameDir(a, b string) bool {
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(fa, fb)
+}
+
+// byteSize is n in B, kB, MB or GB (powers of 1000), as a person reads a size.
+func byteSize(n int64) string {
+	if n < 1000 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, unit := float64(n)/1000, "kB"
+	for _, u := range []string{"MB", "GB"} {
+		if v < 1000 {
+			break
+		}
+		v, unit = v/1000, u
+	}
+	return fmt.Sprintf("%.1f %s", v, unit)
 }

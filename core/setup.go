@@ -23,6 +23,8 @@ type setup struct {
 	cache    *compilecache.Cache
 	devs     devices // n_devs and the mesh (devices.go)
 
+	overwriteDue bool // WithOverwrite found an earlier run to remove at the end of setup (rundir.go)
+
 	forward, loss, metrics, trainMetrics *hook
 	trainStep                            *hook // manual mode's TrainStep; nil in the automatic loop (manual.go)
 
@@ -72,6 +74,7 @@ func (n *Nitro) setUp() error {
 		n.placeParameters,  // params.go: parameter groups; parameters and layer state on the device
 		n.setUpOptimizer,   // params.go: each group's optimizer, its state on the device
 		n.setUpCheckpoints, // checkpoint.go: checkpointer, early stopping, a resume
+		n.clearRunDir,      // rundir.go: WithOverwrite removes the earlier run, setup having succeeded
 	} {
 		if err := phase(); err != nil {
 			return err

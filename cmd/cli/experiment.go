@@ -43,6 +43,7 @@ type expFlags struct {
 	noLog       bool
 	logEvery    int
 	resume      string
+	overwrite   bool
 	noCkpt      bool
 	metricsAddr string
 
@@ -62,7 +63,9 @@ const trainLong = `Sets the experiment up, trains it, validates each epoch, then
 The run's record goes to <run dir>/metrics.jsonl (default run dir: the experiment's, else
 runs/<Experiment>), one line per optimizer step, and a checkpoint per epoch into the run dir (the
 3 best by val_loss plus the newest); --resume auto continues from the run dir's newest checkpoint
-(none: a fresh run), and --resume PATH from that checkpoint (a run dir: its newest); a resumed
+(none: a fresh run), and --resume PATH from that checkpoint (a run dir: its newest). A fresh run
+into a run dir that holds an earlier run is refused (the two would share one record and one
+checkpoint ranking): resume it, pick another --run-dir, or --overwrite it. A resumed
 run rebuilds the experiment the checkpoint records (its preset and values: --preset and --set
 are not needed again; one of them that contradicts it is refused), and --weights-only instead
 starts a new run of the flags' experiment from the checkpoint's weights. The config and binding
@@ -89,6 +92,7 @@ var foreignFlags = map[string]map[string]string{
 		"resume":         "--resume and --no-checkpoints are train flags; evaluate a checkpoint with --checkpoint PATH|RUN_DIR",
 		"no-checkpoints": "--resume and --no-checkpoints are train flags; evaluate a checkpoint with --checkpoint PATH|RUN_DIR",
 		"no-log":         "--no-log is a train flag; evaluate keeps no metrics.jsonl",
+		"overwrite":      "--overwrite is a train flag; evaluate writes nothing into the run dir",
 		"log-every":      "--log-every is a train flag; evaluate keeps no metrics.jsonl",
 		"metrics-addr":   "--metrics-addr is a train flag",
 		"accum":          "--accum and --clip-norm are train flags; evaluation takes no optimizer step",
@@ -98,6 +102,7 @@ var foreignFlags = map[string]map[string]string{
 	"render": {
 		"resume":       "--resume is a train flag; render a checkpoint's predictions with --checkpoint PATH|RUN_DIR --predictions",
 		"no-log":       "--no-log is a train flag; render keeps no metrics.jsonl",
+		"overwrite":    "--overwrite is a train flag; render writes no run record",
 		"metrics-addr": "--metrics-addr is a train flag",
 		"accum":        "--accum and --clip-norm are train flags; render takes no optimizer step",
 		"clip-norm":    "--accum and --clip-norm are train flags; render takes no optimizer step",
@@ -145,6 +150,7 @@ func newExperimentCmd(name string, stdout, stderr io.Writer) *cobra.Command {
 		fs.IntVar(&f.accum, "accum", 0, "accumulate the gradients of `N` >= 1 micro-batches per optimizer step (default: the experiment's Accum, else 1)")
 		fs.Float64Var(&f.clipNorm, "clip-norm", 0, "clip the gradients' global norm to `X` > 0; 0 is off (default: the experiment's GradientClipNorm, else off)")
 		fs.StringVar(&f.resume, "resume", "", "continue a run from `WHERE`: auto (the run dir's newest checkpoint; none: a fresh run) or a checkpoint PATH")
+		fs.BoolVar(&f.overwrite, "overwrite", false, "start afresh in a run dir that holds an earlier run: remove its metrics.jsonl, checkpoints and manifest (and plots/, when nitro plot drew it) first; other files stay")
 		fs.BoolVar(&f.noCkpt, "no-checkpoints", false, "write no checkpoints")
 		fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus gauges on http://`ADDR`/metrics while training (e.g. 127.0.0.1:9090; port 0 picks one)")
 	} else {
@@ -215,6 +221,9 @@ func checkFlags(c *cobra.Command, f *expFlags) error {
 		}
 	}
 	// Refused here, in flags, before core would refuse the options they become (in Go names).
+	if f.overwrite && f.resume != "" {
+		return fmt.Errorf("--overwrite with --resume %s: --overwrite discards the run dir's earlier run and starts afresh, --resume continues a run; drop one of them", f.resume)
+	}
 	if f.resume == core.ResumeAuto && f.noCkpt {
 		return fmt.Errorf("--resume auto finds the newest checkpoint through the run's checkpoints, which --no-checkpoints turns off: resume from a file with --resume PATH, or drop --no-checkpoints")
 	}
@@ -324,6 +333,11 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 	if err != nil {
 		return err
 	}
+	if f.overwrite && (!f.noLog || !f.noCkpt) && n.Dist().IsRank0() { // core removed the rest
+		if msg := clearPlots(n.RunDir()); msg != "" && !f.quiet {
+			zl.Info(msg)
+		}
+	}
 	// Ctrl+C is a graceful stop. Training breaks the epoch at the next step boundary, validates,
 	// and returns with stop reason "requested"; evaluation stops at the next batch boundary and
 	// reports its partial metrics, and the command fails with the stop reason. A second Ctrl+C
@@ -401,6 +415,9 @@ func runOptions(c *cobra.Command, f *expFlags) []core.Option {
 	}
 	if f.runDir != "" {
 		opts = append(opts, core.WithRunDir(f.runDir))
+	}
+	if f.overwrite {
+		opts = append(opts, core.WithOverwrite())
 	}
 	return opts
 }

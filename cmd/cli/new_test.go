@@ -90,6 +90,10 @@ func TestNewProjectTestsAndRuns(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "runs", "MLP", "metrics.jsonl")); err != nil {
 		t.Errorf("make run left no runs/MLP/metrics.jsonl in the project: %v", err)
 	}
+	// A second make run trains afresh in the same run dir (--overwrite), not refused, not mixed.
+	if got := make("run"); !strings.Contains(got, "overwrite: removed the earlier run from runs/MLP") || !strings.Contains(got, "stopped: completed after 5 epochs") {
+		t.Errorf("a second make run did not start afresh over the first:\n%s", got)
+	}
 }
 
 // TestNewRefuses: a non-empty folder, a file, and a nitro checkout that is none are refused,

@@ -15,6 +15,37 @@ import (
 // PlotsDir is where `nitro plot <run dir>` draws unless --out says otherwise: <run dir>/plots.
 const PlotsDir = "plots"
 
+// clearPlots removes <run dir>/plots for train --overwrite when nitro plot drew it: it holds
+// plot.IndexFile and otherwise only PNGs, the figures of the earlier run. A folder with anything
+// else in it is kept, and the answer says so. "" when there is no such folder.
+func clearPlots(runDir string) string {
+	dir := filepath.Join(runDir, PlotsDir)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	index := false
+	for _, e := range entries {
+		switch {
+		case e.Type().IsRegular() && e.Name() == plot.IndexFile:
+			index = true
+		case e.Type().IsRegular() && filepath.Ext(e.Name()) == ".png":
+		default:
+			return fmt.Sprintf("overwrite: kept %s: it holds %s, which nitro plot does not write; redraw the new run with nitro plot --out elsewhere, or remove the folder", dir, e.Name())
+		}
+	}
+	if !index {
+		return fmt.Sprintf("overwrite: kept %s: it has no %s, so nitro plot did not draw it", dir, plot.IndexFile)
+	}
+	for _, e := range entries {
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Sprintf("overwrite: %s holds the earlier run's figures, and removing them failed: %v", dir, err)
+		}
+	}
+	os.Remove(dir) // empty now
+	return fmt.Sprintf("overwrite: removed %s, the earlier run's %d figures and their index", dir, len(entries)-1)
+}
+
 func newPlotCmd(stdout, stderr io.Writer) *cobra.Command {
 	var out string
 	c := &cobra.Command{

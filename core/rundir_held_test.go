@@ -1,0 +1,154 @@
+package core_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/nitro-go/nitro/checkpoint"
+	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/dist"
+)
+
+// heldOpts write into dir the way a run does by default: the JSON Lines logger and the TopK
+// checkpointer, both in the run dir.
+func heldOpts(t *testing.T, dir string, more ...core.Option) []core.Option {
+	return append([]core.Option{core.WithBackend("go"), core.Quiet(), core.WithData(data(t, 32)),
+		core.WithRunDir(dir), core.WithMaxEpochs(1)}, more...)
+}
+
+// trainInto trains a Reg into dir with the default logger and checkpointer.
+func trainInto(t *testing.T, dir string, more ...core.Option) *core.Nitro {
+	t.Helper()
+	n, err := core.New(&Reg{}, heldOpts(t, dir, more...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Train(); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func paramsLines(t *testing.T, dir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, core.MetricsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), `"type":"params"`)
+}
+
+// TestFreshRunIntoHeldRunDirRefused: a second fresh run into a run dir that holds a run is
+// refused by New, naming the dir, what it holds, why and the three ways out; a weights-only
+// start is a fresh run too. A resume continues it; a run that writes nothing there, or a rank
+// other than 0, is not checked.
+func TestFreshRunIntoHeldRunDirRefused(t *testing.T) {
+	dir := t.TempDir()
+	trainInto(t, dir)
+	_, err := core.New(&Reg{}, heldOpts(t, dir)...)
+	wantErr(t, err, `RunDir "`+dir+`" (from run option) already holds a run (1 checkpoint, a `, "B metrics.jsonl)",
+		"one metrics.jsonl and one top-K checkpoint ranking", "core.WithResume(core.ResumeAuto)", "--resume auto",
+		"core.WithRunDir", "--run-dir", "core.WithOverwrite()", "--overwrite")
+	_, err = core.New(&Reg{}, heldOpts(t, dir, core.WithCheckpoint(dir))...)
+	wantErr(t, err, "already holds a run")
+	if got := paramsLines(t, dir); got != 1 {
+		t.Fatalf("the refused runs wrote into %s: %d params lines, want 1", dir, got)
+	}
+
+	r := trainInto(t, dir, core.WithResume(core.ResumeAuto), core.WithMaxEpochs(2))
+	if r.Epoch() != 2 {
+		t.Errorf("resume auto: epoch %d, want 2", r.Epoch())
+	}
+	if _, err := core.New(&Reg{}, heldOpts(t, dir, core.WithoutLogger(), core.WithoutCheckpoints())...); err != nil {
+		t.Errorf("a run that writes nothing into the run dir was refused: %v", err)
+	}
+	if _, err := core.New(&Reg{}, heldOpts(t, dir, core.WithDist(dist.Dist{Rank: 1, WorldSize: 2}))...); err != nil {
+		t.Errorf("rank 1 writes nothing into the run dir, yet was refused: %v", err)
+	}
+}
+
+// TestResumeAutoFindsNothingButARecord: WithResume(ResumeAuto) with no checkpoint to continue
+// is a fresh run, refused when the run dir holds an earlier run's metrics.jsonl.
+func TestResumeAutoFindsNothingButARecord(t *testing.T) {
+	dir := t.TempDir()
+	trainInto(t, dir, core.WithoutCheckpoints())
+	_, err := core.New(&Reg{}, heldOpts(t, dir, core.WithResume(core.ResumeAuto))...)
+	wantErr(t, err, "resume auto: no checkpoint to continue", `RunDir "`+dir+`"`, "metrics.jsonl", "core.WithRunDir", "core.WithOverwrite()")
+	// An empty run dir: resume auto starts afresh, as before.
+	trainInto(t, t.TempDir(), core.WithResume(core.ResumeAuto))
+}
+
+// TestResumeIntoAnotherHeldRunDir: a resume from a checkpoint of one run dir into another run
+// dir that holds a run is refused; into the checkpoint's own dir, or an empty one, it goes on.
+func TestResumeIntoAnotherHeldRunDir(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	file := trainInto(t, a).LastCheckpoint()
+	trainInto(t, b)
+	_, err := core.New(&Reg{}, heldOpts(t, b, core.WithResume(file), core.WithMaxEpochs(2))...)
+	wantErr(t, err, "resume from "+file+` into RunDir "`+b+`"`, "holds another run (1 checkpoint", "core.WithRunDir(\""+a+"\")")
+	trainInto(t, t.TempDir(), core.WithResume(file), core.WithMaxEpochs(2))
+	trainInto(t, a, core.WithResume(file), core.WithMaxEpochs(2))
+}
+
+type failingBuild struct{ base }
+
+func (*failingBuild) BuildModel(*context.Context) error { return errors.New("no model today") }
+
+// TestOverwriteRemovesOnlyTheRun: WithOverwrite removes the earlier run's metrics.jsonl, its
+// manifest and the checkpoints it lists, says so, and keeps every other file; a setup that fails
+// removes nothing; with WithResume it is refused.
+func TestOverwriteRemovesOnlyTheRun(t *testing.T) {
+	dir := t.TempDir()
+	trainInto(t, dir, core.WithMaxEpochs(2))
+	oldFiles, err := checkpoint.ReadManifest(dir)
+	if err != nil || len(oldFiles) != 2 {
+		t.Fatalf("the first run's manifest: %v, %v", oldFiles, err)
+	}
+	foreign := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(foreign, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := core.New(&failingBuild{}, heldOpts(t, dir, core.WithOverwrite())...); err == nil {
+		t.Fatal("failingBuild set up")
+	}
+	if got, _ := checkpoint.ReadManifest(dir); len(got) != 2 {
+		t.Fatalf("a failed setup with WithOverwrite removed the earlier run: manifest %v", got)
+	}
+
+	wantErr(t, func() error {
+		_, err := core.New(&Reg{}, heldOpts(t, dir, core.WithOverwrite(), core.WithResume(core.ResumeAuto))...)
+		return err
+	}(), "WithOverwrite with WithResume", "drop one of them")
+
+	var out bytes.Buffer
+	n, err := core.New(&Reg{}, core.WithBackend("go"), core.WithOutput(&out), core.WithData(data(t, 32)),
+		core.WithRunDir(dir), core.WithMaxEpochs(1), core.WithOverwrite())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantContains(t, "the notice", out.String(), "overwrite: removed the earlier run from "+dir+": 2 checkpoint file(s), manifest.json, metrics.jsonl (", "other files there stay")
+	for _, e := range oldFiles {
+		if _, err := os.Stat(filepath.Join(dir, e.File)); !os.IsNotExist(err) {
+			t.Errorf("the earlier run's checkpoint %s is still there (%v)", e.File, err)
+		}
+	}
+	if b, err := os.ReadFile(foreign); err != nil || string(b) != "mine" {
+		t.Errorf("the foreign file: %q, %v; want it kept", b, err)
+	}
+	if err := n.Train(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := checkpoint.ReadManifest(dir)
+	if err != nil || len(got) != 1 || got[0].Epoch != 1 {
+		t.Errorf("after the overwrite the manifest lists %v (%v); want the new run's one checkpoint", got, err)
+	}
+	if p := paramsLines(t, dir); p != 1 {
+		t.Errorf("metrics.jsonl holds %d params lines after the overwrite, want 1", p)
+	}
+}
