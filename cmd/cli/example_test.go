@@ -65,6 +65,9 @@ func ExampleMain_new() {
 	fmt.Println("exit", code)
 	var files []string
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == ".nitro" {
+			return fs.SkipDir // the link to the checkout's plugin, there only when it has one
+		}
 		if err == nil && !d.IsDir() {
 			rel, _ := filepath.Rel(dir, p)
 			files = append(files, filepath.ToSlash(rel))
