@@ -45,6 +45,7 @@ func (n *Nitro) checkSplits() error {
 // checkData validates the splits against the hooks' declared fields and the train rules.
 func (n *Nitro) checkData() error {
 	n.fieldShapes = map[string]fieldShape{}
+	shapeFrom := map[string]string{} // field -> the split its shape was first read from
 	n.splitAvail = map[string]map[string]bool{}
 	n.splitWidth = map[string]int{}
 	for _, split := range sortedKeys(n.data) {
@@ -67,7 +68,10 @@ func (n *Nitro) checkData() error {
 			avail[k] = true
 			fs := fieldShape{dtype: t.DType().String(), row: append([]int(nil), t.Shape().Dimensions[1:]...)}
 			if old, ok := n.fieldShapes[k]; ok && (old.dtype != fs.dtype || fmt.Sprint(old.row) != fmt.Sprint(fs.row)) {
-				return fmt.Errorf("batch field %q is %s%v per sample in one split and %s%v in split %q: splits must agree", k, old.dtype, old.row, fs.dtype, fs.row, split)
+				return fmt.Errorf("batch field %q is %s%v per sample in split %q and %s%v in split %q: splits must agree", k, old.dtype, old.row, shapeFrom[k], fs.dtype, fs.row, split)
+			}
+			if _, ok := n.fieldShapes[k]; !ok {
+				shapeFrom[k] = split
 			}
 			n.fieldShapes[k] = fs
 		}

@@ -95,5 +95,5 @@ func TestSplitsMustAgreeOnFieldShapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = newErr(t, &Reg{}, core.Data{"train": arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}), "val": val})
-	wantErr(t, err, `batch field "x"`, "[4]", "[3]", "splits must agree")
+	wantErr(t, err, `batch field "x" is Float32[4] per sample in split "train" and Float32[3] in split "val"`, "splits must agree")
 }
