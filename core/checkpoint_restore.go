@@ -182,7 +182,7 @@ func (n *Nitro) loadWeights(path string) error {
 	}
 	n.ck.source = src
 	n.ck.weightsAt = &[2]int{rec.Epoch, rec.Step}
-	n.notice(fmt.Sprintf("weights from %s (epoch %d, step %d); the optimizer and the counters start fresh", path, rec.Epoch, rec.Step))
+	n.notice(fmt.Sprintf("weights from %s (epoch %d, step %d); training from them starts a fresh optimizer and fresh counters", path, rec.Epoch, rec.Step))
 	return nil
 }
 
