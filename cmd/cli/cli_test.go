@@ -52,6 +52,8 @@ func TestErrorsNameTheFix(t *testing.T) {
 		{[]string{"train", "mnist-mlp", "--clip-norm", "NaN"}, []string{"--clip-norm NaN"}},
 		{[]string{"train", "mnist-mlp", "--preset", "tiny", "--accum", "2"}, []string{"not divisible by Accum = 2"}},
 		{[]string{"evaluate", "mnist-mlp", "--accum", "2"}, []string{"--accum and --clip-norm are train flags"}},
+		{[]string{"evaluate", "mnist-mlp", "--max-epochs", "2"}, []string{"--max-epochs and --fused are train flags"}},
+		{[]string{"render", "mnist-mlp", "--fused"}, []string{"--max-epochs and --fused are train flags"}},
 		{[]string{"train", "mnist-mlp", "--resume", "Auto"}, []string{`--resume "Auto": no checkpoint file or run dir there`, "give auto"}},
 		{[]string{"render", "mnist-mlp", "--n", "0"}, []string{"--n 0: must be >= 1"}},
 		{[]string{"render"}, []string{"render needs an experiment name", "mnist-mlp"}},

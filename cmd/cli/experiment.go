@@ -97,6 +97,8 @@ var foreignFlags = map[string]map[string]string{
 		"metrics-addr":   "--metrics-addr is a train flag",
 		"accum":          "--accum and --clip-norm are train flags; evaluation takes no optimizer step",
 		"clip-norm":      "--accum and --clip-norm are train flags; evaluation takes no optimizer step",
+		"max-epochs":     "--max-epochs and --fused are train flags; evaluation takes no optimizer step",
+		"fused":          "--max-epochs and --fused are train flags; evaluation takes no optimizer step",
 		"predictions":    "--predictions is a render flag: nitro render <experiment> --predictions",
 	},
 	"render": {
@@ -106,6 +108,8 @@ var foreignFlags = map[string]map[string]string{
 		"metrics-addr": "--metrics-addr is a train flag",
 		"accum":        "--accum and --clip-norm are train flags; render takes no optimizer step",
 		"clip-norm":    "--accum and --clip-norm are train flags; render takes no optimizer step",
+		"max-epochs":   "--max-epochs and --fused are train flags; render takes no optimizer step",
+		"fused":        "--max-epochs and --fused are train flags; render takes no optimizer step",
 	},
 }
 
@@ -141,7 +145,9 @@ func newExperimentCmd(name string, stdout, stderr io.Writer) *cobra.Command {
 	fs.SortFlags = false
 	fs.StringVar(&f.preset, "preset", "", "the experiment's preset `NAME` (nitro list shows them)")
 	fs.StringArrayVar(&f.sets, "set", nil, "override an experiment field: `FIELD=VALUE` (repeatable)")
-	fs.IntVar(&f.maxEpochs, "max-epochs", 0, "epochs to train, `N` >= 0 (default: the experiment's)")
+	if name == "train" {
+		fs.IntVar(&f.maxEpochs, "max-epochs", 0, "epochs to train, `N` >= 0 (default: the experiment's)")
+	}
 	fs.StringVar(&f.backend, "backend", "", "force a `BACKEND`: xla, cuda or go (default: cuda when its plugin is installed, else xla when the CPU plugin is)")
 	fs.StringVar(&f.runDir, "run-dir", "", "the run directory `DIR` (default: the experiment's, else runs/<Experiment>)")
 	if name == "train" {
@@ -161,7 +167,9 @@ func newExperimentCmd(name string, stdout, stderr io.Writer) *cobra.Command {
 	if name == "render" {
 		renderFlags(c, f)
 	}
-	fs.BoolVar(&f.fused, "fused", false, "compile each training step as one program (gradient and update); needs accum 1")
+	if name == "train" {
+		fs.BoolVar(&f.fused, "fused", false, "compile each training step as one program (gradient and update); needs accum 1")
+	}
 	fs.StringVar(&f.precision, "mixed-precision", "", "`MODE` of Forward's compute: bf16 (float32 parameters, optimizer state and loss; bfloat16 matmuls and convolutions) or f32 (default)")
 	fs.IntVar(&f.devices, "devices", 0, "run data-parallel on `N` local devices, the batch size global (default: the experiment's Devices, else 1 on the CPU; $NITRO_CPU_DEVICES sets how many CPU devices there are)")
 	fs.StringVar(&f.logFormat, "log-format", formatConsole, "`FORMAT` of the reports, epoch lines, notices, warnings and results on stdout: console or json (JSON Lines)")
