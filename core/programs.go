@@ -328,11 +328,20 @@ func tryGraph(what string, fn func()) (err error) {
 			} else {
 				err = fmt.Errorf("%s: %v", what, r)
 			}
+			if strings.Contains(err.Error(), "Node is nil") {
+				err = fmt.Errorf("%w (%s)", err, nilNodeHint)
+			}
 		}
 	}()
 	fn()
 	return nil
 }
+
+// nilNodeHint explains GoMLX's "Node is nil": in a hook it is nearly always a map read of a key
+// that is not there, which Go answers with nil rather than an error.
+const nilNodeHint = "a hook passed a nil *graph.Node to an op: most often a key that is not there, " +
+	"an Outputs key Forward does not return or a map batch key the data does not carry; map reads " +
+	"of a missing key give nil, so check each out[\"...\"] and in[\"...\"] against Forward's outputs and the batch fields"
 
 func valueOf(ctx *context.Context) reflect.Value { return reflect.ValueOf(ctx) }
 

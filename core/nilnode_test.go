@@ -1,0 +1,21 @@
+package core_test
+
+import (
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/nitro-go/nitro/core"
+)
+
+// TypoLoss reads an output key Forward does not return ("Pred" for "pred"): Go's map read gives
+// nil, and GoMLX's op panics "Node is nil".
+type TypoLoss struct{ base }
+
+func (*TypoLoss) Loss(out core.Outputs, in Tgt) *graph.Node { return mse(out["Pred"], in.Y) }
+
+// The error of a nil node names the likely cause, a key that is not there, and what to check.
+func TestANilNodeErrorNamesTheMissingKeyCause(t *testing.T) {
+	n := mustNew(t, &TypoLoss{}, data(t, 0))
+	err := n.Train()
+	wantErr(t, err, "Node is nil", "most often a key that is not there", "Forward's outputs and the batch fields")
+}
