@@ -80,6 +80,9 @@ func (n *Nitro) evalProgram(width, real int, keys []string) (*program, error) {
 func (n *Nitro) metricOutputs(view any, out Outputs, mb map[string]*graph.Node, meta *program) []*graph.Node {
 	var outs []*graph.Node
 	ms := n.metrics.call(view, valueOfOutputs(out), mb).Interface().(map[string]Metric)
+	if len(ms) == 0 {
+		panic(fmt.Errorf("Metrics returned no metrics, so the eval program would compute nothing: return at least one core.Metric{Sum, Count}, or drop the hook (without it, evaluation reports val_loss from Loss)"))
+	}
 	for _, name := range sortedKeys(ms) {
 		m := ms[name]
 		if m.Sum == nil || (m.Sum.Rank() != 0 && m.Count != nil) {

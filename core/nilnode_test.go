@@ -19,3 +19,20 @@ func TestANilNodeErrorNamesTheMissingKeyCause(t *testing.T) {
 	err := n.Train()
 	wantErr(t, err, "Node is nil", "most often a key that is not there", "Forward's outputs and the batch fields")
 }
+
+// NoMetrics has a Metrics hook that returns an empty map.
+type NoMetrics struct{ base }
+
+func (*NoMetrics) Metrics(out core.Outputs, in Tgt) map[string]core.Metric { return nil }
+
+// An empty Metrics map is refused naming the hook and the two fixes, not left to GoMLX's "no
+// outputs selected" at compile time.
+func TestEmptyMetricsIsRefused(t *testing.T) {
+	var err error
+	if n, nerr := core.New(&NoMetrics{}, goOpts(nil, core.WithData(data(t, 32)))...); nerr != nil {
+		err = nerr
+	} else {
+		_, err = n.Validate()
+	}
+	wantErr(t, err, "Metrics returned no metrics", "drop the hook")
+}

@@ -64,7 +64,7 @@ func NewLayout(group string, leaves []ParamLeaf) (*Layout, error) {
 		}
 		seen[kp] = true
 		if !p.Shape.Ok() || !p.Shape.DType.IsFloat() {
-			return nil, fmt.Errorf("optimizers: leaf %s of group %q has shape %s: trainable parameters must have a float dtype", kp, group, p.Shape)
+			return nil, fmt.Errorf("optimizers: leaf %s of group %q has shape %s: trainable parameters must have a float dtype (a layer fed an integer input makes integer weights: convert the input in Forward, graph.ConvertDType(x, dtypes.Float32), or give the data a float dtype)", kp, group, p.Shape)
 		}
 		if p.Shape.DType != l.DType {
 			return nil, fmt.Errorf("optimizers: leaf %s of group %q is %s but the group's first leaf is %s: one group is one flat buffer of one dtype; cast the parameter, or give it its own group in param_group", kp, group, p.Shape.DType, l.DType)
