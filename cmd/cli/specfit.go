@@ -15,8 +15,8 @@ import (
 // fault, not the checkpoint's. It builds the model from the specs alone (no checkpoint, no
 // data), compares its parameters with the checkpoint's, and names the --input-spec, the shape it
 // gave and, where one parameter axis tells (a Dense layer's input width), the shape the
-// checkpoint's model reads. When the specs alone do not build the model, it says so, naming the
-// --input-spec; any other failure along the way leaves the original error as it was.
+// checkpoint's model reads. When the --input-spec values alone do not build the model, it says
+// so, naming them; any other failure along the way leaves the original error as it was.
 func specMisfit(ent entry, f *exportFlags, specs []core.InputSpec, orig error) error {
 	misfit := strings.Contains(orig.Error(), "does not fit this model")
 	given := strings.Join(f.inputSpecs, " --input-spec ")
@@ -40,8 +40,8 @@ func specMisfit(ent entry, f *exportFlags, specs []core.InputSpec, orig error) e
 	}
 	n, err := core.New(e, core.WithBackend(f.backend), core.WithInputSpecs(specs...), core.WithoutLogger(), core.WithoutCheckpoints(), core.Quiet())
 	if err != nil {
-		// No checkpoint and no data took part: the specs themselves do not build the model
-		// (an integer dtype for a float input makes integer weights, which nothing can train).
+		// No checkpoint and no data took part: the --input-spec values themselves do not build the
+		// model (an integer dtype for a float input makes integer weights, which nothing can train).
 		return fmt.Errorf("--input-spec %s: the model does not build from these specs alone (%w): check each spec's dtype and shape against the data checkpoint %s was trained on", given, err, path)
 	}
 	if !misfit {
