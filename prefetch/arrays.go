@@ -45,27 +45,18 @@ func NewArrayBatches(fields map[string]*tensors.Tensor, batchSize int, opts Arra
 	if batchSize <= 0 {
 		return nil, fmt.Errorf("batch size %d: must be positive", batchSize)
 	}
-	if len(fields) == 0 {
-		return nil, fmt.Errorf("no fields: an array source needs at least one named array")
+	n, err := sampleCount(fields)
+	if err != nil {
+		return nil, err
 	}
-	a := &ArrayBatches{fields: maps.Clone(fields), size: batchSize, opts: opts, n: -1, rowBytes: map[string]int{}, rowShapes: map[string][]int{}}
+	a := &ArrayBatches{fields: maps.Clone(fields), size: batchSize, opts: opts, n: n, rowBytes: map[string]int{}, rowShapes: map[string][]int{}}
 	for name, t := range a.fields {
 		a.names = append(a.names, name)
-		if t.Rank() < 1 {
-			return nil, fmt.Errorf("field %q is a scalar: every field needs the samples on its leading axis", name)
-		}
 		dims := t.Shape().Dimensions
-		if a.n >= 0 && dims[0] != a.n {
-			return nil, fmt.Errorf("field %q has %d samples on its leading axis, others have %d: all fields must agree", name, dims[0], a.n)
-		}
-		a.n = dims[0]
 		a.rowShapes[name] = append([]int(nil), dims[1:]...)
-		a.rowBytes[name] = int(t.Shape().Memory()) / max(dims[0], 1)
+		a.rowBytes[name] = int(t.Shape().Memory()) / n
 	}
 	sort.Strings(a.names)
-	if a.n == 0 {
-		return nil, fmt.Errorf("the arrays hold no samples")
-	}
 	return a, nil
 }
 

@@ -99,17 +99,20 @@ func SplitArrays(fields map[string]*tensors.Tensor, opts SplitOptions) (Data, er
 	return data, nil
 }
 
-// sampleCount is the leading length every field shares, refusing a table with no fields, a
-// scalar field or fields that disagree.
+// sampleCount is the leading length every field shares, refusing a table with no fields, a nil
+// or scalar field, fields that disagree, or no samples.
 func sampleCount(fields map[string]*tensors.Tensor) (int, error) {
 	if len(fields) == 0 {
-		return 0, fmt.Errorf("no fields: SplitArrays needs at least one named array")
+		return 0, fmt.Errorf("no fields: an array source needs at least one named array")
 	}
 	n := -1
 	for _, name := range slices.Sorted(maps.Keys(fields)) {
 		t := fields[name]
-		if t == nil || t.Rank() < 1 {
-			return 0, fmt.Errorf("field %q is nil or a scalar: every field needs the samples on its leading axis", name)
+		if t == nil {
+			return 0, fmt.Errorf("field %q is nil: every field needs a tensor with the samples on its leading axis", name)
+		}
+		if t.Rank() < 1 {
+			return 0, fmt.Errorf("field %q is a scalar: every field needs the samples on its leading axis", name)
 		}
 		switch d := t.Shape().Dimensions[0]; {
 		case n < 0:

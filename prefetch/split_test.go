@@ -150,7 +150,8 @@ func TestSplitArraysRefusesNamingTheOption(t *testing.T) {
 		{"test deals none", table(50), with(func(o *prefetch.SplitOptions) { o.Test = 0.001 }), `deals none to "test"`},
 		{"no train batch", table(50), with(func(o *prefetch.SplitOptions) { o.Val, o.Test = 0.5, 0.45 }), "leave train 2 of 50 samples"},
 		{"no fields", nil, ok, "no fields"},
-		{"scalar field", scalar, ok, `field "x" is nil or a scalar`},
+		{"scalar field", scalar, ok, `field "x" is a scalar`},
+		{"nil field", map[string]*tensors.Tensor{"x": nil}, ok, `field "x" is nil`},
 		{"fields disagree", ragged, ok, `field "y" has 9 samples`},
 		{"no samples", table(0), ok, "hold no samples"},
 	} {
