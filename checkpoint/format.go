@@ -58,6 +58,9 @@ func encodeHeader(r *Record) ([]byte, error) {
 	if r.Epoch < 0 || r.Step < 0 {
 		return nil, fmt.Errorf("checkpoint: record epoch %d, step %d: negative; both count from 0", r.Epoch, r.Step)
 	}
+	if r.Accum < 0 || r.Accum > MaxStep {
+		return nil, fmt.Errorf("checkpoint: record accum %d: %s", r.Accum, boundMsg(r.Accum, MaxStep))
+	}
 	meta, err := json.Marshal(metaOf(r))
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: record metadata: %w", err)
@@ -205,7 +208,7 @@ func recordMetaOf(file string, p *parsed) (*recordMeta, error) {
 var (
 	recordRequired = []string{"format", "epoch", "step", "values", "position"}
 	recordOptional = []string{"metrics", "stop_reason", "preset", "run_id", "run_url", "derived",
-		"anchor_checksums", "logger_type", "logger_state", "rng_state", "build", "control", "mixed_precision"}
+		"anchor_checksums", "logger_type", "logger_state", "rng_state", "build", "control", "mixed_precision", "accum"}
 	positionRequired = []string{"epoch", "batch"}
 )
 
@@ -232,6 +235,9 @@ func decodeRecordMeta(file string, raw []byte) (*recordMeta, error) {
 	}
 	if f, msg := outOfBounds(m.Epoch, m.Step, m.Position); f != "" {
 		return nil, formatErr(file, field+"."+f, "%s", msg)
+	}
+	if m.Accum < 0 || m.Accum > MaxStep {
+		return nil, formatErr(file, field+".accum", "%s", boundMsg(m.Accum, MaxStep))
 	}
 	return &m, nil
 }

@@ -73,6 +73,10 @@ type Record struct {
 	// so a float32 run's record is what it was before modes existed. The state is float32 in
 	// every mode: a reader explains a difference rather than refusing it.
 	MixedPrecision string
+	// Accum is the writer's micro-batches per optimizer step when more than 1; 0 is 1, so a run
+	// without accumulation writes what it wrote before the field existed. A resume must continue
+	// with the same value: the step count and the schedules' position are in optimizer steps.
+	Accum int
 	// Control is the caller's run-control state, opaque here (core stores its early-stopping
 	// state under it), so that a resume restores what decides when the run stops.
 	Control json.RawMessage
@@ -111,6 +115,7 @@ type recordMeta struct {
 	Position        Position          `json:"position"`
 	Build           string            `json:"build,omitempty"`
 	MixedPrecision  string            `json:"mixed_precision,omitempty"`
+	Accum           int               `json:"accum,omitempty"`
 	Control         json.RawMessage   `json:"control,omitempty"`
 }
 
@@ -121,6 +126,7 @@ func metaOf(r *Record) recordMeta {
 		Values: r.Values, Derived: r.Derived, AnchorChecksums: r.AnchorChecksums,
 		LoggerType: r.LoggerType, LoggerState: r.LoggerState, RNGState: r.RNGState,
 		Position: r.Position, Build: r.Build, Control: r.Control, MixedPrecision: r.MixedPrecision,
+		Accum: r.Accum,
 	}
 }
 
@@ -130,6 +136,7 @@ func (m *recordMeta) apply(r *Record) {
 	r.Values, r.Derived, r.AnchorChecksums = m.Values, m.Derived, m.AnchorChecksums
 	r.LoggerType, r.LoggerState, r.RNGState = m.LoggerType, m.LoggerState, m.RNGState
 	r.Position, r.Build, r.Control, r.MixedPrecision = m.Position, m.Build, m.Control, m.MixedPrecision
+	r.Accum = m.Accum
 }
 
 // metricMap encodes finite values as JSON numbers (shortest form, exact round trip) and the

@@ -69,6 +69,9 @@ func (n *Nitro) record(res EpochResult, reason runstatus.Status) (*checkpoint.Re
 	if n.cfg.precision.value.Enabled() { // a float32 record stays as it was before modes
 		r.MixedPrecision = n.cfg.precision.value.String()
 	}
+	if a := n.cfg.accum.value; a > 1 { // 0 in the record is 1
+		r.Accum = a
+	}
 	ts, err := n.stateTensors(wholeState)
 	if err != nil {
 		return nil, err

@@ -204,6 +204,10 @@ func (n *Nitro) checkCompatible(rec *checkpoint.Record, path string) error {
 				path, g, got, rec.AnchorChecksums[g])
 		}
 	}
+	if was := max(rec.Accum, 1); was != n.cfg.accum.value {
+		return fmt.Errorf("resume from %s refused: its run stepped the optimizer every %d micro-batches (Accum %d), this one has Accum = %d (from %s): the step count, the schedules' position and the data position are counted in those steps, so the resumed run would not continue that one; resume with Accum %d (core.WithAccum, --accum %d), or start a new run from its weights (WithCheckpoint, --weights-only)",
+			path, was, was, n.cfg.accum.value, n.cfg.accum.source, was, was)
+	}
 	n.checkPrecisionOnResume(rec, path)
 	for _, d := range append(notes, prefixed("derived ", checkpoint.DiffValues(rec.Derived, n.derived))...) {
 		n.notice("resume: " + d)
