@@ -8,8 +8,10 @@ PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 # pure-Go backend, which core's unit tests run on, has known races.
 RACE    := tensorfile mesh compilecache markers monitors prefetch logjson checkpoint promexport exportbundle render board
 GO      ?= go
-# checkpoint's interop test opens nitro's files with the reference Python safetensors (ckpt-venv)
-TESTENV := NITRO_SAFETENSORS_PYTHON=$(CURDIR)/.nitro/ckpt-venv/bin/python
+# checkpoint's interop test opens nitro's files with the reference Python safetensors (ckpt-venv).
+# GOPROXY=off: the tests run on what `make setup` downloaded, so a module it misses fails here, on
+# every machine, rather than only on a newcomer's empty module cache.
+TESTENV := NITRO_SAFETENSORS_PYTHON=$(CURDIR)/.nitro/ckpt-venv/bin/python GOPROXY=off
 ARGS    ?=
 
 .PHONY: setup cuda-wheel test lint bench bench-venv ckpt-venv depcheck run fmt $(addprefix test/,$(MODULES))
@@ -44,12 +46,12 @@ cuda-wheel:
 test: setup cuda-wheel depcheck ckpt-venv
 	$(TESTENV) $(GO) test -count=1 -timeout 25m $(PKGS)
 	$(TESTENV) $(GO) test -count=1 -race $(addprefix ./,$(addsuffix /...,$(RACE)))
-	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime 60000x -fuzzminimizetime 100x ./checkpoint/
-	$(GO) test -run '^$$' -fuzz '^FuzzReadSigned$$' -fuzztime 60000x -fuzzminimizetime 100x ./checkpoint/
-	$(GO) test -run '^$$' -fuzz '^FuzzReadManifest$$' -fuzztime 60000x -fuzzminimizetime 100x ./exportbundle/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeWeights$$' -fuzztime 60000x -fuzzminimizetime 100x ./exportbundle/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime 60000x -fuzzminimizetime 100x ./tensorfile/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60000x -fuzzminimizetime 100x ./idx/
+	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime 60000x -fuzzminimizetime 100x ./checkpoint/
+	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzReadSigned$$' -fuzztime 60000x -fuzzminimizetime 100x ./checkpoint/
+	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzReadManifest$$' -fuzztime 60000x -fuzzminimizetime 100x ./exportbundle/
+	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzDecodeWeights$$' -fuzztime 60000x -fuzzminimizetime 100x ./exportbundle/
+	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime 60000x -fuzzminimizetime 100x ./tensorfile/
+	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60000x -fuzzminimizetime 100x ./idx/
 
 ## test/<module>: one module's tests
 $(addprefix test/,$(MODULES)): test/%:

@@ -82,7 +82,8 @@ type project struct {
 
 type modLine struct{ Path, Version, Dir string }
 
-// newProject writes the project into dir, then fills its go.sum.
+// newProject writes the project into a staging folder beside dir, fills its go.sum there, and
+// only then renames it to dir: a failure at any step leaves dir as it was (absent, or empty).
 func newProject(dir, module, nitroFlag string, stdout, stderr io.Writer) error {
 	if err := emptyTarget(dir); err != nil {
 		return err
@@ -99,27 +100,129 @@ func newProject(dir, module, nitroFlag string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := writeTemplates(abs, p); err != nil {
+	made, err := makeParent(abs)
+	if err != nil {
+		return fmt.Errorf("new %s: %w", dir, err)
+	}
+	stage, err := os.MkdirTemp(filepath.Dir(abs), "."+filepath.Base(abs)+".nitro-new-")
+	if err != nil {
+		removeMade(made)
+		return fmt.Errorf("new %s: %w", dir, err)
+	}
+	linked, err := fillProject(stage, abs, root, p, stderr)
+	if err == nil {
+		err = moveInto(stage, abs)
+	}
+	if err != nil {
+		os.RemoveAll(stage)
+		removeMade(made)
 		return err
 	}
-	// Seed go.sum with the checkout's sums (a superset), so tidy has nothing to fetch for them.
-	if sum, err := os.ReadFile(filepath.Join(root, "cmd", "go.sum")); err == nil {
-		if err := os.WriteFile(filepath.Join(abs, "go.sum"), sum, 0o644); err != nil {
-			return fmt.Errorf("new: %w", err)
-		}
-	}
-	if err := tidy(abs, stderr); err != nil {
-		return fmt.Errorf("new: wrote %s, but `go mod tidy` there failed, so go.sum may be incomplete (run it there once the module proxy is reachable): %w", dir, err)
-	}
 	fmt.Fprintf(stdout, "wrote %s: module %s, experiment %q, its replace lines pointing at %s\n", dir, p.Module, p.Name, root)
-	linked, err := linkCheckoutPlugin(abs, root)
-	switch {
-	case err != nil:
-		fmt.Fprintf(stderr, "nitro: new: %v; the project searches for a plugin the usual way (make setup installs one)\n", err)
-	case linked != "":
+	if linked != "" {
 		fmt.Fprintf(stdout, "plugin: %s links to %s, the checkout's XLA CPU plugin\n", filepath.Join(dir, ".nitro", "pjrt"), linked)
 	}
 	fmt.Fprintf(stdout, "next: cd %s && make test && make run  (make setup once per machine installs the XLA plugin)\n", dir)
+	return nil
+}
+
+// fillProject writes the templates and a complete go.sum into stage, and links the checkout's
+// plugin there; it returns the plugin folder linked ("" for none).
+func fillProject(stage, dir, root string, p project, stderr io.Writer) (string, error) {
+	if err := writeTemplates(stage, p); err != nil {
+		return "", err
+	}
+	// Every hash the checkout's go.sum files hold (a superset of the project's): tidy then
+	// verifies the modules the project shares with the checkout from these lines, never from
+	// the checksum database, which a machine that reaches only the module proxy cannot ask.
+	sums, err := checkoutSums(root)
+	if err != nil {
+		return "", fmt.Errorf("new: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(stage, "go.sum"), sums, 0o644); err != nil {
+		return "", fmt.Errorf("new: %w", err)
+	}
+	if err := tidy(stage, stderr); err != nil {
+		return "", fmt.Errorf("new %s: the module cache lacks modules the project needs and the module proxy could not supply them (%v): run `make setup` in %s, which downloads them, then nitro new again; nothing was written", dir, err, root)
+	}
+	linked, err := linkCheckoutPlugin(stage, root)
+	if err != nil {
+		fmt.Fprintf(stderr, "nitro: new: %v; the project searches for a plugin the usual way (make setup installs one)\n", err)
+	}
+	return linked, nil
+}
+
+// checkoutSums is the union of the lines of the checkout's go.sum files (every module's and
+// go.work.sum), sorted.
+func checkoutSums(root string) ([]byte, error) {
+	files, err := filepath.Glob(filepath.Join(root, "*", "go.sum"))
+	if err != nil {
+		return nil, err
+	}
+	more, _ := filepath.Glob(filepath.Join(root, "*", "*", "go.sum"))
+	files = append(append(files, more...), filepath.Join(root, "go.work.sum"))
+	seen := map[string]bool{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if line = strings.TrimSpace(line); line != "" {
+				seen[line] = true
+			}
+		}
+	}
+	if len(seen) == 0 {
+		return nil, fmt.Errorf("the checkout %s holds no go.sum: is it complete?", root)
+	}
+	lines := make([]string, 0, len(seen))
+	for l := range seen {
+		lines = append(lines, l)
+	}
+	sort.Strings(lines)
+	return []byte(strings.Join(lines, "\n") + "\n"), nil
+}
+
+// makeParent creates dir's parent folders that are missing and returns the topmost it made ("" for
+// none), so that a failed new can take back what it created.
+func makeParent(dir string) (string, error) {
+	top := ""
+	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+		if _, err := os.Stat(p); err == nil {
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		top = p
+		if filepath.Dir(p) == p {
+			break
+		}
+	}
+	if top == "" {
+		return "", nil
+	}
+	return top, os.MkdirAll(filepath.Dir(dir), 0o755)
+}
+
+func removeMade(top string) {
+	if top != "" {
+		os.RemoveAll(top)
+	}
+}
+
+// moveInto renames the filled stage to dir; an empty dir that is already there is replaced
+// (emptyTarget refused any other).
+func moveInto(stage, dir string) error {
+	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("new %s: %w", dir, err)
+	}
+	if err := os.Rename(stage, dir); err != nil {
+		return fmt.Errorf("new %s: %w", dir, err)
+	}
 	return nil
 }
 
@@ -350,7 +453,7 @@ func tidy(dir string, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stderr, "nitro new: go mod tidy offline failed (%s); trying the module proxy\n", strings.TrimSpace(lastLine(out)))
 	if out, err = run(); err != nil {
-		return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("%s", strings.TrimSpace(lastLine(out)))
 	}
 	return nil
 }

@@ -12,11 +12,46 @@ import (
 )
 
 // offlineGo is the environment the generated project builds in: outside any workspace, the module
-// cache shared, and no module proxy, so a go.sum that `nitro new` left incomplete fails here.
+// cache shared, no module proxy and a checksum database that cannot be reached (as on a machine
+// that reaches only a module proxy), so a go.sum that `nitro new` left incomplete fails here.
 func offlineGo(t *testing.T) {
 	t.Setenv("GOWORK", "off")
 	t.Setenv("GOFLAGS", "-mod=mod")
 	t.Setenv("GOPROXY", "off")
+	t.Setenv("GOSUMDB", "sum.golang.org http://127.0.0.1:9")
+}
+
+// TestNewColdCacheWritesNothing: with an empty module cache and no proxy, nitro new cannot fill
+// go.sum; it names the one command that fixes it, and leaves neither the project, nor its
+// staging folder, nor a parent folder it made.
+func TestNewColdCacheWritesNothing(t *testing.T) {
+	offlineGo(t)
+	t.Setenv("GOMODCACHE", t.TempDir())
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "made", "p")
+	code, out, errs := runCLI("new", dir)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s\n%s", code, out, errs)
+	}
+	if !strings.Contains(errs, "run `make setup` in "+repoRoot) || !strings.Contains(errs, "nothing was written") {
+		t.Errorf("stderr does not say what to run:\n%s", errs)
+	}
+	if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+		t.Errorf("a failed new left %v in %s", entries[0].Name(), parent)
+	}
+	empty := filepath.Join(t.TempDir(), "e") // an empty folder named as the target stays, empty
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := runCLI("new", empty); code != 1 {
+		t.Fatalf("exit %d into an empty folder, want 1", code)
+	}
+	if entries, err := os.ReadDir(empty); err != nil || len(entries) != 0 {
+		t.Errorf("the empty target now holds %d entries (%v)", len(entries), err)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(empty)); len(entries) != 1 {
+		t.Errorf("the target's parent holds %d entries, want the target alone", len(entries))
+	}
 }
 
 // TestNewProjectTestsAndRuns writes a project with `nitro new` into a folder outside the
