@@ -54,8 +54,10 @@ data (experiment/, the four hooks, a tiny preset, a test), a main that registers
 cli.Register and runs nitro's command line, a Makefile (make run, make test, make setup), a
 README, and go.mod with a replace line for every nitro module it reaches, since their paths
 are not published: each points at a local nitro checkout, the first of --nitro DIR,
-$` + EnvNitroSrc + `, or the checkout this binary was built from. go.sum is filled by
-"go mod tidy", which needs no network when the module cache holds the checkout's modules.
+$` + EnvNitroSrc + `, or the checkout this binary was built from. go.sum starts from every hash
+the checkout's go.sum files hold and is completed by "go mod tidy", offline first: after the
+checkout's "make setup" it needs no network. The project is written into a staging folder
+and renamed to DIR only when complete, so a failure leaves nothing behind.
 --module is the module path (default: DIR's base name).`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
