@@ -10,13 +10,14 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"sort"
 	"strings"
 	"text/template"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 )
@@ -314,15 +315,20 @@ var (
 // workspace too), so the project replaces those and cmd itself.
 func projectFor(dir, module, root string) (project, error) {
 	base := filepath.Base(dir)
-	if module == "" {
-		module = base
-	}
-	if strings.ContainsAny(module, " \t\\") || strings.HasPrefix(module, "/") || path.Clean(module) != module {
-		return project{}, fmt.Errorf("new: --module %q is no module path (want something like example.com/you/%s)", module, base)
+	if strings.ContainsFunc(dir, unicode.IsControl) {
+		return project{}, fmt.Errorf("new: the directory %q holds a control character (a newline, a tab): name it with printable characters", dir)
 	}
 	name := strings.Trim(validName.ReplaceAllString(strings.ToLower(base), "-"), "-")
 	if name == "" {
 		name = "experiment"
+	}
+	if module == "" {
+		if err := checkModulePath(base); err != nil {
+			return project{}, fmt.Errorf("new: the directory's name %q, the default module path, is no module path (%v): pass --module, e.g. --module example.com/you/%s", base, err, name)
+		}
+		module = base
+	} else if err := checkModulePath(module); err != nil {
+		return project{}, fmt.Errorf("new: --module %q is no module path (%v): want something like example.com/you/%s", module, err, name)
 	}
 	cmdMod := filepath.Join(root, "cmd", "go.mod")
 	text, err := os.ReadFile(cmdMod)
@@ -353,6 +359,29 @@ func projectFor(dir, module, root string) (project, error) {
 		p.Requires = append(p.Requires, modLine{Path: mod, Version: v})
 	}
 	return p, nil
+}
+
+// checkModulePath applies the rule go.mod puts on a module path: slash-separated elements, each
+// non-empty, of ASCII letters, digits and - . _ ~, neither starting nor ending with a dot. A path
+// that breaks it would be written into go.mod and fail only at the project's first build.
+func checkModulePath(p string) error {
+	if p == "" || strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") {
+		return errors.New("it must not be empty, nor start or end with /")
+	}
+	for _, elem := range strings.Split(p, "/") {
+		switch {
+		case elem == "":
+			return errors.New("it holds an empty element (//)")
+		case elem[0] == '.' || elem[len(elem)-1] == '.':
+			return fmt.Errorf("its element %q starts or ends with a dot", elem)
+		}
+		for _, r := range elem {
+			if !(r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-._~", r))) {
+				return fmt.Errorf("%q is not allowed: only ASCII letters, digits and - . _ ~ between slashes", r)
+			}
+		}
+	}
+	return nil
 }
 
 // parseGoMod reads a go.mod's require versions and replace targets (single lines and blocks).

@@ -141,6 +141,7 @@ func TestNewRefuses(t *testing.T) {
 	os.WriteFile(file, []byte("x"), 0o644)
 	bogus := t.TempDir()
 	fresh := func() string { return filepath.Join(t.TempDir(), "p") }
+	named := func(name string) string { return filepath.Join(t.TempDir(), name) }
 	cases := []struct {
 		name string
 		env  string // $NITRO_SRC
@@ -152,6 +153,11 @@ func TestNewRefuses(t *testing.T) {
 		{"--nitro", "", []string{fresh(), "--nitro", bogus}, []string{"--nitro " + bogus + " is not a nitro checkout", "cmd/go.mod"}},
 		{"$NITRO_SRC", bogus, []string{fresh()}, []string{"$NITRO_SRC " + bogus + " is not a nitro checkout"}},
 		{"bad module", "", []string{fresh(), "--module", "/abs"}, []string{`--module "/abs" is no module path`}},
+		{"quote in --module", "", []string{fresh(), "--module", `ex"ample.com/m`}, []string{`--module "ex\"ample.com/m" is no module path`, `'"' is not allowed`}},
+		{"quote in the name", "", []string{named(`q"z`)}, []string{`the directory's name "q\"z"`, "pass --module, e.g. --module example.com/you/q-z"}},
+		{"apostrophe", "", []string{named("it's")}, []string{`the directory's name "it's"`, "--module example.com/you/it-s"}},
+		{"non-ASCII", "", []string{named("é")}, []string{`'é' is not allowed`, "--module example.com/you/experiment"}},
+		{"newline", "", []string{named("a\nb")}, []string{"control character", "printable characters"}},
 	}
 	for _, c := range cases {
 		t.Setenv("NITRO_SRC", c.env)
@@ -166,6 +172,9 @@ func TestNewRefuses(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(c.args[0], "go.mod")); err == nil {
 			t.Errorf("%s: a go.mod was written into %s", c.name, c.args[0])
+		}
+		if entries, _ := os.ReadDir(filepath.Dir(c.args[0])); c.args[0] != full && c.args[0] != file && len(entries) != 0 {
+			t.Errorf("%s: %s was left beside the refused target", c.name, entries[0].Name())
 		}
 	}
 	if entries, _ := os.ReadDir(full); len(entries) != 1 {
