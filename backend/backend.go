@@ -134,6 +134,10 @@ func Resolve(force string) (*Resolved, error) {
 // getPlugin starts XLA on a found plugin. A plugin that does not load is an error naming where it
 // came from and the fix: never a fall-through to a plugin found later, nor to pure Go.
 func getPlugin(f pluginsearch.Found, forced string) (*Resolved, error) {
+	// A bad $NITRO_CPU_DEVICES is the variable's fault, not the plugin's: say so alone.
+	if _, _, err := cpuClientOptions(XLA); err != nil {
+		return nil, err
+	}
 	how := origin(f, forced)
 	r, err := get(XLA, f.Path, fmt.Sprintf("xla (PJRT CPU plugin %s): %s", f.Path, how))
 	if err == nil {

@@ -14,9 +14,14 @@ import (
 // data-parallel programs, not a speedup; a Nitro uses one unless told otherwise (Devices).
 const EnvCPUDevices = "NITRO_CPU_DEVICES"
 
+// MaxCPUDevices bounds $NITRO_CPU_DEVICES. The plugin builds every device before it answers, at
+// about 1 ms and 85 KB each here (4,096 devices: 5 s and 350 MB more than one), so a typo such as
+// 100000 would look like a hang; no data-parallel test needs more than this many.
+const MaxCPUDevices = 1024
+
 // cpuClientOptions is the XLA CPU plugin's (for backend name; none for pure Go) client options from $NITRO_CPU_DEVICES, and the text it
 // adds to the shared-client key (two counts are two clients). A value that is not a positive
-// integer is an error naming the variable.
+// integer, or one above MaxCPUDevices, is an error naming the variable.
 func cpuClientOptions(name string) (pjrt.NamedValuesMap, string, error) {
 	s := strings.TrimSpace(os.Getenv(EnvCPUDevices))
 	if s == "" || name != XLA {
@@ -25,6 +30,9 @@ func cpuClientOptions(name string) (pjrt.NamedValuesMap, string, error) {
 	k, err := strconv.Atoi(s)
 	if err != nil || k < 1 {
 		return nil, "", fmt.Errorf("$%s = %q: want a positive integer (the CPU plugin's device count), or leave it unset for the plugin's own", EnvCPUDevices, s)
+	}
+	if k > MaxCPUDevices {
+		return nil, "", fmt.Errorf("$%s = %d: at most %d CPU devices (the plugin builds each before it starts, so this many would stall setup): set it to the device count the run needs", EnvCPUDevices, k, MaxCPUDevices)
 	}
 	return pjrt.NamedValuesMap{"cpu_device_count": int64(k)}, ":cpu_devices=" + s, nil
 }

@@ -19,13 +19,14 @@ func TestCPUDevicesEnv(t *testing.T) {
 	}
 }
 
-// A count that is not a positive integer is an error naming the variable, never a silent default.
+// A count that is not a positive integer, or one past MaxCPUDevices (100000 stalled setup for
+// minutes with no word), is an error naming the variable, never a silent default or a stall.
 func TestCPUDevicesEnvRefused(t *testing.T) {
-	for _, v := range []string{"0", "-1", "four"} {
+	for _, v := range []string{"0", "-1", "four", "1025", "100000"} {
 		t.Setenv(EnvCPUDevices, v)
 		_, err := Resolve(XLA)
-		if err == nil || !strings.Contains(err.Error(), EnvCPUDevices) {
-			t.Fatalf("%s=%q: err = %v, want one naming %s", EnvCPUDevices, v, err, EnvCPUDevices)
+		if err == nil || !strings.Contains(err.Error(), EnvCPUDevices) || strings.Contains(err.Error(), "does not load") {
+			t.Fatalf("%s=%q: err = %v, want one naming %s (and not blaming the plugin)", EnvCPUDevices, v, err, EnvCPUDevices)
 		}
 	}
 	t.Setenv(EnvCPUDevices, "four")
