@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nitro-go/nitro/board"
 )
@@ -354,5 +356,40 @@ func TestStepsPerSecond(t *testing.T) {
 	writeFile(t, filepath.Join(dir, board.MetricsFile), lines.String())
 	if got := runs(t, serve(t, board.Config{Runs: []string{dir}}))[0].StepsPerSecond; got < 99 || got > 101 {
 		t.Errorf("steps/s %v, want 100", got)
+	}
+}
+
+// TestFIFOFilesDoNotHang: a run dir whose metrics.jsonl and manifest.json are named pipes with no
+// writer is answered at once, the record's pipe named as unreadable (a plain open waited for a
+// writer, so every request hung).
+func TestFIFOFilesDoNotHang(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{board.MetricsFile, "manifest.json"} {
+		if err := syscall.Mkfifo(filepath.Join(dir, name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := serve(t, board.Config{Runs: []string{dir}})
+	done := make(chan error, 1)
+	go func() { // the request may hang: it must not call t.Fatal off the test's goroutine
+		resp, err := http.Get(srv.URL + "/api/runs")
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("/api/runs on a run dir of named pipes is still waiting after 20 s")
+	}
+	if page := get(t, srv.URL+"/"); !strings.Contains(page, "cannot read "+board.MetricsFile) || !strings.Contains(page, "not a regular file") {
+		t.Errorf("the page does not say the record is not a regular file:\n%.2000s", page)
+	}
+	if best := runs(t, srv)[0].Best; !strings.Contains(best, "not a regular file") {
+		t.Errorf("best checkpoint %q, want the manifest named unreadable", best)
 	}
 }

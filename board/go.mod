@@ -10,7 +10,7 @@ require (
 require (
 	github.com/gomlx/gopjrt v0.10.0 // indirect
 	github.com/nitro-go/nitro/runstatus v0.0.0 // indirect
-	github.com/nitro-go/nitro/tensorfile v0.0.0 // indirect
+	github.com/nitro-go/nitro/tensorfile v0.0.0
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	google.golang.org/protobuf v1.36.10 // indirect

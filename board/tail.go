@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // MetricsFile is the file a run directory's logger writes, and the one the board tails.
@@ -94,7 +96,8 @@ func (t *tail) refresh(budget int64) {
 	t.seen, t.st.gone, t.st.noDir = true, false, false
 	t.refreshManifest()
 	path := filepath.Join(t.dir, MetricsFile)
-	f, err := os.Open(path)
+	// Only a regular file, opened without waiting: a FIFO with no writer would hang every request.
+	f, fi, err := tensorfile.OpenRegular(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		t.st.missing = true
 		return
@@ -105,11 +108,6 @@ func (t *tail) refresh(budget int64) {
 	}
 	defer f.Close()
 	t.st.missing, t.st.readErr = false, ""
-	fi, err := f.Stat()
-	if err != nil {
-		t.st.readErr = err.Error()
-		return
-	}
 	if fi.Size() < t.offset {
 		t.reset() // the file was replaced or cut: its old lines are no longer the run's
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"sort"
 	"syscall"
@@ -42,22 +41,9 @@ func (OSFS) CreateTemp(dir, prefix string) (File, error) {
 }
 
 func (OSFS) Open(path string) (io.ReadCloser, int64, error) {
-	f, err := os.Open(path)
+	f, st, err := tensorfile.OpenRegular(path) // a FIFO is refused, not waited on
 	if err != nil {
 		return nil, 0, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, err
-	}
-	if st.IsDir() {
-		f.Close()
-		return nil, 0, &fs.PathError{Op: "open", Path: path, Err: syscall.EISDIR}
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, 0, &fs.PathError{Op: "open", Path: path, Err: errors.New("not a regular file")}
 	}
 	return f, st.Size(), nil
 }

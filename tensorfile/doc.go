@@ -6,6 +6,8 @@
 //     ranges must tile the data exactly; Encode writes the data's CRC-32C, ReadData checks it.
 //   - EncodeHeader, ReadRawHeader, ParseHeader and ReadData are the steps, for a format on top
 //     (checkpoint's signed record) that adds its own metadata and checks between them.
+//   - OpenRegular opens only a regular file, without waiting on a named pipe: readers of run dirs
+//     and records (the board, checkpoints) never hang on a FIFO someone left there.
 //   - A durable write leaves path either as it was or complete, even across a crash; on a failure
 //     before the rename no temporary file is left (their names start with TempPrefix).
 //
