@@ -102,14 +102,15 @@ func TestMalformedLines(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, board.MetricsFile), trainLine(1, 2)+"not json\n"+
 		`{"type":"metrics","context":"train","epoch":1,"step":2,"loss":"high"}`+"\n"+`{"no":"type"}`+"\n"+trainLine(3, 1)+
+		`{"type":"metrics","context":"train","epoch":1,"step":4,"loss":1,"loss":9}`+"\n"+
 		`{"type":"finish","status":"completed"}`+"\n")
 	srv := serve(t, board.Config{Runs: []string{dir}})
 	r := runs(t, srv)[0]
-	if r.Malformed != 3 || len(r.Train["loss"]) != 2 || r.StopReason != "completed" || r.Phase != "finished" {
-		t.Fatalf("malformed %d (want 3), loss points %d (want 2), stop %q, phase %q", r.Malformed, len(r.Train["loss"]), r.StopReason, r.Phase)
+	if r.Malformed != 4 || len(r.Train["loss"]) != 2 || r.StopReason != "completed" || r.Phase != "finished" {
+		t.Fatalf("malformed %d (want 4), loss points %d (want 2), stop %q, phase %q", r.Malformed, len(r.Train["loss"]), r.StopReason, r.Phase)
 	}
 	page := get(t, srv.URL+"/")
-	for _, w := range []string{"line 2 is not a JSON object", `line 3: metric &#34;loss&#34; is not a number`, `line 4 has no string &#34;type&#34;`, `<td class="malformed">3</td>`} {
+	for _, w := range []string{"line 2 is not a JSON object", `line 3: metric &#34;loss&#34; is not a number`, `line 4 has no string &#34;type&#34;`, `line 6: duplicate key &#34;loss&#34; in $`, `<td class="malformed">4</td>`} {
 		if !strings.Contains(page, w) {
 			t.Errorf("the page lacks %q", w)
 		}

@@ -189,6 +189,10 @@ func (t *tail) line(line []byte) {
 		t.malformedf("line %d is not a JSON object", t.lineNo)
 		return
 	}
+	if err := tensorfile.CheckUniqueKeys(line); err != nil { // the map kept only the last
+		t.malformedf("line %d: %v", t.lineNo, err)
+		return
+	}
 	var typ string
 	if err := json.Unmarshal(fields["type"], &typ); err != nil {
 		t.malformedf("line %d has no string \"type\"", t.lineNo)

@@ -219,6 +219,9 @@ func decodeRecordMeta(file string, raw []byte) (*recordMeta, error) {
 	if err := checkKeys(raw, recordRequired, recordOptional); err != nil {
 		return nil, formatErr(file, field, "%v", err)
 	}
+	if err := tensorfile.CheckUniqueKeys(raw); err != nil { // nested values too (metrics, states)
+		return nil, formatErr(file, field, "%v", err)
+	}
 	var m recordMeta
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()

@@ -160,6 +160,7 @@ var hostile = []struct {
 	{"record not JSON", "__metadata__.nitro.record", signed(`{"__metadata__":{"nitro.format":"2","nitro.record":"{"}}`, nil)},
 	{"record format mismatch", "__metadata__.nitro.record.format", signed(`{"__metadata__":{"nitro.format":"2","nitro.record":"{\"format\":7,`+minRecord+`}"}}`, nil)},
 	{"metric not a number", "__metadata__.nitro.record", signed(`{"__metadata__":{"nitro.format":"2","nitro.record":"{\"format\":2,`+minRecord+`,\"metrics\":{\"a\":\"x\"}}"}}`, nil)},
+	{"duplicate key in the record's metrics", "__metadata__.nitro.record", signed(`{"__metadata__":{"nitro.format":"2","nitro.record":"{\"format\":2,`+minRecord+`,\"metrics\":{\"a\":1,\"a\":2}}"}}`, nil)},
 	{"checksum mismatch", "__metadata__.nitro.crc32c", craft(`{"__metadata__":{"nitro.crc32c":"00000000","nitro.format":"1","nitro.record":"{\"format\":1}"},`+okTensor+`}`, make([]byte, 8))},
 }
 

@@ -224,6 +224,7 @@ func TestManifestBounds(t *testing.T) {
 		"score, no metric":   {`{"version":1,"checkpoints":[{"file":"a","epoch":1,"step":1,"score":0.5}]}`, "checkpoints[0].metric"},
 		"huge stop reason":   {`{"version":1,"checkpoints":[{"file":"a","epoch":1,"step":1,"score":null,"stop_reason":"` + strings.Repeat("x", 2000) + `"}]}`, "checkpoints[0]"},
 		"epoch past int64":   {`{"version":1,"checkpoints":[{"file":"a","epoch":9223372036854775808,"step":1,"score":null}]}`, "epoch"},
+		"duplicate key":      {`{"version":1,"checkpoints":[{"file":"a","epoch":1,"step":1,"score":null,"file":"b"}]}`, `duplicate key "file" in $.checkpoints[0]`},
 		"score past float64": {`{"version":1,"checkpoints":[{"file":"a","epoch":1,"step":1,"metric":"m","score":1e999}]}`, "score"},
 	} {
 		dir := t.TempDir()

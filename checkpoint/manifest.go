@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 
 	"github.com/nitro-go/nitro/runstatus"
+
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // ManifestName is the manifest's file name inside a checkpoint directory.
@@ -81,6 +83,9 @@ func readManifest(fsys FS, dir string) (*manifest, error) {
 func parseManifest(path string, b []byte) (*manifest, error) {
 	bad := func(format string, args ...any) (*manifest, error) {
 		return nil, fmt.Errorf("checkpoint: manifest %s: %s", path, fmt.Sprintf(format, args...))
+	}
+	if err := tensorfile.CheckUniqueKeys(b); err != nil {
+		return bad("%v", err)
 	}
 	var m manifest
 	dec := json.NewDecoder(bytes.NewReader(b))

@@ -333,3 +333,22 @@ func FuzzDecodeWeights(f *testing.F) {
 		}
 	})
 }
+
+// TestManifestDuplicateKey: a key twice in manifest.json (weights_file, a spec's name) is refused
+// naming it and where it is; encoding/json let the last one win.
+func TestManifestDuplicateKey(t *testing.T) {
+	_, files, err := tinyBundle().encode(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := files[ManifestFile]
+	if _, err := ParseManifest(good); err != nil {
+		t.Fatalf("the tiny bundle's manifest: %v", err)
+	}
+	twice := bytes.Replace(good, []byte(`{`), []byte(`{"weights_file":"other.safetensors",`), 1)
+	_, err = ParseManifest(twice)
+	var fe *FormatError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), `duplicate key "weights_file" in $`) {
+		t.Fatalf("a manifest with weights_file twice: %v, want a FormatError naming the key", err)
+	}
+}

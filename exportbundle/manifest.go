@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // The bundle layout.
@@ -128,6 +130,9 @@ func ParseManifest(data []byte) (*Manifest, error) {
 	}
 	if len(data) > maxManifestBytes {
 		return nil, bad("%d bytes, more than the %d a manifest may have", len(data), maxManifestBytes)
+	}
+	if err := tensorfile.CheckUniqueKeys(data); err != nil { // encoding/json would let the last one win
+		return nil, bad("%v", err)
 	}
 	// The version first, leniently, so that a newer bundle is reported as such rather than as
 	// whatever unknown field it added.

@@ -237,6 +237,7 @@ func TestMalformedLine(t *testing.T) {
 		"value overflows":   `{"type":"metrics","context":"train","epoch":1,"step":2,"loss":1e999}`,
 		"finish status int": `{"type":"finish","status":1}`,
 		"text after":        `{"type":"finish","status":"completed"} {"type":"x"}`,
+		"key twice":         `{"type":"metrics","context":"train","epoch":1,"step":2,"loss":1,"loss":9}`,
 		"too long":          `{"type":"other","key":"k","value":"` + strings.Repeat("x", MaxLineBytes) + `"}`,
 	} {
 		t.Run(name, func(t *testing.T) {

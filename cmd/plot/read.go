@@ -10,6 +10,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // MaxLineBytes is the longest line Read accepts (without its newline); a longer one is an error.
@@ -233,6 +235,9 @@ func decodeObject(line []byte) (map[string]json.RawMessage, error) {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("%w: text after the JSON object", ErrMalformed)
+	}
+	if err := tensorfile.CheckUniqueKeys(line); err != nil { // the map kept only the last
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	return fields, nil
 }
