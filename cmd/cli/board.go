@@ -61,6 +61,14 @@ func newBoardCmd(stdout, stderr io.Writer) *cobra.Command {
 			for _, e := range expanded {
 				fmt.Fprintln(stdout, "board:", e)
 			}
+			// The flags' defaults are set, so a zero here was typed: the package would read it as
+			// "the default", which is not what the user asked for.
+			if refresh <= 0 {
+				return fmt.Errorf("board: --refresh %v: the page's refresh period is positive (e.g. 2s)", refresh)
+			}
+			if points < 2 {
+				return fmt.Errorf("board: --max-points %d: at least 2 points per curve (e.g. 1000)", points)
+			}
 			host, _, _ := net.SplitHostPort(addr)
 			b, err := board.New(board.Config{Runs: runs, Refresh: refresh, MaxPoints: points, LoopbackHostOnly: isLoopback(host)})
 			if err != nil {

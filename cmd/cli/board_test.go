@@ -215,6 +215,8 @@ func TestBoardCommandErrors(t *testing.T) {
 		{[]string{"board", "runs/x", "--addr", ""}, "--addr: empty value"},
 		{[]string{"board", file}, "is a file; give its run directory"},
 		{[]string{"board", "runs/x", "--refresh", "1ms"}, "Refresh 1ms: at least 100ms (flags --refresh, --max-points)"},
+		{[]string{"board", "runs/x", "--refresh", "0"}, "--refresh 0s: the page's refresh period is positive"},
+		{[]string{"board", "runs/x", "--max-points", "0"}, "--max-points 0: at least 2 points per curve"},
 		{[]string{"board", "runs/x", "--addr", "127.0.0.1:-1"}, "--addr 127.0.0.1:-1"},
 	} {
 		code, _, errs := runCLI(c.args...)

@@ -380,6 +380,10 @@ func readLimited(path, flag string) ([]byte, error) {
 // shutdownGrace bounds how long serve waits for the requests in flight after a signal.
 const shutdownGrace = 30 * time.Second
 
+// minServeTimeout is the least timeout serve accepts: below it the flag can only be a slip of the
+// unit (1ns for 1s).
+const minServeTimeout = time.Millisecond
+
 func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 	var addr string
 	cfg := exportbundle.DefaultServeConfig()
@@ -409,6 +413,9 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 				{"write-timeout", cfg.WriteTimeout}, {"idle-timeout", cfg.IdleTimeout}, {"shutdown-stall", cfg.ShutdownStall}} {
 				if d.v <= 0 {
 					return fmt.Errorf("--%s %v: a timeout is positive (e.g. 10s)", d.flag, d.v)
+				}
+				if d.v < minServeTimeout { // 1ns was accepted, and then no answer could ever be written
+					return fmt.Errorf("--%s %v: under %v no request could be served in time: give a timeout such as 10s", d.flag, d.v, minServeTimeout)
 				}
 			}
 			r, err := openBundle(args[0])

@@ -119,7 +119,8 @@ func TestServeSIGTERMCutsStalledClient(t *testing.T) {
 	}
 }
 
-// serve refuses a bound that is not positive, naming the flag, before loading the bundle.
+// serve refuses a bound that is not positive (or a timeout under 1ms), naming the flag, before
+// loading the bundle.
 func TestServeRefusesBadBounds(t *testing.T) {
 	dir := t.TempDir() // not a bundle: the flags are checked first
 	for _, c := range []struct {
@@ -129,6 +130,7 @@ func TestServeRefusesBadBounds(t *testing.T) {
 		{[]string{"--max-concurrent", "0"}, "--max-concurrent 0: at least 1"},
 		{[]string{"--body-timeout", "0s"}, "--body-timeout 0s: a timeout is positive"},
 		{[]string{"--read-timeout", "-1s"}, "--read-timeout -1s: a timeout is positive"},
+		{[]string{"--write-timeout", "1ns"}, "--write-timeout 1ns: under 1ms no request could be served in time"},
 	} {
 		code, _, errs := runCLI(append([]string{"serve", dir}, c.args...)...)
 		if code != 1 || !strings.Contains(errs, c.want) {
