@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gomlx/gopjrt/dtypes/bfloat16"
+	"github.com/nitro-go/nitro/tensorfile"
 	"github.com/x448/float16"
 )
 
@@ -451,8 +452,8 @@ func decodeNested(raw json.RawMessage, spec TensorSpec, batches ...int) (Tensor,
 	return t, nil
 }
 
-func appendScalar(dst []byte, v any, d DType) ([]byte, error) {
-	if d == Bool {
+func appendScalar(dst []byte, v any, d tensorfile.DType) ([]byte, error) {
+	if d == tensorfile.BOOL {
 		b, ok := v.(bool)
 		if !ok {
 			return nil, fmt.Errorf("%v is not a boolean (dtype BOOL)", describe(v))
@@ -466,7 +467,7 @@ func appendScalar(dst []byte, v any, d DType) ([]byte, error) {
 		return appendNumber(dst, string(num), d)
 	}
 	switch d {
-	case F16, BF16, F32, F64:
+	case tensorfile.F16, tensorfile.BF16, tensorfile.F32, tensorfile.F64:
 		if x, ok := v.(string); ok {
 			switch x {
 			case "NaN":
@@ -484,12 +485,12 @@ func appendScalar(dst []byte, v any, d DType) ([]byte, error) {
 
 // appendNumber appends the JSON number num as dtype d: a float rounded to it, an integer only
 // when it is one and fits.
-func appendNumber(dst []byte, num string, d DType) ([]byte, error) {
+func appendNumber(dst []byte, num string, d tensorfile.DType) ([]byte, error) {
 	le := binary.LittleEndian
 	switch d {
-	case Bool:
+	case tensorfile.BOOL:
 		return nil, fmt.Errorf("%s is not a boolean (dtype BOOL)", num)
-	case F16, BF16, F32, F64:
+	case tensorfile.F16, tensorfile.BF16, tensorfile.F32, tensorfile.F64:
 		f, err := strconv.ParseFloat(num, 64)
 		if err != nil {
 			return nil, fmt.Errorf("%s is not a %s number", num, d)
@@ -498,7 +499,7 @@ func appendNumber(dst []byte, num string, d DType) ([]byte, error) {
 	}
 	bitSize := 8 * d.Size()
 	switch d {
-	case U8, U16, U32, U64:
+	case tensorfile.U8, tensorfile.U16, tensorfile.U32, tensorfile.U64:
 		u, err := strconv.ParseUint(num, 10, bitSize)
 		if err != nil {
 			return nil, fmt.Errorf("%s is not a %d-bit unsigned integer (dtype %s)", num, bitSize, d)
@@ -531,15 +532,15 @@ func appendNumber(dst []byte, num string, d DType) ([]byte, error) {
 
 // appendFloat appends f as the float dtype d, refusing a finite value that overflows it (text
 // is how the client wrote it, for the message).
-func appendFloat(dst []byte, f float64, d DType, text string) ([]byte, error) {
+func appendFloat(dst []byte, f float64, d tensorfile.DType, text string) ([]byte, error) {
 	le := binary.LittleEndian
 	var out []byte
 	switch d {
-	case F64:
+	case tensorfile.F64:
 		out = le.AppendUint64(dst, math.Float64bits(f))
-	case F32:
+	case tensorfile.F32:
 		out = le.AppendUint32(dst, math.Float32bits(float32(f)))
-	case F16:
+	case tensorfile.F16:
 		out = le.AppendUint16(dst, float16.Fromfloat32(float32(f)).Bits())
 	default:
 		out = le.AppendUint16(dst, bfloat16.FromFloat32(float32(f)).Bits())
@@ -586,33 +587,33 @@ func encodeScalar(b *bytes.Buffer, t Tensor, i int) {
 	le := binary.LittleEndian
 	var buf [32]byte
 	switch t.DType {
-	case Bool:
+	case tensorfile.BOOL:
 		if t.Data[i] != 0 {
 			b.WriteString("true")
 		} else {
 			b.WriteString("false")
 		}
-	case I8, I16, I32, I64:
+	case tensorfile.I8, tensorfile.I16, tensorfile.I32, tensorfile.I64:
 		var v int64
 		switch t.DType {
-		case I8:
+		case tensorfile.I8:
 			v = int64(int8(t.Data[i]))
-		case I16:
+		case tensorfile.I16:
 			v = int64(int16(le.Uint16(t.Data[2*i:])))
-		case I32:
+		case tensorfile.I32:
 			v = int64(int32(le.Uint32(t.Data[4*i:])))
 		default:
 			v = int64(le.Uint64(t.Data[8*i:]))
 		}
 		b.Write(strconv.AppendInt(buf[:0], v, 10))
-	case U8, U16, U32, U64:
+	case tensorfile.U8, tensorfile.U16, tensorfile.U32, tensorfile.U64:
 		var v uint64
 		switch t.DType {
-		case U8:
+		case tensorfile.U8:
 			v = uint64(t.Data[i])
-		case U16:
+		case tensorfile.U16:
 			v = uint64(le.Uint16(t.Data[2*i:]))
-		case U32:
+		case tensorfile.U32:
 			v = uint64(le.Uint32(t.Data[4*i:]))
 		default:
 			v = le.Uint64(t.Data[8*i:])
@@ -629,7 +630,7 @@ func encodeScalar(b *bytes.Buffer, t Tensor, i int) {
 			b.WriteString(`"-Inf"`)
 		default:
 			bits := 32
-			if t.DType == F64 {
+			if t.DType == tensorfile.F64 {
 				bits = 64
 			}
 			b.Write(strconv.AppendFloat(buf[:0], f, 'g', -1, bits))
