@@ -84,9 +84,40 @@ func (s *store) getDir() string {
 
 // save writes r under the name args give and rewrites the manifest with the entries keep
 // retains (all holds the old entries then the new one, oldest first), then removes the others.
+// The phases run in the order a crash anywhere leaves the directory recoverable: the intent
+// manifest before the record, the final manifest before any removal.
 func (s *store) save(r *Record, args NameArgs, keep func(all []ManifestEntry) []bool) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	base, err := s.fileFor(r, args)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(s.dir, base)
+	if err := s.prepareDir(path); err != nil {
+		return "", err
+	}
+	old, err := readManifest(s.o.fs, s.dir)
+	if err != nil {
+		return "", fmt.Errorf("checkpoint: save %s: %w", path, err)
+	}
+	pending, err := s.writeIntent(old, base, path)
+	if err != nil {
+		return "", err
+	}
+	if err := writeRecord(s.o.fs, s.o.retry, path, r); err != nil {
+		return "", err
+	}
+	displaced, err := s.writeFinal(old, pending, newEntry(r, base, args), keep, path)
+	if err != nil {
+		return "", err
+	}
+	// Only now, with the new file and the manifest durable, remove the displaced files.
+	return path, s.rotate(displaced, path)
+}
+
+// fileFor checks r and the store before anything on disk changes, and names r's file.
+func (s *store) fileFor(r *Record, args NameArgs) (base string, err error) {
 	if r == nil {
 		return "", errors.New("checkpoint: Save of a nil record")
 	}
@@ -103,14 +134,19 @@ func (s *store) save(r *Record, args NameArgs, keep func(all []ManifestEntry) []
 	if name == nil {
 		name = Filename
 	}
-	base := name(args)
+	base = name(args)
 	if err := validBase(base); err != nil {
 		return "", err
 	}
-	fsys, rt, dir := s.o.fs, s.o.retry, s.dir
-	path := filepath.Join(dir, base)
-	if err := rt.do(func() error { return fsys.MkdirAll(dir) }); err != nil {
-		return "", fmt.Errorf("checkpoint: save %s: create directory: %w", path, err)
+	return base, nil
+}
+
+// prepareDir creates the directory and, on the store's first save, removes crashed writes'
+// temporary leftovers.
+func (s *store) prepareDir(path string) error {
+	fsys, dir := s.o.fs, s.dir
+	if err := s.o.retry.do(func() error { return fsys.MkdirAll(dir) }); err != nil {
+		return fmt.Errorf("checkpoint: save %s: create directory: %w", path, err)
 	}
 	if !s.cleaned {
 		if names, err := fsys.ReadDir(dir); err == nil {
@@ -122,10 +158,12 @@ func (s *store) save(r *Record, args NameArgs, keep func(all []ManifestEntry) []
 			s.cleaned = true
 		}
 	}
-	old, err := readManifest(fsys, dir)
-	if err != nil {
-		return "", fmt.Errorf("checkpoint: save %s: %w", path, err)
-	}
+	return nil
+}
+
+// writeIntent retries the removals an earlier save left pending and writes the intent
+// manifest, which lists base as displaced; it returns the removals still pending.
+func (s *store) writeIntent(old *manifest, base, path string) (pending []string, err error) {
 	listed := map[string]bool{}
 	for _, e := range old.Checkpoints {
 		listed[e.File] = true
@@ -135,11 +173,10 @@ func (s *store) save(r *Record, args NameArgs, keep func(all []ManifestEntry) []
 	// file that nothing would remove. An overwrite of a listed name is unlisted meanwhile:
 	// after a crash the file may hold the old record or the new one, and neither matches
 	// the entry for sure (the name rounds the score and omits the stop reason), so it goes.
-	var pending []string
 	for _, f := range old.Displaced {
 		switch {
 		case listed[f], f == base:
-		case s.remove(filepath.Join(dir, f)) != nil:
+		case s.remove(filepath.Join(s.dir, f)) != nil:
 			pending = append(pending, f)
 		}
 	}
@@ -149,21 +186,27 @@ func (s *store) save(r *Record, args NameArgs, keep func(all []ManifestEntry) []
 			intent.Checkpoints = append(intent.Checkpoints, e)
 		}
 	}
-	if err := writeManifest(fsys, rt, dir, intent); err != nil {
-		return "", fmt.Errorf("checkpoint: save %s: %w", path, err)
+	if err := writeManifest(s.o.fs, s.o.retry, s.dir, intent); err != nil {
+		return nil, fmt.Errorf("checkpoint: save %s: %w", path, err)
 	}
+	return pending, nil
+}
 
-	if err := writeRecord(fsys, rt, path, r); err != nil {
-		return "", err
-	}
-
+// newEntry is the manifest's line for r, written as base.
+func newEntry(r *Record, base string, args NameArgs) ManifestEntry {
 	entry := ManifestEntry{File: base, Epoch: r.Epoch, Step: r.Step, StopReason: r.StopReason}
 	if args.Scored {
 		entry.Metric, entry.Score = args.Metric, &args.Score
 	}
+	return entry
+}
+
+// writeFinal writes the manifest that lists entry and what keep retains of the old entries,
+// the rest displaced (after those still pending), and returns the newly displaced files.
+func (s *store) writeFinal(old *manifest, pending []string, entry ManifestEntry, keep func(all []ManifestEntry) []bool, path string) (displaced []string, err error) {
 	all := make([]ManifestEntry, 0, len(old.Checkpoints)+1)
 	for _, e := range old.Checkpoints {
-		if e.File == base { // the same name again: the new file replaced it
+		if e.File == entry.File { // the same name again: the new file replaced it
 			continue
 		}
 		all = append(all, e)
@@ -172,7 +215,6 @@ func (s *store) save(r *Record, args NameArgs, keep func(all []ManifestEntry) []
 	kept := keep(all)
 	kept[len(all)-1] = true // never rotate out the newest
 	next := &manifest{Displaced: pending}
-	var displaced []string
 	for i, e := range all {
 		if kept[i] {
 			next.Checkpoints = append(next.Checkpoints, e)
@@ -181,27 +223,32 @@ func (s *store) save(r *Record, args NameArgs, keep func(all []ManifestEntry) []
 		}
 	}
 	next.Displaced = append(next.Displaced, displaced...)
-	if err := writeManifest(fsys, rt, dir, next); err != nil {
+	if err := writeManifest(s.o.fs, s.o.retry, s.dir, next); err != nil {
 		// The record stays for now: the failed write may have renamed the new manifest into
 		// place before its directory fsync failed, and then it lists the record; otherwise
 		// the intent manifest has it displaced and the next Save removes it.
-		return "", fmt.Errorf("checkpoint: save %s: the record was written but the manifest was not: %w", path, err)
+		return nil, fmt.Errorf("checkpoint: save %s: the record was written but the manifest was not: %w", path, err)
 	}
+	return displaced, nil
+}
 
-	// Only now, with the new file and the manifest durable, remove the displaced files.
+// rotate removes the displaced files (save calls it once the final manifest is durable). A
+// failed removal wraps ErrNotRotated; the manifest still lists it displaced, so the next save
+// retries.
+func (s *store) rotate(displaced []string, path string) error {
 	var errs []error
 	for _, f := range displaced {
-		if err := s.remove(filepath.Join(dir, f)); err != nil {
+		if err := s.remove(filepath.Join(s.dir, f)); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if len(displaced) > len(errs) {
-		fsys.SyncDir(dir) // the removals' durability is not needed for correctness
+		s.o.fs.SyncDir(s.dir) // the removals' durability is not needed for correctness
 	}
 	if len(errs) > 0 {
-		return path, fmt.Errorf("checkpoint: saved %s: %w: %w", path, ErrNotRotated, errors.Join(errs...))
+		return fmt.Errorf("checkpoint: saved %s: %w: %w", path, ErrNotRotated, errors.Join(errs...))
 	}
-	return path, nil
+	return nil
 }
 
 // remove deletes one file with retries; a file already gone counts as removed.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/nitro-go/nitro/tensorfile"
 	"io/fs"
 	"math"
 	"os"
@@ -138,7 +139,7 @@ func TestTopKUnscoredAndRefusals(t *testing.T) {
 		t.Errorf("a refused save changed the directory: %v -> %v", before, after)
 	}
 	bad := epochRecord(5, 8, 1)
-	bad.Tensors = append(bad.Tensors, Tensor{Name: "w", DType: U8, Shape: []int{0}})
+	bad.Tensors = append(bad.Tensors, Tensor{Name: "w", DType: tensorfile.U8, Shape: []int{0}})
 	if _, err := tk.Save(bad); err == nil {
 		t.Error("a record with a duplicate tensor was saved")
 	}

@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/nitro-go/nitro/checkpoint"
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // record is a tiny record: one F32 tensor of two elements (1.0 and 2.0).
 func record(epoch int, valLoss float64) *checkpoint.Record {
 	return &checkpoint.Record{
-		Tensors: []checkpoint.Tensor{{Name: "dense/weights", DType: checkpoint.F32, Shape: []int{2},
+		Tensors: []checkpoint.Tensor{{Name: "dense/weights", DType: tensorfile.F32, Shape: []int{2},
 			Data: []byte{0, 0, 0x80, 0x3f, 0, 0, 0, 0x40}}},
 		Epoch:   epoch,
 		Step:    epoch * 750,

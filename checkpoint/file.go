@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nitro-go/nitro/runstatus"
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // Option configures Write, TopK and EveryN.
@@ -130,7 +131,7 @@ type Header struct {
 // TensorInfo is a tensor's name, dtype and shape.
 type TensorInfo struct {
 	Name  string
-	DType DType
+	DType tensorfile.DType
 	Shape []int
 }
 

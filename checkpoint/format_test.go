@@ -82,18 +82,18 @@ func TestRoundTripMinimal(t *testing.T) {
 func TestEncodeRefuses(t *testing.T) {
 	for name, tn := range map[string]Tensor{
 		"unknown dtype": {Name: "x", DType: "F8", Shape: []int{1}, Data: []byte{0}},
-		"short data":    {Name: "x", DType: F32, Shape: []int{2}, Data: make([]byte, 7)},
-		"negative dim":  {Name: "x", DType: F32, Shape: []int{-1}},
-		"overflow":      {Name: "x", DType: F64, Shape: []int{1 << 40, 1 << 40}},
-		"reserved name": {Name: "__metadata__", DType: U8, Shape: []int{0}},
-		"empty name":    {Name: "", DType: U8, Shape: []int{0}},
+		"short data":    {Name: "x", DType: tensorfile.F32, Shape: []int{2}, Data: make([]byte, 7)},
+		"negative dim":  {Name: "x", DType: tensorfile.F32, Shape: []int{-1}},
+		"overflow":      {Name: "x", DType: tensorfile.F64, Shape: []int{1 << 40, 1 << 40}},
+		"reserved name": {Name: "__metadata__", DType: tensorfile.U8, Shape: []int{0}},
+		"empty name":    {Name: "", DType: tensorfile.U8, Shape: []int{0}},
 	} {
 		r := &Record{Tensors: []Tensor{tn}}
 		if err := Encode(new(bytes.Buffer), r); err == nil {
 			t.Errorf("%s: Encode accepted it", name)
 		}
 	}
-	dup := &Record{Tensors: []Tensor{{Name: "a", DType: U8, Shape: []int{0}}, {Name: "a", DType: U8, Shape: []int{0}}}}
+	dup := &Record{Tensors: []Tensor{{Name: "a", DType: tensorfile.U8, Shape: []int{0}}, {Name: "a", DType: tensorfile.U8, Shape: []int{0}}}}
 	if err := Encode(new(bytes.Buffer), dup); err == nil || !strings.Contains(err.Error(), `"a"`) {
 		t.Errorf("duplicate name: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"github.com/nitro-go/nitro/tensorfile"
 	"math"
 	"reflect"
 	"testing"
@@ -36,16 +37,16 @@ func fill(seed uint64, n int) []byte {
 func sampleRecord() *Record {
 	return &Record{
 		Tensors: []Tensor{
-			{Name: "dense/0/weights", DType: F32, Shape: []int{2, 3}, Data: f32s(1, -2, 3.5, 0, float32(math.Inf(1)), -0.25)},
-			{Name: "dense/0/biases", DType: F32, Shape: []int{3}, Data: f32s(0.5, 0.25, -1)},
-			{Name: "opt/adam/step", DType: I64, Shape: []int{}, Data: binary.LittleEndian.AppendUint64(nil, 4500)},
-			{Name: "opt/adam/m", DType: F64, Shape: []int{2}, Data: binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, math.Float64bits(1e-300)), math.Float64bits(-7))},
-			{Name: "bn/mask", DType: BOOL, Shape: []int{3}, Data: []byte{1, 0, 1}},
-			{Name: "half", DType: F16, Shape: []int{2}, Data: []byte{0x00, 0x3c, 0x00, 0xc0}},   // 1, -2
-			{Name: "brain", DType: BF16, Shape: []int{2}, Data: []byte{0x80, 0x3f, 0x40, 0xc0}}, // 1, -3
-			{Name: "ids", DType: I32, Shape: []int{1, 2}, Data: []byte{1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}},
-			{Name: "bytes", DType: U8, Shape: []int{4}, Data: []byte{0, 1, 254, 255}},
-			{Name: "empty", DType: F32, Shape: []int{0, 5}, Data: []byte{}},
+			{Name: "dense/0/weights", DType: tensorfile.F32, Shape: []int{2, 3}, Data: f32s(1, -2, 3.5, 0, float32(math.Inf(1)), -0.25)},
+			{Name: "dense/0/biases", DType: tensorfile.F32, Shape: []int{3}, Data: f32s(0.5, 0.25, -1)},
+			{Name: "opt/adam/step", DType: tensorfile.I64, Shape: []int{}, Data: binary.LittleEndian.AppendUint64(nil, 4500)},
+			{Name: "opt/adam/m", DType: tensorfile.F64, Shape: []int{2}, Data: binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, math.Float64bits(1e-300)), math.Float64bits(-7))},
+			{Name: "bn/mask", DType: tensorfile.BOOL, Shape: []int{3}, Data: []byte{1, 0, 1}},
+			{Name: "half", DType: tensorfile.F16, Shape: []int{2}, Data: []byte{0x00, 0x3c, 0x00, 0xc0}},   // 1, -2
+			{Name: "brain", DType: tensorfile.BF16, Shape: []int{2}, Data: []byte{0x80, 0x3f, 0x40, 0xc0}}, // 1, -3
+			{Name: "ids", DType: tensorfile.I32, Shape: []int{1, 2}, Data: []byte{1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}},
+			{Name: "bytes", DType: tensorfile.U8, Shape: []int{4}, Data: []byte{0, 1, 254, 255}},
+			{Name: "empty", DType: tensorfile.F32, Shape: []int{0, 5}, Data: []byte{}},
 		},
 		Epoch:      6,
 		Step:       4500,
@@ -73,8 +74,8 @@ func sampleRecord() *Record {
 func epochRecord(epoch, size int, score float64) *Record {
 	return &Record{
 		Tensors: []Tensor{
-			{Name: "w", DType: U8, Shape: []int{size}, Data: fill(uint64(epoch), size)},
-			{Name: "b", DType: F32, Shape: []int{1}, Data: f32s(float32(epoch))},
+			{Name: "w", DType: tensorfile.U8, Shape: []int{size}, Data: fill(uint64(epoch), size)},
+			{Name: "b", DType: tensorfile.F32, Shape: []int{1}, Data: f32s(float32(epoch))},
 		},
 		Epoch:   epoch,
 		Step:    epoch * 100,

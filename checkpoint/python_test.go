@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/nitro-go/nitro/internal/prereq"
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // TestPythonSafetensors checks the file against the reference Python safetensors package, in
@@ -32,10 +33,10 @@ func TestPythonSafetensors(t *testing.T) {
 		t.Fatal(err)
 	}
 	type want struct {
-		Name  string `json:"name"`
-		DType DType  `json:"dtype"`
-		Shape []int  `json:"shape"`
-		Hex   string `json:"hex"`
+		Name  string           `json:"name"`
+		DType tensorfile.DType `json:"dtype"`
+		Shape []int            `json:"shape"`
+		Hex   string           `json:"hex"`
 	}
 	exp := struct {
 		Tensors []want         `json:"tensors"`
@@ -80,11 +81,11 @@ func TestPythonSafetensors(t *testing.T) {
 		bb = binary.LittleEndian.AppendUint64(bb, uint64(v))
 	}
 	for name, w := range map[string]Tensor{
-		"a": {DType: F32, Shape: []int{2, 3}, Data: a},
-		"b": {DType: I64, Shape: []int{3}, Data: bb},
-		"c": {DType: BOOL, Shape: []int{2}, Data: []byte{1, 0}},
-		"h": {DType: F16, Shape: []int{1}, Data: []byte{0x00, 0x3e}},
-		"s": {DType: F64, Shape: []int{}, Data: binary.LittleEndian.AppendUint64(nil, math.Float64bits(3.25))},
+		"a": {DType: tensorfile.F32, Shape: []int{2, 3}, Data: a},
+		"b": {DType: tensorfile.I64, Shape: []int{3}, Data: bb},
+		"c": {DType: tensorfile.BOOL, Shape: []int{2}, Data: []byte{1, 0}},
+		"h": {DType: tensorfile.F16, Shape: []int{1}, Data: []byte{0x00, 0x3e}},
+		"s": {DType: tensorfile.F64, Shape: []int{}, Data: binary.LittleEndian.AppendUint64(nil, math.Float64bits(3.25))},
 	} {
 		g := got[name]
 		if g.DType != w.DType || !slicesEqual(g.Shape, w.Shape) || !bytes.Equal(g.Data, w.Data) {

@@ -11,26 +11,6 @@ import (
 	"github.com/nitro-go/nitro/tensorfile"
 )
 
-// DType is tensorfile's: the safetensors spelling of an element type.
-type DType = tensorfile.DType
-
-// The element types a record may hold (tensorfile's).
-const (
-	BOOL = tensorfile.BOOL
-	U8   = tensorfile.U8
-	I8   = tensorfile.I8
-	I16  = tensorfile.I16
-	U16  = tensorfile.U16
-	F16  = tensorfile.F16
-	BF16 = tensorfile.BF16
-	I32  = tensorfile.I32
-	U32  = tensorfile.U32
-	F32  = tensorfile.F32
-	F64  = tensorfile.F64
-	I64  = tensorfile.I64
-	U64  = tensorfile.U64
-)
-
 // Tensor is one named array as plain data (tensorfile's): Data holds the elements
 // little-endian, row-major.
 type Tensor = tensorfile.Tensor

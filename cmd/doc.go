@@ -1,10 +1,14 @@
 // Package cmd holds nitro's command line and its built-in example experiments.
 //
 //   - cmd/nitro is the `nitro` binary. Its commands (`nitro CMD --help` for each one's flags):
-//     train, evaluate and export (from a checkpoint) over registered experiments; run-bundle and
-//     serve (an export bundle, JSON in and out); list, info (an experiment or a checkpoint), ls (a
-//     run dir's checkpoints), plot (a run's metrics as PNGs); data convert (a built-in data set to
-//     Parquet); setup (the pinned XLA CPU plugin); completion (shell scripts).
+//     `train`, `evaluate` and `render` (a split's samples and predictions as a PNG) over
+//     registered experiments, from scratch or a checkpoint; `export` (a checkpoint's model as a
+//     bundle); `run-bundle` and `serve` (an export bundle, JSON in and out); `list`, `info` (an
+//     experiment or a checkpoint), `ls` (a run dir's checkpoints), `plot` (a run's metrics as
+//     PNGs), `board` (a live web page comparing runs); `data convert` (a built-in data set to
+//     Parquet); `setup` (the pinned XLA CPU plugin); `new` (a Go module with an experiment of your
+//     own); `completion` (shell scripts). The list is cli's commands table; a test checks that
+//     this paragraph names each.
 //   - cmd/cli is the same command line as a library: a user's own main calls cli.Register for
 //     each experiment type and cli.Main, and gets the same commands and flags.
 //   - cmd/plot draws a run's metrics.jsonl (nitro plot).

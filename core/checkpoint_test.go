@@ -16,6 +16,7 @@ import (
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/logjson"
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // ckptOpts are goOpts with checkpoints on: the default checkpointer adopts dir as the run dir.
@@ -131,7 +132,7 @@ func TestDefaultCheckpointer(t *testing.T) {
 	if !ok {
 		t.Fatal("the record has no param/backbone/dense/weights")
 	}
-	if w.DType != checkpoint.F32 || !slices.Equal(w.Shape, []int{4, 8}) {
+	if w.DType != tensorfile.F32 || !slices.Equal(w.Shape, []int{4, 8}) {
 		t.Errorf("param/backbone/dense/weights is %s%v, want F32[4 8]", w.DType, w.Shape)
 	}
 	if rec.Epoch != 5 || rec.Step != 40 || rec.StopReason != core.StopCompleted || rec.Preset != "tiny" ||

@@ -228,7 +228,7 @@ func (n *Nitro) installState(staged []stagedTensor, path string) error {
 // one dtype table, read only through checkpointDType.
 // checkpointDType is the checkpoint dtype of a GoMLX dtype, from tensorfile's one table; ok is
 // false for one a checkpoint cannot hold (complex, 4- and 8-bit floats, 2- and 4-bit integers).
-func checkpointDType(dt dtypes.DType) (d checkpoint.DType, ok bool) {
+func checkpointDType(dt dtypes.DType) (d tensorfile.DType, ok bool) {
 	d = tensorfile.DTypeOf(dt)
 	return d, d != ""
 }

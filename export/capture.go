@@ -11,6 +11,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/exportbundle"
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // exportResult is what the capture produced.
@@ -268,7 +269,7 @@ func compileExport(m *core.ModelView, be backends.Backend, p *exportPlan, probe 
 // outputSpec is an output's bundle spec from its traced shape, checked against the assertions.
 func outputSpec(o ExportOutput, s shapes.Shape, b int) (exportbundle.TensorSpec, error) {
 	what := fmt.Sprintf("ExportSpec.Outputs %q (from %q)", o.Name, o.From)
-	dt := exportbundle.DTypeOf(s.DType)
+	dt := tensorfile.DTypeOf(s.DType)
 	ok := dt.Valid()
 	if !ok {
 		return exportbundle.TensorSpec{}, fmt.Errorf("%s: dtype %s cannot be held in a bundle", what, s.DType)
@@ -320,7 +321,7 @@ func runExportOnce(g *graph.Graph, p *exportPlan, used []exportWeight, specs []e
 	}
 	for i, t := range outs {
 		want := specs[i].ShapeAt(b)
-		if dt := exportbundle.DTypeOf(t.DType()); dt != specs[i].DType || !slices.Equal(t.Shape().Dimensions, want) {
+		if dt := tensorfile.DTypeOf(t.DType()); dt != specs[i].DType || !slices.Equal(t.Shape().Dimensions, want) {
 			return fmt.Errorf("output %q: the program returned %s%v, the trace said %s%v", specs[i].Name, dt, t.Shape().Dimensions, specs[i].DType, want)
 		}
 	}

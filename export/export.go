@@ -7,6 +7,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/exportbundle"
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // ExportSpec says what Export writes: the wire contract (inputs, outputs), the batch sizes, the
@@ -80,7 +81,7 @@ type ExportOutput struct {
 	// DType and Shape, when set, are assertions the export checks against the traced output:
 	// the export fails rather than writing a bundle whose contract drifted. Shape is batch-first:
 	// -1 at axis 0, the batch.
-	DType exportbundle.DType
+	DType tensorfile.DType
 	Shape []int
 	// AxisLetters optionally names each non-batch axis, one ASCII letter each.
 	AxisLetters string

@@ -18,6 +18,7 @@ import (
 	"github.com/nitro-go/nitro/exportbundle"
 	"github.com/nitro-go/nitro/internal/prereq"
 	"github.com/nitro-go/nitro/monitors"
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // TestExportRefusesSpec: every spec the hooks disagree with is refused before anything is traced
@@ -56,14 +57,14 @@ func TestExportRefusesSpec(t *testing.T) {
 			[]string{`ExportSpec.Outputs[0] "pred": Shape [1 -1]`, "batch-first", "-1 at axis 0"}},
 		{"output dtype unknown", with(func(s *export.ExportSpec) { s.Outputs = []export.ExportOutput{{Name: "pred", DType: "F31"}} }), []string{`ExportSpec.Outputs[0] "pred": DType "F31"`}},
 		{"client outputs without a postprocess", with(func(s *export.ExportSpec) {
-			s.ClientOutputs = []exportbundle.TensorSpec{{Name: "prob", DType: exportbundle.F32, Shape: []int{1, 1}}}
+			s.ClientOutputs = []exportbundle.TensorSpec{{Name: "prob", DType: tensorfile.F32, Shape: []int{1, 1}}}
 		}), []string{"ExportSpec.ClientOutputs given without a Postprocess"}},
 		{"client inputs without a postprocess", with(func(s *export.ExportSpec) {
-			s.ClientInputs = []exportbundle.TensorSpec{{Name: "x", DType: exportbundle.U8, Shape: []int{1, 4}}}
+			s.ClientInputs = []exportbundle.TensorSpec{{Name: "x", DType: tensorfile.U8, Shape: []int{1, 4}}}
 		}), []string{"ExportSpec.ClientInputs given without a Postprocess"}},
 		{"client spec the bundle refuses", with(func(s *export.ExportSpec) {
 			s.Postprocess = "softmax"
-			s.ClientOutputs = []exportbundle.TensorSpec{{Name: "prob", DType: exportbundle.F32, Shape: []int{1, 3}, AxisLetters: "ab"}}
+			s.ClientOutputs = []exportbundle.TensorSpec{{Name: "prob", DType: tensorfile.F32, Shape: []int{1, 3}, AxisLetters: "ab"}}
 		}), []string{"the bundle would be invalid", `client_outputs[0] "prob": axis_letters "ab"`}},
 		{"batch size past the bundle's bound", with(func(s *export.ExportSpec) { s.BatchSizes = []int{1 << 21} }),
 			[]string{"the bundle would be invalid", "batch_sizes[0]: 2097152 (want 1..1048576)"}},
@@ -247,10 +248,10 @@ func TestExportPreprocessEagerCheck(t *testing.T) {
 		wantErr(t, err, "no plugin found")
 		prereq.XLAPlugin.Absent(t, fmt.Errorf("the eager check passed, the capture was not tried: %w", err))
 	}
-	if len(b.Inputs) != 1 || b.Inputs[0].Name != "raw" || b.Inputs[0].DType != exportbundle.U8 || !slices.Equal(b.Inputs[0].Shape, []int{-1, features}) {
+	if len(b.Inputs) != 1 || b.Inputs[0].Name != "raw" || b.Inputs[0].DType != tensorfile.U8 || !slices.Equal(b.Inputs[0].Shape, []int{-1, features}) {
 		t.Errorf("bundle inputs %+v, want the wire input raw U8 [-1 4]", b.Inputs)
 	}
-	if len(b.Outputs) != 2 || b.Outputs[1].Name != "raw_echo" || b.Outputs[1].DType != exportbundle.U8 {
+	if len(b.Outputs) != 2 || b.Outputs[1].Name != "raw_echo" || b.Outputs[1].DType != tensorfile.U8 {
 		t.Errorf("bundle outputs %+v, want pred and the echo of the wire input (U8)", b.Outputs)
 	}
 	t.Logf("exported through %s: inputs %+v, outputs %+v", b.Provenance["pjrt_plugin"], b.Inputs, b.Outputs)

@@ -17,6 +17,7 @@ require (
 	github.com/nitro-go/nitro/internal/prereq v0.0.0
 	github.com/nitro-go/nitro/markers v0.0.0
 	github.com/nitro-go/nitro/monitors v0.0.0
+	github.com/nitro-go/nitro/tensorfile v0.0.0
 )
 
 require (
@@ -65,4 +66,5 @@ replace (
 	github.com/nitro-go/nitro/prefetch => ../prefetch
 	github.com/nitro-go/nitro/render => ../render
 	github.com/nitro-go/nitro/schedules => ../schedules
+	github.com/nitro-go/nitro/tensorfile => ../tensorfile
 )

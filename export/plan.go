@@ -14,6 +14,7 @@ import (
 	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/exportbundle"
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // exportPlan is a checked ExportSpec resolved against the hooks and the data contract.
@@ -37,7 +38,7 @@ type exportInput struct {
 func (p *exportPlan) inputSpecs() []exportbundle.TensorSpec {
 	out := make([]exportbundle.TensorSpec, len(p.inputs))
 	for i, in := range p.inputs {
-		out[i] = exportbundle.TensorSpec{Name: in.name, DType: exportbundle.DTypeOf(in.dtype), Shape: append([]int{-1}, in.row...), BatchAxis: 0}
+		out[i] = exportbundle.TensorSpec{Name: in.name, DType: tensorfile.DTypeOf(in.dtype), Shape: append([]int{-1}, in.row...), BatchAxis: 0}
 	}
 	return out
 }

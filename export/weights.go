@@ -11,6 +11,7 @@ import (
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/exportbundle"
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // exportWeight is one weight candidate: a parameter or layer-state variable and its value, read
@@ -23,7 +24,7 @@ type exportWeight struct {
 
 // bundleTensor is a weight read back to the host, as a bundle tensor.
 func bundleTensor(name string, dtype dtypes.DType, shape []int, data []byte) (exportbundle.Tensor, error) {
-	dt := exportbundle.DTypeOf(dtype)
+	dt := tensorfile.DTypeOf(dtype)
 	if !dt.Valid() {
 		return exportbundle.Tensor{}, fmt.Errorf("%s: dtype %s cannot be held in a bundle", name, dtype)
 	}
@@ -81,7 +82,7 @@ func freezeDevice(m *core.ModelView) (*frozenDevice, error) {
 	}
 	fz := &frozenDevice{names: make([]string, len(devs)), values: make(map[string]*tensors.Tensor, len(devs))}
 	for i, d := range devs {
-		if !exportbundle.DTypeOf(d.Value.DType()).Valid() {
+		if !tensorfile.DTypeOf(d.Value.DType()).Valid() {
 			return nil, fmt.Errorf("Device field %s: dtype %s cannot be held in a bundle", d.Name, d.Value.DType())
 		}
 		fz.names[i] = d.Name

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"github.com/nitro-go/nitro/tensorfile"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -19,15 +20,15 @@ func tinyBundle() *Bundle {
 	b, _ := NewTensor([]int{3}, []int32{7, 8, 9})
 	return &Bundle{
 		Name:    "tiny",
-		Inputs:  []TensorSpec{{Name: "img", DType: U8, Shape: []int{1, 5, 5}, BatchAxis: 0, AxisLetters: "wh"}},
-		Outputs: []TensorSpec{{Name: "logits", DType: F32, Shape: []int{1, 3}, BatchAxis: 0}, {Name: "scale", DType: F32, Shape: []int{3}, BatchAxis: -1}},
+		Inputs:  []TensorSpec{{Name: "img", DType: tensorfile.U8, Shape: []int{1, 5, 5}, BatchAxis: 0, AxisLetters: "wh"}},
+		Outputs: []TensorSpec{{Name: "logits", DType: tensorfile.F32, Shape: []int{1, 3}, BatchAxis: 0}, {Name: "scale", DType: tensorfile.F32, Shape: []int{3}, BatchAxis: -1}},
 		Weights: []Weight{{Name: "w", Tensor: w}, {Name: "b", Tensor: b}},
 		Programs: map[int]Program{
 			1: {Format: "mlir", Code: []byte("module @m1 {}\n")},
 			8: {Format: "mlir", Code: []byte("module @m8 {}\n")},
 		},
 		Postprocess:   "softmax(logits)\n",
-		ClientOutputs: []TensorSpec{{Name: "prob", DType: F32, Shape: []int{3, 1}, BatchAxis: 1}},
+		ClientOutputs: []TensorSpec{{Name: "prob", DType: tensorfile.F32, Shape: []int{3, 1}, BatchAxis: 1}},
 		Provenance:    map[string]string{"git_commit": "abc123", "preset": "small"},
 		Extra:         map[string][]byte{"working_tree.patch": []byte("--- a\n+++ b\n")},
 	}

@@ -2,13 +2,21 @@ package exportbundle
 
 import (
 	"bufio"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/gomlx/gopjrt/dtypes/bfloat16"
+	"github.com/x448/float16"
+
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // The request decoder reads a /predict body once, through a small buffer, appending each
@@ -512,3 +520,119 @@ func (d *decoder) value(st *inputState, depth int) error {
 }
 
 func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, readBufBytes) }
+
+// appendScalar appends one decoded JSON value as dtype d: a boolean for BOOL, a number, or for
+// a float dtype the strings "NaN", "+Inf", "Inf" and "-Inf" (JSON has no spelling for them).
+func appendScalar(dst []byte, v any, d tensorfile.DType) ([]byte, error) {
+	if d == tensorfile.BOOL {
+		b, ok := v.(bool)
+		if !ok {
+			return nil, fmt.Errorf("%v is not a boolean (dtype BOOL)", describe(v))
+		}
+		if b {
+			return append(dst, 1), nil
+		}
+		return append(dst, 0), nil
+	}
+	if num, ok := v.(json.Number); ok {
+		return appendNumber(dst, string(num), d)
+	}
+	switch d {
+	case tensorfile.F16, tensorfile.BF16, tensorfile.F32, tensorfile.F64:
+		if x, ok := v.(string); ok {
+			switch x {
+			case "NaN":
+				return appendFloat(dst, math.NaN(), d, x)
+			case "+Inf", "Inf":
+				return appendFloat(dst, math.Inf(1), d, x)
+			case "-Inf":
+				return appendFloat(dst, math.Inf(-1), d, x)
+			}
+			return nil, fmt.Errorf("string %q is not a number (dtype %s)", x, d)
+		}
+	}
+	return nil, fmt.Errorf("%v is not a number (dtype %s)", describe(v), d)
+}
+
+// appendNumber appends the JSON number num as dtype d: a float rounded to it, an integer only
+// when it is one and fits.
+func appendNumber(dst []byte, num string, d tensorfile.DType) ([]byte, error) {
+	le := binary.LittleEndian
+	switch d {
+	case tensorfile.BOOL:
+		return nil, fmt.Errorf("%s is not a boolean (dtype BOOL)", num)
+	case tensorfile.F16, tensorfile.BF16, tensorfile.F32, tensorfile.F64:
+		f, err := strconv.ParseFloat(num, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s is not a %s number", num, d)
+		}
+		return appendFloat(dst, f, d, num)
+	}
+	bitSize := 8 * d.Size()
+	switch d {
+	case tensorfile.U8, tensorfile.U16, tensorfile.U32, tensorfile.U64:
+		u, err := strconv.ParseUint(num, 10, bitSize)
+		if err != nil {
+			return nil, fmt.Errorf("%s is not a %d-bit unsigned integer (dtype %s)", num, bitSize, d)
+		}
+		switch bitSize {
+		case 8:
+			return append(dst, byte(u)), nil
+		case 16:
+			return le.AppendUint16(dst, uint16(u)), nil
+		case 32:
+			return le.AppendUint32(dst, uint32(u)), nil
+		}
+		return le.AppendUint64(dst, u), nil
+	default: // I8, I16, I32, I64
+		i, err := strconv.ParseInt(num, 10, bitSize)
+		if err != nil {
+			return nil, fmt.Errorf("%s is not a %d-bit integer (dtype %s)", num, bitSize, d)
+		}
+		switch bitSize {
+		case 8:
+			return append(dst, byte(i)), nil
+		case 16:
+			return le.AppendUint16(dst, uint16(i)), nil
+		case 32:
+			return le.AppendUint32(dst, uint32(i)), nil
+		}
+		return le.AppendUint64(dst, uint64(i)), nil
+	}
+}
+
+// appendFloat appends f as the float dtype d, refusing a finite value that overflows it (text
+// is how the client wrote it, for the message).
+func appendFloat(dst []byte, f float64, d tensorfile.DType, text string) ([]byte, error) {
+	le := binary.LittleEndian
+	var out []byte
+	switch d {
+	case tensorfile.F64:
+		out = le.AppendUint64(dst, math.Float64bits(f))
+	case tensorfile.F32:
+		out = le.AppendUint32(dst, math.Float32bits(float32(f)))
+	case tensorfile.F16:
+		out = le.AppendUint16(dst, float16.Fromfloat32(float32(f)).Bits())
+	default:
+		out = le.AppendUint16(dst, bfloat16.FromFloat32(float32(f)).Bits())
+	}
+	if g := float64At(d, out[len(dst):], 0); math.IsInf(g, 0) && !math.IsInf(f, 0) {
+		return nil, fmt.Errorf("%s overflows dtype %s", text, d)
+	}
+	return out, nil
+}
+
+func describe(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	case string:
+		return strconv.Quote(x)
+	default:
+		return fmt.Sprint(x)
+	}
+}

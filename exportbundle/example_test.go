@@ -10,6 +10,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 
 	"github.com/nitro-go/nitro/exportbundle"
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // Capture the StableHLO program GoMLX compiles for a graph, at one batch size. With a real plugin
@@ -39,8 +40,8 @@ func ExampleWrite() {
 	w, _ := exportbundle.NewTensor([]int{4, 3}, make([]float32, 12))
 	b := &exportbundle.Bundle{
 		Name:    "my_model_v1",
-		Inputs:  []exportbundle.TensorSpec{{Name: "x", DType: exportbundle.F32, Shape: []int{-1, 4}, BatchAxis: 0}},
-		Outputs: []exportbundle.TensorSpec{{Name: "logits", DType: exportbundle.F32, Shape: []int{-1, 3}, BatchAxis: 0}},
+		Inputs:  []exportbundle.TensorSpec{{Name: "x", DType: tensorfile.F32, Shape: []int{-1, 4}, BatchAxis: 0}},
+		Outputs: []exportbundle.TensorSpec{{Name: "logits", DType: tensorfile.F32, Shape: []int{-1, 3}, BatchAxis: 0}},
 		Weights: []exportbundle.Weight{{Name: "w", Tensor: w}},
 		Programs: map[int]exportbundle.Program{
 			1:  {Format: "mlir", Code: []byte("module @b1 {}\n")},
@@ -72,8 +73,8 @@ func ExampleRead() {
 	dir := filepath.Join(tmp, "bundle")
 	exportbundle.Write(dir, &exportbundle.Bundle{
 		Name:     "m",
-		Inputs:   []exportbundle.TensorSpec{{Name: "x", DType: exportbundle.F32, Shape: []int{-1, 2}}},
-		Outputs:  []exportbundle.TensorSpec{{Name: "y", DType: exportbundle.F32, Shape: []int{-1, 2}}},
+		Inputs:   []exportbundle.TensorSpec{{Name: "x", DType: tensorfile.F32, Shape: []int{-1, 2}}},
+		Outputs:  []exportbundle.TensorSpec{{Name: "y", DType: tensorfile.F32, Shape: []int{-1, 2}}},
 		Weights:  []exportbundle.Weight{{Name: "w", Tensor: w}},
 		Programs: map[int]exportbundle.Program{1: {Format: "mlir", Code: []byte("module @m {}\n")}},
 	})

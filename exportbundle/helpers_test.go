@@ -15,6 +15,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 
 	"github.com/nitro-go/nitro/internal/prereq"
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 const pluginFile = "pjrt_c_api_cpu_plugin.so"
@@ -122,10 +123,10 @@ func runGoMLX(t testing.TB, b backends.Backend, x Tensor, ws []Weight) (logits, 
 }
 
 var mlpSpecs = struct{ inputs, outputs []TensorSpec }{
-	inputs: []TensorSpec{{Name: "x", DType: F32, Shape: []int{-1, nIn}, BatchAxis: 0, AxisLetters: "f"}},
+	inputs: []TensorSpec{{Name: "x", DType: tensorfile.F32, Shape: []int{-1, nIn}, BatchAxis: 0, AxisLetters: "f"}},
 	outputs: []TensorSpec{
-		{Name: "logits", DType: F32, Shape: []int{-1, nOut}, BatchAxis: 0, AxisLetters: "k"},
-		{Name: "probs", DType: F32, Shape: []int{-1, nOut}, BatchAxis: 0},
+		{Name: "logits", DType: tensorfile.F32, Shape: []int{-1, nOut}, BatchAxis: 0, AxisLetters: "k"},
+		{Name: "probs", DType: tensorfile.F32, Shape: []int{-1, nOut}, BatchAxis: 0},
 	},
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nitro-go/nitro/tensorfile"
 	"io"
 	"regexp"
 	"slices"
@@ -53,11 +54,11 @@ func (e *FormatError) Unwrap() error { return e.Err }
 // its place. A -1 elsewhere marks a variable axis, which only client specs may declare.
 // AxisLetters, when set, names each non-batch axis in shape order, one ASCII letter each.
 type TensorSpec struct {
-	Name        string `json:"name"`
-	DType       DType  `json:"dtype"`
-	Shape       []int  `json:"shape"`
-	BatchAxis   int    `json:"batch_axis"`
-	AxisLetters string `json:"axis_letters,omitempty"`
+	Name        string           `json:"name"`
+	DType       tensorfile.DType `json:"dtype"`
+	Shape       []int            `json:"shape"`
+	BatchAxis   int              `json:"batch_axis"`
+	AxisLetters string           `json:"axis_letters,omitempty"`
 }
 
 // ShapeAt returns the TensorSpec's shape at batch size batch.
@@ -71,9 +72,9 @@ func (s TensorSpec) ShapeAt(batch int) []int {
 
 // WeightSpec is one weight in the program's argument order.
 type WeightSpec struct {
-	Name  string `json:"name"`
-	DType DType  `json:"dtype"`
-	Shape []int  `json:"shape"`
+	Name  string           `json:"name"`
+	DType tensorfile.DType `json:"dtype"`
+	Shape []int            `json:"shape"`
 }
 
 // ProgramEntry is the program file compiled for one batch size.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/gomlx/gopjrt/pjrt"
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // InputError is a Run refused because of what the caller passed: Input names the input at fault
@@ -247,7 +248,7 @@ func fromDevice(b *pjrt.Buffer) (Tensor, error) {
 	if err != nil {
 		return Tensor{}, err
 	}
-	d := DTypeOf(pd)
+	d := tensorfile.DTypeOf(pd)
 	if d == "" || pd == dtypes.InvalidDType {
 		return Tensor{}, fmt.Errorf("the program returned dtype %s, which a bundle cannot hold", pd)
 	}

@@ -3,23 +3,17 @@ package exportbundle
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"os"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/gomlx/gopjrt/dtypes/bfloat16"
-	"github.com/x448/float16"
 )
 
 // MaxRequestBytes bounds a /predict request body. The declared shapes bound what is kept of a
@@ -449,190 +443,4 @@ func decodeNested(raw json.RawMessage, spec TensorSpec, batches ...int) (Tensor,
 		return Tensor{}, errors.New("data after the nested arrays")
 	}
 	return t, nil
-}
-
-func appendScalar(dst []byte, v any, d DType) ([]byte, error) {
-	if d == Bool {
-		b, ok := v.(bool)
-		if !ok {
-			return nil, fmt.Errorf("%v is not a boolean (dtype BOOL)", describe(v))
-		}
-		if b {
-			return append(dst, 1), nil
-		}
-		return append(dst, 0), nil
-	}
-	if num, ok := v.(json.Number); ok {
-		return appendNumber(dst, string(num), d)
-	}
-	switch d {
-	case F16, BF16, F32, F64:
-		if x, ok := v.(string); ok {
-			switch x {
-			case "NaN":
-				return appendFloat(dst, math.NaN(), d, x)
-			case "+Inf", "Inf":
-				return appendFloat(dst, math.Inf(1), d, x)
-			case "-Inf":
-				return appendFloat(dst, math.Inf(-1), d, x)
-			}
-			return nil, fmt.Errorf("string %q is not a number (dtype %s)", x, d)
-		}
-	}
-	return nil, fmt.Errorf("%v is not a number (dtype %s)", describe(v), d)
-}
-
-// appendNumber appends the JSON number num as dtype d: a float rounded to it, an integer only
-// when it is one and fits.
-func appendNumber(dst []byte, num string, d DType) ([]byte, error) {
-	le := binary.LittleEndian
-	switch d {
-	case Bool:
-		return nil, fmt.Errorf("%s is not a boolean (dtype BOOL)", num)
-	case F16, BF16, F32, F64:
-		f, err := strconv.ParseFloat(num, 64)
-		if err != nil {
-			return nil, fmt.Errorf("%s is not a %s number", num, d)
-		}
-		return appendFloat(dst, f, d, num)
-	}
-	bitSize := 8 * d.Size()
-	switch d {
-	case U8, U16, U32, U64:
-		u, err := strconv.ParseUint(num, 10, bitSize)
-		if err != nil {
-			return nil, fmt.Errorf("%s is not a %d-bit unsigned integer (dtype %s)", num, bitSize, d)
-		}
-		switch bitSize {
-		case 8:
-			return append(dst, byte(u)), nil
-		case 16:
-			return le.AppendUint16(dst, uint16(u)), nil
-		case 32:
-			return le.AppendUint32(dst, uint32(u)), nil
-		}
-		return le.AppendUint64(dst, u), nil
-	default: // I8, I16, I32, I64
-		i, err := strconv.ParseInt(num, 10, bitSize)
-		if err != nil {
-			return nil, fmt.Errorf("%s is not a %d-bit integer (dtype %s)", num, bitSize, d)
-		}
-		switch bitSize {
-		case 8:
-			return append(dst, byte(i)), nil
-		case 16:
-			return le.AppendUint16(dst, uint16(i)), nil
-		case 32:
-			return le.AppendUint32(dst, uint32(i)), nil
-		}
-		return le.AppendUint64(dst, uint64(i)), nil
-	}
-}
-
-// appendFloat appends f as the float dtype d, refusing a finite value that overflows it (text
-// is how the client wrote it, for the message).
-func appendFloat(dst []byte, f float64, d DType, text string) ([]byte, error) {
-	le := binary.LittleEndian
-	var out []byte
-	switch d {
-	case F64:
-		out = le.AppendUint64(dst, math.Float64bits(f))
-	case F32:
-		out = le.AppendUint32(dst, math.Float32bits(float32(f)))
-	case F16:
-		out = le.AppendUint16(dst, float16.Fromfloat32(float32(f)).Bits())
-	default:
-		out = le.AppendUint16(dst, bfloat16.FromFloat32(float32(f)).Bits())
-	}
-	if g := float64At(d, out[len(dst):], 0); math.IsInf(g, 0) && !math.IsInf(f, 0) {
-		return nil, fmt.Errorf("%s overflows dtype %s", text, d)
-	}
-	return out, nil
-}
-
-func describe(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "null"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	case string:
-		return strconv.Quote(x)
-	default:
-		return fmt.Sprint(x)
-	}
-}
-
-// encodeNested writes t's elements from flat offset at as nested arrays of shape.
-func encodeNested(b *bytes.Buffer, t Tensor, shape []int, at int) int {
-	if len(shape) == 0 {
-		encodeScalar(b, t, at)
-		return at + 1
-	}
-	b.WriteByte('[')
-	for i := 0; i < shape[0]; i++ {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		at = encodeNested(b, t, shape[1:], at)
-	}
-	b.WriteByte(']')
-	return at
-}
-
-func encodeScalar(b *bytes.Buffer, t Tensor, i int) {
-	le := binary.LittleEndian
-	var buf [32]byte
-	switch t.DType {
-	case Bool:
-		if t.Data[i] != 0 {
-			b.WriteString("true")
-		} else {
-			b.WriteString("false")
-		}
-	case I8, I16, I32, I64:
-		var v int64
-		switch t.DType {
-		case I8:
-			v = int64(int8(t.Data[i]))
-		case I16:
-			v = int64(int16(le.Uint16(t.Data[2*i:])))
-		case I32:
-			v = int64(int32(le.Uint32(t.Data[4*i:])))
-		default:
-			v = int64(le.Uint64(t.Data[8*i:]))
-		}
-		b.Write(strconv.AppendInt(buf[:0], v, 10))
-	case U8, U16, U32, U64:
-		var v uint64
-		switch t.DType {
-		case U8:
-			v = uint64(t.Data[i])
-		case U16:
-			v = uint64(le.Uint16(t.Data[2*i:]))
-		case U32:
-			v = uint64(le.Uint32(t.Data[4*i:]))
-		default:
-			v = le.Uint64(t.Data[8*i:])
-		}
-		b.Write(strconv.AppendUint(buf[:0], v, 10))
-	default: // floats
-		f := float64At(t.DType, t.Data, i)
-		switch {
-		case math.IsNaN(f):
-			b.WriteString(`"NaN"`)
-		case math.IsInf(f, 1):
-			b.WriteString(`"+Inf"`)
-		case math.IsInf(f, -1):
-			b.WriteString(`"-Inf"`)
-		default:
-			bits := 32
-			if t.DType == F64 {
-				bits = 64
-			}
-			b.Write(strconv.AppendFloat(buf[:0], f, 'g', -1, bits))
-		}
-	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // The benchmark model is MNIST-sized, so that a request's JSON is what a real client sends: 784
@@ -82,8 +83,8 @@ func benchBundleDir(tb testing.TB) string {
 		benchDir = filepath.Join(tmp, "mnist_mlp")
 		benchErr = Write(benchDir, &Bundle{
 			Name:    "mnist_mlp",
-			Inputs:  []TensorSpec{{Name: "image", DType: F32, Shape: []int{-1, benchIn}, BatchAxis: 0}},
-			Outputs: []TensorSpec{{Name: "logits", DType: F32, Shape: []int{-1, benchOut}, BatchAxis: 0}, {Name: "probs", DType: F32, Shape: []int{-1, benchOut}, BatchAxis: 0}},
+			Inputs:  []TensorSpec{{Name: "image", DType: tensorfile.F32, Shape: []int{-1, benchIn}, BatchAxis: 0}},
+			Outputs: []TensorSpec{{Name: "logits", DType: tensorfile.F32, Shape: []int{-1, benchOut}, BatchAxis: 0}, {Name: "probs", DType: tensorfile.F32, Shape: []int{-1, benchOut}, BatchAxis: 0}},
 			Weights: ws, Programs: progs,
 		})
 	})
@@ -284,7 +285,7 @@ func mergedRuns(r *Runner, max int) func(x Tensor) error {
 				_, err = r.Run(1, map[string]Tensor{"image": j.x})
 			} else {
 				row := len(j.x.Data)
-				x := Tensor{DType: F32, Shape: []int{max, benchIn}, Data: make([]byte, max*row)}
+				x := Tensor{DType: tensorfile.F32, Shape: []int{max, benchIn}, Data: make([]byte, max*row)}
 				for i, j := range batch {
 					copy(x.Data[i*row:], j.x.Data)
 				}
@@ -444,7 +445,7 @@ func BenchmarkServeRSS(b *testing.B) {
 // BenchmarkDecodeRequest is the decoder alone on a batch-32 MNIST body (147 KB of JSON).
 func BenchmarkDecodeRequest(b *testing.B) {
 	body, _ := benchBody(32, 1)
-	specs := []TensorSpec{{Name: "image", DType: F32, Shape: []int{-1, benchIn}, BatchAxis: 0}}
+	specs := []TensorSpec{{Name: "image", DType: tensorfile.F32, Shape: []int{-1, benchIn}, BatchAxis: 0}}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for range b.N {

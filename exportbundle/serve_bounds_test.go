@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/nitro-go/nitro/tensorfile"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -69,7 +70,7 @@ func TestHandlerRefusesHostileBodiesEarly(t *testing.T) {
 // one silently winning. A valid body with the same parts decodes (the control: the refusal is
 // the duplicate's, not the values').
 func TestDecodeRefusesDuplicateKeys(t *testing.T) {
-	specs := []TensorSpec{{Name: "image", DType: F32, Shape: []int{-1, 2}, BatchAxis: 0}, {Name: "mask", DType: Bool, Shape: []int{-1}, BatchAxis: 0}}
+	specs := []TensorSpec{{Name: "image", DType: tensorfile.F32, Shape: []int{-1, 2}, BatchAxis: 0}, {Name: "mask", DType: tensorfile.BOOL, Shape: []int{-1}, BatchAxis: 0}}
 	for _, c := range []struct{ body, says string }{
 		{`{"inputs": {"image": [[1, 2]], "mask": [true], "image": [[3, 4]]}}`, `input "image": given twice in "inputs"`},
 		{`{"inputs": {"mask": [true], "mask": [false], "image": [[1, 2]]}}`, `input "mask": given twice in "inputs"`},
@@ -263,7 +264,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // ragged or as the wrong shape.
 func TestDecodeMatchesEncodingJSON(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 9))
-	spec := TensorSpec{Name: "v", DType: F64, Shape: []int{2, -1, 3}, BatchAxis: 1}
+	spec := TensorSpec{Name: "v", DType: tensorfile.F64, Shape: []int{2, -1, 3}, BatchAxis: 1}
 	ws := []string{"", " ", "\n", "\t ", "\r\n"}
 	for trial := range 200 {
 		batch := 1 + rng.IntN(4)

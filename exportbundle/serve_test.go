@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/nitro-go/nitro/tensorfile"
 	"io"
 	"net/http"
 	"strings"
@@ -134,24 +135,24 @@ func TestServeOverLoopback(t *testing.T) {
 
 func TestDecodeNestedDTypes(t *testing.T) {
 	cases := []struct {
-		dtype DType
+		dtype tensorfile.DType
 		json  string
 		want  string // encodeNested of the result
 		err   string
 	}{
-		{I32, `[[1, -2]]`, `[[1,-2]]`, ""},
-		{I32, `[[1.5, 2]]`, "", "not a 32-bit integer"},
-		{I8, `[[127, 128]]`, "", "not a 8-bit integer"},
-		{U8, `[[255, 0]]`, `[[255,0]]`, ""},
-		{U8, `[[-1, 0]]`, "", "unsigned"},
-		{U64, `[[18446744073709551615, 1]]`, `[[18446744073709551615,1]]`, ""},
-		{I64, `[[-9223372036854775808, 1]]`, `[[-9223372036854775808,1]]`, ""},
-		{Bool, `[[true, false]]`, `[[true,false]]`, ""},
-		{Bool, `[[1, 0]]`, "", "not a boolean"},
-		{F16, `[[0.5, "-Inf"]]`, `[[0.5,"-Inf"]]`, ""},
-		{F16, `[[70000, 1]]`, "", "overflows"},
-		{BF16, `[[1.5, 2]]`, `[[1.5,2]]`, ""},
-		{F64, `[[1e300, "+Inf"]]`, `[[1e+300,"+Inf"]]`, ""},
+		{tensorfile.I32, `[[1, -2]]`, `[[1,-2]]`, ""},
+		{tensorfile.I32, `[[1.5, 2]]`, "", "not a 32-bit integer"},
+		{tensorfile.I8, `[[127, 128]]`, "", "not a 8-bit integer"},
+		{tensorfile.U8, `[[255, 0]]`, `[[255,0]]`, ""},
+		{tensorfile.U8, `[[-1, 0]]`, "", "unsigned"},
+		{tensorfile.U64, `[[18446744073709551615, 1]]`, `[[18446744073709551615,1]]`, ""},
+		{tensorfile.I64, `[[-9223372036854775808, 1]]`, `[[-9223372036854775808,1]]`, ""},
+		{tensorfile.BOOL, `[[true, false]]`, `[[true,false]]`, ""},
+		{tensorfile.BOOL, `[[1, 0]]`, "", "not a boolean"},
+		{tensorfile.F16, `[[0.5, "-Inf"]]`, `[[0.5,"-Inf"]]`, ""},
+		{tensorfile.F16, `[[70000, 1]]`, "", "overflows"},
+		{tensorfile.BF16, `[[1.5, 2]]`, `[[1.5,2]]`, ""},
+		{tensorfile.F64, `[[1e300, "+Inf"]]`, `[[1e+300,"+Inf"]]`, ""},
 	}
 	for _, c := range cases {
 		spec := TensorSpec{Name: "v", DType: c.dtype, Shape: []int{-1, 2}}

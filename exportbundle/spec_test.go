@@ -2,6 +2,7 @@ package exportbundle
 
 import (
 	"errors"
+	"github.com/nitro-go/nitro/tensorfile"
 	"strings"
 	"testing"
 )
@@ -22,7 +23,7 @@ func TestCheckSpecAgreesWithWrite(t *testing.T) {
 	}
 	// The size at a batch axis is a placeholder, as for Write.
 	s := tinySpec()
-	s.Inputs = []TensorSpec{{Name: "img", DType: U8, Shape: []int{7, 5, 5}}}
+	s.Inputs = []TensorSpec{{Name: "img", DType: tensorfile.U8, Shape: []int{7, 5, 5}}}
 	if err := CheckSpec(s); err != nil {
 		t.Errorf("an input with 7 at its batch axis: %v (the batch axis is a placeholder)", err)
 	}
@@ -52,10 +53,10 @@ func TestCheckSpecAgreesWithWrite(t *testing.T) {
 			"client_outputs", "client_outputs declared without a postprocess"},
 		{"client inputs without a postprocess", func(s *Spec) {
 			s.Postprocess, s.ClientOutputs = "", nil
-			s.ClientInputs = []TensorSpec{{Name: "jpeg", DType: U8, Shape: []int{-1}, BatchAxis: -1}}
+			s.ClientInputs = []TensorSpec{{Name: "jpeg", DType: tensorfile.U8, Shape: []int{-1}, BatchAxis: -1}}
 		}, func(b *Bundle) {
 			b.Postprocess, b.ClientOutputs = "", nil
-			b.ClientInputs = []TensorSpec{{Name: "jpeg", DType: U8, Shape: []int{-1}, BatchAxis: -1}}
+			b.ClientInputs = []TensorSpec{{Name: "jpeg", DType: tensorfile.U8, Shape: []int{-1}, BatchAxis: -1}}
 		}, "client_inputs", "client_inputs declared without a postprocess"},
 		{"provenance key", func(s *Spec) { s.Provenance = map[string]string{"a\nb": "x"} }, func(b *Bundle) { b.Provenance = map[string]string{"a\nb": "x"} },
 			"provenance", `provenance key "a\nb" holds a control character`},

@@ -6,35 +6,10 @@ import (
 	"math"
 	"math/bits"
 
-	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/gomlx/gopjrt/dtypes/bfloat16"
 	"github.com/nitro-go/nitro/tensorfile"
 	"github.com/x448/float16"
 )
-
-// DType is an element type, spelled as safetensors spells it (tensorfile's, with its byte width,
-// Size, and its PJRT dtype, PJRT).
-type DType = tensorfile.DType
-
-// The element types a bundle may hold (tensorfile's).
-const (
-	Bool = tensorfile.BOOL
-	U8   = tensorfile.U8
-	I8   = tensorfile.I8
-	I16  = tensorfile.I16
-	U16  = tensorfile.U16
-	F16  = tensorfile.F16
-	BF16 = tensorfile.BF16
-	I32  = tensorfile.I32
-	U32  = tensorfile.U32
-	F32  = tensorfile.F32
-	I64  = tensorfile.I64
-	U64  = tensorfile.U64
-	F64  = tensorfile.F64
-)
-
-// DTypeOf is the bundle dtype of a PJRT (and GoMLX) dtype, "" when a bundle cannot hold it.
-func DTypeOf(p dtypes.DType) DType { return tensorfile.DTypeOf(p) }
 
 // maxElements bounds a tensor's element count, so that no byte count computed from a hostile
 // shape overflows.
@@ -60,7 +35,7 @@ func numElements(shape []int) (int64, error) {
 // Tensor is one array as plain host data: Data holds the elements row-major and little-endian
 // (BOOL as one byte, 0 or 1), len(Data) == product(Shape) * DType.Size().
 type Tensor struct {
-	DType DType
+	DType tensorfile.DType
 	Shape []int
 	Data  []byte
 }
@@ -85,31 +60,31 @@ type Element interface {
 	bool | uint8 | int8 | int16 | uint16 | int32 | uint32 | int64 | uint64 | float32 | float64
 }
 
-func dtypeOf[T Element]() DType {
+func dtypeOf[T Element]() tensorfile.DType {
 	var z T
 	switch any(z).(type) {
 	case bool:
-		return Bool
+		return tensorfile.BOOL
 	case uint8:
-		return U8
+		return tensorfile.U8
 	case int8:
-		return I8
+		return tensorfile.I8
 	case int16:
-		return I16
+		return tensorfile.I16
 	case uint16:
-		return U16
+		return tensorfile.U16
 	case int32:
-		return I32
+		return tensorfile.I32
 	case uint32:
-		return U32
+		return tensorfile.U32
 	case int64:
-		return I64
+		return tensorfile.I64
 	case uint64:
-		return U64
+		return tensorfile.U64
 	case float32:
-		return F32
+		return tensorfile.F32
 	default:
-		return F64
+		return tensorfile.F64
 	}
 }
 
@@ -146,32 +121,32 @@ func Values[T Element](t Tensor) ([]T, error) {
 }
 
 // float64At reads element i of a float or integer tensor as a float64 (for comparisons and JSON).
-func float64At(d DType, data []byte, i int) float64 {
+func float64At(d tensorfile.DType, data []byte, i int) float64 {
 	le := binary.LittleEndian
 	switch d {
-	case Bool, U8:
+	case tensorfile.BOOL, tensorfile.U8:
 		return float64(data[i])
-	case I8:
+	case tensorfile.I8:
 		return float64(int8(data[i]))
-	case I16:
+	case tensorfile.I16:
 		return float64(int16(le.Uint16(data[2*i:])))
-	case U16:
+	case tensorfile.U16:
 		return float64(le.Uint16(data[2*i:]))
-	case F16:
+	case tensorfile.F16:
 		return float64(float16.Frombits(le.Uint16(data[2*i:])).Float32())
-	case BF16:
+	case tensorfile.BF16:
 		return float64(bfloat16.FromBits(le.Uint16(data[2*i:])).Float32())
-	case I32:
+	case tensorfile.I32:
 		return float64(int32(le.Uint32(data[4*i:])))
-	case U32:
+	case tensorfile.U32:
 		return float64(le.Uint32(data[4*i:]))
-	case F32:
+	case tensorfile.F32:
 		return float64(math.Float32frombits(le.Uint32(data[4*i:])))
-	case I64:
+	case tensorfile.I64:
 		return float64(int64(le.Uint64(data[8*i:])))
-	case U64:
+	case tensorfile.U64:
 		return float64(le.Uint64(data[8*i:]))
-	case F64:
+	case tensorfile.F64:
 		return math.Float64frombits(le.Uint64(data[8*i:]))
 	}
 	return math.NaN()

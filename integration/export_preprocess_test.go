@@ -17,6 +17,7 @@ import (
 	"github.com/nitro-go/nitro/exportbundle"
 	"github.com/nitro-go/nitro/internal/prereq"
 	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // tinyMNIST is the MNIST example's tiny preset on a slice of the data, one epoch, reading MNIST
@@ -90,7 +91,7 @@ func TestExportPreprocessMNIST(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Inputs) != 1 || got.Inputs[0].Name != "pixels" || got.Inputs[0].DType != exportbundle.U8 || !slices.Equal(got.Inputs[0].Shape, []int{-1, 784}) {
+	if len(got.Inputs) != 1 || got.Inputs[0].Name != "pixels" || got.Inputs[0].DType != tensorfile.U8 || !slices.Equal(got.Inputs[0].Shape, []int{-1, 784}) {
 		t.Fatalf("manifest inputs %+v, want the wire input pixels U8 [-1 784]", got.Inputs)
 	}
 	for _, size := range []int{1, 32} {
@@ -125,7 +126,7 @@ func TestExportPreprocessMNIST(t *testing.T) {
 		if d > 1e-5 {
 			t.Errorf("batch size %d, images %d..%d: runner on uint8 pixels vs Predict on normalized images: max |diff| %g > 1e-5", size, from, from+size, d)
 		}
-		if !slices.Equal(out["pixels_sent"].Data, px.Data) || out["pixels_sent"].DType != exportbundle.U8 {
+		if !slices.Equal(out["pixels_sent"].Data, px.Data) || out["pixels_sent"].DType != tensorfile.U8 {
 			t.Errorf("the echo is not the wire pixels as sent")
 		}
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/nitro-go/nitro/internal/prereq"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/monitors"
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // phaseLog records every phase a run publishes.
@@ -147,7 +148,7 @@ func TestExportMNIST(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Inputs) != 1 || got.Inputs[0].Name != "image" || got.Inputs[0].DType != exportbundle.F32 || !slices.Equal(got.Inputs[0].Shape, []int{-1, 784}) {
+	if len(got.Inputs) != 1 || got.Inputs[0].Name != "image" || got.Inputs[0].DType != tensorfile.F32 || !slices.Equal(got.Inputs[0].Shape, []int{-1, 784}) {
 		t.Errorf("inputs %+v, want image F32 [-1 784]", got.Inputs)
 	}
 	if len(got.Outputs) != 1 || got.Outputs[0].Name != "logits" || !slices.Equal(got.Outputs[0].Shape, []int{-1, 10}) {
@@ -277,12 +278,12 @@ func TestExportFreezesDeviceFields(t *testing.T) {
 		Name:       "tempered",
 		BatchSizes: []int{4},
 		Outputs: []export.ExportOutput{
-			{Name: "scores", From: "logits", DType: exportbundle.F32, Shape: []int{-1, classes}, AxisLetters: "k"},
+			{Name: "scores", From: "logits", DType: tensorfile.F32, Shape: []int{-1, classes}, AxisLetters: "k"},
 			{Name: "x", From: "x"},
 		},
 		Provenance:    map[string]string{"note": "explicit"},
 		Postprocess:   "label = argmax(scores, axis=1)\n",
-		ClientOutputs: []exportbundle.TensorSpec{{Name: "label", DType: exportbundle.I32, Shape: []int{1}, BatchAxis: 0}},
+		ClientOutputs: []exportbundle.TensorSpec{{Name: "label", DType: tensorfile.I32, Shape: []int{1}, BatchAxis: 0}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -363,7 +364,7 @@ func TestExportRefusals(t *testing.T) {
 		spec export.ExportSpec
 		want string
 	}{
-		{"client spec without postprocess", export.ExportSpec{Name: "t", ClientOutputs: []exportbundle.TensorSpec{{Name: "label", DType: exportbundle.I32, Shape: []int{1}}}},
+		{"client spec without postprocess", export.ExportSpec{Name: "t", ClientOutputs: []exportbundle.TensorSpec{{Name: "label", DType: tensorfile.I32, Shape: []int{1}}}},
 			"ExportSpec.ClientOutputs given without a Postprocess"},
 		{"undeclared echo", export.ExportSpec{Name: "t", Outputs: []export.ExportOutput{{Name: "logits"}, {Name: "x"}}},
 			`ExportSpec.Outputs[1] "x": the name is a declared input, and an echo must be declared: set From: "x"`},
@@ -374,7 +375,7 @@ func TestExportRefusals(t *testing.T) {
 			`ExportSpec.Outputs[0] "probs": Forward returns no output "probs"`},
 		{"shape assertion", export.ExportSpec{Name: "t", Outputs: []export.ExportOutput{{Name: "prob", Shape: []int{-1, 3}}}},
 			`ExportSpec.Outputs "prob" (from "prob"): the program returns shape [-1 2], ExportOutput.Shape asserts [-1 3]`},
-		{"dtype assertion", export.ExportSpec{Name: "t", Outputs: []export.ExportOutput{{Name: "prob", DType: exportbundle.F64}}},
+		{"dtype assertion", export.ExportSpec{Name: "t", Outputs: []export.ExportOutput{{Name: "prob", DType: tensorfile.F64}}},
 			`ExportOutput.DType asserts F64`},
 	}
 	for _, c := range cases {

@@ -23,7 +23,7 @@ require (
 	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000
 	github.com/nitro-go/nitro/earlystop v0.0.0 // indirect
 	github.com/nitro-go/nitro/runstatus v0.0.0 // indirect
-	github.com/nitro-go/nitro/tensorfile v0.0.0 // indirect
+	github.com/nitro-go/nitro/tensorfile v0.0.0
 	github.com/nitro-go/nitro/render v0.0.0
 )
 

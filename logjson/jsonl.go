@@ -206,30 +206,24 @@ func (l *JSONLogger) LogConfusion(matrix [][]int, labels []string, epoch int) er
 // with the first status, never its own. A status outside the four is refused with
 // ErrUnknownStatus. Writes after Finish return ErrFinished.
 func (l *JSONLogger) Finish(status Status) error {
-	if err := status.Check(); err != nil {
-		return err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.finished {
-		return nil
-	}
-	if l.status == "" {
-		l.status = status
-	}
-	var b lineBuilder
-	b.start("finish")
-	b.field("status", string(l.status))
-	if l.dropped > 0 {
-		b.field("dropped_non_finite", l.dropped)
-	}
-	if err := l.writeLocked(&b); err != nil {
-		return err
-	}
-	l.finished = true
-	f := l.f
-	l.f = nil
-	return errors.Join(wrapPath(l.path, f.Sync()), wrapPath(l.path, f.Close()))
+	return finishOnce(status, &l.mu, &l.finished, func() error {
+		if l.status == "" {
+			l.status = status
+		}
+		var b lineBuilder
+		b.start("finish")
+		b.field("status", string(l.status))
+		if l.dropped > 0 {
+			b.field("dropped_non_finite", l.dropped)
+		}
+		if err := l.writeLocked(&b); err != nil {
+			return err // not finished: a later Finish retries with l.status
+		}
+		l.finished = true
+		f := l.f
+		l.f = nil
+		return errors.Join(wrapPath(l.path, f.Sync()), wrapPath(l.path, f.Close()))
+	})
 }
 
 func (l *JSONLogger) emit(b *lineBuilder) error {

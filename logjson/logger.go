@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 
 	"github.com/nitro-go/nitro/runstatus"
 )
@@ -232,4 +233,21 @@ func Backend(l Logger) any {
 		return nil
 	}
 	return l
+}
+
+// finishOnce is the opening every Finish shares: a status outside the four is refused before
+// the lock is taken (ErrUnknownStatus, naming the four), then body runs under mu unless
+// *finished says an earlier Finish already finished. body sets *finished itself, when its
+// logger counts as finished (JSONLogger only once its line is written, so a failed write can
+// be retried); a nil finished runs body every time (Memory records every call).
+func finishOnce(status Status, mu *sync.Mutex, finished *bool, body func() error) error {
+	if err := status.Check(); err != nil {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if finished != nil && *finished {
+		return nil
+	}
+	return body()
 }

@@ -25,3 +25,24 @@ func TestStatusIsRunstatus(t *testing.T) {
 		t.Errorf("Finish(crashed) = %v, want ErrUnknownStatus (runstatus.ErrUnknown)", err)
 	}
 }
+
+// Every logger refuses an unknown status the same way, naming the four, and only the first
+// valid status counts where the logger finishes once (Memory records each call).
+func TestFinishRefusesUnknownStatusAlike(t *testing.T) {
+	loggers := map[string]logjson.Logger{
+		"jsonl":  logjson.NewJSONLogger(filepath.Join(t.TempDir(), "log.jsonl")),
+		"zap":    logjson.NewZap(nil),
+		"memory": &logjson.Memory{},
+	}
+	for name, l := range loggers {
+		err := l.Finish("crashed")
+		if !errors.Is(err, logjson.ErrUnknownStatus) || !strings.Contains(err.Error(), "want completed, early_stop, requested or error") {
+			t.Errorf("%s: Finish(crashed) = %v, want ErrUnknownStatus naming the four", name, err)
+		}
+		must(t, l.Finish(logjson.StatusCompleted))
+		must(t, l.Finish(logjson.StatusError))
+	}
+	if calls := loggers["memory"].(*logjson.Memory).Calls(); len(calls) != 2 || calls[1].Status != logjson.StatusError {
+		t.Errorf("Memory recorded %v, want both finishes", calls)
+	}
+}

@@ -109,22 +109,16 @@ func (l *ZapLogger) LogConfusion(matrix [][]int, labels []string, epoch int) err
 // Finish logs one "finish" entry, the first time only; a status outside the four is refused
 // with ErrUnknownStatus.
 func (l *ZapLogger) Finish(status Status) error {
-	if err := status.Check(); err != nil {
-		return err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.finished {
+	return finishOnce(status, &l.mu, &l.finished, func() error {
+		l.finished = true
+		fields := []zap.Field{zap.String("type", "finish"), zap.String("status", string(status))}
+		if status == StatusError {
+			l.z.Error("finish", fields...)
+		} else {
+			l.z.Info("finish", fields...)
+		}
 		return nil
-	}
-	l.finished = true
-	fields := []zap.Field{zap.String("type", "finish"), zap.String("status", string(status))}
-	if status == StatusError {
-		l.z.Error("finish", fields...)
-	} else {
-		l.z.Info("finish", fields...)
-	}
-	return nil
+	})
 }
 
 // The formats NewDiagnostics accepts.

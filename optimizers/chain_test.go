@@ -68,10 +68,11 @@ func TestChainInitHostSide(t *testing.T) {
 	l := twoLeafLayout(t, dtypes.Float64)
 	c := mustChain(t, buildRule(t, optimizers.NewAdam()), optimizers.Decay(optimizers.AnchorW0, l.NoDecayMask(nil)))
 	params := tensor64([]float64{1, 2, 3, 4, 5, 6})
-	st, err := c.Init(params)
+	init, err := c.Init(params)
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := init.Leaves()
 	if len(st) != 4 {
 		t.Fatalf("got %d leaves, want 4", len(st))
 	}

@@ -3,6 +3,7 @@ package optimizers
 import (
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -134,7 +135,7 @@ type decayTransform struct {
 }
 
 // Decay returns the decoupled decay transform. mask nil (or excluding nothing) decays every
-// element. It must be the last transform of a chain (NewChain checks).
+// element. It must be the last transform of a chain: it is Terminal, and NewChain checks.
 func Decay(anchor Anchor, mask *NoDecayMask) Transform {
 	if mask != nil && mask.ExcludesNothing() {
 		mask = nil
@@ -168,7 +169,15 @@ func (t *decayTransform) StateNames() []string {
 	return out
 }
 
-func (t *decayTransform) ConstantLeaves() []string { return t.StateNames() }
+func (t *decayTransform) ConstantLeaves() []bool {
+	return slices.Repeat([]bool{true}, len(t.StateNames()))
+}
+
+// EndsChain implements Terminal: decay is decoupled, so it applies to the base rule's finished
+// update; anywhere earlier its term would feed the moments (coupled L2).
+func (t *decayTransform) EndsChain() (what, why string) {
+	return "Decay", "it is decoupled: applied after the base rule, never fed through its moments"
+}
 
 func (t *decayTransform) Nonschedulable() map[string]string {
 	return map[string]string{
@@ -239,6 +248,7 @@ var (
 	_ Transform              = (*decayTransform)(nil)
 	_ NonschedulableDeclarer = (*decayTransform)(nil)
 	_ ConstantLeaves         = (*decayTransform)(nil)
+	_ Terminal               = (*decayTransform)(nil)
 )
 
 // reshapeHost returns t's data with shape s (same element count and dtype), copying.

@@ -118,10 +118,11 @@ func TestDecayInitErrors(t *testing.T) {
 
 func TestAnchorArrayReshapesToTheGroupBuffer(t *testing.T) {
 	a := tensors.FromFlatDataAndDimensions([]float64{1, 2, 3, 4, 5, 6}, 2, 3)
-	st, err := mustChain(t, optimizers.Decay(optimizers.AnchorArray(a), nil)).Init(tensor64(make([]float64, 6)))
+	init, err := mustChain(t, optimizers.Decay(optimizers.AnchorArray(a), nil)).Init(tensor64(make([]float64, 6)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := init.Leaves()
 	if got := st[0].Shape().Dimensions; !slices.Equal(got, []int{6}) {
 		t.Errorf("anchor shape %v, want the flat [6]", got)
 	}

@@ -20,6 +20,11 @@
 // Rules RAdam (the Level 0 default), Adam, SGD and Momentum follow optax's conventions exactly
 // (formulas on each type); Decay is decoupled, last, with a zero, w0 or explicit anchor and a
 // per-leaf no-decay mask.
+// A Chain is itself a Transform, so chains nest (optax's chain of chains). Decay stays last
+// without the chain knowing its type: Decay implements Terminal (it must end its chain, because
+// anywhere before the base rule its term would feed the moments: coupled L2), a Chain answers
+// Terminal with its last member's answer, and NewChain refuses a Terminal member anywhere but
+// last. So [radam [decay]] is accepted and [[radam decay] sgd] is refused, naming the reorder.
 // Schedulable hyperparameters are scalar device inputs (Hyper), so changing them never
 // recompiles; nonschedulable ones are declared once per rule, baked, and named by Describe, which
 // is what the compile cache key takes. The step is 1-based; every step-dependent scalar (bias

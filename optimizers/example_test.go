@@ -50,7 +50,7 @@ func ExampleChain_Init() {
 	params := tensors.FromFlatDataAndDimensions([]float32{1, 2, 3, 4, 5, 6}, 6)
 	state, _ := c.Init(params) // host side: no program is compiled
 	for i, name := range c.StateNames() {
-		fmt.Println(name, tensors.MustCopyFlatData[float32](state[i]), c.ConstantLeaves()[i])
+		fmt.Println(name, tensors.MustCopyFlatData[float32](state.Leaves()[i]), c.ConstantLeaves()[i])
 	}
 	// Output:
 	// 0.momentum.velocity [0 0 0 0 0 0] false

@@ -451,10 +451,11 @@ func (p *Plan) groupNames() []string {
 // transform's Init is defined on) and splits each state leaf per parameter array, as the
 // optimizer program reads it: [state leaf][parameter array], host tensors.
 func (g *GroupPlan) InitState(flat *tensors.Tensor) ([][]*tensors.Tensor, error) {
-	state, err := g.Chain.Init(flat)
+	st, err := g.Chain.Init(flat)
 	if err != nil {
 		return nil, fmt.Errorf("group %q: optimizer init: %w", g.Name, err)
 	}
+	state := st.Leaves()
 	out := make([][]*tensors.Tensor, len(state))
 	for i, s := range state {
 		if out[i], err = g.Layout.Unflatten(s); err != nil {

@@ -51,7 +51,7 @@ func (p *Program) Init(params []*tensors.Tensor) ([][]*tensors.Tensor, error) {
 		if err != nil {
 			return nil, fmt.Errorf("group %d: %w", g, err)
 		}
-		out[g] = st
+		out[g] = st.Leaves()
 	}
 	return out, nil
 }

@@ -9,7 +9,8 @@ import "github.com/gomlx/gomlx/pkg/core/graph"
 // elementwise math grows with the array count. A nil *Shared builds every time. Not safe for
 // concurrent use (graph building is single-threaded).
 type Shared struct {
-	nodes map[string]*graph.Node
+	nodes  map[string]*graph.Node
+	prefix string // a nested chain's scope, prepended to every key
 }
 
 // NewShared returns an empty Shared for one group's update in one graph.
@@ -21,10 +22,20 @@ func (s *Shared) Node(key string, build func() *graph.Node) *graph.Node {
 	if s == nil {
 		return build()
 	}
+	key = s.prefix + key
 	if n, ok := s.nodes[key]; ok {
 		return n
 	}
 	n := build()
 	s.nodes[key] = n
 	return n
+}
+
+// within returns a view of s whose keys are scoped by prefix: a nested chain's members count
+// positions from 0 again, so their keys would otherwise meet the outer members'.
+func (s *Shared) within(prefix string) *Shared {
+	if s == nil {
+		return nil
+	}
+	return &Shared{nodes: s.nodes, prefix: s.prefix + prefix}
 }

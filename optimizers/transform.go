@@ -82,9 +82,10 @@ type NonschedulableDeclarer interface {
 
 // ConstantLeaves is implemented by transforms some of whose state leaves never change (Decay's
 // anchor and mask): core may rebuild them with Init instead of checkpointing them, which keeps a
-// w0-anchored checkpoint from doubling. The result is a subset of StateNames.
+// w0-anchored checkpoint from doubling. The result has one entry per StateNames leaf, true for a
+// constant one (a Chain answers for its members, so nesting keeps the saving).
 type ConstantLeaves interface {
-	ConstantLeaves() []string
+	ConstantLeaves() []bool
 }
 
 // NoState is the state of a stateless transform (SGD).

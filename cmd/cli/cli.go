@@ -1,24 +1,19 @@
 // Package cli is the nitro command line as a library: a user's own main registers experiments
-// and calls Main to get the same commands the nitro binary has (train, evaluate, render, export,
-// run-bundle, serve, list, info, ls, plot, board, data convert, setup, new, completion). It is built on github.com/spf13/cobra: every command
-// has its own help and flags, flags may come before or after the arguments, and a bad flag
-// value is an error naming the flag.
+// and calls Main to get the same commands the nitro binary has (the list is the commands table
+// in cli.go; `nitro --help` prints it and package cmd's doc describes each). It is built on
+// github.com/spf13/cobra: every command has its own help and flags, flags may come before or
+// after the arguments, and a bad flag value is an error naming the flag.
 package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/markers"
 )
@@ -89,9 +84,38 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	return 0
 }
 
-// commandOrder is the order the root help lists the commands in; others (completion, help)
-// follow.
-var commandOrder = []string{"train", "evaluate", "render", "export", "run-bundle", "serve", "list", "info", "ls", "plot", "board", "data", "setup", "new"}
+// commands is every command the root adds, in the order its help lists them (cobra's completion
+// and help follow): the one list of nitro's commands. The root, its help's order and the test
+// that cmd/doc.go names every command all read it, so a new command is added here only.
+var commands = []struct {
+	name  string // the built command's Name (TestCommandsTable checks)
+	build func(stdout, stderr io.Writer) *cobra.Command
+}{
+	{"train", experimentCmd("train")},
+	{"evaluate", experimentCmd("evaluate")},
+	{"render", experimentCmd("render")},
+	{"export", newExportCmd},
+	{"run-bundle", stdoutOnly(newRunBundleCmd)},
+	{"serve", newServeCmd},
+	{"list", stdoutOnly(newListCmd)},
+	{"info", stdoutOnly(newInfoCmd)},
+	{"ls", stdoutOnly(newLsCmd)},
+	{"plot", newPlotCmd},
+	{"board", newBoardCmd},
+	{"data", stdoutOnly(newDataCmd)},
+	{"setup", newSetupCmd},
+	{"new", newNewCmd},
+}
+
+// experimentCmd is the builder of train, evaluate or render, for the commands table.
+func experimentCmd(name string) func(stdout, stderr io.Writer) *cobra.Command {
+	return func(stdout, stderr io.Writer) *cobra.Command { return newExperimentCmd(name, stdout, stderr) }
+}
+
+// stdoutOnly adapts the builder of a command that never writes to stderr, for the commands table.
+func stdoutOnly(build func(stdout io.Writer) *cobra.Command) func(stdout, stderr io.Writer) *cobra.Command {
+	return func(stdout, _ io.Writer) *cobra.Command { return build(stdout) }
+}
 
 // newRoot builds the command tree; each Main call gets its own, so flag values never leak from
 // one call into the next.
@@ -112,22 +136,9 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetHelpFunc(help)
 	root.SetUsageFunc(func(c *cobra.Command) error { help(c, nil); return nil })
 	root.SetFlagErrorFunc(flagError)
-	root.AddCommand(
-		newExperimentCmd("train", stdout, stderr),
-		newExperimentCmd("evaluate", stdout, stderr),
-		newExperimentCmd("render", stdout, stderr),
-		newExportCmd(stdout, stderr),
-		newRunBundleCmd(stdout),
-		newServeCmd(stdout, stderr),
-		newListCmd(stdout),
-		newInfoCmd(stdout),
-		newLsCmd(stdout),
-		newPlotCmd(stdout, stderr),
-		newBoardCmd(stdout, stderr),
-		newDataCmd(stdout),
-		newSetupCmd(stdout, stderr),
-		newNewCmd(stdout, stderr),
-	)
+	for _, c := range commands {
+		root.AddCommand(c.build(stdout, stderr))
+	}
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
 		if c.Name() == "completion" {
@@ -199,15 +210,16 @@ func writeRootHelp(w io.Writer, root *cobra.Command) {
 	fmt.Fprintf(w, "\nFlags may come before or after the arguments. Run \"nitro <command> --help\" (or\n\"nitro help <command>\") for a command's flags.\n")
 }
 
-// ordered is root's available commands (and help) in commandOrder, then the rest by name.
+// ordered is root's available commands (and help) in the commands table's order, then the rest
+// by name.
 func ordered(root *cobra.Command) []*cobra.Command {
 	rank := func(c *cobra.Command) int {
-		for i, n := range commandOrder {
-			if c.Name() == n {
+		for i, n := range commands {
+			if c.Name() == n.name {
 				return i
 			}
 		}
-		return len(commandOrder)
+		return len(commands)
 	}
 	var cmds []*cobra.Command
 	for _, c := range root.Commands() {
@@ -273,266 +285,4 @@ func unknownFlagHints(hints map[string]string) func(*cobra.Command, error) error
 		}
 		return flagError(c, err)
 	}
-}
-
-// experimentNames completes an experiment name as the first argument.
-func experimentNames(_ *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
-	if len(args) > 0 {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	var out []cobra.Completion
-	for _, n := range sortedNames() {
-		out = append(out, cobra.CompletionWithDesc(n, registry[n].doc))
-	}
-	return out, cobra.ShellCompDirectiveNoFileComp
-}
-
-func newListCmd(stdout io.Writer) *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
-		Short: "the registered experiments and their presets",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			for _, name := range sortedNames() {
-				e := registry[name]
-				presets := make([]string, 0)
-				for p := range e.presets() {
-					presets = append(presets, p)
-				}
-				sort.Strings(presets)
-				if len(presets) == 0 { // an empty "(presets: )" would read as a formatting slip
-					fmt.Fprintf(stdout, "%-16s %s\n", name, e.doc)
-					continue
-				}
-				fmt.Fprintf(stdout, "%-16s %s (presets: %s)\n", name, e.doc, strings.Join(presets, ", "))
-			}
-			return nil
-		},
-	}
-}
-
-func newInfoCmd(stdout io.Writer) *cobra.Command {
-	return &cobra.Command{
-		Use:   "info <experiment>|<checkpoint file>",
-		Short: "an experiment's fields, or what a checkpoint says about itself",
-		Long: `Prints the experiment's fields: name, kind, type, default, doc. Given a checkpoint file
-instead, prints what it says about itself (epoch, step, preset, run id, stop reason, position,
-metrics, tensors, build), read from its header alone. A registered name is always the experiment,
-even beside a file of that name: write ./NAME for the file.`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return fmt.Errorf("info needs an experiment name or a checkpoint file; registered: %s", strings.Join(sortedNames(), ", "))
-			}
-			if len(args) > 1 {
-				return fmt.Errorf("info takes one experiment name or checkpoint file, got %d arguments %v", len(args), args)
-			}
-			return nil
-		},
-		ValidArgsFunction: func(c *cobra.Command, args []string, s string) ([]cobra.Completion, cobra.ShellCompDirective) {
-			names, _ := experimentNames(c, args, s)
-			return names, cobra.ShellCompDirectiveDefault // a checkpoint file too
-		},
-		RunE: func(_ *cobra.Command, args []string) error {
-			e, err := infoExperiment(args[0], stdout)
-			if err != nil || e.build == nil {
-				return err
-			}
-			x, err := e.build("")
-			if err != nil {
-				return err
-			}
-			fields, err := markers.ConfigMetadata(x)
-			if err != nil {
-				return err
-			}
-			for _, f := range fields {
-				fmt.Fprintf(stdout, "%-16s %-10s %-8s default %-8v %s\n", f.Name, f.Kind, f.Type, f.Default, f.Doc)
-			}
-			return nil
-		},
-	}
-}
-
-func newLsCmd(stdout io.Writer) *cobra.Command {
-	return &cobra.Command{
-		Use:   "ls <run dir>",
-		Short: "the run dir's checkpoints, one line each, from its manifest",
-		Long:  `Lists the run dir's checkpoints, oldest first, from its manifest (no checkpoint is opened): file, epoch, step, score, stop reason.`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return fmt.Errorf("ls needs one run directory, e.g. nitro ls runs/MLP")
-			}
-			return nil
-		},
-		ValidArgsFunction: dirsOnly,
-		RunE: func(_ *cobra.Command, args []string) error {
-			if err := runDirArg(args[0]); err != nil {
-				return err
-			}
-			return listCheckpoints(args[0], stdout)
-		},
-	}
-}
-
-// dirsOnly completes a directory.
-func dirsOnly(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
-	return nil, cobra.ShellCompDirectiveFilterDirs
-}
-
-func lookup(name string) (entry, error) {
-	e, ok := registry[name]
-	if !ok {
-		return e, fmt.Errorf("unknown experiment %q; registered: %s", name, strings.Join(sortedNames(), ", "))
-	}
-	return e, nil
-}
-
-func sortedNames() []string {
-	names := make([]string, 0, len(registry))
-	for n := range registry {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// notACheckpointFile says what is wrong with an info argument that is no experiment's name and
-// no file, when it is a path: a directory (with its checkpoints), or missing (with whether its
-// directory's manifest lists it). nil: it is neither, so lookup names the experiments.
-func notACheckpointFile(arg string, fi os.FileInfo, statErr error) error {
-	dir := filepath.Dir(arg)
-	switch {
-	case statErr == nil && fi.IsDir():
-		msg := fmt.Sprintf("info %s: a directory, not a checkpoint file", arg)
-		if p, ok, err := checkpoint.Newest(arg); err != nil {
-			return fmt.Errorf("%s: %w", msg, err)
-		} else if ok {
-			return fmt.Errorf("%s; its newest checkpoint is %s (all of them: nitro ls %s)", msg, p, arg)
-		}
-		return fmt.Errorf("%s, and no run directory either (no %s listing a checkpoint)", msg, checkpoint.ManifestName)
-	case statErr != nil && !errors.Is(statErr, fs.ErrNotExist):
-		return fmt.Errorf("info %s: %w", arg, statErr)
-	case !strings.ContainsRune(arg, filepath.Separator) && !strings.HasSuffix(arg, ".safetensors"):
-		return nil // a name, not a path
-	}
-	msg := fmt.Sprintf("info %s: no such file (nor a registered experiment)", arg)
-	entries, err := checkpoint.ReadManifest(dir)
-	if err != nil || len(entries) == 0 {
-		return errors.New(msg)
-	}
-	for _, e := range entries {
-		if e.File == filepath.Base(arg) {
-			return fmt.Errorf("%s: %s lists it as a checkpoint, so it was deleted or moved; the run dir's checkpoints: nitro ls %s", msg, filepath.Join(dir, checkpoint.ManifestName), dir)
-		}
-	}
-	return fmt.Errorf("%s; the checkpoints %s lists: nitro ls %s", msg, filepath.Join(dir, checkpoint.ManifestName), dir)
-}
-
-// checkpointInfo prints what a checkpoint says about itself, from its header alone.
-func checkpointInfo(path string, stdout io.Writer) error {
-	h, err := checkpoint.Info(path)
-	if err != nil {
-		return err
-	}
-	row := func(k string, v any) { fmt.Fprintf(stdout, "%-12s %v\n", k, v) }
-	orNone := func(s string) string {
-		if s == "" {
-			return "-"
-		}
-		return s
-	}
-	values := 0
-	for _, t := range h.Tensors {
-		n := 1
-		for _, d := range t.Shape {
-			n *= d
-		}
-		values += n
-	}
-	row("checkpoint", path)
-	row("epoch", h.Epoch)
-	row("step", h.Step)
-	row("preset", orNone(h.Preset))
-	row("run id", orNone(h.RunID))
-	if h.RunURL != "" {
-		row("run url", h.RunURL)
-	}
-	row("stop reason", orNone(string(h.StopReason)))
-	row("position", fmt.Sprintf("epoch %d, batch %d", h.Position.Epoch, h.Position.Batch))
-	names := make([]string, 0, len(h.Metrics))
-	for k := range h.Metrics {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	var ms []string
-	for _, k := range names {
-		ms = append(ms, fmt.Sprintf("%s %.6g", k, h.Metrics[k]))
-	}
-	row("metrics", orNone(strings.Join(ms, "  ")))
-	row("tensors", fmt.Sprintf("%d (%d values)", len(h.Tensors), values))
-	row("build", orNone(h.Build))
-	return nil
-}
-
-// listCheckpoints prints a run dir's manifest, oldest first: file, epoch, step, score, stop reason.
-func listCheckpoints(dir string, stdout io.Writer) error {
-	entries, err := checkpoint.ReadManifest(dir)
-	if err != nil {
-		return err
-	}
-	if len(entries) == 0 {
-		fmt.Fprintf(stdout, "no checkpoints in %s\n", dir)
-		return nil
-	}
-	for _, e := range entries {
-		score := "unscored"
-		if e.Score != nil {
-			score = fmt.Sprintf("%s %g", e.Metric, *e.Score)
-		}
-		line := fmt.Sprintf("%-48s epoch %-4d step %-8d %s", e.File, e.Epoch, e.Step, score)
-		if e.StopReason != "" {
-			line += "  stopped: " + string(e.StopReason)
-		}
-		fmt.Fprintln(stdout, line)
-	}
-	return nil
-}
-
-// metric is one labelled value.
-type metric struct {
-	name  string
-	value float64
-}
-
-// prefixed is m sorted by name, each labelled prefix+name unless it already starts with prefix
-// (test_accuracy, val_loss), so a line says which split it is about. With split, core.ValLoss,
-// the Loss fallback of an experiment without a Metrics hook, which is named val_loss whatever the
-// split, is labelled <prefix>loss.
-func prefixed(prefix string, m map[string]float64, split bool) []metric {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]metric, len(keys))
-	for i, k := range keys {
-		label := k
-		if split && k == core.ValLoss {
-			label = "loss"
-		}
-		if !strings.HasPrefix(label, prefix) {
-			label = prefix + label
-		}
-		out[i] = metric{label, m[k]}
-	}
-	return out
-}
-
-// fmtMetrics prints a split's metrics m as " name value" pairs, labelled as prefixed does.
-func fmtMetrics(prefix string, m map[string]float64) string {
-	var b strings.Builder
-	for _, x := range prefixed(prefix, m, true) {
-		fmt.Fprintf(&b, " %s %.4f", x.name, x.value)
-	}
-	return b.String()
 }

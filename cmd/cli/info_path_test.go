@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nitro-go/nitro/checkpoint"
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // runDirOf3 writes a run dir of three small checkpoints (epochs 1..3, all kept) through the
@@ -20,7 +21,7 @@ func runDirOf3(t *testing.T) (string, []string) {
 	}
 	var paths []string
 	for e := 1; e <= 3; e++ {
-		p, err := every.Save(&checkpoint.Record{Epoch: e, Step: 10 * e, Tensors: []checkpoint.Tensor{{Name: "w", DType: checkpoint.U8, Shape: []int{1}, Data: []byte{byte(e)}}}})
+		p, err := every.Save(&checkpoint.Record{Epoch: e, Step: 10 * e, Tensors: []checkpoint.Tensor{{Name: "w", DType: tensorfile.U8, Shape: []int{1}, Data: []byte{byte(e)}}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nitro-go/nitro/cmd/cli"
 	"github.com/nitro-go/nitro/exportbundle"
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // addBundle writes a bundle whose one program (batch 1) is y = x + w, x F32 [batch 2], w = [10 20],
@@ -27,8 +28,8 @@ func addBundle(t *testing.T) string {
 	dir := filepath.Join(t.TempDir(), "add")
 	err = exportbundle.Write(dir, &exportbundle.Bundle{
 		Name:    "add",
-		Inputs:  []exportbundle.TensorSpec{{Name: "x", DType: exportbundle.F32, Shape: []int{-1, 2}, BatchAxis: 0}},
-		Outputs: []exportbundle.TensorSpec{{Name: "y", DType: exportbundle.F32, Shape: []int{-1, 2}, BatchAxis: 0}},
+		Inputs:  []exportbundle.TensorSpec{{Name: "x", DType: tensorfile.F32, Shape: []int{-1, 2}, BatchAxis: 0}},
+		Outputs: []exportbundle.TensorSpec{{Name: "y", DType: tensorfile.F32, Shape: []int{-1, 2}, BatchAxis: 0}},
 		Weights: []exportbundle.Weight{{Name: "w", Tensor: w}},
 		Programs: map[int]exportbundle.Program{1: {Format: "mlir", Code: []byte(`module @add {
   func.func public @main(%x: tensor<1x2xf32>, %w: tensor<2xf32>) -> tensor<1x2xf32> {
