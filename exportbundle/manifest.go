@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/nitro-go/nitro/tensorfile"
 	"io"
 	"regexp"
 	"slices"
