@@ -108,12 +108,12 @@ func (s *store) save(r *Record, args NameArgs, keep func(all []ManifestEntry) []
 	if err := writeRecord(s.o.fs, s.o.retry, path, r); err != nil {
 		return "", err
 	}
-	displaced, err := s.writeFinal(old, pending, newEntry(r, base, args), keep, path)
+	final, displaced, err := s.writeFinal(old, pending, newEntry(r, base, args), keep, path)
 	if err != nil {
 		return "", err
 	}
 	// Only now, with the new file and the manifest durable, remove the displaced files.
-	return path, s.rotate(displaced, path)
+	return path, s.rotate(final, pending, displaced, path)
 }
 
 // fileFor checks r and the store before anything on disk changes, and names r's file.
@@ -202,8 +202,8 @@ func newEntry(r *Record, base string, args NameArgs) ManifestEntry {
 }
 
 // writeFinal writes the manifest that lists entry and what keep retains of the old entries,
-// the rest displaced (after those still pending), and returns the newly displaced files.
-func (s *store) writeFinal(old *manifest, pending []string, entry ManifestEntry, keep func(all []ManifestEntry) []bool, path string) (displaced []string, err error) {
+// the rest displaced (after those still pending), and returns it and the newly displaced files.
+func (s *store) writeFinal(old *manifest, pending []string, entry ManifestEntry, keep func(all []ManifestEntry) []bool, path string) (final *manifest, displaced []string, err error) {
 	all := make([]ManifestEntry, 0, len(old.Checkpoints)+1)
 	for _, e := range old.Checkpoints {
 		if e.File == entry.File { // the same name again: the new file replaced it
@@ -227,23 +227,29 @@ func (s *store) writeFinal(old *manifest, pending []string, entry ManifestEntry,
 		// The record stays for now: the failed write may have renamed the new manifest into
 		// place before its directory fsync failed, and then it lists the record; otherwise
 		// the intent manifest has it displaced and the next Save removes it.
-		return nil, fmt.Errorf("checkpoint: save %s: the record was written but the manifest was not: %w", path, err)
+		return nil, nil, fmt.Errorf("checkpoint: save %s: the record was written but the manifest was not: %w", path, err)
 	}
-	return displaced, nil
+	return next, displaced, nil
 }
 
-// rotate removes the displaced files (save calls it once the final manifest is durable). A
-// failed removal wraps ErrNotRotated; the manifest still lists it displaced, so the next save
-// retries.
-func (s *store) rotate(displaced []string, path string) error {
+// rotate removes the displaced files (save calls it once the final manifest is durable), then
+// rewrites that manifest naming only the removals still pending, so that the last save of a
+// run leaves no entry for a file already gone. A failed removal wraps ErrNotRotated; the
+// manifest still lists it displaced, so the next save retries.
+func (s *store) rotate(final *manifest, pending, displaced []string, path string) error {
 	var errs []error
 	for _, f := range displaced {
 		if err := s.remove(filepath.Join(s.dir, f)); err != nil {
 			errs = append(errs, err)
+			pending = append(pending, f)
 		}
 	}
 	if len(displaced) > len(errs) {
-		s.o.fs.SyncDir(s.dir) // the removals' durability is not needed for correctness
+		// The removals are durable before the manifest stops naming them: a crash in between
+		// leaves names of files already gone, which the next open removes again as a no-op.
+		s.o.fs.SyncDir(s.dir)
+		// Best effort: if this write fails, the final manifest stays, which is still correct.
+		writeManifest(s.o.fs, s.o.retry, s.dir, &manifest{Checkpoints: final.Checkpoints, Displaced: pending})
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("checkpoint: saved %s: %w: %w", path, ErrNotRotated, errors.Join(errs...))

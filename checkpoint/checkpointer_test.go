@@ -362,7 +362,8 @@ func TestRotationFailure(t *testing.T) {
 		t.Fatalf("Save = %q, %v", path, err)
 	}
 	mf, _ := readManifest(m, "/run")
-	if got := manifestEpochs(t, m, "/run"); !slices.Equal(got, []int{2, 4}) || len(mf.Displaced) != 2 {
+	// The file that would not go stays listed displaced; the one removed is no longer named.
+	if got := manifestEpochs(t, m, "/run"); !slices.Equal(got, []int{2, 4}) || len(mf.Displaced) != 1 || !strings.HasPrefix(mf.Displaced[0], "epoch-0001") {
 		t.Fatalf("manifest %v, displaced %v", got, mf.Displaced)
 	}
 	if _, err := m.ReadFile("/run/epoch-0001-step-100-val_loss=0.5.safetensors"); err != nil {
@@ -373,10 +374,35 @@ func TestRotationFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	mf, _ = readManifest(m, "/run")
-	if len(mf.Displaced) != 1 || !strings.HasPrefix(mf.Displaced[0], "epoch-0002") {
-		t.Errorf("displaced %v; want only the one this save displaced", mf.Displaced)
+	if len(mf.Displaced) != 0 {
+		t.Errorf("displaced %v; want none: every removal succeeded", mf.Displaced)
+	}
+	if _, err := m.ReadFile("/run/epoch-0001-step-100-val_loss=0.5.safetensors"); err == nil {
+		t.Error("the file that could not be removed before is still there")
 	}
 	checkDir(t, m, "/run")
+}
+
+// TestLastSaveLeavesNoDisplaced: a save that rotates a checkpoint out leaves a manifest naming
+// no displaced file once the removal succeeded, so a finished run's manifest lists only files
+// that exist (it kept an entry for a file deleted right after it was written).
+func TestLastSaveLeavesNoDisplaced(t *testing.T) {
+	m, tk, _ := faultSetup(t)
+	if _, err := tk.Save(epochRecord(4, 256, 0.3)); err != nil {
+		t.Fatal(err)
+	}
+	mf, err := readManifest(m, "/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mf.Displaced) != 0 {
+		t.Errorf("after a rotating save the manifest still names %v as displaced", mf.Displaced)
+	}
+	for _, e := range mf.Checkpoints {
+		if _, err := m.ReadFile("/run/" + e.File); err != nil {
+			t.Errorf("the manifest lists %s, which is not there: %v", e.File, err)
+		}
+	}
 }
 
 func TestManifest(t *testing.T) {
