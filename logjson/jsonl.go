@@ -35,7 +35,7 @@ type JSONLogger struct {
 	mu       sync.Mutex
 	path     string
 	f        *os.File
-	needNL   bool   // the existing file did not end in a newline: start the next line on a new one
+	needNL   bool   // the file does not end in a newline (a crash, a torn write): start the next line on a new one
 	status   Status // the first status Finish was given
 	finished bool   // the finish line is written and the file closed
 	dropped  int    // non-finite metric values dropped so far
@@ -249,10 +249,16 @@ func (l *JSONLogger) writeLocked(b *lineBuilder) error {
 	if l.needNL {
 		line = append([]byte{'\n'}, line...)
 	}
-	if _, err := l.f.Write(line); err != nil {
+	n, err := l.f.Write(line)
+	if n > 0 {
+		// A write cut short (a full disk, a size limit) leaves part of a line: the next line
+		// starts on a new one, so the torn part stays a line of its own that readers skip,
+		// instead of a prefix that spoils the next line.
+		l.needNL = line[n-1] != '\n'
+	}
+	if err != nil {
 		return wrapPath(l.path, err)
 	}
-	l.needNL = false
 	l.lines++
 	return nil
 }

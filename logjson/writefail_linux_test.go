@@ -3,6 +3,7 @@
 package logjson
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -57,6 +58,57 @@ func TestJSONLoggerOpenFailure(t *testing.T) {
 			if err == nil || !strings.HasPrefix(err.Error(), "logjson: ") || !strings.Contains(err.Error(), dir) {
 				t.Errorf("%s, write %d: %v; want a logjson error naming the path", path, i+1, err)
 			}
+		}
+	}
+}
+
+// A write cut short mid-line (here by a file size limit: EFBIG after part of the line) leaves a
+// torn line, and the next line starts on a new line of its own: every complete line stays one
+// JSON object. It was appended to the torn part, spoiling both.
+func TestJSONLoggerTornWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "metrics.jsonl")
+	l := NewJSONLogger(path)
+	if err := l.LogOther("first", "line"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	// Go ignores SIGXFSZ, so the write past the limit returns EFBIG instead of killing the test.
+	limit := syscall.Rlimit{Cur: uint64(st.Size()) + 10, Max: old.Max}
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
+		t.Fatal(err)
+	}
+	err = l.LogOther("second", strings.Repeat("x", 100))
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(err, syscall.EFBIG) {
+		t.Fatalf("the write past the size limit: %v, want EFBIG", err)
+	}
+	if err := l.LogOther("third", "line"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Finish(StatusCompleted); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != 4 || len(lines[1]) != 10 {
+		t.Fatalf("want the first line, the 10 torn bytes, the third line and the finish line; got %d lines:\n%s", len(lines), b)
+	}
+	for _, i := range []int{0, 2, 3} {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(lines[i]), &v); err != nil {
+			t.Errorf("line %d is not one JSON object: %v\n%s", i+1, err, lines[i])
 		}
 	}
 }
