@@ -1,20 +1,21 @@
 # nitro — one Makefile for the whole go.work workspace.
 # `make run` trains the MNIST example with the CLI; `make test` runs every test. Both set up first.
 
-MODULES := internal/prereq tensorfile idx markers mesh metrics compilecache optimizers schedules runstatus earlystop prefetch dist checkpoint logjson exportbundle monitors promexport backend dotgrad precision render board core export cmd integration
+MODULES := internal/prereq tensorfile idx markers mesh metrics compilecache optimizers schedules runstatus earlystop prefetch dist checkpoint logjson exportbundle monitors promexport tblog backend dotgrad precision render board core export cmd integration
 PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 # Race detector on the modules with goroutines or concurrency contracts and their tests (prefetch:
 # concurrent BatchAt; mesh: Stage from the prefetch goroutine). core is left out: GoMLX v0.25.0's
 # pure-Go backend, which core's unit tests run on, has known races.
-RACE    := tensorfile mesh compilecache markers monitors prefetch logjson checkpoint promexport exportbundle render board
+RACE    := tensorfile mesh compilecache markers monitors prefetch logjson checkpoint promexport exportbundle render board tblog
 GO      ?= go
-# checkpoint's interop test opens nitro's files with the reference Python safetensors (ckpt-venv).
+# checkpoint's interop test opens nitro's files with the reference Python safetensors (ckpt-venv);
+# tblog's reads its event files back with TensorBoard's own reader (tb-venv).
 # GOPROXY=off: the tests run on what `make setup` downloaded, so a module it misses fails here, on
 # every machine, rather than only on a newcomer's empty module cache.
-TESTENV := NITRO_SAFETENSORS_PYTHON=$(CURDIR)/.nitro/ckpt-venv/bin/python GOPROXY=off
+TESTENV := NITRO_SAFETENSORS_PYTHON=$(CURDIR)/.nitro/ckpt-venv/bin/python NITRO_TENSORBOARD_PYTHON=$(CURDIR)/.nitro/tb-venv/bin/python GOPROXY=off
 ARGS    ?=
 
-.PHONY: setup cuda-wheel test lint bench bench-venv ckpt-venv depcheck run fmt $(addprefix test/,$(MODULES))
+.PHONY: setup cuda-wheel test lint bench bench-venv ckpt-venv tb-venv depcheck run fmt $(addprefix test/,$(MODULES))
 
 ## setup: install the pinned XLA CPU PJRT plugin into .nitro/pjrt and download Go modules (idempotent);
 ## CUDA=1 also installs the CUDA plugin and its NVIDIA libraries (docs/gpu.md)
@@ -34,6 +35,10 @@ depcheck:
 ckpt-venv:
 	@./scripts/ckpt/setup-venv.sh
 
+## tb-venv: TensorBoard's Python event-file reader for tblog's read-back test (test-only; no TensorFlow)
+tb-venv:
+	@./scripts/tblog/setup-venv.sh
+
 ## test: setup, layering check, then every module's tests (race detector on the concurrent modules),
 ## then a short fuzz of the checkpoint, safetensors, bundle and idx readers (hostile input must never panic).
 ## The fuzz budget is a count, not a duration: Go 1.26's fuzz coordinator can report a spurious
@@ -43,7 +48,7 @@ ckpt-venv:
 cuda-wheel:
 	@NITRO_SKIP_CUDA_WHEEL= ./scripts/install-pjrt.sh
 
-test: setup cuda-wheel depcheck ckpt-venv
+test: setup cuda-wheel depcheck ckpt-venv tb-venv
 	$(TESTENV) $(GO) test -count=1 -timeout 25m $(PKGS)
 	$(TESTENV) $(GO) test -count=1 -race $(addprefix ./,$(addsuffix /...,$(RACE)))
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime 60000x -fuzzminimizetime 100x ./checkpoint/
