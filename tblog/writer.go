@@ -42,7 +42,7 @@ type Writer struct {
 	dropped  int
 	records  int
 
-	now  func() time.Time // time.Now; tests pin it
+	now  func() time.Time // nil means time.Now; tests pin it
 	host string           // "" means os.Hostname
 }
 
@@ -53,9 +53,9 @@ var (
 	_ logjson.DropCounter = (*Writer)(nil)
 )
 
-// New returns a Writer into dir; "" leaves it for SetDir. Nothing is created here: the folder
-// and the event file come with the first write.
-func New(dir string) *Writer { return &Writer{dir: dir, now: time.Now} }
+// New returns a Writer into dir; "" leaves it for SetDir, as a zero Writer does. Nothing is
+// created here: the folder and the event file come with the first write.
+func New(dir string) *Writer { return &Writer{dir: dir} }
 
 // ForRun returns a Writer into <runDir>/tb.
 func ForRun(runDir string) *Writer { return New(filepath.Join(runDir, DirName)) }
@@ -236,7 +236,7 @@ func (w *Writer) Finish(status logjson.Status) error {
 	}
 	text := string(w.status)
 	if w.dropped > 0 {
-		text += fmt.Sprintf(" (%d non-finite metric values dropped)", w.dropped)
+		text += fmt.Sprintf(" (non-finite metric values dropped: %d)", w.dropped)
 	}
 	if err := w.writeLocked(textEvent(w.wallTime(), int64(w.lastStep), TagStatus, text)); err != nil {
 		return err // not finished: a later Finish retries with w.status
@@ -296,7 +296,7 @@ func (w *Writer) openLocked() error {
 			host = "localhost"
 		}
 	}
-	base := filepath.Join(w.dir, fmt.Sprintf("events.out.tfevents.%010d.%s", w.now().Unix(), host))
+	base := filepath.Join(w.dir, fmt.Sprintf("events.out.tfevents.%010d.%s", w.clock().Unix(), host))
 	path := base
 	for i := 1; ; i++ {
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
@@ -320,7 +320,14 @@ func (w *Writer) openLocked() error {
 }
 
 func (w *Writer) wallTime() float64 {
-	return float64(w.now().UnixNano()) / 1e9
+	return float64(w.clock().UnixNano()) / 1e9
+}
+
+func (w *Writer) clock() time.Time {
+	if w.now == nil {
+		return time.Now()
+	}
+	return w.now()
 }
 
 // wrap names the file in err, unless err names it already (an *os.PathError does).

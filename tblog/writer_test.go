@@ -69,7 +69,7 @@ func TestWriterRun(t *testing.T) {
 	if r := texts["config_report"]; r != "```\nline 1\n  line 2\n```" {
 		t.Errorf("report text %q", r)
 	}
-	if texts[TagTags] != "a, b" || texts[TagStatus] != "early_stop (3 non-finite metric values dropped)" {
+	if texts[TagTags] != "a, b" || texts[TagStatus] != "early_stop (non-finite metric values dropped: 3)" {
 		t.Errorf("texts %q", texts)
 	}
 	wantScalars := map[string]float32{"train/loss": 2, "train/step_seconds": 0.5, "val/val_accuracy": 0.75, "data/data_wait_frac": 0.01, "data/big": float32(math.Inf(-1))}
@@ -209,5 +209,15 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestZeroWriter(t *testing.T) {
+	var w Writer
+	must(t, w.SetDir(t.TempDir()))
+	must(t, w.LogMetrics(logjson.Metrics{Step: 1, Context: "train", Values: map[string]float64{"loss": 1}}))
+	must(t, w.Finish(logjson.StatusCompleted))
+	if n := len(readEventFile(t, w.Path())); n != 3 {
+		t.Fatalf("%d events, want 3", n)
 	}
 }
