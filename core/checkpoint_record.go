@@ -1,20 +1,17 @@
 package core
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
+	"github.com/nitro-go/nitro/engine"
 	"reflect"
-	"strings"
 
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/markers"
-	"github.com/nitro-go/nitro/optimizers"
 	"github.com/nitro-go/nitro/runstatus"
 )
 
@@ -51,6 +48,9 @@ func (n *Nitro) writeCheckpoint(res EpochResult, reason runstatus.Status) error 
 	return nil
 }
 
+// littleEndian: a record's data is little-endian and tensors hold native bytes.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
 // record converts the training state and the epoch's summary into a checkpoint record.
 func (n *Nitro) record(res EpochResult, reason runstatus.Status) (*checkpoint.Record, error) {
 	if !littleEndian {
@@ -72,7 +72,7 @@ func (n *Nitro) record(res EpochResult, reason runstatus.Status) (*checkpoint.Re
 	if a := n.cfg.accum.value; a > 1 { // 0 in the record is 1
 		r.Accum = a
 	}
-	ts, err := n.stateTensors(wholeState)
+	ts, err := n.eng.StateTensors(engine.WholePart)
 	if err != nil {
 		return nil, err
 	}
@@ -152,28 +152,9 @@ func (n *Nitro) anchorChecksums() (map[string]string, error) {
 	if n.ck.anchors != nil {
 		return n.ck.anchors, nil
 	}
-	out := map[string]string{}
-	for gi, g := range n.groups {
-		var h hash.Hash
-		for s, name := range g.opt.StateNames() {
-			if !g.constLeaf(s) || !strings.HasSuffix(name, "."+optimizers.DecayName+".anchor") {
-				continue
-			}
-			if h == nil {
-				h = sha256.New()
-			}
-			for j, t := range n.st.groups[gi].opt[s] {
-				b, err := readBack(t)
-				if err != nil {
-					return nil, fmt.Errorf("group %q: decay anchor: %w", g.name, err)
-				}
-				fmt.Fprintf(h, "%s %s %v\n", strings.Join(g.keypaths[j], "/"), t.DType(), t.Shape().Dimensions)
-				h.Write(b)
-			}
-		}
-		if h != nil {
-			out[g.name] = "sha256:" + hex.EncodeToString(h.Sum(nil))
-		}
+	out, err := n.eng.DecayAnchorChecksums()
+	if err != nil {
+		return nil, err
 	}
 	n.ck.anchors = out
 	return out, nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nitro-go/nitro/engine"
 	"io"
 	"os"
 	"path/filepath"
@@ -227,11 +228,11 @@ func prefixed(p string, lines []string) []string {
 // optimizer and layer state, step, epoch, data position, logger and early-stopping state. Else
 // the weights: parameters and layer state but the RNG state, the counters left as they are.
 func (n *Nitro) restore(rec *checkpoint.Record, path string, full bool) error {
-	part := weightsState
+	part := engine.WeightsPart
 	if full {
-		part = wholeState
+		part = engine.WholePart
 	}
-	staged, err := n.stageState(rec.Tensors, part, path)
+	staged, err := n.eng.StageState(rec.Tensors, part, path)
 	if err != nil {
 		return err
 	}
@@ -240,7 +241,7 @@ func (n *Nitro) restore(rec *checkpoint.Record, path string, full bool) error {
 			return err
 		}
 	}
-	if err := n.installState(staged, path); err != nil {
+	if err := n.eng.InstallState(staged, path); err != nil {
 		return err
 	}
 	if full {

@@ -76,6 +76,9 @@ var (
 	typeOutputs = reflect.TypeOf(Outputs(nil))
 	typeMetrics = reflect.TypeOf(map[string]Metric(nil))
 	typeNodeMap = reflect.TypeOf(map[string]*graph.Node(nil)) // TrainMetrics' result; B of the whole batch
+
+	typeManualStep = reflect.TypeOf((*ManualStep)(nil))
+	typeStepResult = reflect.TypeOf(StepResult{})
 )
 
 // ModelBuilder is the required BuildModel hook: configure the context (initializers, scopes) and

@@ -44,7 +44,7 @@ func (n *Nitro) snapshotFields() error {
 	}
 	n.drift = driftState{snap: snap, dev: map[string]*tensors.Tensor{}, warned: map[string]string{}}
 	for _, name := range n.traits.DeviceFields() {
-		n.drift.dev[name] = n.dev[name]
+		n.drift.dev[name] = n.eng.DeviceTensor(name)
 	}
 	return nil
 }
@@ -96,9 +96,9 @@ func (n *Nitro) rewrittenDevice() map[string]bool {
 	d := &n.drift
 	out := map[string]bool{}
 	for name, dev := range d.dev {
-		if n.dev[name] != dev {
+		if n.eng.DeviceTensor(name) != dev {
 			out[name] = true
-			d.dev[name] = n.dev[name]
+			d.dev[name] = n.eng.DeviceTensor(name)
 		}
 	}
 	if len(out) > 0 {

@@ -3,10 +3,10 @@ package core
 import (
 	"context"
 	"fmt"
+	"github.com/nitro-go/nitro/engine"
 	"reflect"
 	"slices"
 
-	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/metrics"
 	"github.com/nitro-go/nitro/prefetch"
 )
@@ -120,100 +120,17 @@ func (n *Nitro) evalStream(src Source, epoch int, keys []string, width int) (*pr
 	return prefetch.Start(context.Background(), src, epoch, cfg)
 }
 
-// evalRows is the program rows a batch of real rows runs at: its own on the device (a short
-// batch is sliced in the program), the width on the host, where the outputs are sliced after
-// the readback, so a short final batch costs no second program.
-func (n *Nitro) evalRows(width, real int) int {
-	if n.onHost() {
-		return width
-	}
-	return real
-}
-
-// batchMetrics is one batch's metrics from its eval program's outputs: HostMetrics on them
-// (host), or the program's sums and counts (device).
-func (n *Nitro) batchMetrics(split string, p *program, outs []*tensors.Tensor, it prefetch.Item[Batch]) (map[string]metrics.Metric, error) {
+// batchMetrics is one batch's metrics from its eval result: the program's sums and counts
+// (device), or HostMetrics on Forward's outputs and the host batch (host).
+func (n *Nitro) batchMetrics(res engine.EvalBatch, host Batch) (map[string]metrics.Metric, error) {
 	if !n.onHost() {
-		return n.deviceMetrics(split, p, outs, it.Rows)
+		return res.Metrics, nil
 	}
-	out := Prediction{}
-	at := len(outs) - len(p.forward)
-	for i, name := range p.forward {
-		t, err := hostRows(outs[at+i], it.Rows)
-		if err != nil {
-			return nil, fmt.Errorf("reading output %q back: %w", name, err)
-		}
-		out[name] = t
-		outs[at+i] = nil // the host owns it now; the caller frees the rest
-	}
-	ms, err := n.evalm.host.HostMetrics(out, it.Host)
+	ms, err := n.evalm.host.HostMetrics(Prediction(res.Forward), host)
 	if err != nil {
 		return nil, fmt.Errorf("HostMetrics: %w", err)
 	}
 	return ms, nil
-}
-
-// hostRows is sliceRowsHost with a failed transfer as an error.
-func hostRows(t *tensors.Tensor, rows int) (_ *tensors.Tensor, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%v", r)
-		}
-	}()
-	h, err := sliceRowsHost(t, rows)
-	if err == nil && h == t {
-		err = t.InvalidateOnDevice() // keep the host copy, free the device buffer now
-	}
-	return h, err
-}
-
-// deviceMetrics reads an eval program's metric outputs: per metric its sum, then its count when
-// it has one. val_loss without Metrics is Loss, a mean over the batch's real rows, weighed by
-// those rows: a short final batch counts for what it holds, and the split's val_loss is the
-// mean over its samples. A sum with no count that is not a scalar is a summed array (a confusion
-// matrix), read whole.
-func (n *Nitro) deviceMetrics(split string, p *program, outs []*tensors.Tensor, rows int) (map[string]metrics.Metric, error) {
-	ms := make(map[string]metrics.Metric, len(p.outNames))
-	j := 0
-	for m, name := range p.outNames {
-		t := outs[j]
-		j++
-		if !t.Shape().IsScalar() {
-			a, err := arrayValue(t)
-			if err != nil {
-				return nil, fmt.Errorf("metric %q: reading its array back: %w", name, err)
-			}
-			ms[name] = metrics.Summed(a)
-			continue
-		}
-		v, err := n.metricValue(split, name, t)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case p.hasCount[m]:
-			c, err := n.metricValue(split, name, outs[j])
-			if err != nil {
-				return nil, err
-			}
-			j++
-			ms[name] = metrics.Mean(v, c)
-		case n.metrics == nil: // val_loss: Loss weighted by the batch's real rows
-			ms[name] = metrics.Mean(v*float64(rows), float64(rows))
-		default:
-			ms[name] = metrics.Total(v)
-		}
-	}
-	return ms, nil
-}
-
-func arrayValue(t *tensors.Tensor) (_ metrics.Array, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%v", r)
-		}
-	}()
-	return metrics.NewArray(tensors.MustCopyFlatData[float64](t), t.Shape().Dimensions...)
 }
 
 // finalizeSplit turns a split's accumulation into its metrics: FinalizeMetrics' result, checked

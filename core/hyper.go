@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/shapes"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/optimizers"
 	"github.com/nitro-go/nitro/schedules"
@@ -71,30 +70,18 @@ type optSetup struct {
 	bindings []schedules.Binding
 }
 
-// setupOptimization resolves the optimization (optimizers.Resolve: levels, rates, decay and
-// schedules for every group, in host code), then initializes each group's optimizer state on its
-// flat buffer and uploads it. It runs at setup, once; the per-step work is hyperValues.
-func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
+// setupOptimization is setup's optimizer phase: it resolves the optimization
+// (optimizers.Resolve: levels, rates, decay and schedules for every group, in host code), then
+// has the engine initialize each group's optimizer state from its initial values and upload it.
+// It runs at setup, once; the per-step work is the plan's Hyper.
+func (n *Nitro) setupOptimization() error {
 	plan, err := n.resolvePlan() // manual.go: optimizers.Resolve, with manual mode's rules
 	if err != nil {
 		return err
 	}
 	n.opt = &optSetup{Plan: plan}
-	for gi, gp := range plan.Groups() {
-		g := n.groups[gi]
-		g.opt, g.constant = gp.Chain, gp.Chain.ConstantLeaves()
-		state, err := gp.InitState(flat[g.name])
-		if err != nil {
-			return err
-		}
-		for _, leaves := range state {
-			for j := range leaves {
-				if leaves[j], err = n.upload(leaves[j], &n.uploads.OptState); err != nil {
-					return fmt.Errorf("group %q: optimizer state: %w", g.name, err)
-				}
-			}
-			n.st.groups[gi].opt = append(n.st.groups[gi].opt, leaves)
-		}
+	if err := n.eng.InitOptimizer(plan); err != nil {
+		return err
 	}
 	// Step 1's values, which the binding report shows, are checked now: a schedule that cannot
 	// give its first step (a negative eta, a fraction for an integer Device field) fails New.
@@ -116,9 +103,7 @@ func (n *Nitro) planSpec() optimizers.PlanSpec {
 		DeviceFields: n.traits.DeviceFields(),
 		TotalSteps:   n.TotalSteps(),
 	}
-	for _, g := range n.groups {
-		s.Groups = append(s.Groups, g.layout)
-	}
+	s.Groups = n.eng.Layouts()
 	if h, ok := e.(GroupLearningRater); ok {
 		s.LearningRateGroup = h.LearningRateGroup
 	}
@@ -143,12 +128,6 @@ func (n *Nitro) planSpec() optimizers.PlanSpec {
 	return s
 }
 
-// hyperValues are a group's schedulable values at an optimizer step (1-based), as the plan
-// resolves them (base values, the group's schedules, then made effective).
-func (n *Nitro) hyperValues(g *paramGroup, step int) (map[string]float64, error) {
-	return n.opt.Hyper(g.name, step)
-}
-
 // applyDeviceSchedules writes the scheduled Device fields' values for an optimizer step: computed
 // on the host once per step and uploaded once per step.
 func (n *Nitro) applyDeviceSchedules(step int) error {
@@ -165,14 +144,7 @@ func (n *Nitro) applyDeviceSchedules(step int) error {
 	}
 	for i, name := range names {
 		nv := vals[i]
-		if err := markers.SetDevice(n.e, name, nv); err != nil {
-			return err
-		}
-		t, err := hostTensor(nv)
-		if err != nil {
-			return err
-		}
-		if err := n.replaceDevice(name, t); err != nil {
+		if err := n.eng.SetDevice(name, nv); err != nil {
 			return err
 		}
 	}
@@ -264,7 +236,7 @@ func (n *Nitro) bindings() []schedules.Binding {
 	for _, split := range sortedKeys(n.data) {
 		run("prefetch "+split, strings.TrimPrefix(describePrefetch(n.data[split]), "prefetch: "), n.prefetchFrom[split])
 	}
-	for _, name := range n.devNames {
+	for _, name := range n.eng.DeviceNames() {
 		v, _ := markers.DeviceValueOf(n.e, name)
 		bs = append(bs, n.opt.DeviceBinding(name, fmt.Sprint(v)))
 	}

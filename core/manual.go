@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/optimizers"
 	"github.com/nitro-go/nitro/schedules"
 )
@@ -14,8 +14,8 @@ import (
 // backwards, each group's optimizer step, its per-step stats), compiled as one program, and the
 // framework keeps everything around it: the batch stream, accounting, validation, checkpoints
 // (every group's optimizer state), logging, phases, early stopping, RequestStop and the Device
-// schedules. This file resolves the mode at setup and checks what it refuses; manual_step.go
-// builds and traces the step program and holds the verbs TrainStep calls.
+// schedules. This file resolves the mode at setup and checks what it refuses; the engine
+// (engine/manual_step.go) builds and traces the step program and holds the verbs TrainStep calls.
 
 // ManualChooser overrides the mode: ManualTraining() false keeps a TrainStep in the source and
 // trains with the automatic loop; true without a TrainStep is an error. A bool field named
@@ -35,11 +35,15 @@ type OptimizerSetter interface {
 
 // StepResult is what TrainStep returns: the step's scalar loss (validated every step, logged as
 // "loss", the epoch's train loss) and per-step scalar stats, read back on logged steps and
-// averaged into the epoch's Train map, as TrainMetrics are in the automatic loop.
-type StepResult struct {
-	Loss  *graph.Node
-	Stats map[string]*graph.Node
-}
+// averaged into the epoch's Train map, as TrainMetrics are in the automatic loop. ManualStep is
+// what TrainStep receives (the verbs Backward and StepOptimizer), and Grads what Backward
+// returns. The engine, which traces TrainStep, defines all three; the experiment names them
+// through core, the one package it imports.
+type (
+	StepResult = engine.StepResult
+	ManualStep = engine.ManualStep
+	Grads      = engine.Grads
+)
 
 // resolveManual finds TrainStep and decides the mode (ManualChooser's rule); in manual mode
 // n.trainStep is set and Loss becomes optional.
@@ -172,38 +176,30 @@ func (n *Nitro) manualSpec(spec *optimizers.PlanSpec) error {
 		return fmt.Errorf("SetupOptimizers: %w", err)
 	}
 	rates := map[string]float64{}
-	for _, g := range n.groups {
-		r, ok := rules[g.name]
+	for _, g := range n.eng.GroupNames() {
+		r, ok := rules[g]
 		if !ok || r == nil {
-			return fmt.Errorf("SetupOptimizers returned no rule for parameter group %q (groups: %v): give every group (ParamGroup's names) a rule", g.name, n.groupNames())
+			return fmt.Errorf("SetupOptimizers returned no rule for parameter group %q (groups: %v): give every group (ParamGroup's names) a rule", g, n.eng.GroupNames())
 		}
-		rates[g.name] = spec.LearningRate.Value
+		rates[g] = spec.LearningRate.Value
 		fields, err := optimizers.RuleFields(r)
 		if err != nil {
-			return fmt.Errorf("SetupOptimizers, group %q: %w", g.name, err)
+			return fmt.Errorf("SetupOptimizers, group %q: %w", g, err)
 		}
 		for _, f := range fields {
 			if f.Key == optimizers.EtaField && f.Value != 0 {
-				rates[g.name] = f.Value
+				rates[g] = f.Value
 			}
 		}
 	}
 	for name := range rules {
 		if _, ok := rates[name]; !ok {
-			return fmt.Errorf("SetupOptimizers returned a rule for %q, which is no parameter group (groups: %v): name the groups ParamGroup returns", name, n.groupNames())
+			return fmt.Errorf("SetupOptimizers returned a rule for %q, which is no parameter group (groups: %v): name the groups ParamGroup returns", name, n.eng.GroupNames())
 		}
 	}
 	spec.OptimizerRule = func(g string) optimizers.Rule { return rules[g] }
 	spec.LearningRateGroup = func(g string) float64 { return rates[g] }
 	return nil
-}
-
-func (n *Nitro) groupNames() []string {
-	names := make([]string, len(n.groups))
-	for i, g := range n.groups {
-		names[i] = g.name
-	}
-	return names
 }
 
 func sortedStrings(s []string) []string {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/nitro-go/nitro/checkpoint"
-	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/precision"
 )
 
@@ -38,15 +37,6 @@ func (c *config) resolvePrecision(o *options) error {
 // tensors of the backend the programs are compiled for.
 func (n *Nitro) applyPrecision() {
 	n.backend.Backend = n.cfg.precision.value.Backend(n.backend.Backend)
-}
-
-// precisionKey adds the mode to a program's key when the mode casts: a bf16 program and its
-// float32 twin are two entries (even the optimizer's: it belongs to the bf16 backend), and
-// float32 keys stay as they were.
-func (n *Nitro) precisionKey(key *compilecache.Key) {
-	if name, value, ok := n.cfg.precision.value.KeyEntry(); ok {
-		key.Extra = append(key.Extra, [2]string{name, value})
-	}
 }
 
 // checkPrecisionOnResume explains a resume whose mode differs from the checkpoint's. Both modes
