@@ -22,7 +22,7 @@ setup:
 	@NITRO_SKIP_CUDA_WHEEL=$(if $(filter-out 0,$(CUDA)),,1) CUDA=$(CUDA) ./scripts/install-pjrt.sh
 	@for m in $(MODULES); do (cd $$m && $(GO) mod download) || exit 1; done
 
-## depcheck: no module but cmd/export/integration imports core; internal/prereq and tensorfile import no
+## depcheck: no module but cmd/export/integration imports core, and engine imports none of core/export/cmd; internal/prereq and tensorfile import no
 ## module; exportbundle does not import checkpoint; no cycles between modules; core's import graph holds
 ## no exportbundle and no cgo package of ours
 depcheck:

@@ -104,27 +104,14 @@ func (n *Nitro) planSpec() optimizers.PlanSpec {
 		TotalSteps:   n.TotalSteps(),
 	}
 	s.Groups = n.eng.Layouts()
-	if h, ok := e.(GroupLearningRater); ok {
-		s.LearningRateGroup = h.LearningRateGroup
-	}
-	if h, ok := e.(GroupLambdaer); ok {
-		s.LambdaGroup = h.LambdaGroup
-	}
-	if h, ok := e.(DecayAnchorer); ok {
-		s.DecayAnchor = h.DecayAnchor
-	}
-	if h, ok := e.(NoDecayer); ok {
-		s.NoDecay = h.NoDecay
-	}
-	if h, ok := e.(RuleChooser); ok {
-		s.OptimizerRule = h.OptimizerRule
-	}
-	if h, ok := e.(ChainBuilder); ok {
-		s.OptimizerChain = h.OptimizerChain
-	}
-	if h, ok := e.(Scheduler); ok {
-		s.Schedules = h.Schedules()
-	}
+	// Each optional accessor the experiment implements fills its field of the spec.
+	ifImplements(e, func(h GroupLearningRater) { s.LearningRateGroup = h.LearningRateGroup })
+	ifImplements(e, func(h GroupLambdaer) { s.LambdaGroup = h.LambdaGroup })
+	ifImplements(e, func(h DecayAnchorer) { s.DecayAnchor = h.DecayAnchor })
+	ifImplements(e, func(h NoDecayer) { s.NoDecay = h.NoDecay })
+	ifImplements(e, func(h RuleChooser) { s.OptimizerRule = h.OptimizerRule })
+	ifImplements(e, func(h ChainBuilder) { s.OptimizerChain = h.OptimizerChain })
+	ifImplements(e, func(h Scheduler) { s.Schedules = h.Schedules() })
 	return s
 }
 
@@ -246,3 +233,10 @@ func (n *Nitro) bindings() []schedules.Binding {
 // BindingReport is plain text saying where every configured optimization value bound: which
 // accessor, field, schedule or default won, per group.
 func (n *Nitro) BindingReport() string { return schedules.Report(n.opt.bindings) }
+
+// ifImplements calls set with the experiment as the accessor interface I, when it implements it.
+func ifImplements[I any](e any, set func(I)) {
+	if h, ok := e.(I); ok {
+		set(h)
+	}
+}
