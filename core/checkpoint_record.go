@@ -15,7 +15,7 @@ import (
 	"github.com/nitro-go/nitro/runstatus"
 )
 
-// The epoch's checkpoint: the training state (statetensors.go), the epoch's metrics, the
+// The epoch's checkpoint: the training state (engine/statetensors.go), the epoch's metrics, the
 // experiment's values, the anchors, the logger's and early stopping's state, into one
 // checkpoint.Record the checkpointer saves.
 

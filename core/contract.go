@@ -23,7 +23,7 @@ import (
 //	earlystop.go   EarlyStopChooser (the policy it returns: EarlyStopper, EarlyStopStater)
 //	model.go       ExportProvenancer (the export module calls it, through ModelView)
 //	manual.go      ManualChooser, OptimizerSetter (manual mode; TrainStep's ManualStep verbs
-//	               Backward and StepOptimizer are in manual_step.go)
+//	               Backward and StepOptimizer are in engine/manual_step.go)
 //	dist.go        DistDataBuilder (BuildData(d Dist): the DataBuilder form that takes the
 //	               run's rank and world size)
 //

@@ -21,7 +21,7 @@ type setup struct {
 	acc      accessors // the optional experiment accessors, resolved once (hyper.go)
 	backend  *backend.Resolved
 	cache    *compilecache.Cache
-	devs     devices // n_devs and the mesh (devices.go)
+	devs     devices // n_devs (devices.go); the engine runs the mesh
 
 	overwriteDue bool // WithOverwrite found an earlier run to remove at the end of setup (rundir.go)
 
