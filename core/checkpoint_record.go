@@ -9,7 +9,6 @@ import (
 	"reflect"
 
 	"github.com/nitro-go/nitro/checkpoint"
-	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/runstatus"
@@ -64,9 +63,9 @@ func (n *Nitro) record(res EpochResult, reason runstatus.Status) (*checkpoint.Re
 		Values:   n.recordValues(),
 		Derived:  n.derived,
 		Position: checkpoint.Position{Epoch: n.st.data.epoch, Batch: n.st.data.batch},
-		Build:    compilecache.BuildIdentity(),
+		Build:    engine.BuildIdentity(),
 	}
-	if n.cfg.precision.value.Enabled() { // a float32 record stays as it was before modes
+	if n.cfg.precision.value.Casts() { // a float32 record stays as it was before modes
 		r.MixedPrecision = n.cfg.precision.value.String()
 	}
 	if a := n.cfg.accum.value; a > 1 { // 0 in the record is 1

@@ -5,8 +5,8 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/metrics"
-	"github.com/nitro-go/nitro/precision"
 )
 
 // This file is the experiment contract: every hook and knob an experiment may define. New looks
@@ -142,5 +142,5 @@ type config struct {
 	clip      resolved[float64]
 	lr        resolved[float64]
 	lambda    resolved[float64]
-	precision resolved[precision.Mode] // WithMixedPrecision (precision.go)
+	precision resolved[engine.Precision] // WithMixedPrecision (precision.go)
 }

@@ -30,11 +30,9 @@ func (n *Nitro) newEngine() (err error) {
 		Accum: n.cfg.accum.value, Clip: n.cfg.clip.value, Fused: n.opts.fused, TrainWidth: n.trainWidth,
 		GraphConstHash: n.gcHash, GraphConst: n.gcValues, FieldShapes: fields,
 		Hooks: n.engineHooks(), MetricsOnHost: n.onHost(), Grouper: grouper,
-		Hyper: func(group string, step int) (map[string]float64, error) { return n.opt.Hyper(group, step) },
-		Compiling: func(kind string, fn func() error) error {
-			return n.tracker.WithCompiling(compilingLeaf(kind), fn)
-		},
-		Notice: n.notice, Warn: n.warn,
+		Hyper:     func(group string, step int) (map[string]float64, error) { return n.opt.Hyper(group, step) },
+		Compiling: n.tracker.WithCompiling,
+		Notice:    n.notice, Warn: n.warn,
 	})
 	return err
 }

@@ -4,8 +4,8 @@ go 1.26
 
 require (
 	github.com/nitro-go/nitro/metrics v0.0.0
-	github.com/nitro-go/nitro/dotgrad v0.0.0
-	github.com/nitro-go/nitro/precision v0.0.0
+	github.com/nitro-go/nitro/dotgrad v0.0.0 // indirect
+	github.com/nitro-go/nitro/precision v0.0.0 // indirect
 	github.com/nitro-go/nitro/engine v0.0.0
 	github.com/nitro-go/nitro/backend v0.0.0
 	github.com/gomlx/gomlx v0.25.0
@@ -16,7 +16,7 @@ require (
 	github.com/nitro-go/nitro/internal/prereq v0.0.0
 	github.com/nitro-go/nitro/logjson v0.0.0
 	github.com/nitro-go/nitro/markers v0.0.0
-	github.com/nitro-go/nitro/mesh v0.0.0
+	github.com/nitro-go/nitro/mesh v0.0.0 // indirect
 	github.com/nitro-go/nitro/monitors v0.0.0
 	github.com/nitro-go/nitro/optimizers v0.0.0
 	github.com/nitro-go/nitro/prefetch v0.0.0

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/monitors"
 )
 
@@ -14,9 +13,6 @@ import (
 // runs.
 func newNitro(e any, typeName string, o options) *Nitro {
 	n := &Nitro{setup: setup{e: e, typeName: typeName, opts: o, cache: o.cache}, log: rankLog(o, newRunLog(o))}
-	if n.cache == nil {
-		n.cache = compilecache.Default()
-	}
 	switch {
 	case o.quiet:
 	case o.consoleSet:
@@ -92,19 +88,6 @@ func panicError(what string, r any) error {
 // transition out of EvalStepping.
 func (n *Nitro) setPhase(p monitors.Phase, metrics map[string]float64) {
 	n.tracker.SetPhase(p, monitors.Info{Metrics: metrics})
-}
-
-// compilingLeaf is the Compiling phase of a program kind. The fused train step builds the
-// gradient, so it reports GradientCompiling; predict is an eval-mode program.
-func compilingLeaf(kind string) monitors.Compiling {
-	switch kind {
-	case compilecache.KindOptimizer:
-		return monitors.OptimizerCompiling{}
-	case compilecache.KindEval, compilecache.KindPredict:
-		return monitors.EvalCompiling{}
-	default:
-		return monitors.GradientCompiling{}
-	}
 }
 
 // Phase is the run's recorded phase: Starting on a fresh handle, Done after a Train that returned

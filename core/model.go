@@ -14,7 +14,6 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gopjrt/dtypes"
-	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/monitors"
 )
@@ -216,7 +215,7 @@ func (m *ModelView) Provenance() map[string]string {
 	}
 	prov := map[string]string{
 		"framework":        "nitro",
-		"nitro_build":      compilecache.BuildIdentity(),
+		"nitro_build":      engine.BuildIdentity(),
 		"go_version":       runtime.Version(),
 		"backend":          n.backend.Name,
 		"experiment":       n.typeName,

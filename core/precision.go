@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/nitro-go/nitro/checkpoint"
-	"github.com/nitro-go/nitro/precision"
+	"github.com/nitro-go/nitro/engine"
 )
 
 // WithMixedPrecision sets the compute precision of the programs nitro compiles: "bf16" computes
@@ -20,30 +20,31 @@ func WithMixedPrecision(mode string) Option {
 // resolvePrecision parses WithMixedPrecision's value into the config.
 func (c *config) resolvePrecision(o *options) error {
 	if o.precision == nil {
-		c.precision = resolved[precision.Mode]{precision.F32, "default"}
+		f32, _ := engine.ParsePrecision("") // float32 throughout
+		c.precision = resolved[engine.Precision]{f32, "default"}
 		return nil
 	}
-	m, err := precision.Parse(*o.precision)
+	m, err := engine.ParsePrecision(*o.precision)
 	if err != nil {
 		return fmt.Errorf("WithMixedPrecision(%q): %w", *o.precision, err)
 	}
-	c.precision = resolved[precision.Mode]{m, "run option"}
+	c.precision = resolved[engine.Precision]{m, "run option"}
 	return nil
 }
 
-// applyPrecision puts the run on its mode's backend (precision.Mode.Backend): under bf16, every
+// applyPrecision puts the run on its mode's backend (engine.Precision.OnBackend): under bf16, every
 // program's float32 products and convolutions are built in bfloat16, the rest float32. It runs
 // before anything is uploaded, so the parameters, the optimizer state and every batch are
 // tensors of the backend the programs are compiled for.
 func (n *Nitro) applyPrecision() {
-	n.backend.Backend = n.cfg.precision.value.Backend(n.backend.Backend)
+	n.backend.Backend = n.cfg.precision.value.OnBackend(n.backend.Backend)
 }
 
 // checkPrecisionOnResume explains a resume whose mode differs from the checkpoint's. Both modes
 // keep float32 parameters and optimizer state, so the state fits either way and the resume goes
 // on; the notice says the compute changed. A record without a mode is f32.
 func (n *Nitro) checkPrecisionOnResume(rec *checkpoint.Record, path string) {
-	was, err := precision.Parse(rec.MixedPrecision)
+	was, err := engine.ParsePrecision(rec.MixedPrecision)
 	if err != nil {
 		n.notice(fmt.Sprintf("resume: checkpoint %s records mixed precision %q, which this build does not know; the state is float32 and is resumed under %s", path, rec.MixedPrecision, n.cfg.precision.value))
 		return

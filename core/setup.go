@@ -3,7 +3,7 @@ package core
 import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/nitro-go/nitro/backend"
-	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/markers"
 )
 
@@ -20,8 +20,8 @@ type setup struct {
 	cfg      config
 	acc      accessors // the optional experiment accessors, resolved once (hyper.go)
 	backend  *backend.Resolved
-	cache    *compilecache.Cache
-	devs     devices // n_devs (devices.go); the engine runs the mesh
+	cache    engine.Cache // nil: the process-level one
+	devs     devices      // n_devs (devices.go); the engine runs the mesh
 
 	overwriteDue bool // WithOverwrite found an earlier run to remove at the end of setup (rundir.go)
 

@@ -10,7 +10,7 @@ import (
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/dotgrad"
 	"github.com/nitro-go/nitro/mesh"
-	"github.com/nitro-go/nitro/precision"
+	"github.com/nitro-go/nitro/monitors"
 )
 
 // Metric is one evaluation metric's sum and count for one batch, as the Metrics hook returns it.
@@ -37,6 +37,18 @@ type Hooks struct {
 	Route func(hook string, keys []string) []string
 }
 
+// Cache keeps compiled programs across engines, by key (a *compilecache.Cache): a program one
+// engine compiled, another with an equal key reuses.
+type Cache interface {
+	Get(key compilecache.Key, compile func() (any, error)) (any, compilecache.Lookup, error)
+}
+
+var _ Cache = (*compilecache.Cache)(nil)
+
+// BuildIdentity is the build the programs' cache keys name (compilecache's): a checkpoint and
+// an export's provenance record it.
+func BuildIdentity() string { return compilecache.BuildIdentity() }
+
 // FieldShape is a batch field's dtype and per-row dimensions.
 type FieldShape struct {
 	DType string
@@ -49,10 +61,10 @@ type Config struct {
 	Experiment any // *E, the real experiment: the Host-independence check and the Device fields read it
 	TypeName   string
 	Backend    *backend.Resolved
-	Cache      *compilecache.Cache
+	Cache      Cache // nil: compilecache.Default()
 	Ctx        *context.Context
 	Devices    int // data-parallel devices; above 1 the programs run over a mesh
-	Precision  precision.Mode
+	Precision  Precision
 	Accum      int
 	Clip       float64
 	Fused      bool // one program per step (gradient and update); without TrainStep, Accum must be 1
@@ -68,8 +80,8 @@ type Config struct {
 	Grouper func(keypath []string) string
 	// Hyper gives a group's hyperparameter values at a 1-based optimizer step.
 	Hyper func(group string, step int) (map[string]float64, error)
-	// Compiling runs a cache miss's compilation of a program kind (the caller's phase around it).
-	Compiling func(kind string, fn func() error) error
+	// Compiling runs a cache miss's compilation in its phase (the caller's tracker publishes it).
+	Compiling func(phase monitors.Compiling, fn func() error) error
 	// Notice and Warn report to the caller's console.
 	Notice, Warn func(string)
 }
@@ -79,10 +91,10 @@ type Engine struct {
 	exp         any
 	typeName    string
 	backend     *backend.Resolved
-	cache       *compilecache.Cache
+	cache       Cache
 	ctx         *context.Context
 	mesh        *mesh.Mesh
-	precision   precision.Mode
+	precision   Precision
 	accum       int
 	clip        float64
 	fused       bool
@@ -94,7 +106,7 @@ type Engine struct {
 	onHost      bool
 	grouper     func([]string) string
 	hyper       func(string, int) (map[string]float64, error)
-	compiling   func(string, func() error) error
+	compiling   func(monitors.Compiling, func() error) error
 	notice      func(string)
 	warn        func(string)
 
@@ -131,8 +143,11 @@ func New(cfg Config) (*Engine, error) {
 		hooks: cfg.Hooks, onHost: cfg.MetricsOnHost, grouper: cfg.Grouper, hyper: cfg.Hyper,
 		compiling: cfg.Compiling, notice: cfg.Notice, warn: cfg.Warn,
 	}
+	if e.cache == nil {
+		e.cache = compilecache.Default()
+	}
 	if e.compiling == nil {
-		e.compiling = func(_ string, fn func() error) error { return fn() }
+		e.compiling = func(_ monitors.Compiling, fn func() error) error { return fn() }
 	}
 	if e.notice == nil {
 		e.notice = func(string) {}

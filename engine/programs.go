@@ -12,6 +12,7 @@ import (
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/mesh"
+	"github.com/nitro-go/nitro/monitors"
 )
 
 // program is a compiled graph plus what its outputs mean. It is what the compile cache stores, so
@@ -148,7 +149,7 @@ func (e *Engine) getProgram(key compilecache.Key, build func(g *graph.Graph, src
 	compiled := false
 	v, lk, err := e.cache.Get(key, func() (p any, err error) {
 		compiled = true
-		err = e.compiling(key.Kind, func() (err error) {
+		err = e.compiling(compilingPhase(key.Kind), func() (err error) {
 			p, err = e.compileProgram(key, build)
 			return err
 		})
@@ -409,4 +410,17 @@ func (e *Engine) batchParams(g *graph.Graph, width int, keys []string) map[strin
 		m[k] = graph.Parameter(g, "batch/"+k, shapes.Make(dtypeOf(fs.DType), append([]int{width}, fs.Row...)...))
 	}
 	return m
+}
+
+// compilingPhase is the Compiling phase of a program kind. The fused train step builds the
+// gradient, so it reports GradientCompiling; predict is an eval-mode program.
+func compilingPhase(kind string) monitors.Compiling {
+	switch kind {
+	case compilecache.KindOptimizer:
+		return monitors.OptimizerCompiling{}
+	case compilecache.KindEval, compilecache.KindPredict:
+		return monitors.EvalCompiling{}
+	default:
+		return monitors.GradientCompiling{}
+	}
 }
