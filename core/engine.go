@@ -75,18 +75,18 @@ func (n *Nitro) engineHooks() engine.Hooks {
 }
 
 // hookNamed is the traced hook of a name, nil when the experiment does not define it.
-func (n *Nitro) hookNamed(name string) *hook {
+func (s *setup) hookNamed(name string) *hook {
 	switch name {
 	case "Forward":
-		return n.forward
+		return s.forward
 	case "Loss":
-		return n.loss
+		return s.loss
 	case "Metrics":
-		return n.metrics
+		return s.metrics
 	case "TrainMetrics":
-		return n.trainMetrics
+		return s.trainMetrics
 	case "TrainStep":
-		return n.trainStep
+		return s.trainStep
 	}
 	return nil
 }

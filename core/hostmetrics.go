@@ -165,9 +165,9 @@ func (n *Nitro) arrayWithoutFinalizer(split, name string) error {
 }
 
 // finalizedNames is the val split's metrics as the record names them, from FinalizedMetricNames.
-func (n *Nitro) finalizedNames() []string {
+func (s *setup) finalizedNames() []string {
 	var names []string
-	for _, name := range n.acc.finalizer.FinalizedMetricNames() {
+	for _, name := range s.acc.finalizer.FinalizedMetricNames() {
 		names = append(names, withPrefixName("val_", name))
 	}
 	return names

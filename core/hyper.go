@@ -205,8 +205,8 @@ func intFit(t reflect.Type, v, lo, hi float64) string {
 }
 
 // isScheduledDevice reports whether a Device field is driven by a schedule.
-func (n *Nitro) isScheduledDevice(name string) bool {
-	return n.opt != nil && slices.Contains(n.opt.ScheduledDevice(), name)
+func (s *setup) isScheduledDevice(name string) bool {
+	return s.opt != nil && slices.Contains(s.opt.ScheduledDevice(), name)
 }
 
 // bindings lists where every configured optimization value bound: the run-wide knobs, then the

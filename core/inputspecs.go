@@ -33,7 +33,7 @@ func WithInputSpecs(specs ...InputSpec) Option {
 }
 
 // specOnly reports whether the Nitro was built with WithInputSpecs, from no data.
-func (n *Nitro) specOnly() bool { return n.opts.inputSpecs != nil }
+func (s *setup) specOnly() bool { return s.opts.inputSpecs != nil }
 
 // CheckInputSpecs validates a list of specs (prefetch.CheckFieldSpecs): each well-formed (a
 // name, a dtype a checkpoint and a bundle can hold, per-row dimensions of at least 1), no name

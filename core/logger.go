@@ -222,21 +222,21 @@ func withPrefix(prefix string, m map[string]float64) map[string]float64 {
 
 // runParams is what LogParams records, flat: the experiment's fields as markers.LogValues gives
 // them, then the resolved knobs under snake_case names.
-func (n *Nitro) runParams() map[string]any {
-	p, err := markers.LogValues(n.e)
+func (s *setup) runParams() map[string]any {
+	p, err := markers.LogValues(s.e)
 	if err != nil { // setup read the traits already; this cannot fail now
 		p = map[string]any{}
 	}
-	p["max_epochs"] = n.cfg.maxEpochs.value
-	p["seed"] = n.cfg.seed.value
-	p["accum"] = n.cfg.accum.value
-	p["gradient_clip_norm"] = n.cfg.clip.value
-	p["learning_rate"] = n.cfg.lr.value
-	p["run_dir"] = n.cfg.runDir.value
-	p["fused"] = n.opts.fused
-	p["mixed_precision"] = n.cfg.precision.value.String()
-	if n.opts.preset != "" {
-		p["preset"] = n.opts.preset
+	p["max_epochs"] = s.cfg.maxEpochs.value
+	p["seed"] = s.cfg.seed.value
+	p["accum"] = s.cfg.accum.value
+	p["gradient_clip_norm"] = s.cfg.clip.value
+	p["learning_rate"] = s.cfg.lr.value
+	p["run_dir"] = s.cfg.runDir.value
+	p["fused"] = s.opts.fused
+	p["mixed_precision"] = s.cfg.precision.value.String()
+	if s.opts.preset != "" {
+		p["preset"] = s.opts.preset
 	}
 	return p
 }

@@ -125,11 +125,11 @@ func (n *Nitro) manualSplits() error {
 
 // trainHooks are the hooks whose declared fields the train stream transfers: TrainStep's alone in
 // manual mode (a field only it reads, such as a GAN's noise, travels only because it declares it).
-func (n *Nitro) trainHooks() []*hook {
-	if n.trainStep != nil {
-		return []*hook{n.trainStep}
+func (s *setup) trainHooks() []*hook {
+	if s.trainStep != nil {
+		return []*hook{s.trainStep}
 	}
-	return []*hook{n.forward, n.loss, n.trainMetrics}
+	return []*hook{s.forward, s.loss, s.trainMetrics}
 }
 
 // resolvePlan resolves the optimization (optimizers.Resolve) with manual mode's rules applied:

@@ -36,8 +36,8 @@ func (c *config) resolvePrecision(o *options) error {
 // program's float32 products and convolutions are built in bfloat16, the rest float32. It runs
 // before anything is uploaded, so the parameters, the optimizer state and every batch are
 // tensors of the backend the programs are compiled for.
-func (n *Nitro) applyPrecision() {
-	n.backend.Backend = n.cfg.precision.value.OnBackend(n.backend.Backend)
+func (s *setup) applyPrecision() {
+	s.backend.Backend = s.cfg.precision.value.OnBackend(s.backend.Backend)
 }
 
 // checkPrecisionOnResume explains a resume whose mode differs from the checkpoint's. Both modes

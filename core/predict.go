@@ -152,9 +152,9 @@ func (n *Nitro) predictPadded(b Batch, width, real int) (_ Prediction, err error
 	return res, nil
 }
 
-func (n *Nitro) forwardFields() []string {
+func (s *setup) forwardFields() []string {
 	var names []string
-	for _, f := range n.forward.fields {
+	for _, f := range s.forward.fields {
 		names = append(names, f.name)
 	}
 	return names

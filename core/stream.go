@@ -51,27 +51,27 @@ func (n *Nitro) next(s *prefetch.Stream[Batch], keys []string, what string) (pre
 
 // wrapData declares every split for prefetch at the run's defaults (WithPrefetch), leaving
 // sources that already are declarations (prefetch.Prefetch, prefetch.NoPrefetch) as they are.
-func (n *Nitro) wrapData() error {
+func (s *setup) wrapData() error {
 	defaults := prefetch.Defaults()
-	if n.opts.prefetch != nil {
-		defaults = *n.opts.prefetch
+	if s.opts.prefetch != nil {
+		defaults = *s.opts.prefetch
 	}
 	source := "default (prefetch.Defaults)"
-	if n.opts.prefetch != nil {
+	if s.opts.prefetch != nil {
 		source = "run option WithPrefetch"
 	}
-	d, err := prefetch.WrapData(n.data, defaults)
+	d, err := prefetch.WrapData(s.data, defaults)
 	if err != nil {
 		return fmt.Errorf("prefetch: %w", err)
 	}
-	n.prefetchFrom = map[string]string{}
-	for name, src := range n.data {
-		n.prefetchFrom[name] = source
+	s.prefetchFrom = map[string]string{}
+	for name, src := range s.data {
+		s.prefetchFrom[name] = source
 		if d[name] == src {
-			n.prefetchFrom[name] = "declared by BuildData"
+			s.prefetchFrom[name] = "declared by BuildData"
 		}
 	}
-	n.data = d
+	s.data = d
 	return nil
 }
 
