@@ -41,15 +41,15 @@ func (n *Nitro) buildModel() error {
 
 // sampleBatch is the batch setup traces with: the train split's first, else the first split's;
 // under WithInputSpecs, one row of each declared field (only shapes are traced, no data is read).
-func (n *Nitro) sampleBatch() (int, map[string]bool, error) {
-	if n.specOnly() {
-		return 1, keySet(n.fieldShapes), nil
+func (s *setup) sampleBatch() (int, map[string]bool, error) {
+	if s.specOnly() {
+		return 1, keySet(s.fieldShapes), nil
 	}
 	split := "train"
-	if _, ok := n.data[split]; !ok {
-		split = sortedKeys(n.data)[0]
+	if _, ok := s.data[split]; !ok {
+		split = sortedKeys(s.data)[0]
 	}
-	b, err := n.data[split].BatchAt(0)
+	b, err := s.data[split].BatchAt(0)
 	if err != nil {
 		return 0, nil, fmt.Errorf("split %q, batch 0: %w", split, err)
 	}

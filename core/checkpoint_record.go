@@ -84,7 +84,7 @@ func (n *Nitro) record(res EpochResult, reason runstatus.Status) (*checkpoint.Re
 	if n.log.l != nil {
 		r.LoggerType = logjson.TypeName(n.log.l) // recorded even without state: which logger wrote the run
 		if _, st, err := logjson.State(n.log.l); err != nil {
-			n.logFailed("state", err) // a logger never stops the run: this checkpoint keeps no logger state
+			n.log.failed("state", err) // a logger never stops the run: this checkpoint keeps no logger state
 		} else {
 			r.LoggerState = st
 		}
@@ -116,7 +116,7 @@ func epochMetrics(res EpochResult) map[string]float64 {
 
 // recordValues renders the experiment's fields by kind: GraphConst as the compile key prints
 // them, Device and Host as plain scalars (other values, which may be whole arrays, left out).
-func (n *Nitro) recordValues() checkpoint.Values { return valuesOf(n.e, n.gcValues) }
+func (s *setup) recordValues() checkpoint.Values { return valuesOf(s.e, s.gcValues) }
 
 // valuesOf is recordValues for any experiment e, its GraphConst values given as
 // markers.GraphConstValues prints them.

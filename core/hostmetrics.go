@@ -88,28 +88,28 @@ func (n *Nitro) resolveResidency() error {
 }
 
 // onHost reports whether the evaluation metrics run on the host.
-func (n *Nitro) onHost() bool { return n.evalm.host != nil }
+func (s *setup) onHost() bool { return s.evalm.host != nil }
 
 // evalMetricHook is the traced hook the eval program calls for its metrics: Metrics, Loss (for
 // val_loss) without it, and none on the host.
-func (n *Nitro) evalMetricHook() *hook {
+func (s *setup) evalMetricHook() *hook {
 	switch {
-	case n.onHost():
+	case s.onHost():
 		return nil
-	case n.metrics != nil:
-		return n.metrics
+	case s.metrics != nil:
+		return s.metrics
 	}
-	return n.loss
+	return s.loss
 }
 
 // noEvalProgram is a run with no eval program: no metric hook on the device and none on the host
 // (manual mode, where Loss and Metrics are both optional).
-func (n *Nitro) noEvalProgram() bool { return !n.onHost() && n.evalMetricHook() == nil }
+func (s *setup) noEvalProgram() bool { return !s.onHost() && s.evalMetricHook() == nil }
 
 // evalKeys is the batch fields an eval program takes, of those a split has: Forward's and its
 // metric hook's. On the host that is Forward's alone: labels stay on the host.
-func (n *Nitro) evalKeys(avail map[string]bool) []string {
-	return routed(avail, n.forward, n.evalMetricHook())
+func (s *setup) evalKeys(avail map[string]bool) []string {
+	return routed(avail, s.forward, s.evalMetricHook())
 }
 
 // evalStream is the split's batch stream: padded to the compiled width, and keeping each host
@@ -122,11 +122,11 @@ func (n *Nitro) evalStream(src Source, epoch int, keys []string, width int) (*pr
 
 // batchMetrics is one batch's metrics from its eval result: the program's sums and counts
 // (device), or HostMetrics on Forward's outputs and the host batch (host).
-func (n *Nitro) batchMetrics(res engine.EvalBatch, host Batch) (map[string]metrics.Metric, error) {
-	if !n.onHost() {
+func (s *setup) batchMetrics(res engine.EvalBatch, host Batch) (map[string]metrics.Metric, error) {
+	if !s.onHost() {
 		return res.Metrics, nil
 	}
-	ms, err := n.evalm.host.HostMetrics(Prediction(res.Forward), host)
+	ms, err := s.evalm.host.HostMetrics(Prediction(res.Forward), host)
 	if err != nil {
 		return nil, fmt.Errorf("HostMetrics: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 // runs.
 func newNitro(e any, typeName string, o options) *Nitro {
 	n := &Nitro{setup: setup{e: e, typeName: typeName, opts: o, cache: o.cache}, log: rankLog(o, newRunLog(o))}
+	n.log.warn = n.warn
 	switch {
 	case o.quiet:
 	case o.consoleSet:

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"github.com/nitro-go/nitro/runstatus"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -48,9 +49,10 @@ func WithLogEvery(k int) Option { return func(o *options) { o.logEvery = &k } }
 // runLog is the run's logger and how core calls it. Core calls the logger from the goroutine
 // running the entry point only.
 type runLog struct {
-	l      Logger          // nil: no logging
-	every  int             // a "train" line every k-th optimizer step
-	warned map[string]bool // logger failures already reported
+	l      Logger           // nil: no logging
+	every  int              // a "train" line every k-th optimizer step
+	warned map[string]bool  // logger failures already reported
+	warn   func(msg string) // the run's warning (set once the Nitro exists)
 }
 
 // newRunLog picks the run's logger: the option's, or a pathless JSON Lines logger (its
@@ -78,10 +80,10 @@ func (n *Nitro) startLog() {
 	}
 	for _, jl := range jsonLoggers(n.log.l) {
 		if jl.Path() == "" {
-			n.logFailed("path", jl.SetPath(filepath.Join(n.RunDir(), MetricsFile)))
+			n.log.failed("path", jl.SetPath(filepath.Join(n.RunDir(), MetricsFile)))
 		}
 	}
-	n.logFailed("params", logCall(func() error { return n.log.l.LogParams(n.runParams()) }))
+	n.log.failed("params", logCall(func() error { return n.log.l.LogParams(n.runParams()) }))
 }
 
 // jsonLoggers finds the JSON Lines loggers in l: l itself, or the members of a logjson.Multi (a
@@ -111,90 +113,90 @@ func (n *Nitro) MetricsPath() string {
 	return ""
 }
 
-// logFailed reports a logger error as a warning, once per distinct failure.
-func (n *Nitro) logFailed(what string, err error) {
+// failed reports a logger error as a warning, once per distinct failure.
+func (l *runLog) failed(what string, err error) {
 	if err == nil {
 		return
 	}
 	msg := fmt.Sprintf("logger: %s: %v", what, err)
-	if n.log.warned[msg] {
+	if l.warned[msg] {
 		return
 	}
-	if n.log.warned == nil {
-		n.log.warned = map[string]bool{}
+	if l.warned == nil {
+		l.warned = map[string]bool{}
 	}
-	n.log.warned[msg] = true
-	n.warn(msg)
+	l.warned[msg] = true
+	l.warn(msg)
 }
 
-func (n *Nitro) logOther(key string, value any) {
-	if n.log.l != nil {
-		n.logFailed(key, logCall(func() error { return n.log.l.LogOther(key, value) }))
+func (l *runLog) other(key string, value any) {
+	if l.l != nil {
+		l.failed(key, logCall(func() error { return l.l.LogOther(key, value) }))
 	}
 }
 
-// logMetrics drops the non-finite values (telling a logjson.DropCounter how many) and logs the
-// rest as one line of context at the current step.
-func (n *Nitro) logMetrics(context string, epoch int, values map[string]float64) {
-	if n.log.l == nil {
+// metrics drops the non-finite values (telling a logjson.DropCounter how many) and logs the
+// rest as one line of context at optimizer step step.
+func (l *runLog) metrics(context string, step, epoch int, values map[string]float64) {
+	if l.l == nil {
 		return
 	}
 	kept, dropped := logjson.DropNonFinite(values)
-	if dc, ok := n.log.l.(logjson.DropCounter); ok && dropped > 0 {
-		n.logFailed("dropped count", logCall(func() error { dc.CountDropped(dropped); return nil }))
+	if dc, ok := l.l.(logjson.DropCounter); ok && dropped > 0 {
+		l.failed("dropped count", logCall(func() error { dc.CountDropped(dropped); return nil }))
 	}
-	m := logjson.Metrics{Step: n.st.step, Epoch: epoch, Context: context, Values: kept}
-	n.logFailed(context+" metrics", logCall(func() error { return n.log.l.LogMetrics(m) }))
+	m := logjson.Metrics{Step: step, Epoch: epoch, Context: context, Values: kept}
+	l.failed(context+" metrics", logCall(func() error { return l.l.LogMetrics(m) }))
 }
 
-// logsStep reports whether optimizer step (1-based) gets a "train" line, and so whether its
+// logs reports whether optimizer step (1-based) gets a "train" line, and so whether its
 // TrainMetrics are read back.
-func (n *Nitro) logsStep(step int) bool { return step%n.log.every == 0 }
+func (l *runLog) logs(step int) bool { return step%l.every == 0 }
 
-// logStep writes the "train" line of the step just taken, at the LogEvery cadence: its loss and
-// TrainMetrics, each the mean over the step's micro-batches, all read back already, and the
-// steps' timing since the previous line (step_seconds, steps_per_second; they win over
+// step writes the "train" line of the optimizer step just taken, at the LogEvery cadence: its
+// loss and TrainMetrics, each the mean over the step's micro-batches, all read back already, and
+// the steps' timing since the previous line (step_seconds, steps_per_second; they win over
 // TrainMetrics of those names, as the loss does).
-func (n *Nitro) logStep(ep int, s *stepSums) {
-	logged := n.log.l != nil && n.logsStep(n.st.step)
+func (l *runLog) step(step, ep int, s *stepSums) {
+	logged := l.l != nil && l.logs(step)
 	var line map[string]float64
 	if logged {
 		line = s.stepValues()
 	}
 	s.clock.step(logged, line)
 	if logged {
-		n.logMetrics(logjson.ContextTrain, ep, line)
+		l.metrics(logjson.ContextTrain, step, ep, line)
 	}
 	s.endStep()
 }
 
-// logEpoch writes an epoch's "validate" line (the finalized metrics, named val_*; only when
+// epoch writes an epoch's "validate" line (the finalized metrics, named val_*; only when
 // there is a val split) and its "data" line: data_wait_frac (the fraction of the epoch's train
 // wall time the loop waited on the batch stream), epoch_seconds (train and validation),
 // train_seconds (the steps alone) and steps_per_second (optimizer steps over train_seconds:
 // validation is not step time), which `nitro plot` draws.
-func (n *Nitro) logEpoch(res EpochResult) {
+func (l *runLog) epoch(step int, res EpochResult) {
 	if res.Val != nil {
-		n.logMetrics(logjson.ContextValidate, res.Epoch, withPrefix("val_", res.Val))
+		l.metrics(logjson.ContextValidate, step, res.Epoch, withPrefix("val_", res.Val))
 	}
-	n.logMetrics(logjson.ContextData, res.Epoch, map[string]float64{"data_wait_frac": res.DataWaitFrac,
+	l.metrics(logjson.ContextData, step, res.Epoch, map[string]float64{"data_wait_frac": res.DataWaitFrac,
 		"epoch_seconds": res.Seconds, "train_seconds": res.TrainSeconds, "steps_per_second": res.StepsPerSecond})
 }
 
-// finishLog ends Train's record: error when err is set, else the stop reason (completed,
+// finish ends Train's record: error when err is set, else the stop reason (completed,
 // early_stop, requested; the logger's first status wins, so nothing later can stamp an error run completed).
-func (n *Nitro) finishLog(err error) {
-	if n.log.l == nil {
+func (l *runLog) finish(reason runstatus.Status, err error) {
+	if l.l == nil {
 		return
 	}
-	status := logjson.Status(n.stopReason)
+	status := logjson.Status(reason)
 	switch {
 	case err != nil:
 		status = logjson.StatusError
 	case !status.Valid():
 		status = logjson.StatusCompleted
 	}
-	n.logFailed("finish", logCall(func() error { return n.log.l.Finish(status) }))
+	l.failed("finish", logCall(func() error { return l.l.Finish(status) }))
 }
 
 // logCall makes one logger call; a panic in it is reported like an error: a logger never stops

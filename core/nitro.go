@@ -186,8 +186,8 @@ func (n *Nitro) report() {
 	if n.console != nil {
 		n.console.Reports(n.ConfigReport(), n.BindingReport())
 	}
-	n.logOther("config_report", n.ConfigReport())
-	n.logOther("binding_report", n.BindingReport())
+	n.log.other("config_report", n.ConfigReport())
+	n.log.other("binding_report", n.BindingReport())
 }
 
 // routed returns the batch keys to transfer for a set of hooks, given the keys a batch (or a

@@ -14,20 +14,20 @@ import (
 // fields (shared), so that Validate/Evaluate and Predict share one compiled forward: the "val"
 // split's first, then "test", then the others by name. With no such split (a Nitro built from
 // input specs, or a batch carrying an optional field no split has) it is Forward alone.
-func (n *Nitro) sharedForward(fwd []string) (keys []string, shared bool) {
+func (s *setup) sharedForward(fwd []string) (keys []string, shared bool) {
 	order := []string{"val", "test"}
-	for _, split := range sortedKeys(n.splitAvail) {
+	for _, split := range sortedKeys(s.splitAvail) {
 		if split != "val" && split != "test" {
 			order = append(order, split)
 		}
 	}
 	for _, split := range order {
-		avail, ok := n.splitAvail[split]
+		avail, ok := s.splitAvail[split]
 		// Without Metrics or Loss (manual mode) there is no eval program to share: Forward alone.
-		if !ok || n.noEvalProgram() || !slices.Equal(routed(avail, n.forward), fwd) {
+		if !ok || s.noEvalProgram() || !slices.Equal(routed(avail, s.forward), fwd) {
 			continue
 		}
-		return n.evalKeys(avail), true
+		return s.evalKeys(avail), true
 	}
 	return fwd, false
 }

@@ -63,7 +63,7 @@ func (n *Nitro) Train() (err error) {
 		first, from = n.st.data.epoch, n.st.data.batch // an epoch that ended part-way (Interrupt): finish it first
 	}
 	n.bound.openLog = false
-	for ep := first; ep <= n.lastEpoch(); ep++ {
+	for ep := first; ep <= n.bound.lastEpoch(n.cfg.maxEpochs.value); ep++ {
 		start := time.Now()
 		n.tracker.SetProgress(ep, n.st.step)
 		n.setPhase(monitors.TrainStepping{}, val)
@@ -92,7 +92,7 @@ func (n *Nitro) Train() (err error) {
 		if err := n.saveCheckpoint(res, reason); err != nil {
 			return err
 		}
-		if reason != "" || n.boundReached(ep) { // TrainSteps/TrainEpochs: the call ends, the run goes on
+		if reason != "" || n.bound.reached(ep, n.st.step) { // TrainSteps/TrainEpochs: the call ends, the run goes on
 			n.stopReason = cmp.Or(reason, StopCompleted)
 			return nil
 		}
@@ -124,7 +124,7 @@ func (n *Nitro) trainEpoch(train Source, ep, from int) (res EpochResult, err err
 	sums.clock.begin()
 	for i := from; i < to; i += accum {
 		n.st.data = dataPosition{epoch: ep, batch: i}
-		sums.read = n.logsStep(n.st.step + 1)
+		sums.read = n.log.logs(n.st.step + 1)
 		loss, micro, err := n.optimizationStep(n.eng, stream, keys, &sums)
 		if err != nil {
 			return EpochResult{}, fmt.Errorf("epoch %d, step %d: %w", ep, n.st.step+1, err)
@@ -142,8 +142,8 @@ func (n *Nitro) trainEpoch(train Source, ep, from int) (res EpochResult, err err
 		n.tracker.SetProgress(ep, n.st.step)
 		n.tracker.SetLoss(loss)
 		n.tracker.Tick()
-		n.logStep(ep, &sums)
-		if n.interrupted.Load() || n.atStepBound() {
+		n.log.step(n.st.step, ep, &sums)
+		if n.interrupted.Load() || n.bound.atStep(n.st.step) {
 			break // Interrupt (Ctrl+C) or TrainSteps: stop at this step boundary, then validate as usual
 		}
 	}
@@ -233,7 +233,7 @@ func (n *Nitro) optimizationStep(s stepper, stream *prefetch.Stream[Batch], keys
 func (n *Nitro) endEpoch(res EpochResult) {
 	n.st.epoch = res.Epoch
 	n.history = append(n.history, res)
-	n.logEpoch(res)
+	n.log.epoch(n.st.step, res)
 	if n.console != nil {
 		n.console.Epoch(res, n.cfg.maxEpochs.value)
 	}
