@@ -41,15 +41,15 @@ func (n *Nitro) buildModel() error {
 
 // sampleBatch is the batch setup traces with: the train split's first, else the first split's;
 // under WithInputSpecs, one row of each declared field (only shapes are traced, no data is read).
-func (s *setup) sampleBatch() (int, map[string]bool, error) {
-	if s.specOnly() {
-		return 1, keySet(s.fieldShapes), nil
+func (su *setup) sampleBatch() (int, map[string]bool, error) {
+	if su.specOnly() {
+		return 1, keySet(su.fieldShapes), nil
 	}
 	split := "train"
-	if _, ok := s.data[split]; !ok {
-		split = sortedKeys(s.data)[0]
+	if _, ok := su.data[split]; !ok {
+		split = sortedKeys(su.data)[0]
 	}
-	b, err := s.data[split].BatchAt(0)
+	b, err := su.data[split].BatchAt(0)
 	if err != nil {
 		return 0, nil, fmt.Errorf("split %q, batch 0: %w", split, err)
 	}

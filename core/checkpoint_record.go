@@ -116,7 +116,7 @@ func epochMetrics(res EpochResult) map[string]float64 {
 
 // recordValues renders the experiment's fields by kind: GraphConst as the compile key prints
 // them, Device and Host as plain scalars (other values, which may be whole arrays, left out).
-func (s *setup) recordValues() checkpoint.Values { return valuesOf(s.e, s.gcValues) }
+func (su *setup) recordValues() checkpoint.Values { return valuesOf(su.e, su.gcValues) }
 
 // valuesOf is recordValues for any experiment e, its GraphConst values given as
 // markers.GraphConstValues prints them.

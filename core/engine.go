@@ -39,21 +39,21 @@ func (n *Nitro) newEngine() (err error) {
 
 // engineHooks binds the traced hooks (found by reflection at setup) as the plain functions the
 // engine calls; an absent optional hook stays nil.
-func (n *Nitro) engineHooks() engine.Hooks {
+func (su *setup) engineHooks() engine.Hooks {
 	h := engine.Hooks{
 		Forward: func(view any, ctx *context.Context, b map[string]*graph.Node) map[string]*graph.Node {
-			return n.forward.call(view, reflect.ValueOf(ctx), b).Interface().(Outputs)
+			return su.forward.call(view, reflect.ValueOf(ctx), b).Interface().(Outputs)
 		},
-		Route: func(name string, keys []string) []string { return routed(setOf(keys), n.hookNamed(name)) },
+		Route: func(name string, keys []string) []string { return routed(setOf(keys), su.hookNamed(name)) },
 	}
-	if n.loss != nil {
+	if su.loss != nil {
 		h.Loss = func(view any, out, b map[string]*graph.Node) *graph.Node {
-			return n.loss.call(view, reflect.ValueOf(Outputs(out)), b).Interface().(*graph.Node)
+			return su.loss.call(view, reflect.ValueOf(Outputs(out)), b).Interface().(*graph.Node)
 		}
 	}
-	if n.metrics != nil {
+	if su.metrics != nil {
 		h.Metrics = func(view any, out, b map[string]*graph.Node) map[string]engine.Metric {
-			ms := n.metrics.call(view, reflect.ValueOf(Outputs(out)), b).Interface().(map[string]Metric)
+			ms := su.metrics.call(view, reflect.ValueOf(Outputs(out)), b).Interface().(map[string]Metric)
 			conv := make(map[string]engine.Metric, len(ms))
 			for k, m := range ms {
 				conv[k] = engine.Metric{Sum: m.Sum, Count: m.Count}
@@ -61,32 +61,32 @@ func (n *Nitro) engineHooks() engine.Hooks {
 			return conv
 		}
 	}
-	if n.trainMetrics != nil {
+	if su.trainMetrics != nil {
 		h.TrainMetrics = func(view any, out, b map[string]*graph.Node) map[string]*graph.Node {
-			return n.trainMetrics.call(view, reflect.ValueOf(Outputs(out)), b).Interface().(map[string]*graph.Node)
+			return su.trainMetrics.call(view, reflect.ValueOf(Outputs(out)), b).Interface().(map[string]*graph.Node)
 		}
 	}
-	if n.trainStep != nil {
+	if su.trainStep != nil {
 		h.TrainStep = func(view any, s *ManualStep, b map[string]*graph.Node) StepResult {
-			return n.trainStep.call(view, reflect.ValueOf(s), b).Interface().(StepResult)
+			return su.trainStep.call(view, reflect.ValueOf(s), b).Interface().(StepResult)
 		}
 	}
 	return h
 }
 
 // hookNamed is the traced hook of a name, nil when the experiment does not define it.
-func (s *setup) hookNamed(name string) *hook {
+func (su *setup) hookNamed(name string) *hook {
 	switch name {
 	case "Forward":
-		return s.forward
+		return su.forward
 	case "Loss":
-		return s.loss
+		return su.loss
 	case "Metrics":
-		return s.metrics
+		return su.metrics
 	case "TrainMetrics":
-		return s.trainMetrics
+		return su.trainMetrics
 	case "TrainStep":
-		return s.trainStep
+		return su.trainStep
 	}
 	return nil
 }

@@ -143,19 +143,19 @@ func (n *Nitro) applyDeviceSchedules(step int) error {
 // than converted: a Device[int32] fed 0.6 would hold 0, 3e9 would wrap, and a Device[float32] fed
 // 1e40 would hold +Inf, each surfacing later, if at all, as a wrong loss. preview evaluates the
 // step without keeping it (a check at setup), so the step still evaluates its own when it runs.
-func (n *Nitro) deviceScheduleValues(step int, preview bool) ([]any, error) {
-	eval := n.opt.At
+func (su *setup) deviceScheduleValues(step int, preview bool) ([]any, error) {
+	eval := su.opt.At
 	if preview {
-		eval = n.opt.Preview
+		eval = su.opt.Preview
 	}
 	at, err := eval(step)
 	if err != nil {
 		return nil, err
 	}
 	var out []any
-	for _, name := range n.opt.ScheduledDevice() {
+	for _, name := range su.opt.ScheduledDevice() {
 		v, _ := at.Device(name)
-		cur, err := markers.DeviceValueOf(n.e, name)
+		cur, err := markers.DeviceValueOf(su.e, name)
 		if err != nil {
 			return nil, err
 		}
@@ -167,7 +167,7 @@ func (n *Nitro) deviceScheduleValues(step int, preview bool) ([]any, error) {
 			return nil, fmt.Errorf("schedule for Device field %s returned %v at step %d", name, v, step)
 		}
 		if why := inexact(ct, v); why != "" {
-			src := n.opt.DeviceBinding(name, "").Source // "schedule <key>"
+			src := su.opt.DeviceBinding(name, "").Source // "schedule <key>"
 			return nil, fmt.Errorf("%s returned %v at optimizer step %d for Device field %s (%s): %s", src, v, step, name, ct, why)
 		}
 		out = append(out, reflect.ValueOf(v).Convert(ct).Interface())
@@ -205,8 +205,8 @@ func intFit(t reflect.Type, v, lo, hi float64) string {
 }
 
 // isScheduledDevice reports whether a Device field is driven by a schedule.
-func (s *setup) isScheduledDevice(name string) bool {
-	return s.opt != nil && slices.Contains(s.opt.ScheduledDevice(), name)
+func (su *setup) isScheduledDevice(name string) bool {
+	return su.opt != nil && slices.Contains(su.opt.ScheduledDevice(), name)
 }
 
 // bindings lists where every configured optimization value bound: the run-wide knobs, then the

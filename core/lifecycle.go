@@ -34,20 +34,20 @@ func newNitro(e any, typeName string, o options) *Nitro {
 }
 
 // notice reports an informational message (a recompile and why) on the console, if any.
-func (n *Nitro) notice(msg string) {
-	if n.console != nil {
-		n.console.Notice(msg)
+func (su *setup) notice(msg string) {
+	if su.console != nil {
+		su.console.Notice(msg)
 	}
 }
 
 // warn reports a warning (a failing monitor, a failed logger write) through WithWarn, else on
 // the console, else on stderr: a warning is never silently dropped, even when Quiet.
-func (n *Nitro) warn(msg string) {
+func (su *setup) warn(msg string) {
 	switch {
-	case n.opts.warn != nil:
-		n.opts.warn(msg)
-	case n.console != nil:
-		n.console.Notice("warning: " + msg)
+	case su.opts.warn != nil:
+		su.opts.warn(msg)
+	case su.console != nil:
+		su.console.Notice("warning: " + msg)
 	default:
 		fmt.Fprintln(os.Stderr, "nitro: warning:", msg)
 	}

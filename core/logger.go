@@ -224,21 +224,21 @@ func withPrefix(prefix string, m map[string]float64) map[string]float64 {
 
 // runParams is what LogParams records, flat: the experiment's fields as markers.LogValues gives
 // them, then the resolved knobs under snake_case names.
-func (s *setup) runParams() map[string]any {
-	p, err := markers.LogValues(s.e)
+func (su *setup) runParams() map[string]any {
+	p, err := markers.LogValues(su.e)
 	if err != nil { // setup read the traits already; this cannot fail now
 		p = map[string]any{}
 	}
-	p["max_epochs"] = s.cfg.maxEpochs.value
-	p["seed"] = s.cfg.seed.value
-	p["accum"] = s.cfg.accum.value
-	p["gradient_clip_norm"] = s.cfg.clip.value
-	p["learning_rate"] = s.cfg.lr.value
-	p["run_dir"] = s.cfg.runDir.value
-	p["fused"] = s.opts.fused
-	p["mixed_precision"] = s.cfg.precision.value.String()
-	if s.opts.preset != "" {
-		p["preset"] = s.opts.preset
+	p["max_epochs"] = su.cfg.maxEpochs.value
+	p["seed"] = su.cfg.seed.value
+	p["accum"] = su.cfg.accum.value
+	p["gradient_clip_norm"] = su.cfg.clip.value
+	p["learning_rate"] = su.cfg.lr.value
+	p["run_dir"] = su.cfg.runDir.value
+	p["fused"] = su.opts.fused
+	p["mixed_precision"] = su.cfg.precision.value.String()
+	if su.opts.preset != "" {
+		p["preset"] = su.opts.preset
 	}
 	return p
 }

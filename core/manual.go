@@ -47,12 +47,12 @@ type (
 
 // resolveManual finds TrainStep and decides the mode (ManualChooser's rule); in manual mode
 // n.trainStep is set and Loss becomes optional.
-func (n *Nitro) resolveManual(et reflect.Type) error {
+func (su *setup) resolveManual(et reflect.Type) error {
 	h, err := findHook(et, "TrainStep", false)
 	if err != nil {
 		return err
 	}
-	on, from, err := manualFlag(n.e)
+	on, from, err := manualFlag(su.e)
 	switch {
 	case err != nil:
 		return err
@@ -60,10 +60,10 @@ func (n *Nitro) resolveManual(et reflect.Type) error {
 		on = h != nil
 	case on && h == nil:
 		return fmt.Errorf("%s is true, but experiment %s has no TrainStep: define %s, or drop %s to train with the automatic loop",
-			from, n.typeName, tracedHooks["TrainStep"].signature, from)
+			from, su.typeName, tracedHooks["TrainStep"].signature, from)
 	}
 	if on {
-		n.trainStep = h
+		su.trainStep = h
 	}
 	return nil
 }
@@ -87,37 +87,37 @@ func manualFlag(e any) (on bool, from string, err error) {
 }
 
 // manualConfig refuses, once the knobs are resolved, what manual mode cannot honour.
-func (n *Nitro) manualConfig() error {
-	if n.trainStep == nil {
+func (su *setup) manualConfig() error {
+	if su.trainStep == nil {
 		return nil
 	}
-	if a := n.cfg.accum; a.value > 1 {
+	if a := su.cfg.accum; a.value > 1 {
 		return fmt.Errorf("Accum = %d from %s: manual mode (TrainStep) runs its step program once per optimizer step on one batch; accumulation is the automatic loop's mechanism and TrainStep owns any multi-batch work of its own: set Accum to 1 (or use batches %d times larger)",
 			a.value, a.source, a.value)
 	}
-	if n.trainMetrics != nil {
-		return fmt.Errorf("experiment %s defines TrainMetrics, which manual mode never calls (TrainStep computes its own per-step values): return them in StepResult.Stats and remove TrainMetrics, or set ManualTraining false", n.typeName)
+	if su.trainMetrics != nil {
+		return fmt.Errorf("experiment %s defines TrainMetrics, which manual mode never calls (TrainStep computes its own per-step values): return them in StepResult.Stats and remove TrainMetrics, or set ManualTraining false", su.typeName)
 	}
 	return nil
 }
 
 // manualSplits checks TrainStep's declared fields against the train split, and that every
 // evaluated split has something to report: Metrics, or Loss for val_loss.
-func (n *Nitro) manualSplits() error {
-	if n.trainStep == nil {
+func (su *setup) manualSplits() error {
+	if su.trainStep == nil {
 		return nil
 	}
-	if avail, ok := n.splitAvail["train"]; ok {
-		if err := n.trainStep.checkAgainst("train", avail); err != nil {
+	if avail, ok := su.splitAvail["train"]; ok {
+		if err := su.trainStep.checkAgainst("train", avail); err != nil {
 			return err
 		}
 	}
-	if n.metrics != nil || n.loss != nil {
+	if su.metrics != nil || su.loss != nil {
 		return nil
 	}
-	for _, split := range sortedKeys(n.data) {
+	for _, split := range sortedKeys(su.data) {
 		if split != "train" {
-			return fmt.Errorf("split %q is evaluated, but experiment %s defines neither Metrics nor Loss: in manual mode Loss is optional, so define Metrics (what validation reports) or Loss (reported as %s)", split, n.typeName, ValLoss)
+			return fmt.Errorf("split %q is evaluated, but experiment %s defines neither Metrics nor Loss: in manual mode Loss is optional, so define Metrics (what validation reports) or Loss (reported as %s)", split, su.typeName, ValLoss)
 		}
 	}
 	return nil
@@ -125,11 +125,11 @@ func (n *Nitro) manualSplits() error {
 
 // trainHooks are the hooks whose declared fields the train stream transfers: TrainStep's alone in
 // manual mode (a field only it reads, such as a GAN's noise, travels only because it declares it).
-func (s *setup) trainHooks() []*hook {
-	if s.trainStep != nil {
-		return []*hook{s.trainStep}
+func (su *setup) trainHooks() []*hook {
+	if su.trainStep != nil {
+		return []*hook{su.trainStep}
 	}
-	return []*hook{s.forward, s.loss, s.trainMetrics}
+	return []*hook{su.forward, su.loss, su.trainMetrics}
 }
 
 // resolvePlan resolves the optimization (optimizers.Resolve) with manual mode's rules applied:
@@ -212,8 +212,8 @@ func sortedStrings(s []string) []string {
 
 // manualBindings names SetupOptimizers where the binding report would name the accessors it
 // stands in for (the plan sees its rules as Level 1 rules and its rates as LearningRateGroup).
-func (n *Nitro) manualBindings(bs []schedules.Binding) []schedules.Binding {
-	if _, ok := n.e.(OptimizerSetter); !ok || n.trainStep == nil {
+func (su *setup) manualBindings(bs []schedules.Binding) []schedules.Binding {
+	if _, ok := su.e.(OptimizerSetter); !ok || su.trainStep == nil {
 		return bs
 	}
 	for i, b := range bs {
@@ -228,6 +228,6 @@ func (n *Nitro) manualBindings(bs []schedules.Binding) []schedules.Binding {
 }
 
 // noEvalHook is evaluating a split with neither Metrics nor Loss, which only manual mode allows.
-func (n *Nitro) noEvalHook(split string) error {
-	return fmt.Errorf("evaluating split %q: experiment %s defines neither Metrics nor Loss (manual mode does not need Loss to train): define Metrics, or Loss (reported as %s)", split, n.typeName, ValLoss)
+func (su *setup) noEvalHook(split string) error {
+	return fmt.Errorf("evaluating split %q: experiment %s defines neither Metrics nor Loss (manual mode does not need Loss to train): define Metrics, or Loss (reported as %s)", split, su.typeName, ValLoss)
 }

@@ -36,7 +36,6 @@ type Nitro struct {
 	st  trainState     // the run's progress: step, epoch, data position
 
 	tracker     *monitors.Tracker // phase, progress, stop flag, monitors
-	console     Console           // human-readable report; nil when Quiet
 	log         runLog            // the run's logger (nil when none) and its cadence
 	ck          runCkpt           // checkpointer and early stopping (checkpoint.go)
 	interrupted atomic.Bool       // Interrupt: break at the next step boundary

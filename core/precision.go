@@ -36,20 +36,20 @@ func (c *config) resolvePrecision(o *options) error {
 // program's float32 products and convolutions are built in bfloat16, the rest float32. It runs
 // before anything is uploaded, so the parameters, the optimizer state and every batch are
 // tensors of the backend the programs are compiled for.
-func (s *setup) applyPrecision() {
-	s.backend.Backend = s.cfg.precision.value.OnBackend(s.backend.Backend)
+func (su *setup) applyPrecision() {
+	su.backend.Backend = su.cfg.precision.value.OnBackend(su.backend.Backend)
 }
 
 // checkPrecisionOnResume explains a resume whose mode differs from the checkpoint's. Both modes
 // keep float32 parameters and optimizer state, so the state fits either way and the resume goes
 // on; the notice says the compute changed. A record without a mode is f32.
-func (n *Nitro) checkPrecisionOnResume(rec *checkpoint.Record, path string) {
+func (su *setup) checkPrecisionOnResume(rec *checkpoint.Record, path string) {
 	was, err := engine.ParsePrecision(rec.MixedPrecision)
 	if err != nil {
-		n.notice(fmt.Sprintf("resume: checkpoint %s records mixed precision %q, which this build does not know; the state is float32 and is resumed under %s", path, rec.MixedPrecision, n.cfg.precision.value))
+		su.notice(fmt.Sprintf("resume: checkpoint %s records mixed precision %q, which this build does not know; the state is float32 and is resumed under %s", path, rec.MixedPrecision, su.cfg.precision.value))
 		return
 	}
-	if now := n.cfg.precision.value; was != now {
-		n.notice(fmt.Sprintf("resume: mixed precision %s, the checkpoint's run trained with %s: parameters and optimizer state are float32 in both, so they are resumed as they are; only the dtype of the products changes", now, was))
+	if now := su.cfg.precision.value; was != now {
+		su.notice(fmt.Sprintf("resume: mixed precision %s, the checkpoint's run trained with %s: parameters and optimizer state are float32 in both, so they are resumed as they are; only the dtype of the products changes", now, was))
 	}
 }

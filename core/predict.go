@@ -14,20 +14,20 @@ import (
 // fields (shared), so that Validate/Evaluate and Predict share one compiled forward: the "val"
 // split's first, then "test", then the others by name. With no such split (a Nitro built from
 // input specs, or a batch carrying an optional field no split has) it is Forward alone.
-func (s *setup) sharedForward(fwd []string) (keys []string, shared bool) {
+func (su *setup) sharedForward(fwd []string) (keys []string, shared bool) {
 	order := []string{"val", "test"}
-	for _, split := range sortedKeys(s.splitAvail) {
+	for _, split := range sortedKeys(su.splitAvail) {
 		if split != "val" && split != "test" {
 			order = append(order, split)
 		}
 	}
 	for _, split := range order {
-		avail, ok := s.splitAvail[split]
+		avail, ok := su.splitAvail[split]
 		// Without Metrics or Loss (manual mode) there is no eval program to share: Forward alone.
-		if !ok || s.noEvalProgram() || !slices.Equal(routed(avail, s.forward), fwd) {
+		if !ok || su.noEvalProgram() || !slices.Equal(routed(avail, su.forward), fwd) {
 			continue
 		}
-		return s.evalKeys(avail), true
+		return su.evalKeys(avail), true
 	}
 	return fwd, false
 }
@@ -152,9 +152,9 @@ func (n *Nitro) predictPadded(b Batch, width, real int) (_ Prediction, err error
 	return res, nil
 }
 
-func (s *setup) forwardFields() []string {
+func (su *setup) forwardFields() []string {
 	var names []string
-	for _, f := range s.forward.fields {
+	for _, f := range su.forward.fields {
 		names = append(names, f.name)
 	}
 	return names

@@ -23,6 +23,8 @@ type setup struct {
 	cache    engine.Cache // nil: the process-level one
 	devs     devices      // n_devs (devices.go); the engine runs the mesh
 
+	console Console // human-readable report; nil when Quiet (chosen from the options)
+
 	overwriteDue bool // WithOverwrite found an earlier run to remove at the end of setup (rundir.go)
 
 	forward, loss, metrics, trainMetrics *hook

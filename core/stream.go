@@ -51,27 +51,27 @@ func (n *Nitro) next(s *prefetch.Stream[Batch], keys []string, what string) (pre
 
 // wrapData declares every split for prefetch at the run's defaults (WithPrefetch), leaving
 // sources that already are declarations (prefetch.Prefetch, prefetch.NoPrefetch) as they are.
-func (s *setup) wrapData() error {
+func (su *setup) wrapData() error {
 	defaults := prefetch.Defaults()
-	if s.opts.prefetch != nil {
-		defaults = *s.opts.prefetch
+	if su.opts.prefetch != nil {
+		defaults = *su.opts.prefetch
 	}
 	source := "default (prefetch.Defaults)"
-	if s.opts.prefetch != nil {
+	if su.opts.prefetch != nil {
 		source = "run option WithPrefetch"
 	}
-	d, err := prefetch.WrapData(s.data, defaults)
+	d, err := prefetch.WrapData(su.data, defaults)
 	if err != nil {
 		return fmt.Errorf("prefetch: %w", err)
 	}
-	s.prefetchFrom = map[string]string{}
-	for name, src := range s.data {
-		s.prefetchFrom[name] = source
+	su.prefetchFrom = map[string]string{}
+	for name, src := range su.data {
+		su.prefetchFrom[name] = source
 		if d[name] == src {
-			s.prefetchFrom[name] = "declared by BuildData"
+			su.prefetchFrom[name] = "declared by BuildData"
 		}
 	}
-	s.data = d
+	su.data = d
 	return nil
 }
 
