@@ -16,10 +16,6 @@ type (
 	Batch = prefetch.Batch
 	// Source is an index-addressable batch source: batch i of Len() is BatchAt(i).
 	Source = prefetch.Source
-	// EpochSource is a Source that reshuffles (or otherwise re-plans) at each epoch's start.
-	EpochSource = prefetch.EpochSource
-	// PartialDropper says whether a source drops its partial final batch; the train split must.
-	PartialDropper = prefetch.PartialDropper
 	// Data is what BuildData returns: splits by name ("train", "val", "test", ...).
 	Data = prefetch.Data
 	// ArrayOptions configures NewArrayBatches.

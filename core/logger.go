@@ -11,14 +11,11 @@ import (
 	"github.com/nitro-go/nitro/markers"
 )
 
-// Logger is the run's logger: the logger contract of package logjson (LogParams, LogMetrics,
-// LogOther, Finish), by alias. An alias and not a core-side interface with the same methods,
-// because the contract is logjson's: its Metrics and Status types, its optional capabilities
-// (Tagger, DropCounter, Resumable, ...) and their helpers live there, so a logger written
-// against logjson is a core.Logger with nothing to adapt and there is one definition to keep.
-// A Logger's errors never stop training: logging is observation, not control, so a failed
-// write is a warning (WithWarn), once per distinct failure.
-type Logger = logjson.Logger
+// The run's logger is a logjson.Logger (LogParams, LogMetrics, LogOther, Finish): the contract,
+// its Metrics and Status types and its optional capabilities (Tagger, DropCounter, Resumable,
+// ...) are logjson's, so a logger written against logjson plugs in with nothing to adapt. A
+// logger's errors never stop training: logging is observation, not control, so a failed write
+// is a warning (WithWarn), once per distinct failure.
 
 // MetricsFile is the default logger's file in the run directory (RunDir).
 const MetricsFile = "metrics.jsonl"
@@ -26,7 +23,7 @@ const MetricsFile = "metrics.jsonl"
 // WithLogger hands the run's records to l instead of the default JSON Lines logger. nil means no
 // logging (WithoutLogger). A *logjson.JSONLogger without a path is pinned to
 // <RunDir>/metrics.jsonl at the end of setup, as the default is.
-func WithLogger(l Logger) Option {
+func WithLogger(l logjson.Logger) Option {
 	return func(o *options) {
 		if v := reflect.ValueOf(l); v.IsValid() && v.Kind() == reflect.Pointer && v.IsNil() {
 			l = nil // a typed nil pointer is "no logger" too, not a logger that panics
@@ -49,7 +46,7 @@ func WithLogEvery(k int) Option { return func(o *options) { o.logEvery = &k } }
 // runLog is the run's logger and how core calls it. Core calls the logger from the goroutine
 // running the entry point only.
 type runLog struct {
-	l      Logger           // nil: no logging
+	l      logjson.Logger   // nil: no logging
 	every  int              // a "train" line every k-th optimizer step
 	warned map[string]bool  // logger failures already reported
 	warn   func(msg string) // the run's warning (set once the Nitro exists)
@@ -67,7 +64,7 @@ func newRunLog(o options) runLog {
 
 // Logger is the run's logger: the default JSON Lines logger (its path in logjson.Info), the one
 // WithLogger gave, or nil under WithoutLogger.
-func (n *Nitro) Logger() Logger { return n.log.l }
+func (n *Nitro) Logger() logjson.Logger { return n.log.l }
 
 // startLog ends setup: it pins a pathless JSON logger to <RunDir>/metrics.jsonl and logs the
 // params, so they are on record before the first compile.
@@ -88,7 +85,7 @@ func (n *Nitro) startLog() {
 
 // jsonLoggers finds the JSON Lines loggers in l: l itself, or the members of a logjson.Multi (a
 // JSON file beside, e.g., a Prometheus exporter).
-func jsonLoggers(l Logger) []*logjson.JSONLogger {
+func jsonLoggers(l logjson.Logger) []*logjson.JSONLogger {
 	var out []*logjson.JSONLogger
 	switch v := l.(type) {
 	case *logjson.JSONLogger:

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"github.com/nitro-go/nitro/logjson"
 	"io"
 
 	"github.com/nitro-go/nitro/checkpoint"
@@ -27,7 +28,7 @@ type options struct {
 	cache                  engine.Cache
 	fused                  bool
 	prefetch               *prefetch.Options
-	logger                 Logger
+	logger                 logjson.Logger
 	loggerSet              bool // WithLogger or WithoutLogger was given: no default logger
 	logEvery               *int
 	monitors               []monitors.Monitor

@@ -87,7 +87,7 @@ func (su *setup) checkData() error {
 					return err
 				}
 			}
-			pd, ok := src.(PartialDropper)
+			pd, ok := src.(prefetch.PartialDropper)
 			if !ok || !pd.DropsPartial() {
 				return fmt.Errorf("the train split must drop its partial final batch (a short batch would compile a second gradient program): build it with ArrayOptions{DropPartial: true} or implement DropsPartial() bool")
 			}
@@ -146,7 +146,7 @@ func (su *setup) warnAbsentOptional(carried map[string]bool, where string) {
 // warnDroppedEval warns, once at setup, about an evaluation split that drops its partial final
 // batch: its metrics silently leave those samples out (padding would keep them).
 func (su *setup) warnDroppedEval(split string, src Source, width int) {
-	pd, ok := src.(PartialDropper)
+	pd, ok := src.(prefetch.PartialDropper)
 	if !ok || !pd.DropsPartial() {
 		return
 	}
