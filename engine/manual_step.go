@@ -240,7 +240,7 @@ func (s *ManualStep) groupVars(chosen map[string]bool) (vars []*context.Variable
 	for v := range s.e.ctx.IterVariables() {
 		name := "default"
 		if s.e.grouper != nil {
-			name = s.e.grouper(Keypath(v))
+			name = s.e.grouper(keypath(v))
 		}
 		if v.Trainable && chosen[name] {
 			vars = append(vars, v)
@@ -248,7 +248,7 @@ func (s *ManualStep) groupVars(chosen map[string]bool) (vars []*context.Variable
 	}
 	slices.SortFunc(vars, func(a, b *context.Variable) int { return strings.Compare(a.ScopeAndName(), b.ScopeAndName()) })
 	for _, v := range vars {
-		kps = append(kps, strings.Join(Keypath(v), "/"))
+		kps = append(kps, strings.Join(keypath(v), "/"))
 	}
 	return vars, kps
 }

@@ -93,7 +93,7 @@ func (e *Engine) groupParameters() error {
 	grouper := e.grouper
 	index := map[string]*paramGroup{}
 	for _, v := range trainable {
-		kp := Keypath(v)
+		kp := keypath(v)
 		name := "default"
 		if grouper != nil {
 			if name = grouper(kp); name == "" {
@@ -252,8 +252,8 @@ func (e *Engine) ParamArrays() int {
 	return k
 }
 
-// Keypath splits a variable's scope into parts, e.g. "/dense_0" + "weights" -> [dense_0 weights].
-func Keypath(v *context.Variable) []string {
+// keypath splits a variable's scope into parts, e.g. "/dense_0" + "weights" -> [dense_0 weights].
+func keypath(v *context.Variable) []string {
 	var parts []string
 	for _, p := range strings.Split(v.Scope(), context.ScopeSeparator) {
 		if p != "" {

@@ -121,9 +121,9 @@ func (e *Engine) callForward(view any, batch map[string]*graph.Node, width int) 
 	return out
 }
 
-// memo returns this Nitro's program for id, asking the compile cache once. Everything in a key
+// memo returns this engine's program for id, asking the compile cache once. Everything in a key
 // other than the id (experiment, GraphConst values, hooks, layout, device shapes, accum, clip) is
-// fixed for a Nitro's life, so after the first lookup a step costs no key building at all.
+// fixed for an engine's life, so after the first lookup a step costs no key building at all.
 func (e *Engine) memo(id string, get func() (*program, error)) (*program, error) {
 	if p, ok := e.progs[id]; ok {
 		return p, nil
@@ -251,7 +251,7 @@ func (e *Engine) key(kind, hooks string, inputs signature) compilecache.Key {
 		Hook:           hooks,
 		Inputs:         inputs,
 		DeviceCount:    e.DeviceCount(),
-		// The backend is in the key: a program is compiled for one backend, and two Nitros of one
+		// The backend is in the key: a program is compiled for one backend, and two engines of one
 		// experiment on different backends in one process must not share it.
 		Extra: [][2]string{{"backend", e.backend.Name}, {"layout", e.layoutDigest()}, {"context params", e.contextParams()}},
 	}

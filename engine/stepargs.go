@@ -22,9 +22,9 @@ type stepScratch struct {
 	last   lastProgram        // the training program the last step looked up
 }
 
-// lastProgram is a training program with what identifies it within its Nitro, so that a step
+// lastProgram is a training program with what identifies it within its engine, so that a step
 // finds it without building the memo's key string. Programs are never dropped from the memo,
-// so it stays valid for the Nitro's life.
+// so it stays valid for the engine's life.
 type lastProgram struct {
 	kind  string
 	width int
@@ -52,7 +52,7 @@ func (e *Engine) trainProgram(kind string, width int, keys []string, get func() 
 	return p, err
 }
 
-// hyperFields is group i's chain's hyperparameter fields, listed once per Nitro (the chain
+// hyperFields is group i's chain's hyperparameter fields, listed once per engine (the chain
 // builds the list on every call).
 func (e *Engine) hyperFields(i int) []string {
 	s := &e.scratch
