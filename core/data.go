@@ -22,20 +22,12 @@ type (
 	ArrayOptions = prefetch.ArrayOptions
 	// ArrayBatches is an in-memory Source over whole-dataset arrays sharing a leading axis.
 	ArrayBatches = prefetch.ArrayBatches
-	// SplitOptions configures SplitArrays.
-	SplitOptions = prefetch.SplitOptions
 )
 
 // NewArrayBatches cuts whole-dataset arrays (one per field, same leading length) into batches.
 // It is prefetch.NewArrayBatches.
 func NewArrayBatches(fields map[string]*tensors.Tensor, batchSize int, opts ArrayOptions) (*ArrayBatches, error) {
 	return prefetch.NewArrayBatches(fields, batchSize, opts)
-}
-
-// SplitArrays deals one table of whole-dataset arrays into "train", "val" and "test" by a seeded
-// permutation (train reshuffled each epoch, its partial batch dropped). It is prefetch.SplitArrays.
-func SplitArrays(fields map[string]*tensors.Tensor, opts SplitOptions) (Data, error) {
-	return prefetch.SplitArrays(fields, opts)
 }
 
 // batchWidth returns a batch's leading-axis length, checking every field agrees.
