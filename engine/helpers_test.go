@@ -19,6 +19,7 @@ type testRun struct {
 	exp     any // the experiment: GraphConst fields key its programs
 	forward func(view any, ctx *context.Context, b map[string]*graph.Node) map[string]*graph.Node
 	loss    func(view any, out, b map[string]*graph.Node) *graph.Node
+	metrics func(view any, out, b map[string]*graph.Node) map[string]*graph.Node // TrainMetrics; nil: none
 	grouper func(keypath []string) string
 	data    *prefetch.ArrayBatches // its batch 0 gives the fields and the train width
 	backend string                 // "go" or "xla"

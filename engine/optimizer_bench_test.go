@@ -170,7 +170,7 @@ type optLayout struct {
 }
 
 var optLayouts = []optLayout{
-	{name: "per array (core today)"},
+	{name: "per array (engine today)"},
 	{name: "flat, packed in program", pack: true},
 	{name: "flat at the boundary", flatIO: true},
 	{name: "per array, copy only", copyOnly: true},
