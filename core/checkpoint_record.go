@@ -50,8 +50,16 @@ func (n *Nitro) writeCheckpoint(res EpochResult, reason runstatus.Status) error 
 // littleEndian: a record's data is little-endian and tensors hold native bytes.
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
+// stateReader is what a record needs of the engine: the training state's tensors by name.
+type stateReader interface {
+	StateTensors(p engine.Part) ([]engine.StateTensor, error)
+}
+
+var _ stateReader = (*engine.Engine)(nil)
+
 // record converts the training state and the epoch's summary into a checkpoint record.
 func (n *Nitro) record(res EpochResult, reason runstatus.Status) (*checkpoint.Record, error) {
+	var from stateReader = n.eng
 	if !littleEndian {
 		return nil, errors.New("checkpoints hold little-endian data and this host is big-endian")
 	}
@@ -71,7 +79,7 @@ func (n *Nitro) record(res EpochResult, reason runstatus.Status) (*checkpoint.Re
 	if a := n.cfg.accum.value; a > 1 { // 0 in the record is 1
 		r.Accum = a
 	}
-	ts, err := n.eng.StateTensors(engine.WholePart)
+	ts, err := from.StateTensors(engine.WholePart)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/engine"
 	"strconv"
 
@@ -95,18 +96,26 @@ func (n *Nitro) Evaluate(split string) (m map[string]float64, err error) {
 		return nil, &SplitError{Split: split, Have: sortedKeys(n.data)}
 	}
 	n.setPhase(monitors.EvalStepping{}, nil)
-	return n.evalLoop(split, src, true)
+	return n.evalLoop(n.eng, split, src, true)
 }
 
 // evaluate is Train's validation: the whole split, whatever Interrupt says (an interrupted
 // epoch still validates in full before the run stops).
 func (n *Nitro) evaluate(split string, src Source) (map[string]float64, error) {
-	return n.evalLoop(split, src, false)
+	return n.evalLoop(n.eng, split, src, false)
 }
+
+// evaluator is what evaluation needs of the engine: one placed batch's metrics (or, with the
+// metrics on the host, Forward's outputs).
+type evaluator interface {
+	Eval(b map[string]*tensors.Tensor, keys []string, width, real int, isControl func(name string) bool) (engine.EvalBatch, error)
+}
+
+var _ evaluator = (*engine.Engine)(nil)
 
 // evalLoop runs a split, one tick of the progress counter per batch. When interruptible, an
 // Interrupt ends it at a batch boundary with the partial metrics and a *PartialError.
-func (n *Nitro) evalLoop(split string, src Source, interruptible bool) (_ map[string]float64, err error) {
+func (n *Nitro) evalLoop(ev evaluator, split string, src Source, interruptible bool) (_ map[string]float64, err error) {
 	width := n.splitWidth[split]
 	if n.noEvalProgram() {
 		return nil, n.noEvalHook(split) // manual.go
@@ -138,7 +147,7 @@ func (n *Nitro) evalLoop(split string, src Source, interruptible bool) (_ map[st
 		if err != nil {
 			return nil, fmt.Errorf("split %q: %w", split, err)
 		}
-		res, err := n.eng.Eval(it.Device, keys, width, it.Rows, func(name string) bool { return n.ck.isControl(split, name) })
+		res, err := ev.Eval(it.Device, keys, width, it.Rows, func(name string) bool { return n.ck.isControl(split, name) })
 		var ms map[string]metrics.Metric
 		if err == nil {
 			ms, err = n.batchMetrics(res, it.Host)

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"github.com/nitro-go/nitro/engine"
 	"iter"
 	"slices"
 
@@ -136,7 +137,16 @@ func predictRows(b Batch) (int, error) {
 	return w, err
 }
 
+// predictor is what prediction needs of the engine: Forward's outputs for one host batch.
+type predictor interface {
+	Predict(b map[string]*tensors.Tensor, fwd, keys []string, shared bool, width, real int) (map[string]*tensors.Tensor, error)
+}
+
+var _ predictor = (*engine.Engine)(nil)
+
+// predictPadded predicts one batch of real rows at the program width (padded by the engine).
 func (n *Nitro) predictPadded(b Batch, width, real int) (_ Prediction, err error) {
+	var p predictor = n.eng
 	defer recoverInto("predict", &err)
 	avail := keySet(b)
 	if err := n.forward.checkAgainst("predict", avail); err != nil {
@@ -144,7 +154,7 @@ func (n *Nitro) predictPadded(b Batch, width, real int) (_ Prediction, err error
 	}
 	fwd := routed(avail, n.forward)
 	keys, shared := n.sharedForward(fwd)
-	res, err := n.eng.Predict(b, fwd, keys, shared, width, real)
+	res, err := p.Predict(b, fwd, keys, shared, width, real)
 	if err != nil {
 		return nil, err
 	}
