@@ -1,11 +1,11 @@
 # nitro — one Makefile for the whole go.work workspace.
 # `make run` trains the MNIST example with the CLI; `make test` runs every test. Both set up first.
 
-MODULES := internal/prereq tensorfile idx markers mesh metrics compilecache optimizers schedules runstatus earlystop prefetch dist checkpoint logjson exportbundle monitors promexport tblog backend dotgrad precision render board core export cmd integration
+MODULES := internal/prereq tensorfile idx markers mesh metrics compilecache optimizers schedules runstatus earlystop prefetch dist checkpoint logjson exportbundle monitors promexport tblog backend dotgrad precision engine render board core export cmd integration
 PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 # Race detector on the modules with goroutines or concurrency contracts and their tests (prefetch:
-# concurrent BatchAt; mesh: Stage from the prefetch goroutine). core is left out: GoMLX v0.25.0's
-# pure-Go backend, which core's unit tests run on, has known races.
+# concurrent BatchAt; mesh: Stage from the prefetch goroutine). core and engine are left out: GoMLX v0.25.0's
+# pure-Go backend, which their unit tests run on, has known races.
 RACE    := tensorfile mesh compilecache markers monitors prefetch logjson checkpoint promexport exportbundle render board tblog
 GO      ?= go
 # checkpoint's interop test opens nitro's files with the reference Python safetensors (ckpt-venv);
@@ -25,7 +25,7 @@ setup:
 	@NITRO_SKIP_CUDA_WHEEL=$(if $(filter-out 0,$(CUDA)),,1) CUDA=$(CUDA) ./scripts/install-pjrt.sh
 	@for m in $(MODULES); do (cd $$m && $(GO) mod download) || exit 1; done
 
-## depcheck: no module but cmd/export/integration imports core; internal/prereq and tensorfile import no
+## depcheck: no module but cmd/export/integration imports core, and engine imports none of core/export/cmd; internal/prereq and tensorfile import no
 ## module; exportbundle does not import checkpoint; no cycles between modules; core's import graph holds
 ## no exportbundle and no cgo package of ours
 depcheck:
@@ -81,7 +81,7 @@ bench-venv:
 ## against the in-process runner, and its peak RSS under hostile bodies). -timeout 30m: the families
 ## alone run minutes on a loaded machine, past go test's default 10m per package
 bench: setup bench-venv
-	NITRO_BENCH_PYTHON=$(CURDIR)/.nitro/bench-venv/bin/python $(GO) test -timeout 30m -run '^$$' -bench . -benchtime 1x ./integration/... ./core/ ./checkpoint/ ./prefetch/... ./exportbundle/
+	NITRO_BENCH_PYTHON=$(CURDIR)/.nitro/bench-venv/bin/python $(GO) test -timeout 30m -run '^$$' -bench . -benchtime 1x ./integration/... ./core/ ./engine/ ./checkpoint/ ./prefetch/... ./exportbundle/
 
 ## run: train the MNIST example through the CLI, afresh each time: --overwrite replaces the
 ## earlier `make run`'s record and checkpoints in runs/MLP (a fresh run into a run dir holding

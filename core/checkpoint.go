@@ -10,7 +10,7 @@ import (
 // Checkpointing as core composes it, in four files: this one (the options, the experiment's
 // hooks, the run's checkpoint state), checkpoint_control.go (setup and the once-per-epoch stop
 // decision), checkpoint_record.go (the training state and the epoch into a checkpoint.Record)
-// and checkpoint_restore.go (resume and WithCheckpoint). The tensors go through statetensors.go;
+// and checkpoint_restore.go (resume and WithCheckpoint). The tensors go through the engine (engine/statetensors.go);
 // early stopping's policy is package earlystop's. Storage (the format, retention, durable
 // writes, the manifest) is package checkpoint's.
 

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/runstatus"
 )
@@ -128,24 +127,15 @@ func (n *Nitro) valMetricNames() (names []string, known bool, err error) {
 		return nil, false, err
 	}
 	keys := routed(keySet(b), n.forward, n.metrics)
-	var arrayErr error // a metric only a finalizer could report, and there is none
-	err = tryGraph("tracing Metrics to learn the names of the validation metrics", func() {
-		g := graph.NewGraph(n.backend.Backend, "nitro_metric_names")
-		defer g.Finalize()
-		nodes := n.traceInputs(g, width, keys)
-		view := n.bindModel(g, nodes, n.e)
-		n.ctx.SetTraining(g, false)
-		out := n.callForward(view, batchNodes(nodes, routed(setOf(keys), n.forward)), width)
-		ms := n.metrics.call(view, valueOfOutputs(out), batchNodes(nodes, routed(setOf(keys), n.metrics))).Interface().(map[string]Metric)
-		for _, name := range sortedKeys(ms) {
-			names = append(names, withPrefixName("val_", name))
-			if sum := ms[name].Sum; arrayErr == nil && sum != nil && sum.Rank() != 0 {
-				arrayErr = n.arrayWithoutFinalizer("val", name)
-			}
+	metricNames, array, err := n.eng.MetricNames(width, keys)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, name := range metricNames {
+		names = append(names, withPrefixName("val_", name))
+		if array[name] && err == nil { // a metric only a finalizer could report, and there is none
+			err = n.arrayWithoutFinalizer("val", name)
 		}
-	})
-	if err == nil {
-		err = arrayErr
 	}
 	return names, err == nil, err
 }

@@ -1,24 +1,20 @@
 package core
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
+	"github.com/nitro-go/nitro/engine"
 	"reflect"
-	"strings"
 
 	"github.com/nitro-go/nitro/checkpoint"
-	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/markers"
-	"github.com/nitro-go/nitro/optimizers"
 	"github.com/nitro-go/nitro/runstatus"
 )
 
-// The epoch's checkpoint: the training state (statetensors.go), the epoch's metrics, the
+// The epoch's checkpoint: the training state (engine/statetensors.go), the epoch's metrics, the
 // experiment's values, the anchors, the logger's and early stopping's state, into one
 // checkpoint.Record the checkpointer saves.
 
@@ -51,8 +47,19 @@ func (n *Nitro) writeCheckpoint(res EpochResult, reason runstatus.Status) error 
 	return nil
 }
 
+// littleEndian: a record's data is little-endian and tensors hold native bytes.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// stateReader is what a record needs of the engine: the training state's tensors by name.
+type stateReader interface {
+	StateTensors(p engine.Part) ([]engine.StateTensor, error)
+}
+
+var _ stateReader = (*engine.Engine)(nil)
+
 // record converts the training state and the epoch's summary into a checkpoint record.
 func (n *Nitro) record(res EpochResult, reason runstatus.Status) (*checkpoint.Record, error) {
+	var from stateReader = n.eng
 	if !littleEndian {
 		return nil, errors.New("checkpoints hold little-endian data and this host is big-endian")
 	}
@@ -64,15 +71,15 @@ func (n *Nitro) record(res EpochResult, reason runstatus.Status) (*checkpoint.Re
 		Values:   n.recordValues(),
 		Derived:  n.derived,
 		Position: checkpoint.Position{Epoch: n.st.data.epoch, Batch: n.st.data.batch},
-		Build:    compilecache.BuildIdentity(),
+		Build:    engine.BuildIdentity(),
 	}
-	if n.cfg.precision.value.Enabled() { // a float32 record stays as it was before modes
+	if n.cfg.precision.value.Casts() { // a float32 record stays as it was before modes
 		r.MixedPrecision = n.cfg.precision.value.String()
 	}
 	if a := n.cfg.accum.value; a > 1 { // 0 in the record is 1
 		r.Accum = a
 	}
-	ts, err := n.stateTensors(wholeState)
+	ts, err := from.StateTensors(engine.WholePart)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +92,7 @@ func (n *Nitro) record(res EpochResult, reason runstatus.Status) (*checkpoint.Re
 	if n.log.l != nil {
 		r.LoggerType = logjson.TypeName(n.log.l) // recorded even without state: which logger wrote the run
 		if _, st, err := logjson.State(n.log.l); err != nil {
-			n.logFailed("state", err) // a logger never stops the run: this checkpoint keeps no logger state
+			n.log.failed("state", err) // a logger never stops the run: this checkpoint keeps no logger state
 		} else {
 			r.LoggerState = st
 		}
@@ -117,7 +124,7 @@ func epochMetrics(res EpochResult) map[string]float64 {
 
 // recordValues renders the experiment's fields by kind: GraphConst as the compile key prints
 // them, Device and Host as plain scalars (other values, which may be whole arrays, left out).
-func (n *Nitro) recordValues() checkpoint.Values { return valuesOf(n.e, n.gcValues) }
+func (su *setup) recordValues() checkpoint.Values { return valuesOf(su.e, su.gcValues) }
 
 // valuesOf is recordValues for any experiment e, its GraphConst values given as
 // markers.GraphConstValues prints them.
@@ -152,28 +159,9 @@ func (n *Nitro) anchorChecksums() (map[string]string, error) {
 	if n.ck.anchors != nil {
 		return n.ck.anchors, nil
 	}
-	out := map[string]string{}
-	for gi, g := range n.groups {
-		var h hash.Hash
-		for s, name := range g.opt.StateNames() {
-			if !g.constLeaf(s) || !strings.HasSuffix(name, "."+optimizers.DecayName+".anchor") {
-				continue
-			}
-			if h == nil {
-				h = sha256.New()
-			}
-			for j, t := range n.st.groups[gi].opt[s] {
-				b, err := readBack(t)
-				if err != nil {
-					return nil, fmt.Errorf("group %q: decay anchor: %w", g.name, err)
-				}
-				fmt.Fprintf(h, "%s %s %v\n", strings.Join(g.keypaths[j], "/"), t.DType(), t.Shape().Dimensions)
-				h.Write(b)
-			}
-		}
-		if h != nil {
-			out[g.name] = "sha256:" + hex.EncodeToString(h.Sum(nil))
-		}
+	out, err := n.eng.DecayAnchorChecksums()
+	if err != nil {
+		return nil, err
 	}
 	n.ck.anchors = out
 	return out, nil

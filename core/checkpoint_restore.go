@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nitro-go/nitro/engine"
 	"io"
 	"os"
 	"path/filepath"
@@ -222,16 +223,26 @@ func prefixed(p string, lines []string) []string {
 	return lines
 }
 
+// stateInstaller is what a restore needs of the engine: named tensors checked against the state
+// all at once, then installed, so a misfit changes nothing.
+type stateInstaller interface {
+	StageState(ts []checkpoint.Tensor, p engine.Part, path string) (engine.Staged, error)
+	InstallState(s engine.Staged, path string) error
+}
+
+var _ stateInstaller = (*engine.Engine)(nil)
+
 // restore installs a record into the training state, all or nothing: every tensor is checked
 // and uploaded (counted in Uploads) before any replaces the state. full is a resume: parameters,
 // optimizer and layer state, step, epoch, data position, logger and early-stopping state. Else
 // the weights: parameters and layer state but the RNG state, the counters left as they are.
 func (n *Nitro) restore(rec *checkpoint.Record, path string, full bool) error {
-	part := weightsState
+	var into stateInstaller = n.eng
+	part := engine.WeightsPart
 	if full {
-		part = wholeState
+		part = engine.WholePart
 	}
-	staged, err := n.stageState(rec.Tensors, part, path)
+	staged, err := into.StageState(rec.Tensors, part, path)
 	if err != nil {
 		return err
 	}
@@ -240,7 +251,7 @@ func (n *Nitro) restore(rec *checkpoint.Record, path string, full bool) error {
 			return err
 		}
 	}
-	if err := n.installState(staged, path); err != nil {
+	if err := into.InstallState(staged, path); err != nil {
 		return err
 	}
 	if full {

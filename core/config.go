@@ -22,28 +22,28 @@ func (r resolved[T]) String() string { return fmt.Sprintf("%v (%s)", r.value, r.
 
 // resolveConfig is setup's config phase: every knob (contract.go's config) resolved, then the
 // whole config validated together with the run options it depends on.
-func (n *Nitro) resolveConfig() (err error) {
-	if n.cfg, err = resolveKnobs(n.e, n.typeName, &n.opts); err != nil {
+func (su *setup) resolveConfig() (err error) {
+	if su.cfg, err = resolveKnobs(su.e, su.typeName, &su.opts); err != nil {
 		return err
 	}
-	if err := n.cfg.resolvePrecision(&n.opts); err != nil {
+	if err := su.cfg.resolvePrecision(&su.opts); err != nil {
 		return err
 	}
-	n.warnDeviceShadows()
-	return n.cfg.validate(&n.opts)
+	su.warnDeviceShadows()
+	return su.cfg.validate(&su.opts)
 }
 
 // resolveBackend is setup's backend phase: WithBackend's name, else the automatic choice.
-func (n *Nitro) resolveBackend() (err error) {
-	if n.backend, err = backend.Resolve(n.opts.backend); err != nil {
+func (su *setup) resolveBackend() (err error) {
+	if su.backend, err = backend.Resolve(su.opts.backend); err != nil {
 		return err
 	}
 	// An automatic fallback to pure Go is about ten times slower: a Go program that calls New
 	// itself must hear it too, not only read it in the config report.
-	if w := n.backend.Warning; w != "" {
-		n.warn(strings.TrimPrefix(w, "warning: "))
+	if w := su.backend.Warning; w != "" {
+		su.warn(strings.TrimPrefix(w, "warning: "))
 	}
-	n.applyPrecision()
+	su.applyPrecision()
 	return nil
 }
 
@@ -144,17 +144,17 @@ func deviceShadowSource(name string) string {
 // warnDeviceShadows warns of each knob a Device field of its name shadows, but Lambda: a Device
 // Lambda is the common auxiliary loss weight, and the decay it is not defaults to none. For the
 // others, a value the user gave the field is not the run's, which nothing else would tell.
-func (n *Nitro) warnDeviceShadows() {
+func (su *setup) warnDeviceShadows() {
 	for _, k := range []struct{ name, value, option, source string }{
-		{"MaxEpochs", fmt.Sprint(n.cfg.maxEpochs.value), "WithMaxEpochs", n.cfg.maxEpochs.source},
-		{"Seed", fmt.Sprint(n.cfg.seed.value), "WithSeed", n.cfg.seed.source},
-		{"RunDir", n.cfg.runDir.value, "WithRunDir", n.cfg.runDir.source},
-		{"Accum", fmt.Sprint(n.cfg.accum.value), "WithAccum", n.cfg.accum.source},
-		{"GradientClipNorm", fmt.Sprint(n.cfg.clip.value), "WithGradientClipNorm", n.cfg.clip.source},
-		{"LearningRate", fmt.Sprint(n.cfg.lr.value), "WithLearningRate", n.cfg.lr.source},
+		{"MaxEpochs", fmt.Sprint(su.cfg.maxEpochs.value), "WithMaxEpochs", su.cfg.maxEpochs.source},
+		{"Seed", fmt.Sprint(su.cfg.seed.value), "WithSeed", su.cfg.seed.source},
+		{"RunDir", su.cfg.runDir.value, "WithRunDir", su.cfg.runDir.source},
+		{"Accum", fmt.Sprint(su.cfg.accum.value), "WithAccum", su.cfg.accum.source},
+		{"GradientClipNorm", fmt.Sprint(su.cfg.clip.value), "WithGradientClipNorm", su.cfg.clip.source},
+		{"LearningRate", fmt.Sprint(su.cfg.lr.value), "WithLearningRate", su.cfg.lr.source},
 	} {
 		if k.source == deviceShadowSource(k.name) {
-			n.warn(fmt.Sprintf("field %s is a markers.Device (a traced input to the hooks), so it does not set the %s knob, which is its default %s: to set the knob, declare the field as a plain value or pass %s; to keep a traced input, give it another name",
+			su.warn(fmt.Sprintf("field %s is a markers.Device (a traced input to the hooks), so it does not set the %s knob, which is its default %s: to set the knob, declare the field as a plain value or pass %s; to keep a traced input, give it another name",
 				k.name, k.name, k.value, k.option))
 		}
 	}

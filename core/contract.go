@@ -5,8 +5,8 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/metrics"
-	"github.com/nitro-go/nitro/precision"
 )
 
 // This file is the experiment contract: every hook and knob an experiment may define. New looks
@@ -23,7 +23,7 @@ import (
 //	earlystop.go   EarlyStopChooser (the policy it returns: EarlyStopper, EarlyStopStater)
 //	model.go       ExportProvenancer (the export module calls it, through ModelView)
 //	manual.go      ManualChooser, OptimizerSetter (manual mode; TrainStep's ManualStep verbs
-//	               Backward and StepOptimizer are in manual_step.go)
+//	               Backward and StepOptimizer are in engine/manual_step.go)
 //	dist.go        DistDataBuilder (BuildData(d Dist): the DataBuilder form that takes the
 //	               run's rank and world size)
 //
@@ -76,6 +76,9 @@ var (
 	typeOutputs = reflect.TypeOf(Outputs(nil))
 	typeMetrics = reflect.TypeOf(map[string]Metric(nil))
 	typeNodeMap = reflect.TypeOf(map[string]*graph.Node(nil)) // TrainMetrics' result; B of the whole batch
+
+	typeManualStep = reflect.TypeOf((*ManualStep)(nil))
+	typeStepResult = reflect.TypeOf(StepResult{})
 )
 
 // ModelBuilder is the required BuildModel hook: configure the context (initializers, scopes) and
@@ -139,5 +142,5 @@ type config struct {
 	clip      resolved[float64]
 	lr        resolved[float64]
 	lambda    resolved[float64]
-	precision resolved[precision.Mode] // WithMixedPrecision (precision.go)
+	precision resolved[engine.Precision] // WithMixedPrecision (precision.go)
 }

@@ -16,30 +16,18 @@ type (
 	Batch = prefetch.Batch
 	// Source is an index-addressable batch source: batch i of Len() is BatchAt(i).
 	Source = prefetch.Source
-	// EpochSource is a Source that reshuffles (or otherwise re-plans) at each epoch's start.
-	EpochSource = prefetch.EpochSource
-	// PartialDropper says whether a source drops its partial final batch; the train split must.
-	PartialDropper = prefetch.PartialDropper
 	// Data is what BuildData returns: splits by name ("train", "val", "test", ...).
 	Data = prefetch.Data
 	// ArrayOptions configures NewArrayBatches.
 	ArrayOptions = prefetch.ArrayOptions
 	// ArrayBatches is an in-memory Source over whole-dataset arrays sharing a leading axis.
 	ArrayBatches = prefetch.ArrayBatches
-	// SplitOptions configures SplitArrays.
-	SplitOptions = prefetch.SplitOptions
 )
 
 // NewArrayBatches cuts whole-dataset arrays (one per field, same leading length) into batches.
 // It is prefetch.NewArrayBatches.
 func NewArrayBatches(fields map[string]*tensors.Tensor, batchSize int, opts ArrayOptions) (*ArrayBatches, error) {
 	return prefetch.NewArrayBatches(fields, batchSize, opts)
-}
-
-// SplitArrays deals one table of whole-dataset arrays into "train", "val" and "test" by a seeded
-// permutation (train reshuffled each epoch, its partial batch dropped). It is prefetch.SplitArrays.
-func SplitArrays(fields map[string]*tensors.Tensor, opts SplitOptions) (Data, error) {
-	return prefetch.SplitArrays(fields, opts)
 }
 
 // batchWidth returns a batch's leading-axis length, checking every field agrees.

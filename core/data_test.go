@@ -20,8 +20,8 @@ func TestDataAliasesArePrefetchTypes(t *testing.T) {
 	}
 	var (
 		_ prefetch.ArrayOptions   = core.ArrayOptions{}
-		_ prefetch.EpochSource    = core.EpochSource(a)
-		_ prefetch.PartialDropper = core.PartialDropper(a)
+		_ prefetch.EpochSource    = a
+		_ prefetch.PartialDropper = a
 		_ core.Source             = prefetch.Source(a)
 	)
 	data := core.Data{"train": a}

@@ -2,13 +2,9 @@ package core
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/backend"
-	"github.com/nitro-go/nitro/mesh"
 )
 
 // WithDevices sets n_devs, how many local devices a step runs on, data-parallel: the batch size
@@ -19,15 +15,15 @@ import (
 // $NITRO_CPU_DEVICES sets how many CPU devices there are.
 func WithDevices(n int) Option { return func(o *options) { o.devices = &n } }
 
-// devices is the resolved n_devs, what the backend shows, and the mesh when n_devs > 1.
+// devices is the resolved n_devs and what the backend shows; the engine runs the mesh when
+// n_devs > 1.
 type devices struct {
 	n       resolved[int]
 	visible int
-	mesh    *mesh.Mesh
 }
 
 // resolveDevices is setup's devices phase (after the splits, whose widths must divide): n_devs by
-// the knob rule, checked against the visible devices, and the mesh when it is more than one.
+// the knob rule, checked against the visible devices.
 func (n *Nitro) resolveDevices() (err error) {
 	n.devs.visible = n.backend.Backend.NumDevices()
 	def, why := 1, "default: CPU devices share the cores"
@@ -58,8 +54,7 @@ func (n *Nitro) resolveDevices() (err error) {
 			return fmt.Errorf("split %q has a batch size of %d, not divisible by Devices = %d (%s): the batch size is global and each device takes an equal share; choose a batch size that is a multiple of %d", split, w, k, src, k)
 		}
 	}
-	n.devs.mesh, err = mesh.New(n.backend.Backend, k)
-	return err
+	return nil
 }
 
 // onCPU says whether r runs on the CPU: pure Go, or a PJRT plugin whose description names the
@@ -75,74 +70,4 @@ func (n *Nitro) deviceReport() string {
 		s += ", data-parallel: batch sharded, parameters replicated"
 	}
 	return s
-}
-
-// deviceCount is the program's device count, in its cache key.
-func (n *Nitro) deviceCount() int {
-	if n.devs.mesh == nil {
-		return 1
-	}
-	return n.devs.mesh.N()
-}
-
-// newProgramGraph starts a program's graph, over the mesh when there is one.
-func (n *Nitro) newProgramGraph(kind string) *graph.Graph {
-	g := graph.NewGraph(n.backend.Backend, "nitro_"+kind)
-	if m := n.devs.mesh; m != nil {
-		if err := m.Prepare(g); err != nil {
-			panic(err)
-		}
-	}
-	return g
-}
-
-// compileOutputs compiles g, with every output replicated over the mesh when there is one.
-func (n *Nitro) compileOutputs(g *graph.Graph, outs []*graph.Node) {
-	if m := n.devs.mesh; m != nil {
-		m.Compile(g, outs)
-		return
-	}
-	g.Compile(outs...)
-}
-
-// executeMesh is execute over the mesh: batch inputs split by rows, the rest replicated. The
-// device-0 copy of each input is counted as execute counts it; the mesh counts the others.
-func (n *Nitro) executeMesh(p *program, args []arg) ([]*tensors.Tensor, error) {
-	in := make([]mesh.Input, len(args))
-	for i, a := range args {
-		batch := strings.HasPrefix(p.inputs[i].Name, "batch/")
-		if !batch && !a.t.IsOnDevice(0) && a.counter != nil { // the mesh counts a batch's shards
-			*a.counter++
-		}
-		in[i] = mesh.Input{T: a.t, Donate: a.donate, Batch: batch, Temp: a.temp}
-	}
-	outs, err := n.devs.mesh.Run(p.g, in)
-	for _, a := range args {
-		if a.temp {
-			_ = a.t.FinalizeAll()
-		}
-	}
-	return outs, err
-}
-
-// MeshUploads is what the mesh has placed on each device: replicated arrays (parameters, layer
-// and optimizer state, Device fields), replicated scalars (the step count, hyperparameters) and
-// batch shards. Device 0's replicated values are counted by Uploads, as on one device. Without a
-// mesh it is the zero value.
-func (n *Nitro) MeshUploads() MeshUploads {
-	m := n.devs.mesh
-	if m == nil {
-		return MeshUploads{}
-	}
-	return MeshUploads{Arrays: slices.Clone(m.ReplicaUploads), Scalars: slices.Clone(m.ScalarUploads), Shards: slices.Clone(m.ShardUploads)}
-}
-
-// MeshUploads counts transfers per device (index = device number).
-type MeshUploads struct{ Arrays, Scalars, Shards []int }
-
-// meshWidth is w rounded up to a multiple of the device count: Predict and PredictAll pad a batch
-// to it, so that every device takes an equal share (the padding rows are sliced away).
-func (n *Nitro) meshWidth(w int) int {
-	k := n.deviceCount()
-	return (w + k - 1) / k * k
 }

@@ -71,11 +71,11 @@ func (n *Nitro) buildData() (d Data, err error) {
 }
 
 // noDataBuilder is the error for an experiment with neither BuildData form.
-func (n *Nitro) noDataBuilder() error {
-	if m, ok := reflect.TypeOf(n.e).MethodByName("BuildData"); ok {
-		return fmt.Errorf("experiment %s has BuildData of type %v, which is neither hook form: define func (e *%s) BuildData() (core.Data, error) or func (e *%s) BuildData(d core.Dist) (core.Data, error)", n.typeName, m.Type, n.typeName, n.typeName)
+func (su *setup) noDataBuilder() error {
+	if m, ok := reflect.TypeOf(su.e).MethodByName("BuildData"); ok {
+		return fmt.Errorf("experiment %s has BuildData of type %v, which is neither hook form: define func (e *%s) BuildData() (core.Data, error) or func (e *%s) BuildData(d core.Dist) (core.Data, error)", su.typeName, m.Type, su.typeName, su.typeName)
 	}
-	return fmt.Errorf("experiment %s has no BuildData hook and no data was supplied: define func (e *%s) BuildData() (core.Data, error) (or BuildData(d core.Dist) for a rank's share) or pass core.WithData", n.typeName, n.typeName)
+	return fmt.Errorf("experiment %s has no BuildData hook and no data was supplied: define func (e *%s) BuildData() (core.Data, error) (or BuildData(d core.Dist) for a rank's share) or pass core.WithData", su.typeName, su.typeName)
 }
 
 // rankLog is the run's logger on this rank: the one chosen on rank 0, none on the others.

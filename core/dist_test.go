@@ -11,6 +11,7 @@ import (
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/dist"
 	"github.com/nitro-go/nitro/monitors"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // recorded is a Source that records which of its batches were read: one rank's view of the whole
@@ -31,7 +32,7 @@ func (r *recorded) BatchAt(i int) (core.Batch, error) {
 
 func (r *recorded) DropsPartial() bool { return r.drops }
 
-func (r *recorded) BeginEpoch(e int) error { return r.Source.(core.EpochSource).BeginEpoch(e) }
+func (r *recorded) BeginEpoch(e int) error { return r.Source.(prefetch.EpochSource).BeginEpoch(e) }
 
 func (r *recorded) indices() []int {
 	r.mu.Lock()

@@ -44,7 +44,7 @@ func (n *Nitro) snapshotFields() error {
 	}
 	n.drift = driftState{snap: snap, dev: map[string]*tensors.Tensor{}, warned: map[string]string{}}
 	for _, name := range n.traits.DeviceFields() {
-		n.drift.dev[name] = n.dev[name]
+		n.drift.dev[name] = n.eng.DeviceTensor(name)
 	}
 	return nil
 }
@@ -96,9 +96,9 @@ func (n *Nitro) rewrittenDevice() map[string]bool {
 	d := &n.drift
 	out := map[string]bool{}
 	for name, dev := range d.dev {
-		if n.dev[name] != dev {
+		if n.eng.DeviceTensor(name) != dev {
 			out[name] = true
-			d.dev[name] = n.dev[name]
+			d.dev[name] = n.eng.DeviceTensor(name)
 		}
 	}
 	if len(out) > 0 {
@@ -117,15 +117,15 @@ func (n *Nitro) adoptHostWrites() {
 }
 
 // frozenUse says what the frozen value of a Host field still drives, and the fix.
-func (n *Nitro) frozenUse(name, was, now string) string {
+func (su *setup) frozenUse(name, was, now string) string {
 	knobs := map[string]struct {
 		v   fmt.Stringer
 		opt string
 	}{
-		"MaxEpochs": {n.cfg.maxEpochs, "core.WithMaxEpochs"}, "Seed": {n.cfg.seed, "core.WithSeed"},
-		"RunDir": {n.cfg.runDir, "core.WithRunDir"}, "Accum": {n.cfg.accum, "core.WithAccum"},
-		"GradientClipNorm": {n.cfg.clip, "core.WithGradientClipNorm"}, "LearningRate": {n.cfg.lr, "core.WithLearningRate"},
-		"Lambda": {n.cfg.lambda, ""},
+		"MaxEpochs": {su.cfg.maxEpochs, "core.WithMaxEpochs"}, "Seed": {su.cfg.seed, "core.WithSeed"},
+		"RunDir": {su.cfg.runDir, "core.WithRunDir"}, "Accum": {su.cfg.accum, "core.WithAccum"},
+		"GradientClipNorm": {su.cfg.clip, "core.WithGradientClipNorm"}, "LearningRate": {su.cfg.lr, "core.WithLearningRate"},
+		"Lambda": {su.cfg.lambda, ""},
 	}
 	if k, ok := knobs[name]; ok {
 		fix := "set it before core.New"

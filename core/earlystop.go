@@ -123,24 +123,24 @@ func (n *Nitro) EarlyStopper() EarlyStopper {
 // resolveEarlyStop picks the run's stopping rule: the run's option, then the experiment's
 // EarlyStop, then none. An *EarlyStopping is checked and copied with no progress, so a value
 // shared between runs (one option slice for a sweep) never carries one run's count into another.
-func (n *Nitro) resolveEarlyStop() (*runEarlyStop, error) {
+func (su *setup) resolveEarlyStop() (*runEarlyStop, error) {
 	var p EarlyStopper
 	var origin string
-	switch s := n.opts.early; {
+	switch s := su.opts.early; {
 	case s != nil && s.args != nil:
 		p, origin = s.args, "WithEarlyStopping"
 	case s != nil:
 		p, origin = s.policy, "WithEarlyStopper"
 	default:
-		ch, ok := n.e.(EarlyStopChooser)
+		ch, ok := su.e.(EarlyStopChooser)
 		if !ok {
-			if m := reflect.ValueOf(n.e).MethodByName("EarlyStop"); m.IsValid() {
+			if m := reflect.ValueOf(su.e).MethodByName("EarlyStop"); m.IsValid() {
 				return nil, fmt.Errorf("experiment %s has an EarlyStop method of type %s, which is not the stopping-rule hook: want func (e *%s) EarlyStop() core.EarlyStopper (return core.DefaultEarlyStopping(), or nil for none)",
-					n.typeName, coreSpelling(m.Type()), n.typeName)
+					su.typeName, coreSpelling(m.Type()), su.typeName)
 			}
 			return nil, nil
 		}
-		p, origin = ch.EarlyStop(), n.typeName+".EarlyStop()"
+		p, origin = ch.EarlyStop(), su.typeName+".EarlyStop()"
 	}
 	if v := reflect.ValueOf(p); !v.IsValid() || (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface || v.Kind() == reflect.Map || v.Kind() == reflect.Func) && v.IsNil() {
 		return nil, nil // nil, typed or not, is "none"

@@ -3,111 +3,20 @@ package core
 import (
 	"errors"
 	"fmt"
-	"reflect"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/nitro-go/nitro/engine"
 	"strconv"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/metrics"
 	"github.com/nitro-go/nitro/monitors"
 	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/runstatus"
 )
 
-func valueOfOutputs(o Outputs) reflect.Value { return reflect.ValueOf(o) }
-
 // ValLoss is the metric reported when the experiment has no Metrics hook: Loss, through its own
 // batch routing, taken as the mean over a batch's real rows and so weighed by them: the split's
 // val_loss is the mean over its samples, a short final batch counting for the rows it holds.
-const ValLoss = "val_loss"
-
-// evalProgram: parameters, layer state, Device fields and routed batch fields at the compiled
-// width -> per metric, its sum and (unless nil) its count. In Go a metric hook is a graph function,
-// so device metrics are fused into this one program instead of one program per hook. For a short
-// final batch (real < width) the inputs arrive padded to the width and the program slices outputs
-// and batch fields back to real rows before Metrics/Loss see them; that is the one extra program
-// a split whose length is not a multiple of the batch size costs.
-//
-// At full width (real == width) the program also returns Forward's outputs, after the metrics:
-// that is the program Predict runs, so moving between Validate/Evaluate and Predict compiles
-// nothing. Validation only frees those outputs, a cost of one output buffer per batch. With the
-// metrics on the host (HostMetrics) the program is Forward's outputs alone, always at full
-// width: the host slices a short batch's outputs after the readback.
-func (n *Nitro) evalProgram(width, real int, keys []string) (*program, error) {
-	return n.memo(fmt.Sprintf("eval/%d/%d/%v", width, real, keys), func() (*program, error) {
-		metricHook := n.evalMetricHook()
-		sig := n.modelInputs(width, keys)
-		key := n.key(compilecache.KindEval, hookNames(n.forward, metricHook), sig)
-		key.Extra = append(key.Extra, [2]string{"rows", fmt.Sprint(real)})
-		return n.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
-			nodes := sig.params(g, n.varInputs)
-			view := n.bindModel(g, nodes, src)
-			n.ctx.SetTraining(g, false)
-			out := n.callForward(view, batchNodes(nodes, routed(setOf(keys), n.forward)), width)
-			mb := batchNodes(nodes, routed(setOf(keys), metricHook))
-			if real < width {
-				out = sliceOutputs(out, real)
-				for _, k := range sortedKeys(mb) { // in a fixed order: the program must not depend on map order
-					mb[k] = graph.Slice(mb[k], graph.AxisRange(0, real))
-				}
-			}
-			meta := &program{}
-			var outs []*graph.Node
-			switch {
-			case n.onHost(): // the metrics run on the host, on Forward's outputs
-			case n.metrics == nil:
-				loss := n.loss.call(view, valueOfOutputs(out), mb).Interface().(*graph.Node)
-				meta.outNames, meta.hasCount = []string{ValLoss}, []bool{false}
-				outs = append(outs, loss)
-			default:
-				outs = n.metricOutputs(view, out, mb, meta)
-			}
-			if real == width {
-				meta.forward = sortedKeys(out)
-				for _, name := range meta.forward {
-					outs = append(outs, out[name])
-				}
-			}
-			return outs, meta
-		})
-	})
-}
-
-// metricOutputs calls Metrics and lists each metric's sum and (unless nil) count as float64,
-// recording their names and which have a count in meta. A sum with a count is a scalar; one
-// without may be an array (summed over the split, for FinalizeMetrics).
-func (n *Nitro) metricOutputs(view any, out Outputs, mb map[string]*graph.Node, meta *program) []*graph.Node {
-	var outs []*graph.Node
-	ms := n.metrics.call(view, valueOfOutputs(out), mb).Interface().(map[string]Metric)
-	if len(ms) == 0 {
-		panic(fmt.Errorf("Metrics returned no metrics, so the eval program would compute nothing: return at least one core.Metric{Sum, Count}, or drop the hook (without it, evaluation reports val_loss from Loss)"))
-	}
-	for _, name := range sortedKeys(ms) {
-		m := ms[name]
-		if m.Sum == nil || (m.Sum.Rank() != 0 && m.Count != nil) {
-			panic(fmt.Errorf("metric %q: Sum must be a scalar node, or an array with a nil Count (summed, not divided), got %v", name, shapeOf(m.Sum)))
-		}
-		meta.outNames = append(meta.outNames, name)
-		meta.hasCount = append(meta.hasCount, m.Count != nil)
-		outs = append(outs, graph.ConvertDType(m.Sum, dtypeOf("Float64")))
-		if m.Count != nil {
-			if m.Count.Rank() != 0 {
-				panic(fmt.Errorf("metric %q: Count must be a scalar node or nil, got %v", name, shapeOf(m.Count)))
-			}
-			outs = append(outs, graph.ConvertDType(m.Count, dtypeOf("Float64")))
-		}
-	}
-	return outs
-}
-
-func sliceOutputs(out Outputs, rows int) Outputs {
-	s := make(Outputs, len(out))
-	for _, k := range sortedKeys(out) {
-		s[k] = graph.Slice(out[k], graph.AxisRange(0, rows))
-	}
-	return s
-}
+const ValLoss = engine.ValLoss
 
 // Validate evaluates the "val" split.
 func (n *Nitro) Validate() (map[string]float64, error) { return n.Evaluate("val") }
@@ -187,18 +96,26 @@ func (n *Nitro) Evaluate(split string) (m map[string]float64, err error) {
 		return nil, &SplitError{Split: split, Have: sortedKeys(n.data)}
 	}
 	n.setPhase(monitors.EvalStepping{}, nil)
-	return n.evalLoop(split, src, true)
+	return n.evalLoop(n.eng, split, src, true)
 }
 
 // evaluate is Train's validation: the whole split, whatever Interrupt says (an interrupted
 // epoch still validates in full before the run stops).
 func (n *Nitro) evaluate(split string, src Source) (map[string]float64, error) {
-	return n.evalLoop(split, src, false)
+	return n.evalLoop(n.eng, split, src, false)
 }
+
+// evaluator is what evaluation needs of the engine: one placed batch's metrics (or, with the
+// metrics on the host, Forward's outputs).
+type evaluator interface {
+	Eval(b map[string]*tensors.Tensor, keys []string, width, real int, isControl func(name string) bool) (engine.EvalBatch, error)
+}
+
+var _ evaluator = (*engine.Engine)(nil)
 
 // evalLoop runs a split, one tick of the progress counter per batch. When interruptible, an
 // Interrupt ends it at a batch boundary with the partial metrics and a *PartialError.
-func (n *Nitro) evalLoop(split string, src Source, interruptible bool) (_ map[string]float64, err error) {
+func (n *Nitro) evalLoop(ev evaluator, split string, src Source, interruptible bool) (_ map[string]float64, err error) {
 	width := n.splitWidth[split]
 	if n.noEvalProgram() {
 		return nil, n.noEvalHook(split) // manual.go
@@ -230,20 +147,16 @@ func (n *Nitro) evalLoop(split string, src Source, interruptible bool) (_ map[st
 		if err != nil {
 			return nil, fmt.Errorf("split %q: %w", split, err)
 		}
-		p, err := n.evalProgram(width, n.evalRows(width, it.Rows), keys)
-		if err != nil {
-			return nil, errors.Join(err, freeBatch(it.Device, keys))
+		res, err := ev.Eval(it.Device, keys, width, it.Rows, func(name string) bool { return n.ck.isControl(split, name) })
+		var ms map[string]metrics.Metric
+		if err == nil {
+			ms, err = n.batchMetrics(res, it.Host)
 		}
-		outs, err := n.execute(p, n.modelArgs(it.Device, keys, false))
-		if err = errors.Join(err, freeBatch(it.Device, keys)); err != nil {
-			return nil, fmt.Errorf("split %q, batch %d: %w", split, it.Index, err)
-		}
-		ms, err := n.batchMetrics(split, p, outs, it)
 		if err == nil {
 			err = acc.Add(ms)
 		}
-		if err = errors.Join(err, freeTensors(outs)); err != nil { // free device buffers now, not at the next GC
-			return nil, fmt.Errorf("split %q, batch %d: %w", split, i, err)
+		if err != nil {
+			return nil, fmt.Errorf("split %q, batch %d: %w", split, it.Index, err)
 		}
 		seen++
 		n.tracker.Tick()
@@ -267,24 +180,4 @@ func (n *Nitro) consumeInterrupt() bool {
 	}
 	n.tracker.ClearStop()
 	return true
-}
-
-// metricValue reads one of an eval program's metric outputs back. A metric the run branches on
-// (the checkpoint ranking or early-stopping metric of the val split) goes through the validated
-// readback; the others are only reported, and a failed readback of them is not worth a stop.
-func (n *Nitro) metricValue(split, name string, t *tensors.Tensor) (float64, error) {
-	if n.ck.isControl(split, name) {
-		return readControlScalar(t, "metric "+name)
-	}
-	return scalarValue(t), nil
-}
-
-func scalarValue(t *tensors.Tensor) float64 {
-	switch x := t.Value().(type) {
-	case float64:
-		return x
-	case float32:
-		return float64(x)
-	}
-	return 0
 }

@@ -110,22 +110,15 @@ func TestPredictSharesTheEvalProgram(t *testing.T) {
 				if s := c.Stats(); rows == 16 && s.Misses != before.Misses {
 					t.Errorf("Predict at the validation width after Validate: %d new misses, want 0", s.Misses-before.Misses)
 				}
-				alone, err := n.predictProgram(rows, []string{"x"})
+				alone, err := n.eng.Predict(b, []string{"x"}, []string{"x"}, false, rows, rows) // Forward alone
 				if err != nil {
 					t.Fatal(err)
 				}
-				outs, err := n.runEval(alone, b, []string{"x"}, rows)
-				if err != nil {
-					t.Fatal(err)
+				if len(got) != 2 || len(alone) != 2 {
+					t.Fatalf("Predict returned %v, Forward alone %v: want hidden and logits", got, alone)
 				}
-				if len(got) != 2 || len(alone.forward) != 2 {
-					t.Fatalf("Predict returned %v, Forward alone %v: want hidden and logits", got, alone.forward)
-				}
-				for i, name := range alone.forward {
-					want, err := sliceRowsHost(outs[i], rows)
-					if err != nil {
-						t.Fatal(err)
-					}
+				for _, name := range sortedKeys(alone) {
+					want := alone[name]
 					if !bytes.Equal(hostBytes(t, got[name]), hostBytes(t, want)) {
 						t.Errorf("%d rows, output %q: Predict differs from Forward alone", rows, name)
 					}

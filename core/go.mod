@@ -4,8 +4,9 @@ go 1.26
 
 require (
 	github.com/nitro-go/nitro/metrics v0.0.0
-	github.com/nitro-go/nitro/dotgrad v0.0.0
-	github.com/nitro-go/nitro/precision v0.0.0
+	github.com/nitro-go/nitro/dotgrad v0.0.0 // indirect
+	github.com/nitro-go/nitro/precision v0.0.0 // indirect
+	github.com/nitro-go/nitro/engine v0.0.0
 	github.com/nitro-go/nitro/backend v0.0.0
 	github.com/gomlx/gomlx v0.25.0
 	github.com/gomlx/gopjrt v0.10.0
@@ -15,7 +16,7 @@ require (
 	github.com/nitro-go/nitro/internal/prereq v0.0.0
 	github.com/nitro-go/nitro/logjson v0.0.0
 	github.com/nitro-go/nitro/markers v0.0.0
-	github.com/nitro-go/nitro/mesh v0.0.0
+	github.com/nitro-go/nitro/mesh v0.0.0 // indirect
 	github.com/nitro-go/nitro/monitors v0.0.0
 	github.com/nitro-go/nitro/optimizers v0.0.0
 	github.com/nitro-go/nitro/prefetch v0.0.0
@@ -45,6 +46,7 @@ replace (
 	github.com/nitro-go/nitro/dist => ../dist
 	github.com/nitro-go/nitro/dotgrad => ../dotgrad
 	github.com/nitro-go/nitro/precision => ../precision
+	github.com/nitro-go/nitro/engine => ../engine
 	github.com/nitro-go/nitro/backend => ../backend
 	github.com/nitro-go/nitro/checkpoint => ../checkpoint
 	github.com/nitro-go/nitro/compilecache => ../compilecache

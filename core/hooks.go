@@ -27,34 +27,34 @@ type hook struct {
 
 // resolveHooks is setup's hooks phase: the experiment's markers, its traced hooks (found and
 // checked by reflection), BuildModel, and the optional accessors, each resolved once.
-func (n *Nitro) resolveHooks() (err error) {
-	e := n.e
-	if n.traits, err = markers.TraitsOf(e); err != nil {
+func (su *setup) resolveHooks() (err error) {
+	e := su.e
+	if su.traits, err = markers.TraitsOf(e); err != nil {
 		return err
 	}
 	if err = markers.AssertGraphConstHashable(e); err != nil {
 		return err
 	}
-	n.acc = resolveAccessors(e)
+	su.acc = resolveAccessors(e)
 	et := reflect.TypeOf(e)
-	if err = n.resolveManual(et); err != nil { // manual.go: TrainStep and the mode
+	if err = su.resolveManual(et); err != nil { // manual.go: TrainStep and the mode
 		return err
 	}
 	for _, h := range []struct {
 		name string
 		dst  **hook
-	}{{"Forward", &n.forward}, {"Loss", &n.loss}, {"Metrics", &n.metrics}, {"TrainMetrics", &n.trainMetrics}} {
+	}{{"Forward", &su.forward}, {"Loss", &su.loss}, {"Metrics", &su.metrics}, {"TrainMetrics", &su.trainMetrics}} {
 		// Loss is optional in manual mode: TrainStep computes its own losses.
-		required := tracedHooks[h.name].required && (h.name != "Loss" || n.trainStep == nil)
+		required := tracedHooks[h.name].required && (h.name != "Loss" || su.trainStep == nil)
 		if *h.dst, err = findHook(et, h.name, required); err != nil {
 			return err
 		}
 	}
-	if err = n.resolveResidency(); err != nil {
+	if err = su.resolveResidency(); err != nil {
 		return err
 	}
 	if _, ok := e.(ModelBuilder); !ok {
-		return fmt.Errorf("experiment %s has no BuildModel hook: define func (e *%s) BuildModel(ctx *context.Context) error", n.typeName, n.typeName)
+		return fmt.Errorf("experiment %s has no BuildModel hook: define func (e *%s) BuildModel(ctx *context.Context) error", su.typeName, su.typeName)
 	}
 	return nil
 }

@@ -3,10 +3,10 @@ package core
 import (
 	"context"
 	"fmt"
+	"github.com/nitro-go/nitro/engine"
 	"reflect"
 	"slices"
 
-	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/metrics"
 	"github.com/nitro-go/nitro/prefetch"
 )
@@ -56,60 +56,60 @@ type evalMetrics struct {
 // resolveResidency picks the residency (the option, then MetricsResidency, then the default)
 // and refuses one whose hook is missing, and a FinalizeMetrics of another signature (which would
 // otherwise never be called).
-func (n *Nitro) resolveResidency() error {
-	if m, ok := reflect.TypeOf(n.e).MethodByName("FinalizeMetrics"); ok && n.acc.finalizer == nil {
+func (su *setup) resolveResidency() error {
+	if m, ok := reflect.TypeOf(su.e).MethodByName("FinalizeMetrics"); ok && su.acc.finalizer == nil {
 		return fmt.Errorf("experiment %s: FinalizeMetrics has type %v, or FinalizedMetricNames is missing: define func (e *%s) FinalizeMetrics(acc metrics.Result, split string) map[string]float64 (acc.Scalars holds the divided means and totals) and func (e *%s) FinalizedMetricNames() []string (the names it returns)",
-			n.typeName, m.Type, n.typeName, n.typeName)
+			su.typeName, m.Type, su.typeName, su.typeName)
 	}
-	host, _ := n.e.(HostMetricser)
+	host, _ := su.e.(HostMetricser)
 	em := evalMetrics{residency: MetricsOnDevice, from: "the default (no HostMetrics hook)", host: host}
 	if host != nil {
 		em.residency, em.from = MetricsOnHost, "the default (a HostMetrics hook)"
 	}
-	if r, ok := n.e.(MetricsResider); ok {
+	if r, ok := su.e.(MetricsResider); ok {
 		em.residency, em.from = r.MetricsResidency(), "MetricsResidency()"
 	}
-	if n.opts.residency != "" {
-		em.residency, em.from = n.opts.residency, "WithMetricsResidency"
+	if su.opts.residency != "" {
+		em.residency, em.from = su.opts.residency, "WithMetricsResidency"
 	}
 	switch {
 	case em.residency != MetricsOnDevice && em.residency != MetricsOnHost:
 		return fmt.Errorf("metrics residency %q (from %s): want %q or %q", em.residency, em.from, MetricsOnDevice, MetricsOnHost)
 	case em.residency == MetricsOnHost && host == nil:
-		return fmt.Errorf("metrics residency host (from %s): experiment %s has no HostMetrics hook; define func (e *%s) HostMetrics(out core.Prediction, batch core.Batch) (map[string]metrics.Metric, error), or choose %q", em.from, n.typeName, n.typeName, MetricsOnDevice)
-	case em.residency == MetricsOnDevice && n.metrics == nil && host != nil:
-		return fmt.Errorf("metrics residency device (from %s): experiment %s has no Metrics hook, and HostMetrics runs only on the host; define Metrics, or choose %q", em.from, n.typeName, MetricsOnHost)
+		return fmt.Errorf("metrics residency host (from %s): experiment %s has no HostMetrics hook; define func (e *%s) HostMetrics(out core.Prediction, batch core.Batch) (map[string]metrics.Metric, error), or choose %q", em.from, su.typeName, su.typeName, MetricsOnDevice)
+	case em.residency == MetricsOnDevice && su.metrics == nil && host != nil:
+		return fmt.Errorf("metrics residency device (from %s): experiment %s has no Metrics hook, and HostMetrics runs only on the host; define Metrics, or choose %q", em.from, su.typeName, MetricsOnHost)
 	}
 	if em.residency == MetricsOnDevice {
 		em.host = nil
 	}
-	n.evalm = em
+	su.evalm = em
 	return nil
 }
 
 // onHost reports whether the evaluation metrics run on the host.
-func (n *Nitro) onHost() bool { return n.evalm.host != nil }
+func (su *setup) onHost() bool { return su.evalm.host != nil }
 
 // evalMetricHook is the traced hook the eval program calls for its metrics: Metrics, Loss (for
 // val_loss) without it, and none on the host.
-func (n *Nitro) evalMetricHook() *hook {
+func (su *setup) evalMetricHook() *hook {
 	switch {
-	case n.onHost():
+	case su.onHost():
 		return nil
-	case n.metrics != nil:
-		return n.metrics
+	case su.metrics != nil:
+		return su.metrics
 	}
-	return n.loss
+	return su.loss
 }
 
 // noEvalProgram is a run with no eval program: no metric hook on the device and none on the host
 // (manual mode, where Loss and Metrics are both optional).
-func (n *Nitro) noEvalProgram() bool { return !n.onHost() && n.evalMetricHook() == nil }
+func (su *setup) noEvalProgram() bool { return !su.onHost() && su.evalMetricHook() == nil }
 
 // evalKeys is the batch fields an eval program takes, of those a split has: Forward's and its
 // metric hook's. On the host that is Forward's alone: labels stay on the host.
-func (n *Nitro) evalKeys(avail map[string]bool) []string {
-	return routed(avail, n.forward, n.evalMetricHook())
+func (su *setup) evalKeys(avail map[string]bool) []string {
+	return routed(avail, su.forward, su.evalMetricHook())
 }
 
 // evalStream is the split's batch stream: padded to the compiled width, and keeping each host
@@ -120,112 +120,29 @@ func (n *Nitro) evalStream(src Source, epoch int, keys []string, width int) (*pr
 	return prefetch.Start(context.Background(), src, epoch, cfg)
 }
 
-// evalRows is the program rows a batch of real rows runs at: its own on the device (a short
-// batch is sliced in the program), the width on the host, where the outputs are sliced after
-// the readback, so a short final batch costs no second program.
-func (n *Nitro) evalRows(width, real int) int {
-	if n.onHost() {
-		return width
+// batchMetrics is one batch's metrics from its eval result: the program's sums and counts
+// (device), or HostMetrics on Forward's outputs and the host batch (host).
+func (su *setup) batchMetrics(res engine.EvalBatch, host Batch) (map[string]metrics.Metric, error) {
+	if !su.onHost() {
+		return res.Metrics, nil
 	}
-	return real
-}
-
-// batchMetrics is one batch's metrics from its eval program's outputs: HostMetrics on them
-// (host), or the program's sums and counts (device).
-func (n *Nitro) batchMetrics(split string, p *program, outs []*tensors.Tensor, it prefetch.Item[Batch]) (map[string]metrics.Metric, error) {
-	if !n.onHost() {
-		return n.deviceMetrics(split, p, outs, it.Rows)
-	}
-	out := Prediction{}
-	at := len(outs) - len(p.forward)
-	for i, name := range p.forward {
-		t, err := hostRows(outs[at+i], it.Rows)
-		if err != nil {
-			return nil, fmt.Errorf("reading output %q back: %w", name, err)
-		}
-		out[name] = t
-		outs[at+i] = nil // the host owns it now; the caller frees the rest
-	}
-	ms, err := n.evalm.host.HostMetrics(out, it.Host)
+	ms, err := su.evalm.host.HostMetrics(Prediction(res.Forward), host)
 	if err != nil {
 		return nil, fmt.Errorf("HostMetrics: %w", err)
 	}
 	return ms, nil
 }
 
-// hostRows is sliceRowsHost with a failed transfer as an error.
-func hostRows(t *tensors.Tensor, rows int) (_ *tensors.Tensor, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%v", r)
-		}
-	}()
-	h, err := sliceRowsHost(t, rows)
-	if err == nil && h == t {
-		err = t.InvalidateOnDevice() // keep the host copy, free the device buffer now
-	}
-	return h, err
-}
-
-// deviceMetrics reads an eval program's metric outputs: per metric its sum, then its count when
-// it has one. val_loss without Metrics is Loss, a mean over the batch's real rows, weighed by
-// those rows: a short final batch counts for what it holds, and the split's val_loss is the
-// mean over its samples. A sum with no count that is not a scalar is a summed array (a confusion
-// matrix), read whole.
-func (n *Nitro) deviceMetrics(split string, p *program, outs []*tensors.Tensor, rows int) (map[string]metrics.Metric, error) {
-	ms := make(map[string]metrics.Metric, len(p.outNames))
-	j := 0
-	for m, name := range p.outNames {
-		t := outs[j]
-		j++
-		if !t.Shape().IsScalar() {
-			a, err := arrayValue(t)
-			if err != nil {
-				return nil, fmt.Errorf("metric %q: reading its array back: %w", name, err)
-			}
-			ms[name] = metrics.Summed(a)
-			continue
-		}
-		v, err := n.metricValue(split, name, t)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case p.hasCount[m]:
-			c, err := n.metricValue(split, name, outs[j])
-			if err != nil {
-				return nil, err
-			}
-			j++
-			ms[name] = metrics.Mean(v, c)
-		case n.metrics == nil: // val_loss: Loss weighted by the batch's real rows
-			ms[name] = metrics.Mean(v*float64(rows), float64(rows))
-		default:
-			ms[name] = metrics.Total(v)
-		}
-	}
-	return ms, nil
-}
-
-func arrayValue(t *tensors.Tensor) (_ metrics.Array, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%v", r)
-		}
-	}()
-	return metrics.NewArray(tensors.MustCopyFlatData[float64](t), t.Shape().Dimensions...)
-}
-
 // finalizeSplit turns a split's accumulation into its metrics: FinalizeMetrics' result, checked
 // against the names FinalizedMetricNames declared, or the scalars when there is no finalizer
 // (an array or a collection then has nothing to report it, and is refused by name).
-func (n *Nitro) finalizeSplit(acc *metrics.Accumulator, split string) (map[string]float64, error) {
+func (su *setup) finalizeSplit(acc *metrics.Accumulator, split string) (map[string]float64, error) {
 	r := acc.Result()
-	f := n.acc.finalizer
+	f := su.acc.finalizer
 	if f == nil {
 		for _, name := range r.Names() {
 			if _, ok := r.Scalars[name]; !ok {
-				return nil, n.arrayWithoutFinalizer(split, name)
+				return nil, su.arrayWithoutFinalizer(split, name)
 			}
 		}
 		return r.Scalars, nil
@@ -243,14 +160,14 @@ func (n *Nitro) finalizeSplit(acc *metrics.Accumulator, split string) (map[strin
 
 // arrayWithoutFinalizer is the error for an array or collected metric with no finalizer: New's
 // when the trace of Metrics finds it, else the first evaluation's.
-func (n *Nitro) arrayWithoutFinalizer(split, name string) error {
-	return fmt.Errorf("split %q: metric %q is an array or a collection, which only a finalizer can turn into reported values: define FinalizeMetrics(acc metrics.Result, split string) map[string]float64 and FinalizedMetricNames() []string on %s", split, name, n.typeName)
+func (su *setup) arrayWithoutFinalizer(split, name string) error {
+	return fmt.Errorf("split %q: metric %q is an array or a collection, which only a finalizer can turn into reported values: define FinalizeMetrics(acc metrics.Result, split string) map[string]float64 and FinalizedMetricNames() []string on %s", split, name, su.typeName)
 }
 
 // finalizedNames is the val split's metrics as the record names them, from FinalizedMetricNames.
-func (n *Nitro) finalizedNames() []string {
+func (su *setup) finalizedNames() []string {
 	var names []string
-	for _, name := range n.acc.finalizer.FinalizedMetricNames() {
+	for _, name := range su.acc.finalizer.FinalizedMetricNames() {
 		names = append(names, withPrefixName("val_", name))
 	}
 	return names

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/shapes"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/optimizers"
 	"github.com/nitro-go/nitro/schedules"
@@ -71,30 +70,18 @@ type optSetup struct {
 	bindings []schedules.Binding
 }
 
-// setupOptimization resolves the optimization (optimizers.Resolve: levels, rates, decay and
-// schedules for every group, in host code), then initializes each group's optimizer state on its
-// flat buffer and uploads it. It runs at setup, once; the per-step work is hyperValues.
-func (n *Nitro) setupOptimization(flat map[string]*tensors.Tensor) error {
+// setupOptimization is setup's optimizer phase: it resolves the optimization
+// (optimizers.Resolve: levels, rates, decay and schedules for every group, in host code), then
+// has the engine initialize each group's optimizer state from its initial values and upload it.
+// It runs at setup, once; the per-step work is the plan's Hyper.
+func (n *Nitro) setupOptimization() error {
 	plan, err := n.resolvePlan() // manual.go: optimizers.Resolve, with manual mode's rules
 	if err != nil {
 		return err
 	}
 	n.opt = &optSetup{Plan: plan}
-	for gi, gp := range plan.Groups() {
-		g := n.groups[gi]
-		g.opt, g.constant = gp.Chain, gp.Chain.ConstantLeaves()
-		state, err := gp.InitState(flat[g.name])
-		if err != nil {
-			return err
-		}
-		for _, leaves := range state {
-			for j := range leaves {
-				if leaves[j], err = n.upload(leaves[j], &n.uploads.OptState); err != nil {
-					return fmt.Errorf("group %q: optimizer state: %w", g.name, err)
-				}
-			}
-			n.st.groups[gi].opt = append(n.st.groups[gi].opt, leaves)
-		}
+	if err := n.eng.InitOptimizer(plan); err != nil {
+		return err
 	}
 	// Step 1's values, which the binding report shows, are checked now: a schedule that cannot
 	// give its first step (a negative eta, a fraction for an integer Device field) fails New.
@@ -116,37 +103,16 @@ func (n *Nitro) planSpec() optimizers.PlanSpec {
 		DeviceFields: n.traits.DeviceFields(),
 		TotalSteps:   n.TotalSteps(),
 	}
-	for _, g := range n.groups {
-		s.Groups = append(s.Groups, g.layout)
-	}
-	if h, ok := e.(GroupLearningRater); ok {
-		s.LearningRateGroup = h.LearningRateGroup
-	}
-	if h, ok := e.(GroupLambdaer); ok {
-		s.LambdaGroup = h.LambdaGroup
-	}
-	if h, ok := e.(DecayAnchorer); ok {
-		s.DecayAnchor = h.DecayAnchor
-	}
-	if h, ok := e.(NoDecayer); ok {
-		s.NoDecay = h.NoDecay
-	}
-	if h, ok := e.(RuleChooser); ok {
-		s.OptimizerRule = h.OptimizerRule
-	}
-	if h, ok := e.(ChainBuilder); ok {
-		s.OptimizerChain = h.OptimizerChain
-	}
-	if h, ok := e.(Scheduler); ok {
-		s.Schedules = h.Schedules()
-	}
+	s.Groups = n.eng.Layouts()
+	// Each optional accessor the experiment implements fills its field of the spec.
+	ifImplements(e, func(h GroupLearningRater) { s.LearningRateGroup = h.LearningRateGroup })
+	ifImplements(e, func(h GroupLambdaer) { s.LambdaGroup = h.LambdaGroup })
+	ifImplements(e, func(h DecayAnchorer) { s.DecayAnchor = h.DecayAnchor })
+	ifImplements(e, func(h NoDecayer) { s.NoDecay = h.NoDecay })
+	ifImplements(e, func(h RuleChooser) { s.OptimizerRule = h.OptimizerRule })
+	ifImplements(e, func(h ChainBuilder) { s.OptimizerChain = h.OptimizerChain })
+	ifImplements(e, func(h Scheduler) { s.Schedules = h.Schedules() })
 	return s
-}
-
-// hyperValues are a group's schedulable values at an optimizer step (1-based), as the plan
-// resolves them (base values, the group's schedules, then made effective).
-func (n *Nitro) hyperValues(g *paramGroup, step int) (map[string]float64, error) {
-	return n.opt.Hyper(g.name, step)
 }
 
 // applyDeviceSchedules writes the scheduled Device fields' values for an optimizer step: computed
@@ -165,14 +131,7 @@ func (n *Nitro) applyDeviceSchedules(step int) error {
 	}
 	for i, name := range names {
 		nv := vals[i]
-		if err := markers.SetDevice(n.e, name, nv); err != nil {
-			return err
-		}
-		t, err := hostTensor(nv)
-		if err != nil {
-			return err
-		}
-		if err := n.replaceDevice(name, t); err != nil {
+		if err := n.eng.SetDevice(name, nv); err != nil {
 			return err
 		}
 	}
@@ -184,19 +143,19 @@ func (n *Nitro) applyDeviceSchedules(step int) error {
 // than converted: a Device[int32] fed 0.6 would hold 0, 3e9 would wrap, and a Device[float32] fed
 // 1e40 would hold +Inf, each surfacing later, if at all, as a wrong loss. preview evaluates the
 // step without keeping it (a check at setup), so the step still evaluates its own when it runs.
-func (n *Nitro) deviceScheduleValues(step int, preview bool) ([]any, error) {
-	eval := n.opt.At
+func (su *setup) deviceScheduleValues(step int, preview bool) ([]any, error) {
+	eval := su.opt.At
 	if preview {
-		eval = n.opt.Preview
+		eval = su.opt.Preview
 	}
 	at, err := eval(step)
 	if err != nil {
 		return nil, err
 	}
 	var out []any
-	for _, name := range n.opt.ScheduledDevice() {
+	for _, name := range su.opt.ScheduledDevice() {
 		v, _ := at.Device(name)
-		cur, err := markers.DeviceValueOf(n.e, name)
+		cur, err := markers.DeviceValueOf(su.e, name)
 		if err != nil {
 			return nil, err
 		}
@@ -208,7 +167,7 @@ func (n *Nitro) deviceScheduleValues(step int, preview bool) ([]any, error) {
 			return nil, fmt.Errorf("schedule for Device field %s returned %v at step %d", name, v, step)
 		}
 		if why := inexact(ct, v); why != "" {
-			src := n.opt.DeviceBinding(name, "").Source // "schedule <key>"
+			src := su.opt.DeviceBinding(name, "").Source // "schedule <key>"
 			return nil, fmt.Errorf("%s returned %v at optimizer step %d for Device field %s (%s): %s", src, v, step, name, ct, why)
 		}
 		out = append(out, reflect.ValueOf(v).Convert(ct).Interface())
@@ -246,8 +205,8 @@ func intFit(t reflect.Type, v, lo, hi float64) string {
 }
 
 // isScheduledDevice reports whether a Device field is driven by a schedule.
-func (n *Nitro) isScheduledDevice(name string) bool {
-	return n.opt != nil && slices.Contains(n.opt.ScheduledDevice(), name)
+func (su *setup) isScheduledDevice(name string) bool {
+	return su.opt != nil && slices.Contains(su.opt.ScheduledDevice(), name)
 }
 
 // bindings lists where every configured optimization value bound: the run-wide knobs, then the
@@ -264,7 +223,7 @@ func (n *Nitro) bindings() []schedules.Binding {
 	for _, split := range sortedKeys(n.data) {
 		run("prefetch "+split, strings.TrimPrefix(describePrefetch(n.data[split]), "prefetch: "), n.prefetchFrom[split])
 	}
-	for _, name := range n.devNames {
+	for _, name := range n.eng.DeviceNames() {
 		v, _ := markers.DeviceValueOf(n.e, name)
 		bs = append(bs, n.opt.DeviceBinding(name, fmt.Sprint(v)))
 	}
@@ -274,3 +233,10 @@ func (n *Nitro) bindings() []schedules.Binding {
 // BindingReport is plain text saying where every configured optimization value bound: which
 // accessor, field, schedule or default won, per group.
 func (n *Nitro) BindingReport() string { return schedules.Report(n.opt.bindings) }
+
+// ifImplements calls set with the experiment as the accessor interface I, when it implements it.
+func ifImplements[I any](e any, set func(I)) {
+	if h, ok := e.(I); ok {
+		set(h)
+	}
+}

@@ -33,7 +33,7 @@ func WithInputSpecs(specs ...InputSpec) Option {
 }
 
 // specOnly reports whether the Nitro was built with WithInputSpecs, from no data.
-func (n *Nitro) specOnly() bool { return n.opts.inputSpecs != nil }
+func (su *setup) specOnly() bool { return su.opts.inputSpecs != nil }
 
 // CheckInputSpecs validates a list of specs (prefetch.CheckFieldSpecs): each well-formed (a
 // name, a dtype a checkpoint and a bundle can hold, per-row dimensions of at least 1), no name
@@ -44,24 +44,24 @@ func CheckInputSpecs(field string, specs []InputSpec) error {
 
 // checkInputSpecs is checkData for a Nitro built from WithInputSpecs: the data contract is the
 // specs, checked against Forward's declared fields; there are no splits.
-func (n *Nitro) checkInputSpecs() error {
-	specs := n.opts.inputSpecs
+func (su *setup) checkInputSpecs() error {
+	specs := su.opts.inputSpecs
 	if err := CheckInputSpecs("WithInputSpecs", specs); err != nil {
 		return err
 	}
-	n.fieldShapes = map[string]fieldShape{}
-	n.splitAvail = map[string]map[string]bool{}
-	n.splitWidth = map[string]int{}
+	su.fieldShapes = map[string]fieldShape{}
+	su.splitAvail = map[string]map[string]bool{}
+	su.splitWidth = map[string]int{}
 	var names []string
 	for _, s := range specs {
-		n.fieldShapes[s.Name] = fieldShape{dtype: s.DType.String(), row: slices.Clone(s.Shape)}
+		su.fieldShapes[s.Name] = fieldShape{dtype: s.DType.String(), row: slices.Clone(s.Shape)}
 		names = append(names, s.Name)
 	}
-	n.warnAbsentOptional(setOf(names), "no input spec")
-	if n.forward.whole {
+	su.warnAbsentOptional(setOf(names), "no input spec")
+	if su.forward.whole {
 		return nil
 	}
-	for _, f := range n.forward.fields {
+	for _, f := range su.forward.fields {
 		if !f.optional && !slices.Contains(names, f.name) {
 			return fmt.Errorf("WithInputSpecs declares %v, but Forward requires batch field %q: add its spec (name, dtype, per-row shape)", names, f.name)
 		}
@@ -70,6 +70,6 @@ func (n *Nitro) checkInputSpecs() error {
 }
 
 // noDataError is what Train and Evaluate return on a Nitro built from WithInputSpecs.
-func (n *Nitro) noDataError(what string) error {
+func (su *setup) noDataError(what string) error {
 	return fmt.Errorf("%s: this Nitro was built with core.WithInputSpecs, from no data, so it has no splits: it can Predict and be exported; build it with data (BuildData or WithData) to %s: %w", what, what, ErrNoSplit)
 }

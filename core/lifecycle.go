@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/monitors"
 )
 
@@ -14,9 +13,7 @@ import (
 // runs.
 func newNitro(e any, typeName string, o options) *Nitro {
 	n := &Nitro{setup: setup{e: e, typeName: typeName, opts: o, cache: o.cache}, log: rankLog(o, newRunLog(o))}
-	if n.cache == nil {
-		n.cache = compilecache.Default()
-	}
+	n.log.warn = n.warn
 	switch {
 	case o.quiet:
 	case o.consoleSet:
@@ -37,20 +34,20 @@ func newNitro(e any, typeName string, o options) *Nitro {
 }
 
 // notice reports an informational message (a recompile and why) on the console, if any.
-func (n *Nitro) notice(msg string) {
-	if n.console != nil {
-		n.console.Notice(msg)
+func (su *setup) notice(msg string) {
+	if su.console != nil {
+		su.console.Notice(msg)
 	}
 }
 
 // warn reports a warning (a failing monitor, a failed logger write) through WithWarn, else on
 // the console, else on stderr: a warning is never silently dropped, even when Quiet.
-func (n *Nitro) warn(msg string) {
+func (su *setup) warn(msg string) {
 	switch {
-	case n.opts.warn != nil:
-		n.opts.warn(msg)
-	case n.console != nil:
-		n.console.Notice("warning: " + msg)
+	case su.opts.warn != nil:
+		su.opts.warn(msg)
+	case su.console != nil:
+		su.console.Notice("warning: " + msg)
 	default:
 		fmt.Fprintln(os.Stderr, "nitro: warning:", msg)
 	}
@@ -92,19 +89,6 @@ func panicError(what string, r any) error {
 // transition out of EvalStepping.
 func (n *Nitro) setPhase(p monitors.Phase, metrics map[string]float64) {
 	n.tracker.SetPhase(p, monitors.Info{Metrics: metrics})
-}
-
-// compilingLeaf is the Compiling phase of a program kind. The fused train step builds the
-// gradient, so it reports GradientCompiling; predict is an eval-mode program.
-func compilingLeaf(kind string) monitors.Compiling {
-	switch kind {
-	case compilecache.KindOptimizer:
-		return monitors.OptimizerCompiling{}
-	case compilecache.KindEval, compilecache.KindPredict:
-		return monitors.EvalCompiling{}
-	default:
-		return monitors.GradientCompiling{}
-	}
 }
 
 // Phase is the run's recorded phase: Starting on a fresh handle, Done after a Train that returned

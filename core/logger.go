@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"github.com/nitro-go/nitro/runstatus"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -10,14 +11,11 @@ import (
 	"github.com/nitro-go/nitro/markers"
 )
 
-// Logger is the run's logger: the logger contract of package logjson (LogParams, LogMetrics,
-// LogOther, Finish), by alias. An alias and not a core-side interface with the same methods,
-// because the contract is logjson's: its Metrics and Status types, its optional capabilities
-// (Tagger, DropCounter, Resumable, ...) and their helpers live there, so a logger written
-// against logjson is a core.Logger with nothing to adapt and there is one definition to keep.
-// A Logger's errors never stop training: logging is observation, not control, so a failed
-// write is a warning (WithWarn), once per distinct failure.
-type Logger = logjson.Logger
+// The run's logger is a logjson.Logger (LogParams, LogMetrics, LogOther, Finish): the contract,
+// its Metrics and Status types and its optional capabilities (Tagger, DropCounter, Resumable,
+// ...) are logjson's, so a logger written against logjson plugs in with nothing to adapt. A
+// logger's errors never stop training: logging is observation, not control, so a failed write
+// is a warning (WithWarn), once per distinct failure.
 
 // MetricsFile is the default logger's file in the run directory (RunDir).
 const MetricsFile = "metrics.jsonl"
@@ -25,7 +23,7 @@ const MetricsFile = "metrics.jsonl"
 // WithLogger hands the run's records to l instead of the default JSON Lines logger. nil means no
 // logging (WithoutLogger). A *logjson.JSONLogger without a path is pinned to
 // <RunDir>/metrics.jsonl at the end of setup, as the default is.
-func WithLogger(l Logger) Option {
+func WithLogger(l logjson.Logger) Option {
 	return func(o *options) {
 		if v := reflect.ValueOf(l); v.IsValid() && v.Kind() == reflect.Pointer && v.IsNil() {
 			l = nil // a typed nil pointer is "no logger" too, not a logger that panics
@@ -48,9 +46,10 @@ func WithLogEvery(k int) Option { return func(o *options) { o.logEvery = &k } }
 // runLog is the run's logger and how core calls it. Core calls the logger from the goroutine
 // running the entry point only.
 type runLog struct {
-	l      Logger          // nil: no logging
-	every  int             // a "train" line every k-th optimizer step
-	warned map[string]bool // logger failures already reported
+	l      logjson.Logger   // nil: no logging
+	every  int              // a "train" line every k-th optimizer step
+	warned map[string]bool  // logger failures already reported
+	warn   func(msg string) // the run's warning (set once the Nitro exists)
 }
 
 // newRunLog picks the run's logger: the option's, or a pathless JSON Lines logger (its
@@ -65,7 +64,7 @@ func newRunLog(o options) runLog {
 
 // Logger is the run's logger: the default JSON Lines logger (its path in logjson.Info), the one
 // WithLogger gave, or nil under WithoutLogger.
-func (n *Nitro) Logger() Logger { return n.log.l }
+func (n *Nitro) Logger() logjson.Logger { return n.log.l }
 
 // startLog ends setup: it pins a pathless JSON logger to <RunDir>/metrics.jsonl and logs the
 // params, so they are on record before the first compile.
@@ -78,15 +77,15 @@ func (n *Nitro) startLog() {
 	}
 	for _, jl := range jsonLoggers(n.log.l) {
 		if jl.Path() == "" {
-			n.logFailed("path", jl.SetPath(filepath.Join(n.RunDir(), MetricsFile)))
+			n.log.failed("path", jl.SetPath(filepath.Join(n.RunDir(), MetricsFile)))
 		}
 	}
-	n.logFailed("params", logCall(func() error { return n.log.l.LogParams(n.runParams()) }))
+	n.log.failed("params", logCall(func() error { return n.log.l.LogParams(n.runParams()) }))
 }
 
 // jsonLoggers finds the JSON Lines loggers in l: l itself, or the members of a logjson.Multi (a
 // JSON file beside, e.g., a Prometheus exporter).
-func jsonLoggers(l Logger) []*logjson.JSONLogger {
+func jsonLoggers(l logjson.Logger) []*logjson.JSONLogger {
 	var out []*logjson.JSONLogger
 	switch v := l.(type) {
 	case *logjson.JSONLogger:
@@ -111,90 +110,90 @@ func (n *Nitro) MetricsPath() string {
 	return ""
 }
 
-// logFailed reports a logger error as a warning, once per distinct failure.
-func (n *Nitro) logFailed(what string, err error) {
+// failed reports a logger error as a warning, once per distinct failure.
+func (l *runLog) failed(what string, err error) {
 	if err == nil {
 		return
 	}
 	msg := fmt.Sprintf("logger: %s: %v", what, err)
-	if n.log.warned[msg] {
+	if l.warned[msg] {
 		return
 	}
-	if n.log.warned == nil {
-		n.log.warned = map[string]bool{}
+	if l.warned == nil {
+		l.warned = map[string]bool{}
 	}
-	n.log.warned[msg] = true
-	n.warn(msg)
+	l.warned[msg] = true
+	l.warn(msg)
 }
 
-func (n *Nitro) logOther(key string, value any) {
-	if n.log.l != nil {
-		n.logFailed(key, logCall(func() error { return n.log.l.LogOther(key, value) }))
+func (l *runLog) other(key string, value any) {
+	if l.l != nil {
+		l.failed(key, logCall(func() error { return l.l.LogOther(key, value) }))
 	}
 }
 
-// logMetrics drops the non-finite values (telling a logjson.DropCounter how many) and logs the
-// rest as one line of context at the current step.
-func (n *Nitro) logMetrics(context string, epoch int, values map[string]float64) {
-	if n.log.l == nil {
+// metrics drops the non-finite values (telling a logjson.DropCounter how many) and logs the
+// rest as one line of context at optimizer step step.
+func (l *runLog) metrics(context string, step, epoch int, values map[string]float64) {
+	if l.l == nil {
 		return
 	}
 	kept, dropped := logjson.DropNonFinite(values)
-	if dc, ok := n.log.l.(logjson.DropCounter); ok && dropped > 0 {
-		n.logFailed("dropped count", logCall(func() error { dc.CountDropped(dropped); return nil }))
+	if dc, ok := l.l.(logjson.DropCounter); ok && dropped > 0 {
+		l.failed("dropped count", logCall(func() error { dc.CountDropped(dropped); return nil }))
 	}
-	m := logjson.Metrics{Step: n.st.step, Epoch: epoch, Context: context, Values: kept}
-	n.logFailed(context+" metrics", logCall(func() error { return n.log.l.LogMetrics(m) }))
+	m := logjson.Metrics{Step: step, Epoch: epoch, Context: context, Values: kept}
+	l.failed(context+" metrics", logCall(func() error { return l.l.LogMetrics(m) }))
 }
 
-// logsStep reports whether optimizer step (1-based) gets a "train" line, and so whether its
+// logs reports whether optimizer step (1-based) gets a "train" line, and so whether its
 // TrainMetrics are read back.
-func (n *Nitro) logsStep(step int) bool { return step%n.log.every == 0 }
+func (l *runLog) logs(step int) bool { return step%l.every == 0 }
 
-// logStep writes the "train" line of the step just taken, at the LogEvery cadence: its loss and
-// TrainMetrics, each the mean over the step's micro-batches, all read back already, and the
-// steps' timing since the previous line (step_seconds, steps_per_second; they win over
+// step writes the "train" line of the optimizer step just taken, at the LogEvery cadence: its
+// loss and TrainMetrics, each the mean over the step's micro-batches, all read back already, and
+// the steps' timing since the previous line (step_seconds, steps_per_second; they win over
 // TrainMetrics of those names, as the loss does).
-func (n *Nitro) logStep(ep int, s *stepSums) {
-	logged := n.log.l != nil && n.logsStep(n.st.step)
+func (l *runLog) step(step, ep int, s *stepSums) {
+	logged := l.l != nil && l.logs(step)
 	var line map[string]float64
 	if logged {
 		line = s.stepValues()
 	}
 	s.clock.step(logged, line)
 	if logged {
-		n.logMetrics(logjson.ContextTrain, ep, line)
+		l.metrics(logjson.ContextTrain, step, ep, line)
 	}
 	s.endStep()
 }
 
-// logEpoch writes an epoch's "validate" line (the finalized metrics, named val_*; only when
+// epoch writes an epoch's "validate" line (the finalized metrics, named val_*; only when
 // there is a val split) and its "data" line: data_wait_frac (the fraction of the epoch's train
 // wall time the loop waited on the batch stream), epoch_seconds (train and validation),
 // train_seconds (the steps alone) and steps_per_second (optimizer steps over train_seconds:
 // validation is not step time), which `nitro plot` draws.
-func (n *Nitro) logEpoch(res EpochResult) {
+func (l *runLog) epoch(step int, res EpochResult) {
 	if res.Val != nil {
-		n.logMetrics(logjson.ContextValidate, res.Epoch, withPrefix("val_", res.Val))
+		l.metrics(logjson.ContextValidate, step, res.Epoch, withPrefix("val_", res.Val))
 	}
-	n.logMetrics(logjson.ContextData, res.Epoch, map[string]float64{"data_wait_frac": res.DataWaitFrac,
+	l.metrics(logjson.ContextData, step, res.Epoch, map[string]float64{"data_wait_frac": res.DataWaitFrac,
 		"epoch_seconds": res.Seconds, "train_seconds": res.TrainSeconds, "steps_per_second": res.StepsPerSecond})
 }
 
-// finishLog ends Train's record: error when err is set, else the stop reason (completed,
+// finish ends Train's record: error when err is set, else the stop reason (completed,
 // early_stop, requested; the logger's first status wins, so nothing later can stamp an error run completed).
-func (n *Nitro) finishLog(err error) {
-	if n.log.l == nil {
+func (l *runLog) finish(reason runstatus.Status, err error) {
+	if l.l == nil {
 		return
 	}
-	status := logjson.Status(n.stopReason)
+	status := logjson.Status(reason)
 	switch {
 	case err != nil:
 		status = logjson.StatusError
 	case !status.Valid():
 		status = logjson.StatusCompleted
 	}
-	n.logFailed("finish", logCall(func() error { return n.log.l.Finish(status) }))
+	l.failed("finish", logCall(func() error { return l.l.Finish(status) }))
 }
 
 // logCall makes one logger call; a panic in it is reported like an error: a logger never stops
@@ -222,21 +221,21 @@ func withPrefix(prefix string, m map[string]float64) map[string]float64 {
 
 // runParams is what LogParams records, flat: the experiment's fields as markers.LogValues gives
 // them, then the resolved knobs under snake_case names.
-func (n *Nitro) runParams() map[string]any {
-	p, err := markers.LogValues(n.e)
+func (su *setup) runParams() map[string]any {
+	p, err := markers.LogValues(su.e)
 	if err != nil { // setup read the traits already; this cannot fail now
 		p = map[string]any{}
 	}
-	p["max_epochs"] = n.cfg.maxEpochs.value
-	p["seed"] = n.cfg.seed.value
-	p["accum"] = n.cfg.accum.value
-	p["gradient_clip_norm"] = n.cfg.clip.value
-	p["learning_rate"] = n.cfg.lr.value
-	p["run_dir"] = n.cfg.runDir.value
-	p["fused"] = n.opts.fused
-	p["mixed_precision"] = n.cfg.precision.value.String()
-	if n.opts.preset != "" {
-		p["preset"] = n.opts.preset
+	p["max_epochs"] = su.cfg.maxEpochs.value
+	p["seed"] = su.cfg.seed.value
+	p["accum"] = su.cfg.accum.value
+	p["gradient_clip_norm"] = su.cfg.clip.value
+	p["learning_rate"] = su.cfg.lr.value
+	p["run_dir"] = su.cfg.runDir.value
+	p["fused"] = su.opts.fused
+	p["mixed_precision"] = su.cfg.precision.value.String()
+	if su.opts.preset != "" {
+		p["preset"] = su.opts.preset
 	}
 	return p
 }

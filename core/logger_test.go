@@ -61,7 +61,7 @@ func TestLoggerCadence(t *testing.T) {
 	if got := verbs(lg); strings.Join(got, " ") != "params" || cache.Stats().Entries != 0 {
 		t.Fatalf("after New the logger saw %v with %d programs compiled; want the params alone, before any compile", got, cache.Stats().Entries)
 	}
-	if n.Logger() != core.Logger(lg) {
+	if n.Logger() != logjson.Logger(lg) {
 		t.Errorf("Nitro.Logger() = %v, want the WithLogger one", n.Logger())
 	}
 	if err := n.Train(); err != nil {

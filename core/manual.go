@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/optimizers"
 	"github.com/nitro-go/nitro/schedules"
 )
@@ -14,8 +14,8 @@ import (
 // backwards, each group's optimizer step, its per-step stats), compiled as one program, and the
 // framework keeps everything around it: the batch stream, accounting, validation, checkpoints
 // (every group's optimizer state), logging, phases, early stopping, RequestStop and the Device
-// schedules. This file resolves the mode at setup and checks what it refuses; manual_step.go
-// builds and traces the step program and holds the verbs TrainStep calls.
+// schedules. This file resolves the mode at setup and checks what it refuses; the engine
+// (engine/manual_step.go) builds and traces the step program and holds the verbs TrainStep calls.
 
 // ManualChooser overrides the mode: ManualTraining() false keeps a TrainStep in the source and
 // trains with the automatic loop; true without a TrainStep is an error. A bool field named
@@ -35,20 +35,24 @@ type OptimizerSetter interface {
 
 // StepResult is what TrainStep returns: the step's scalar loss (validated every step, logged as
 // "loss", the epoch's train loss) and per-step scalar stats, read back on logged steps and
-// averaged into the epoch's Train map, as TrainMetrics are in the automatic loop.
-type StepResult struct {
-	Loss  *graph.Node
-	Stats map[string]*graph.Node
-}
+// averaged into the epoch's Train map, as TrainMetrics are in the automatic loop. ManualStep is
+// what TrainStep receives (the verbs Backward and StepOptimizer), and Grads what Backward
+// returns. The engine, which traces TrainStep, defines all three; the experiment names them
+// through core, the one package it imports.
+type (
+	StepResult = engine.StepResult
+	ManualStep = engine.ManualStep
+	Grads      = engine.Grads
+)
 
 // resolveManual finds TrainStep and decides the mode (ManualChooser's rule); in manual mode
 // n.trainStep is set and Loss becomes optional.
-func (n *Nitro) resolveManual(et reflect.Type) error {
+func (su *setup) resolveManual(et reflect.Type) error {
 	h, err := findHook(et, "TrainStep", false)
 	if err != nil {
 		return err
 	}
-	on, from, err := manualFlag(n.e)
+	on, from, err := manualFlag(su.e)
 	switch {
 	case err != nil:
 		return err
@@ -56,10 +60,10 @@ func (n *Nitro) resolveManual(et reflect.Type) error {
 		on = h != nil
 	case on && h == nil:
 		return fmt.Errorf("%s is true, but experiment %s has no TrainStep: define %s, or drop %s to train with the automatic loop",
-			from, n.typeName, tracedHooks["TrainStep"].signature, from)
+			from, su.typeName, tracedHooks["TrainStep"].signature, from)
 	}
 	if on {
-		n.trainStep = h
+		su.trainStep = h
 	}
 	return nil
 }
@@ -83,37 +87,37 @@ func manualFlag(e any) (on bool, from string, err error) {
 }
 
 // manualConfig refuses, once the knobs are resolved, what manual mode cannot honour.
-func (n *Nitro) manualConfig() error {
-	if n.trainStep == nil {
+func (su *setup) manualConfig() error {
+	if su.trainStep == nil {
 		return nil
 	}
-	if a := n.cfg.accum; a.value > 1 {
+	if a := su.cfg.accum; a.value > 1 {
 		return fmt.Errorf("Accum = %d from %s: manual mode (TrainStep) runs its step program once per optimizer step on one batch; accumulation is the automatic loop's mechanism and TrainStep owns any multi-batch work of its own: set Accum to 1 (or use batches %d times larger)",
 			a.value, a.source, a.value)
 	}
-	if n.trainMetrics != nil {
-		return fmt.Errorf("experiment %s defines TrainMetrics, which manual mode never calls (TrainStep computes its own per-step values): return them in StepResult.Stats and remove TrainMetrics, or set ManualTraining false", n.typeName)
+	if su.trainMetrics != nil {
+		return fmt.Errorf("experiment %s defines TrainMetrics, which manual mode never calls (TrainStep computes its own per-step values): return them in StepResult.Stats and remove TrainMetrics, or set ManualTraining false", su.typeName)
 	}
 	return nil
 }
 
 // manualSplits checks TrainStep's declared fields against the train split, and that every
 // evaluated split has something to report: Metrics, or Loss for val_loss.
-func (n *Nitro) manualSplits() error {
-	if n.trainStep == nil {
+func (su *setup) manualSplits() error {
+	if su.trainStep == nil {
 		return nil
 	}
-	if avail, ok := n.splitAvail["train"]; ok {
-		if err := n.trainStep.checkAgainst("train", avail); err != nil {
+	if avail, ok := su.splitAvail["train"]; ok {
+		if err := su.trainStep.checkAgainst("train", avail); err != nil {
 			return err
 		}
 	}
-	if n.metrics != nil || n.loss != nil {
+	if su.metrics != nil || su.loss != nil {
 		return nil
 	}
-	for _, split := range sortedKeys(n.data) {
+	for _, split := range sortedKeys(su.data) {
 		if split != "train" {
-			return fmt.Errorf("split %q is evaluated, but experiment %s defines neither Metrics nor Loss: in manual mode Loss is optional, so define Metrics (what validation reports) or Loss (reported as %s)", split, n.typeName, ValLoss)
+			return fmt.Errorf("split %q is evaluated, but experiment %s defines neither Metrics nor Loss: in manual mode Loss is optional, so define Metrics (what validation reports) or Loss (reported as %s)", split, su.typeName, ValLoss)
 		}
 	}
 	return nil
@@ -121,11 +125,11 @@ func (n *Nitro) manualSplits() error {
 
 // trainHooks are the hooks whose declared fields the train stream transfers: TrainStep's alone in
 // manual mode (a field only it reads, such as a GAN's noise, travels only because it declares it).
-func (n *Nitro) trainHooks() []*hook {
-	if n.trainStep != nil {
-		return []*hook{n.trainStep}
+func (su *setup) trainHooks() []*hook {
+	if su.trainStep != nil {
+		return []*hook{su.trainStep}
 	}
-	return []*hook{n.forward, n.loss, n.trainMetrics}
+	return []*hook{su.forward, su.loss, su.trainMetrics}
 }
 
 // resolvePlan resolves the optimization (optimizers.Resolve) with manual mode's rules applied:
@@ -172,38 +176,30 @@ func (n *Nitro) manualSpec(spec *optimizers.PlanSpec) error {
 		return fmt.Errorf("SetupOptimizers: %w", err)
 	}
 	rates := map[string]float64{}
-	for _, g := range n.groups {
-		r, ok := rules[g.name]
+	for _, g := range n.eng.GroupNames() {
+		r, ok := rules[g]
 		if !ok || r == nil {
-			return fmt.Errorf("SetupOptimizers returned no rule for parameter group %q (groups: %v): give every group (ParamGroup's names) a rule", g.name, n.groupNames())
+			return fmt.Errorf("SetupOptimizers returned no rule for parameter group %q (groups: %v): give every group (ParamGroup's names) a rule", g, n.eng.GroupNames())
 		}
-		rates[g.name] = spec.LearningRate.Value
+		rates[g] = spec.LearningRate.Value
 		fields, err := optimizers.RuleFields(r)
 		if err != nil {
-			return fmt.Errorf("SetupOptimizers, group %q: %w", g.name, err)
+			return fmt.Errorf("SetupOptimizers, group %q: %w", g, err)
 		}
 		for _, f := range fields {
 			if f.Key == optimizers.EtaField && f.Value != 0 {
-				rates[g.name] = f.Value
+				rates[g] = f.Value
 			}
 		}
 	}
 	for name := range rules {
 		if _, ok := rates[name]; !ok {
-			return fmt.Errorf("SetupOptimizers returned a rule for %q, which is no parameter group (groups: %v): name the groups ParamGroup returns", name, n.groupNames())
+			return fmt.Errorf("SetupOptimizers returned a rule for %q, which is no parameter group (groups: %v): name the groups ParamGroup returns", name, n.eng.GroupNames())
 		}
 	}
 	spec.OptimizerRule = func(g string) optimizers.Rule { return rules[g] }
 	spec.LearningRateGroup = func(g string) float64 { return rates[g] }
 	return nil
-}
-
-func (n *Nitro) groupNames() []string {
-	names := make([]string, len(n.groups))
-	for i, g := range n.groups {
-		names[i] = g.name
-	}
-	return names
 }
 
 func sortedStrings(s []string) []string {
@@ -216,8 +212,8 @@ func sortedStrings(s []string) []string {
 
 // manualBindings names SetupOptimizers where the binding report would name the accessors it
 // stands in for (the plan sees its rules as Level 1 rules and its rates as LearningRateGroup).
-func (n *Nitro) manualBindings(bs []schedules.Binding) []schedules.Binding {
-	if _, ok := n.e.(OptimizerSetter); !ok || n.trainStep == nil {
+func (su *setup) manualBindings(bs []schedules.Binding) []schedules.Binding {
+	if _, ok := su.e.(OptimizerSetter); !ok || su.trainStep == nil {
 		return bs
 	}
 	for i, b := range bs {
@@ -232,6 +228,6 @@ func (n *Nitro) manualBindings(bs []schedules.Binding) []schedules.Binding {
 }
 
 // noEvalHook is evaluating a split with neither Metrics nor Loss, which only manual mode allows.
-func (n *Nitro) noEvalHook(split string) error {
-	return fmt.Errorf("evaluating split %q: experiment %s defines neither Metrics nor Loss (manual mode does not need Loss to train): define Metrics, or Loss (reported as %s)", split, n.typeName, ValLoss)
+func (su *setup) noEvalHook(split string) error {
+	return fmt.Errorf("evaluating split %q: experiment %s defines neither Metrics nor Loss (manual mode does not need Loss to train): define Metrics, or Loss (reported as %s)", split, su.typeName, ValLoss)
 }

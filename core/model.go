@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"github.com/nitro-go/nitro/engine"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -13,7 +14,6 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gopjrt/dtypes"
-	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/monitors"
 )
@@ -89,7 +89,7 @@ func (m *ModelView) FieldSpec(name string) (s InputSpec, ok bool) {
 	if !ok {
 		return InputSpec{}, false
 	}
-	return InputSpec{Name: name, DType: dtypeOf(fs.dtype), Shape: slices.Clone(fs.row)}, true
+	return InputSpec{Name: name, DType: dtypes.MapOfNames[fs.dtype], Shape: slices.Clone(fs.row)}, true
 }
 
 // FromInputSpecs reports whether the data contract is WithInputSpecs' (the Nitro has no data).
@@ -113,13 +113,13 @@ type Weight struct {
 // Weights reads every parameter, then every layer-state variable, back to the host, in the
 // order a checkpoint records them and under its names (the same conversion as the record's).
 func (m *ModelView) Weights() ([]Weight, error) {
-	ts, err := m.n.stateTensors(modelState)
+	ts, err := m.n.eng.StateTensors(engine.ModelPart)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]Weight, len(ts))
 	for i, t := range ts {
-		out[i] = Weight{Name: t.Name, Var: t.slot.v, DType: (*t.slot.t).DType(), Shape: t.Shape, Data: t.Data}
+		out[i] = Weight{Name: t.Name, Var: t.Var, DType: t.DType, Shape: t.Shape, Data: t.Data}
 	}
 	return out, nil
 }
@@ -133,9 +133,9 @@ type DeviceValue struct {
 // Device reads every Device field's value back to the host, in declaration order.
 func (m *ModelView) Device() ([]DeviceValue, error) {
 	var out []DeviceValue
-	for _, name := range m.n.devNames {
-		t := m.n.dev[name]
-		data, err := readBack(t)
+	for _, name := range m.n.eng.DeviceNames() {
+		t := m.n.eng.DeviceTensor(name)
+		data, err := engine.ReadBack(t)
 		if err == nil {
 			h := tensors.FromShape(t.Shape())
 			if len(data) > 0 {
@@ -172,13 +172,7 @@ func (m *ModelView) forward(g *graph.Graph, src any, device, batch map[string]*g
 	if err != nil {
 		return nil, err
 	}
-	n := m.n
-	routedBatch := make(map[string]*graph.Node, len(batch))
-	for _, k := range routed(keySet(batch), n.forward) {
-		routedBatch[k] = batch[k]
-	}
-	n.ctx.SetTraining(g, false)
-	return n.callForward(bound, routedBatch, width), nil
+	return m.n.eng.Forward(g, bound, batch, width), nil
 }
 
 // CheckHostIndependent traces Forward at batch size b from the experiment as it is and from its
@@ -190,11 +184,11 @@ func (m *ModelView) CheckHostIndependent(b int, device map[string]*tensors.Tenso
 	n := m.n
 	return markers.CheckHostIndependent(n.e, func(src any) (string, error) {
 		var fp string
-		err := tryGraph(fmt.Sprintf("tracing Forward for export at batch size %d", b), func() {
+		err := engine.TryGraph(fmt.Sprintf("tracing Forward for export at batch size %d", b), func() {
 			g := markers.NewTraceGraph(n.backend.Backend, "nitro_export_check")
 			defer g.Finalize()
 			consts := map[string]*graph.Node{}
-			for _, name := range n.devNames {
+			for _, name := range n.eng.DeviceNames() {
 				consts[name] = graph.ConstTensor(g, device[name])
 			}
 			_, err := m.forward(g, src, consts, batch(g), b)
@@ -221,7 +215,7 @@ func (m *ModelView) Provenance() map[string]string {
 	}
 	prov := map[string]string{
 		"framework":        "nitro",
-		"nitro_build":      compilecache.BuildIdentity(),
+		"nitro_build":      engine.BuildIdentity(),
 		"go_version":       runtime.Version(),
 		"backend":          n.backend.Name,
 		"experiment":       n.typeName,

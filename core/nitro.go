@@ -7,9 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/backend"
-	"github.com/nitro-go/nitro/dotgrad"
+	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/monitors"
 	"github.com/nitro-go/nitro/runstatus"
 	"github.com/nitro-go/nitro/schedules"
@@ -23,35 +22,25 @@ const (
 	StopEarly     = runstatus.EarlyStop // WithEarlyStopping ended the run
 )
 
-// Uploads counts host-to-device transfers by what was transferred, so tests can assert
-// residency (e.g. zero parameter uploads per eval batch).
-type Uploads struct {
-	Params, OptState, LayerState, Device, Batch, Hyper int
-}
-
 // Nitro is a set-up experiment: data built, parameters initialized and resident on the device.
 // Programs compile lazily on first use through the process-level cache. A Nitro is not safe for
 // concurrent use, except RequestStop, Interrupt and the read-only run accessors (Phase,
 // ProgressCounter), which any goroutine (a monitor, a signal handler) may call.
 //
-// Its fields are grouped by lifetime: what setup fixed, the compiled programs, the device-resident
-// values, and the run's observation and control.
+// Its fields are grouped by lifetime: what setup fixed, the engine (compiled programs and
+// device-resident values), and the run's observation and control.
 type Nitro struct {
 	setup // fixed by New and read-only afterwards (setup.go)
 
-	progs map[string]*program        // compiled programs of this Nitro, by kind and width (see memo)
-	dev   map[string]*tensors.Tensor // Device fields' device copies (SetDevice and schedules rewrite them)
-	st    trainState                 // the training state: what a checkpoint saves and export reads
+	eng *engine.Engine // the device side: programs, parameters and state on the device (engine.go)
+	st  trainState     // the run's progress: step, epoch, data position
 
 	tracker     *monitors.Tracker // phase, progress, stop flag, monitors
-	console     Console           // human-readable report; nil when Quiet
 	log         runLog            // the run's logger (nil when none) and its cadence
 	ck          runCkpt           // checkpointer and early stopping (checkpoint.go)
 	interrupted atomic.Bool       // Interrupt: break at the next step boundary
-	uploads     Uploads
-	scratch     stepScratch // what a step reuses: scalar inputs kept on the device, argument slices (stepargs.go)
-	reported    bool        // the config and binding reports went out
-	drift       driftState  // the experiment's fields as New left them (drift.go)
+	reported    bool              // the config and binding reports went out
+	drift       driftState        // the experiment's fields as New left them (drift.go)
 	stopReason  runstatus.Status
 	bound       trainBound // where a TrainSteps/TrainEpochs call stops (trainbound.go)
 	history     []EpochResult
@@ -84,8 +73,6 @@ type EpochResult struct {
 // be stale) and warned about once when it is Host or Device (the frozen value runs; SetDevice
 // changes a Device field).
 func New(e any, opts ...Option) (n *Nitro, err error) {
-	// Matrix-product gradients for Dot/DotGeneral before any graph is built (see dotgrad).
-	dotgrad.Install()
 	o := options{out: os.Stdout}
 	for _, opt := range opts {
 		opt(&o)
@@ -123,9 +110,6 @@ func (n *Nitro) Experiment() any { return n.e }
 
 // Backend says which backend the Nitro runs on and why.
 func (n *Nitro) Backend() *backend.Resolved { return n.backend }
-
-// Uploads returns the host-to-device transfer counters.
-func (n *Nitro) Uploads() Uploads { return n.uploads }
 
 // Step is the number of optimizer steps taken; Epoch the number of epochs completed.
 func (n *Nitro) Step() int  { return n.st.step }
@@ -181,9 +165,11 @@ func (n *Nitro) ConfigReport() string {
 	row("run dir", n.cfg.runDir.String())
 	row("backend", n.backend.Reason)
 	row("devices", n.deviceReport())
-	groups := make([]string, len(n.groups))
-	for i, g := range n.groups {
-		groups[i] = fmt.Sprintf("%s (%d arrays, %d values)", g.name, len(g.vars), g.size)
+	names := n.eng.GroupNames()
+	arrays, values := n.eng.GroupSizes()
+	groups := make([]string, len(names))
+	for i, name := range names {
+		groups[i] = fmt.Sprintf("%s (%d arrays, %d values)", name, arrays[i], values[i])
 	}
 	row("parameter groups", strings.Join(groups, ", "))
 	return b.String()
@@ -199,8 +185,8 @@ func (n *Nitro) report() {
 	if n.console != nil {
 		n.console.Reports(n.ConfigReport(), n.BindingReport())
 	}
-	n.logOther("config_report", n.ConfigReport())
-	n.logOther("binding_report", n.BindingReport())
+	n.log.other("config_report", n.ConfigReport())
+	n.log.other("binding_report", n.BindingReport())
 }
 
 // routed returns the batch keys to transfer for a set of hooks, given the keys a batch (or a

@@ -1,10 +1,11 @@
 package core
 
 import (
+	"github.com/nitro-go/nitro/logjson"
 	"io"
 
 	"github.com/nitro-go/nitro/checkpoint"
-	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/monitors"
 	"github.com/nitro-go/nitro/prefetch"
 )
@@ -24,10 +25,10 @@ type options struct {
 	quiet                  bool
 	console                Console
 	consoleSet             bool
-	cache                  *compilecache.Cache
+	cache                  engine.Cache
 	fused                  bool
 	prefetch               *prefetch.Options
-	logger                 Logger
+	logger                 logjson.Logger
 	loggerSet              bool // WithLogger or WithoutLogger was given: no default logger
 	logEvery               *int
 	monitors               []monitors.Monitor
@@ -89,8 +90,8 @@ func WithMonitor(m monitors.Monitor) Option {
 // write that failed). The default prints them on the console, or on stderr when Quiet.
 func WithWarn(warn func(msg string)) Option { return func(o *options) { o.warn = warn } }
 
-// WithCache uses c instead of the process-level compile cache (tests).
-func WithCache(c *compilecache.Cache) Option { return func(o *options) { o.cache = c } }
+// WithCache uses c (a *compilecache.Cache) instead of the process-level compile cache (tests).
+func WithCache(c engine.Cache) Option { return func(o *options) { o.cache = c } }
 
 // WithPrefetch sets the prefetch settings every split is declared with, unless BuildData already
 // declared it (prefetch.Prefetch, or prefetch.NoPrefetch to feed it inline). The default is

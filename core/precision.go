@@ -4,8 +4,7 @@ import (
 	"fmt"
 
 	"github.com/nitro-go/nitro/checkpoint"
-	"github.com/nitro-go/nitro/compilecache"
-	"github.com/nitro-go/nitro/precision"
+	"github.com/nitro-go/nitro/engine"
 )
 
 // WithMixedPrecision sets the compute precision of the programs nitro compiles: "bf16" computes
@@ -21,44 +20,36 @@ func WithMixedPrecision(mode string) Option {
 // resolvePrecision parses WithMixedPrecision's value into the config.
 func (c *config) resolvePrecision(o *options) error {
 	if o.precision == nil {
-		c.precision = resolved[precision.Mode]{precision.F32, "default"}
+		f32, _ := engine.ParsePrecision("") // float32 throughout
+		c.precision = resolved[engine.Precision]{f32, "default"}
 		return nil
 	}
-	m, err := precision.Parse(*o.precision)
+	m, err := engine.ParsePrecision(*o.precision)
 	if err != nil {
 		return fmt.Errorf("WithMixedPrecision(%q): %w", *o.precision, err)
 	}
-	c.precision = resolved[precision.Mode]{m, "run option"}
+	c.precision = resolved[engine.Precision]{m, "run option"}
 	return nil
 }
 
-// applyPrecision puts the run on its mode's backend (precision.Mode.Backend): under bf16, every
+// applyPrecision puts the run on its mode's backend (engine.Precision.OnBackend): under bf16, every
 // program's float32 products and convolutions are built in bfloat16, the rest float32. It runs
 // before anything is uploaded, so the parameters, the optimizer state and every batch are
 // tensors of the backend the programs are compiled for.
-func (n *Nitro) applyPrecision() {
-	n.backend.Backend = n.cfg.precision.value.Backend(n.backend.Backend)
-}
-
-// precisionKey adds the mode to a program's key when the mode casts: a bf16 program and its
-// float32 twin are two entries (even the optimizer's: it belongs to the bf16 backend), and
-// float32 keys stay as they were.
-func (n *Nitro) precisionKey(key *compilecache.Key) {
-	if name, value, ok := n.cfg.precision.value.KeyEntry(); ok {
-		key.Extra = append(key.Extra, [2]string{name, value})
-	}
+func (su *setup) applyPrecision() {
+	su.backend.Backend = su.cfg.precision.value.OnBackend(su.backend.Backend)
 }
 
 // checkPrecisionOnResume explains a resume whose mode differs from the checkpoint's. Both modes
 // keep float32 parameters and optimizer state, so the state fits either way and the resume goes
 // on; the notice says the compute changed. A record without a mode is f32.
-func (n *Nitro) checkPrecisionOnResume(rec *checkpoint.Record, path string) {
-	was, err := precision.Parse(rec.MixedPrecision)
+func (su *setup) checkPrecisionOnResume(rec *checkpoint.Record, path string) {
+	was, err := engine.ParsePrecision(rec.MixedPrecision)
 	if err != nil {
-		n.notice(fmt.Sprintf("resume: checkpoint %s records mixed precision %q, which this build does not know; the state is float32 and is resumed under %s", path, rec.MixedPrecision, n.cfg.precision.value))
+		su.notice(fmt.Sprintf("resume: checkpoint %s records mixed precision %q, which this build does not know; the state is float32 and is resumed under %s", path, rec.MixedPrecision, su.cfg.precision.value))
 		return
 	}
-	if now := n.cfg.precision.value; was != now {
-		n.notice(fmt.Sprintf("resume: mixed precision %s, the checkpoint's run trained with %s: parameters and optimizer state are float32 in both, so they are resumed as they are; only the dtype of the products changes", now, was))
+	if now := su.cfg.precision.value; was != now {
+		su.notice(fmt.Sprintf("resume: mixed precision %s, the checkpoint's run trained with %s: parameters and optimizer state are float32 in both, so they are resumed as they are; only the dtype of the products changes", now, was))
 	}
 }

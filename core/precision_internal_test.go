@@ -3,6 +3,7 @@ package core
 import (
 	"bytes"
 	"flag"
+	"github.com/nitro-go/nitro/engine"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -184,17 +185,14 @@ func TestMixedPrecisionComputesProductsInBF16(t *testing.T) {
 			if !lossFirst {
 				t.Errorf("%s: no gradient program returning a float32 scalar loss first:\n%s", mode, strings.Join(sigs, "\n"))
 			}
-			for gi, g := range n.st.groups {
-				for _, p := range g.params {
-					if p.DType() != dtypes.Float32 {
-						t.Errorf("%s: group %d parameter is %s, want Float32", mode, gi, p.DType())
-					}
-				}
-				for s, leaf := range g.opt {
-					for _, x := range leaf {
-						if x.DType() != dtypes.Float32 {
-							t.Errorf("%s: group %d optimizer state %d is %s, want Float32", mode, gi, s, x.DType())
-						}
+			ts, err := n.eng.StateTensors(engine.WholePart) // parameters, optimizer state, layer state
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range ts {
+				if strings.HasPrefix(x.Name, "param/") || strings.HasPrefix(x.Name, "opt/") {
+					if x.DType != dtypes.Float32 {
+						t.Errorf("%s: %s is %s, want Float32", mode, x.Name, x.DType)
 					}
 				}
 			}

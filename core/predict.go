@@ -1,62 +1,36 @@
 package core
 
 import (
-	"errors"
 	"fmt"
+	"github.com/nitro-go/nitro/engine"
 	"iter"
 	"slices"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/monitors"
 )
 
-// forwardProgram is the program Predict runs for a batch whose fields route fwd to Forward, at
-// width, and the batch fields it takes. It is the full-width eval program of a split that routes
-// Forward the same fields, so that Validate/Evaluate and Predict share one compiled forward: the
-// "val" split's first, then "test", then the others by name. With no such split (a Nitro built
-// from input specs, or a batch carrying an optional field no split has) it is Forward alone.
-func (n *Nitro) forwardProgram(width int, fwd []string) (*program, []string, error) {
+// sharedForward says which fields Predict's program takes for a batch whose fields route fwd to
+// Forward, and whether it is the full-width eval program of a split that routes Forward the same
+// fields (shared), so that Validate/Evaluate and Predict share one compiled forward: the "val"
+// split's first, then "test", then the others by name. With no such split (a Nitro built from
+// input specs, or a batch carrying an optional field no split has) it is Forward alone.
+func (su *setup) sharedForward(fwd []string) (keys []string, shared bool) {
 	order := []string{"val", "test"}
-	for _, split := range sortedKeys(n.splitAvail) {
+	for _, split := range sortedKeys(su.splitAvail) {
 		if split != "val" && split != "test" {
 			order = append(order, split)
 		}
 	}
 	for _, split := range order {
-		avail, ok := n.splitAvail[split]
+		avail, ok := su.splitAvail[split]
 		// Without Metrics or Loss (manual mode) there is no eval program to share: Forward alone.
-		if !ok || n.noEvalProgram() || !slices.Equal(routed(avail, n.forward), fwd) {
+		if !ok || su.noEvalProgram() || !slices.Equal(routed(avail, su.forward), fwd) {
 			continue
 		}
-		keys := n.evalKeys(avail)
-		p, err := n.evalProgram(width, width, keys)
-		return p, keys, err
+		return su.evalKeys(avail), true
 	}
-	p, err := n.predictProgram(width, fwd)
-	return p, fwd, err
-}
-
-// predictProgram: Forward alone, at one width, returning every output.
-func (n *Nitro) predictProgram(width int, keys []string) (*program, error) {
-	return n.memo(fmt.Sprintf("predict/%d/%v", width, keys), func() (*program, error) {
-		sig := n.modelInputs(width, keys)
-		key := n.key(compilecache.KindPredict, hookNames(n.forward), sig)
-		return n.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
-			nodes := sig.params(g, n.varInputs)
-			view := n.bindModel(g, nodes, src)
-			n.ctx.SetTraining(g, false)
-			out := n.callForward(view, batchNodes(nodes, keys), width)
-			meta := &program{forward: sortedKeys(out)}
-			var outs []*graph.Node
-			for _, name := range meta.forward {
-				outs = append(outs, out[name])
-			}
-			return outs, meta
-		})
-	})
+	return fwd, false
 }
 
 // Prediction is one batch's outputs on the host, sliced to the batch's real rows.
@@ -90,7 +64,7 @@ func (n *Nitro) Predict(x any) (p Prediction, err error) {
 		return nil, fmt.Errorf("Predict: %w", err)
 	}
 	n.setPhase(monitors.EvalStepping{}, nil)
-	return n.predictPadded(b, n.meshWidth(w), w)
+	return n.predictPadded(b, n.eng.MeshWidth(w), w)
 }
 
 // PredictAll yields each batch's outputs lazily, in order. A short final batch is padded to the
@@ -131,7 +105,7 @@ func (n *Nitro) PredictAll(src Source) iter.Seq2[Prediction, error] {
 				return
 			}
 			if width < 0 {
-				width = n.meshWidth(real)
+				width = n.eng.MeshWidth(real)
 			}
 			if real > width {
 				err = fmt.Errorf("batch %d has %d rows, more than batch 0's %d", i, real, width)
@@ -163,76 +137,34 @@ func predictRows(b Batch) (int, error) {
 	return w, err
 }
 
+// predictor is what prediction needs of the engine: Forward's outputs for one host batch.
+type predictor interface {
+	Predict(b map[string]*tensors.Tensor, fwd, keys []string, shared bool, width, real int) (map[string]*tensors.Tensor, error)
+}
+
+var _ predictor = (*engine.Engine)(nil)
+
+// predictPadded predicts one batch of real rows at the program width (padded by the engine).
 func (n *Nitro) predictPadded(b Batch, width, real int) (_ Prediction, err error) {
+	var p predictor = n.eng
 	defer recoverInto("predict", &err)
 	avail := keySet(b)
 	if err := n.forward.checkAgainst("predict", avail); err != nil {
 		return nil, err
 	}
 	fwd := routed(avail, n.forward)
-	p, keys, err := n.forwardProgram(width, fwd)
+	keys, shared := n.sharedForward(fwd)
+	res, err := p.Predict(b, fwd, keys, shared, width, real)
 	if err != nil {
 		return nil, err
-	}
-	in := make(Batch, len(keys))
-	for _, k := range keys {
-		if slices.Contains(fwd, k) {
-			in[k] = b[k]
-			continue
-		}
-		// A field only Metrics or Loss reads (a label) gets zeros: a prediction batch need not
-		// carry it, and the metrics computed from it are dropped.
-		fs := n.fieldShapes[k]
-		in[k] = tensors.FromShape(shapes.Make(dtypeOf(fs.dtype), append([]int{width}, fs.row...)...))
-	}
-	outs, err := n.runEval(p, in, keys, width)
-	if err != nil {
-		return nil, err
-	}
-	at := len(outs) - len(p.forward) // Forward's outputs come last
-	if err := freeTensors(outs[:at]); err != nil {
-		return nil, err
-	}
-	res := Prediction{}
-	for i, name := range p.forward {
-		if res[name], err = sliceRowsHost(outs[at+i], real); err != nil {
-			return nil, fmt.Errorf("reading output %q back: %w", name, err)
-		}
 	}
 	n.tracker.Tick()
 	return res, nil
 }
 
-// runEval runs an eval-mode program on a batch padded to the compiled width. Layer state is
-// passed but not donated, and what the program would return of it is never read: eval mode
-// discards it.
-func (n *Nitro) runEval(p *program, b Batch, keys []string, width int) ([]*tensors.Tensor, error) {
-	padded := make(Batch, len(keys))
-	for _, k := range keys {
-		padded[k] = padRows(b[k], width)
-	}
-	outs, err := n.execute(p, n.modelArgs(padded, keys, false))
-	return outs, errors.Join(err, freeBatch(padded, keys))
-}
-
-// sliceRowsHost brings t to the host and keeps its first rows.
-func sliceRowsHost(t *tensors.Tensor, rows int) (*tensors.Tensor, error) {
-	dims := t.Shape().Dimensions
-	if dims[0] == rows {
-		t.MaterializeLocal() // panics on a failed transfer: predictPadded recovers it into an error
-		return t, nil
-	}
-	out := tensors.FromShape(shapes.Make(t.DType(), append([]int{rows}, dims[1:]...)...))
-	var inner error
-	err := t.ConstBytes(func(src []byte) {
-		inner = out.MutableBytes(func(dst []byte) { copy(dst, src[:len(dst)]) })
-	})
-	return out, errors.Join(err, inner, t.FinalizeAll())
-}
-
-func (n *Nitro) forwardFields() []string {
+func (su *setup) forwardFields() []string {
 	var names []string
-	for _, f := range n.forward.fields {
+	for _, f := range su.forward.fields {
 		names = append(names, f.name)
 	}
 	return names

@@ -102,14 +102,14 @@ func (n *Nitro) Render(split string, count int, opts ...RenderOption) (path stri
 }
 
 // visualizer finds the Visualize hook, naming its signature when it is missing or wrong.
-func (n *Nitro) visualizer() (Visualizer, error) {
-	if v, ok := n.e.(Visualizer); ok {
+func (su *setup) visualizer() (Visualizer, error) {
+	if v, ok := su.e.(Visualizer); ok {
 		return v, nil
 	}
-	if m, ok := reflect.TypeOf(n.e).MethodByName("Visualize"); ok {
-		return nil, fmt.Errorf("experiment %s's Visualize hook is %v: want func (e *%s) %s", n.typeName, m.Type, n.typeName, visualizeSig)
+	if m, ok := reflect.TypeOf(su.e).MethodByName("Visualize"); ok {
+		return nil, fmt.Errorf("experiment %s's Visualize hook is %v: want func (e *%s) %s", su.typeName, m.Type, su.typeName, visualizeSig)
 	}
-	return nil, fmt.Errorf("experiment %s has no Visualize hook, which Render draws through: define func (e *%s) %s (s.Outputs is nil unless Render runs predictions)", n.typeName, n.typeName, visualizeSig)
+	return nil, fmt.Errorf("experiment %s has no Visualize hook, which Render draws through: define func (e *%s) %s (s.Outputs is nil unless Render runs predictions)", su.typeName, su.typeName, visualizeSig)
 }
 
 // renderSamples pulls batches from the head of split until count rows are in hand, with

@@ -167,11 +167,11 @@ func heldRun(dir string) (string, error) {
 
 // clearRunDir is WithOverwrite's removal, the last step of setup, so that a setup that fails
 // leaves the earlier run as it was.
-func (n *Nitro) clearRunDir() error {
-	if !n.overwriteDue {
+func (su *setup) clearRunDir() error {
+	if !su.overwriteDue {
 		return nil
 	}
-	dir := n.cfg.runDir.value
+	dir := su.cfg.runDir.value
 	removed, err := checkpoint.Clear(dir)
 	if err != nil {
 		return fmt.Errorf("WithOverwrite: %w (nothing of the new run was written; remove the files by hand or choose another run dir)", err)
@@ -194,7 +194,7 @@ func (n *Nitro) clearRunDir() error {
 		}
 		what = append(what, fmt.Sprintf("%s (%s)", MetricsFile, byteSize(fi.Size())))
 	}
-	n.notice(fmt.Sprintf("overwrite: removed the earlier run from %s: %s; other files there stay", dir, strings.Join(what, ", ")))
+	su.notice(fmt.Sprintf("overwrite: removed the earlier run from %s: %s; other files there stay", dir, strings.Join(what, ", ")))
 	return nil
 }
 

@@ -2,6 +2,7 @@ package core
 
 import (
 	"bytes"
+	"github.com/nitro-go/nitro/engine"
 	"strings"
 	"testing"
 
@@ -19,7 +20,7 @@ func TestSetParametersLeavesTheOptimizerState(t *testing.T) {
 	if err := n.Train(); err != nil {
 		t.Fatal(err)
 	}
-	before, err := n.stateTensors(wholeState)
+	before, err := n.eng.StateTensors(engine.WholePart)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,18 +35,18 @@ func TestSetParametersLeavesTheOptimizerState(t *testing.T) {
 	if err := n.SetParameters(zeros); err != nil {
 		t.Fatal(err)
 	}
-	after, err := n.stateTensors(wholeState)
+	after, err := n.eng.StateTensors(engine.WholePart)
 	if err != nil {
 		t.Fatal(err)
 	}
 	opt := 0
 	for i, b := range before {
 		a := after[i]
-		isParam := strings.HasPrefix(b.Name, paramPrefix)
+		isParam := strings.HasPrefix(b.Name, "param/")
 		if same := bytes.Equal(a.Data, b.Data); same == isParam {
 			t.Errorf("%s: same bytes %v after SetParameters; want changed only for parameters", b.Name, same)
 		}
-		if strings.HasPrefix(b.Name, optPrefix) {
+		if strings.HasPrefix(b.Name, "opt/") {
 			opt++
 		}
 	}

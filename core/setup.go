@@ -3,7 +3,7 @@ package core
 import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/nitro-go/nitro/backend"
-	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/markers"
 )
 
@@ -20,8 +20,10 @@ type setup struct {
 	cfg      config
 	acc      accessors // the optional experiment accessors, resolved once (hyper.go)
 	backend  *backend.Resolved
-	cache    *compilecache.Cache
-	devs     devices // n_devs and the mesh (devices.go)
+	cache    engine.Cache // nil: the process-level one
+	devs     devices      // n_devs (devices.go); the engine runs the mesh
+
+	console Console // human-readable report; nil when Quiet (chosen from the options)
 
 	overwriteDue bool // WithOverwrite found an earlier run to remove at the end of setup (rundir.go)
 
@@ -37,12 +39,8 @@ type setup struct {
 	fieldShapes  map[string]fieldShape      // per batch key: dtype and per-row dims
 	splitAvail   map[string]map[string]bool // per split: the keys its batches carry
 
-	ctx       *context.Context
-	groups    []*paramGroup                // parameter groups: variables, layout, chain
-	stateVars []*context.Variable          // layer state variables (non-trainable), by name
-	varInputs map[string]*context.Variable // program input name -> variable
-	devNames  []string                     // Device fields, in program-input order
-	opt       *optSetup
+	ctx *context.Context
+	opt *optSetup
 
 	gcHash   string
 	gcValues [][2]string
@@ -59,22 +57,21 @@ type fieldShape struct {
 // built from it, and the record starts only once everything it records is fixed.
 func (n *Nitro) setUp() error {
 	for _, phase := range []func() error{
-		n.resolveHooks,     // hooks.go: markers, traced hooks, BuildModel, optional accessors
-		n.resolveConfig,    // config.go: knobs and run options, validated together
-		n.checkDist,        // dist.go: the rank in [0, world size)
-		n.manualConfig,     // manual.go: what manual mode refuses (Accum, TrainMetrics)
-		n.checkRunDir,      // rundir.go: the run directory is usable
-		n.resolveBackend,   // config.go: the backend
-		n.takeData,         // splits.go: WithData, else BuildData, else none (WithInputSpecs)
-		n.derive,           // derive.go: Derive's values into the experiment; the GraphConst hash
-		n.checkSplits,      // splits.go: splits against the hooks; each declared for prefetch
-		n.resolveDevices,   // devices.go: n_devs, the batch divides over it, the mesh
-		n.manualSplits,     // manual.go: TrainStep's fields; something to validate with
-		n.buildModel,       // buildmodel.go: BuildModel, Device fields, shape trace, initial values
-		n.placeParameters,  // params.go: parameter groups; parameters and layer state on the device
-		n.setUpOptimizer,   // params.go: each group's optimizer, its state on the device
-		n.setUpCheckpoints, // checkpoint.go: checkpointer, early stopping, a resume
-		n.clearRunDir,      // rundir.go: WithOverwrite removes the earlier run, setup having succeeded
+		n.resolveHooks,      // hooks.go: markers, traced hooks, BuildModel, optional accessors
+		n.resolveConfig,     // config.go: knobs and run options, validated together
+		n.checkDist,         // dist.go: the rank in [0, world size)
+		n.manualConfig,      // manual.go: what manual mode refuses (Accum, TrainMetrics)
+		n.checkRunDir,       // rundir.go: the run directory is usable
+		n.resolveBackend,    // config.go: the backend
+		n.takeData,          // splits.go: WithData, else BuildData, else none (WithInputSpecs)
+		n.derive,            // derive.go: Derive's values into the experiment; the GraphConst hash
+		n.checkSplits,       // splits.go: splits against the hooks; each declared for prefetch
+		n.resolveDevices,    // devices.go: n_devs, the batch divides over it
+		n.manualSplits,      // manual.go: TrainStep's fields; something to validate with
+		n.buildModel,        // buildmodel.go: BuildModel, the engine, Device fields, shape trace, parameters on the device
+		n.setupOptimization, // hyper.go: each group's optimizer, its state on the device
+		n.setUpCheckpoints,  // checkpoint.go: checkpointer, early stopping, a resume
+		n.clearRunDir,       // rundir.go: WithOverwrite removes the earlier run, setup having succeeded
 	} {
 		if err := phase(); err != nil {
 			return err

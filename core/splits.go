@@ -31,25 +31,25 @@ func (n *Nitro) takeData() (err error) {
 // checkSplits is setup's split-check phase: each split against the hooks' declared fields and
 // the train rules (under WithInputSpecs, the specs against Forward's fields), then every split
 // declared for prefetch.
-func (n *Nitro) checkSplits() error {
-	check := n.checkData
-	if n.specOnly() {
-		check = n.checkInputSpecs
+func (su *setup) checkSplits() error {
+	check := su.checkData
+	if su.specOnly() {
+		check = su.checkInputSpecs
 	}
 	if err := check(); err != nil {
 		return err
 	}
-	return n.wrapData()
+	return su.wrapData()
 }
 
 // checkData validates the splits against the hooks' declared fields and the train rules.
-func (n *Nitro) checkData() error {
-	n.fieldShapes = map[string]fieldShape{}
+func (su *setup) checkData() error {
+	su.fieldShapes = map[string]fieldShape{}
 	shapeFrom := map[string]string{} // field -> the split its shape was first read from
-	n.splitAvail = map[string]map[string]bool{}
-	n.splitWidth = map[string]int{}
-	for _, split := range sortedKeys(n.data) {
-		src := n.data[split]
+	su.splitAvail = map[string]map[string]bool{}
+	su.splitWidth = map[string]int{}
+	for _, split := range sortedKeys(su.data) {
+		src := su.data[split]
 		if src == nil || src.Len() == 0 {
 			return fmt.Errorf("split %q is empty", split)
 		}
@@ -62,65 +62,65 @@ func (n *Nitro) checkData() error {
 			return fmt.Errorf("split %q: %w", split, err)
 		}
 		avail := map[string]bool{}
-		n.splitAvail[split] = avail
-		n.splitWidth[split] = w
+		su.splitAvail[split] = avail
+		su.splitWidth[split] = w
 		for k, t := range b {
 			avail[k] = true
 			fs := fieldShape{dtype: t.DType().String(), row: append([]int(nil), t.Shape().Dimensions[1:]...)}
-			if old, ok := n.fieldShapes[k]; ok && (old.dtype != fs.dtype || fmt.Sprint(old.row) != fmt.Sprint(fs.row)) {
+			if old, ok := su.fieldShapes[k]; ok && (old.dtype != fs.dtype || fmt.Sprint(old.row) != fmt.Sprint(fs.row)) {
 				return fmt.Errorf("batch field %q is %s%v per sample in split %q and %s%v in split %q: splits must agree", k, old.dtype, old.row, shapeFrom[k], fs.dtype, fs.row, split)
 			}
-			if _, ok := n.fieldShapes[k]; !ok {
+			if _, ok := su.fieldShapes[k]; !ok {
 				shapeFrom[k] = split
 			}
-			n.fieldShapes[k] = fs
+			su.fieldShapes[k] = fs
 		}
-		if err := n.forward.checkAgainst(split, avail); err != nil {
+		if err := su.forward.checkAgainst(split, avail); err != nil {
 			return err
 		}
 		if split == "train" {
-			if err := n.loss.checkAgainst(split, avail); err != nil {
+			if err := su.loss.checkAgainst(split, avail); err != nil {
 				return err
 			}
-			if n.trainMetrics != nil {
-				if err := n.trainMetrics.checkAgainst(split, avail); err != nil {
+			if su.trainMetrics != nil {
+				if err := su.trainMetrics.checkAgainst(split, avail); err != nil {
 					return err
 				}
 			}
-			pd, ok := src.(PartialDropper)
+			pd, ok := src.(prefetch.PartialDropper)
 			if !ok || !pd.DropsPartial() {
 				return fmt.Errorf("the train split must drop its partial final batch (a short batch would compile a second gradient program): build it with ArrayOptions{DropPartial: true} or implement DropsPartial() bool")
 			}
-			if src.Len()%n.cfg.accum.value != 0 {
-				return fmt.Errorf("the train split has %d batches, not divisible by Accum = %d (%s): the horizon max_epochs*(batches/accum) must be exact; choose a batch size or accum that divides it", src.Len(), n.cfg.accum.value, n.cfg.accum.source)
+			if src.Len()%su.cfg.accum.value != 0 {
+				return fmt.Errorf("the train split has %d batches, not divisible by Accum = %d (%s): the horizon max_epochs*(batches/accum) must be exact; choose a batch size or accum that divides it", src.Len(), su.cfg.accum.value, su.cfg.accum.source)
 			}
-			n.trainWidth = w
-		} else if n.metrics != nil {
-			if err := n.metrics.checkAgainst(split, avail); err != nil {
+			su.trainWidth = w
+		} else if su.metrics != nil {
+			if err := su.metrics.checkAgainst(split, avail); err != nil {
 				return err
 			}
-		} else if err := n.loss.checkAgainst(split, avail); err != nil {
+		} else if err := su.loss.checkAgainst(split, avail); err != nil {
 			return fmt.Errorf("%w (with no Metrics hook, validation reports val_loss through Loss)", err)
 		}
 		if split != "train" {
-			n.warnDroppedEval(split, src, w)
+			su.warnDroppedEval(split, src, w)
 		}
 	}
 	carried := map[string]bool{}
-	for k := range n.fieldShapes {
+	for k := range su.fieldShapes {
 		carried[k] = true
 	}
-	n.warnAbsentOptional(carried, "no split")
+	su.warnAbsentOptional(carried, "no split")
 	return nil
 }
 
 // warnAbsentOptional warns, once at setup, about each optional batch field that no split (under
 // WithInputSpecs, no spec) carries: the hook reads it nil in every program, as it would a
 // misspelled key. A field absent from some splits only is what optional is for, and stays quiet.
-func (n *Nitro) warnAbsentOptional(carried map[string]bool, where string) {
+func (su *setup) warnAbsentOptional(carried map[string]bool, where string) {
 	names := sortedKeys(carried)
-	hooks := []*hook{n.forward, n.loss, n.metrics, n.trainMetrics, n.trainStep}
-	if n.specOnly() {
+	hooks := []*hook{su.forward, su.loss, su.metrics, su.trainMetrics, su.trainStep}
+	if su.specOnly() {
 		hooks = hooks[:1] // only Forward runs on a Nitro without data
 	}
 	for _, h := range hooks {
@@ -138,15 +138,15 @@ func (n *Nitro) warnAbsentOptional(carried map[string]bool, where string) {
 			} else {
 				msg += ": fix the key in its batch tag if it is misspelled, or drop the field"
 			}
-			n.warn(msg)
+			su.warn(msg)
 		}
 	}
 }
 
 // warnDroppedEval warns, once at setup, about an evaluation split that drops its partial final
 // batch: its metrics silently leave those samples out (padding would keep them).
-func (n *Nitro) warnDroppedEval(split string, src Source, width int) {
-	pd, ok := src.(PartialDropper)
+func (su *setup) warnDroppedEval(split string, src Source, width int) {
+	pd, ok := src.(prefetch.PartialDropper)
 	if !ok || !pd.DropsPartial() {
 		return
 	}
@@ -158,5 +158,5 @@ func (n *Nitro) warnDroppedEval(split string, src Source, width int) {
 		}
 		skipped = fmt.Sprintf("%d of its %d samples", k, s.Samples())
 	}
-	n.warn(fmt.Sprintf("split %q drops its partial final batch, so its metrics leave out %s: build it without DropPartial (an eval split pads its short final batch instead)", split, skipped))
+	su.warn(fmt.Sprintf("split %q drops its partial final batch, so its metrics leave out %s: build it without DropPartial (an eval split pads its short final batch instead)", split, skipped))
 }

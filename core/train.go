@@ -2,12 +2,12 @@ package core
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"math"
 	"time"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/monitors"
 	"github.com/nitro-go/nitro/prefetch"
 )
@@ -63,7 +63,7 @@ func (n *Nitro) Train() (err error) {
 		first, from = n.st.data.epoch, n.st.data.batch // an epoch that ended part-way (Interrupt): finish it first
 	}
 	n.bound.openLog = false
-	for ep := first; ep <= n.lastEpoch(); ep++ {
+	for ep := first; ep <= n.bound.lastEpoch(n.cfg.maxEpochs.value); ep++ {
 		start := time.Now()
 		n.tracker.SetProgress(ep, n.st.step)
 		n.setPhase(monitors.TrainStepping{}, val)
@@ -92,7 +92,7 @@ func (n *Nitro) Train() (err error) {
 		if err := n.saveCheckpoint(res, reason); err != nil {
 			return err
 		}
-		if reason != "" || n.boundReached(ep) { // TrainSteps/TrainEpochs: the call ends, the run goes on
+		if reason != "" || n.bound.reached(ep, n.st.step) { // TrainSteps/TrainEpochs: the call ends, the run goes on
 			n.stopReason = cmp.Or(reason, StopCompleted)
 			return nil
 		}
@@ -124,8 +124,8 @@ func (n *Nitro) trainEpoch(train Source, ep, from int) (res EpochResult, err err
 	sums.clock.begin()
 	for i := from; i < to; i += accum {
 		n.st.data = dataPosition{epoch: ep, batch: i}
-		sums.read = n.logsStep(n.st.step + 1)
-		loss, micro, err := n.optimizationStep(stream, keys, &sums)
+		sums.read = n.log.logs(n.st.step + 1)
+		loss, micro, err := n.optimizationStep(n.eng, stream, keys, &sums)
 		if err != nil {
 			return EpochResult{}, fmt.Errorf("epoch %d, step %d: %w", ep, n.st.step+1, err)
 		}
@@ -142,8 +142,8 @@ func (n *Nitro) trainEpoch(train Source, ep, from int) (res EpochResult, err err
 		n.tracker.SetProgress(ep, n.st.step)
 		n.tracker.SetLoss(loss)
 		n.tracker.Tick()
-		n.logStep(ep, &sums)
-		if n.interrupted.Load() || n.atStepBound() {
+		n.log.step(n.st.step, ep, &sums)
+		if n.interrupted.Load() || n.bound.atStep(n.st.step) {
 			break // Interrupt (Ctrl+C) or TrainSteps: stop at this step boundary, then validate as usual
 		}
 	}
@@ -197,39 +197,35 @@ func (s *stepSums) endStep() {
 	clear(s.step)
 }
 
-// optimizationStep runs one optimizer step on train batches [i, i+accum) and returns its loss
-// (the last micro-batch's) and that micro-batch's 1-based number: the first non-finite loss stops
-// there, before the update.
-func (n *Nitro) optimizationStep(stream *prefetch.Stream[Batch], keys []string, sums *stepSums) (float64, int, error) {
-	if err := n.applyDeviceSchedules(n.st.step + 1); err != nil {
+// stepper is what the train loop needs of the engine: one optimizer step on the batches next
+// yields, its values returned by name.
+type stepper interface {
+	Step(step int, keys []string, next func() (map[string]*tensors.Tensor, error), read bool) (engine.StepValues, error)
+}
+
+var _ stepper = (*engine.Engine)(nil)
+
+// optimizationStep runs the next optimizer step on the stream's batches: the step's scheduled
+// Device values, then the step itself (accum micro-batches and the update, or one fused or manual
+// program), whose values go into the sums. It returns the step's loss (its last micro-batch's)
+// and that micro-batch's 1-based number: the first non-finite loss stops there, before the update.
+func (n *Nitro) optimizationStep(s stepper, stream *prefetch.Stream[Batch], keys []string, sums *stepSums) (float64, int, error) {
+	step := n.st.step + 1
+	if err := n.applyDeviceSchedules(step); err != nil {
 		return 0, 0, err
 	}
-	if n.opts.fused || n.trainStep != nil { // a manual step is one program too
+	next := func() (map[string]*tensors.Tensor, error) {
 		it, err := n.next(stream, keys, "train")
-		if err != nil {
-			return 0, 0, err
-		}
-		loss, err := n.fusedStep(it.Device, keys, sums)
-		return loss, 1, err
+		return it.Device, err
 	}
-	var acc []*tensors.Tensor // nil: the first micro-batch starts the sums on the device
-	var loss float64
-	for k := 0; k < n.cfg.accum.value; k++ {
-		it, err := n.next(stream, keys, "train")
-		if err != nil {
-			return 0, 0, err
-		}
-		var grads []*tensors.Tensor
-		if loss, grads, err = n.gradientStep(it.Device, keys, acc, sums); err != nil {
-			return 0, 0, err
-		}
-		if math.IsNaN(loss) || math.IsInf(loss, 0) {
-			// the caller stops on it, before the update
-			return loss, k + 1, freeTensors(grads)
-		}
-		acc = grads
+	vals, err := s.Step(step, keys, next, sums.read)
+	if err != nil {
+		return 0, 0, err
 	}
-	return loss, n.cfg.accum.value, n.optimizerStep(acc)
+	for _, m := range vals.Micro {
+		sums.add(m)
+	}
+	return vals.Loss(), len(vals.Micro), nil
 }
 
 // endEpoch records a finished epoch: the epoch counter, the history, the logger's "validate" and
@@ -237,199 +233,26 @@ func (n *Nitro) optimizationStep(stream *prefetch.Stream[Batch], keys []string, 
 func (n *Nitro) endEpoch(res EpochResult) {
 	n.st.epoch = res.Epoch
 	n.history = append(n.history, res)
-	n.logEpoch(res)
+	n.log.epoch(n.st.step, res)
 	if n.console != nil {
 		n.console.Epoch(res, n.cfg.maxEpochs.value)
 	}
 }
 
-// gradientStep runs the gradient program on one micro-batch and returns the validated loss and
-// the (accumulated) gradients of every parameter array, still on the device. With accum > 1, acc
-// holds the step's running sums (donated: the outputs replace them), or nil on the step's first
-// micro-batch, whose sums start from zeros in the program (see gradientProgram).
-func (n *Nitro) gradientStep(b Batch, keys []string, acc []*tensors.Tensor, sums *stepSums) (float64, []*tensors.Tensor, error) {
-	w, err := n.trainBatchWidth(b)
-	if err != nil {
-		return 0, nil, err
-	}
-	p, err := n.gradientProgram(w, keys)
-	if err != nil {
-		return 0, nil, err
-	}
-	args := n.modelArgs(b, keys, true)
-	if n.cfg.accum.value > 1 {
-		// Sums are parameter-sized: counted with the parameters, so a test of zero parameter
-		// uploads per step also proves that no sums came from the host.
-		first := acc == nil
-		if first {
-			// Read only by a select that discards them: the parameters, already on the device
-			// and passed twice (neither use donates them).
-			for _, g := range n.st.groups {
-				for _, t := range g.params {
-					args = append(args, arg{t: t, counter: &n.uploads.Params})
-				}
-			}
-		}
-		for _, a := range acc {
-			args = append(args, arg{t: a, donate: true, counter: &n.uploads.Params})
-		}
-		args = append(args, n.firstArg(first))
-	}
-	outs, err := n.execute(p, args)
-	if err = errors.Join(err, freeBatch(b, keys)); err != nil {
-		return 0, nil, err
-	}
-	G, S := n.paramArrays(), len(n.stateVars)
-	loss, err := readControlScalar(outs[0], "loss")
-	if err != nil {
-		return 0, nil, err
-	}
-	n.st.layer = outs[1+G : 1+G+S]
-	sums.add(loss, p.outNames, outs[1+G+S:])
-	return loss, outs[1 : 1+G], freeTensors(outs[0:1], outs[1+G+S:])
-}
-
-// fusedStep runs the fused train step on one batch: parameters, optimizer state and layer state
-// are replaced (donated) in place of the two-program step's gradient and optimizer runs. The
-// program keeps the old parameters and state when the loss is non-finite, and the caller stops
-// the run on that loss, as the two-program step does before its update.
-func (n *Nitro) fusedStep(b Batch, keys []string, sums *stepSums) (float64, error) {
-	w, err := n.trainBatchWidth(b)
-	if err != nil {
-		return 0, err
-	}
-	p, err := n.stepProgram(w, keys) // manual_step.go: TrainStep's program in manual mode
-	if err != nil {
-		return 0, err
-	}
-	step := n.st.step + 1
-	args := n.modelArgs(b, keys, true)
-	for i := range args[:n.paramArrays()] {
-		args[i].donate = true // replaced by the update
-	}
-	for i := range n.groups {
-		more, err := n.stateArgs(i, step)
-		if err != nil {
-			return 0, err
-		}
-		args = append(args, more...)
-	}
-	args = append(args, n.stepArg(step))
-	outs, err := n.execute(p, args)
-	if err = errors.Join(err, freeBatch(b, keys)); err != nil {
-		return 0, err
-	}
-	loss, err := readControlScalar(outs[0], "loss")
-	if err != nil {
-		return 0, err
-	}
-	rest := n.takeOptimizerOutputs(outs[1:])
-	S := len(n.stateVars)
-	n.st.layer = rest[:S]
-	sums.add(loss, p.outNames, rest[S:])
-	return loss, freeTensors(outs[0:1], rest[S:])
-}
-
-// trainBatchWidth is a train batch's row count, which must be the train split's.
-func (n *Nitro) trainBatchWidth(b Batch) (int, error) {
-	w, err := batchWidth(b)
-	if err == nil && w != n.trainWidth {
-		err = fmt.Errorf("train batch has %d rows, the train split's batches have %d: a train source must yield equal batches", w, n.trainWidth)
-	}
-	return w, err
-}
-
-// freeBatch releases the device copies of a batch's transferred fields as soon as the step that
-// used them is done: the host GC cannot see device memory, so leaving them to finalizers can run
-// the device out of memory while the host looks idle. Host data stays (the source may reuse it).
-func freeBatch(b Batch, keys []string) error {
-	var errs []error
-	for _, k := range keys {
-		if t := b[k]; t != nil && t.IsOnAnyDevice() {
-			if err := t.InvalidateOnDevice(); err != nil {
-				errs = append(errs, fmt.Errorf("freeing batch field %q on the device: %w", k, err))
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// add counts one micro-batch: its loss (already read back, by the validated readback the loop
-// branches on) and, on a step that is read, its TrainMetrics outputs. Train metrics are logged,
-// never branched on, so they skip the validated readback; on the steps LogEvery skips they are
-// not read at all (the outputs are freed unread).
-func (s *stepSums) add(loss float64, names []string, outs []*tensors.Tensor) {
-	s.loss += loss
+// add counts one micro-batch: its loss (read back by the validated readback the loop branches
+// on) and, on a step that is read, its TrainMetrics (on the steps LogEvery skips the engine does
+// not read them at all).
+func (s *stepSums) add(m engine.Micro) {
+	s.loss += m.Loss
 	s.micro++
-	s.stepLoss += loss
+	s.stepLoss += m.Loss
 	s.stepMicro++
-	if !s.read || len(names) == 0 {
+	if m.Metrics == nil {
 		return
 	}
 	s.trainN++
-	for i, name := range names {
-		v := scalarValue(outs[i])
+	for name, v := range m.Metrics {
 		s.train[name] += v
 		s.step[name] += v
-	}
-}
-
-// freeTensors finalizes program outputs already read back.
-func freeTensors(groups ...[]*tensors.Tensor) error {
-	var errs []error
-	for _, ts := range groups {
-		for _, t := range ts {
-			if t != nil {
-				if err := t.FinalizeAll(); err != nil {
-					errs = append(errs, fmt.Errorf("freeing a program output: %w", err))
-				}
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// modelArgs lists parameters, layer state (donated when it is replaced), Device fields and batch fields.
-func (n *Nitro) modelArgs(b Batch, keys []string, donateState bool) []arg {
-	var args []arg
-	for _, g := range n.st.groups {
-		for _, t := range g.params {
-			args = append(args, arg{t: t, counter: &n.uploads.Params})
-		}
-	}
-	for _, s := range n.st.layer {
-		args = append(args, arg{t: s, donate: donateState, counter: &n.uploads.LayerState})
-	}
-	for _, name := range n.devNames {
-		args = append(args, arg{t: n.dev[name], counter: &n.uploads.Device})
-	}
-	for _, k := range keys {
-		args = append(args, arg{t: b[k], counter: &n.uploads.Batch})
-	}
-	return args
-}
-
-// readControlScalar is the one validated readback for scalars the driver branches on. A readback
-// that returns garbage without raising is a documented failure on PJRT stacks, so the value's
-// shape is checked and a failed transfer is an error, never a silent zero.
-func readControlScalar(t *tensors.Tensor, what string) (v float64, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("reading %s back from the device: %v", what, r)
-		}
-	}()
-	if t == nil || !t.Ok() {
-		return 0, fmt.Errorf("reading %s back from the device: the buffer is invalid", what)
-	}
-	if !t.Shape().IsScalar() {
-		return 0, fmt.Errorf("reading %s back: expected a scalar, got %s", what, t.Shape())
-	}
-	switch x := t.Value().(type) {
-	case float32:
-		return float64(x), nil
-	case float64:
-		return x, nil
-	default:
-		return 0, fmt.Errorf("reading %s back: expected a float scalar, got %T", what, x)
 	}
 }

@@ -66,7 +66,7 @@ func (n *Nitro) EndRun() error {
 	}
 	n.bound.openLog = false
 	n.stopReason = StopRequested
-	n.finishLog(nil)
+	n.log.finish(n.stopReason, nil)
 	return nil
 }
 
@@ -76,22 +76,22 @@ func (n *Nitro) trainBounded(b trainBound) error {
 	return n.Train()
 }
 
-// lastEpoch is the last epoch the current call trains.
-func (n *Nitro) lastEpoch() int {
-	if n.bound.epochs > 0 {
-		return n.bound.epochs
+// lastEpoch is the last epoch the current call trains, of a run of maxEpochs.
+func (b *trainBound) lastEpoch(maxEpochs int) int {
+	if b.epochs > 0 {
+		return b.epochs
 	}
-	return n.cfg.maxEpochs.value
+	return maxEpochs
 }
 
-// atStepBound says the current call has taken its last step.
-func (n *Nitro) atStepBound() bool { return n.bound.steps > 0 && n.st.step >= n.bound.steps }
+// atStep says the current call has taken its last step, the run having taken step.
+func (b *trainBound) atStep(step int) bool { return b.steps > 0 && step >= b.steps }
 
-// boundReached says the current call stops after epoch ep, before the run's horizon: the run
-// goes on, so Train leaves the log record open.
-func (n *Nitro) boundReached(ep int) bool {
-	if n.atStepBound() || n.bound.epochs > 0 && ep >= n.bound.epochs {
-		n.bound.openLog = true
+// reached says the current call stops after epoch ep (the run at step), before the run's
+// horizon: the run goes on, so Train leaves the log record open.
+func (b *trainBound) reached(ep, step int) bool {
+	if b.atStep(step) || b.epochs > 0 && ep >= b.epochs {
+		b.openLog = true
 		return true
 	}
 	return false
@@ -100,7 +100,7 @@ func (n *Nitro) boundReached(ep int) bool {
 // judgesEpoch says early stopping sees the epoch just validated: patience counts whole epochs,
 // so an epoch a TrainSteps bound cut short is validated and checkpointed but judged only when a
 // later call finishes it (else a loop of one-step calls would spend the patience in a few steps).
-func (n *Nitro) judgesEpoch() bool { return !(n.atStepBound() && n.partialEpoch()) }
+func (n *Nitro) judgesEpoch() bool { return !(n.bound.atStep(n.st.step) && n.partialEpoch()) }
 
 // endLog finishes the record unless the call stopped at its bound with the run to go on.
 func (n *Nitro) endLog(err error) {
@@ -108,12 +108,17 @@ func (n *Nitro) endLog(err error) {
 		return
 	}
 	n.bound.openLog = false
-	n.finishLog(err)
+	n.log.finish(n.stopReason, err)
 }
 
 // partialEpoch says the last epoch ended part-way (an Interrupt, a TrainSteps bound).
 func (n *Nitro) partialEpoch() bool {
 	tr, ok := n.data["train"]
-	p := n.st.data
-	return ok && p.epoch > 0 && p.epoch == n.st.epoch && p.batch > 0 && p.batch < tr.Len()
+	return ok && n.st.partial(tr.Len())
+}
+
+// partial says the last epoch ended part-way through its train batches.
+func (st *trainState) partial(batches int) bool {
+	p := st.data
+	return p.epoch > 0 && p.epoch == st.epoch && p.batch > 0 && p.batch < batches
 }

@@ -2,7 +2,8 @@
 // imports core; internal/prereq (the test prerequisites and the plugin search, which every module
 // may import, backend included) and tensorfile (the dtype, the safetensors codec, durable
 // writes) import no workspace module, so they sit below them all; the edges in forbidden (such as
-// exportbundle -> checkpoint: the codec they share is tensorfile's) stay out; no
+// exportbundle -> checkpoint: the codec they share is tensorfile's, and engine -> core, export
+// or cmd: the engine sits below core) stay out; no
 // import cycle runs between modules (Go modules tolerate module-level cycles; we do not, since
 // each module must be usable alone); and the training path (core's packages and everything they
 // import) holds no exportbundle package and no workspace package using cgo, so a program that
@@ -35,7 +36,13 @@ var bottom = map[string]bool{"earlystop": true, "idx": true, "internal/prereq": 
 // forbidden lists module edges that must not come back, each with the fix.
 var forbidden = map[[2]string]string{
 	{"exportbundle", "checkpoint"}: "a bundle shares only the safetensors codec and the dtype with checkpoints, and those are tensorfile's: import tensorfile",
+	// The engine sits below core: core binds the experiment's hooks to it and reads its results.
+	{"engine", "core"}:   engineBelow,
+	{"engine", "export"}: engineBelow,
+	{"engine", "cmd"}:    engineBelow,
 }
+
+const engineBelow = "the engine sits below core and everything above it; take what it needs through engine.Config (hooks as plain functions) and return typed results"
 
 func main() {
 	root := "."

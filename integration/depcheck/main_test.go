@@ -23,6 +23,18 @@ func TestCheckRefusesCoreImport(t *testing.T) {
 	}
 }
 
+// TestCheckKeepsEngineBelowCore: the engine importing core (or export, or cmd) is refused with
+// the fix, even where no cycle would form; core importing the engine is the layering.
+func TestCheckKeepsEngineBelowCore(t *testing.T) {
+	err := Check(map[string][]string{"engine": {"core"}, "core": {"markers"}, "markers": nil})
+	if err == nil || !strings.Contains(err.Error(), "module engine imports core: the engine sits below core") {
+		t.Fatalf("want engine->core refused naming the rule, got %v", err)
+	}
+	if err := Check(map[string][]string{"core": {"engine"}, "engine": {"markers"}, "markers": nil, "cmd": {"core"}}); err != nil {
+		t.Fatalf("core above the engine was refused: %v", err)
+	}
+}
+
 // TestCheckTrainingPath: an exportbundle package, or a workspace package with cgo files, on
 // core's import graph is refused, each named; a clean path passes.
 func TestCheckTrainingPath(t *testing.T) {

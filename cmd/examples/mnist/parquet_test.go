@@ -104,7 +104,7 @@ func TestParquetServesTheIdxBatches(t *testing.T) {
 			}
 			for ep := range 2 {
 				for _, s := range []core.Source{a, b} {
-					if es, ok := s.(core.EpochSource); ok {
+					if es, ok := s.(prefetch.EpochSource); ok {
 						if err := es.BeginEpoch(ep); err != nil {
 							t.Fatal(err)
 						}
@@ -132,7 +132,7 @@ func TestParquetServesTheIdxBatches(t *testing.T) {
 }
 
 func dropsPartial(s core.Source) bool {
-	d, ok := s.(core.PartialDropper)
+	d, ok := s.(prefetch.PartialDropper)
 	return ok && d.DropsPartial()
 }
 

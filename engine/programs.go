@@ -1,8 +1,7 @@
-package core
+package engine
 
 import (
 	"fmt"
-	"reflect"
 	"sort"
 	"strings"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/mesh"
+	"github.com/nitro-go/nitro/monitors"
 )
 
 // program is a compiled graph plus what its outputs mean. It is what the compile cache stores, so
@@ -56,32 +56,32 @@ func (s signature) params(g *graph.Graph, vars map[string]*context.Variable) map
 }
 
 // modelInputs lists parameters, layer state and Device fields, then the routed batch fields.
-func (n *Nitro) modelInputs(width int, keys []string) signature {
+func (e *Engine) modelInputs(width int, keys []string) signature {
 	var s signature
-	for _, g := range n.groups {
+	for _, g := range e.groups {
 		for _, v := range g.vars {
 			s.add("param/"+v.ScopeAndName(), v.DType().String(), v.Shape().Dimensions)
 		}
 	}
-	for _, v := range n.stateVars {
+	for _, v := range e.stateVars {
 		s.add("state/"+v.ScopeAndName(), v.DType().String(), v.Shape().Dimensions)
 	}
-	for _, name := range n.devNames {
-		t := n.dev[name]
+	for _, name := range e.devNames {
+		t := e.dev[name]
 		s.add("device/"+name, t.DType().String(), t.Shape().Dimensions)
 	}
 	for _, k := range keys {
-		fs := n.fieldShapes[k]
-		s.add("batch/"+k, fs.dtype, append([]int{width}, fs.row...))
+		fs := e.fieldShapes[k]
+		s.add("batch/"+k, fs.DType, append([]int{width}, fs.Row...))
 	}
 	return s
 }
 
 // bindModel binds Device fields on a copy of src to their parameter nodes; it returns the view
 // traced hooks are called on.
-func (n *Nitro) bindModel(g *graph.Graph, nodes map[string]*graph.Node, src any) any {
+func (e *Engine) bindModel(g *graph.Graph, nodes map[string]*graph.Node, src any) any {
 	dev := map[string]*graph.Node{}
-	for _, name := range n.devNames {
+	for _, name := range e.devNames {
 		dev[name] = nodes["device/"+name]
 	}
 	view, err := markers.BindDevice(src, dev)
@@ -101,8 +101,8 @@ func batchNodes(nodes map[string]*graph.Node, keys []string) map[string]*graph.N
 
 // callForward runs Forward on the view and asserts every output leaf is an array with the batch
 // on its leading axis, before anything slices it.
-func (n *Nitro) callForward(view any, batch map[string]*graph.Node, width int) Outputs {
-	out := n.forward.call(view, valueOf(n.ctx.Reuse()), batch).Interface().(Outputs)
+func (e *Engine) callForward(view any, batch map[string]*graph.Node, width int) map[string]*graph.Node {
+	out := e.hooks.Forward(view, e.ctx.Reuse(), batch)
 	if len(out) == 0 {
 		panic(fmt.Errorf("Forward returned no outputs: return named outputs, e.g. core.Outputs{\"logits\": logits}"))
 	}
@@ -121,21 +121,21 @@ func (n *Nitro) callForward(view any, batch map[string]*graph.Node, width int) O
 	return out
 }
 
-// memo returns this Nitro's program for id, asking the compile cache once. Everything in a key
+// memo returns this engine's program for id, asking the compile cache once. Everything in a key
 // other than the id (experiment, GraphConst values, hooks, layout, device shapes, accum, clip) is
-// fixed for a Nitro's life, so after the first lookup a step costs no key building at all.
-func (n *Nitro) memo(id string, get func() (*program, error)) (*program, error) {
-	if p, ok := n.progs[id]; ok {
+// fixed for an engine's life, so after the first lookup a step costs no key building at all.
+func (e *Engine) memo(id string, get func() (*program, error)) (*program, error) {
+	if p, ok := e.progs[id]; ok {
 		return p, nil
 	}
 	p, err := get()
 	if err != nil {
 		return nil, err
 	}
-	if n.progs == nil {
-		n.progs = map[string]*program{}
+	if e.progs == nil {
+		e.progs = map[string]*program{}
 	}
-	n.progs[id] = p
+	e.progs[id] = p
 	return p, nil
 }
 
@@ -145,12 +145,12 @@ func (n *Nitro) memo(id string, get func() (*program, error)) (*program, error) 
 // and restores the phase it interrupted. A program this handle did not compile (a hit, or another
 // handle's compile it waited for) is checked against a trace of this handle's experiment: an equal
 // key is not enough, since the key leaves Host values out by design.
-func (n *Nitro) getProgram(key compilecache.Key, build func(g *graph.Graph, src any) ([]*graph.Node, *program)) (*program, error) {
+func (e *Engine) getProgram(key compilecache.Key, build func(g *graph.Graph, src any) ([]*graph.Node, *program)) (*program, error) {
 	compiled := false
-	v, lk, err := n.cache.Get(key, func() (p any, err error) {
+	v, lk, err := e.cache.Get(key, func() (p any, err error) {
 		compiled = true
-		err = n.tracker.WithCompiling(compilingLeaf(key.Kind), func() (err error) {
-			p, err = n.compileProgram(key, build)
+		err = e.compiling(compilingPhase(key.Kind), func() (err error) {
+			p, err = e.compileProgram(key, build)
 			return err
 		})
 		return p, err
@@ -159,11 +159,11 @@ func (n *Nitro) getProgram(key compilecache.Key, build func(g *graph.Graph, src 
 		return nil, err
 	}
 	if lk.Why != "" {
-		n.notice(fmt.Sprintf("recompiling the %s program: %s", key.Kind, lk.Why))
+		e.notice(fmt.Sprintf("recompiling the %s program: %s", key.Kind, lk.Why))
 	}
 	p := v.(*program)
 	if !compiled {
-		if err := n.checkCached(key, p, build); err != nil {
+		if err := e.checkCached(key, p, build); err != nil {
 			return nil, err
 		}
 	}
@@ -174,30 +174,30 @@ func (n *Nitro) getProgram(key compilecache.Key, build func(g *graph.Graph, src 
 // and compares it with the graph the cached program was compiled from. A difference the Host
 // fields explain is a *markers.HostReadError naming them, exactly as a miss would report it;
 // any other difference means a hook read something the key cannot see.
-func (n *Nitro) checkCached(key compilecache.Key, p *program, build func(g *graph.Graph, src any) ([]*graph.Node, *program)) error {
-	fp, err := n.traceProgram(key.Kind, build, n.e)
+func (e *Engine) checkCached(key compilecache.Key, p *program, build func(g *graph.Graph, src any) ([]*graph.Node, *program)) error {
+	fp, err := e.traceProgram(key.Kind, build, e.exp)
 	if err != nil {
 		return fmt.Errorf("checking the cached %s program against this experiment: %w", key.Kind, err)
 	}
 	if fp == p.traced {
 		return nil
 	}
-	if err := markers.CheckHostIndependent(n.e, func(src any) (string, error) { return n.traceProgram(key.Kind, build, src) }); err != nil {
+	if err := markers.CheckHostIndependent(e.exp, func(src any) (string, error) { return e.traceProgram(key.Kind, build, src) }); err != nil {
 		return err
 	}
 	return fmt.Errorf("the cached %s program of %s was compiled from a graph this experiment no longer traces to, "+
 		"although every key component (GraphConst values, hooks, inputs, layout, context params) is equal and no Host "+
 		"field explains it: a hook reads a value outside the experiment (a global or a captured variable). Make it a "+
 		"GraphConst field (recompiles per value) or a Device field (a traced input), or call compilecache.Default().Reset() "+
-		"after changing it", key.Kind, n.typeName)
+		"after changing it", key.Kind, e.typeName)
 }
 
 // traceProgram builds key's program from src on a trace graph (never compiled) and returns its
 // fingerprint, with constants compared by value.
-func (n *Nitro) traceProgram(kind string, build func(g *graph.Graph, src any) ([]*graph.Node, *program), src any) (string, error) {
+func (e *Engine) traceProgram(kind string, build func(g *graph.Graph, src any) ([]*graph.Node, *program), src any) (string, error) {
 	var fp string
-	err := tryGraph("building the "+kind+" program", func() {
-		g := markers.NewTraceGraph(n.backend.Backend, "nitro_check_"+kind)
+	err := TryGraph("building the "+kind+" program", func() {
+		g := markers.NewTraceGraph(e.backend.Backend, "nitro_check_"+kind)
 		defer g.Finalize()
 		build(g, src)
 		var err error
@@ -209,10 +209,10 @@ func (n *Nitro) traceProgram(kind string, build func(g *graph.Graph, src any) ([
 }
 
 // compileProgram is a cache miss's work (see getProgram).
-func (n *Nitro) compileProgram(key compilecache.Key, build func(g *graph.Graph, src any) ([]*graph.Node, *program)) (*program, error) {
+func (e *Engine) compileProgram(key compilecache.Key, build func(g *graph.Graph, src any) ([]*graph.Node, *program)) (*program, error) {
 	var traced string // the first build is from the experiment as it is; it passes only if the zeroed one agrees
-	err := markers.CheckHostIndependent(n.e, func(src any) (string, error) {
-		fp, err := n.traceProgram(key.Kind, build, src)
+	err := markers.CheckHostIndependent(e.exp, func(src any) (string, error) {
+		fp, err := e.traceProgram(key.Kind, build, src)
 		if traced == "" {
 			traced = fp
 		}
@@ -221,18 +221,18 @@ func (n *Nitro) compileProgram(key compilecache.Key, build func(g *graph.Graph, 
 	if err != nil {
 		return nil, err
 	}
-	zero, err := markers.ZeroHost(n.e)
+	zero, err := markers.ZeroHost(e.exp)
 	if err != nil {
 		return nil, err
 	}
 	var p *program
-	err = tryGraph("compiling the "+key.Kind+" program", func() {
-		g := n.newProgramGraph(key.Kind)
+	err = TryGraph("compiling the "+key.Kind+" program", func() {
+		g := e.newProgramGraph(key.Kind)
 		outs, meta := build(g, zero)
 		if got, want := g.NumParameters(), len(key.Inputs); got != want {
 			panic(fmt.Errorf("the %s program has %d inputs, expected %d: a hook read a variable that setup's trace of Forward did not create (create every variable in Forward unconditionally)", key.Kind, got, want))
 		}
-		n.compileOutputs(g, outs)
+		e.compileOutputs(g, outs)
 		p = meta
 		p.g = g
 		p.inputs = key.Inputs
@@ -242,29 +242,29 @@ func (n *Nitro) compileProgram(key compilecache.Key, build func(g *graph.Graph, 
 }
 
 // key builds a compile-cache key. Device and Host field values never enter it.
-func (n *Nitro) key(kind, hooks string, inputs signature) compilecache.Key {
+func (e *Engine) key(kind, hooks string, inputs signature) compilecache.Key {
 	k := compilecache.Key{
 		Kind:           kind,
-		Experiment:     n.typeName,
-		GraphConstHash: n.gcHash,
-		GraphConst:     n.gcValues,
+		Experiment:     e.typeName,
+		GraphConstHash: e.gcHash,
+		GraphConst:     e.gcValues,
 		Hook:           hooks,
 		Inputs:         inputs,
-		DeviceCount:    n.deviceCount(),
-		// The backend is in the key: a program is compiled for one backend, and two Nitros of one
+		DeviceCount:    e.DeviceCount(),
+		// The backend is in the key: a program is compiled for one backend, and two engines of one
 		// experiment on different backends in one process must not share it.
-		Extra: [][2]string{{"backend", n.backend.Name}, {"layout", n.layoutDigest()}, {"context params", n.contextParams()}},
+		Extra: [][2]string{{"backend", e.backend.Name}, {"layout", e.layoutDigest()}, {"context params", e.contextParams()}},
 	}
-	n.precisionKey(&k)
+	e.precisionKey(&k)
 	return k
 }
 
 // contextParams prints the context's settings (what BuildModel configured: activations, dropout
 // rates, ...). GoMLX layers read them while tracing, so they shape the program and must be in its
 // key; a Host value smuggled in through them then recompiles instead of silently reusing a program.
-func (n *Nitro) contextParams() string {
+func (e *Engine) contextParams() string {
 	var parts []string
-	n.ctx.EnumerateParams(func(scope, key string, value any) {
+	e.ctx.EnumerateParams(func(scope, key string, value any) {
 		parts = append(parts, fmt.Sprintf("%s/%s=%#v", scope, key, value))
 	})
 	sort.Strings(parts)
@@ -285,14 +285,14 @@ type arg struct {
 // others are uploaded here and counted. It hands the program the device buffers themselves
 // (Graph.RunWithBuffers), in two slices kept from call to call: Graph.Run would wrap each donated
 // input in an allocation of its own and rebuild both slices on every call.
-func (n *Nitro) execute(p *program, args []arg) (outs []*tensors.Tensor, err error) {
+func (e *Engine) execute(p *program, args []arg) (outs []*tensors.Tensor, err error) {
 	if len(args) != len(p.inputs) {
 		return nil, fmt.Errorf("internal: program takes %d inputs, got %d", len(p.inputs), len(args))
 	}
-	if n.devs.mesh != nil {
-		return n.executeMesh(p, args)
+	if e.mesh != nil {
+		return e.executeMesh(p, args)
 	}
-	bufs, donate := n.scratch.runArgs(len(args))
+	bufs, donate := e.scratch.runArgs(len(args))
 	defer clear(bufs) // holds no buffer past the call
 	for i, a := range args {
 		if !a.t.IsOnDevice(0) && a.counter != nil {
@@ -302,15 +302,15 @@ func (n *Nitro) execute(p *program, args []arg) (outs []*tensors.Tensor, err err
 		if a.donate {
 			// The tensor gives its device buffer up (uploading it first if it is on the host):
 			// the run consumes it.
-			bufs[i], err = a.t.DonateBuffer(n.backend.Backend, 0)
+			bufs[i], err = a.t.DonateBuffer(e.backend.Backend, 0)
 		} else {
-			bufs[i], err = a.t.Buffer(n.backend.Backend, 0)
+			bufs[i], err = a.t.Buffer(e.backend.Backend, 0)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("passing input %s to the device: %w", p.inputs[i].Name, err)
 		}
 	}
-	err = tryGraph("running a program", func() { outs = p.g.RunWithBuffers(bufs, donate, 0) })
+	err = TryGraph("running a program", func() { outs = p.g.RunWithBuffers(bufs, donate, 0) })
 	for _, a := range args {
 		if a.temp {
 			_ = a.t.FinalizeAll() // read by the run, which has returned; a failed free leaves it to the GC
@@ -319,8 +319,8 @@ func (n *Nitro) execute(p *program, args []arg) (outs []*tensors.Tensor, err err
 	return outs, err
 }
 
-// tryGraph turns a graph-building panic into an error.
-func tryGraph(what string, fn func()) (err error) {
+// TryGraph turns a graph-building panic into an error.
+func TryGraph(what string, fn func()) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			if e, ok := r.(error); ok {
@@ -343,47 +343,84 @@ const nilNodeHint = "a hook passed a nil *graph.Node to an op: most often a key 
 	"an Outputs key Forward does not return or a map batch key the data does not carry; map reads " +
 	"of a missing key give nil, so check each out[\"...\"] and in[\"...\"] against Forward's outputs and the batch fields"
 
-func valueOf(ctx *context.Context) reflect.Value { return reflect.ValueOf(ctx) }
-
-// hookNames lists the hooks a program traces, for its key's hook identity.
-func hookNames(hs ...*hook) string {
+// hookNames lists the hooks a program traces that the experiment defines, for its key's hook
+// identity.
+func (e *Engine) hookNames(hooks ...string) string {
 	var names []string
-	for _, h := range hs {
-		if h != nil {
-			names = append(names, h.name)
+	for _, h := range hooks {
+		if e.hasHook(h) {
+			names = append(names, h)
 		}
 	}
 	return strings.Join(names, "+")
 }
 
-// traceInputs creates the parameters of a setup trace (never compiled): the Device fields and
+// hasHook reports whether the experiment defines a traced hook.
+func (e *Engine) hasHook(name string) bool {
+	switch name {
+	case "Forward":
+		return e.hooks.Forward != nil
+	case "Loss":
+		return e.hooks.Loss != nil
+	case "Metrics":
+		return e.hooks.Metrics != nil
+	case "TrainMetrics":
+		return e.hooks.TrainMetrics != nil
+	case "TrainStep":
+		return e.hooks.TrainStep != nil
+	}
+	return false
+}
+
+// route is the keys a hook reads of keys (empty for a hook the experiment does not define).
+func (e *Engine) route(hook string, keys []string) []string {
+	if hook == "" || !e.hasHook(hook) {
+		return nil
+	}
+	return e.hooks.Route(hook, keys)
+}
+
+// TraceInputs creates the parameters of a setup trace (never compiled): the Device fields and
 // the batch fields keys at width, named as the programs name them ("device/", "batch/").
-func (n *Nitro) traceInputs(g *graph.Graph, width int, keys []string) map[string]*graph.Node {
+func (e *Engine) traceInputs(g *graph.Graph, width int, keys []string) map[string]*graph.Node {
 	nodes := map[string]*graph.Node{}
-	for name, nd := range n.deviceParams(g) {
+	for name, nd := range e.deviceParams(g) {
 		nodes["device/"+name] = nd
 	}
-	for k, nd := range n.batchParams(g, width, keys) {
+	for k, nd := range e.batchParams(g, width, keys) {
 		nodes["batch/"+k] = nd
 	}
 	return nodes
 }
 
 // deviceParams creates one graph parameter per Device field (used by the shape trace).
-func (n *Nitro) deviceParams(g *graph.Graph) map[string]*graph.Node {
+func (e *Engine) deviceParams(g *graph.Graph) map[string]*graph.Node {
 	m := map[string]*graph.Node{}
-	for _, name := range n.devNames {
-		m[name] = graph.Parameter(g, "device/"+name, n.dev[name].Shape())
+	for _, name := range e.devNames {
+		m[name] = graph.Parameter(g, "device/"+name, e.dev[name].Shape())
 	}
 	return m
 }
 
 // batchParams creates graph parameters for batch fields at the given width (used by the shape trace).
-func (n *Nitro) batchParams(g *graph.Graph, width int, keys []string) map[string]*graph.Node {
+func (e *Engine) batchParams(g *graph.Graph, width int, keys []string) map[string]*graph.Node {
 	m := map[string]*graph.Node{}
 	for _, k := range keys {
-		fs := n.fieldShapes[k]
-		m[k] = graph.Parameter(g, "batch/"+k, shapes.Make(dtypeOf(fs.dtype), append([]int{width}, fs.row...)...))
+		fs := e.fieldShapes[k]
+		m[k] = graph.Parameter(g, "batch/"+k, shapes.Make(dtypeOf(fs.DType), append([]int{width}, fs.Row...)...))
 	}
 	return m
+}
+
+// compilingPhase is the Compiling phase of a program kind. The fused train step builds the
+// gradient, so it reports GradientCompiling; predict is an eval-mode program.
+func compilingPhase(kind string) monitors.Compiling {
+	switch kind {
+	case compilecache.KindOptimizer:
+		return monitors.OptimizerCompiling{}
+	case compilecache.KindEval, compilecache.KindPredict:
+		return monitors.EvalCompiling{}
+	default:
+		return monitors.GradientCompiling{}
+	}
 }

@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"fmt"
@@ -6,11 +6,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/train"
-	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/compilecache"
 )
-
-func dtypeOf(name string) dtypes.DType { return dtypes.MapOfNames[name] }
 
 // accFirst names the gradient program's Bool input that says a micro-batch is its optimizer
 // step's first (accum > 1 only): its sums then start from zeros on the device.
@@ -28,27 +25,27 @@ const accFirst = "accum/first"
 // change with accum, and a micro-batch reads no more than before (the select reads the sums input
 // the add read). Adding the selected zero (rather than selecting the gradient) keeps the sums
 // bitwise equal to adding uploaded zeros, signed zeros included.
-func (n *Nitro) gradientProgram(width int, keys []string) (*program, error) {
-	return n.trainProgram("gradient", width, keys, func() (*program, error) {
-		sig := n.modelInputs(width, keys)
-		accum := n.cfg.accum.value
+func (e *Engine) gradientProgram(width int, keys []string) (*program, error) {
+	return e.trainProgram("gradient", width, keys, func() (*program, error) {
+		sig := e.modelInputs(width, keys)
+		accum := e.accum
 		if accum > 1 {
-			for _, g := range n.groups {
+			for _, g := range e.groups {
 				for _, v := range g.vars {
 					sig.add("acc/"+v.ScopeAndName(), v.DType().String(), v.Shape().Dimensions)
 				}
 			}
 			sig.add(accFirst, "Bool", nil)
 		}
-		key := n.key(compilecache.KindGradient, hookNames(n.forward, n.loss, n.trainMetrics), sig)
+		key := e.key(compilecache.KindGradient, e.hookNames("Forward", "Loss", "TrainMetrics"), sig)
 		key.Accum = accum
-		return n.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
-			nodes := sig.params(g, n.varInputs)
-			loss, grads, extra, meta := n.traceTrain(g, nodes, src, width, keys)
+		return e.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
+			nodes := sig.params(g, e.varInputs)
+			loss, grads, extra, meta := e.traceTrain(g, nodes, src, width, keys)
 			if accum > 1 {
 				first := nodes[accFirst]
 				k := 0
-				for _, grp := range n.groups {
+				for _, grp := range e.groups {
 					for _, v := range grp.vars {
 						sum := graph.Where(first, graph.ScalarZero(g, v.DType()), nodes["acc/"+v.ScopeAndName()])
 						grads[k] = graph.Add(sum, graph.MulScalar(grads[k], 1/float64(accum)))
@@ -66,40 +63,40 @@ func (n *Nitro) gradientProgram(width int, keys []string) (*program, error) {
 // every group's optimizer state and hyperparameters and the step -> loss, new parameters, new
 // optimizer state, new layer state, train metrics. One program per step instead of two; its key
 // holds the clip threshold (and accum, always 1), so a clip sweep recompiles the whole step.
-func (n *Nitro) trainStepProgram(width int, keys []string) (*program, error) {
-	return n.trainProgram("train_step", width, keys, func() (*program, error) {
-		sig := n.modelInputs(width, keys)
-		for i := range n.groups {
-			n.addStateInputs(&sig, i)
+func (e *Engine) trainStepProgram(width int, keys []string) (*program, error) {
+	return e.trainProgram("train_step", width, keys, func() (*program, error) {
+		sig := e.modelInputs(width, keys)
+		for i := range e.groups {
+			e.addStateInputs(&sig, i)
 		}
 		sig.add("step", "Float32", nil)
-		key := n.key(compilecache.KindTrainStep, hookNames(n.forward, n.loss, n.trainMetrics)+"+optimizer", sig)
-		key.Accum, key.Clip = 1, n.cfg.clip.value
-		for _, g := range n.groups {
+		key := e.key(compilecache.KindTrainStep, e.hookNames("Forward", "Loss", "TrainMetrics")+"+optimizer", sig)
+		key.Accum, key.Clip = 1, e.clip
+		for _, g := range e.groups {
 			key.Extra = append(key.Extra, [2]string{"chain/" + g.name, g.opt.Describe()})
 		}
-		return n.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
-			nodes := sig.params(g, n.varInputs)
-			loss, grads, extra, meta := n.traceTrain(g, nodes, src, width, keys)
-			in := make([]groupUpdate, len(n.groups))
-			for i, grp := range n.groups {
-				in[i] = n.groupInputs(i, nodes)
+		return e.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
+			nodes := sig.params(g, e.varInputs)
+			loss, grads, extra, meta := e.traceTrain(g, nodes, src, width, keys)
+			in := make([]groupUpdate, len(e.groups))
+			for i, grp := range e.groups {
+				in[i] = e.groupInputs(i, nodes)
 				in[i].grads, grads = grads[:len(grp.vars)], grads[len(grp.vars):]
 			}
-			newParams, newState := n.emitUpdates(in, nodes["step"])
+			newParams, newState := e.emitUpdates(in, nodes["step"])
 			// A non-finite loss keeps the old parameters and state, as the two-program step does by
 			// stopping before its update: the run stops on that loss with nothing overwritten.
 			finite := graph.IsFinite(loss)
 			k := 0
-			for i, grp := range n.groups {
+			for i, grp := range e.groups {
 				for j := range grp.vars {
 					newParams[k] = graph.Where(finite, newParams[k], in[i].params[j])
 					k++
 				}
 			}
 			k = 0
-			for i, grp := range n.groups {
-				for s := range n.st.groups[i].opt {
+			for i, grp := range e.groups {
+				for s := range e.st.groups[i].opt {
 					if grp.constLeaf(s) {
 						continue
 					}
@@ -119,17 +116,17 @@ func (n *Nitro) trainStepProgram(width int, keys []string) (*program, error) {
 // traceTrain traces Forward, Loss and TrainMetrics on a training program's inputs and returns the
 // loss, the gradient of every parameter array (in group order), and the outputs that follow the
 // update in every training program: the new layer state, then the train metrics (named in meta).
-func (n *Nitro) traceTrain(g *graph.Graph, nodes map[string]*graph.Node, src any, width int, keys []string) (loss *graph.Node, grads, extra []*graph.Node, meta *program) {
-	view := n.bindModel(g, nodes, src)
-	n.ctx.SetTraining(g, true)
-	out := n.callForward(view, batchNodes(nodes, routed(setOf(keys), n.forward)), width)
-	loss = n.loss.call(view, valueOfOutputs(out), batchNodes(nodes, routed(setOf(keys), n.loss))).Interface().(*graph.Node)
+func (e *Engine) traceTrain(g *graph.Graph, nodes map[string]*graph.Node, src any, width int, keys []string) (loss *graph.Node, grads, extra []*graph.Node, meta *program) {
+	view := e.bindModel(g, nodes, src)
+	e.ctx.SetTraining(g, true)
+	out := e.callForward(view, batchNodes(nodes, e.route("Forward", keys)), width)
+	loss = e.hooks.Loss(view, out, batchNodes(nodes, e.route("Loss", keys)))
 	if loss == nil || loss.Rank() != 0 {
 		panic(fmt.Errorf("Loss must return a scalar node, got %v", shapeOf(loss)))
 	}
-	loss = addTerms(loss, collectedLosses(n.ctx, g))
+	loss = addTerms(loss, collectedLosses(e.ctx, g))
 	var leaves []*graph.Node
-	for _, grp := range n.groups {
+	for _, grp := range e.groups {
 		for _, v := range grp.vars {
 			leaves = append(leaves, nodes["param/"+v.ScopeAndName()])
 		}
@@ -137,12 +134,12 @@ func (n *Nitro) traceTrain(g *graph.Graph, nodes map[string]*graph.Node, src any
 	// Gradients stay per array, as the optimizer reads them: packing them into one buffer per
 	// group would cost a copy here and slices there.
 	grads = graph.Gradient(loss, leaves...)
-	for _, v := range n.stateVars {
+	for _, v := range e.stateVars {
 		extra = append(extra, v.ValueGraph(g))
 	}
 	meta = &program{}
-	if n.trainMetrics != nil {
-		tm := n.trainMetrics.call(view, valueOfOutputs(out), batchNodes(nodes, routed(setOf(keys), n.trainMetrics))).Interface().(map[string]*graph.Node)
+	if e.hooks.TrainMetrics != nil {
+		tm := e.hooks.TrainMetrics(view, out, batchNodes(nodes, e.route("TrainMetrics", keys)))
 		for _, name := range sortedKeys(tm) {
 			if tm[name] == nil || tm[name].Rank() != 0 {
 				panic(fmt.Errorf("TrainMetrics %q must be a scalar node (a per-step diagnostic), got %v", name, shapeOf(tm[name])))
@@ -175,9 +172,9 @@ func addTerms(loss, terms *graph.Node) *graph.Node {
 	return graph.Add(loss, terms)
 }
 
-func shapeOf(n *graph.Node) string {
-	if n == nil {
+func shapeOf(node *graph.Node) string {
+	if node == nil {
 		return "nil"
 	}
-	return n.Shape().String()
+	return node.Shape().String()
 }

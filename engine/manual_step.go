@@ -1,8 +1,7 @@
-package core
+package engine
 
 import (
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 
@@ -30,7 +29,7 @@ type ManualStep struct {
 	// Ctx is the model context, in training mode, reusing the variables setup created.
 	Ctx *context.Context
 
-	n        *Nitro
+	e        *Engine
 	g        *graph.Graph
 	nodes    map[string]*graph.Node // the program's inputs; nil in setup's variable-creating trace
 	stepped  map[string]bool
@@ -48,7 +47,7 @@ type Grads map[string]*graph.Node
 func (s *ManualStep) trace() bool { return s.nodes == nil }
 
 // Groups lists the parameter groups (ParamGroup's names; one "default" without it).
-func (s *ManualStep) Groups() []string { return s.n.groupNames() }
+func (s *ManualStep) Groups() []string { return s.e.GroupNames() }
 
 // Step is the 1-based optimizer step being taken, a Float32 scalar.
 func (s *ManualStep) Step() *graph.Node {
@@ -77,7 +76,7 @@ func (s *ManualStep) OptState(group string) map[string]map[string]*graph.Node {
 		return out
 	}
 	i := s.groupIndex(group)
-	g := s.n.groups[i]
+	g := s.e.groups[i]
 	for si, name := range g.opt.StateNames() {
 		leaf := map[string]*graph.Node{}
 		for j := range g.vars {
@@ -109,7 +108,7 @@ func (s *ManualStep) Backward(f func(ctx *context.Context) *graph.Node, groups .
 	var cut []*context.Variable
 	var before []*graph.Node
 	if !s.trace() {
-		for _, grp := range s.n.groups {
+		for _, grp := range s.e.groups {
 			if chosen[grp.name] {
 				continue
 			}
@@ -162,8 +161,8 @@ func (s *ManualStep) StepOptimizer(group string, grads Grads) {
 		panic(fmt.Errorf("StepOptimizer(%q) called twice in one TrainStep: a group takes one optimizer step per TrainStep (its state advances once per step)", group))
 	}
 	i := s.groupIndex(group)
-	grp := s.n.groups[i]
-	u := s.n.groupInputs(i, s.nodes)
+	grp := s.e.groups[i]
+	u := s.e.groupInputs(i, s.nodes)
 	for j, v := range grp.vars {
 		kp := strings.Join(grp.keypaths[j], "/")
 		gr, ok := grads[kp]
@@ -176,7 +175,7 @@ func (s *ManualStep) StepOptimizer(group string, grads Grads) {
 		u.params[j] = v.ValueGraph(s.g)
 		u.grads = append(u.grads, gr)
 	}
-	prog, err := optimizers.NewProgram([]*optimizers.Chain{grp.opt}, s.n.cfg.clip.value)
+	prog, err := optimizers.NewProgram([]*optimizers.Chain{grp.opt}, s.e.clip)
 	if err != nil {
 		panic(err)
 	}
@@ -221,14 +220,14 @@ func (s *ManualStep) checkGroup(verb, group string) string {
 }
 
 func (s *ManualStep) groupIndex(group string) int {
-	return slices.IndexFunc(s.n.groups, func(g *paramGroup) bool { return g.name == group })
+	return slices.IndexFunc(s.e.groups, func(g *paramGroup) bool { return g.name == group })
 }
 
 // groupVars lists the chosen groups' trainable variables and keypaths, in group order. In setup's
 // trace it scans the context (ParamGroup decides each variable's group) for those created so far.
 func (s *ManualStep) groupVars(chosen map[string]bool) (vars []*context.Variable, kps []string) {
 	if !s.trace() {
-		for _, grp := range s.n.groups {
+		for _, grp := range s.e.groups {
 			if chosen[grp.name] {
 				vars = append(vars, grp.vars...)
 				for _, kp := range grp.keypaths {
@@ -238,10 +237,10 @@ func (s *ManualStep) groupVars(chosen map[string]bool) (vars []*context.Variable
 		}
 		return vars, kps
 	}
-	for v := range s.n.ctx.IterVariables() {
+	for v := range s.e.ctx.IterVariables() {
 		name := "default"
-		if s.n.acc.grouper != nil {
-			name = s.n.acc.grouper.ParamGroup(keypath(v))
+		if s.e.grouper != nil {
+			name = s.e.grouper(keypath(v))
 		}
 		if v.Trainable && chosen[name] {
 			vars = append(vars, v)
@@ -255,31 +254,31 @@ func (s *ManualStep) groupVars(chosen map[string]bool) (vars []*context.Variable
 }
 
 // stepProgram is the one program of a manual or fused step.
-func (n *Nitro) stepProgram(width int, keys []string) (*program, error) {
-	if n.trainStep == nil {
-		return n.trainStepProgram(width, keys)
+func (e *Engine) stepProgram(width int, keys []string) (*program, error) {
+	if e.hooks.TrainStep == nil {
+		return e.trainStepProgram(width, keys)
 	}
-	return n.manualStepProgram(width, keys)
+	return e.manualStepProgram(width, keys)
 }
 
 // manualStepProgram is manual mode's one program per optimizer step. Its inputs and outputs are
 // the fused step's (parameters, layer state, Device and routed batch fields, every group's
 // optimizer state and hyperparameters, the step -> loss, new parameters, new non-constant state,
 // new layer state, stats), so the fused step's driver code runs it; TrainStep's trace is its body.
-func (n *Nitro) manualStepProgram(width int, keys []string) (*program, error) {
-	return n.memo(fmt.Sprintf("manual_step/%d/%v", width, keys), func() (*program, error) {
-		sig := n.modelInputs(width, keys)
-		for i := range n.groups {
-			n.addStateInputs(&sig, i)
+func (e *Engine) manualStepProgram(width int, keys []string) (*program, error) {
+	return e.memo(fmt.Sprintf("manual_step/%d/%v", width, keys), func() (*program, error) {
+		sig := e.modelInputs(width, keys)
+		for i := range e.groups {
+			e.addStateInputs(&sig, i)
 		}
 		sig.add("step", "Float32", nil)
-		key := n.key(compilecache.KindTrainStep, hookNames(n.trainStep)+" (manual)", sig)
-		key.Accum, key.Clip = 1, n.cfg.clip.value
-		for _, g := range n.groups {
+		key := e.key(compilecache.KindTrainStep, e.hookNames("TrainStep")+" (manual)", sig)
+		key.Accum, key.Clip = 1, e.clip
+		for _, g := range e.groups {
 			key.Extra = append(key.Extra, [2]string{"chain/" + g.name, g.opt.Describe()})
 		}
-		return n.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
-			return n.traceManual(g, sig.params(g, n.varInputs), src, keys)
+		return e.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
+			return e.traceManual(g, sig.params(g, e.varInputs), src, keys)
 		})
 	})
 }
@@ -287,26 +286,26 @@ func (n *Nitro) manualStepProgram(width int, keys []string) (*program, error) {
 // traceManual calls TrainStep on the program's inputs and lists the outputs. A non-finite loss
 // keeps the old parameters and optimizer state, as the fused step does: the run stops on that
 // loss with nothing overwritten.
-func (n *Nitro) traceManual(g *graph.Graph, nodes map[string]*graph.Node, src any, keys []string) ([]*graph.Node, *program) {
-	view := n.bindModel(g, nodes, src)
-	n.ctx.SetTraining(g, true)
-	s := &ManualStep{Ctx: n.ctx.Reuse(), n: n, g: g, nodes: nodes, stepped: map[string]bool{}, newState: map[int][][]*graph.Node{}}
-	res := n.trainStep.call(view, reflect.ValueOf(s), batchNodes(nodes, routed(setOf(keys), n.trainStep))).Interface().(StepResult)
+func (e *Engine) traceManual(g *graph.Graph, nodes map[string]*graph.Node, src any, keys []string) ([]*graph.Node, *program) {
+	view := e.bindModel(g, nodes, src)
+	e.ctx.SetTraining(g, true)
+	s := &ManualStep{Ctx: e.ctx.Reuse(), e: e, g: g, nodes: nodes, stepped: map[string]bool{}, newState: map[int][][]*graph.Node{}}
+	res := e.hooks.TrainStep(view, s, batchNodes(nodes, e.route("TrainStep", keys)))
 	if res.Loss == nil || res.Loss.Rank() != 0 {
 		panic(fmt.Errorf("TrainStep must return StepResult.Loss as a scalar node, got %v", shapeOf(res.Loss)))
 	}
 	if s.stray || collectedLosses(s.Ctx, g) != s.consumed {
-		n.warn("TrainStep: layers collected loss terms with train.AddLoss (a regularizer's L2, for one) outside every Backward objective, so no gradient includes them: call those layers inside the objective f of Backward(f, groups...)")
+		e.warn("TrainStep: layers collected loss terms with train.AddLoss (a regularizer's L2, for one) outside every Backward objective, so no gradient includes them: call those layers inside the objective f of Backward(f, groups...)")
 	}
 	finite := graph.IsFinite(res.Loss)
 	outs := []*graph.Node{res.Loss}
-	for _, grp := range n.groups {
+	for _, grp := range e.groups {
 		for _, v := range grp.vars {
 			outs = append(outs, graph.Where(finite, v.ValueGraph(g), nodes["param/"+v.ScopeAndName()]))
 		}
 	}
-	for i, grp := range n.groups {
-		for si := range n.st.groups[i].opt {
+	for i, grp := range e.groups {
+		for si := range e.st.groups[i].opt {
 			if grp.constLeaf(si) {
 				continue
 			}
@@ -320,7 +319,7 @@ func (n *Nitro) traceManual(g *graph.Graph, nodes map[string]*graph.Node, src an
 			}
 		}
 	}
-	for _, v := range n.stateVars {
+	for _, v := range e.stateVars {
 		outs = append(outs, v.ValueGraph(g))
 	}
 	meta := &program{}
@@ -336,33 +335,19 @@ func (n *Nitro) traceManual(g *graph.Graph, nodes map[string]*graph.Node, src an
 
 // traceManualShapes traces TrainStep once at setup (never compiled), after Forward's shape
 // trace, so that the variables only TrainStep's code creates (a GAN's discriminator) exist and
-// are initialized with the others. A Nitro built from input specs has no train batch to trace
-// with and skips it.
-func (n *Nitro) traceManualShapes() error {
-	if n.trainStep == nil || n.specOnly() {
-		return nil
-	}
-	width, avail, err := n.sampleBatch()
-	if err != nil {
-		return err
-	}
-	keys := routed(avail, n.trainStep)
-	return tryGraph("tracing TrainStep to create the model's variables", func() {
-		g := graph.NewGraph(n.backend.Backend, "nitro_manual_shape_trace")
+// are initialized with the others; keys are the fields TrainStep reads of the sample batch.
+func (e *Engine) traceManualShapes(width int, keys []string) error {
+	return TryGraph("tracing TrainStep to create the model's variables", func() {
+		g := graph.NewGraph(e.backend.Backend, "nitro_manual_shape_trace")
 		defer g.Finalize()
-		nodes := n.traceInputs(g, width, keys)
-		view := n.bindModel(g, nodes, n.e)
-		n.ctx.SetTraining(g, true)
+		nodes := e.traceInputs(g, width, keys)
+		view := e.bindModel(g, nodes, e.exp)
+		e.ctx.SetTraining(g, true)
 		// Unchecked: TrainStep creates its own variables and reuses those Forward's trace created.
-		s := &ManualStep{Ctx: n.ctx.Checked(false), n: n, g: g}
-		res := n.trainStep.call(view, reflect.ValueOf(s), batchNodes(nodes, keys)).Interface().(StepResult)
+		s := &ManualStep{Ctx: e.ctx.Checked(false), e: e, g: g}
+		res := e.hooks.TrainStep(view, s, batchNodes(nodes, keys))
 		if res.Loss == nil || res.Loss.Rank() != 0 {
 			panic(fmt.Errorf("TrainStep must return StepResult.Loss as a scalar node, got %v", shapeOf(res.Loss)))
 		}
 	})
 }
-
-var (
-	typeManualStep = reflect.TypeOf((*ManualStep)(nil))
-	typeStepResult = reflect.TypeOf(StepResult{})
-)

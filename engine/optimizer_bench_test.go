@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"fmt"
@@ -16,6 +16,7 @@ import (
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/optimizers"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // BenchmarkOptimizerProgram times the optimizer program alone (RAdam over 670k float32
@@ -28,10 +29,7 @@ import (
 // is the median of the per-repeat ratios.
 func BenchmarkOptimizerProgram(b *testing.B) {
 	src := benchMLPData(b)
-	n, err := New(&hostCheckMLP{Depth: 2, Width: 512}, WithBackend("xla"), Quiet(), WithCache(compilecache.New()), WithData(Data{"train": src}), WithoutLogger(), WithoutCheckpoints())
-	if err != nil {
-		b.Fatal(err)
-	}
+	n := newHostCheckEngine(b, &hostCheckMLP{Depth: 2, Width: 512}, src, compilecache.New())
 	p, err := n.optimizerProgram()
 	if err != nil {
 		b.Fatal(err)
@@ -134,20 +132,23 @@ type narrowMLP struct {
 	Layers int `nitro:"graphconst"`
 }
 
-type narrowIn struct {
-	X *graph.Node `batch:"x"`
+func newNarrowEngine(b *testing.B, layers int, src *prefetch.ArrayBatches) *Engine {
+	return newTestEngine(b, testRun{exp: &narrowMLP{Layers: layers}, data: src, backend: "xla", cache: compilecache.New(),
+		forward: func(view any, ctx *context.Context, in map[string]*graph.Node) map[string]*graph.Node {
+			return view.(*narrowMLP).Forward(ctx, in)
+		},
+		loss: func(_ any, out, _ map[string]*graph.Node) *graph.Node {
+			return graph.ReduceAllMean(graph.Square(out["y"]))
+		},
+	})
 }
 
-func (e *narrowMLP) BuildModel(ctx *context.Context) error { return nil }
-func (e *narrowMLP) Forward(ctx *context.Context, in narrowIn) Outputs {
-	x := in.X
+func (e *narrowMLP) Forward(ctx *context.Context, in map[string]*graph.Node) map[string]*graph.Node {
+	x := in["x"]
 	for i := range e.Layers {
 		x = graph.Tanh(layers.Dense(ctx.In(fmt.Sprintf("l%03d", i)), x, true, narrowWidth))
 	}
-	return Outputs{"y": x}
-}
-func (e *narrowMLP) Loss(out Outputs, in narrowIn) *graph.Node {
-	return graph.ReduceAllMean(graph.Square(out["y"]))
+	return map[string]*graph.Node{"y": x}
 }
 
 const narrowWidth = 32
@@ -169,7 +170,7 @@ type optLayout struct {
 }
 
 var optLayouts = []optLayout{
-	{name: "per array (core today)"},
+	{name: "per array (engine today)"},
 	{name: "flat, packed in program", pack: true},
 	{name: "flat at the boundary", flatIO: true},
 	{name: "per array, copy only", copyOnly: true},
@@ -187,7 +188,7 @@ type layoutSide struct {
 
 // buildLayout emits the real chain (n's groups, RAdam by default) in layout l and compiles it.
 // All of n's arrays are in one group (narrowMLP has no ParamGroup).
-func buildLayout(b *testing.B, n *Nitro, l optLayout) *layoutSide {
+func buildLayout(b *testing.B, n *Engine, l optLayout) *layoutSide {
 	grp := n.groups[0]
 	chain := grp.opt
 	prog, err := optimizers.NewProgram([]*optimizers.Chain{chain}, 0)
@@ -243,7 +244,7 @@ func buildLayout(b *testing.B, n *Nitro, l optLayout) *layoutSide {
 		}
 	}
 	hyper := optimizers.Hyper{}
-	hv, err := n.hyperValues(grp, 1)
+	hv, err := n.hyper(grp.name, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -344,7 +345,7 @@ func flatState(st [][]*graph.Node) []*graph.Node {
 // repeat runs the program runs times, each run's parameters and state donated into the next
 // (gradients fixed; the step and hyperparameters uploaded per run, as core does), and returns
 // seconds per run, synchronized by reading one parameter back.
-func (l *layoutSide) repeat(b *testing.B, n *Nitro, runs, from int) float64 {
+func (l *layoutSide) repeat(b *testing.B, n *Engine, runs, from int) float64 {
 	start := time.Now()
 	for k := range runs {
 		var in []any
@@ -398,14 +399,11 @@ func BenchmarkOptimizerLayout(b *testing.B) {
 	var rows []row
 	for _, nl := range []int{3, 30, 300} {
 		x := tensors.FromFlatDataAndDimensions(make([]float32, 8*narrowWidth), 8, narrowWidth)
-		src, err := NewArrayBatches(map[string]*tensors.Tensor{"x": x}, 8, ArrayOptions{DropPartial: true})
+		src, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": x}, 8, prefetch.ArrayOptions{DropPartial: true})
 		if err != nil {
 			b.Fatal(err)
 		}
-		n, err := New(&narrowMLP{Layers: nl}, WithBackend("xla"), Quiet(), WithCache(compilecache.New()), WithData(Data{"train": src}), WithoutLogger(), WithoutCheckpoints())
-		if err != nil {
-			b.Fatal(err)
-		}
+		n := newNarrowEngine(b, nl, src)
 		r := row{arrays: len(n.groups[0].vars), times: make([][]float64, len(optLayouts))}
 		for _, l := range optLayouts {
 			s := buildLayout(b, n, l)

@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"errors"
@@ -19,11 +19,10 @@ import (
 // which stays at the weights setup placed) is untouched, as are the layer state and the step and
 // epoch counters: this loads weights into a run, it does not restart it. To start a run from a
 // checkpoint's weights with a fresh anchor, use WithCheckpoint.
-func (n *Nitro) SetParameters(values map[string]any) (err error) {
-	defer n.enter("SetParameters", &err, nil)()
+func (e *Engine) SetParameters(values map[string]any) error {
 	slots := map[string]stateSlot{}
 	var names []string
-	for _, s := range n.stateSlots() {
+	for _, s := range e.stateSlots() {
 		if s.kind == slotParam {
 			name := strings.TrimPrefix(s.name, paramPrefix)
 			slots[name] = s
@@ -56,5 +55,5 @@ func (n *Nitro) SetParameters(values map[string]any) (err error) {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	return n.installState(staged, "SetParameters")
+	return e.installState(staged, "SetParameters")
 }

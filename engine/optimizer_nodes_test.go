@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // deepLinear stacks Layers dense layers (2 arrays each), split into two groups.
@@ -16,21 +17,14 @@ type deepLinear struct {
 	Layers int `nitro:"graphconst"`
 }
 
-type deepIn struct {
-	X *graph.Node `batch:"x"`
-}
-
-func (e *deepLinear) BuildModel(ctx *context.Context) error { return nil }
-func (e *deepLinear) Forward(ctx *context.Context, in deepIn) Outputs {
-	x := in.X
+func (e *deepLinear) Forward(ctx *context.Context, in map[string]*graph.Node) map[string]*graph.Node {
+	x := in["x"]
 	for i := 0; i < e.Layers; i++ {
 		x = layers.Dense(ctx.In(fmt.Sprintf("l%02d", i)), x, true, 4)
 	}
-	return Outputs{"y": x}
+	return map[string]*graph.Node{"y": x}
 }
-func (e *deepLinear) Loss(out Outputs, in deepIn) *graph.Node {
-	return graph.ReduceAllMean(graph.Square(out["y"]))
-}
+
 func (e *deepLinear) ParamGroup(kp []string) string {
 	if kp[0] < "l10" {
 		return "backbone"
@@ -46,14 +40,19 @@ func (e *deepLinear) ParamGroup(kp []string) string {
 func TestOptimizerProgramUpdateMathIsPerGroup(t *testing.T) {
 	count := func(layers int) (nodes, scalars, arrays int) {
 		x := tensors.FromFlatDataAndDimensions(make([]float32, 8*4), 8, 4)
-		src, err := NewArrayBatches(map[string]*tensors.Tensor{"x": x}, 4, ArrayOptions{DropPartial: true})
+		src, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": x}, 4, prefetch.ArrayOptions{DropPartial: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, err := New(&deepLinear{Layers: layers}, WithBackend("go"), Quiet(), WithCache(compilecache.New()), WithData(Data{"train": src}), WithoutLogger(), WithoutCheckpoints())
-		if err != nil {
-			t.Fatal(err)
-		}
+		exp := &deepLinear{Layers: layers}
+		n := newTestEngine(t, testRun{exp: exp, data: src, backend: "go", cache: compilecache.New(), grouper: exp.ParamGroup,
+			forward: func(view any, ctx *context.Context, b map[string]*graph.Node) map[string]*graph.Node {
+				return view.(*deepLinear).Forward(ctx, b)
+			},
+			loss: func(_ any, out, _ map[string]*graph.Node) *graph.Node {
+				return graph.ReduceAllMean(graph.Square(out["y"]))
+			},
+		})
 		p, err := n.optimizerProgram()
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"math"
@@ -11,6 +11,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
 	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // accumMLP is a two-layer ReLU regression: four parameter arrays, and dead units whose gradients
@@ -18,21 +19,16 @@ import (
 // gradient could differ in a zero's sign.
 type accumMLP struct{}
 
-type accumIn struct {
-	X *graph.Node `batch:"x"`
-	Y *graph.Node `batch:"y"`
+func accumForward(_ any, ctx *context.Context, in map[string]*graph.Node) map[string]*graph.Node {
+	h := activations.Relu(layers.Dense(ctx.In("h0"), in["x"], true, 16))
+	return map[string]*graph.Node{"y": layers.Dense(ctx.In("out"), h, true, 1)}
 }
 
-func (e *accumMLP) BuildModel(ctx *context.Context) error { return nil }
-func (e *accumMLP) Forward(ctx *context.Context, in accumIn) Outputs {
-	h := activations.Relu(layers.Dense(ctx.In("h0"), in.X, true, 16))
-	return Outputs{"y": layers.Dense(ctx.In("out"), h, true, 1)}
-}
-func (e *accumMLP) Loss(out Outputs, in accumIn) *graph.Node {
-	return graph.ReduceAllMean(graph.Square(graph.Sub(out["y"], in.Y)))
+func accumLoss(_ any, out, in map[string]*graph.Node) *graph.Node {
+	return graph.ReduceAllMean(graph.Square(graph.Sub(out["y"], in["y"])))
 }
 
-func newAccumNitro(t *testing.T, accum, epochs int) *Nitro {
+func newAccumEngine(t *testing.T, accum int) (*Engine, *prefetch.ArrayBatches) {
 	t.Helper()
 	const rows = 128
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -43,66 +39,60 @@ func newAccumNitro(t *testing.T, accum, epochs int) *Nitro {
 	for i := range ys {
 		ys[i] = float32(rng.NormFloat64())
 	}
-	src, err := NewArrayBatches(map[string]*tensors.Tensor{
+	src, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{
 		"x": tensors.FromFlatDataAndDimensions(xs, rows, 8),
 		"y": tensors.FromFlatDataAndDimensions(ys, rows, 1),
-	}, 8, ArrayOptions{DropPartial: true})
+	}, 8, prefetch.ArrayOptions{DropPartial: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := New(&accumMLP{}, WithBackend("go"), Quiet(), WithCache(compilecache.New()), WithData(Data{"train": src}),
-		WithoutLogger(), WithoutCheckpoints(), WithAccum(accum), WithMaxEpochs(epochs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	e := newTestEngine(t, testRun{exp: &accumMLP{}, forward: accumForward, loss: accumLoss, data: src,
+		backend: "go", accum: accum, cache: compilecache.New()})
+	return e, src
 }
 
 // trainWithHostZeros is the loop before the sums started on the device: each optimizer step
 // uploads parameter-sized zeros from the host and every micro-batch adds to its input sums. It
 // is the reference the device-side start must match bit for bit.
-func trainWithHostZeros(t *testing.T, n *Nitro, epochs int) {
+func trainWithHostZeros(t *testing.T, e *Engine, src *prefetch.ArrayBatches, epochs int) {
 	t.Helper()
-	keys := routed(n.splitAvail["train"], n.forward, n.loss, n.trainMetrics)
-	train, accum := n.data["train"], n.cfg.accum.value
-	to := train.Len() / accum * accum
-	for ep := 1; ep <= epochs; ep++ {
-		stream, err := n.batchStream(train, ep, keys, 0, 0, to)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sums := stepSums{train: map[string]float64{}, step: map[string]float64{}}
-		for i := 0; i < to; i += accum {
+	keys := []string{"x", "y"}
+	to := src.Len() / e.accum * e.accum
+	step := 0
+	for range epochs {
+		for i := 0; i < to; i += e.accum {
 			var acc []*tensors.Tensor
-			for _, g := range n.groups {
+			for _, g := range e.groups {
 				for _, v := range g.vars {
 					acc = append(acc, tensors.FromShape(v.Shape()))
 				}
 			}
-			for range accum {
-				it, err := n.next(stream, keys, "train")
+			for k := range e.accum {
+				b, err := src.BatchAt(i + k)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, acc, err = n.gradientStep(it.Device, keys, acc, &sums); err != nil {
+				placed, err := e.Place(b, keys)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.CountBatchUploads(len(keys))
+				if _, acc, err = e.gradientStep(placed, keys, acc, false); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if err := n.optimizerStep(acc); err != nil {
+			step++
+			if err := e.optimizerStep(acc, step); err != nil {
 				t.Fatal(err)
 			}
-			n.st.step++
-		}
-		if err := stream.Close(); err != nil {
-			t.Fatal(err)
 		}
 	}
 }
 
-func paramBits(t *testing.T, n *Nitro) []uint32 {
+func paramBits(t *testing.T, e *Engine) []uint32 {
 	t.Helper()
 	var bits []uint32
-	for _, g := range n.st.groups {
+	for _, g := range e.st.groups {
 		for _, p := range g.params {
 			tensors.ConstFlatData(p, func(f []float32) {
 				for _, x := range f {
@@ -119,12 +109,10 @@ func paramBits(t *testing.T, n *Nitro) []uint32 {
 // trains are bitwise those of the loop that uploaded zeros for the sums every step.
 func TestAccumStartsTheSumsOnTheDevice(t *testing.T) {
 	const accum, epochs = 4, 3
-	n := newAccumNitro(t, accum, epochs)
+	n, src := newAccumEngine(t, accum)
 	before := n.Uploads()
-	if err := n.Train(); err != nil {
-		t.Fatal(err)
-	}
-	steps := n.Step()
+	steps := 0
+	trainEpochs(t, n, src, epochs, &steps)
 	if steps != epochs*16/accum {
 		t.Fatalf("%d optimizer steps, want %d", steps, epochs*16/accum)
 	}
@@ -139,9 +127,9 @@ func TestAccumStartsTheSumsOnTheDevice(t *testing.T) {
 		t.Errorf("%d optimizer state uploads during training, want 0", d)
 	}
 
-	ref := newAccumNitro(t, accum, epochs)
+	ref, refSrc := newAccumEngine(t, accum)
 	refBefore := ref.Uploads()
-	trainWithHostZeros(t, ref, epochs)
+	trainWithHostZeros(t, ref, refSrc, epochs)
 	// The reference really is the host-zeros loop: one upload per parameter array per step.
 	if d, want := ref.Uploads().Params-refBefore.Params, steps*len(ref.st.groups[0].params); d != want {
 		t.Fatalf("the reference loop uploaded %d parameter-sized arrays in %d steps, want %d", d, steps, want)

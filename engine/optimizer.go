@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"fmt"
@@ -20,43 +20,43 @@ import (
 // compile at 6, 60 and 600 arrays. At 600 arrays the step costs what copying the same buffers
 // costs (the buffer count, not the math); a flat buffer at the program's boundary would cut that
 // 20x, but moves the packing into the gradient program and makes the parameters flat-resident.
-func (n *Nitro) optimizerProgram() (*program, error) {
-	return n.memo("optimizer", func() (*program, error) {
+func (e *Engine) optimizerProgram() (*program, error) {
+	return e.memo("optimizer", func() (*program, error) {
 		var sig signature
-		for i, g := range n.groups {
+		for i, g := range e.groups {
 			for _, v := range g.vars {
 				sig.add("param/"+v.ScopeAndName(), v.DType().String(), v.Shape().Dimensions)
 			}
 			for _, v := range g.vars {
 				sig.add("grad/"+v.ScopeAndName(), v.DType().String(), v.Shape().Dimensions)
 			}
-			n.addStateInputs(&sig, i)
+			e.addStateInputs(&sig, i)
 		}
 		sig.add("step", "Float32", nil)
-		key := n.key(compilecache.KindOptimizer, "optimizer", sig)
-		key.Clip = n.cfg.clip.value
-		for _, g := range n.groups {
+		key := e.key(compilecache.KindOptimizer, "optimizer", sig)
+		key.Clip = e.clip
+		for _, g := range e.groups {
 			key.Extra = append(key.Extra, [2]string{"chain/" + g.name, g.opt.Describe()})
 		}
-		return n.getProgram(key, func(gr *graph.Graph, _ any) ([]*graph.Node, *program) {
+		return e.getProgram(key, func(gr *graph.Graph, _ any) ([]*graph.Node, *program) {
 			nodes := sig.params(gr, nil)
-			in := make([]groupUpdate, len(n.groups))
-			for i, g := range n.groups {
-				in[i] = n.groupInputs(i, nodes)
+			in := make([]groupUpdate, len(e.groups))
+			for i, g := range e.groups {
+				in[i] = e.groupInputs(i, nodes)
 				for _, v := range g.vars {
 					in[i].grads = append(in[i].grads, nodes["grad/"+v.ScopeAndName()])
 				}
 			}
-			newParams, newState := n.emitUpdates(in, nodes["step"])
+			newParams, newState := e.emitUpdates(in, nodes["step"])
 			return append(newParams, newState...), &program{}
 		})
 	})
 }
 
 // addStateInputs adds group i's optimizer state leaves and hyperparameters to a signature.
-func (n *Nitro) addStateInputs(sig *signature, i int) {
-	g := n.groups[i]
-	for s, leaves := range n.st.groups[i].opt {
+func (e *Engine) addStateInputs(sig *signature, i int) {
+	g := e.groups[i]
+	for s, leaves := range e.st.groups[i].opt {
 		for j, t := range leaves {
 			sig.add(stateInput(g, s, j), t.DType().String(), t.Shape().Dimensions)
 		}
@@ -81,13 +81,13 @@ type groupUpdate struct {
 
 // groupInputs reads a group's parameters, state and hyperparameters from a program's parameter
 // nodes (the "param/", "opt/" and "hyper/" inputs of the signature).
-func (n *Nitro) groupInputs(i int, nodes map[string]*graph.Node) groupUpdate {
-	g := n.groups[i]
+func (e *Engine) groupInputs(i int, nodes map[string]*graph.Node) groupUpdate {
+	g := e.groups[i]
 	u := groupUpdate{hyper: optimizers.Hyper{}}
 	for _, v := range g.vars {
 		u.params = append(u.params, nodes["param/"+v.ScopeAndName()])
 	}
-	for s, leaves := range n.st.groups[i].opt {
+	for s, leaves := range e.st.groups[i].opt {
 		var row []*graph.Node
 		for j := range leaves {
 			row = append(row, nodes[stateInput(g, s, j)])
@@ -103,20 +103,20 @@ func (n *Nitro) groupInputs(i int, nodes map[string]*graph.Node) groupUpdate {
 // emitUpdates builds the update with optimizers.Program.ApplyArrays (the global clip, then each
 // group's chain array by array, its scalars built once per group) and returns every group's new
 // parameter arrays, then every group's new non-constant state arrays, in signature order.
-func (n *Nitro) emitUpdates(groups []groupUpdate, step *graph.Node) (newParams, newState []*graph.Node) {
-	chains := make([]*optimizers.Chain, len(n.groups))
+func (e *Engine) emitUpdates(groups []groupUpdate, step *graph.Node) (newParams, newState []*graph.Node) {
+	chains := make([]*optimizers.Chain, len(e.groups))
 	params, grads := make([][]*graph.Node, len(groups)), make([][]*graph.Node, len(groups))
 	states, hyper := make([][][]*graph.Node, len(groups)), make([]optimizers.Hyper, len(groups))
-	for i, g := range n.groups {
+	for i, g := range e.groups {
 		chains[i] = g.opt
 		params[i], grads[i], states[i], hyper[i] = groups[i].params, groups[i].grads, groups[i].state, groups[i].hyper
 	}
-	prog, err := optimizers.NewProgram(chains, n.cfg.clip.value)
+	prog, err := optimizers.NewProgram(chains, e.clip)
 	if err != nil {
 		panic(err) // graph side: getProgram recovers it into the build error
 	}
 	ps, ss := prog.ApplyArrays(params, grads, states, hyper, step)
-	for i, g := range n.groups {
+	for i, g := range e.groups {
 		newParams = append(newParams, ps[i]...)
 		for s, arrays := range ss[i] {
 			if !g.constLeaf(s) {
@@ -132,79 +132,79 @@ func (g *paramGroup) constLeaf(s int) bool { return s < len(g.constant) && g.con
 
 // optimizerStep runs the optimizer program, replacing (donating) parameters, gradients and state.
 // grads holds every group's per-array gradients, in parameter order.
-func (n *Nitro) optimizerStep(grads []*tensors.Tensor) error {
-	p, err := n.optimizerProgram()
+func (e *Engine) optimizerStep(grads []*tensors.Tensor, step int) error {
+	p, err := e.optimizerProgram()
 	if err != nil {
 		return err
 	}
-	args, err := n.optimizerArgs(grads, true, n.st.step+1)
+	args, err := e.optimizerArgs(grads, true, step)
 	if err != nil {
 		return err
 	}
-	outs, err := n.execute(p, args)
+	outs, err := e.execute(p, args)
 	if err != nil {
 		return err
 	}
-	n.takeOptimizerOutputs(outs)
+	e.takeOptimizerOutputs(outs)
 	return nil
 }
 
 // optimizerArgs lists the optimizer program's inputs for the 1-based step: per group the parameter
 // leaves (donated), the gradients (donated when donateGrads), the state (donated unless constant)
 // and the hyperparameters, then the step.
-func (n *Nitro) optimizerArgs(grads []*tensors.Tensor, donateGrads bool, step int) ([]arg, error) {
+func (e *Engine) optimizerArgs(grads []*tensors.Tensor, donateGrads bool, step int) ([]arg, error) {
 	var args []arg
-	for i, g := range n.groups {
-		for _, t := range n.st.groups[i].params {
-			args = append(args, arg{t: t, donate: true, counter: &n.uploads.Params})
+	for i, g := range e.groups {
+		for _, t := range e.st.groups[i].params {
+			args = append(args, arg{t: t, donate: true, counter: &e.uploads.Params})
 		}
 		for _, t := range grads[:len(g.vars)] {
-			args = append(args, arg{t: t, donate: donateGrads, counter: &n.uploads.Params}) // parameter-sized
+			args = append(args, arg{t: t, donate: donateGrads, counter: &e.uploads.Params}) // parameter-sized
 		}
 		grads = grads[len(g.vars):]
-		more, err := n.stateArgs(i, step)
+		more, err := e.stateArgs(i, step)
 		if err != nil {
 			return nil, err
 		}
 		args = append(args, more...)
 	}
-	args = append(args, n.stepArg(step))
+	args = append(args, e.stepArg(step))
 	return args, nil
 }
 
 // stateArgs lists group i's state leaves (donated unless constant) and its hyperparameters at step.
-func (n *Nitro) stateArgs(i int, step int) ([]arg, error) {
-	g := n.groups[i]
+func (e *Engine) stateArgs(i int, step int) ([]arg, error) {
+	g := e.groups[i]
 	var args []arg
-	for s, leaves := range n.st.groups[i].opt {
+	for s, leaves := range e.st.groups[i].opt {
 		for _, t := range leaves {
 			// Constant leaves (Decay's anchor and mask) are read, never replaced: not donated.
-			args = append(args, arg{t: t, donate: !g.constLeaf(s), counter: &n.uploads.OptState})
+			args = append(args, arg{t: t, donate: !g.constLeaf(s), counter: &e.uploads.OptState})
 		}
 	}
-	hv, err := n.hyperValues(g, step)
+	hv, err := e.hyper(g.name, step)
 	if err != nil {
 		return nil, fmt.Errorf("group %q: %w", g.name, err)
 	}
-	for j, f := range n.hyperFields(i) {
+	for j, f := range e.hyperFields(i) {
 		v, ok := hv[f]
 		if !ok {
 			return nil, fmt.Errorf("group %q: the optimizer reads hyperparameter %q, which nothing configures", g.name, f)
 		}
-		args = append(args, n.hyperArg(i, j, float32(v)))
+		args = append(args, e.hyperArg(i, j, float32(v)))
 	}
 	return args, nil
 }
 
 // takeOptimizerOutputs installs the optimizer program's outputs (every group's parameters, then
 // every group's non-constant state) and returns the outputs that follow them.
-func (n *Nitro) takeOptimizerOutputs(outs []*tensors.Tensor) []*tensors.Tensor {
-	for i, g := range n.groups {
-		n.st.groups[i].params = outs[:len(g.vars)]
+func (e *Engine) takeOptimizerOutputs(outs []*tensors.Tensor) []*tensors.Tensor {
+	for i, g := range e.groups {
+		e.st.groups[i].params = outs[:len(g.vars)]
 		outs = outs[len(g.vars):]
 	}
-	for i, g := range n.groups {
-		st := &n.st.groups[i]
+	for i, g := range e.groups {
+		st := &e.st.groups[i]
 		for s := range st.opt {
 			if !g.constLeaf(s) {
 				st.opt[s] = outs[:len(g.vars)]

@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"fmt"
@@ -13,6 +13,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
 	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // hostCheckMLP (also the optimizer benchmark's model, Depth 2 Width 512: 670k parameters in 6
@@ -25,36 +26,38 @@ type hostCheckMLP struct {
 	Note  string
 }
 
-type hostCheckIn struct {
-	X *graph.Node `batch:"x"`
-	Y *graph.Node `batch:"y"`
-}
-
-func (e *hostCheckMLP) BuildModel(ctx *context.Context) error { return nil }
-func (e *hostCheckMLP) Forward(ctx *context.Context, in hostCheckIn) Outputs {
-	h := in.X
+func (e *hostCheckMLP) Forward(ctx *context.Context, in map[string]*graph.Node) map[string]*graph.Node {
+	h := in["x"]
 	for i := range e.Depth {
 		h = activations.Relu(layers.Dense(ctx.In(fmt.Sprintf("hidden_%d", i)), h, true, e.Width))
 	}
-	return Outputs{"logits": layers.Dense(ctx.In("output"), h, true, 10)}
+	return map[string]*graph.Node{"logits": layers.Dense(ctx.In("output"), h, true, 10)}
 }
-func (e *hostCheckMLP) Loss(out Outputs, in hostCheckIn) *graph.Node {
-	return graph.ReduceAllMean(graph.Square(out["logits"]))
+
+func newHostCheckEngine(b testing.TB, exp *hostCheckMLP, src *prefetch.ArrayBatches, cache *compilecache.Cache) *Engine {
+	return newTestEngine(b, testRun{exp: exp, data: src, backend: "xla", cache: cache,
+		forward: func(view any, ctx *context.Context, in map[string]*graph.Node) map[string]*graph.Node {
+			return view.(*hostCheckMLP).Forward(ctx, in)
+		},
+		loss: func(_ any, out, _ map[string]*graph.Node) *graph.Node {
+			return graph.ReduceAllMean(graph.Square(out["logits"]))
+		},
+	})
 }
 
 // benchMLPData is the benchmarks' train split: 256 seeded random 784-pixel rows (zero targets)
 // in batches of 128.
-func benchMLPData(b *testing.B) *ArrayBatches {
+func benchMLPData(b *testing.B) *prefetch.ArrayBatches {
 	const rows = 256
 	rng := rand.New(rand.NewPCG(1, 2))
 	xs := make([]float32, rows*784)
 	for i := range xs {
 		xs[i] = float32(rng.NormFloat64())
 	}
-	src, err := NewArrayBatches(map[string]*tensors.Tensor{
+	src, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{
 		"x": tensors.FromFlatDataAndDimensions(xs, rows, 784),
 		"y": tensors.FromFlatDataAndDimensions(make([]float32, rows), rows),
-	}, 128, ArrayOptions{DropPartial: true})
+	}, 128, prefetch.ArrayOptions{DropPartial: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -74,13 +77,8 @@ func BenchmarkHostCheckCost(b *testing.B) {
 		depth, width int
 	}{{"mnist-mlp 784-256-256-10", 2, 256}, {"mlp 49x32 (100 arrays)", 49, 32}} {
 		c := compilecache.New()
-		newHandle := func() *Nitro {
-			n, err := New(&hostCheckMLP{Depth: m.depth, Width: m.width, Note: "host value"}, WithBackend("xla"), Quiet(), WithCache(c),
-				WithData(Data{"train": src}), WithoutLogger(), WithoutCheckpoints())
-			if err != nil {
-				b.Fatal(err)
-			}
-			return n
+		newHandle := func() *Engine {
+			return newHostCheckEngine(b, &hostCheckMLP{Depth: m.depth, Width: m.width, Note: "host value"}, src, c)
 		}
 		first := newHandle()
 		keys := []string{"x", "y"}
@@ -95,7 +93,7 @@ func BenchmarkHostCheckCost(b *testing.B) {
 			n := newHandle()
 			newAll = append(newAll, ms(time.Since(start)))
 			start = time.Now()
-			if err := n.checkForwardHostIndependent(); err != nil {
+			if err := n.checkForwardHostIndependent(128, keys); err != nil {
 				b.Fatal(err)
 			}
 			fwd = append(fwd, ms(time.Since(start)))

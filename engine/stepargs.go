@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"fmt"
@@ -22,9 +22,9 @@ type stepScratch struct {
 	last   lastProgram        // the training program the last step looked up
 }
 
-// lastProgram is a training program with what identifies it within its Nitro, so that a step
+// lastProgram is a training program with what identifies it within its engine, so that a step
 // finds it without building the memo's key string. Programs are never dropped from the memo,
-// so it stays valid for the Nitro's life.
+// so it stays valid for the engine's life.
 type lastProgram struct {
 	kind  string
 	width int
@@ -41,24 +41,24 @@ func (s *stepScratch) lastTrain(kind string, width int, keys []string) *program 
 }
 
 // trainProgram is memo for the training programs, with the last one kept (see lastProgram).
-func (n *Nitro) trainProgram(kind string, width int, keys []string, get func() (*program, error)) (*program, error) {
-	if p := n.scratch.lastTrain(kind, width, keys); p != nil {
+func (e *Engine) trainProgram(kind string, width int, keys []string, get func() (*program, error)) (*program, error) {
+	if p := e.scratch.lastTrain(kind, width, keys); p != nil {
 		return p, nil
 	}
-	p, err := n.memo(fmt.Sprintf("%s/%d/%v", kind, width, keys), get)
+	p, err := e.memo(fmt.Sprintf("%s/%d/%v", kind, width, keys), get)
 	if err == nil {
-		n.scratch.last = lastProgram{kind: kind, width: width, keys: slices.Clone(keys), p: p}
+		e.scratch.last = lastProgram{kind: kind, width: width, keys: slices.Clone(keys), p: p}
 	}
 	return p, err
 }
 
-// hyperFields is group i's chain's hyperparameter fields, listed once per Nitro (the chain
+// hyperFields is group i's chain's hyperparameter fields, listed once per engine (the chain
 // builds the list on every call).
-func (n *Nitro) hyperFields(i int) []string {
-	s := &n.scratch
-	if len(s.fields) != len(n.groups) {
-		s.fields = make([][]string, len(n.groups))
-		for j, g := range n.groups {
+func (e *Engine) hyperFields(i int) []string {
+	s := &e.scratch
+	if len(s.fields) != len(e.groups) {
+		s.fields = make([][]string, len(e.groups))
+		for j, g := range e.groups {
 			s.fields[j] = g.opt.HyperFields()
 		}
 	}
@@ -83,8 +83,8 @@ type hyperScalar struct {
 // while the value holds: it is uploaded by the first program that reads it and stays on the
 // device (never donated), so a constant hyperparameter costs one upload per run and a scheduled
 // one one per change of value. The scalar a change replaces is freed at once.
-func (n *Nitro) hyperArg(i, j int, v float32) arg {
-	s := &n.scratch
+func (e *Engine) hyperArg(i, j int, v float32) arg {
+	s := &e.scratch
 	for len(s.hyper) <= i {
 		s.hyper = append(s.hyper, nil)
 	}
@@ -98,26 +98,26 @@ func (n *Nitro) hyperArg(i, j int, v float32) arg {
 		}
 		h.bits, h.t = math.Float32bits(v), tensors.FromScalar(v)
 	}
-	return arg{t: h.t, counter: &n.uploads.Hyper}
+	return arg{t: h.t, counter: &e.uploads.Hyper}
 }
 
 // firstArg is the accum > 1 gradient program's Bool "first" input; both values stay on the
 // device after their first use.
-func (n *Nitro) firstArg(first bool) arg {
+func (e *Engine) firstArg(first bool) arg {
 	k := 0
 	if first {
 		k = 1
 	}
-	t := n.scratch.first[k]
+	t := e.scratch.first[k]
 	if t == nil || !t.Ok() {
 		t = tensors.FromScalar(first)
-		n.scratch.first[k] = t
+		e.scratch.first[k] = t
 	}
-	return arg{t: t, counter: &n.uploads.Hyper}
+	return arg{t: t, counter: &e.uploads.Hyper}
 }
 
 // stepArg is the optimizer step count as a program input. It changes every step, so it is
 // uploaded every step, and freed as soon as the program has run (temp) rather than by the GC.
-func (n *Nitro) stepArg(step int) arg {
-	return arg{t: tensors.FromScalar(float32(step)), counter: &n.uploads.Hyper, temp: true}
+func (e *Engine) stepArg(step int) arg {
+	return arg{t: tensors.FromScalar(float32(step)), counter: &e.uploads.Hyper, temp: true}
 }

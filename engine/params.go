@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"fmt"
@@ -26,15 +26,15 @@ type paramGroup struct {
 	constant []bool            // state leaves that never change (not donated, not re-output)
 }
 
-// placeParameters is setup's parameter phase: the trainable variables sorted into groups (the
-// ParamGroup hook, contract.go's ParamGrouper), each group's layout, and the parameters and the
-// layer state placed on the device, once, one buffer per array.
-func (n *Nitro) placeParameters() error {
-	if err := n.groupParameters(); err != nil {
+// PlaceParameters sorts the context's trainable variables into groups (Config.Grouper), builds
+// each group's layout, and places the parameters and the layer state on the device, once, one
+// buffer per array.
+func (e *Engine) PlaceParameters() error {
+	if err := e.groupParameters(); err != nil {
 		return err
 	}
-	n.st.groups = make([]groupState, len(n.groups))
-	for i, g := range n.groups {
+	e.st.groups = make([]groupState, len(e.groups))
+	for i, g := range e.groups {
 		leaves := make([]optimizers.ParamLeaf, len(g.vars))
 		for i, v := range g.vars {
 			leaves[i] = optimizers.ParamLeaf{Keypath: g.keypaths[i], Shape: v.Shape()}
@@ -44,59 +44,59 @@ func (n *Nitro) placeParameters() error {
 			return err
 		}
 		for _, v := range g.vars {
-			t, err := n.uploadValue(v, "parameter", &n.uploads.Params)
+			t, err := e.uploadValue(v, "parameter", &e.uploads.Params)
 			if err != nil {
 				return err
 			}
-			n.st.groups[i].params = append(n.st.groups[i].params, t)
+			e.st.groups[i].params = append(e.st.groups[i].params, t)
 		}
 	}
-	n.varInputs = map[string]*context.Variable{}
-	for _, g := range n.groups {
+	e.varInputs = map[string]*context.Variable{}
+	for _, g := range e.groups {
 		for _, v := range g.vars {
-			n.varInputs["param/"+v.ScopeAndName()] = v
+			e.varInputs["param/"+v.ScopeAndName()] = v
 		}
 	}
-	for _, v := range n.stateVars {
-		n.varInputs["state/"+v.ScopeAndName()] = v
+	for _, v := range e.stateVars {
+		e.varInputs["state/"+v.ScopeAndName()] = v
 	}
-	for _, v := range n.stateVars {
-		t, err := n.uploadValue(v, "layer state", &n.uploads.LayerState)
+	for _, v := range e.stateVars {
+		t, err := e.uploadValue(v, "layer state", &e.uploads.LayerState)
 		if err != nil {
 			return err
 		}
-		n.st.layer = append(n.st.layer, t)
+		e.st.layer = append(e.st.layer, t)
 	}
 	return nil
 }
 
 // groupParameters splits the context's variables into trainable ones, sorted into parameter
 // groups by ParamGroup (one "default" group without it), and layer state, each by name.
-func (n *Nitro) groupParameters() error {
+func (e *Engine) groupParameters() error {
 	var trainable []*context.Variable
-	n.stateVars = nil
-	for v := range n.ctx.IterVariables() {
+	e.stateVars = nil
+	for v := range e.ctx.IterVariables() {
 		if v.Trainable {
 			trainable = append(trainable, v)
 		} else {
-			n.stateVars = append(n.stateVars, v)
+			e.stateVars = append(e.stateVars, v)
 		}
 	}
 	byName := func(vs []*context.Variable) {
 		sort.Slice(vs, func(i, j int) bool { return vs[i].ScopeAndName() < vs[j].ScopeAndName() })
 	}
 	byName(trainable)
-	byName(n.stateVars)
+	byName(e.stateVars)
 	if len(trainable) == 0 {
 		return fmt.Errorf("the model has no trainable parameters: Forward created no trainable variables in the context")
 	}
-	grouper := n.acc.grouper
+	grouper := e.grouper
 	index := map[string]*paramGroup{}
 	for _, v := range trainable {
 		kp := keypath(v)
 		name := "default"
 		if grouper != nil {
-			if name = grouper.ParamGroup(kp); name == "" {
+			if name = grouper(kp); name == "" {
 				return fmt.Errorf("ParamGroup(%v) returned an empty group name", kp)
 			}
 		}
@@ -104,7 +104,7 @@ func (n *Nitro) groupParameters() error {
 		if !ok {
 			g = &paramGroup{name: name, dtype: v.DType().String()}
 			index[name] = g
-			n.groups = append(n.groups, g)
+			e.groups = append(e.groups, g)
 		}
 		if v.DType().String() != g.dtype {
 			return fmt.Errorf("parameter %v is %s but group %q holds %s: a group's flat buffer has one dtype; put it in its own group with ParamGroup", kp, v.DType(), name, g.dtype)
@@ -114,13 +114,13 @@ func (n *Nitro) groupParameters() error {
 		g.offsets = append(g.offsets, g.size)
 		g.size += v.Shape().Size()
 	}
-	sort.Slice(n.groups, func(i, j int) bool { return n.groups[i].name < n.groups[j].name })
+	sort.Slice(e.groups, func(i, j int) bool { return e.groups[i].name < e.groups[j].name })
 	return nil
 }
 
 // uploadValue places a copy of variable v's initial value on the device; what ("parameter",
 // "layer state") names it in errors.
-func (n *Nitro) uploadValue(v *context.Variable, what string, counter *int) (*tensors.Tensor, error) {
+func (e *Engine) uploadValue(v *context.Variable, what string, counter *int) (*tensors.Tensor, error) {
 	t, err := v.Value()
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", what, v.ScopeAndName(), err)
@@ -129,24 +129,63 @@ func (n *Nitro) uploadValue(v *context.Variable, what string, counter *int) (*te
 	if err != nil {
 		return nil, err
 	}
-	if c, err = n.upload(c, counter); err != nil {
+	if c, err = e.upload(c, counter); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", what, v.ScopeAndName(), err)
 	}
 	return c, nil
 }
 
-// setUpOptimizer is setup's optimizer phase: each group's optimizer resolved and initialized from
-// the group's initial values, flattened end to end (hyper.go's setupOptimization), and its state
-// placed on the device.
-func (n *Nitro) setUpOptimizer() error {
-	flats := make(map[string]*tensors.Tensor, len(n.groups))
-	for _, g := range n.groups {
-		var err error
-		if flats[g.name], err = flatten(g); err != nil {
+// InitOptimizer gives each group its chain from the resolved plan (whose groups are in group
+// order) and its optimizer state, initialized from the group's initial values flattened end to
+// end and placed on the device.
+func (e *Engine) InitOptimizer(plan *optimizers.Plan) error {
+	for gi, gp := range plan.Groups() {
+		g := e.groups[gi]
+		flat, err := flatten(g)
+		if err != nil {
 			return err
 		}
+		g.opt, g.constant = gp.Chain, gp.Chain.ConstantLeaves()
+		state, err := gp.InitState(flat)
+		if err != nil {
+			return err
+		}
+		for _, leaves := range state {
+			for j := range leaves {
+				if leaves[j], err = e.upload(leaves[j], &e.uploads.OptState); err != nil {
+					return fmt.Errorf("group %q: optimizer state: %w", g.name, err)
+				}
+			}
+			e.st.groups[gi].opt = append(e.st.groups[gi].opt, leaves)
+		}
 	}
-	return n.setupOptimization(flats)
+	return nil
+}
+
+// Layouts lists the groups' layouts, in group order.
+func (e *Engine) Layouts() []*optimizers.Layout {
+	out := make([]*optimizers.Layout, len(e.groups))
+	for i, g := range e.groups {
+		out[i] = g.layout
+	}
+	return out
+}
+
+// GroupNames lists the parameter groups, in group order.
+func (e *Engine) GroupNames() []string {
+	names := make([]string, len(e.groups))
+	for i, g := range e.groups {
+		names[i] = g.name
+	}
+	return names
+}
+
+// GroupSizes lists each group's array count and value count, in group order.
+func (e *Engine) GroupSizes() (arrays, values []int) {
+	for _, g := range e.groups {
+		arrays, values = append(arrays, len(g.vars)), append(values, g.size)
+	}
+	return arrays, values
 }
 
 // flatten copies a group's initial values end to end into one host tensor.
@@ -176,9 +215,9 @@ func flatten(g *paramGroup) (*tensors.Tensor, error) {
 }
 
 // layoutDigest describes the groups' layouts for the compile-cache key.
-func (n *Nitro) layoutDigest() string {
+func (e *Engine) layoutDigest() string {
 	var b strings.Builder
-	for _, g := range n.groups {
+	for _, g := range e.groups {
 		fmt.Fprintf(&b, "%s[", g.name)
 		for i, v := range g.vars {
 			fmt.Fprintf(&b, "%s%v;", strings.Join(g.keypaths[i], "/"), v.Shape().Dimensions)
@@ -190,10 +229,10 @@ func (n *Nitro) layoutDigest() string {
 
 // Parameters reads the current parameters back to the host, by keypath ("dense_0/weights").
 // This is an explicit readback; training never needs it.
-func (n *Nitro) Parameters() (map[string]*tensors.Tensor, error) {
+func (e *Engine) Parameters() (map[string]*tensors.Tensor, error) {
 	out := map[string]*tensors.Tensor{}
-	for gi, g := range n.groups {
-		for i, t := range n.st.groups[gi].params {
+	for gi, g := range e.groups {
+		for i, t := range e.st.groups[gi].params {
 			c, err := t.LocalClone()
 			if err != nil {
 				return nil, fmt.Errorf("reading %v back: %w", g.keypaths[i], err)
@@ -204,10 +243,10 @@ func (n *Nitro) Parameters() (map[string]*tensors.Tensor, error) {
 	return out, nil
 }
 
-// paramArrays counts the parameter arrays over all groups.
-func (n *Nitro) paramArrays() int {
+// ParamArrays counts the parameter arrays over all groups.
+func (e *Engine) ParamArrays() int {
 	k := 0
-	for _, g := range n.groups {
+	for _, g := range e.groups {
 		k += len(g.vars)
 	}
 	return k

@@ -1,8 +1,7 @@
-package core
+package engine
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,8 +15,8 @@ import (
 	"github.com/nitro-go/nitro/tensorfile"
 )
 
-// The training state as named tensors, both ways: stateTensors reads a part of it back under the
-// record names, stageState checks named tensors against it (the fit check), and installState
+// The training state as named tensors, both ways: StateTensors reads a part of it back under the
+// record names, StageState checks named tensors against it (the fit check), and InstallState
 // swaps staged tensors in. A checkpoint's record and restore and the model view's Weights are
 // built on these alone, so a name, a dtype or a shape means the same in all three.
 
@@ -43,7 +42,7 @@ const (
 	slotLayer
 )
 
-// stateSlot is one tensor of the training state under its record name: where it lives in n.st
+// stateSlot is one tensor of the training state under its record name: where it lives in e.st
 // (so a restore can replace it), the variable a trace reads it through (none for optimizer
 // state), and the upload counter of its kind.
 type stateSlot struct {
@@ -57,16 +56,16 @@ type stateSlot struct {
 
 // stateSlots lists the training state's tensors in record order: parameters by group, then the
 // optimizer's non-constant state leaves by group, leaf and parameter, then the layer state.
-func (n *Nitro) stateSlots() []stateSlot {
+func (e *Engine) stateSlots() []stateSlot {
 	var out []stateSlot
-	for gi, g := range n.groups {
-		st := &n.st.groups[gi]
+	for gi, g := range e.groups {
+		st := &e.st.groups[gi]
 		for j, v := range g.vars {
-			out = append(out, stateSlot{name: paramPrefix + strings.Join(g.keypaths[j], "/"), t: &st.params[j], v: v, counter: &n.uploads.Params, kind: slotParam})
+			out = append(out, stateSlot{name: paramPrefix + strings.Join(g.keypaths[j], "/"), t: &st.params[j], v: v, counter: &e.uploads.Params, kind: slotParam})
 		}
 	}
-	for gi, g := range n.groups {
-		st := &n.st.groups[gi]
+	for gi, g := range e.groups {
+		st := &e.st.groups[gi]
 		leaves := g.opt.StateNames()
 		for s := range st.opt {
 			if g.constLeaf(s) {
@@ -74,49 +73,49 @@ func (n *Nitro) stateSlots() []stateSlot {
 			}
 			for j := range g.vars {
 				name := optPrefix + g.name + "/" + leaves[s] + "/" + strings.Join(g.keypaths[j], "/")
-				out = append(out, stateSlot{name: name, t: &st.opt[s][j], counter: &n.uploads.OptState, kind: slotOpt})
+				out = append(out, stateSlot{name: name, t: &st.opt[s][j], counter: &e.uploads.OptState, kind: slotOpt})
 			}
 		}
 	}
-	for i, v := range n.stateVars {
+	for i, v := range e.stateVars {
 		rng := v.Name() == context.RNGStateVariableName && v.Scope() == context.RootScope
-		out = append(out, stateSlot{name: statePrefix + v.ScopeAndName(), t: &n.st.layer[i], v: v, counter: &n.uploads.LayerState, kind: slotLayer, rng: rng})
+		out = append(out, stateSlot{name: statePrefix + v.ScopeAndName(), t: &e.st.layer[i], v: v, counter: &e.uploads.LayerState, kind: slotLayer, rng: rng})
 	}
 	return out
 }
 
-// statePart selects what a conversion covers besides the parameters and the layer state.
-type statePart struct {
-	opt bool // the optimizer's state
-	rng bool // the RNG state: layer state, but the run's progress rather than the model's
-}
+// Part selects what a conversion covers besides the parameters and the layer state.
+type Part int
 
-var (
-	wholeState   = statePart{opt: true, rng: true} // a checkpoint record, a resume
-	modelState   = statePart{rng: true}            // the model view: every variable a trace may read
-	weightsState = statePart{}                     // WithCheckpoint: a new run from the weights
+const (
+	WeightsPart Part = iota // parameters and layer state without the RNG state: a new run from the weights
+	ModelPart               // with the RNG state: every variable a trace may read (the model view)
+	WholePart               // with the optimizer's state too: a checkpoint record, a resume
 )
 
-// covers reports whether the part includes a slot.
-func (p statePart) covers(s stateSlot) bool { return (p.opt || s.kind != slotOpt) && (p.rng || !s.rng) }
+func (p Part) opt() bool               { return p == WholePart }   // the optimizer's state
+func (p Part) rng() bool               { return p != WeightsPart } // the RNG state: layer state, but the run's progress
+func (p Part) covers(s stateSlot) bool { return (p.opt() || s.kind != slotOpt) && (p.rng() || !s.rng) }
 
 // leavesOut reports whether a named tensor is of a part p excludes: loading the weights of a
 // record ignores its optimizer and RNG state rather than calling them foreign to the model.
-func (p statePart) leavesOut(name string) bool {
-	return (!p.opt && strings.HasPrefix(name, optPrefix)) || (!p.rng && name == rngStateName)
+func (p Part) leavesOut(name string) bool {
+	return (!p.opt() && strings.HasPrefix(name, optPrefix)) || (!p.rng() && name == rngStateName)
 }
 
-// stateTensor is one tensor of the training state read back to the host: its slot, and the
-// tensor under its record name (Data in the host's byte order; record refuses a big-endian host).
-type stateTensor struct {
-	slot stateSlot
+// StateTensor is one tensor of the training state read back to the host, under its record name
+// (Data in the host's byte order; a record refuses a big-endian host), with the variable a trace
+// reads it through (nil for optimizer state) and its dtype.
+type StateTensor struct {
 	checkpoint.Tensor
+	Var   *context.Variable
+	DType dtypes.DType
 }
 
-// stateTensors reads the part p of the training state back to the host, in record order.
-func (n *Nitro) stateTensors(p statePart) ([]stateTensor, error) {
-	var out []stateTensor
-	for _, s := range n.stateSlots() {
+// StateTensors reads the part p of the training state back to the host, in record order.
+func (e *Engine) StateTensors(p Part) ([]StateTensor, error) {
+	var out []StateTensor
+	for _, s := range e.stateSlots() {
 		if !p.covers(s) {
 			continue
 		}
@@ -125,11 +124,11 @@ func (n *Nitro) stateTensors(p statePart) ([]stateTensor, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s: dtype %s has no checkpoint dtype", s.name, t.DType())
 		}
-		data, err := readBack(t)
+		data, err := ReadBack(t)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", s.name, err)
 		}
-		out = append(out, stateTensor{s, checkpoint.Tensor{Name: s.name, DType: dt, Shape: slices.Clone(t.Shape().Dimensions), Data: data}})
+		out = append(out, StateTensor{checkpoint.Tensor{Name: s.name, DType: dt, Shape: slices.Clone(t.Shape().Dimensions), Data: data}, s.v, t.DType()})
 	}
 	return out, nil
 }
@@ -140,11 +139,19 @@ type stagedTensor struct {
 	t    *tensors.Tensor
 }
 
-// stageState checks named tensors against the part p of the training state, all at once: each
+// Staged is named tensors checked against the training state, ready to install.
+type Staged struct{ ts []stagedTensor }
+
+// StageState checks named tensors against the part p of the training state, all at once: each
 // slot p covers needs its tensor, of the model's dtype and shape, and no tensor may be foreign
 // to the model (one of a part p leaves out is ignored). The error names every misfit and the
-// checkpoint (path). Nothing on the Nitro changes.
-func (n *Nitro) stageState(ts []checkpoint.Tensor, p statePart, path string) ([]stagedTensor, error) {
+// checkpoint (path). Nothing on the engine changes.
+func (e *Engine) StageState(ts []checkpoint.Tensor, p Part, path string) (Staged, error) {
+	staged, err := e.stageState(ts, p, path)
+	return Staged{staged}, err
+}
+
+func (e *Engine) stageState(ts []checkpoint.Tensor, p Part, path string) ([]stagedTensor, error) {
 	byName := make(map[string]checkpoint.Tensor, len(ts))
 	for _, t := range ts {
 		byName[t.Name] = t
@@ -152,7 +159,7 @@ func (n *Nitro) stageState(ts []checkpoint.Tensor, p statePart, path string) ([]
 	var staged []stagedTensor
 	var missing, wrong, extra []string
 	used := map[string]bool{}
-	for _, s := range n.stateSlots() {
+	for _, s := range e.stateSlots() {
 		if !p.covers(s) {
 			continue
 		}
@@ -196,12 +203,14 @@ func misfitError(path string, missing, extra, wrong []string) error {
 	return errors.New(b.String())
 }
 
-// installState uploads staged tensors (counted in Uploads) and only then replaces the state
-// with them, so a failed transfer leaves the state as it was.
-func (n *Nitro) installState(staged []stagedTensor, path string) error {
+// InstallState uploads staged tensors (counted in Uploads) and only then replaces the state
+// with them, so a failed transfer leaves the state as it was; path names their source in errors.
+func (e *Engine) InstallState(s Staged, path string) error { return e.installState(s.ts, path) }
+
+func (e *Engine) installState(staged []stagedTensor, path string) error {
 	placed := make([]*tensors.Tensor, 0, len(staged))
 	for _, s := range staged {
-		t, err := n.upload(s.t, s.slot.counter)
+		t, err := e.upload(s.t, s.slot.counter)
 		if err != nil {
 			freeTensors(placed)
 			return fmt.Errorf("restoring %s from %s: %w", s.slot.name, path, err)
@@ -219,13 +228,11 @@ func (n *Nitro) installState(staged []stagedTensor, path string) error {
 		}
 	}
 	if len(errs) > 0 {
-		n.warn(fmt.Sprintf("restoring from %s: freeing the replaced state: %v", path, errors.Join(errs...)))
+		e.warn(fmt.Sprintf("restoring from %s: freeing the replaced state: %v", path, errors.Join(errs...)))
 	}
 	return nil
 }
 
-// The checkpoint dtype of each GoMLX dtype a training state (or a batch field) may hold: core's
-// one dtype table, read only through checkpointDType.
 // checkpointDType is the checkpoint dtype of a GoMLX dtype, from tensorfile's one table; ok is
 // false for one a checkpoint cannot hold (complex, 4- and 8-bit floats, 2- and 4-bit integers).
 func checkpointDType(dt dtypes.DType) (d tensorfile.DType, ok bool) {
@@ -233,11 +240,8 @@ func checkpointDType(dt dtypes.DType) (d tensorfile.DType, ok bool) {
 	return d, d != ""
 }
 
-// littleEndian: a record's data is little-endian and tensors hold native bytes.
-var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
-
-// readBack copies a device tensor's bytes to the host, leaving no host copy on the tensor.
-func readBack(t *tensors.Tensor) (data []byte, err error) {
+// ReadBack copies a device tensor's bytes to the host, leaving no host copy on the tensor.
+func ReadBack(t *tensors.Tensor) (data []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("reading %s back from the device: %v", t.Shape(), r)

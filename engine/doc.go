@@ -1,0 +1,16 @@
+// Package engine owns the device side of a training run: it builds the programs (gradient,
+// optimizer, fused and manual step, eval, predict) through the compile cache, binds and runs
+// them, and keeps the parameters, the optimizer and layer state and the Device fields on the
+// device, over a mesh when there is more than one device, under the run's mixed precision.
+//
+// The caller (core) resolves the experiment and gives New what is fixed for the run: the
+// traced hooks as plain functions (the engine never reflects over the experiment), the knobs,
+// the batch contract and callbacks for hyperparameters, phases and notices. It keeps the data
+// streams, the step, epoch and data position, logging and checkpoint files: a step returns its
+// values by name (StepValues), eval its metrics (EvalBatch), and the state is read and installed
+// as named tensors (StateTensors, StageState, InstallState).
+//
+// Errors name the field or hook at fault and the fix; a hook's panic while a graph is built is
+// returned as an error. An Engine is not safe for concurrent use, except Place, which a batch
+// stream's transfer goroutine calls while the owner steps.
+package engine
