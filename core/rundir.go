@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,7 +103,7 @@ func (n *Nitro) checkRunDir() error {
 	if o.resume != "" {
 		return nil
 	}
-	held, err := heldRun(dir.value)
+	held, _, err := heldRun(dir.value)
 	if err != nil || held == "" {
 		return err
 	}
@@ -132,12 +133,20 @@ func (n *Nitro) checkResumeDir(file string) error {
 			return nil
 		}
 	}
-	held, err := heldRun(dir.value)
+	held, checkpoints, err := heldRun(dir.value)
 	if err != nil || held == "" {
 		return err
 	}
 	if file == "" {
-		return fmt.Errorf("resume auto: no checkpoint to continue, and RunDir %q (from %s) holds an earlier run (%s): a fresh run there would append to its record and share its top-K ranking, mixing two models; choose another run dir (core.WithRunDir, --run-dir), or discard it and start afresh without the resume (core.WithOverwrite(), nitro train --overwrite)",
+		if checkpoints == 0 {
+			// A record and no checkpoint: a run stopped before its first checkpoint (a kill, a
+			// crash). Nothing can be continued, so "auto" starts afresh, and the earlier record
+			// is kept beside the new one (archiveRecord), so that a supervisor restarting with
+			// --resume auto always makes progress and loses nothing.
+			n.archiveDue = true
+			return nil
+		}
+		return fmt.Errorf("resume auto: no checkpoint to continue, and RunDir %q (from %s) holds an earlier run (%s): a fresh run there would share its top-K ranking, mixing two models; choose another run dir (core.WithRunDir, --run-dir), or discard it and start afresh without the resume (core.WithOverwrite(), nitro train --overwrite)",
 			dir.value, dir.source, held)
 	}
 	return fmt.Errorf("resume from %s into RunDir %q (from %s): that run dir holds another run (%s), and the continued run would share its metrics.jsonl and its top-K checkpoint ranking, mixing two models; continue in the checkpoint's own folder (core.WithRunDir(%q), or leave --run-dir out), or choose an empty run dir",
@@ -145,11 +154,12 @@ func (n *Nitro) checkResumeDir(file string) error {
 }
 
 // heldRun says what an earlier run left in dir ("" for nothing): the checkpoints its manifest
-// lists and a non-empty metrics.jsonl, e.g. "3 checkpoints, a 12.3 kB metrics.jsonl".
-func heldRun(dir string) (string, error) {
+// lists (also counted) and a non-empty metrics.jsonl, e.g. "3 checkpoints, a 12.3 kB
+// metrics.jsonl".
+func heldRun(dir string) (held string, checkpoints int, err error) {
 	entries, err := checkpoint.ReadManifest(dir)
 	if err != nil {
-		return "", fmt.Errorf("RunDir %q: cannot tell whether it holds an earlier run: %w", dir, err)
+		return "", 0, fmt.Errorf("RunDir %q: cannot tell whether it holds an earlier run: %w", dir, err)
 	}
 	var parts []string
 	switch len(entries) {
@@ -162,12 +172,16 @@ func heldRun(dir string) (string, error) {
 	if fi, err := os.Stat(filepath.Join(dir, MetricsFile)); err == nil && fi.Size() > 0 {
 		parts = append(parts, "a "+byteSize(fi.Size())+" "+MetricsFile)
 	}
-	return strings.Join(parts, ", "), nil
+	return strings.Join(parts, ", "), len(entries), nil
 }
 
-// clearRunDir is WithOverwrite's removal, the last step of setup, so that a setup that fails
-// leaves the earlier run as it was.
+// clearRunDir is WithOverwrite's removal, or resume auto's archive of a record with no
+// checkpoint, the last step of setup, so that a setup that fails leaves the earlier run as it
+// was.
 func (su *setup) clearRunDir() error {
+	if su.archiveDue {
+		return su.archiveRecord()
+	}
 	if !su.overwriteDue {
 		return nil
 	}
@@ -196,6 +210,31 @@ func (su *setup) clearRunDir() error {
 	}
 	su.notice(fmt.Sprintf("overwrite: removed the earlier run from %s: %s; other files there stay", dir, strings.Join(what, ", ")))
 	return nil
+}
+
+// archiveRecord renames the run dir's metrics.jsonl to the first free metrics.attempt-N.jsonl,
+// so that a fresh run after one that left no checkpoint starts its own record and the earlier
+// lines stay readable on their own (plot and board read them like any record).
+func (su *setup) archiveRecord() error {
+	dir := su.cfg.runDir.value
+	from := filepath.Join(dir, MetricsFile)
+	fi, err := os.Stat(from)
+	if err != nil {
+		return fmt.Errorf("resume auto: %w", err)
+	}
+	for i := 1; ; i++ {
+		to := filepath.Join(dir, fmt.Sprintf("metrics.attempt-%d.jsonl", i))
+		if _, err := os.Lstat(to); err == nil {
+			continue
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("resume auto: %w", err)
+		}
+		if err := os.Rename(from, to); err != nil {
+			return fmt.Errorf("resume auto: keeping the earlier record: %w (nothing of the new run was written)", err)
+		}
+		su.notice(fmt.Sprintf("resume auto: the earlier run in %s stopped before its first checkpoint; its record (a %s %s) is kept as %s, and this run starts afresh", dir, byteSize(fi.Size()), MetricsFile, filepath.Base(to)))
+		return nil
+	}
 }
 
 // sameDir reports whether a and b name one directory.

@@ -72,15 +72,51 @@ func TestFreshRunIntoHeldRunDirRefused(t *testing.T) {
 	}
 }
 
-// TestResumeAutoFindsNothingButARecord: WithResume(ResumeAuto) with no checkpoint to continue
-// is a fresh run, refused when the run dir holds an earlier run's metrics.jsonl.
+// TestResumeAutoFindsNothingButARecord: WithResume(ResumeAuto) in a run dir whose earlier run
+// stopped before its first checkpoint (a record, no checkpoint) starts afresh, keeping the
+// earlier record byte for byte as metrics.attempt-N.jsonl, so a supervisor that restarts with
+// resume auto is never stuck (it was refused) and nothing is lost. A setup that fails moves
+// nothing.
 func TestResumeAutoFindsNothingButARecord(t *testing.T) {
 	dir := t.TempDir()
 	trainInto(t, dir, core.WithoutCheckpoints())
-	_, err := core.New(&Reg{}, heldOpts(t, dir, core.WithResume(core.ResumeAuto))...)
-	wantErr(t, err, "resume auto: no checkpoint to continue", `RunDir "`+dir+`"`, "metrics.jsonl", "core.WithRunDir", "core.WithOverwrite()")
-	// An empty run dir: resume auto starts afresh, as before.
-	trainInto(t, t.TempDir(), core.WithResume(core.ResumeAuto))
+	first, err := os.ReadFile(filepath.Join(dir, core.MetricsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := core.New(&failingBuild{}, heldOpts(t, dir, core.WithResume(core.ResumeAuto))...); err == nil {
+		t.Fatal("a BuildModel error did not fail New")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "metrics.attempt-1.jsonl")); err == nil {
+		t.Fatal("a setup that failed moved the earlier record aside")
+	}
+	con := &core.MemoryConsole{}
+	n, err := core.New(&Reg{}, core.WithBackend("go"), core.WithConsole(con), core.WithData(data(t, 32)),
+		core.WithRunDir(dir), core.WithMaxEpochs(1), core.WithResume(core.ResumeAuto))
+	if err != nil {
+		t.Fatalf("resume auto over a record with no checkpoint: %v", err)
+	}
+	if err := n.Train(); err != nil {
+		t.Fatal(err)
+	}
+	if kept, err := os.ReadFile(filepath.Join(dir, "metrics.attempt-1.jsonl")); err != nil || !bytes.Equal(kept, first) {
+		t.Errorf("the earlier record was not kept as metrics.attempt-1.jsonl byte for byte: %v", err)
+	}
+	if got := paramsLines(t, dir); got != 1 {
+		t.Errorf("the new record holds %d params lines, want its own 1", got)
+	}
+	if !strings.Contains(strings.Join(con.Notices, "\n"), "is kept as metrics.attempt-1.jsonl, and this run starts afresh") {
+		t.Errorf("the console does not say where the earlier record went:\n%s", strings.Join(con.Notices, "\n"))
+	}
+	if n.LastCheckpoint() == "" {
+		t.Error("the fresh run wrote no checkpoint")
+	}
+	// An empty run dir: resume auto starts afresh, as before, and moves nothing.
+	empty := t.TempDir()
+	trainInto(t, empty, core.WithResume(core.ResumeAuto))
+	if _, err := os.Stat(filepath.Join(empty, "metrics.attempt-1.jsonl")); err == nil {
+		t.Error("resume auto into an empty run dir made an attempt file")
+	}
 }
 
 // TestResumeIntoAnotherHeldRunDir: a resume from a checkpoint of one run dir into another run

@@ -26,6 +26,7 @@ type setup struct {
 	console Console // human-readable report; nil when Quiet (chosen from the options)
 
 	overwriteDue bool // WithOverwrite found an earlier run to remove at the end of setup (rundir.go)
+	archiveDue   bool // resume auto found a record and no checkpoint: keep it aside at the end of setup (rundir.go)
 
 	forward, loss, metrics, trainMetrics *hook
 	trainStep                            *hook // manual mode's TrainStep; nil in the automatic loop (manual.go)
