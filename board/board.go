@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -130,26 +129,29 @@ func loopbackHost(hostport string) bool {
 
 // Run is one run's facts as /api/runs answers them.
 type Run struct {
-	Name           string             `json:"name"`
-	Dir            string             `json:"dir"`
-	Phase          string             `json:"phase"`
-	Gone           bool               `json:"gone"`
-	Epoch          int                `json:"epoch"`
-	Step           int                `json:"step"`
-	StepsPerSecond float64            `json:"steps_per_second"` // over the newest train lines' step_seconds
-	StopReason     string             `json:"stop_reason"`      // the finish line's status; "" while running
-	Best           string             `json:"best_checkpoint"`
-	Lines          int                `json:"lines"`
-	Malformed      int                `json:"malformed"`
-	Errors         []string           `json:"errors"` // the newest malformed lines' reasons
-	Pending        int                `json:"pending_bytes"`
-	Behind         int64              `json:"unread_bytes"`
-	LastWrite      time.Time          `json:"last_write"`
-	Params         map[string]string  `json:"params"`
-	Train          map[string][]Point `json:"train"`    // per optimizer step
-	Validate       map[string][]Point `json:"validate"` // per epoch
-	Data           map[string][]Point `json:"data"`     // per epoch
-	Warnings       []string           `json:"warnings"`
+	Name           string            `json:"name"`
+	Dir            string            `json:"dir"`
+	Phase          string            `json:"phase"`
+	Gone           bool              `json:"gone"`
+	Epoch          int               `json:"epoch"`
+	Step           int               `json:"step"`
+	StepsPerSecond float64           `json:"steps_per_second"` // over the newest train lines' step_seconds
+	StopReason     string            `json:"stop_reason"`      // the finish line's status; "" while running
+	Best           string            `json:"best_checkpoint"`
+	Lines          int               `json:"lines"`
+	Malformed      int               `json:"malformed"`
+	Errors         []string          `json:"errors"` // the newest malformed lines' reasons
+	Pending        int               `json:"pending_bytes"`
+	Behind         int64             `json:"unread_bytes"`
+	LastWrite      time.Time         `json:"last_write"`
+	Params         map[string]string `json:"params"` // one value per knob: see Overridden
+	// Overridden names, per kept field, the other spellings of the same knob whose value the run
+	// did not use (max_epochs: "MaxEpochs 2", the experiment's field a --max-epochs overrode).
+	Overridden map[string]string  `json:"overridden,omitempty"`
+	Train      map[string][]Point `json:"train"`    // per optimizer step
+	Validate   map[string][]Point `json:"validate"` // per epoch
+	Data       map[string][]Point `json:"data"`     // per epoch
+	Warnings   []string           `json:"warnings"`
 }
 
 // Snapshot refreshes every run and returns their facts, in the order given to New.
@@ -168,11 +170,9 @@ func (t *tail) snapshot() Run {
 	r := Run{Name: t.name, Dir: t.dir, Phase: t.phase(), Gone: t.st.gone, Epoch: t.st.epoch, Step: t.st.step,
 		StepsPerSecond: t.st.speed(), StopReason: t.st.status, Best: t.best, Lines: t.st.lines,
 		Malformed: t.st.malformed, Errors: append([]string(nil), t.st.errors...), Pending: len(t.pending),
-		Behind: t.behind(), LastWrite: t.modTime, Params: map[string]string{},
+		Behind: t.behind(), LastWrite: t.modTime,
 		Train: points(t.st.train), Validate: points(t.st.val), Data: points(t.st.data)}
-	for k, v := range t.st.params {
-		r.Params[k] = v
-	}
+	r.Params, r.Overridden = collapse(t.st.params)
 	if t.st.readErr != "" {
 		r.Warnings = append(r.Warnings, "cannot read "+MetricsFile+": "+t.st.readErr)
 	}
@@ -231,35 +231,6 @@ func bestCheckpoint(dir string) string {
 	}
 	e := entries[best]
 	return fmt.Sprintf("%s (%s %.4g, epoch %d)", e.File, e.Metric, *e.Score, e.Epoch)
-}
-
-// diff is the config fields whose values differ between the runs (a field a run lacks differs),
-// and how many agree. run_dir is left out: every run differs there, and the table names the dirs.
-func diff(runs []Run) (differ []string, same int) {
-	keys := map[string]bool{}
-	for _, r := range runs {
-		for k := range r.Params {
-			keys[k] = true
-		}
-	}
-	delete(keys, "run_dir")
-	for k := range keys {
-		v0, ok0 := runs[0].Params[k]
-		agree := true
-		for _, r := range runs[1:] {
-			if v, ok := r.Params[k]; ok != ok0 || v != v0 {
-				agree = false
-				break
-			}
-		}
-		if agree {
-			same++
-		} else {
-			differ = append(differ, k)
-		}
-	}
-	sort.Strings(differ)
-	return differ, same
 }
 
 func (b *Board) api(w http.ResponseWriter, r *http.Request) {

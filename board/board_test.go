@@ -219,6 +219,36 @@ func TestConfigDiff(t *testing.T) {
 	}
 }
 
+// TestConfigOneRowPerKnob: a knob logged under two spellings (core's resolved max_epochs beside
+// the experiment's MaxEpochs field, which a --max-epochs overrode) is one row showing the value
+// the run used, the other value noted; a run that logged only the field shares that row.
+func TestConfigOneRowPerKnob(t *testing.T) {
+	root := t.TempDir()
+	var dirs []string
+	for i, p := range []string{`"MaxEpochs":2,"max_epochs":1,"LearningRate":0.1,"learning_rate":0.1,"Hidden":64`,
+		`"MaxEpochs":2,"max_epochs":2,"LearningRate":0.01,"learning_rate":0.01,"Hidden":64`, `"MaxEpochs":3,"LearningRate":0.1,"Hidden":64`} {
+		d := filepath.Join(root, fmt.Sprint("r", i))
+		os.Mkdir(d, 0o755)
+		writeFile(t, filepath.Join(d, board.MetricsFile), `{"type":"params",`+p+`}`+"\n")
+		dirs = append(dirs, d)
+	}
+	srv := serve(t, board.Config{Runs: dirs})
+	page := get(t, srv.URL+"/")
+	for _, w := range []string{`<span id="differ">2</span> fields differ, 1 agree`,
+		`data-field="max_epochs"><td>max_epochs</td><td title="the run used this; also logged: MaxEpochs 2">1</td><td>2</td><td>3</td>`,
+		`data-field="learning_rate"><td>learning_rate</td><td>0.1</td><td>0.01</td><td>0.1</td>`} {
+		if !strings.Contains(page, w) {
+			t.Errorf("the page lacks %q", w)
+		}
+	}
+	if strings.Contains(page, `data-field="MaxEpochs"`) || strings.Contains(page, `data-field="LearningRate"`) {
+		t.Errorf("a knob's struct-field spelling has a row of its own beside its snake_case one")
+	}
+	if r := runs(t, srv)[0]; r.Params["max_epochs"] != "1" || r.Overridden["max_epochs"] != "MaxEpochs 2" || len(r.Params) != 3 {
+		t.Errorf("run r0's params %v, overridden %v; want max_epochs 1 kept, MaxEpochs 2 noted", r.Params, r.Overridden)
+	}
+}
+
 // TestReplacedFileAndResume: a file that shrank is read again from the start; a resumed run's
 // repeated steps replace the earlier points from that step on.
 func TestReplacedFileAndResume(t *testing.T) {

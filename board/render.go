@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"html"
 	"math"
-	"sort"
 	"strings"
 	"time"
 )
@@ -109,14 +108,11 @@ func writeDiff(sb *strings.Builder, runs []Run) {
 	} else {
 		fmt.Fprintf(sb, `<p><span id="differ">%d</span> fields differ, %d agree</p>`, len(differ), same)
 	}
-	keys := differ
+	rows := differ
 	if len(runs) < 2 {
-		for k := range runs[0].Params {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		rows = fields(runs)
 	}
-	if len(keys) == 0 {
+	if len(rows) == 0 {
 		sb.WriteString(`</section>`)
 		return
 	}
@@ -125,12 +121,16 @@ func writeDiff(sb *strings.Builder, runs []Run) {
 		fmt.Fprintf(sb, `<th><span class="swatch" style="background:%s"></span>%s</th>`, color(i), esc(r.Name))
 	}
 	sb.WriteString(`</tr>`)
-	for _, k := range keys {
-		fmt.Fprintf(sb, `<tr class="field" data-field="%s"><td>%s</td>`, esc(k), esc(k))
+	for _, f := range rows {
+		fmt.Fprintf(sb, `<tr class="field" data-field="%s"><td>%s</td>`, esc(f.name), esc(f.name))
 		for _, r := range runs {
-			v, ok := r.Params[k]
+			v, spelling, ok := value(r, f)
 			if !ok {
 				v = "—"
+			}
+			if note := r.Overridden[spelling]; note != "" {
+				fmt.Fprintf(sb, `<td title="%s">%s</td>`, esc("the run used this; also logged: "+note), esc(v))
+				continue
 			}
 			fmt.Fprintf(sb, `<td>%s</td>`, esc(v))
 		}

@@ -157,7 +157,7 @@ func TestBoardInChromium(t *testing.T) {
 		t.Fatalf("the page was loaded %d times during the run, want 2", len(doms))
 	}
 	for i, dom := range doms {
-		for _, w := range []string{`data-run="lr-high"`, `data-run="lr-low"`, `data-field="LearningRate"`, `data-field="max_epochs"`, "completed"} {
+		for _, w := range []string{`data-run="lr-high"`, `data-run="lr-low"`, `data-field="learning_rate"`, `data-field="max_epochs"`, "completed"} {
 			if !strings.Contains(dom, w) {
 				t.Errorf("load %d: the DOM lacks %q", i+1, w)
 			}
