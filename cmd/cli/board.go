@@ -41,7 +41,7 @@ func newBoardCmd(stdout, stderr io.Writer) *cobra.Command {
 		maxRuns int
 	)
 	c := &cobra.Command{
-		Use:                   "board <run dir or folder of runs>... [--addr ADDR] [--refresh D] [--max-points N] [--max-runs N]",
+		Use:                   "board <run dir>... [--addr ADDR] [--refresh D] [--max-points N] [--max-runs N]",
 		Short:                 "a local web page comparing runs live (curves, config diff, phase, best checkpoint)",
 		Long:                  boardLong,
 		DisableFlagsInUseLine: true,
