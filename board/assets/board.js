@@ -31,9 +31,11 @@
     });
   }
   form.addEventListener("submit", function (e) { e.preventDefault(); load(); });
+  var pause; // a dragged slider sends many inputs: ask once it rests
   form.addEventListener("input", function () {
     form.querySelector("output").textContent = form.elements.smooth.value;
-    load();
+    clearTimeout(pause);
+    pause = setTimeout(load, 150);
   });
   main.addEventListener("change", function (e) {
     var box = e.target;
