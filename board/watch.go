@@ -11,16 +11,16 @@ import (
 
 // Bounds on a watched folder's scan, which runs at every refresh.
 const (
-	// SearchDepth is how many folder levels below a watched folder hold runs:
+	// searchDepth is how many folder levels below a watched folder hold runs:
 	// runs/<experiment>/<sweep point> is three.
-	SearchDepth  = 3
+	searchDepth  = 3
 	maxScanDirs  = 10_000 // folders visited per watched folder per refresh
 	defaultRuns  = 50
 	watchNoteCap = 5 // run folders named in a bound's note
 )
 
 // FindRuns is the run directories in root, in path order: root itself when it holds a
-// metrics.jsonl, else the folders below it (up to SearchDepth levels) that hold one, not looking
+// metrics.jsonl, else the folders below it (up to searchDepth levels) that hold one, not looking
 // inside a run (its checkpoints and plots are not runs). complete is false when the scan stopped
 // at its bound of folders visited.
 func FindRuns(root string) (runs []string, complete bool) {
@@ -42,7 +42,7 @@ func FindRuns(root string) (runs []string, complete bool) {
 			runs = append(runs, path)
 			return fs.SkipDir
 		}
-		if strings.Count(strings.TrimPrefix(path, root), string(filepath.Separator)) >= SearchDepth {
+		if strings.Count(strings.TrimPrefix(path, root), string(filepath.Separator)) >= searchDepth {
 			return fs.SkipDir
 		}
 		return nil
@@ -68,7 +68,7 @@ func (b *Board) watch() (notes []string) {
 			if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
 				notes = append(notes, fmt.Sprintf("%s does not exist yet; its runs appear once it holds them", root))
 			} else {
-				notes = append(notes, fmt.Sprintf("%s holds no run yet (a folder with a %s, up to %d levels down); new ones appear on the next refresh", root, MetricsFile, SearchDepth))
+				notes = append(notes, fmt.Sprintf("%s holds no run yet (a folder with a %s, up to %d levels down); new ones appear on the next refresh", root, MetricsFile, searchDepth))
 			}
 		}
 		for _, dir := range found {
