@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -21,9 +20,16 @@ import (
 //go:embed assets
 var assets embed.FS
 
-// Config is what New needs; only Runs is required.
+// Config is what New needs: Runs, Watch or both.
 type Config struct {
 	Runs []string // run directories, each holding (or about to hold) a metrics.jsonl
+	// Watch are folders such as runs/, scanned again at every refresh for the runs in them (see
+	// FindRuns): a run started after the board shows up on the next refresh, no restart.
+	Watch []string
+	// MaxRuns bounds the runs followed, given and found together (default 50): each costs a
+	// tail and its series, so a folder filling with runs cannot grow the board without end. Runs
+	// found past it are named on the page, not followed.
+	MaxRuns int
 	// MaxPoints bounds the points kept per series (default 1000): past it, decimation.
 	MaxPoints int
 	// ReadBudget bounds the bytes one refresh reads per run (default 32 MiB): a huge file is
@@ -41,17 +47,25 @@ type Config struct {
 
 // Board serves the runs' comparison page; see the package doc. Safe for concurrent use.
 type Board struct {
-	cfg   Config
-	mu    sync.Mutex // serializes refreshes: each tail is read by one request at a time
-	tails []*tail
-	mux   *http.ServeMux
+	cfg      Config
+	mu       sync.Mutex // serializes refreshes: each tail is read by one request at a time
+	tails    []*tail    // Config.Runs, then the runs found in Config.Watch in the order found
+	followed map[string]bool
+	named    int // how many tails the names were chosen among
+	mux      *http.ServeMux
 }
 
 // New checks cfg and returns a Board. It opens nothing yet: each request reads what the runs
 // appended since the last one.
 func New(cfg Config) (*Board, error) {
-	if len(cfg.Runs) == 0 {
-		return nil, errors.New("board: no run directories given (e.g. nitro board runs/MLP runs/CNN)")
+	if len(cfg.Runs)+len(cfg.Watch) == 0 {
+		return nil, errors.New("board: no run directories given: set Config.Runs or Config.Watch (e.g. nitro board runs/MLP runs/CNN, or nitro board runs)")
+	}
+	if cfg.MaxRuns == 0 {
+		cfg.MaxRuns = max(defaultRuns, len(cfg.Runs))
+	}
+	if cfg.MaxRuns < len(cfg.Runs) {
+		return nil, fmt.Errorf("board: Config.MaxRuns %d: fewer than the %d runs given; raise it or give fewer", cfg.MaxRuns, len(cfg.Runs))
 	}
 	if cfg.MaxPoints == 0 {
 		cfg.MaxPoints = 1000
@@ -74,10 +88,10 @@ func New(cfg Config) (*Board, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	b := &Board{cfg: cfg}
-	names := runNames(cfg.Runs)
-	for i, dir := range cfg.Runs {
-		b.tails = append(b.tails, newTail(dir, names[i], cfg.MaxPoints))
+	b := &Board{cfg: cfg, followed: map[string]bool{}}
+	for _, dir := range cfg.Runs {
+		b.followed[filepath.Clean(dir)] = true
+		b.tails = append(b.tails, newTail(dir, "", cfg.MaxPoints))
 	}
 	sub, _ := fs.Sub(assets, "assets")
 	b.mux = http.NewServeMux()
@@ -130,49 +144,63 @@ func loopbackHost(hostport string) bool {
 
 // Run is one run's facts as /api/runs answers them.
 type Run struct {
-	Name           string             `json:"name"`
-	Dir            string             `json:"dir"`
-	Phase          string             `json:"phase"`
-	Gone           bool               `json:"gone"`
-	Epoch          int                `json:"epoch"`
-	Step           int                `json:"step"`
-	StepsPerSecond float64            `json:"steps_per_second"` // over the newest train lines' step_seconds
-	StopReason     string             `json:"stop_reason"`      // the finish line's status; "" while running
-	Best           string             `json:"best_checkpoint"`
-	Lines          int                `json:"lines"`
-	Malformed      int                `json:"malformed"`
-	Errors         []string           `json:"errors"` // the newest malformed lines' reasons
-	Pending        int                `json:"pending_bytes"`
-	Behind         int64              `json:"unread_bytes"`
-	LastWrite      time.Time          `json:"last_write"`
-	Params         map[string]string  `json:"params"`
-	Train          map[string][]Point `json:"train"`    // per optimizer step
-	Validate       map[string][]Point `json:"validate"` // per epoch
-	Data           map[string][]Point `json:"data"`     // per epoch
-	Warnings       []string           `json:"warnings"`
+	Name           string            `json:"name"`
+	Dir            string            `json:"dir"`
+	Phase          string            `json:"phase"`
+	Gone           bool              `json:"gone"`
+	Epoch          int               `json:"epoch"`
+	Step           int               `json:"step"`
+	StepsPerSecond float64           `json:"steps_per_second"` // over the newest train lines' step_seconds
+	StopReason     string            `json:"stop_reason"`      // the finish line's status; "" while running
+	Best           string            `json:"best_checkpoint"`
+	Lines          int               `json:"lines"`
+	Malformed      int               `json:"malformed"`
+	Errors         []string          `json:"errors"` // the newest malformed lines' reasons
+	Pending        int               `json:"pending_bytes"`
+	Behind         int64             `json:"unread_bytes"`
+	LastWrite      time.Time         `json:"last_write"`
+	Params         map[string]string `json:"params"` // one value per knob: see Overridden
+	// Overridden names, per kept field, the other spellings of the same knob whose value the run
+	// did not use (max_epochs: "MaxEpochs 2", the experiment's field a --max-epochs overrode).
+	Overridden map[string]string  `json:"overridden,omitempty"`
+	Train      map[string][]Point `json:"train"`    // per optimizer step
+	Validate   map[string][]Point `json:"validate"` // per epoch
+	Data       map[string][]Point `json:"data"`     // per epoch
+	Warnings   []string           `json:"warnings"`
+	// StepsPerEpoch is the first validate or data line's step over its epoch (0 before one): it
+	// places train points on the epoch axis.
+	StepsPerEpoch float64 `json:"steps_per_epoch"`
+	Timed         bool    `json:"timed"` // its train lines carry step_seconds: the time axis has its points
 }
 
-// Snapshot refreshes every run and returns their facts, in the order given to New.
+// Snapshot refreshes every run and returns their facts: Config.Runs in the order given, then the
+// runs found in Config.Watch in the order found.
 func (b *Board) Snapshot() []Run {
+	runs, _ := b.snapshot()
+	return runs
+}
+
+// snapshot is Snapshot plus the board's own notes (the watched folders', the run bound's).
+func (b *Board) snapshot() ([]Run, []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	notes := b.watch()
 	out := make([]Run, len(b.tails))
 	for i, t := range b.tails {
 		t.refresh(b.cfg.ReadBudget)
 		out[i] = t.snapshot()
 	}
-	return out
+	return out, notes
 }
 
 func (t *tail) snapshot() Run {
 	r := Run{Name: t.name, Dir: t.dir, Phase: t.phase(), Gone: t.st.gone, Epoch: t.st.epoch, Step: t.st.step,
 		StepsPerSecond: t.st.speed(), StopReason: t.st.status, Best: t.best, Lines: t.st.lines,
 		Malformed: t.st.malformed, Errors: append([]string(nil), t.st.errors...), Pending: len(t.pending),
-		Behind: t.behind(), LastWrite: t.modTime, Params: map[string]string{},
-		Train: points(t.st.train), Validate: points(t.st.val), Data: points(t.st.data)}
-	for k, v := range t.st.params {
-		r.Params[k] = v
-	}
+		Behind: t.behind(), LastWrite: t.modTime,
+		Train: points(t.st.train), Validate: points(t.st.val), Data: points(t.st.data),
+		StepsPerEpoch: t.st.stepsPerEpoch, Timed: t.st.timed}
+	r.Params, r.Overridden = collapse(t.st.params)
 	if t.st.readErr != "" {
 		r.Warnings = append(r.Warnings, "cannot read "+MetricsFile+": "+t.st.readErr)
 	}
@@ -233,50 +261,30 @@ func bestCheckpoint(dir string) string {
 	return fmt.Sprintf("%s (%s %.4g, epoch %d)", e.File, e.Metric, *e.Score, e.Epoch)
 }
 
-// diff is the config fields whose values differ between the runs (a field a run lacks differs),
-// and how many agree. run_dir is left out: every run differs there, and the table names the dirs.
-func diff(runs []Run) (differ []string, same int) {
-	keys := map[string]bool{}
-	for _, r := range runs {
-		for k := range r.Params {
-			keys[k] = true
-		}
-	}
-	delete(keys, "run_dir")
-	for k := range keys {
-		v0, ok0 := runs[0].Params[k]
-		agree := true
-		for _, r := range runs[1:] {
-			if v, ok := r.Params[k]; ok != ok0 || v != v0 {
-				agree = false
-				break
-			}
-		}
-		if agree {
-			same++
-		} else {
-			differ = append(differ, k)
-		}
-	}
-	sort.Strings(differ)
-	return differ, same
-}
-
 func (b *Board) api(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", " ")
-	_ = enc.Encode(map[string]any{"runs": b.Snapshot()})
+	runs, notes := b.snapshot()
+	_ = enc.Encode(map[string]any{"runs": runs, "notes": notes})
 }
 
-// html answers with what write renders from a fresh snapshot: the whole page or its body.
-func (b *Board) html(write func(*strings.Builder, []Run, Config)) http.HandlerFunc {
+// html answers with what write renders from a fresh snapshot, as the request's query asks (see
+// parseView): the whole page or its body.
+func (b *Board) html(write func(*strings.Builder, page)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		v, err := parseView(r.URL.Query())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
+		p := page{view: v, cfg: b.cfg}
+		p.runs, p.notes = b.snapshot()
 		var sb strings.Builder
-		write(&sb, b.Snapshot(), b.cfg)
+		write(&sb, p)
 		_, _ = w.Write([]byte(sb.String()))
 	}
 }

@@ -91,7 +91,7 @@ func TestCutLastLine(t *testing.T) {
 	}
 	appendFile(t, path, full[20:])
 	r = runs(t, srv)[0]
-	if n := len(r.Train["loss"]); n != 3 || r.Malformed != 0 || r.Pending != 0 || r.Train["loss"][2] != (board.Point{X: 3, Y: 0.5}) {
+	if n := len(r.Train["loss"]); n != 3 || r.Malformed != 0 || r.Pending != 0 || r.Train["loss"][2] != (board.Point{X: 3, Y: 0.5, Step: 3, Epoch: 1}) {
 		t.Fatalf("after the newline arrived: %v, %d malformed, %d pending", r.Train["loss"], r.Malformed, r.Pending)
 	}
 }
@@ -219,6 +219,36 @@ func TestConfigDiff(t *testing.T) {
 	}
 }
 
+// TestConfigOneRowPerKnob: a knob logged under two spellings (core's resolved max_epochs beside
+// the experiment's MaxEpochs field, which a --max-epochs overrode) is one row showing the value
+// the run used, the other value noted; a run that logged only the field shares that row.
+func TestConfigOneRowPerKnob(t *testing.T) {
+	root := t.TempDir()
+	var dirs []string
+	for i, p := range []string{`"MaxEpochs":2,"max_epochs":1,"LearningRate":0.1,"learning_rate":0.1,"Hidden":64`,
+		`"MaxEpochs":2,"max_epochs":2,"LearningRate":0.01,"learning_rate":0.01,"Hidden":64`, `"MaxEpochs":3,"LearningRate":0.1,"Hidden":64`} {
+		d := filepath.Join(root, fmt.Sprint("r", i))
+		os.Mkdir(d, 0o755)
+		writeFile(t, filepath.Join(d, board.MetricsFile), `{"type":"params",`+p+`}`+"\n")
+		dirs = append(dirs, d)
+	}
+	srv := serve(t, board.Config{Runs: dirs})
+	page := get(t, srv.URL+"/")
+	for _, w := range []string{`<span id="differ">2</span> fields differ, 1 agree`,
+		`data-field="max_epochs"><td>max_epochs</td><td title="the run used this; also logged: MaxEpochs 2">1</td><td>2</td><td>3</td>`,
+		`data-field="learning_rate"><td>learning_rate</td><td>0.1</td><td>0.01</td><td>0.1</td>`} {
+		if !strings.Contains(page, w) {
+			t.Errorf("the page lacks %q", w)
+		}
+	}
+	if strings.Contains(page, `data-field="MaxEpochs"`) || strings.Contains(page, `data-field="LearningRate"`) {
+		t.Errorf("a knob's struct-field spelling has a row of its own beside its snake_case one")
+	}
+	if r := runs(t, srv)[0]; r.Params["max_epochs"] != "1" || r.Overridden["max_epochs"] != "MaxEpochs 2" || len(r.Params) != 3 {
+		t.Errorf("run r0's params %v, overridden %v; want max_epochs 1 kept, MaxEpochs 2 noted", r.Params, r.Overridden)
+	}
+}
+
 // TestReplacedFileAndResume: a file that shrank is read again from the start; a resumed run's
 // repeated steps replace the earlier points from that step on.
 func TestReplacedFileAndResume(t *testing.T) {
@@ -228,7 +258,7 @@ func TestReplacedFileAndResume(t *testing.T) {
 	srv := serve(t, board.Config{Runs: []string{dir}})
 	runs(t, srv)
 	appendFile(t, path, trainLine(3, 9)) // resumed from step 2's checkpoint
-	if got := runs(t, srv)[0].Train["loss"]; len(got) != 3 || got[2] != (board.Point{X: 3, Y: 9}) {
+	if got := runs(t, srv)[0].Train["loss"]; len(got) != 3 || got[2] != (board.Point{X: 3, Y: 9, Step: 3, Epoch: 1}) {
 		t.Fatalf("after the resumed run repeated step 3: %v", got)
 	}
 	writeFile(t, path, trainLine(1, 7))
@@ -268,7 +298,7 @@ func TestPageAndAssets(t *testing.T) {
 			t.Errorf("the page lacks %q", w)
 		}
 	}
-	if js := get(t, srv.URL+"/assets/board.js"); !strings.Contains(js, `fetch("/content"`) {
+	if js := get(t, srv.URL+"/assets/board.js"); !strings.Contains(js, `fetch("/content?"`) {
 		t.Errorf("board.js: %q", js)
 	}
 	if css := get(t, srv.URL+"/assets/style.css"); !strings.Contains(css, ".series") {
@@ -392,5 +422,158 @@ func TestFIFOFilesDoNotHang(t *testing.T) {
 	}
 	if best := runs(t, srv)[0].Best; !strings.Contains(best, "not a regular file") {
 		t.Errorf("best checkpoint %q, want the manifest named unreadable", best)
+	}
+}
+
+func validateLine(epoch, step int, kv string) string {
+	return fmt.Sprintf(`{"type":"metrics","context":"validate","epoch":%d,"step":%d,%s}`+"\n", epoch, step, kv)
+}
+
+// chartOf is the SVG of the chart of ctx and metric in page, and its figure's legend.
+func chartOf(t *testing.T, page, ctx, metric string) string {
+	t.Helper()
+	i := strings.Index(page, `data-context="`+ctx+`" data-metric="`+metric+`"`)
+	if i < 0 {
+		t.Fatalf("no %s chart of %s in the page:\n%s", ctx, metric, page)
+	}
+	return page[i : i+strings.Index(page[i:], "</figure>")]
+}
+
+// TestFamilyChart: metrics that differ only in a numeric suffix (a confusion matrix's per-class
+// accuracies) are one chart, a curve per member and run, with a legend naming the members and
+// the runs; the unsuffixed metric and a lone suffixed one keep charts of their own.
+func TestFamilyChart(t *testing.T) {
+	root := t.TempDir()
+	var dirs []string
+	for _, name := range []string{"a", "b"} {
+		d := filepath.Join(root, name)
+		os.Mkdir(d, 0o755)
+		writeFile(t, filepath.Join(d, board.MetricsFile), validateLine(1, 5, `"val_accuracy":0.5,"val_accuracy_0":0.9,"val_accuracy_1":0.4,"val_accuracy_10":0.2,"val_layer_3":1`)+
+			validateLine(2, 10, `"val_accuracy":0.6,"val_accuracy_0":0.95,"val_accuracy_1":0.5,"val_accuracy_10":0.3,"val_layer_3":2`))
+		dirs = append(dirs, d)
+	}
+	page := get(t, serve(t, board.Config{Runs: dirs}).URL+"/")
+	fam := chartOf(t, page, "validate", "val_accuracy_*")
+	if n := strings.Count(fam, `<polyline class="series"`); n != 6 {
+		t.Errorf("the family chart draws %d curves, want 3 members x 2 runs:\n%s", n, fam)
+	}
+	for _, w := range []string{`>val_accuracy_* (3)</text>`, `data-run="b" data-points="2" data-member="val_accuracy_10" stroke-dasharray="6 3"`,
+		`<figcaption class="legend">`, `data-member="val_accuracy_0"><span class="swatch"`, `data-legend-run="a"`, `data-legend-run="b"`} {
+		if !strings.Contains(fam, w) {
+			t.Errorf("the family chart lacks %q:\n%s", w, fam)
+		}
+	}
+	if i, j := strings.Index(fam, `data-member="val_accuracy_1"`), strings.Index(fam, `data-member="val_accuracy_10"`); i < 0 || j < i {
+		t.Errorf("the family's members are not in suffix order")
+	}
+	if strings.Contains(page, `data-metric="val_accuracy_1"`) || strings.Count(page, `class="chart"`) != 3 {
+		t.Errorf("want 3 charts (the family, val_accuracy, val_layer_3), got %d", strings.Count(page, `class="chart"`))
+	}
+	chartOf(t, page, "validate", "val_accuracy")
+	if lone := chartOf(t, page, "validate", "val_layer_3"); strings.Contains(lone, "legend") {
+		t.Errorf("a lone suffixed metric is a plain chart:\n%s", lone)
+	}
+}
+
+// TestViewControls: the query picks the x axis (epoch: a train point at its step over the steps
+// per epoch; time: the sum of step_seconds), the smoothing (a smoothed curve over the faint raw
+// one) and the runs hidden (not drawn, still listed, their toggle off); a bad value is refused
+// naming the parameter.
+func TestViewControls(t *testing.T) {
+	root := t.TempDir()
+	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
+	for _, d := range []string{a, b} {
+		os.Mkdir(d, 0o755)
+		var lines strings.Builder
+		for s := 1; s <= 8; s++ {
+			fmt.Fprintf(&lines, `{"type":"metrics","context":"train","epoch":%d,"step":%d,"loss":%d,"step_seconds":0.25}`+"\n", (s+3)/4, s, 10-s)
+			if s%4 == 0 {
+				lines.WriteString(validateLine(s/4, s, `"val_loss":1`))
+			}
+		}
+		writeFile(t, filepath.Join(d, board.MetricsFile), lines.String())
+	}
+	srv := serve(t, board.Config{Runs: []string{a, b}})
+	loss := func(query string) string { return chartOf(t, get(t, srv.URL+"/content?"+query), "train", "loss") }
+	if c := loss("x=epoch"); !strings.Contains(c, `>epoch</text>`) || !strings.Contains(c, `>1.5</text>`) || strings.Contains(c, `>6</text><text class="axis"`) {
+		t.Errorf("on the epoch axis the train points should span epochs 0.25 to 2:\n%s", c)
+	}
+	if c := loss("x=time"); !strings.Contains(c, `>train time (s): the sum of step_seconds</text>`) || !strings.Contains(c, `>1.5</text>`) {
+		t.Errorf("on the time axis the train points should span 0.25 to 2 s:\n%s", c)
+	}
+	c := loss("smooth=0.6&hide=b")
+	for _, w := range []string{`<polyline class="series raw" data-run="a" data-points="8"`, `<polyline class="series smoothed" data-run="a" data-points="8"`, "; smoothed 0.6<"} {
+		if !strings.Contains(c, w) {
+			t.Errorf("smoothed, b hidden: the chart lacks %q:\n%s", w, c)
+		}
+	}
+	if strings.Contains(c, `data-run="b"`) {
+		t.Errorf("a hidden run is drawn:\n%s", c)
+	}
+	content := get(t, srv.URL+"/content?hide=b")
+	if !strings.Contains(content, `<tr class="run hidden" data-run="b"><td><input type="checkbox" class="toggle" value="b" title="draw this run"><span`) ||
+		!strings.Contains(content, `value="a" title="draw this run" checked>`) {
+		t.Errorf("the runs table should list b, its toggle off, and a's on:\n%s", content)
+	}
+	if page := get(t, srv.URL+"/?x=time&smooth=0.3"); !strings.Contains(page, `<option value="time" title="train time (s): the sum of step_seconds" selected>train time</option>`) || !strings.Contains(page, `value="0.3"><output>0.3</output>`) {
+		t.Errorf("the page's controls should show the view asked for")
+	}
+	for query, want := range map[string]string{"x=wall": `x="wall": the x axis is auto, step, epoch or time`, "smooth=1": `smooth="1": the smoothing weight is a number from 0 (none) to 0.99`} {
+		resp, err := http.Get(srv.URL + "/content?" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), want) {
+			t.Errorf("%s: %s %q, want 400 and %q", query, resp.Status, body, want)
+		}
+	}
+}
+
+// TestWatchFindsNewRuns: a watched folder stands for the runs in it (up to three levels down, not
+// inside a run), found again at every refresh: a run started later appears, one past MaxRuns is
+// named on the page, not followed; a watched folder with no run yet says so.
+func TestWatchFindsNewRuns(t *testing.T) {
+	root := t.TempDir()
+	mk := func(rel string) string {
+		dir := filepath.Join(root, rel)
+		os.MkdirAll(dir, 0o755)
+		writeFile(t, filepath.Join(dir, board.MetricsFile), trainLine(1, 1))
+		return dir
+	}
+	mlp := mk("runs/MLP")
+	mk("runs/MLP/old/inner") // inside a run: not a run of its own
+	cnn := mk("runs/sweep/CNN/lr-0.1")
+	mk("runs/a/b/c/too-deep")
+	empty := filepath.Join(root, "empty")
+	os.Mkdir(empty, 0o755)
+	srv := serve(t, board.Config{Watch: []string{filepath.Join(root, "runs"), empty}, MaxRuns: 3})
+	names := func() []string {
+		var out []string
+		for _, r := range runs(t, srv) {
+			out = append(out, r.Dir)
+		}
+		return out
+	}
+	if got := names(); strings.Join(got, " ") != mlp+" "+cnn {
+		t.Fatalf("runs %v, want %s and %s", got, mlp, cnn)
+	}
+	if page := get(t, srv.URL+"/"); !strings.Contains(page, empty+" holds no run yet") {
+		t.Errorf("the page should say the empty watched folder holds no run yet")
+	}
+	late := mk("runs/late")
+	if got := names(); len(got) != 3 || got[2] != late {
+		t.Fatalf("after a run started under the watched folder: %v, want %s last", got, late)
+	}
+	later := mk("runs/later")
+	mk("runs/latest")
+	page := get(t, srv.URL+"/")
+	if got := names(); len(got) != 3 || !strings.Contains(page, "2 more runs found are not shown ("+later) ||
+		!strings.Contains(page, "the board follows at most MaxRuns 3 runs") {
+		t.Errorf("past MaxRuns: runs %v; the page should name the runs not followed and the bound", got)
+	}
+	if _, err := board.New(board.Config{Runs: []string{mlp, cnn}, MaxRuns: 1}); err == nil || !strings.Contains(err.Error(), "Config.MaxRuns 1: fewer than the 2 runs given") {
+		t.Errorf("MaxRuns below the runs given: %v", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"html"
 	"math"
-	"sort"
 	"strings"
 	"time"
 )
@@ -16,30 +15,66 @@ func color(i int) string { return palette[i%len(palette)] }
 
 var esc = html.EscapeString
 
-func writePage(sb *strings.Builder, runs []Run, cfg Config) {
+// page is what one answer renders: the runs, the board's own notes, the view asked for.
+type page struct {
+	runs  []Run
+	notes []string
+	view  view
+	cfg   Config
+}
+
+// writePage is the whole page: the view's controls (outside the refreshed body, so a slider is
+// not replaced under the pointer), then the body. Without scripts the controls are a plain form.
+func writePage(sb *strings.Builder, p page) {
 	sb.WriteString(`<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>nitro board</title>` +
 		`<link rel="stylesheet" href="/assets/style.css"></head><body>` +
-		`<header><h1>nitro board</h1><span id="status"></span></header>`)
-	fmt.Fprintf(sb, `<main id="content" data-refresh-ms="%d">`, cfg.Refresh.Milliseconds())
-	writeContent(sb, runs, cfg)
+		`<header><h1>nitro board</h1><form id="view" method="get" action="/"><label>x axis <select name="x">`)
+	for _, a := range axes {
+		sel := ""
+		if a.key == p.view.x {
+			sel = " selected"
+		}
+		title := a.label
+		if title == "" {
+			title = "train per step, validation and data per epoch"
+		}
+		fmt.Fprintf(sb, `<option value="%s" title="%s"%s>%s</option>`, a.key, esc(title), sel, esc(a.word))
+	}
+	fmt.Fprintf(sb, `</select></label> <label>smoothing <input type="range" name="smooth" min="0" max="%g" step="0.01" value="%g">`+
+		`<output>%g</output></label><noscript> <button>apply</button></noscript></form><span id="status"></span></header>`,
+		maxSmooth, p.view.smooth, p.view.smooth)
+	fmt.Fprintf(sb, `<main id="content" data-refresh-ms="%d">`, p.cfg.Refresh.Milliseconds())
+	writeContent(sb, p)
 	sb.WriteString(`</main><script src="/assets/board.js"></script></body></html>`)
 }
 
-// writeContent is the page body: the runs table, the config diff, then one chart per metric.
-func writeContent(sb *strings.Builder, runs []Run, cfg Config) {
-	now := cfg.Now()
-	sb.WriteString(`<section><h2>runs</h2><table class="runs"><tr><th></th><th>run</th><th>phase</th><th>epoch</th><th>step</th>` +
+// writeContent is the page body: the board's notes, the runs table, the config diff, then the
+// charts: one per metric, or per family of metrics (see charts).
+func writeContent(sb *strings.Builder, p page) {
+	now, runs := p.cfg.Now(), p.runs
+	for _, n := range p.notes {
+		fmt.Fprintf(sb, `<div class="note board">%s</div>`, esc(n))
+	}
+	sb.WriteString(`<section><h2>runs</h2><table class="runs"><tr><th>shown</th><th>run</th><th>phase</th><th>epoch</th><th>step</th>` +
 		`<th>steps/s</th><th>stop reason</th><th>best checkpoint</th><th>lines</th><th>malformed</th><th>last write</th><th>notes</th></tr>`)
 	for i, r := range runs {
-		cls := "run"
+		cls, checked := "run", " checked"
 		if r.Gone {
 			cls += " gone"
 		}
-		fmt.Fprintf(sb, `<tr class="%s" data-run="%s"><td><span class="swatch" style="background:%s"></span></td><td title="%s">%s</td>`,
-			cls, esc(r.Name), color(i), esc(r.Dir), esc(r.Name))
+		if p.view.hidden[r.Name] {
+			cls, checked = cls+" hidden", ""
+		}
+		fmt.Fprintf(sb, `<tr class="%s" data-run="%s"><td><input type="checkbox" class="toggle" value="%s" title="draw this run"%s>`+
+			`<span class="swatch" style="background:%s"></span></td><td title="%s">%s</td>`,
+			cls, esc(r.Name), esc(r.Name), checked, color(i), esc(r.Dir), esc(r.Name))
 		fmt.Fprintf(sb, `<td class="phase">%s</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td class="malformed">%d</td><td>%s</td><td>`,
 			esc(r.Phase), r.Epoch, r.Step, rate(r.StepsPerSecond), orDash(r.StopReason), orDash(r.Best), r.Lines, r.Malformed, age(now, r.LastWrite))
-		for _, w := range append(append([]string(nil), r.Warnings...), r.Errors...) {
+		notes := append(append([]string(nil), r.Warnings...), r.Errors...)
+		if p.view.x == "time" && !r.Timed && len(r.Train)+len(r.Validate)+len(r.Data) > 0 {
+			notes = append(notes, "no step_seconds in its train lines: not drawn on the time axis")
+		}
+		for _, w := range notes {
 			fmt.Fprintf(sb, `<div class="note">%s</div>`, esc(w))
 		}
 		sb.WriteString(`</td></tr>`)
@@ -47,12 +82,12 @@ func writeContent(sb *strings.Builder, runs []Run, cfg Config) {
 	sb.WriteString(`</table></section>`)
 	writeDiff(sb, runs)
 	for _, ctx := range []struct {
-		title, key, x string
-		get           func(Run) map[string][]Point
+		title, key string
+		get        func(Run) map[string][]Point
 	}{
-		{"train, per optimizer step", "train", "step", func(r Run) map[string][]Point { return r.Train }},
-		{"validation, per epoch", "validate", "epoch", func(r Run) map[string][]Point { return r.Validate }},
-		{"data path, per epoch", "data", "epoch", func(r Run) map[string][]Point { return r.Data }},
+		{"train, logged per optimizer step", "train", func(r Run) map[string][]Point { return r.Train }},
+		{"validation, logged per epoch", "validate", func(r Run) map[string][]Point { return r.Validate }},
+		{"data path, logged per epoch", "data", func(r Run) map[string][]Point { return r.Data }},
 	} {
 		names := map[string]*series{}
 		for _, r := range runs {
@@ -63,17 +98,31 @@ func writeContent(sb *strings.Builder, runs []Run, cfg Config) {
 		if len(names) == 0 {
 			continue
 		}
-		fmt.Fprintf(sb, `<section><h2>%s</h2><div class="charts">`, esc(ctx.title))
-		for _, name := range seriesNames(names) {
-			per := make([][]Point, len(runs))
+		fmt.Fprintf(sb, `<section id="%s"><h2>%s</h2><div class="charts">`, ctx.key, esc(ctx.title))
+		for _, c := range charts(seriesNames(names)) {
+			var lines []line
 			for i, r := range runs {
-				per[i] = ctx.get(r)[name]
+				if p.view.hidden[r.Name] {
+					continue
+				}
+				for j, m := range c.members {
+					l := line{run: r.Name, color: color(i), pts: p.view.onAxis(r, ctx.get(r)[m], ctx.key == "train")}
+					if len(c.members) > 1 { // a family: color by member, dash by run
+						l.member, l.color, l.dash = m, color(j), dash(i)
+					}
+					lines = append(lines, l)
+				}
 			}
-			writeChart(sb, ctx.key, name, ctx.x, runs, per)
+			writeChart(sb, ctx.key, c, p.view, lines)
 		}
 		sb.WriteString(`</div></section>`)
 	}
 }
+
+// dashes tell the runs apart on a family chart, where color tells the members apart.
+var dashes = []string{"", "6 3", "2 2", "8 3 2 3"}
+
+func dash(i int) string { return dashes[i%len(dashes)] }
 
 func rate(v float64) string {
 	if v <= 0 {
@@ -104,19 +153,20 @@ func age(now, t time.Time) string {
 func writeDiff(sb *strings.Builder, runs []Run) {
 	differ, same := diff(runs)
 	sb.WriteString(`<section><h2>config</h2>`)
+	if len(runs) == 0 {
+		sb.WriteString(`<p>no runs yet</p></section>`)
+		return
+	}
 	if len(runs) < 2 {
 		fmt.Fprintf(sb, `<p>one run: %d fields (give two or more runs to see which differ)</p>`, same)
 	} else {
 		fmt.Fprintf(sb, `<p><span id="differ">%d</span> fields differ, %d agree</p>`, len(differ), same)
 	}
-	keys := differ
+	rows := differ
 	if len(runs) < 2 {
-		for k := range runs[0].Params {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		rows = fields(runs)
 	}
-	if len(keys) == 0 {
+	if len(rows) == 0 {
 		sb.WriteString(`</section>`)
 		return
 	}
@@ -125,12 +175,16 @@ func writeDiff(sb *strings.Builder, runs []Run) {
 		fmt.Fprintf(sb, `<th><span class="swatch" style="background:%s"></span>%s</th>`, color(i), esc(r.Name))
 	}
 	sb.WriteString(`</tr>`)
-	for _, k := range keys {
-		fmt.Fprintf(sb, `<tr class="field" data-field="%s"><td>%s</td>`, esc(k), esc(k))
+	for _, f := range rows {
+		fmt.Fprintf(sb, `<tr class="field" data-field="%s"><td>%s</td>`, esc(f.name), esc(f.name))
 		for _, r := range runs {
-			v, ok := r.Params[k]
+			v, spelling, ok := value(r, f)
 			if !ok {
 				v = "—"
+			}
+			if note := r.Overridden[spelling]; note != "" {
+				fmt.Fprintf(sb, `<td title="%s">%s</td>`, esc("the run used this; also logged: "+note), esc(v))
+				continue
 			}
 			fmt.Fprintf(sb, `<td>%s</td>`, esc(v))
 		}
@@ -148,21 +202,30 @@ const (
 	markersBelow           = 60  // series with fewer points get a dot per point
 )
 
-// writeChart draws one metric of every run as an SVG: a polyline per run in the run's color,
-// with data-run and data-points attributes so a reader (or a test) can count what is drawn.
-func writeChart(sb *strings.Builder, ctx, name, xlabel string, runs []Run, per [][]Point) {
+// line is one curve of a chart: a run's metric (a family member's, when member is set), its
+// points already on the view's x axis.
+type line struct {
+	run, member, color, dash string
+	pts                      []Point
+}
+
+// writeChart draws one chart as an SVG: a polyline per line, with data-run, data-member and
+// data-points attributes so a reader (or a test) can count what is drawn; with smoothing, the
+// raw curve faint under the smoothed one. A family's chart has a legend below it.
+func writeChart(sb *strings.Builder, ctx string, c chart, v view, lines []line) {
 	x0, x1, y0, y1 := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
-	for _, pts := range per {
-		for _, p := range pts {
+	for _, l := range lines {
+		for _, p := range l.pts {
 			x0, x1 = math.Min(x0, p.X), math.Max(x1, p.X)
 			y0, y1 = math.Min(y0, p.Y), math.Max(y1, p.Y)
 		}
 	}
 	fmt.Fprintf(sb, `<figure><svg class="chart" data-context="%s" data-metric="%s" viewBox="0 0 %g %g" width="%g" height="%g" xmlns="http://www.w3.org/2000/svg">`,
-		esc(ctx), esc(name), chartW, chartH, chartW, chartH)
-	fmt.Fprintf(sb, `<text class="title" x="%g" y="16">%s</text>`, padL, esc(name))
+		esc(ctx), esc(c.key), chartW, chartH, chartW, chartH)
+	fmt.Fprintf(sb, `<text class="title" x="%g" y="16">%s</text>`, padL, esc(c.title))
 	if math.IsInf(x0, 1) {
-		fmt.Fprintf(sb, `<text x="%g" y="%g">no points yet</text></svg></figure>`, padL+10, padT+plotH/2)
+		fmt.Fprintf(sb, `<text x="%g" y="%g">no points yet</text></svg>`, padL+10, padT+plotH/2)
+		writeLegend(sb, c, lines)
 		return
 	}
 	logY := y0 > 0 && math.Log10(y1/y0) > logDecades
@@ -192,30 +255,75 @@ func writeChart(sb *strings.Builder, ctx, name, xlabel string, runs []Run, per [
 	for _, xv := range ticks(x0, x1, false) {
 		fmt.Fprintf(sb, `<text class="tick" x="%.1f" y="%g" text-anchor="middle">%.4g</text>`, tx(xv), padT+plotH+14, xv)
 	}
-	scale := ""
+	label := v.label(ctx == "train")
 	if logY {
-		scale = "; y on a log scale"
+		label += "; y on a log scale"
 	}
-	fmt.Fprintf(sb, `<text class="axis" x="%g" y="%g" text-anchor="middle">%s%s</text>`, padL+plotW/2, chartH-4, esc(xlabel), scale)
-	for i, pts := range per {
-		if len(pts) == 0 {
+	if v.smooth > 0 {
+		label += fmt.Sprintf("; smoothed %g", v.smooth)
+	}
+	fmt.Fprintf(sb, `<text class="axis" x="%g" y="%g" text-anchor="middle">%s</text>`, padL+plotW/2, chartH-4, esc(label))
+	for _, l := range lines {
+		if len(l.pts) == 0 {
 			continue
 		}
-		fmt.Fprintf(sb, `<polyline class="series" data-run="%s" data-points="%d" stroke="%s" points="`, esc(runs[i].Name), len(pts), color(i))
-		for j, p := range pts {
-			if j > 0 {
-				sb.WriteByte(' ')
+		curve := func(cls string, pts []Point) {
+			fmt.Fprintf(sb, `<polyline class="%s" data-run="%s" data-points="%d"`, cls, esc(l.run), len(pts))
+			if l.member != "" {
+				fmt.Fprintf(sb, ` data-member="%s"`, esc(l.member))
 			}
-			fmt.Fprintf(sb, "%.1f,%.1f", tx(p.X), ty(p.Y))
+			if l.dash != "" {
+				fmt.Fprintf(sb, ` stroke-dasharray="%s"`, l.dash)
+			}
+			fmt.Fprintf(sb, ` stroke="%s" points="`, l.color)
+			for j, p := range pts {
+				if j > 0 {
+					sb.WriteByte(' ')
+				}
+				fmt.Fprintf(sb, "%.1f,%.1f", tx(p.X), ty(p.Y))
+			}
+			sb.WriteString(`"/>`)
 		}
-		sb.WriteString(`"/>`)
-		if len(pts) < markersBelow {
-			for _, p := range pts {
-				fmt.Fprintf(sb, `<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>`, tx(p.X), ty(p.Y), color(i))
+		if v.smooth > 0 && len(l.pts) > 1 {
+			curve("series raw", l.pts)
+			curve("series smoothed", ema(l.pts, v.smooth))
+			continue
+		}
+		curve("series", l.pts)
+		if len(l.pts) < markersBelow {
+			for _, p := range l.pts {
+				fmt.Fprintf(sb, `<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>`, tx(p.X), ty(p.Y), l.color)
 			}
 		}
 	}
-	sb.WriteString(`</svg></figure>`)
+	sb.WriteString(`</svg>`)
+	writeLegend(sb, c, lines)
+}
+
+// writeLegend closes a chart's figure, under a family's chart with its legend: a swatch per
+// member, and a dash sample per run when more than one run is drawn.
+func writeLegend(sb *strings.Builder, c chart, lines []line) {
+	if len(c.members) < 2 {
+		sb.WriteString(`</figure>`)
+		return
+	}
+	sb.WriteString(`<figcaption class="legend">`)
+	for j, m := range c.members {
+		fmt.Fprintf(sb, `<span class="key" data-member="%s"><span class="swatch" style="background:%s"></span>%s</span>`, esc(m), color(j), esc(m))
+	}
+	var runs []line
+	for _, l := range lines {
+		if len(runs) == 0 || runs[len(runs)-1].run != l.run {
+			runs = append(runs, l)
+		}
+	}
+	if len(runs) > 1 {
+		for _, l := range runs {
+			fmt.Fprintf(sb, `<span class="key" data-legend-run="%s"><svg width="28" height="8"><line x1="0" y1="4" x2="28" y2="4" stroke="#444" stroke-width="1.5" stroke-dasharray="%s"/></svg>%s</span>`,
+				esc(l.run), l.dash, esc(l.run))
+		}
+	}
+	sb.WriteString(`</figcaption></figure>`)
 }
 
 // ticks are about five round values inside [lo, hi]: multiples of 1, 2 or 5 times a power of ten,

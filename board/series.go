@@ -1,7 +1,14 @@
 package board
 
 // Point is one value of a series: X is the optimizer step (train) or the epoch (validate, data).
-type Point struct{ X, Y float64 }
+// Step and Epoch are the line's, for the page's other x axes; Secs is the run's training time up
+// to the line: the sum of every train line's step_seconds read so far (validation, checkpoint
+// writes and pauses are not in it; a resumed run's repeated steps count again, as time spent).
+type Point struct {
+	X, Y        float64
+	Step, Epoch int
+	Secs        float64
+}
 
 // series keeps at most max points of one metric by decimation: when full it drops every other
 // point and from then on keeps one incoming point in stride (doubled at each halving), so the

@@ -71,6 +71,9 @@ type state struct {
 	noDir         bool // the folder does not exist and never did while the board watched
 	readErr       string
 	droppedParams int
+	secs          float64 // the sum of the train lines' step_seconds so far
+	timed         bool    // some train line had step_seconds
+	stepsPerEpoch float64 // from the first validate or data line: its step over its epoch
 }
 
 func newTail(dir, name string, maxPoints int) *tail {
@@ -250,6 +253,13 @@ func (t *tail) metrics(fields map[string]json.RawMessage) error {
 	x := float64(epoch)
 	if context == "train" {
 		x = float64(step)
+		// Before the points, so a line's own step time is in its Secs.
+		var secs float64
+		if json.Unmarshal(fields["step_seconds"], &secs) == nil && secs > 0 {
+			t.st.secs, t.st.timed = t.st.secs+secs, true
+		}
+	} else if t.st.stepsPerEpoch == 0 && epoch > 0 && step > 0 {
+		t.st.stepsPerEpoch = float64(step) / float64(epoch)
 	}
 	for k, raw := range fields {
 		switch k {
@@ -273,7 +283,7 @@ func (t *tail) metrics(fields map[string]json.RawMessage) error {
 			s = newSeries(t.maxPoints)
 			set[k] = s
 		}
-		s.add(Point{X: x, Y: v})
+		s.add(Point{X: x, Y: v, Step: step, Epoch: epoch, Secs: t.st.secs})
 	}
 	t.st.epoch, t.st.step, t.st.lastContext = epoch, step, context
 	return nil

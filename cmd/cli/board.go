@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -25,8 +24,12 @@ metric's curve with the runs overlaid (train per optimizer step, validation and 
 the config fields that differ between the runs, and each run's phase, step, steps/s, stop reason
 and best checkpoint. It tails each <run dir>/metrics.jsonl (a run that has not started yet is
 shown waiting; one whose folder disappears, gone) and the page refreshes itself every --refresh.
-A folder with no metrics.jsonl of its own that holds runs below it (nitro board runs) stands for
-those runs, up to three levels down.
+A folder with no metrics.jsonl of its own (nitro board runs) is watched: it stands for the runs
+in it, up to three levels down, looked for again at every refresh, so a run started later shows
+up without a restart (at most --max-runs runs in all; the page names any past it). The page's
+controls pick the x axis (step, epoch, or train time: the sum of the logged step_seconds), an
+exponential smoothing, and the runs drawn; metrics differing only in a numeric suffix
+(val_accuracy_0 ... val_accuracy_9) share one chart with a legend.
 It listens on loopback unless --addr says otherwise; the board has no authentication, so an
 address others can reach shows them every run's config. Stops on SIGINT or SIGTERM.`
 
@@ -35,9 +38,10 @@ func newBoardCmd(stdout, stderr io.Writer) *cobra.Command {
 		addr    string
 		refresh time.Duration
 		points  int
+		maxRuns int
 	)
 	c := &cobra.Command{
-		Use:                   "board <run dir>... [--addr ADDR] [--refresh D] [--max-points N]",
+		Use:                   "board <run dir>... [--addr ADDR] [--refresh D] [--max-points N] [--max-runs N]",
 		Short:                 "a local web page comparing runs live (curves, config diff, phase, best checkpoint)",
 		Long:                  boardLong,
 		DisableFlagsInUseLine: true,
@@ -57,9 +61,10 @@ func newBoardCmd(stdout, stderr io.Writer) *cobra.Command {
 					return fmt.Errorf("board: %s is a file; give its run directory (the folder holding %s)", dir, board.MetricsFile)
 				}
 			}
-			runs, expanded := expandRunDirs(args)
-			for _, e := range expanded {
-				fmt.Fprintln(stdout, "board:", e)
+			runs, watch := splitRunDirs(args)
+			for _, w := range watch {
+				found, _ := board.FindRuns(w)
+				fmt.Fprintf(stdout, "board: watching %s for runs (%s now%s)\n", w, runCount(len(found)), listed(found))
 			}
 			// The flags' defaults are set, so a zero here was typed: the package would read it as
 			// "the default", which is not what the user asked for.
@@ -69,10 +74,13 @@ func newBoardCmd(stdout, stderr io.Writer) *cobra.Command {
 			if points < 2 {
 				return fmt.Errorf("board: --max-points %d: at least 2 points per curve (e.g. 1000)", points)
 			}
+			if maxRuns < len(runs) || maxRuns < 1 {
+				return fmt.Errorf("board: --max-runs %d: %s given; raise it (e.g. --max-runs %d)", maxRuns, runCount(len(runs)), max(50, len(runs)))
+			}
 			host, _, _ := net.SplitHostPort(addr)
-			b, err := board.New(board.Config{Runs: runs, Refresh: refresh, MaxPoints: points, LoopbackHostOnly: isLoopback(host)})
+			b, err := board.New(board.Config{Runs: runs, Watch: watch, MaxRuns: maxRuns, Refresh: refresh, MaxPoints: points, LoopbackHostOnly: isLoopback(host)})
 			if err != nil {
-				return fmt.Errorf("%w (flags --refresh, --max-points)", err)
+				return fmt.Errorf("%w (flags --refresh, --max-points, --max-runs)", err)
 			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
@@ -86,7 +94,7 @@ func newBoardCmd(stdout, stderr io.Writer) *cobra.Command {
 			defer stop()
 			served := make(chan error, 1)
 			go func() { served <- srv.Serve(ln) }()
-			fmt.Fprintf(stdout, "board: http://%s/ (%s; Ctrl+C stops)\n", ln.Addr(), runCount(len(runs)))
+			fmt.Fprintf(stdout, "board: http://%s/ (%s%s; Ctrl+C stops)\n", ln.Addr(), runCount(len(runs)), watching(len(watch)))
 			select {
 			case err := <-served:
 				return fmt.Errorf("board: %w", err)
@@ -106,6 +114,7 @@ func newBoardCmd(stdout, stderr io.Writer) *cobra.Command {
 	fs.StringVar(&addr, "addr", "127.0.0.1:6006", "listen on `ADDR` (host:port; port 0 picks one)")
 	fs.DurationVar(&refresh, "refresh", 2*time.Second, "the page fetches fresh content every `D`")
 	fs.IntVar(&points, "max-points", 1000, "keep at most `N` points per curve (longer runs are decimated evenly)")
+	fs.IntVar(&maxRuns, "max-runs", 50, "follow at most `N` runs, given and found in watched folders together")
 	c.SetFlagErrorFunc(flagError)
 	return c
 }
@@ -120,45 +129,40 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// runSearchDepth is how many folder levels below a given folder expandRunDirs looks for runs:
-// runs/<experiment>/<sweep point> is three.
-const runSearchDepth = 3
-
-// expandRunDirs replaces each folder that has no metrics.jsonl of its own but holds runs below it
-// (a parent such as runs/) by those runs, in path order, and says what it expanded. A folder that
-// holds no run, or does not exist yet, stays as given: the board shows it waiting.
-func expandRunDirs(dirs []string) (runs, expanded []string) {
-	for _, dir := range dirs {
-		if _, err := os.Stat(filepath.Join(dir, board.MetricsFile)); err == nil {
+// splitRunDirs sorts the arguments: a folder holding a metrics.jsonl, or one that does not exist
+// yet (the board shows it waiting), is a run; any other folder is watched for the runs in it
+// (a parent such as runs/, or a run dir whose file is not written yet: it becomes its own run).
+func splitRunDirs(args []string) (runs, watch []string) {
+	for _, dir := range args {
+		fi, err := os.Stat(dir)
+		if _, ferr := os.Stat(filepath.Join(dir, board.MetricsFile)); ferr == nil || err != nil || !fi.IsDir() {
 			runs = append(runs, dir)
 			continue
 		}
-		var below []string
-		root := filepath.Clean(dir)
-		filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			if err != nil || !d.IsDir() {
-				return nil // an unreadable folder holds no run we can show
-			}
-			if path == root {
-				return nil
-			}
-			if _, err := os.Stat(filepath.Join(path, board.MetricsFile)); err == nil {
-				below = append(below, path)
-				return fs.SkipDir // a run's own folders (checkpoints, plots) are not runs
-			}
-			if strings.Count(strings.TrimPrefix(path, root), string(filepath.Separator)) >= runSearchDepth {
-				return fs.SkipDir
-			}
-			return nil
-		})
-		if len(below) == 0 {
-			runs = append(runs, dir)
-			continue
-		}
-		runs = append(runs, below...)
-		expanded = append(expanded, fmt.Sprintf("%s holds %s: %s", dir, runCount(len(below)), strings.Join(below, ", ")))
+		watch = append(watch, dir)
 	}
-	return runs, expanded
+	return runs, watch
+}
+
+// listed is ": a, b" for the runs found now, the first few only.
+func listed(dirs []string) string {
+	if len(dirs) == 0 {
+		return ""
+	}
+	if len(dirs) > 5 {
+		return ": " + strings.Join(dirs[:5], ", ") + ", ..."
+	}
+	return ": " + strings.Join(dirs, ", ")
+}
+
+func watching(n int) string {
+	switch n {
+	case 0:
+		return ""
+	case 1:
+		return " given, 1 folder watched"
+	}
+	return fmt.Sprintf(" given, %d folders watched", n)
 }
 
 func runCount(n int) string {

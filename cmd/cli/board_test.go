@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"image/png"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,8 +34,9 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// browse loads url in headless Chromium; with shot set it saves a 1280x900 screenshot there,
-// else it returns the DOM after the page's load (scripts run). A browser that fails is Broken.
+// browse loads url in headless Chromium; with shot set it saves a screenshot there (1280x900
+// unless extra gives a --window-size), else it returns the DOM after the page's load (scripts
+// run). A browser that fails is Broken.
 func browse(t *testing.T, bin, url, shot string, extra ...string) string {
 	t.Helper()
 	dom, err := chromiumLoad(bin, t.TempDir(), url, shot, extra...)
@@ -49,7 +53,10 @@ func chromiumLoad(bin, profile, url, shot string, extra ...string) (string, erro
 	args := []string{"--headless", "--disable-gpu", "--no-sandbox", "--no-first-run", "--disable-extensions",
 		"--disable-background-networking", "--disable-component-update", "--user-data-dir=" + profile}
 	if shot != "" {
-		args = append(args, "--screenshot="+shot, "--window-size=1280,900", "--hide-scrollbars")
+		args = append(args, "--screenshot="+shot, "--hide-scrollbars")
+		if !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--window-size=") }) {
+			args = append(args, "--window-size=1280,900")
+		}
 	} else {
 		args = append(args, "--dump-dom")
 	}
@@ -80,12 +87,17 @@ func lossPoints(t *testing.T, dom, run string) int {
 	return n
 }
 
-// TestBoardInChromium: `nitro board` over loopback serves a finished run and a live one; headless
-// Chromium loads the page at the live run's first and second validations (the run waits in its
-// monitor meanwhile), and the DOM names both runs, shows the live one training and the finished
-// one completed, lists the differing config fields, and has more loss points on the second load.
-// A screenshot of the page mid-run is saved (to $NITRO_BOARD_SCREENSHOT when set) and checked
-// to be a 1280x900 PNG. A last load after the run lets the page's refresh script run.
+// TestBoardInChromium: `nitro board` over loopback watches a folder holding a finished run; a
+// live run started there later appears without a restart. Headless Chromium loads the page at the
+// live run's first and second validations (the run waits in its monitor meanwhile), and the DOM
+// names both runs, shows the live one training and the finished one completed, lists the
+// differing config fields once per knob, draws the per-digit accuracies as one family chart with
+// a legend, and has more loss points on the second load. Screenshots of the page mid-run
+// (board.png, 1280x900) and of the whole page after it (board-families.png, 1280x1600: the
+// validation charts, the per-digit family with its legend) are saved to the test's artifact folder
+// (go test -artifacts -outputdir DIR keeps them; $NITRO_BOARD_SCREENSHOT names the first instead). A last load
+// after the run, with a view asked for in the address, lets the page's refresh script run and
+// checks the view outlives the refresh.
 func TestBoardInChromium(t *testing.T) {
 	bin := chromium(t)
 	root := t.TempDir()
@@ -98,7 +110,7 @@ func TestBoardInChromium(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	boardDone := make(chan int, 1)
 	go func() {
-		boardDone <- cli.MainContext(ctx, []string{"board", done, live, "--addr", "127.0.0.1:0", "--refresh", "500ms"}, &bout, &berr)
+		boardDone <- cli.MainContext(ctx, []string{"board", root, "--addr", "127.0.0.1:0", "--refresh", "500ms"}, &bout, &berr)
 	}()
 	t.Cleanup(func() { stop(); <-boardDone })
 	var url string
@@ -111,10 +123,14 @@ func TestBoardInChromium(t *testing.T) {
 		t.Fatalf("the board printed no URL: stdout %q, stderr %q", bout.String(), berr.String())
 	}
 
+	if got := getBody(t, url+"api/runs"); strings.Contains(got, `"lr-low"`) || !strings.Contains(got, `"name": "lr-high"`) {
+		t.Fatalf("before the live run starts the board should follow lr-high only:\n%s", got)
+	}
 	shot := os.Getenv("NITRO_BOARD_SCREENSHOT")
 	if shot == "" {
-		shot = filepath.Join(t.TempDir(), "board.png")
+		shot = filepath.Join(t.ArtifactDir(), "board.png")
 	}
+	familyShot := filepath.Join(filepath.Dir(shot), "board-families.png")
 	var (
 		mu      sync.Mutex
 		doms    []string
@@ -157,9 +173,17 @@ func TestBoardInChromium(t *testing.T) {
 		t.Fatalf("the page was loaded %d times during the run, want 2", len(doms))
 	}
 	for i, dom := range doms {
-		for _, w := range []string{`data-run="lr-high"`, `data-run="lr-low"`, `data-field="LearningRate"`, `data-field="max_epochs"`, "completed"} {
+		for _, w := range []string{`data-run="lr-high"`, `data-run="lr-low"`, `data-field="learning_rate"`, "completed",
+			`data-field="max_epochs"><td>max_epochs</td><td title="the run used this; also logged: MaxEpochs 2">1</td><td title="the run used this; also logged: MaxEpochs 2">3</td>`,
+			`data-context="validate" data-metric="val_accuracy_*"`, `>val_accuracy_* (10)</text>`, `<figcaption class="legend">`,
+			`data-run="lr-high" data-points="1" data-member="val_accuracy_9" stroke=`} {
 			if !strings.Contains(dom, w) {
 				t.Errorf("load %d: the DOM lacks %q", i+1, w)
+			}
+		}
+		for _, w := range []string{`data-field="MaxEpochs"`, `data-field="LearningRate"`, `data-metric="val_accuracy_3"`} {
+			if strings.Contains(dom, w) {
+				t.Errorf("load %d: the DOM has %q: a knob's other spelling, or a family member's own chart", i+1, w)
 			}
 		}
 		if !regexp.MustCompile(`data-run="lr-low"><td>.*?</td><td[^>]*>lr-low</td><td class="phase">training epoch ` + strconv.Itoa(i+1) + `<`).MatchString(dom) {
@@ -174,21 +198,48 @@ func TestBoardInChromium(t *testing.T) {
 		t.Errorf("the second load should name epoch 1's checkpoint as the best so far")
 	}
 	// After the run, with virtual time let run past a refresh: the page's script has fetched
-	// /content and swapped it in (its status line says so), and the live run is finished.
-	after := browse(t, bin, url, "", "--virtual-time-budget=3000")
+	// /content with the view in the address and swapped it in (its status line says so): the
+	// live run is finished, lr-high still hidden, the curves smoothed on the epoch axis.
+	after := browse(t, bin, url+"?x=epoch&smooth=0.6&hide=lr-high", "", "--virtual-time-budget=3000")
 	if !strings.Contains(after, `<span id="status">updated `) || !regexp.MustCompile(`lr-low</td><td class="phase">finished<`).MatchString(after) {
 		t.Errorf("after the run, the refreshed page should say updated and finished:\n%s", after)
 	}
-	t.Logf("loss points: %d, then %d; screenshot: %s", first, second, shot)
-	f, err := os.Open(shot)
+	for _, w := range []string{`<tr class="run hidden" data-run="lr-high">`, `<polyline class="series smoothed" data-run="lr-low"`, `>epoch; smoothed 0.6</text>`} {
+		if !strings.Contains(after, w) {
+			t.Errorf("after a refresh the view asked for should hold: the DOM lacks %q", w)
+		}
+	}
+	if strings.Contains(after, `<polyline class="series raw" data-run="lr-high"`) {
+		t.Errorf("after a refresh, the hidden run lr-high is drawn")
+	}
+	browse(t, bin, url, familyShot, "--window-size=1280,1600") // tall enough for the validation charts
+	t.Logf("loss points: %d, then %d; screenshots: %s, %s", first, second, shot, familyShot)
+	for path, height := range map[string]int{shot: 900, familyShot: 1600} {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatalf("no screenshot: %v", err)
+		}
+		img, err := png.DecodeConfig(f)
+		f.Close()
+		if err != nil || img.Width != 1280 || img.Height != height {
+			t.Fatalf("screenshot %s: %+v, %v; want a 1280x%d PNG", path, img, err, height)
+		}
+	}
+}
+
+// getBody is url's body over plain HTTP.
+func getBody(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
 	if err != nil {
-		t.Fatalf("no screenshot: %v", err)
+		t.Fatal(err)
 	}
-	defer f.Close()
-	img, err := png.DecodeConfig(f)
-	if err != nil || img.Width != 1280 || img.Height != 900 {
-		t.Fatalf("screenshot %s: %+v, %v; want a 1280x900 PNG", shot, img, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return string(b)
 }
 
 func slicesDelete(args []string, drop string) []string {
@@ -202,8 +253,8 @@ func slicesDelete(args []string, drop string) []string {
 }
 
 // TestBoardCommandErrors: board without a run directory, with an empty --addr, with a file for a
-// run directory, or with a refresh it cannot use is refused naming the fix; its run directories
-// complete as folders.
+// run directory, with a refresh it cannot use, or with fewer --max-runs than runs given is
+// refused naming the fix; its run directories complete as folders.
 func TestBoardCommandErrors(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "metrics.jsonl")
 	os.WriteFile(file, nil, 0o644)
@@ -214,7 +265,8 @@ func TestBoardCommandErrors(t *testing.T) {
 		{[]string{"board"}, "board needs one or more run directories"},
 		{[]string{"board", "runs/x", "--addr", ""}, "--addr: empty value"},
 		{[]string{"board", file}, "is a file; give its run directory"},
-		{[]string{"board", "runs/x", "--refresh", "1ms"}, "Refresh 1ms: at least 100ms (flags --refresh, --max-points)"},
+		{[]string{"board", "runs/x", "--refresh", "1ms"}, "Refresh 1ms: at least 100ms (flags --refresh, --max-points, --max-runs)"},
+		{[]string{"board", "runs/x", "runs/y", "--max-runs", "1"}, "--max-runs 1: 2 runs given; raise it (e.g. --max-runs 50)"},
 		{[]string{"board", "runs/x", "--refresh", "0"}, "--refresh 0s: the page's refresh period is positive"},
 		{[]string{"board", "runs/x", "--max-points", "0"}, "--max-points 0: at least 2 points per curve"},
 		{[]string{"board", "runs/x", "--addr", "127.0.0.1:-1"}, "--addr 127.0.0.1:-1"},
