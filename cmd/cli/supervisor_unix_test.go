@@ -175,4 +175,3 @@ func finalTensors(t *testing.T, dir string) map[string][]byte {
 	}
 	return out
 }
-
