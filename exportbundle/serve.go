@@ -20,12 +20,19 @@ import (
 // body far below this; the byte bound is for what is only read past (whitespace).
 const MaxRequestBytes = 64 << 20
 
-// ServeConfig bounds what a client can cost a server: how many requests it decodes and runs at
-// once, and how long a client may take or stall. A zero field means its default.
+// ServeConfig bounds what a client can cost a server: how many request bodies it reads at once,
+// how many requests it runs at once, and how long a client may take or stall. A zero field means
+// its default.
 type ServeConfig struct {
-	// MaxConcurrent is how many requests are decoded and run at once; one past it is answered
-	// 503 with Retry-After at once, its body unread. Default: DefaultMaxConcurrent().
+	// MaxConcurrent is how many requests run at once. A request whose body is read waits for
+	// one of these run slots; reading a body never holds one, so slow clients cannot starve the
+	// runs. Default: DefaultMaxConcurrent().
 	MaxConcurrent int
+	// MaxReading is how many requests may be reading their body, or holding it decoded while
+	// they wait for a run slot, at once; one past it is answered 503 with Retry-After at once,
+	// its body unread. Each holds at most the bundle's largest batch of its inputs, so this
+	// bounds the memory bodies take. Default: DefaultMaxReading.
+	MaxReading int
 	// ReadHeaderTimeout bounds reading a request's headers. Default 10s.
 	ReadHeaderTimeout time.Duration
 	// ReadTimeout bounds reading a whole request, headers and body. Default 60s.
@@ -47,6 +54,11 @@ type ServeConfig struct {
 // some requests are still arriving, few enough that their memory stays bounded.
 func DefaultMaxConcurrent() int { return max(4, 2*runtime.GOMAXPROCS(0)) }
 
+// DefaultMaxReading is the default bound on bodies being read: far more than the clients a
+// server runs for at once, so that dozens of slow clients leave room for the fast ones, and few
+// enough that as many of the bundle's largest batches fit in memory.
+const DefaultMaxReading = 64
+
 // withDefaults fills the zero fields and refuses negative ones, naming the field.
 func (c ServeConfig) withDefaults() (ServeConfig, error) {
 	if c.MaxConcurrent < 0 {
@@ -54,6 +66,12 @@ func (c ServeConfig) withDefaults() (ServeConfig, error) {
 	}
 	if c.MaxConcurrent == 0 {
 		c.MaxConcurrent = DefaultMaxConcurrent()
+	}
+	if c.MaxReading < 0 {
+		return c, fmt.Errorf("exportbundle: ServeConfig.MaxReading %d: it is at least 1 (0 picks %d)", c.MaxReading, DefaultMaxReading)
+	}
+	if c.MaxReading == 0 {
+		c.MaxReading = DefaultMaxReading
 	}
 	for _, f := range []struct {
 		name string
@@ -249,7 +267,7 @@ func (s *Server) Config() ServeConfig { return s.cfg }
 // (accepted on input too). A malformed body (a duplicate key included), a missing or unknown
 // input, a wrong shape or a wrong dtype is a 400 whose {"error": "..."} names the input; a body
 // over MaxRequestBytes is a 413, one that stalls past the body timeout a 408, a request past the
-// concurrency bound a 503 with Retry-After, and a failure to execute a 500. The body is read as
+// bound on bodies being read a 503 with Retry-After, and a failure to execute a 500. The body is read as
 // a stream and refused at the first byte that breaks the bundle's shapes, so what a request
 // costs is bounded by the bundle, not by the body.
 func Handler(r *Runner) http.Handler {
@@ -257,8 +275,21 @@ func Handler(r *Runner) http.Handler {
 	return newHandler(r, cfg)
 }
 
+// A /predict request goes through two bounds, one for reading and one for running:
+//
+//	headers ─▶ reading: body streamed into tensors ─▶ waiting ─▶ running: Run, encode, answer
+//	           └─────── a read slot (MaxReading) ───────────┘ └──── a run slot (MaxConcurrent) ───┘
+//
+// A request takes a read slot before it reads a byte of its body (503 when none is free, the
+// body unread) and gives it back once it holds a run slot, for which it waits. So at most
+// MaxReading bodies are being read or wait decoded, at most MaxConcurrent run (and write their
+// answer), and a client that sends slowly holds a read slot, never a run slot. Memory: a body
+// being read holds the decoder's 32 KiB buffer and what it has decoded, which the decoder
+// refuses past the bundle's largest batch, so bodies cost at most MaxReading+MaxConcurrent of
+// those, whatever their clients send.
 func newHandler(r *Runner, cfg ServeConfig) http.Handler {
-	slots := make(chan struct{}, cfg.MaxConcurrent)
+	reading := make(chan struct{}, cfg.MaxReading)
+	running := make(chan struct{}, cfg.MaxConcurrent)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/predict", func(w http.ResponseWriter, req *http.Request) {
 		defer func() {
@@ -272,21 +303,36 @@ func newHandler(r *Runner, cfg ServeConfig) http.Handler {
 			return
 		}
 		select {
-		case slots <- struct{}{}:
-			defer func() { <-slots }()
+		case reading <- struct{}{}:
 		default:
 			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("busy: %d requests in progress, the server's bound (retry after 1s)", cap(slots)))
+			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("busy: %d request bodies being read or waiting to run, the server's bound (retry after 1s)", cap(reading)))
 			return
 		}
+		held := true // the read slot, until the run slot replaces it
+		defer func() {
+			if held {
+				<-reading
+			} else {
+				<-running
+			}
+		}()
 		body := &stallReader{r: http.MaxBytesReader(w, req.Body, MaxRequestBytes), rc: http.NewResponseController(w),
 			stall: cfg.BodyTimeout, end: time.Now().Add(cfg.ReadTimeout)}
 		tc, _ := req.Context().Value(connKey{}).(*trackedConn)
-		out, rerr := runJSON(r, body, func() {
+		out, rerr := runJSON(r, body, func() *RequestError {
 			body.done()
 			if tc != nil {
 				tc.answered.Store(true)
 			}
+			select {
+			case running <- struct{}{}:
+			case <-req.Context().Done(): // the client left: no one to answer
+				return &RequestError{Status: http.StatusServiceUnavailable, Msg: "the client left while its request waited to run", Err: req.Context().Err()}
+			}
+			<-reading
+			held = false
+			return nil
 		}, cfg.BodyTimeout)
 		if rerr != nil {
 			writeError(w, rerr.Status, rerr.Msg)
@@ -352,8 +398,9 @@ func (e *RequestError) Unwrap() error { return e.Err }
 
 // runJSON is the one path from a JSON request to a JSON answer, for RunJSON and /predict alike:
 // decode against the bundle's inputs (read, if set, is called once the body is read whole and
-// accepted), run, encode. stall is the body timeout a 408 names. A panic is a 500, not a crash.
-func runJSON(r *Runner, body io.Reader, read func(), stall time.Duration) (answer []byte, rerr *RequestError) {
+// accepted; an error from it is the answer), run, encode. stall is the body timeout a 408 names.
+// A panic is a 500, not a crash.
+func runJSON(r *Runner, body io.Reader, read func() *RequestError, stall time.Duration) (answer []byte, rerr *RequestError) {
 	defer func() {
 		if p := recover(); p != nil {
 			answer, rerr = nil, &RequestError{Status: http.StatusInternalServerError, Msg: fmt.Sprintf("internal error: %v", p)}
@@ -365,7 +412,9 @@ func runJSON(r *Runner, body io.Reader, read func(), stall time.Duration) (answe
 		return nil, decodeFailure(err, stall)
 	}
 	if read != nil {
-		read()
+		if rerr := read(); rerr != nil {
+			return nil, rerr
+		}
 	}
 	batch, batchFrom := -1, ""
 	for _, s := range specs {

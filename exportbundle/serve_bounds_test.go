@@ -115,10 +115,10 @@ func serveTiny(t *testing.T, cfg ServeConfig) (*Server, string) {
 	return srv, addr.String()
 }
 
-// With MaxConcurrent 1 and one request inside the handler, a second is answered 503 with
-// Retry-After at once; once the first is gone, a request is admitted again.
-func TestServeConcurrencyBound(t *testing.T) {
-	_, addr := serveTiny(t, ServeConfig{MaxConcurrent: 1})
+// With MaxReading 1 and one request reading its body, a second is answered 503 with Retry-After
+// at once; once the first is gone, a request is admitted again.
+func TestServeReadingBound(t *testing.T) {
+	_, addr := serveTiny(t, ServeConfig{MaxReading: 1})
 	url := "http://" + addr + "/predict"
 	conn, _ := startInFlight(t, addr, []byte(`{"inputs": {}}`)) // in the handler, reading its body
 	client := &http.Client{Timeout: time.Minute}
@@ -128,7 +128,7 @@ func TestServeConcurrencyBound(t *testing.T) {
 	}
 	data, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(data), "busy: 1 requests in progress") {
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(data), "busy: 1 request bodies being read") {
 		t.Errorf("a request past the bound: %d Retry-After %q %s; want 503, Retry-After 1", resp.StatusCode, resp.Header.Get("Retry-After"), data)
 	}
 	conn.Close() // the first request's body fails, its handler returns, its slot is free
@@ -239,6 +239,7 @@ func TestServeConfigRefusesNegative(t *testing.T) {
 		says string
 	}{
 		{ServeConfig{MaxConcurrent: -1}, "ServeConfig.MaxConcurrent -1"},
+		{ServeConfig{MaxReading: -1}, "ServeConfig.MaxReading -1: it is at least 1 (0 picks 64)"},
 		{ServeConfig{BodyTimeout: -time.Second}, "ServeConfig.BodyTimeout -1s"},
 		{ServeConfig{IdleTimeout: -time.Second}, "ServeConfig.IdleTimeout -1s"},
 	} {

@@ -55,8 +55,10 @@ finishes the requests in flight and exits.
 
 A client cannot take it down: a body is read as a stream and refused (400) at the first byte that
 breaks the bundle's declared shapes, so a request costs at most its largest batch, whatever the
-body's size; at most --max-concurrent requests are handled at once (503 with Retry-After past
-it); a client that stalls is cut by the header, read and body timeouts. At a signal, a client still
+body's size; reading bodies and running requests are bounded apart, so slow clients cannot
+starve the runs: at most --max-reading bodies are read (or wait, decoded, to run) at once (503
+with Retry-After past it), and at most --max-concurrent requests run at once, the others waiting;
+a client that stalls is cut by the header, read and body timeouts. At a signal, a client still
 sending its request is cut after --shutdown-stall of silence, and serve says how many it cut and
 exits 0; it exits 1 only if a request it had read is still running after 30s.`
 
@@ -388,7 +390,7 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 	var addr string
 	cfg := exportbundle.DefaultServeConfig()
 	c := &cobra.Command{
-		Use:                   "serve <bundle dir> [--addr ADDR] [--max-concurrent N] [--read-timeout D] ...",
+		Use:                   "serve <bundle dir> [--addr ADDR] [--max-concurrent N] [--max-reading N] [--read-timeout D] ...",
 		Short:                 "answer HTTP POST /predict with an export bundle until SIGINT or SIGTERM",
 		Long:                  serveLong,
 		DisableFlagsInUseLine: true,
@@ -405,6 +407,9 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 			}
 			if cfg.MaxConcurrent < 1 {
 				return fmt.Errorf("--max-concurrent %d: at least 1 request at a time", cfg.MaxConcurrent)
+			}
+			if cfg.MaxReading < 1 {
+				return fmt.Errorf("--max-reading %d: at least 1 body at a time (default %d)", cfg.MaxReading, exportbundle.DefaultMaxReading)
 			}
 			for _, d := range []struct {
 				flag string
@@ -451,7 +456,8 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 	fs := c.Flags()
 	fs.SortFlags = false
 	fs.StringVar(&addr, "addr", "127.0.0.1:8080", "listen on `ADDR` (host:port; port 0 picks one)")
-	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", cfg.MaxConcurrent, "decode and run at most `N` requests at once; more are answered 503 with Retry-After")
+	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", cfg.MaxConcurrent, "run at most `N` requests at once; requests whose body is read wait for one to finish")
+	fs.IntVar(&cfg.MaxReading, "max-reading", cfg.MaxReading, "read at most `N` request bodies at once (each holds up to the bundle's largest batch); more are answered 503 with Retry-After")
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", cfg.ReadHeaderTimeout, "cut a client whose request headers take longer than `D`")
 	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", cfg.ReadTimeout, "cut a client whose whole request (headers and body) takes longer than `D`")
 	fs.DurationVar(&cfg.BodyTimeout, "body-timeout", cfg.BodyTimeout, "cut a client whose request body sends nothing for `D` (408)")
