@@ -269,7 +269,9 @@ func (s *Server) Config() ServeConfig { return s.cfg }
 // over MaxRequestBytes is a 413, one that stalls past the body timeout a 408, a request past the
 // bound on bodies being read a 503 with Retry-After, and a failure to execute a 500. The body is read as
 // a stream and refused at the first byte that breaks the bundle's shapes, so what a request
-// costs is bounded by the bundle, not by the body.
+// costs in memory is bounded by the bundle, not by the body. Served over HTTP, the rest of a
+// body refused with a 400 is read and dropped after the answer (up to MaxRequestBytes), so that
+// a client that reads only once it has sent its whole body still gets the 400.
 func Handler(r *Runner) http.Handler {
 	cfg, _ := ServeConfig{}.withDefaults()
 	return newHandler(r, cfg)
@@ -334,6 +336,17 @@ func newHandler(r *Runner, cfg ServeConfig) http.Handler {
 			held = false
 			return nil
 		}, cfg.BodyTimeout)
+		if rerr != nil && rerr.Status == http.StatusBadRequest && body.rc.EnableFullDuplex() == nil {
+			// Refused before its end, a body is still arriving. Closing on it resets the
+			// connection, and a client that reads only once it has sent everything (curl,
+			// Python's requests) never sees the 400: answer first, then read the rest and drop
+			// it, under the same bounds (MaxRequestBytes, the body and read timeouts) and still
+			// holding the read slot. Without full duplex net/http would drop the body unread.
+			writeError(w, rerr.Status, rerr.Msg)
+			body.rc.Flush()
+			io.Copy(io.Discard, body)
+			return
+		}
 		if rerr != nil {
 			writeError(w, rerr.Status, rerr.Msg)
 			return

@@ -3,6 +3,7 @@ package exportbundle
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -122,4 +123,78 @@ func mlpRequest(t *testing.T, r *Runner, seed uint64) ([]byte, map[string]Tensor
 	}
 	body, _ := json.Marshal(map[string]any{"inputs": map[string]any{"x": nested(x)}})
 	return body, want
+}
+
+// sendFirst makes a client that reads nothing until its request is sent (its body read to the
+// end) or a write fails, as curl and Python's requests do: they read the answer only once they
+// have sent the whole body. Its conn and body wrap the client's connection and request body.
+type sendFirst struct {
+	sent chan struct{}
+	once sync.Once
+}
+
+// after passes a read or write's result on, marking the request sent at its first error (EOF).
+func (s *sendFirst) after(n int, err error) (int, error) {
+	if err != nil {
+		s.once.Do(func() { close(s.sent) })
+	}
+	return n, err
+}
+
+type sendFirstConn struct {
+	net.Conn
+	s *sendFirst
+}
+
+func (c sendFirstConn) Write(p []byte) (int, error) { return c.s.after(c.Conn.Write(p)) }
+func (c sendFirstConn) Read(p []byte) (int, error)  { <-c.s.sent; return c.Conn.Read(p) }
+
+type sendFirstBody struct {
+	r io.Reader
+	s *sendFirst
+}
+
+func (b sendFirstBody) Read(p []byte) (int, error) { return b.s.after(b.r.Read(p)) }
+
+// A 20 MB body of the wrong shape is refused at its first row, and a Go http.Client sending it
+// reads the 400 and its JSON error, not a reset connection: one that reads while it sends, and
+// one that reads only once it has sent the whole body (as curl does). Before, the server stopped
+// reading, closed half a second after its answer, and the second client's send met a reset.
+// Each with a known length and chunked (no length).
+func TestServeLargeWrongShapeBodyIsAnswered(t *testing.T) {
+	_, addr := serveTiny(t, ServeConfig{})
+	row := "[" + strings.Repeat("0,", 5) + "0]," // 6 wide: the bundle's rows are 5
+	body := append([]byte(`{"inputs": {"img": [[`), bytes.Repeat([]byte(row), (20<<20)/len(row))...)
+	for _, readLast := range []bool{false, true} {
+		for _, chunked := range []bool{false, true} {
+			sf := &sendFirst{sent: make(chan struct{})}
+			var r io.Reader = bytes.NewReader(body)
+			if chunked {
+				r = io.MultiReader(r) // no length the client can see
+			}
+			tr := &http.Transport{}
+			if readLast {
+				r = sendFirstBody{r, sf}
+				tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+					c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+					return sendFirstConn{c, sf}, err
+				}
+			}
+			client := &http.Client{Transport: tr, Timeout: time.Minute}
+			name := fmt.Sprintf("reading only once sent %v, chunked %v", readLast, chunked)
+			resp, err := client.Post("http://"+addr+"/predict", "application/json", r)
+			if err != nil {
+				t.Errorf("%s: no answer to a 20 MB wrong-shape body: %v", name, err)
+				continue
+			}
+			data, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var m map[string]string
+			if err != nil || json.Unmarshal(data, &m) != nil || resp.StatusCode != http.StatusBadRequest ||
+				!strings.Contains(m["error"], `input "img": more than 5 elements along axis 2`) {
+				t.Errorf("%s: %d %q (%v); want 400 naming the row", name, resp.StatusCode, data, err)
+			}
+			tr.CloseIdleConnections()
+		}
+	}
 }

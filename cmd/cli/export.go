@@ -54,13 +54,15 @@ address it listens on (port 0 picks one) and runs until SIGINT or SIGTERM, then 
 finishes the requests in flight and exits.
 
 A client cannot take it down: a body is read as a stream and refused (400) at the first byte that
-breaks the bundle's declared shapes, so a request costs at most its largest batch, whatever the
-body's size; reading bodies and running requests are bounded apart, so slow clients cannot
-starve the runs: at most --max-reading bodies are read (or wait, decoded, to run) at once (503
-with Retry-After past it), and at most --max-concurrent requests run at once, the others waiting;
-a client that stalls is cut by the header, read and body timeouts. At a signal, a client still
-sending its request is cut after --shutdown-stall of silence, and serve says how many it cut and
-exits 0; it exits 1 only if a request it had read is still running after 30s.`
+breaks the bundle's declared shapes, so a request costs at most its largest batch in memory,
+whatever the body's size (the rest is read and dropped after the answer, so that a client that
+reads only once it has sent everything gets the 400 too). Reading bodies and running requests
+are bounded apart, so slow clients cannot starve the runs: at most --max-reading bodies are read
+(or wait, decoded, to run) at once, 503 with Retry-After past it, and at most --max-concurrent
+requests run at once, the others waiting. A client that stalls is cut by the header, read and
+body timeouts. At a signal, a client still sending its request is cut after --shutdown-stall of
+silence, and serve says how many it cut and exits 0; it exits 1 only if a request it had read is
+still running after 30s.`
 
 // exportFlags are the flags of nitro export.
 type exportFlags struct {
