@@ -45,7 +45,8 @@ type ServeConfig struct {
 	// IdleTimeout is how long a keep-alive connection may wait for its next request. Default 60s.
 	IdleTimeout time.Duration
 	// ShutdownStall is, during Shutdown, how long a client that is still sending its request
-	// (headers or body) may send nothing before it is cut; requests already read are always
+	// (headers or body) has to finish it before it is cut, however fast it sends: a request not
+	// read whole is not one the server owes an answer. Requests already read are always
 	// answered. Default 2s.
 	ShutdownStall time.Duration
 }
@@ -109,25 +110,16 @@ type Server struct {
 	mu    sync.Mutex
 	conns map[*trackedConn]struct{}
 
-	stalled, idle atomic.Int64 // connections Shutdown cut mid-request, and idle ones it closed
+	unread, idle atomic.Int64 // connections Shutdown cut mid-request, and idle ones it closed
 }
 
-// trackedConn is an accepted connection with what Shutdown needs to tell a client that stalled
-// from a request the server owes an answer.
+// trackedConn is an accepted connection with what Shutdown needs to tell a client still sending
+// its request from a request the server owes an answer.
 type trackedConn struct {
 	net.Conn
-	lastRead atomic.Int64 // unix nanoseconds of the last read that returned bytes
 	state    atomic.Int32 // its http.ConnState
 	answered atomic.Bool  // its request is read: the server owes it the answer
 	cut      atomic.Bool
-}
-
-func (c *trackedConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if n > 0 {
-		c.lastRead.Store(time.Now().UnixNano())
-	}
-	return n, err
 }
 
 type trackingListener struct {
@@ -141,7 +133,6 @@ func (l trackingListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	tc := &trackedConn{Conn: c}
-	tc.lastRead.Store(time.Now().UnixNano())
 	l.s.mu.Lock()
 	l.s.conns[tc] = struct{}{}
 	l.s.mu.Unlock()
@@ -204,10 +195,10 @@ func ServeWith(r *Runner, addr string, cfg ServeConfig) (*Server, net.Addr, erro
 func (s *Server) Close() error { return s.http.Close() }
 
 // Shutdown stops accepting, closes idle connections, answers every request already read, and
-// cuts a client still sending its request once it has sent nothing for ShutdownStall (counted
-// from the later of its last byte and the start of Shutdown), so that a stalled client cannot
-// hold the server up. It returns when no connection is left, or ctx's error when ctx ends first
-// (then the connections left are still open: Close them). Cut reports what it cut.
+// cuts a client still sending its request ShutdownStall after Shutdown began, however fast it
+// sends, so that neither a stalled client nor one trickling its body can hold the server up. It
+// returns when no connection is left, or ctx's error when ctx ends first (then the connections
+// left are still open: Close them). Cut reports what it cut.
 func (s *Server) Shutdown(ctx context.Context) error {
 	start := time.Now()
 	s.mu.Lock()
@@ -226,12 +217,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		case err := <-done:
 			return err
 		case now := <-tick.C:
-			s.cutStalled(start, now)
+			if now.Sub(start) >= s.cfg.ShutdownStall {
+				s.cutUnread()
+			}
 		}
 	}
 }
 
-func (s *Server) cutStalled(start, now time.Time) {
+// cutUnread closes every connection whose request is not read whole: headers still arriving,
+// a body still being read (at any rate), or the rest of a refused body being dropped.
+func (s *Server) cutUnread() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.conns {
@@ -243,18 +238,15 @@ func (s *Server) cutStalled(start, now time.Time) {
 		if c.answered.Load() || c.cut.Load() {
 			continue
 		}
-		last := max(c.lastRead.Load(), start.UnixNano())
-		if now.UnixNano()-last >= int64(s.cfg.ShutdownStall) {
-			c.cut.Store(true)
-			s.stalled.Add(1)
-			c.Conn.Close()
-		}
+		c.cut.Store(true)
+		s.unread.Add(1)
+		c.Conn.Close()
 	}
 }
 
-// Cut reports what Shutdown cut: connections whose client stalled mid-request, and idle
-// keep-alive connections it closed.
-func (s *Server) Cut() (stalled, idle int) { return int(s.stalled.Load()), int(s.idle.Load()) }
+// Cut reports what Shutdown cut: connections whose client was still sending its request, and
+// idle keep-alive connections it closed.
+func (s *Server) Cut() (unread, idle int) { return int(s.unread.Load()), int(s.idle.Load()) }
 
 // Config is the server's configuration, its defaults filled.
 func (s *Server) Config() ServeConfig { return s.cfg }

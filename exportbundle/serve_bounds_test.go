@@ -186,11 +186,13 @@ func TestServeHeaderTimeoutCutsStalledClient(t *testing.T) {
 	}
 }
 
-// Shutdown with a client stalled mid-body and an idle keep-alive connection returns nil once
-// it has cut the stalled one (after ShutdownStall of silence) and closed the idle one, and Cut
-// counts both; before, it waited for the stalled client until its context ended.
+// Shutdown with a client stalled mid-body, one trickling its body (a byte every 100 ms, never
+// silent for ShutdownStall) and an idle keep-alive connection returns nil once it has cut the
+// two still sending (ShutdownStall after it began) and closed the idle one, and Cut counts
+// them; before, it waited for the stalled client until its context ended, and for the
+// trickling one for as long as it trickled.
 func TestServeShutdownCutsStalledClients(t *testing.T) {
-	srv, addr := serveTiny(t, ServeConfig{ShutdownStall: 50 * time.Millisecond})
+	srv, addr := serveTiny(t, ServeConfig{ShutdownStall: 300 * time.Millisecond})
 	stalled, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -222,13 +224,14 @@ func TestServeShutdownCutsStalledClients(t *testing.T) {
 		}
 		return n == 2 && idles == 1
 	})
+	trickle(t, addr, 1, []byte(`{"inputs": `+strings.Repeat(" ", 1000)))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {
-		t.Fatalf("Shutdown with a stalled client: %v", err)
+		t.Fatalf("Shutdown with a stalled and a trickling client: %v", err)
 	}
-	if s, i := srv.Cut(); s != 1 || i != 1 {
-		t.Errorf("Cut() = %d stalled, %d idle; want 1, 1", s, i)
+	if s, i := srv.Cut(); s != 2 || i != 1 {
+		t.Errorf("Cut() = %d mid-request, %d idle; want 2, 1", s, i)
 	}
 }
 

@@ -60,9 +60,9 @@ reads only once it has sent everything gets the 400 too). Reading bodies and run
 are bounded apart, so slow clients cannot starve the runs: at most --max-reading bodies are read
 (or wait, decoded, to run) at once, 503 with Retry-After past it, and at most --max-concurrent
 requests run at once, the others waiting. A client that stalls is cut by the header, read and
-body timeouts. At a signal, a client still sending its request is cut after --shutdown-stall of
-silence, and serve says how many it cut and exits 0; it exits 1 only if a request it had read is
-still running after 30s.`
+body timeouts. At a signal, a client still sending its request is cut --shutdown-stall later,
+however fast or slowly it sends (its request is not one serve had read), and serve says how many
+it cut and exits 0; it exits 1 only if a request it had read is still running after 30s.`
 
 // exportFlags are the flags of nitro export.
 type exportFlags struct {
@@ -443,10 +443,10 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 			sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 			defer cancel()
 			err = srv.Shutdown(sctx)
-			// Cutting a client that stalled mid-request, or an idle keep-alive one, is a clean
+			// Cutting a client still sending its request, or an idle keep-alive one, is a clean
 			// stop: every request the server had read was answered.
-			if stalled, idle := srv.Cut(); stalled > 0 || idle > 0 {
-				fmt.Fprintf(stderr, "nitro: serve: cut %d connection(s) stalled mid-request (no bytes for %v) and %d idle keep-alive connection(s)\n", stalled, cfg.ShutdownStall, idle)
+			if unread, idle := srv.Cut(); unread > 0 || idle > 0 {
+				fmt.Fprintf(stderr, "nitro: serve: cut %d connection(s) mid-request (still sending %v after the signal) and %d idle keep-alive connection(s)\n", unread, cfg.ShutdownStall, idle)
 			}
 			if err != nil {
 				srv.Close()
@@ -465,7 +465,7 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 	fs.DurationVar(&cfg.BodyTimeout, "body-timeout", cfg.BodyTimeout, "cut a client whose request body sends nothing for `D` (408)")
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", cfg.WriteTimeout, "give up on an answer not written `D` after its request's headers")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "close a keep-alive connection idle for `D`")
-	fs.DurationVar(&cfg.ShutdownStall, "shutdown-stall", cfg.ShutdownStall, "at SIGINT/SIGTERM, cut a client still sending its request once it sends nothing for `D`")
+	fs.DurationVar(&cfg.ShutdownStall, "shutdown-stall", cfg.ShutdownStall, "at SIGINT/SIGTERM, cut a client still sending its request `D` later, however fast it sends")
 	c.SetFlagErrorFunc(flagError)
 	return c
 }
