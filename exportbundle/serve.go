@@ -40,6 +40,12 @@ type ServeConfig struct {
 	// BodyTimeout is the longest a body may send nothing; past it the request is cut (408).
 	// Default 10s.
 	BodyTimeout time.Duration
+	// MinBodyRate, in bytes per second, is what a body must average once it has had
+	// BodyTimeout to get going: by t after its first read it must have sent MinBodyRate ×
+	// (t − BodyTimeout) bytes, or it is cut (408). It frees the read slot of a client that
+	// trickles a byte just often enough never to be silent. Default 1024 (1 KiB/s, below any
+	// real link); 1 all but turns it off.
+	MinBodyRate int
 	// WriteTimeout bounds the time from a request's headers to the end of its answer. Default 2m.
 	WriteTimeout time.Duration
 	// IdleTimeout is how long a keep-alive connection may wait for its next request. Default 60s.
@@ -54,6 +60,8 @@ type ServeConfig struct {
 // DefaultMaxConcurrent is twice GOMAXPROCS, at least 4: enough to keep every core busy while
 // some requests are still arriving, few enough that their memory stays bounded.
 func DefaultMaxConcurrent() int { return max(4, 2*runtime.GOMAXPROCS(0)) }
+
+const defaultMinBodyRate = 1 << 10
 
 // DefaultMaxReading is the default bound on bodies being read: far more than the clients a
 // server runs for at once, so that dozens of slow clients leave room for the fast ones, and few
@@ -73,6 +81,12 @@ func (c ServeConfig) withDefaults() (ServeConfig, error) {
 	}
 	if c.MaxReading == 0 {
 		c.MaxReading = DefaultMaxReading
+	}
+	if c.MinBodyRate < 0 {
+		return c, fmt.Errorf("exportbundle: ServeConfig.MinBodyRate %d: bytes per second, at least 1 (0 picks %d)", c.MinBodyRate, defaultMinBodyRate)
+	}
+	if c.MinBodyRate == 0 {
+		c.MinBodyRate = defaultMinBodyRate
 	}
 	for _, f := range []struct {
 		name string
@@ -258,7 +272,8 @@ func (s *Server) Config() ServeConfig { return s.cfg }
 // JSON numbers, BOOL is true/false, and a non-finite float is the string "NaN", "+Inf" or "-Inf"
 // (accepted on input too). A malformed body (a duplicate key included), a missing or unknown
 // input, a wrong shape or a wrong dtype is a 400 whose {"error": "..."} names the input; a body
-// over MaxRequestBytes is a 413, one that stalls past the body timeout a 408, a request past the
+// over MaxRequestBytes is a 413, one that stalls past the body timeout or arrives under the
+// minimum rate a 408, a request past the
 // bound on bodies being read a 503 with Retry-After, and a failure to execute a 500. The body is read as
 // a stream and refused at the first byte that breaks the bundle's shapes, so what a request
 // costs in memory is bounded by the bundle, not by the body. Served over HTTP, the rest of a
@@ -277,7 +292,8 @@ func Handler(r *Runner) http.Handler {
 // A request takes a read slot before it reads a byte of its body (503 when none is free, the
 // body unread) and gives it back once it holds a run slot, for which it waits. So at most
 // MaxReading bodies are being read or wait decoded, at most MaxConcurrent run (and write their
-// answer), and a client that sends slowly holds a read slot, never a run slot. Memory: a body
+// answer), and a client that sends slowly holds a read slot, never a run slot, and that only
+// for so long: silent for BodyTimeout, or under MinBodyRate past it, it is cut. Memory: a body
 // being read holds the decoder's 32 KiB buffer and what it has decoded, which the decoder
 // refuses past the bundle's largest batch, so bodies cost at most MaxReading+MaxConcurrent of
 // those, whatever their clients send.
@@ -312,7 +328,7 @@ func newHandler(r *Runner, cfg ServeConfig) http.Handler {
 			}
 		}()
 		body := &stallReader{r: http.MaxBytesReader(w, req.Body, MaxRequestBytes), rc: http.NewResponseController(w),
-			stall: cfg.BodyTimeout, end: time.Now().Add(cfg.ReadTimeout)}
+			stall: cfg.BodyTimeout, minRate: cfg.MinBodyRate, start: time.Now(), end: time.Now().Add(cfg.ReadTimeout)}
 		tc, _ := req.Context().Value(connKey{}).(*trackedConn)
 		out, rerr := runJSON(r, body, func() *RequestError {
 			body.done()
@@ -351,13 +367,17 @@ func newHandler(r *Runner, cfg ServeConfig) http.Handler {
 
 // stallReader gives each read of a body its own deadline, BodyTimeout from now (never past the
 // request's end), so a client that stops sending is cut after BodyTimeout however long its
-// whole request may take. A writer without deadlines (a test recorder) reads without.
+// whole request may take, and cuts a body that, past BodyTimeout from its start, averages under
+// minRate: a trickle never silent for BodyTimeout would otherwise hold its read slot until the
+// read timeout. A writer without deadlines (a test recorder) reads without deadlines.
 type stallReader struct {
-	r     io.Reader
-	rc    *http.ResponseController
-	stall time.Duration
-	end   time.Time
-	off   bool
+	r          io.Reader
+	rc         *http.ResponseController
+	stall      time.Duration
+	minRate    int
+	start, end time.Time
+	n          int64 // bytes read
+	off        bool
 }
 
 func (s *stallReader) Read(p []byte) (int, error) {
@@ -370,7 +390,24 @@ func (s *stallReader) Read(p []byte) (int, error) {
 			s.off = true
 		}
 	}
-	return s.r.Read(p)
+	n, err := s.r.Read(p)
+	s.n += int64(n)
+	if late := time.Since(s.start) - s.stall; err == nil && s.minRate > 0 && late > 0 && float64(s.n) < late.Seconds()*float64(s.minRate) {
+		return n, &slowBodyError{read: s.n, in: time.Since(s.start), min: s.minRate}
+	}
+	return n, err
+}
+
+// slowBodyError is a body cut for arriving under the minimum rate.
+type slowBodyError struct {
+	read int64
+	in   time.Duration
+	min  int
+}
+
+func (e *slowBodyError) Error() string {
+	return fmt.Sprintf("the request body is too slow: %d bytes in %v, under the server's minimum of %d bytes/s once the body timeout has passed",
+		e.read, e.in.Round(time.Millisecond), e.min)
 }
 
 // done lifts the deadline once the body is read: the server's own read of the connection while
@@ -467,7 +504,10 @@ func decodeFailure(err error, stall time.Duration) *RequestError {
 	var re *readError
 	var ie *InputError
 	var se *syntaxError
+	var slow *slowBodyError
 	switch {
+	case errors.As(err, &slow):
+		return &RequestError{Status: http.StatusRequestTimeout, Msg: slow.Error(), Err: err}
 	case errors.As(err, &tooBig):
 		return &RequestError{Status: http.StatusRequestEntityTooLarge, Msg: fmt.Sprintf("request body over %d bytes", tooBig.Limit), Err: err}
 	case errors.Is(err, os.ErrDeadlineExceeded):

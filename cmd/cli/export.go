@@ -60,7 +60,7 @@ reads only once it has sent everything gets the 400 too). Reading bodies and run
 are bounded apart, so slow clients cannot starve the runs: at most --max-reading bodies are read
 (or wait, decoded, to run) at once, 503 with Retry-After past it, and at most --max-concurrent
 requests run at once, the others waiting. A client that stalls is cut by the header, read and
-body timeouts. At a signal, a client still sending its request is cut --shutdown-stall later,
+body timeouts, one that trickles its body by --min-body-rate. At a signal, a client still sending its request is cut --shutdown-stall later,
 however fast or slowly it sends (its request is not one serve had read), and serve says how many
 it cut and exits 0; it exits 1 only if a request it had read is still running after 30s.`
 
@@ -413,6 +413,9 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 			if cfg.MaxReading < 1 {
 				return fmt.Errorf("--max-reading %d: at least 1 body at a time (default %d)", cfg.MaxReading, exportbundle.DefaultMaxReading)
 			}
+			if cfg.MinBodyRate < 1 {
+				return fmt.Errorf("--min-body-rate %d: at least 1 byte/s (default %d)", cfg.MinBodyRate, exportbundle.DefaultServeConfig().MinBodyRate)
+			}
 			for _, d := range []struct {
 				flag string
 				v    time.Duration
@@ -463,6 +466,7 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", cfg.ReadHeaderTimeout, "cut a client whose request headers take longer than `D`")
 	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", cfg.ReadTimeout, "cut a client whose whole request (headers and body) takes longer than `D`")
 	fs.DurationVar(&cfg.BodyTimeout, "body-timeout", cfg.BodyTimeout, "cut a client whose request body sends nothing for `D` (408)")
+	fs.IntVar(&cfg.MinBodyRate, "min-body-rate", cfg.MinBodyRate, "cut a body (408) averaging under `N` bytes/s once --body-timeout has passed since it began")
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", cfg.WriteTimeout, "give up on an answer not written `D` after its request's headers")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "close a keep-alive connection idle for `D`")
 	fs.DurationVar(&cfg.ShutdownStall, "shutdown-stall", cfg.ShutdownStall, "at SIGINT/SIGTERM, cut a client still sending its request `D` later, however fast it sends")

@@ -116,6 +116,7 @@ func TestServeRefusesBadBounds(t *testing.T) {
 	}{
 		{[]string{"--max-concurrent", "0"}, "--max-concurrent 0: at least 1"},
 		{[]string{"--max-reading", "0"}, "--max-reading 0: at least 1 body at a time (default 64)"},
+		{[]string{"--min-body-rate", "0"}, "--min-body-rate 0: at least 1 byte/s (default 1024)"},
 		{[]string{"--body-timeout", "0s"}, "--body-timeout 0s: a timeout is positive"},
 		{[]string{"--read-timeout", "-1s"}, "--read-timeout -1s: a timeout is positive"},
 		{[]string{"--write-timeout", "1ns"}, "--write-timeout 1ns: under 1ms no request could be served in time"},
