@@ -61,12 +61,13 @@ type ServeConfig struct {
 // some requests are still arriving, few enough that their memory stays bounded.
 func DefaultMaxConcurrent() int { return max(4, 2*runtime.GOMAXPROCS(0)) }
 
-const defaultMinBodyRate = 1 << 10
-
 // DefaultMaxReading is the default bound on bodies being read: far more than the clients a
 // server runs for at once, so that dozens of slow clients leave room for the fast ones, and few
 // enough that as many of the bundle's largest batches fit in memory.
 const DefaultMaxReading = 64
+
+// defaultMinBodyRate, 1 KiB/s, is below any real link: only a deliberate trickle falls under it.
+const defaultMinBodyRate = 1 << 10
 
 // withDefaults fills the zero fields and refuses negative ones, naming the field.
 func (c ServeConfig) withDefaults() (ServeConfig, error) {
@@ -273,12 +274,12 @@ func (s *Server) Config() ServeConfig { return s.cfg }
 // (accepted on input too). A malformed body (a duplicate key included), a missing or unknown
 // input, a wrong shape or a wrong dtype is a 400 whose {"error": "..."} names the input; a body
 // over MaxRequestBytes is a 413, one that stalls past the body timeout or arrives under the
-// minimum rate a 408, a request past the
-// bound on bodies being read a 503 with Retry-After, and a failure to execute a 500. The body is read as
-// a stream and refused at the first byte that breaks the bundle's shapes, so what a request
-// costs in memory is bounded by the bundle, not by the body. Served over HTTP, the rest of a
-// body refused with a 400 is read and dropped after the answer (up to MaxRequestBytes), so that
-// a client that reads only once it has sent its whole body still gets the 400.
+// minimum rate a 408, a request past the bound on bodies being read a 503 with Retry-After, and
+// a failure to execute a 500. The body is read as a stream and refused at the first byte that
+// breaks the bundle's shapes, so what a request costs in memory is bounded by the bundle, not by
+// the body. Served over HTTP, the rest of a body refused with a 400 is read and dropped after
+// the answer (up to MaxRequestBytes), so that a client that reads only once it has sent its
+// whole body still gets the 400.
 func Handler(r *Runner) http.Handler {
 	cfg, _ := ServeConfig{}.withDefaults()
 	return newHandler(r, cfg)
@@ -346,8 +347,8 @@ func newHandler(r *Runner, cfg ServeConfig) http.Handler {
 		}, cfg.BodyTimeout)
 		if rerr != nil && rerr.Status == http.StatusBadRequest && body.rc.EnableFullDuplex() == nil {
 			// Refused before its end, a body is still arriving. Closing on it resets the
-			// connection, and a client that reads only once it has sent everything (curl,
-			// Python's requests) never sees the 400: answer first, then read the rest and drop
+			// connection, and a client that reads only once it has sent everything (Python's
+			// requests, for one) never sees the 400: answer first, then read the rest and drop
 			// it, under the same bounds (MaxRequestBytes, the body and read timeouts) and still
 			// holding the read slot. Without full duplex net/http would drop the body unread.
 			writeError(w, rerr.Status, rerr.Msg)

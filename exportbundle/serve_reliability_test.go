@@ -126,8 +126,8 @@ func mlpRequest(t *testing.T, r *Runner, seed uint64) ([]byte, map[string]Tensor
 }
 
 // sendFirst makes a client that reads nothing until its request is sent (its body read to the
-// end) or a write fails, as curl and Python's requests do: they read the answer only once they
-// have sent the whole body. Its conn and body wrap the client's connection and request body.
+// end) or a write fails, as Python's requests does: it reads the answer only once it has sent
+// the whole body. Its conn and body wrap the client's connection and request body.
 type sendFirst struct {
 	sent chan struct{}
 	once sync.Once
@@ -158,9 +158,9 @@ func (b sendFirstBody) Read(p []byte) (int, error) { return b.s.after(b.r.Read(p
 
 // A 20 MB body of the wrong shape is refused at its first row, and a Go http.Client sending it
 // reads the 400 and its JSON error, not a reset connection: one that reads while it sends, and
-// one that reads only once it has sent the whole body (as curl does). Before, the server stopped
-// reading, closed half a second after its answer, and the second client's send met a reset.
-// Each with a known length and chunked (no length).
+// one that reads only once it has sent the whole body (as Python's requests does). Before, the
+// server stopped reading, closed half a second after its answer, and the second client's send
+// met a reset. Each with a known length and chunked (no length).
 func TestServeLargeWrongShapeBodyIsAnswered(t *testing.T) {
 	_, addr := serveTiny(t, ServeConfig{})
 	row := "[" + strings.Repeat("0,", 5) + "0]," // 6 wide: the bundle's rows are 5

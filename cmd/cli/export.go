@@ -60,9 +60,10 @@ reads only once it has sent everything gets the 400 too). Reading bodies and run
 are bounded apart, so slow clients cannot starve the runs: at most --max-reading bodies are read
 (or wait, decoded, to run) at once, 503 with Retry-After past it, and at most --max-concurrent
 requests run at once, the others waiting. A client that stalls is cut by the header, read and
-body timeouts, one that trickles its body by --min-body-rate. At a signal, a client still sending its request is cut --shutdown-stall later,
-however fast or slowly it sends (its request is not one serve had read), and serve says how many
-it cut and exits 0; it exits 1 only if a request it had read is still running after 30s.`
+body timeouts, one that trickles its body by --min-body-rate. At a signal, a client still
+sending its request is cut --shutdown-stall later, however slowly it sends (its request is not
+one serve had read), and serve says how many it cut and exits 0; it exits 1 only if a request
+it had read is still running after 30s.`
 
 // exportFlags are the flags of nitro export.
 type exportFlags struct {
