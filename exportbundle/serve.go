@@ -20,12 +20,19 @@ import (
 // body far below this; the byte bound is for what is only read past (whitespace).
 const MaxRequestBytes = 64 << 20
 
-// ServeConfig bounds what a client can cost a server: how many requests it decodes and runs at
-// once, and how long a client may take or stall. A zero field means its default.
+// ServeConfig bounds what a client can cost a server: how many request bodies it reads at once,
+// how many requests it runs at once, and how long a client may take or stall. A zero field means
+// its default.
 type ServeConfig struct {
-	// MaxConcurrent is how many requests are decoded and run at once; one past it is answered
-	// 503 with Retry-After at once, its body unread. Default: DefaultMaxConcurrent().
+	// MaxConcurrent is how many requests run at once. A request whose body is read waits for
+	// one of these run slots; reading a body never holds one, so slow clients cannot starve the
+	// runs. Default: DefaultMaxConcurrent().
 	MaxConcurrent int
+	// MaxReading is how many requests may be reading their body, or holding it decoded while
+	// they wait for a run slot, at once; one past it is answered 503 with Retry-After at once,
+	// its body unread. Each holds at most the bundle's largest batch of its inputs, so this
+	// bounds the memory bodies take. Default: DefaultMaxReading.
+	MaxReading int
 	// ReadHeaderTimeout bounds reading a request's headers. Default 10s.
 	ReadHeaderTimeout time.Duration
 	// ReadTimeout bounds reading a whole request, headers and body. Default 60s.
@@ -33,12 +40,19 @@ type ServeConfig struct {
 	// BodyTimeout is the longest a body may send nothing; past it the request is cut (408).
 	// Default 10s.
 	BodyTimeout time.Duration
+	// MinBodyRate, in bytes per second, is what a body must average once it has had
+	// BodyTimeout to get going: by t after its first read it must have sent MinBodyRate ×
+	// (t − BodyTimeout) bytes, or it is cut (408). It frees the read slot of a client that
+	// trickles a byte just often enough never to be silent. Default 1024 (1 KiB/s, below any
+	// real link); 1 all but turns it off.
+	MinBodyRate int
 	// WriteTimeout bounds the time from a request's headers to the end of its answer. Default 2m.
 	WriteTimeout time.Duration
 	// IdleTimeout is how long a keep-alive connection may wait for its next request. Default 60s.
 	IdleTimeout time.Duration
 	// ShutdownStall is, during Shutdown, how long a client that is still sending its request
-	// (headers or body) may send nothing before it is cut; requests already read are always
+	// (headers or body) has to finish it before it is cut, however fast it sends: a request not
+	// read whole is not one the server owes an answer. Requests already read are always
 	// answered. Default 2s.
 	ShutdownStall time.Duration
 }
@@ -47,6 +61,14 @@ type ServeConfig struct {
 // some requests are still arriving, few enough that their memory stays bounded.
 func DefaultMaxConcurrent() int { return max(4, 2*runtime.GOMAXPROCS(0)) }
 
+// DefaultMaxReading is the default bound on bodies being read: far more than the clients a
+// server runs for at once, so that dozens of slow clients leave room for the fast ones, and few
+// enough that as many of the bundle's largest batches fit in memory.
+const DefaultMaxReading = 64
+
+// defaultMinBodyRate, 1 KiB/s, is below any real link: only a deliberate trickle falls under it.
+const defaultMinBodyRate = 1 << 10
+
 // withDefaults fills the zero fields and refuses negative ones, naming the field.
 func (c ServeConfig) withDefaults() (ServeConfig, error) {
 	if c.MaxConcurrent < 0 {
@@ -54,6 +76,18 @@ func (c ServeConfig) withDefaults() (ServeConfig, error) {
 	}
 	if c.MaxConcurrent == 0 {
 		c.MaxConcurrent = DefaultMaxConcurrent()
+	}
+	if c.MaxReading < 0 {
+		return c, fmt.Errorf("exportbundle: ServeConfig.MaxReading %d: it is at least 1 (0 picks %d)", c.MaxReading, DefaultMaxReading)
+	}
+	if c.MaxReading == 0 {
+		c.MaxReading = DefaultMaxReading
+	}
+	if c.MinBodyRate < 0 {
+		return c, fmt.Errorf("exportbundle: ServeConfig.MinBodyRate %d: bytes per second, at least 1 (0 picks %d)", c.MinBodyRate, defaultMinBodyRate)
+	}
+	if c.MinBodyRate == 0 {
+		c.MinBodyRate = defaultMinBodyRate
 	}
 	for _, f := range []struct {
 		name string
@@ -91,25 +125,16 @@ type Server struct {
 	mu    sync.Mutex
 	conns map[*trackedConn]struct{}
 
-	stalled, idle atomic.Int64 // connections Shutdown cut mid-request, and idle ones it closed
+	unread, idle atomic.Int64 // connections Shutdown cut mid-request, and idle ones it closed
 }
 
-// trackedConn is an accepted connection with what Shutdown needs to tell a client that stalled
-// from a request the server owes an answer.
+// trackedConn is an accepted connection with what Shutdown needs to tell a client still sending
+// its request from a request the server owes an answer.
 type trackedConn struct {
 	net.Conn
-	lastRead atomic.Int64 // unix nanoseconds of the last read that returned bytes
 	state    atomic.Int32 // its http.ConnState
 	answered atomic.Bool  // its request is read: the server owes it the answer
 	cut      atomic.Bool
-}
-
-func (c *trackedConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if n > 0 {
-		c.lastRead.Store(time.Now().UnixNano())
-	}
-	return n, err
 }
 
 type trackingListener struct {
@@ -123,7 +148,6 @@ func (l trackingListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	tc := &trackedConn{Conn: c}
-	tc.lastRead.Store(time.Now().UnixNano())
 	l.s.mu.Lock()
 	l.s.conns[tc] = struct{}{}
 	l.s.mu.Unlock()
@@ -186,10 +210,10 @@ func ServeWith(r *Runner, addr string, cfg ServeConfig) (*Server, net.Addr, erro
 func (s *Server) Close() error { return s.http.Close() }
 
 // Shutdown stops accepting, closes idle connections, answers every request already read, and
-// cuts a client still sending its request once it has sent nothing for ShutdownStall (counted
-// from the later of its last byte and the start of Shutdown), so that a stalled client cannot
-// hold the server up. It returns when no connection is left, or ctx's error when ctx ends first
-// (then the connections left are still open: Close them). Cut reports what it cut.
+// cuts a client still sending its request ShutdownStall after Shutdown began, however fast it
+// sends, so that neither a stalled client nor one trickling its body can hold the server up. It
+// returns when no connection is left, or ctx's error when ctx ends first (then the connections
+// left are still open: Close them). Cut reports what it cut.
 func (s *Server) Shutdown(ctx context.Context) error {
 	start := time.Now()
 	s.mu.Lock()
@@ -208,12 +232,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		case err := <-done:
 			return err
 		case now := <-tick.C:
-			s.cutStalled(start, now)
+			if now.Sub(start) >= s.cfg.ShutdownStall {
+				s.cutUnread()
+			}
 		}
 	}
 }
 
-func (s *Server) cutStalled(start, now time.Time) {
+// cutUnread closes every connection whose request is not read whole: headers still arriving,
+// a body still being read (at any rate), or the rest of a refused body being dropped.
+func (s *Server) cutUnread() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.conns {
@@ -225,18 +253,15 @@ func (s *Server) cutStalled(start, now time.Time) {
 		if c.answered.Load() || c.cut.Load() {
 			continue
 		}
-		last := max(c.lastRead.Load(), start.UnixNano())
-		if now.UnixNano()-last >= int64(s.cfg.ShutdownStall) {
-			c.cut.Store(true)
-			s.stalled.Add(1)
-			c.Conn.Close()
-		}
+		c.cut.Store(true)
+		s.unread.Add(1)
+		c.Conn.Close()
 	}
 }
 
-// Cut reports what Shutdown cut: connections whose client stalled mid-request, and idle
-// keep-alive connections it closed.
-func (s *Server) Cut() (stalled, idle int) { return int(s.stalled.Load()), int(s.idle.Load()) }
+// Cut reports what Shutdown cut: connections whose client was still sending its request, and
+// idle keep-alive connections it closed.
+func (s *Server) Cut() (unread, idle int) { return int(s.unread.Load()), int(s.idle.Load()) }
 
 // Config is the server's configuration, its defaults filled.
 func (s *Server) Config() ServeConfig { return s.cfg }
@@ -248,17 +273,34 @@ func (s *Server) Config() ServeConfig { return s.cfg }
 // JSON numbers, BOOL is true/false, and a non-finite float is the string "NaN", "+Inf" or "-Inf"
 // (accepted on input too). A malformed body (a duplicate key included), a missing or unknown
 // input, a wrong shape or a wrong dtype is a 400 whose {"error": "..."} names the input; a body
-// over MaxRequestBytes is a 413, one that stalls past the body timeout a 408, a request past the
-// concurrency bound a 503 with Retry-After, and a failure to execute a 500. The body is read as
-// a stream and refused at the first byte that breaks the bundle's shapes, so what a request
-// costs is bounded by the bundle, not by the body.
+// over MaxRequestBytes is a 413, one that stalls past the body timeout or arrives under the
+// minimum rate a 408, a request past the bound on bodies being read a 503 with Retry-After, and
+// a failure to execute a 500. The body is read as a stream and refused at the first byte that
+// breaks the bundle's shapes, so what a request costs in memory is bounded by the bundle, not by
+// the body. Served over HTTP, the rest of a body refused with a 400 is read and dropped after
+// the answer (up to MaxRequestBytes), so that a client that reads only once it has sent its
+// whole body still gets the 400.
 func Handler(r *Runner) http.Handler {
 	cfg, _ := ServeConfig{}.withDefaults()
 	return newHandler(r, cfg)
 }
 
+// A /predict request goes through two bounds, one for reading and one for running:
+//
+//	headers ─▶ reading: body streamed into tensors ─▶ waiting ─▶ running: Run, encode, answer
+//	           └─────── a read slot (MaxReading) ───────────┘ └──── a run slot (MaxConcurrent) ───┘
+//
+// A request takes a read slot before it reads a byte of its body (503 when none is free, the
+// body unread) and gives it back once it holds a run slot, for which it waits. So at most
+// MaxReading bodies are being read or wait decoded, at most MaxConcurrent run (and write their
+// answer), and a client that sends slowly holds a read slot, never a run slot, and that only
+// for so long: silent for BodyTimeout, or under MinBodyRate past it, it is cut. Memory: a body
+// being read holds the decoder's 32 KiB buffer and what it has decoded, which the decoder
+// refuses past the bundle's largest batch, so bodies cost at most MaxReading+MaxConcurrent of
+// those, whatever their clients send.
 func newHandler(r *Runner, cfg ServeConfig) http.Handler {
-	slots := make(chan struct{}, cfg.MaxConcurrent)
+	reading := make(chan struct{}, cfg.MaxReading)
+	running := make(chan struct{}, cfg.MaxConcurrent)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/predict", func(w http.ResponseWriter, req *http.Request) {
 		defer func() {
@@ -272,22 +314,48 @@ func newHandler(r *Runner, cfg ServeConfig) http.Handler {
 			return
 		}
 		select {
-		case slots <- struct{}{}:
-			defer func() { <-slots }()
+		case reading <- struct{}{}:
 		default:
 			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("busy: %d requests in progress, the server's bound (retry after 1s)", cap(slots)))
+			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("busy: %d request bodies being read or waiting to run, the server's bound (retry after 1s)", cap(reading)))
 			return
 		}
+		held := true // the read slot, until the run slot replaces it
+		defer func() {
+			if held {
+				<-reading
+			} else {
+				<-running
+			}
+		}()
 		body := &stallReader{r: http.MaxBytesReader(w, req.Body, MaxRequestBytes), rc: http.NewResponseController(w),
-			stall: cfg.BodyTimeout, end: time.Now().Add(cfg.ReadTimeout)}
+			stall: cfg.BodyTimeout, minRate: cfg.MinBodyRate, start: time.Now(), end: time.Now().Add(cfg.ReadTimeout)}
 		tc, _ := req.Context().Value(connKey{}).(*trackedConn)
-		out, rerr := runJSON(r, body, func() {
+		out, rerr := runJSON(r, body, func() *RequestError {
 			body.done()
 			if tc != nil {
 				tc.answered.Store(true)
 			}
+			select {
+			case running <- struct{}{}:
+			case <-req.Context().Done(): // the client left: no one to answer
+				return &RequestError{Status: http.StatusServiceUnavailable, Msg: "the client left while its request waited to run", Err: req.Context().Err()}
+			}
+			<-reading
+			held = false
+			return nil
 		}, cfg.BodyTimeout)
+		if rerr != nil && rerr.Status == http.StatusBadRequest && body.rc.EnableFullDuplex() == nil {
+			// Refused before its end, a body is still arriving. Closing on it resets the
+			// connection, and a client that reads only once it has sent everything (Python's
+			// requests, for one) never sees the 400: answer first, then read the rest and drop
+			// it, under the same bounds (MaxRequestBytes, the body and read timeouts) and still
+			// holding the read slot. Without full duplex net/http would drop the body unread.
+			writeError(w, rerr.Status, rerr.Msg)
+			body.rc.Flush()
+			io.Copy(io.Discard, body)
+			return
+		}
 		if rerr != nil {
 			writeError(w, rerr.Status, rerr.Msg)
 			return
@@ -300,13 +368,17 @@ func newHandler(r *Runner, cfg ServeConfig) http.Handler {
 
 // stallReader gives each read of a body its own deadline, BodyTimeout from now (never past the
 // request's end), so a client that stops sending is cut after BodyTimeout however long its
-// whole request may take. A writer without deadlines (a test recorder) reads without.
+// whole request may take, and cuts a body that, past BodyTimeout from its start, averages under
+// minRate: a trickle never silent for BodyTimeout would otherwise hold its read slot until the
+// read timeout. A writer without deadlines (a test recorder) reads without deadlines.
 type stallReader struct {
-	r     io.Reader
-	rc    *http.ResponseController
-	stall time.Duration
-	end   time.Time
-	off   bool
+	r          io.Reader
+	rc         *http.ResponseController
+	stall      time.Duration
+	minRate    int
+	start, end time.Time
+	n          int64 // bytes read
+	off        bool
 }
 
 func (s *stallReader) Read(p []byte) (int, error) {
@@ -319,7 +391,24 @@ func (s *stallReader) Read(p []byte) (int, error) {
 			s.off = true
 		}
 	}
-	return s.r.Read(p)
+	n, err := s.r.Read(p)
+	s.n += int64(n)
+	if late := time.Since(s.start) - s.stall; err == nil && s.minRate > 0 && late > 0 && float64(s.n) < late.Seconds()*float64(s.minRate) {
+		return n, &slowBodyError{read: s.n, in: time.Since(s.start), min: s.minRate}
+	}
+	return n, err
+}
+
+// slowBodyError is a body cut for arriving under the minimum rate.
+type slowBodyError struct {
+	read int64
+	in   time.Duration
+	min  int
+}
+
+func (e *slowBodyError) Error() string {
+	return fmt.Sprintf("the request body is too slow: %d bytes in %v, under the server's minimum of %d bytes/s once the body timeout has passed",
+		e.read, e.in.Round(time.Millisecond), e.min)
 }
 
 // done lifts the deadline once the body is read: the server's own read of the connection while
@@ -352,8 +441,9 @@ func (e *RequestError) Unwrap() error { return e.Err }
 
 // runJSON is the one path from a JSON request to a JSON answer, for RunJSON and /predict alike:
 // decode against the bundle's inputs (read, if set, is called once the body is read whole and
-// accepted), run, encode. stall is the body timeout a 408 names. A panic is a 500, not a crash.
-func runJSON(r *Runner, body io.Reader, read func(), stall time.Duration) (answer []byte, rerr *RequestError) {
+// accepted; an error from it is the answer), run, encode. stall is the body timeout a 408 names.
+// A panic is a 500, not a crash.
+func runJSON(r *Runner, body io.Reader, read func() *RequestError, stall time.Duration) (answer []byte, rerr *RequestError) {
 	defer func() {
 		if p := recover(); p != nil {
 			answer, rerr = nil, &RequestError{Status: http.StatusInternalServerError, Msg: fmt.Sprintf("internal error: %v", p)}
@@ -365,7 +455,9 @@ func runJSON(r *Runner, body io.Reader, read func(), stall time.Duration) (answe
 		return nil, decodeFailure(err, stall)
 	}
 	if read != nil {
-		read()
+		if rerr := read(); rerr != nil {
+			return nil, rerr
+		}
 	}
 	batch, batchFrom := -1, ""
 	for _, s := range specs {
@@ -413,7 +505,10 @@ func decodeFailure(err error, stall time.Duration) *RequestError {
 	var re *readError
 	var ie *InputError
 	var se *syntaxError
+	var slow *slowBodyError
 	switch {
+	case errors.As(err, &slow):
+		return &RequestError{Status: http.StatusRequestTimeout, Msg: slow.Error(), Err: err}
 	case errors.As(err, &tooBig):
 		return &RequestError{Status: http.StatusRequestEntityTooLarge, Msg: fmt.Sprintf("request body over %d bytes", tooBig.Limit), Err: err}
 	case errors.Is(err, os.ErrDeadlineExceeded):

@@ -115,10 +115,10 @@ func serveTiny(t *testing.T, cfg ServeConfig) (*Server, string) {
 	return srv, addr.String()
 }
 
-// With MaxConcurrent 1 and one request inside the handler, a second is answered 503 with
-// Retry-After at once; once the first is gone, a request is admitted again.
-func TestServeConcurrencyBound(t *testing.T) {
-	_, addr := serveTiny(t, ServeConfig{MaxConcurrent: 1})
+// With MaxReading 1 and one request reading its body, a second is answered 503 with Retry-After
+// at once; once the first is gone, a request is admitted again.
+func TestServeReadingBound(t *testing.T) {
+	_, addr := serveTiny(t, ServeConfig{MaxReading: 1})
 	url := "http://" + addr + "/predict"
 	conn, _ := startInFlight(t, addr, []byte(`{"inputs": {}}`)) // in the handler, reading its body
 	client := &http.Client{Timeout: time.Minute}
@@ -128,7 +128,7 @@ func TestServeConcurrencyBound(t *testing.T) {
 	}
 	data, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(data), "busy: 1 requests in progress") {
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(data), "busy: 1 request bodies being read") {
 		t.Errorf("a request past the bound: %d Retry-After %q %s; want 503, Retry-After 1", resp.StatusCode, resp.Header.Get("Retry-After"), data)
 	}
 	conn.Close() // the first request's body fails, its handler returns, its slot is free
@@ -144,31 +144,60 @@ func TestServeConcurrencyBound(t *testing.T) {
 }
 
 // A client that sends its headers and part of its body, then nothing, is answered 408 and cut
-// once the body timeout passes, instead of holding its connection for ever. The test's own read
-// deadline (a minute) is only a hang guard.
+// once the body timeout passes, instead of holding its connection for ever.
 func TestServeBodyTimeoutCutsStalledClient(t *testing.T) {
 	// The read timeout is an hour, so only the body timeout can cut the client here.
 	_, addr := serveTiny(t, ServeConfig{BodyTimeout: 100 * time.Millisecond, ReadTimeout: time.Hour})
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "POST /predict HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"inputs\": {\"img\": [[[1,")
-	conn.SetReadDeadline(time.Now().Add(time.Minute))
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatalf("a stalled body got no answer: %v", err)
-	}
-	data, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(data), "the request body stalled") {
-		t.Errorf("a stalled body: %d %s; want 408", resp.StatusCode, data)
+	status, data, br := slowPost(t, addr, `{"inputs": {"img": [[[1,`, false)
+	if status != http.StatusRequestTimeout || !strings.Contains(data, "the request body stalled") {
+		t.Errorf("a stalled body: %d %s; want 408", status, data)
 	}
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Errorf("after the 408 the connection is still open (read: %v)", err)
 	}
+}
+
+// A client that trickles its body, a byte every 100 ms (never silent for the body timeout), is
+// answered 408 once the body timeout has passed and it is under the minimum rate, rather than
+// holding its read slot until the read timeout (an hour here).
+func TestServeMinBodyRateCutsTricklingClient(t *testing.T) {
+	_, addr := serveTiny(t, ServeConfig{BodyTimeout: 300 * time.Millisecond, ReadTimeout: time.Hour})
+	status, data, _ := slowPost(t, addr, `{"inputs": `, true)
+	if status != http.StatusRequestTimeout || !strings.Contains(data, "under the server's minimum of 1024 bytes/s") {
+		t.Errorf("a trickling body: %d %s; want 408 naming the minimum rate", status, data)
+	}
+}
+
+// slowPost sends a POST /predict that declares a 1000-byte body and sends only start, then
+// nothing, or (trickling) a space every 100 ms, and returns the answer and the connection's
+// reader. The minute read deadline is a hang guard.
+func slowPost(t *testing.T, addr, start string, trickling bool) (int, string, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "POST /predict HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n%s", start)
+	if trickling {
+		go func() {
+			for {
+				time.Sleep(100 * time.Millisecond)
+				if _, err := conn.Write([]byte(" ")); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	conn.SetReadDeadline(time.Now().Add(time.Minute))
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("a body sending %q then no more (trickling %v) got no answer: %v", start, trickling, err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, string(data), br
 }
 
 // A client that stalls before its headers end is cut by the header timeout.
@@ -186,11 +215,13 @@ func TestServeHeaderTimeoutCutsStalledClient(t *testing.T) {
 	}
 }
 
-// Shutdown with a client stalled mid-body and an idle keep-alive connection returns nil once
-// it has cut the stalled one (after ShutdownStall of silence) and closed the idle one, and Cut
-// counts both; before, it waited for the stalled client until its context ended.
+// Shutdown with a client stalled mid-body, one trickling its body (a byte every 100 ms, never
+// silent for ShutdownStall) and an idle keep-alive connection returns nil once it has cut the
+// two still sending (ShutdownStall after it began) and closed the idle one, and Cut counts
+// them; before, it waited for the stalled client until its context ended, and for the
+// trickling one for as long as it trickled.
 func TestServeShutdownCutsStalledClients(t *testing.T) {
-	srv, addr := serveTiny(t, ServeConfig{ShutdownStall: 50 * time.Millisecond})
+	srv, addr := serveTiny(t, ServeConfig{ShutdownStall: 300 * time.Millisecond})
 	stalled, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -222,13 +253,14 @@ func TestServeShutdownCutsStalledClients(t *testing.T) {
 		}
 		return n == 2 && idles == 1
 	})
+	trickle(t, addr, 1, []byte(`{"inputs": `+strings.Repeat(" ", 1000)))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {
-		t.Fatalf("Shutdown with a stalled client: %v", err)
+		t.Fatalf("Shutdown with a stalled and a trickling client: %v", err)
 	}
-	if s, i := srv.Cut(); s != 1 || i != 1 {
-		t.Errorf("Cut() = %d stalled, %d idle; want 1, 1", s, i)
+	if s, i := srv.Cut(); s != 2 || i != 1 {
+		t.Errorf("Cut() = %d mid-request, %d idle; want 2, 1", s, i)
 	}
 }
 
@@ -239,6 +271,8 @@ func TestServeConfigRefusesNegative(t *testing.T) {
 		says string
 	}{
 		{ServeConfig{MaxConcurrent: -1}, "ServeConfig.MaxConcurrent -1"},
+		{ServeConfig{MaxReading: -1}, "ServeConfig.MaxReading -1: it is at least 1 (0 picks 64)"},
+		{ServeConfig{MinBodyRate: -1}, "ServeConfig.MinBodyRate -1: bytes per second, at least 1 (0 picks 1024)"},
 		{ServeConfig{BodyTimeout: -time.Second}, "ServeConfig.BodyTimeout -1s"},
 		{ServeConfig{IdleTimeout: -time.Second}, "ServeConfig.IdleTimeout -1s"},
 	} {

@@ -84,24 +84,8 @@ func (c countingReader) Read(p []byte) (int, error) {
 // for "100 Continue", which the server sends when the handler first reads the body: from then
 // on the request is in the handler, whatever the scheduling.
 func TestServeShutdownFinishesRequestInFlight(t *testing.T) {
-	plugin := requirePlugin(t)
-	dir, _ := mlpBundleDir(t)
-	r, err := Open(dir, plugin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	srv, addr, err := Serve(r, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	x := mlpInput(1, 33)
-	want, err := r.Run(1, map[string]Tensor{"x": x})
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := json.Marshal(map[string]any{"inputs": map[string]any{"x": nested(x)}})
+	r, srv, addr := serveMLP(t)
+	body, want := mlpRequest(t, r, 33)
 	conn, br := startInFlight(t, addr.String(), body)
 	defer conn.Close()
 

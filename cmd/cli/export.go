@@ -54,11 +54,16 @@ address it listens on (port 0 picks one) and runs until SIGINT or SIGTERM, then 
 finishes the requests in flight and exits.
 
 A client cannot take it down: a body is read as a stream and refused (400) at the first byte that
-breaks the bundle's declared shapes, so a request costs at most its largest batch, whatever the
-body's size; at most --max-concurrent requests are handled at once (503 with Retry-After past
-it); a client that stalls is cut by the header, read and body timeouts. At a signal, a client still
-sending its request is cut after --shutdown-stall of silence, and serve says how many it cut and
-exits 0; it exits 1 only if a request it had read is still running after 30s.`
+breaks the bundle's declared shapes, so a request costs at most its largest batch in memory,
+whatever the body's size (the rest is read and dropped after the answer, so that a client that
+reads only once it has sent everything gets the 400 too). Reading bodies and running requests
+are bounded apart, so slow clients cannot starve the runs: at most --max-reading bodies are read
+(or wait, decoded, to run) at once, 503 with Retry-After past it, and at most --max-concurrent
+requests run at once, the others waiting. A client that stalls is cut by the header, read and
+body timeouts, one that trickles its body by --min-body-rate. At a signal, a client still
+sending its request is cut --shutdown-stall later, however slowly it sends (its request is not
+one serve had read), and serve says how many it cut and exits 0; it exits 1 only if a request
+it had read is still running after 30s.`
 
 // exportFlags are the flags of nitro export.
 type exportFlags struct {
@@ -388,7 +393,7 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 	var addr string
 	cfg := exportbundle.DefaultServeConfig()
 	c := &cobra.Command{
-		Use:                   "serve <bundle dir> [--addr ADDR] [--max-concurrent N] [--read-timeout D] ...",
+		Use:                   "serve <bundle dir> [--addr ADDR] [--max-concurrent N] [--max-reading N] [--read-timeout D] ...",
 		Short:                 "answer HTTP POST /predict with an export bundle until SIGINT or SIGTERM",
 		Long:                  serveLong,
 		DisableFlagsInUseLine: true,
@@ -405,6 +410,12 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 			}
 			if cfg.MaxConcurrent < 1 {
 				return fmt.Errorf("--max-concurrent %d: at least 1 request at a time", cfg.MaxConcurrent)
+			}
+			if cfg.MaxReading < 1 {
+				return fmt.Errorf("--max-reading %d: at least 1 body at a time (default %d)", cfg.MaxReading, exportbundle.DefaultMaxReading)
+			}
+			if cfg.MinBodyRate < 1 {
+				return fmt.Errorf("--min-body-rate %d: at least 1 byte/s (default %d)", cfg.MinBodyRate, exportbundle.DefaultServeConfig().MinBodyRate)
 			}
 			for _, d := range []struct {
 				flag string
@@ -436,10 +447,10 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 			sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 			defer cancel()
 			err = srv.Shutdown(sctx)
-			// Cutting a client that stalled mid-request, or an idle keep-alive one, is a clean
+			// Cutting a client still sending its request, or an idle keep-alive one, is a clean
 			// stop: every request the server had read was answered.
-			if stalled, idle := srv.Cut(); stalled > 0 || idle > 0 {
-				fmt.Fprintf(stderr, "nitro: serve: cut %d connection(s) stalled mid-request (no bytes for %v) and %d idle keep-alive connection(s)\n", stalled, cfg.ShutdownStall, idle)
+			if unread, idle := srv.Cut(); unread > 0 || idle > 0 {
+				fmt.Fprintf(stderr, "nitro: serve: cut %d connection(s) mid-request (still sending %v after the signal) and %d idle keep-alive connection(s)\n", unread, cfg.ShutdownStall, idle)
 			}
 			if err != nil {
 				srv.Close()
@@ -451,13 +462,15 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 	fs := c.Flags()
 	fs.SortFlags = false
 	fs.StringVar(&addr, "addr", "127.0.0.1:8080", "listen on `ADDR` (host:port; port 0 picks one)")
-	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", cfg.MaxConcurrent, "decode and run at most `N` requests at once; more are answered 503 with Retry-After")
+	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", cfg.MaxConcurrent, "run at most `N` requests at once; requests whose body is read wait for one to finish")
+	fs.IntVar(&cfg.MaxReading, "max-reading", cfg.MaxReading, "read at most `N` request bodies at once (each holds up to the bundle's largest batch); more are answered 503 with Retry-After")
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", cfg.ReadHeaderTimeout, "cut a client whose request headers take longer than `D`")
 	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", cfg.ReadTimeout, "cut a client whose whole request (headers and body) takes longer than `D`")
 	fs.DurationVar(&cfg.BodyTimeout, "body-timeout", cfg.BodyTimeout, "cut a client whose request body sends nothing for `D` (408)")
+	fs.IntVar(&cfg.MinBodyRate, "min-body-rate", cfg.MinBodyRate, "cut a body (408) averaging under `N` bytes/s once --body-timeout has passed since it began")
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", cfg.WriteTimeout, "give up on an answer not written `D` after its request's headers")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "close a keep-alive connection idle for `D`")
-	fs.DurationVar(&cfg.ShutdownStall, "shutdown-stall", cfg.ShutdownStall, "at SIGINT/SIGTERM, cut a client still sending its request once it sends nothing for `D`")
+	fs.DurationVar(&cfg.ShutdownStall, "shutdown-stall", cfg.ShutdownStall, "at SIGINT/SIGTERM, cut a client still sending its request `D` later, however fast it sends")
 	c.SetFlagErrorFunc(flagError)
 	return c
 }

@@ -1,18 +1,12 @@
 package cli_test
 
 import (
-	"bufio"
 	"fmt"
-	"net"
-	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/nitro-go/nitro/cmd/cli"
 	"github.com/nitro-go/nitro/exportbundle"
 	"github.com/nitro-go/nitro/tensorfile"
 )
@@ -71,49 +65,41 @@ func TestRunBundleRefusesDuplicateKeys(t *testing.T) {
 // its 30 s grace and exiting 1. The minute waits are hang guards.
 func TestServeSIGTERMCutsStalledClient(t *testing.T) {
 	needPlugin(t)
-	bundle := addBundle(t)
-	var stdout, stderr syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- cli.Main([]string{"serve", bundle, "--addr", "127.0.0.1:0", "--shutdown-stall", "100ms"}, &stdout, &stderr)
-	}()
-	line := regexp.MustCompile(`on http://(127\.0\.0\.1:[0-9]+)/predict\n`)
-	var addr string
-	waitUntil(t, "serve to print its address", func() bool {
-		select {
-		case code := <-done:
-			t.Fatalf("serve exited %d: %s", code, stderr.String())
-		default:
-		}
-		if m := line.FindStringSubmatch(stdout.String()); m != nil {
-			addr = m[1]
-		}
-		return addr != ""
-	})
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	// "Expect: 100-continue": the server answers it when the handler first reads the body, so
-	// from then on the request is in the handler, reading a body that stalls.
-	fmt.Fprintf(conn, "POST /predict HTTP/1.1\r\nHost: test\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n")
-	br := bufio.NewReader(conn)
-	if status, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(status, "HTTP/1.1 100 ") {
-		t.Fatalf("no 100 Continue: %q, %v", status, err)
-	}
+	addr, done, stderr := startServe(t, addBundle(t), "--shutdown-stall", "100ms")
+	conn, _ := startBody(t, addr, 1000)
 	fmt.Fprintf(conn, "{\"inputs\": {\"x\": [[1,")
-	p, err := os.FindProcess(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		t.Fatalf("SIGTERM to this process: %v", err)
-	}
+	sigterm(t)
+	wantCleanStop(t, done, stderr, 1)
+}
+
+// SIGTERM while a client trickles its body at a byte a second, never silent for as long as the
+// body timeout or --shutdown-stall (the default, 2s): its request is not one serve had read, so
+// serve cuts it --shutdown-stall after the signal and exits 0. Before, only silence was cut:
+// serve waited out its 30 s grace and exited 1.
+func TestServeSIGTERMCutsTricklingClient(t *testing.T) {
+	needPlugin(t)
+	addr, done, stderr := startServe(t, addBundle(t))
+	conn, _ := startBody(t, addr, 1000)
+	go func() {
+		for {
+			if _, err := conn.Write([]byte(" ")); err != nil {
+				return // cut, or the test's end closed it
+			}
+			time.Sleep(time.Second)
+		}
+	}()
+	sigterm(t)
+	wantCleanStop(t, done, stderr, 1)
+}
+
+// wantCleanStop waits (a minute at most: a hang guard) for serve to exit after a signal, and
+// wants exit 0 and stderr saying it cut the given number of connections mid-request.
+func wantCleanStop(t *testing.T, done <-chan int, stderr *syncBuffer, cut int) {
+	t.Helper()
 	select {
 	case code := <-done:
-		if want := "nitro: serve: cut 1 connection(s) stalled mid-request"; code != 0 || !strings.Contains(stderr.String(), want) {
-			t.Errorf("serve exited %d after SIGTERM with a stalled client, stderr %q; want 0 and %q", code, stderr.String(), want)
+		if want := fmt.Sprintf("nitro: serve: cut %d connection(s) mid-request", cut); code != 0 || !strings.Contains(stderr.String(), want) {
+			t.Errorf("serve exited %d after SIGTERM, stderr %q; want 0 and %q", code, stderr.String(), want)
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("serve did not exit within a minute of SIGTERM")
@@ -129,6 +115,8 @@ func TestServeRefusesBadBounds(t *testing.T) {
 		want string
 	}{
 		{[]string{"--max-concurrent", "0"}, "--max-concurrent 0: at least 1"},
+		{[]string{"--max-reading", "0"}, "--max-reading 0: at least 1 body at a time (default 64)"},
+		{[]string{"--min-body-rate", "0"}, "--min-body-rate 0: at least 1 byte/s (default 1024)"},
 		{[]string{"--body-timeout", "0s"}, "--body-timeout 0s: a timeout is positive"},
 		{[]string{"--read-timeout", "-1s"}, "--read-timeout -1s: a timeout is positive"},
 		{[]string{"--write-timeout", "1ns"}, "--write-timeout 1ns: under 1ms no request could be served in time"},

@@ -24,44 +24,9 @@ import (
 // The signal goes to this process: serve's handler is what keeps it alive.
 func serveSIGTERM(t *testing.T, bundle, body string, ref exportbundle.Tensor, labels []int32) {
 	t.Helper()
-	var stdout, stderr syncBuffer
-	done := make(chan int, 1)
-	go func() { done <- cli.Main([]string{"serve", bundle, "--addr", "127.0.0.1:0"}, &stdout, &stderr) }()
-	line := regexp.MustCompile(`on http://(127\.0\.0\.1:[0-9]+)/predict\n`)
-	var addr string
-	waitUntil(t, "serve to print its address", func() bool {
-		select {
-		case code := <-done:
-			t.Fatalf("serve exited %d: %s", code, stderr.String())
-		default:
-		}
-		if m := line.FindStringSubmatch(stdout.String()); m != nil {
-			addr = m[1]
-		}
-		return addr != ""
-	})
-
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "POST /predict HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", len(body))
-	br := bufio.NewReader(conn)
-	if status, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(status, "HTTP/1.1 100 ") {
-		t.Fatalf("no 100 Continue: %q, %v", status, err)
-	}
-	if blank, err := br.ReadString('\n'); err != nil || blank != "\r\n" {
-		t.Fatalf("after 100 Continue: %q, %v", blank, err)
-	}
-
-	p, err := os.FindProcess(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		t.Fatalf("SIGTERM to this process: %v", err)
-	}
+	addr, done, stderr := startServe(t, bundle)
+	conn, br := startBody(t, addr, len(body))
+	sigterm(t)
 	waitUntil(t, "serve to say it is stopping", func() bool { return strings.Contains(stderr.String(), "serve: stopping") })
 	waitUntil(t, "serve to stop accepting connections", func() bool {
 		c, err := net.Dial("tcp", addr)
@@ -98,6 +63,65 @@ func serveSIGTERM(t *testing.T, bundle, body string, ref exportbundle.Tensor, la
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("serve did not exit within a minute of answering its last request")
+	}
+}
+
+// startServe runs `nitro serve bundle --addr 127.0.0.1:0 args...` and returns the address it
+// prints, the channel its exit code comes on, and its stderr.
+func startServe(t *testing.T, bundle string, args ...string) (string, <-chan int, *syncBuffer) {
+	t.Helper()
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Main(append([]string{"serve", bundle, "--addr", "127.0.0.1:0"}, args...), &stdout, &stderr)
+	}()
+	line := regexp.MustCompile(`on http://(127\.0\.0\.1:[0-9]+)/predict\n`)
+	var addr string
+	waitUntil(t, "serve to print its address", func() bool {
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d: %s", code, stderr.String())
+		default:
+		}
+		if m := line.FindStringSubmatch(stdout.String()); m != nil {
+			addr = m[1]
+		}
+		return addr != ""
+	})
+	return addr, done, &stderr
+}
+
+// startBody sends the headers of a POST /predict with a body of n bytes and "Expect:
+// 100-continue", and returns once the server has answered "100 Continue": the handler is
+// reading the body, which the caller sends (or not) on the connection, closed when t ends.
+func startBody(t *testing.T, addr string, n int) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "POST /predict HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", n)
+	br := bufio.NewReader(conn)
+	if status, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(status, "HTTP/1.1 100 ") {
+		t.Fatalf("no 100 Continue: %q, %v", status, err)
+	}
+	if blank, err := br.ReadString('\n'); err != nil || blank != "\r\n" {
+		t.Fatalf("after 100 Continue: %q, %v", blank, err)
+	}
+	return conn, br
+}
+
+// sigterm sends SIGTERM to this process, as a supervisor would to serve: serve's handler is what
+// keeps the process alive.
+func sigterm(t *testing.T) {
+	t.Helper()
+	p, err := os.FindProcess(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM to this process: %v", err)
 	}
 }
 
