@@ -95,6 +95,11 @@ func (su *setup) manualConfig() error {
 		return fmt.Errorf("Accum = %d from %s: manual mode (TrainStep) runs its step program once per optimizer step on one batch; accumulation is the automatic loop's mechanism and TrainStep owns any multi-batch work of its own: set Accum to 1 (or use batches %d times larger)",
 			a.value, a.source, a.value)
 	}
+	if su.opts.fused {
+		// The fused step joins the automatic loop's gradient and update programs; manual mode
+		// has neither (TrainStep compiles its own), so the option would change nothing.
+		return fmt.Errorf("WithFusedStep (--fused) with experiment %s in manual mode (TrainStep): a fused step joins the automatic loop's gradient and optimizer programs into one, and TrainStep runs its own step program instead; drop WithFusedStep (--fused), or set ManualTraining false to train in the automatic loop", su.typeName)
+	}
 	if su.trainMetrics != nil {
 		return fmt.Errorf("experiment %s defines TrainMetrics, which manual mode never calls (TrainStep computes its own per-step values): return them in StepResult.Stats and remove TrainMetrics, or set ManualTraining false", su.typeName)
 	}

@@ -346,6 +346,7 @@ func TestManualRefusals(t *testing.T) {
 		want []string
 	}{
 		{"accum", &Duel{}, duelData(t), []core.Option{core.WithAccum(2)}, []string{"Accum = 2 from run option", "manual mode", "set Accum to 1"}},
+		{"fused", &Duel{}, duelData(t), []core.Option{core.WithFusedStep()}, []string{"WithFusedStep (--fused)", "manual mode (TrainStep)", "drop WithFusedStep", "ManualTraining false"}},
 		{"opt schedule", &DuelScheduled{}, duelData(t), nil, []string{`Schedules() key "opt.a.eta"`, "manual mode refuses", "Device field"}},
 		{"train metrics", &DuelMetrics{}, duelData(t), nil, []string{"TrainMetrics", "StepResult.Stats"}},
 		{"forced without TrainStep", &ForcedManual{}, data(t, 0), nil, []string{"method ManualTraining() is true", "no TrainStep", "func (e *E) TrainStep(s *core.ManualStep, in B) core.StepResult"}},
