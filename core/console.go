@@ -22,8 +22,8 @@ func WithConsole(c Console) Option {
 	return func(o *options) { o.console, o.consoleSet = c, true }
 }
 
-// TextConsole writes the reports and one line per epoch to w: the train loss, the TrainMetrics
-// labelled train_*, the validation metrics labelled val_*, the time and the step rate.
+// TextConsole writes the reports and one line per epoch to w: the train loss, the epoch's
+// headline metrics (EpochResult.Headline), the time and the step rate.
 func TextConsole(w io.Writer) Console { return textConsole{w} }
 
 type textConsole struct{ w io.Writer }
@@ -33,22 +33,15 @@ var _ Console = textConsole{}
 func (c textConsole) Reports(config, binding string) { fmt.Fprint(c.w, config, binding) }
 
 func (c textConsole) Epoch(r EpochResult, maxEpochs int) {
-	fmt.Fprintf(c.w, "epoch %d/%d  train_loss %.4f%s%s  (%.1fs, %.1f steps/s)\n", r.Epoch, maxEpochs,
-		r.TrainLoss, formatMetrics("train_", r.Train), formatMetrics("val_", r.Val), r.Seconds, r.StepsPerSecond)
+	var b strings.Builder
+	for _, m := range r.HeadlineValues() {
+		fmt.Fprintf(&b, "  %s %.4f", m.Name, m.Value)
+	}
+	fmt.Fprintf(c.w, "epoch %d/%d  train_loss %.4f%s  (%.1fs, %.1f steps/s)\n", r.Epoch, maxEpochs,
+		r.TrainLoss, b.String(), r.Seconds, r.StepsPerSecond)
 }
 
 func (c textConsole) Notice(msg string) { fmt.Fprintln(c.w, msg) }
-
-// formatMetrics prints m sorted by name, each named prefix+name unless it already starts with
-// prefix (val_loss stays val_loss, accuracy becomes val_accuracy).
-func formatMetrics(prefix string, m map[string]float64) string {
-	m = withPrefix(prefix, m)
-	var b strings.Builder
-	for _, k := range sortedKeys(m) {
-		fmt.Fprintf(&b, "  %s %.4f", k, m[k])
-	}
-	return b.String()
-}
 
 // MemoryConsole records what a Nitro reports, for tests. Safe for concurrent use.
 type MemoryConsole struct {

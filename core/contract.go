@@ -101,6 +101,15 @@ type Deriver interface {
 	Derive(d Data) (map[string]any, error)
 }
 
+// HeadlineMetrics names the metrics the console's epoch line shows beside the train loss, in
+// order and as the record names them ("val_accuracy", "train_accuracy"). Without it the line shows
+// the checkpoint's ranking metric and up to three more metrics that are not in a numbered family
+// (accuracy_0 ... accuracy_9). Every metric stays in the record, the board and evaluate --all; a
+// name an epoch does not report stops Train, naming it.
+type HeadlineMetrics interface {
+	Headline() []string
+}
+
 // MetricsFinalizer post-processes a split's accumulated metrics on the host, once per split:
 // acc.Scalars holds the divided means and the totals, acc.Arrays each array summed with no
 // count (a confusion matrix), acc.Collected each HostMetrics collection; the result is the

@@ -93,6 +93,10 @@
 //	FinalizedMetricNames() []string         with        New, once: the checkpoint   -               a ranking or stopping
 //	  (contract.go, MetricsFinalizer)       Finalize-   and early-stopping metrics                  metric it does not declare
 //	                                        Metrics     are checked against it                      (New)
+//	Headline() []string                     no          the end of each epoch: the  the ranking     a name the epoch did not
+//	  (contract.go, HeadlineMetrics)                    console's epoch line        metric and 3    report (Train)
+//	                                                                                others not in a
+//	                                                                                numbered family
 //	ParamGroup(keypath) string              no          New, once per trainable     one "default"   an empty name; mixed dtypes
 //	  (contract.go, ParamGrouper)                       array                       group           in one group (New)
 //	OptimizerRule(group) optimizers.Rule    no          New, once per group         RAdam           a rule field the resolved

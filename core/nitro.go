@@ -54,6 +54,9 @@ type EpochResult struct {
 	// WithLogEvery, over the logged steps' micro-batches: the others are not read back).
 	Train   map[string]float64
 	Val     map[string]float64
+	// Headline is the metrics the console's epoch line shows beside the train loss (record
+	// names: val_accuracy), HeadlineMetrics's or the default; HeadlineValues pairs them.
+	Headline []string
 	Seconds float64 // the epoch's wall time, validation included
 	Steps   int     // optimizer steps in the epoch
 	// TrainSeconds is the wall time of the epoch's optimizer steps alone (no validation, no

@@ -80,6 +80,9 @@ func (n *Nitro) Train() (err error) {
 			res.Val = val
 		}
 		res.Seconds = time.Since(start).Seconds()
+		if res.Headline, err = n.headline(res); err != nil {
+			return err
+		}
 		n.endEpoch(res)
 		// The stop decision comes before the checkpoint, so the last checkpoint records it.
 		reason, err := n.stopDecision(res)

@@ -66,8 +66,9 @@ func (c zapConsole) Reports(config, binding string) {
 	}
 }
 
-// Epoch logs one entry: epoch, max_epochs, train_loss, each train_* and val_* metric (sorted by
-// name within each group), seconds and steps_per_second.
+// Epoch logs one entry: epoch, max_epochs, train_loss, the epoch's headline metrics (the
+// ranking metric and a few more, or the experiment's Headline; the record keeps them all),
+// seconds and steps_per_second.
 func (c zapConsole) Epoch(r core.EpochResult, maxEpochs int) {
 	fields := make([]zap.Field, 0, 6+len(r.Train)+len(r.Val))
 	msg := "epoch"
@@ -77,8 +78,9 @@ func (c zapConsole) Epoch(r core.EpochResult, maxEpochs int) {
 		fields = append(fields, zap.Int("epoch", r.Epoch), zap.Int("max_epochs", maxEpochs))
 	}
 	fields = append(fields, zap.Float64("train_loss", r.TrainLoss))
-	fields = append(fields, metricFields("train_", r.Train)...)
-	fields = append(fields, metricFields("val_", r.Val)...)
+	for _, m := range r.HeadlineValues() {
+		fields = append(fields, zap.Float64(m.Name, m.Value))
+	}
 	fields = append(fields, zap.Float64("seconds", r.Seconds),
 		zap.Float64("steps_per_second", r.StepsPerSecond))
 	c.z.Info(msg, fields...)
@@ -87,11 +89,6 @@ func (c zapConsole) Epoch(r core.EpochResult, maxEpochs int) {
 // Notice logs msg (a recompile and why, where the weights came from) at info level.
 func (c zapConsole) Notice(msg string) { c.z.Info(msg) }
 
-// metricFields is m as float fields sorted by name, each named prefix+name unless it already
-// starts with prefix (val_loss stays val_loss, accuracy becomes val_accuracy).
-func metricFields(prefix string, m map[string]float64) []zap.Field {
-	return floatFields(prefixed(prefix, m, false))
-}
 
 // floatFields is one float field per metric, in order.
 func floatFields(ms []metric) []zap.Field {
