@@ -61,4 +61,3 @@ func TestHeadline(t *testing.T) {
 	_, err = run(&Headlined{names: []string{"val_accuracy"}})
 	wantErr(t, err, `Headline() of`, `names "val_accuracy", which epoch 1 did not report`, "val_err_0", "val_mse")
 }
-

@@ -52,13 +52,13 @@ type EpochResult struct {
 	TrainLoss float64 // mean over the epoch's micro-batches
 	// Train holds the TrainMetrics, each the mean over the epoch's micro-batches (under
 	// WithLogEvery, over the logged steps' micro-batches: the others are not read back).
-	Train   map[string]float64
-	Val     map[string]float64
+	Train map[string]float64
+	Val   map[string]float64
 	// Headline is the metrics the console's epoch line shows beside the train loss (record
 	// names: val_accuracy), HeadlineMetrics's or the default; HeadlineValues pairs them.
 	Headline []string
-	Seconds float64 // the epoch's wall time, validation included
-	Steps   int     // optimizer steps in the epoch
+	Seconds  float64 // the epoch's wall time, validation included
+	Steps    int     // optimizer steps in the epoch
 	// TrainSeconds is the wall time of the epoch's optimizer steps alone (no validation, no
 	// checkpoint); StepSeconds (TrainSeconds/Steps) and StepsPerSecond (Steps/TrainSeconds) are
 	// the per-step figures a JAX or PyTorch loop reports.

@@ -89,7 +89,6 @@ func (c zapConsole) Epoch(r core.EpochResult, maxEpochs int) {
 // Notice logs msg (a recompile and why, where the weights came from) at info level.
 func (c zapConsole) Notice(msg string) { c.z.Info(msg) }
 
-
 // floatFields is one float field per metric, in order.
 func floatFields(ms []metric) []zap.Field {
 	fields := make([]zap.Field, len(ms))
