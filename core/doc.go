@@ -117,6 +117,9 @@
 //	                                                                                                nothing sets (New)
 //	Checkpointer() checkpoint.Checkpointer  no          New, once; a run's          TopK(3,         a ranking metric validation
 //	  (checkpoint.go, CheckpointerChooser)              WithCheckpointer wins       val_loss, min)  does not report (New)
+//	Logger() logjson.Logger                 no          New, once; a run's          JSON Lines in   -
+//	  (logger.go, LoggerChooser)                        WithLogger wins; nil: no    <RunDir>/
+//	                                                    record                      metrics.jsonl
 //	CheckpointFilename(checkpoint.NameArgs) no          each save, by an Adopter    its default     -
 //	  string                                            checkpointer                names
 //	  (checkpoint.go, CheckpointNamer)

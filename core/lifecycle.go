@@ -12,7 +12,7 @@ import (
 // until setup pins it). It publishes Starting, so a supervisor learns of setup before BuildData
 // runs.
 func newNitro(e any, typeName string, o options) *Nitro {
-	n := &Nitro{setup: setup{e: e, typeName: typeName, opts: o, cache: o.cache}, log: rankLog(o, newRunLog(o))}
+	n := &Nitro{setup: setup{e: e, typeName: typeName, opts: o, cache: o.cache}, log: rankLog(o, newRunLog(o, e))}
 	n.log.warn = n.warn
 	switch {
 	case o.quiet:

@@ -3,7 +3,6 @@ package core
 import (
 	"fmt"
 	"github.com/nitro-go/nitro/runstatus"
-	"path/filepath"
 	"reflect"
 	"strings"
 
@@ -24,12 +23,7 @@ const MetricsFile = "metrics.jsonl"
 // logging (WithoutLogger). A *logjson.JSONLogger without a path is pinned to
 // <RunDir>/metrics.jsonl at the end of setup, as the default is.
 func WithLogger(l logjson.Logger) Option {
-	return func(o *options) {
-		if v := reflect.ValueOf(l); v.IsValid() && v.Kind() == reflect.Pointer && v.IsNil() {
-			l = nil // a typed nil pointer is "no logger" too, not a logger that panics
-		}
-		o.logger, o.loggerSet = l, true
-	}
+	return func(o *options) { o.logger, o.loggerSet = nilLogger(l), true }
 }
 
 // WithoutLogger turns logging off: the run keeps no record (no metrics.jsonl). Without it or
@@ -52,22 +46,43 @@ type runLog struct {
 	warn   func(msg string) // the run's warning (set once the Nitro exists)
 }
 
-// newRunLog picks the run's logger: the option's, or a pathless JSON Lines logger (its
-// construction has no side effect; setup pins the path, the first record opens the file).
-func newRunLog(o options) runLog {
+// LoggerChooser is an experiment that picks its own logger (TensorBoard's event files beside the
+// JSON Lines record, say: logjson.Multi(logjson.NewJSONLogger(""), new(tblog.Writer))), so that
+// every run of it, from Go or from nitro train, logs the same way; nil turns logging off. A run's
+// WithLogger wins. A logger that keeps files in the run dir (logjson.RunDirUser) is placed there
+// at the end of setup, as the default is.
+type LoggerChooser interface {
+	Logger() logjson.Logger
+}
+
+// newRunLog picks the run's logger: the option's, the experiment's, or a pathless JSON Lines
+// logger (its construction has no side effect; setup places it, the first record opens the file).
+func newRunLog(o options, e any) runLog {
 	l := o.logger
 	if !o.loggerSet {
 		l = logjson.NewJSONLogger("")
+		if c, ok := e.(LoggerChooser); ok {
+			l = nilLogger(c.Logger())
+		}
 	}
 	return runLog{l: l, every: 1}
+}
+
+// nilLogger turns a typed nil pointer into no logger, rather than a logger that panics.
+func nilLogger(l logjson.Logger) logjson.Logger {
+	if v := reflect.ValueOf(l); v.IsValid() && v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil
+	}
+	return l
 }
 
 // Logger is the run's logger: the default JSON Lines logger (its path in logjson.Info), the one
 // WithLogger gave, or nil under WithoutLogger.
 func (n *Nitro) Logger() logjson.Logger { return n.log.l }
 
-// startLog ends setup: it pins a pathless JSON logger to <RunDir>/metrics.jsonl and logs the
-// params, so they are on record before the first compile.
+// startLog ends setup: it places a logger that keeps files in the run dir there (a pathless
+// JSON logger at <RunDir>/metrics.jsonl) and logs the params, so they are on record before the
+// first compile.
 func (n *Nitro) startLog() {
 	if n.opts.logEvery != nil {
 		n.log.every = *n.opts.logEvery
@@ -75,10 +90,8 @@ func (n *Nitro) startLog() {
 	if n.log.l == nil {
 		return
 	}
-	for _, jl := range jsonLoggers(n.log.l) {
-		if jl.Path() == "" {
-			n.log.failed("path", jl.SetPath(filepath.Join(n.RunDir(), MetricsFile)))
-		}
+	if u, ok := n.log.l.(logjson.RunDirUser); ok {
+		n.log.failed("path", u.UseRunDir(n.RunDir()))
 	}
 	n.log.failed("params", logCall(func() error { return n.log.l.LogParams(n.runParams()) }))
 }

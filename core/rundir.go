@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/nitro-go/nitro/checkpoint"
+	"github.com/nitro-go/nitro/logjson"
 )
 
 // CheckRunDir proves that dir can hold a run's files: it creates dir (and missing parents),
@@ -66,20 +67,21 @@ func CheckRunDir(dir string) error {
 func WithOverwrite() Option { return func(o *options) { o.overwrite = true } }
 
 // writesRunDir reports whether something this run sets up writes into the run dir: the default
-// checkpointer (TopK adopts the run dir) or a JSON Lines logger with no path of its own (pinned
-// to <run dir>/metrics.jsonl). A checkpointer given by option or by the experiment's
+// checkpointer (TopK adopts the run dir) or a logger that keeps files there (a JSON Lines logger
+// with no path of its own, pinned to <run dir>/metrics.jsonl; any other logjson.RunDirUser). A checkpointer given by option or by the experiment's
 // Checkpointer hook may write elsewhere, through a file system of its own, so it does not count.
 // A rank other than 0 writes nothing there (dist.go).
 func (n *Nitro) writesRunDir() bool {
 	o := n.opts
 	_, chooses := n.e.(CheckpointerChooser)
 	writes := !o.ckptSet && !chooses
-	if !o.loggerSet {
-		writes = true // the default JSON Lines logger
-	} else if o.logger != nil {
-		for _, jl := range jsonLoggers(o.logger) {
-			writes = writes || (jl != nil && jl.Path() == "")
+	l := n.log.l // the option's, the experiment's or the default (newRunLog)
+	if jls := jsonLoggers(l); len(jls) > 0 {
+		for _, jl := range jls {
+			writes = writes || jl.Path() == ""
 		}
+	} else if _, ok := l.(logjson.RunDirUser); ok {
+		writes = true // it keeps files in the run dir unless given a place: count it
 	}
 	return writes && n.Dist().IsRank0()
 }

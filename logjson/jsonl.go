@@ -48,6 +48,7 @@ var (
 	_ ConfusionLogger = (*JSONLogger)(nil)
 	_ Identified      = (*JSONLogger)(nil)
 	_ DropCounter     = (*JSONLogger)(nil)
+	_ RunDirUser      = (*JSONLogger)(nil)
 )
 
 // NewJSONLogger returns a logger that will write to path; "" leaves the path for SetPath
@@ -64,6 +65,14 @@ func (l *JSONLogger) SetPath(path string) error {
 	}
 	l.path = path
 	return nil
+}
+
+// UseRunDir pins the file to <runDir>/metrics.jsonl when it has no path yet (RunDirUser).
+func (l *JSONLogger) UseRunDir(runDir string) error {
+	if l.Path() != "" {
+		return nil
+	}
+	return l.SetPath(filepath.Join(runDir, "metrics.jsonl"))
 }
 
 // Path is where the lines go ("" while unset).

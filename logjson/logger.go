@@ -54,6 +54,13 @@ const (
 	StatusError     = runstatus.Error
 )
 
+// RunDirUser is implemented by loggers that keep their files in the run directory when given no
+// place of their own: the framework calls UseRunDir once, at the end of setup, before the first
+// record. A logger already given a place keeps it.
+type RunDirUser interface {
+	UseRunDir(runDir string) error
+}
+
 // Tagger is implemented by loggers that accept tags.
 type Tagger interface {
 	LogTags(tags []string) error

@@ -20,6 +20,7 @@ var (
 	_ Identified      = (*MultiLogger)(nil)
 	_ Backender       = (*MultiLogger)(nil)
 	_ DropCounter     = (*MultiLogger)(nil)
+	_ RunDirUser      = (*MultiLogger)(nil)
 )
 
 // Multi returns a logger that calls every non-nil logger in turn. Every member is called even
@@ -36,6 +37,16 @@ func Multi(loggers ...Logger) *MultiLogger {
 		}
 	}
 	return m
+}
+
+// UseRunDir passes the run directory to the members that keep files there.
+func (m *MultiLogger) UseRunDir(runDir string) error {
+	return m.each(func(l Logger) error {
+		if u, ok := l.(RunDirUser); ok {
+			return u.UseRunDir(runDir)
+		}
+		return nil
+	})
 }
 
 // Members returns the loggers m calls, in order (a copy).

@@ -51,6 +51,7 @@ var (
 	_ logjson.Tagger      = (*Writer)(nil)
 	_ logjson.Identified  = (*Writer)(nil)
 	_ logjson.DropCounter = (*Writer)(nil)
+	_ logjson.RunDirUser  = (*Writer)(nil)
 )
 
 // New returns a Writer into dir; "" leaves it for SetDir, as a zero Writer does. Nothing is
@@ -77,6 +78,15 @@ func (w *Writer) SetDir(dir string) error {
 	}
 	w.dir = dir
 	return nil
+}
+
+// UseRunDir puts the event files in <runDir>/tb when the writer has no folder yet
+// (logjson.RunDirUser: core calls it at the end of setup).
+func (w *Writer) UseRunDir(runDir string) error {
+	if w.Dir() != "" {
+		return nil
+	}
+	return w.SetDir(filepath.Join(runDir, DirName))
 }
 
 // Dir is the folder of the event files ("" while unset).

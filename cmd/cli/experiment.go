@@ -327,7 +327,7 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 		opts = append(opts, core.WithMonitor(m))
 	}
 	opts = append(opts, runOptions(c, f)...)
-	logOpts, closeLog, err := loggerOptions(cmd, f, stderr)
+	logOpts, closeLog, err := loggerOptions(cmd, e, f, stderr)
 	if err != nil {
 		return err
 	}
@@ -430,19 +430,23 @@ func runOptions(c *cobra.Command, f *expFlags) []core.Option {
 	return opts
 }
 
-// loggerOptions are the run's loggers: the default JSON Lines logger records a training run (core
-// pins it to <run dir>/metrics.jsonl), beside the Prometheus exporter with --metrics-addr;
-// evaluate and render keep no record. The returned func closes the exporter.
-func loggerOptions(cmd string, f *expFlags, stderr io.Writer) ([]core.Option, func(), error) {
-	var jsonl logjson.Logger
-	if cmd == "train" && !f.noLog {
-		jsonl = logjson.NewJSONLogger("")
+// loggerOptions are the run's loggers: a training run keeps the record its experiment chooses
+// (core.LoggerChooser), else the default JSON Lines logger (core places either in the run dir),
+// beside the Prometheus exporter with --metrics-addr; evaluate and render keep no record. The
+// returned func closes the exporter.
+func loggerOptions(cmd string, e any, f *expFlags, stderr io.Writer) ([]core.Option, func(), error) {
+	if cmd != "train" || (f.noLog && f.metricsAddr == "") {
+		return []core.Option{core.WithoutLogger()}, func() {}, nil
 	}
-	if cmd != "train" || f.metricsAddr == "" {
-		if jsonl == nil {
-			return []core.Option{core.WithoutLogger()}, func() {}, nil
+	if f.metricsAddr == "" {
+		return []core.Option{core.WithLogEvery(f.logEvery)}, func() {}, nil // core picks the logger
+	}
+	var jsonl logjson.Logger
+	if !f.noLog {
+		jsonl = logjson.NewJSONLogger("")
+		if c, ok := e.(core.LoggerChooser); ok {
+			jsonl = c.Logger()
 		}
-		return []core.Option{core.WithLogger(jsonl), core.WithLogEvery(f.logEvery)}, func() {}, nil
 	}
 	exp, err := promexport.New(promexport.Options{Addr: f.metricsAddr, CacheStats: cacheStats})
 	if err != nil {
