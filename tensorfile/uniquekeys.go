@@ -3,6 +3,7 @@ package tensorfile
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 )
@@ -14,14 +15,21 @@ import (
 func CheckUniqueKeys(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	return walkValue(dec, "$")
+	if err := walkValue(dec, "$"); err != errMalformed {
+		return err
+	}
+	return nil
 }
+
+// errMalformed stops the walk at the first token the decoder cannot read: its More keeps
+// answering true after an error, so going on would never end.
+var errMalformed = errors.New("malformed JSON")
 
 // walkValue reads one value from dec; where is its path, for the error.
 func walkValue(dec *json.Decoder, where string) error {
 	tok, err := dec.Token()
 	if err != nil {
-		return nil // io.EOF or bad syntax: not this check's to report
+		return errMalformed // io.EOF or bad syntax: not this check's to report
 	}
 	switch tok {
 	case json.Delim('{'):
@@ -29,7 +37,7 @@ func walkValue(dec *json.Decoder, where string) error {
 		for dec.More() {
 			kt, err := dec.Token()
 			if err != nil {
-				return nil
+				return errMalformed
 			}
 			key, _ := kt.(string)
 			if seen[key] {
@@ -40,14 +48,18 @@ func walkValue(dec *json.Decoder, where string) error {
 				return err
 			}
 		}
-		_, _ = dec.Token() // '}'
+		if _, err := dec.Token(); err != nil { // '}'
+			return errMalformed
+		}
 	case json.Delim('['):
 		for i := 0; dec.More(); i++ {
 			if err := walkValue(dec, where+"["+strconv.Itoa(i)+"]"); err != nil {
 				return err
 			}
 		}
-		_, _ = dec.Token() // ']'
+		if _, err := dec.Token(); err != nil { // ']'
+			return errMalformed
+		}
 	}
 	return nil
 }

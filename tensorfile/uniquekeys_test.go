@@ -19,7 +19,7 @@ func TestCheckUniqueKeys(t *testing.T) {
 			t.Errorf("%s: err = %v, want %q", c.in, err, c.want)
 		}
 	}
-	for _, ok := range []string{`{"a":{"k":1},"b":{"k":1}}`, `[{"a":1},{"a":1}]`, `{"a":`, `not json`, ``, `{"a":1} {"a":2}`} {
+	for _, ok := range []string{`{"a":{"k":1},"b":{"k":1}}`, `[{"a":1},{"a":1}]`, `{"a":`, `not json`, ``, `{"a":1} {"a":2}`, `[x`, `{"a":[x`, `[1,`, `{"a" 1}`} { // the malformed ones used to loop forever
 		if err := CheckUniqueKeys([]byte(ok)); err != nil {
 			t.Errorf("%s: %v, want nil", ok, err)
 		}
