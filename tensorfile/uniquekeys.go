@@ -63,4 +63,3 @@ func walkValue(dec *json.Decoder, where string) error {
 	}
 	return nil
 }
-
