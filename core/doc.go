@@ -51,8 +51,9 @@
 //	  (contract.go, reflected)                          in every program                            declared field no split has;
 //	                                                                                                it reads a Host field (New)
 //	Loss(out, B) *graph.Node                yes; no in  traced in the training      -               missing, wrong signature
-//	  (contract.go, reflected)              manual mode programs; in eval without                   (New); not a scalar
-//	                                                    Metrics
+//	  (contract.go, reflected)              manual mode programs; in eval without                   (New); not a scalar; no
+//	                                                    Metrics                                     gradient path to any
+//	                                                                                                parameter of a group
 //	Metrics(out, B) map[string]Metric       no          traced in the eval program  val_loss: Loss  wrong signature (New); a
 //	  (contract.go, reflected)                          (device residency)          mean per sample Count not a scalar, or an
 //	                                                                                                array Sum with a Count
@@ -62,7 +63,9 @@
 //	TrainStep(s *ManualStep, B) StepResult  no          New's variable trace; one   the automatic   wrong signature; with Accum
 //	  (contract.go, reflected; manual_                  program per optimizer step  loop            > 1, TrainMetrics or a
 //	  step.go holds ManualStep's verbs)                 (manual mode)                               varying opt schedule (New);
-//	                                                                                                a Loss or stat not a scalar
+//	                                                                                                a Loss or stat not a scalar;
+//	                                                                                                a Backward group its
+//	                                                                                                objective cannot reach
 //	ManualTraining() bool                   no          New, once                   whether         true with no TrainStep;
 //	  (manual.go, ManualChooser)                                                    TrainStep is    not bool (New)
 //	                                                                                defined

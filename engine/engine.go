@@ -109,6 +109,7 @@ type Engine struct {
 	compiling   func(monitors.Compiling, func() error) error
 	notice      func(string)
 	warn        func(string)
+	zeroWarned  map[string]bool // hook and group already warned of parameters with no gradient
 
 	groups    []*paramGroup                // parameter groups: variables, layout, chain
 	stateVars []*context.Variable          // layer state variables (non-trainable), by name

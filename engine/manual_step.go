@@ -97,6 +97,9 @@ func (s *ManualStep) OptState(group string) map[string]map[string]*graph.Node {
 // train.AddLoss while f runs (a regularizer's L2) are added to f's loss, as the automatic loop
 // adds them to Loss; terms collected outside every Backward belong to no objective, and the step
 // program warns when it is built with any.
+//
+// A named group none of whose parameters the loss reaches in the graph (f reads it only through
+// graph.StopGradient, or not at all) is refused: its gradient would be zero for every batch.
 func (s *ManualStep) Backward(f func(ctx *context.Context) *graph.Node, groups ...string) (*graph.Node, Grads) {
 	if len(groups) == 0 {
 		panic(fmt.Errorf("Backward: no parameter group named: pass the groups to differentiate, e.g. Backward(f, %q) (groups: %v)", "disc", s.Groups()))
@@ -139,6 +142,21 @@ func (s *ManualStep) Backward(f func(ctx *context.Context) *graph.Node, groups .
 	for i, v := range vars {
 		leaves[i] = v.ValueGraph(s.g)
 	}
+	if !s.trace() {
+		var grps []*paramGroup
+		for _, grp := range s.e.groups {
+			if chosen[grp.name] {
+				grps = append(grps, grp)
+			}
+		}
+		hook := fmt.Sprintf("Backward(f, %s)", quoted(groups))
+		if dead := s.e.deadGroups(hook, loss, grps, leaves); len(dead) > 0 {
+			panic(fmt.Errorf("%s: %s gets no gradient: f's loss depends on none of its parameters, so StepOptimizer "+
+				"would leave them unchanged. f must compute its loss from the group's variables read through the ctx "+
+				"Backward passes it (there every other group reads as a constant, and a value passed through "+
+				"graph.StopGradient carries no gradient), or the group does not belong in this Backward", hook, strings.Join(dead, " and ")))
+		}
+	}
 	out := Grads{}
 	if len(leaves) > 0 {
 		for i, gr := range graph.Gradient(loss, leaves...) {
@@ -146,6 +164,15 @@ func (s *ManualStep) Backward(f func(ctx *context.Context) *graph.Node, groups .
 		}
 	}
 	return loss, out
+}
+
+// quoted is groups as Go literals, comma-separated, for naming a Backward call.
+func quoted(groups []string) string {
+	q := make([]string, len(groups))
+	for i, g := range groups {
+		q[i] = fmt.Sprintf("%q", g)
+	}
+	return strings.Join(q, ", ")
 }
 
 // StepOptimizer takes one optimizer step of a group with its chain (the global-norm clip, when

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/ml/context"
@@ -116,6 +117,7 @@ func (e *Engine) trainStepProgram(width int, keys []string) (*program, error) {
 // traceTrain traces Forward, Loss and TrainMetrics on a training program's inputs and returns the
 // loss, the gradient of every parameter array (in group order), and the outputs that follow the
 // update in every training program: the new layer state, then the train metrics (named in meta).
+// A parameter group the loss cannot reach in the graph is refused here (see deadGroups).
 func (e *Engine) traceTrain(g *graph.Graph, nodes map[string]*graph.Node, src any, width int, keys []string) (loss *graph.Node, grads, extra []*graph.Node, meta *program) {
 	view := e.bindModel(g, nodes, src)
 	e.ctx.SetTraining(g, true)
@@ -130,6 +132,15 @@ func (e *Engine) traceTrain(g *graph.Graph, nodes map[string]*graph.Node, src an
 		for _, v := range grp.vars {
 			leaves = append(leaves, nodes["param/"+v.ScopeAndName()])
 		}
+	}
+	// Every training program (two-program, fused, on a mesh) traces here, so this refusal covers
+	// them all: a group the loss cannot reach would train without an error and never change.
+	if dead := e.deadGroups("Loss", loss, e.groups, leaves); len(dead) > 0 {
+		panic(fmt.Errorf("Loss: %s gets no gradient: the training loss (Loss plus the train.AddLoss terms) depends on "+
+			"none of its parameters, so every step would leave them unchanged. Loss must compute from Forward's outputs, and "+
+			"Forward must read the group's variables through the context it is given (a value passed through "+
+			"graph.StopGradient carries no gradient); a group meant to stay fixed should be created non-trainable "+
+			"(context.Variable.SetTrainable(false)) or removed from the model", strings.Join(dead, " and ")))
 	}
 	// Gradients stay per array, as the optimizer reads them: packing them into one buffer per
 	// group would cost a copy here and slices there.
