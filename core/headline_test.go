@@ -48,11 +48,11 @@ func TestHeadline(t *testing.T) {
 	if want := []string{"val_mse", "val_rows", "val_sse"}; !slices.Equal(r.Headline, want) {
 		t.Errorf("default headline %v, want %v (no numbered family)", r.Headline, want)
 	}
-	if _, ok := r.Val["err_2"]; !ok {
+	if _, ok := r.Val["val_err_2"]; !ok {
 		t.Errorf("the family left EpochResult.Val: %v", r.Val)
 	}
-	if hv := r.HeadlineValues(); len(hv) != 3 || hv[0].Value != r.Val["mse"] {
-		t.Errorf("HeadlineValues %v, want val_mse = %v first", hv, r.Val["mse"])
+	if hv := r.HeadlineValues(); len(hv) != 3 || hv[0].Value != r.Val["val_mse"] {
+		t.Errorf("HeadlineValues %v, want val_mse = %v first", hv, r.Val["val_mse"])
 	}
 	eps, err = run(&Headlined{names: []string{"val_err_1", "val_mse"}})
 	if err != nil || !slices.Equal(eps[0].Headline, []string{"val_err_1", "val_mse"}) {

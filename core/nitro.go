@@ -53,7 +53,9 @@ type EpochResult struct {
 	// Train holds the TrainMetrics, each the mean over the epoch's micro-batches (under
 	// WithLogEvery, over the logged steps' micro-batches: the others are not read back).
 	Train map[string]float64
-	Val   map[string]float64
+	// Val holds the val split's metrics named as the record, the console and the board name
+	// them: val_loss, val_accuracy (a Metrics key "accuracy" gains the prefix).
+	Val map[string]float64
 	// Headline is the metrics the console's epoch line shows beside the train loss (record
 	// names: val_accuracy), HeadlineMetrics's or the default; HeadlineValues pairs them.
 	Headline []string

@@ -77,7 +77,7 @@ func (n *Nitro) Train() (err error) {
 			if val, err = n.evaluate("val", src); err != nil {
 				return fmt.Errorf("epoch %d: %w", ep, err)
 			}
-			res.Val = val
+			res.Val = withPrefix("val_", val) // named as the record, the console and the board name them
 		}
 		res.Seconds = time.Since(start).Seconds()
 		if res.Headline, err = n.headline(res); err != nil {

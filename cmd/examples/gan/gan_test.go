@@ -80,7 +80,7 @@ func TestGANLearnsTheRing(t *testing.T) {
 		t.Errorf("compile cache %+v: want 2 misses (the manual step, eval shared with predict)", st)
 	}
 	vd, vhq, vc := gan.Quality(samples(t, n, e, "val"), e.Modes, e.Radius, e.Std)
-	if math.Abs(vd-last.Val["mode_dist"]) > 1e-4 || math.Abs(vhq-last.Val["high_quality"]) > 1e-9 || float64(vc) != last.Val["modes_covered"] {
+	if math.Abs(vd-last.Val["val_mode_dist"]) > 1e-4 || math.Abs(vhq-last.Val["val_high_quality"]) > 1e-9 || float64(vc) != last.Val["val_modes_covered"] {
 		t.Errorf("val metrics %v, host Quality of the same points: mode_dist %v, high_quality %v, covered %d", last.Val, vd, vhq, vc)
 	}
 }

@@ -38,7 +38,7 @@ func Sweep(n *core.Nitro, multipliers []float32) ([]SweepPoint, error) {
 		}
 		h := n.History()
 		last := h[len(h)-1]
-		mse, ok := last.Val["mse"]
+		mse, ok := last.Val["val_mse"]
 		if !ok {
 			return pts, fmt.Errorf("tabular.Sweep: multiplier %g: the epoch reports no validation mse (%v): the Nitro needs a val split", m, last.Val)
 		}
