@@ -115,8 +115,8 @@ func TestShortFinalBatchMetrics(t *testing.T) {
 		t.Errorf("misses %d, want 4 (2 train programs, eval twice: padded width and remainder); explanations %q", s.Misses, c.Explanations())
 	}
 	m := n.History()[0].Val
-	if m["rows"] != 100 {
-		t.Errorf("rows = %v, want 100 real samples (a padded count would be 128)", m["rows"])
+	if m["val_rows"] != 100 {
+		t.Errorf("rows = %v, want 100 real samples (a padded count would be 128)", m["val_rows"])
 	}
 
 	_, vy := synthetic(100, 2)
@@ -142,8 +142,8 @@ func TestShortFinalBatchMetrics(t *testing.T) {
 		t.Fatalf("PredictAll yielded %d rows, want 100", seen)
 	}
 	want := float64(correct) / 100
-	if math.Abs(m["accuracy"]-want) > 1e-9 {
-		t.Errorf("accuracy = %v, want %v (%d/100 from the predictions)", m["accuracy"], want, correct)
+	if math.Abs(m["val_accuracy"]-want) > 1e-9 {
+		t.Errorf("accuracy = %v, want %v (%d/100 from the predictions)", m["val_accuracy"], want, correct)
 	}
 }
 

@@ -74,7 +74,7 @@ func TestAcceptanceCountsHostMetrics(t *testing.T) {
 		val[tc.r] = n.History()[0].Val
 	}
 	h, d := val[core.MetricsOnHost], val[core.MetricsOnDevice]
-	if h["rows"] != 100 || d["rows"] != 100 || h["accuracy"] != d["accuracy"] {
+	if h["val_rows"] != 100 || d["val_rows"] != 100 || h["val_accuracy"] != d["val_accuracy"] {
 		t.Errorf("host metrics %v, device metrics %v: want the same accuracy over 100 rows", h, d)
 	}
 }
