@@ -104,7 +104,7 @@ func (n *Nitro) planSpec() optimizers.PlanSpec {
 		TotalSteps:   n.TotalSteps(),
 	}
 	s.Groups = n.eng.Layouts()
-	// Each optional accessor the experiment implements fills its field of the spec.
+	// Each optional accessor the experiment implements fills its field of the optimizers.PlanSpec.
 	ifImplements(e, func(h GroupLearningRater) { s.LearningRateGroup = h.LearningRateGroup })
 	ifImplements(e, func(h GroupLambdaer) { s.LambdaGroup = h.LambdaGroup })
 	ifImplements(e, func(h DecayAnchorer) { s.DecayAnchor = h.DecayAnchor })

@@ -335,7 +335,7 @@ func FuzzDecodeWeights(f *testing.F) {
 	})
 }
 
-// TestManifestDuplicateKey: a key twice in manifest.json (weights_file, a spec's name) is refused
+// TestManifestDuplicateKey: a key twice in manifest.json (weights_file, a TensorSpec's name) is refused
 // naming it and where it is; encoding/json let the last one win.
 func TestManifestDuplicateKey(t *testing.T) {
 	_, files, err := tinyBundle().encode(true)
