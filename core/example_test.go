@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"bufio"
+	stdcontext "context" // gomlx's context (below) is the model's variables
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -258,6 +259,26 @@ func ExampleNitro_RequestStop() {
 	// Output:
 	// err: <nil> stop: requested epochs: 2 steps: 8
 	// last epoch validated: true
+}
+
+// TrainContext stops the run when its context is done, as Interrupt does: at the next step
+// boundary, after which the epoch is validated and checkpointed and TrainContext returns nil with
+// StopReason "requested". A program passes signal.NotifyContext(context.Background(),
+// os.Interrupt) for Ctrl+C; here the context is cancelled before the call, so one step runs.
+func ExampleNitro_TrainContext() {
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(), core.WithCache(compilecache.New()), core.WithMaxEpochs(3))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, cancel := stdcontext.WithCancel(stdcontext.Background())
+	cancel()
+	err = n.TrainContext(ctx)
+	fmt.Println("err:", err, "stop:", n.StopReason(), "epochs:", n.Epoch(), "steps:", n.Step())
+	fmt.Println("validated:", n.History()[0].Val != nil)
+	// Output:
+	// err: <nil> stop: requested epochs: 1 steps: 1
+	// validated: true
 }
 
 // WithLogger hands the run's record to any logjson.Logger; logjson.Memory keeps the calls. Train

@@ -112,7 +112,8 @@ func (n *Nitro) RegisterMonitor(m monitors.Monitor) monitors.Handle { return n.t
 // monitor.
 func (n *Nitro) RequestStop() { n.tracker.RequestStop() }
 
-// Interrupt is the impatient RequestStop, what Ctrl+C means (the CLI calls it on SIGINT): the
+// Interrupt is the impatient RequestStop, what Ctrl+C means (the CLI calls it on SIGINT, and
+// TrainContext when its context is done, the way a program of your own takes Ctrl+C): the
 // epoch breaks at the next step boundary, then validates and Train returns the same way, with
 // StopReason "requested". A standalone Evaluate or Validate stops at its next batch boundary
 // instead and returns the partial metrics with a *PartialError; PredictAll stops there too, its

@@ -2,6 +2,7 @@ package core
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"time"
@@ -23,8 +24,12 @@ import (
 // non-finite loss, naming the step and epoch, for a non-finite or missing control metric, and for
 // a failed checkpoint save; the run's phase is then Failed, else Done. The record is finished
 // once: a later Train on the same Nitro writes to a finished logger, which a JSONLogger refuses
-// (one warning per kind of line).
-func (n *Nitro) Train() (err error) {
+// (one warning per kind of line). TrainContext is Train that a context stops (Ctrl+C through
+// signal.NotifyContext).
+func (n *Nitro) Train() error { return n.train(nil) }
+
+// train is Train and TrainContext; ctx, when not nil, interrupts the run once done.
+func (n *Nitro) train(ctx context.Context) (err error) {
 	var val map[string]float64 // finalized metrics, carried by the transition out of EvalStepping
 	defer n.enter("train", &err, func(err error) {
 		if err != nil {
@@ -50,6 +55,8 @@ func (n *Nitro) Train() (err error) {
 	n.interrupted.Store(false)
 	// Train consumes the stop it ends on: a later Evaluate (the CLI's test split) runs in full.
 	defer func() { n.interrupted.Store(false); n.tracker.ClearStop() }()
+	// Registered after that reset, so it runs first: no interrupt from ctx outlives this call.
+	defer n.interruptWhenDone(ctx)()
 	n.stopReason = ""
 	if path := n.ck.stopped; path != "" {
 		// Resuming a run that stopped early would re-satisfy the condition at once.
