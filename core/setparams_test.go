@@ -17,7 +17,7 @@ func asAny(m map[string]*tensors.Tensor) map[string]any {
 
 // Parameters copied from a trained Nitro into a fresh one: the next program run reads them (its
 // validation equals the trained one's, bit for bit, where before it did not), nothing
-// recompiles, and each array is uploaded once.
+// recompiles, and the parameters are uploaded once: Deep's one group is one flat buffer.
 func TestSetParametersNextRunUsesThem(t *testing.T) {
 	onBackends(t, func(t *testing.T, on []core.Option) {
 		a := newNitro(t, &Deep{}, append(goOpts(nil, core.WithData(data(t, 32)), core.WithMaxEpochs(2)), on...)...)
@@ -50,8 +50,8 @@ func TestSetParametersNextRunUsesThem(t *testing.T) {
 		if got[core.ValLoss] != want[core.ValLoss] {
 			t.Errorf("after SetParameters val_loss %v, the trained model's %v", got[core.ValLoss], want[core.ValLoss])
 		}
-		if c.Stats().Entries != entries || b.Uploads().Params != uploads+len(p) {
-			t.Errorf("SetParameters: %d programs compiled (want 0), %d parameter uploads (want %d)", c.Stats().Entries-entries, b.Uploads().Params-uploads, len(p))
+		if c.Stats().Entries != entries || b.Uploads().Params != uploads+1 {
+			t.Errorf("SetParameters: %d programs compiled (want 0), %d parameter uploads (want 1, the default group's flat buffer)", c.Stats().Entries-entries, b.Uploads().Params-uploads)
 		}
 		back, err := b.Parameters()
 		if err != nil {
@@ -67,6 +67,42 @@ func TestSetParametersNextRunUsesThem(t *testing.T) {
 			t.Error("SetParameters dropped the host copy of the caller's tensor")
 		}
 	})
+}
+
+// Setting one array of a group changes that array alone: the group's flat buffer is patched, its
+// other arrays keep their values bit for bit.
+func TestSetParametersSomeKeepsTheRest(t *testing.T) {
+	n := mustNew(t, &Deep{}, data(t, 32))
+	before, err := n.Parameters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "head/dense/weights"
+	w := before[name].Shape()
+	set := tensors.FromShape(w)
+	tensors.MutableFlatData(set, func(f []float32) {
+		for i := range f {
+			f[i] = float32(i) + 0.5
+		}
+	})
+	if err := n.SetParameters(map[string]any{name: set}); err != nil {
+		t.Fatal(err)
+	}
+	after, err := n.Parameters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) || len(before) < 2 {
+		t.Fatalf("%d parameters after, %d before: the test needs a group of several arrays", len(after), len(before))
+	}
+	for k, v := range before {
+		switch {
+		case k == name && !after[k].Equal(set):
+			t.Errorf("%s reads back %v, was set to %v", k, after[k], set)
+		case k != name && !after[k].Equal(v):
+			t.Errorf("%s changed from %v to %v: only %s was set", k, v, after[k], name)
+		}
+	}
 }
 
 // A typed Go array sets a parameter; with the regression's true weights the loss is ~0, and one

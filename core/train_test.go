@@ -68,8 +68,8 @@ func TestTrainLearnsAndRecordsHistory(t *testing.T) {
 		t.Errorf("compile cache %+v: want 3 misses, 3 entries (gradient, optimizer, eval)", s)
 	}
 	// Parameters stayed resident: uploaded once at setup, never per step or per eval batch.
-	if u := n.Uploads(); u.Params != 1*2 {
-		t.Errorf("Uploads %+v: want 2 parameter uploads (setup's, one per leaf)", u)
+	if u := n.Uploads(); u.Params != 1 {
+		t.Errorf("Uploads %+v: want 1 parameter upload (setup's, the default group's flat buffer)", u)
 	}
 	// A second Train with every epoch done trains nothing.
 	if err := n.Train(); err != nil || n.Step() != epochs*4 || len(n.History()) != epochs {

@@ -90,7 +90,7 @@ func (e *Engine) evalProgram(width, real int, keys []string) (*program, error) {
 		key := e.key(compilecache.KindEval, e.hookNames("Forward", metricHook), sig)
 		key.Extra = append(key.Extra, [2]string{"rows", fmt.Sprint(real)})
 		return e.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
-			nodes := sig.params(g, e.varInputs)
+			nodes, _ := e.modelNodes(g, sig)
 			view := e.bindModel(g, nodes, src)
 			e.ctx.SetTraining(g, false)
 			out := e.callForward(view, batchNodes(nodes, e.route("Forward", keys)), width)

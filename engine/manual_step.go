@@ -33,9 +33,10 @@ type ManualStep struct {
 	g        *graph.Graph
 	nodes    map[string]*graph.Node // the program's inputs; nil in setup's variable-creating trace
 	stepped  map[string]bool
-	newState map[int][][]*graph.Node // per group index: its state after StepOptimizer
-	consumed *graph.Node             // the train.AddLoss total when the last Backward returned
-	stray    bool                    // terms were collected outside every Backward objective
+	newFlat  map[int]*graph.Node   // per group index: its flat parameters after StepOptimizer
+	newState map[int][]*graph.Node // per group index: its flat state leaves after StepOptimizer
+	consumed *graph.Node           // the train.AddLoss total when the last Backward returned
+	stray    bool                  // terms were collected outside every Backward objective
 }
 
 // Grads are gradients by parameter keypath ("disc/dense_0/weights"), as Backward returns them
@@ -80,7 +81,7 @@ func (s *ManualStep) OptState(group string) map[string]map[string]*graph.Node {
 	for si, name := range g.opt.StateNames() {
 		leaf := map[string]*graph.Node{}
 		for j := range g.vars {
-			leaf[strings.Join(g.keypaths[j], "/")] = s.nodes[stateInput(g, si, j)]
+			leaf[strings.Join(g.keypaths[j], "/")] = g.view(s.nodes[stateInput(g, si)], j)
 		}
 		out[name] = leaf
 	}
@@ -189,7 +190,7 @@ func (s *ManualStep) StepOptimizer(group string, grads Grads) {
 	}
 	i := s.groupIndex(group)
 	grp := s.e.groups[i]
-	u := s.e.groupInputs(i, s.nodes)
+	arrays := make([]*graph.Node, len(grp.vars))
 	for j, v := range grp.vars {
 		kp := strings.Join(grp.keypaths[j], "/")
 		gr, ok := grads[kp]
@@ -199,18 +200,20 @@ func (s *ManualStep) StepOptimizer(group string, grads Grads) {
 		if !gr.Shape().Equal(v.Shape()) {
 			panic(fmt.Errorf("StepOptimizer(%q): the gradient of %s is %s, the parameter is %s", group, kp, gr.Shape(), v.Shape()))
 		}
-		u.params[j] = v.ValueGraph(s.g)
-		u.grads = append(u.grads, gr)
+		arrays[j] = gr
 	}
+	// The group steps once per TrainStep, so its parameters are still the program's input here.
+	u := s.e.groupInputs(i, s.nodes)
+	u.params, u.grads = s.nodes[paramsInput(grp)], packArrays(arrays)
 	prog, err := optimizers.NewProgram([]*optimizers.Chain{grp.opt}, s.e.clip)
 	if err != nil {
 		panic(err)
 	}
-	ps, ss := prog.ApplyArrays([][]*graph.Node{u.params}, [][]*graph.Node{u.grads}, [][][]*graph.Node{u.state}, []optimizers.Hyper{u.hyper}, s.nodes["step"])
+	ps, ss := prog.Apply([]*graph.Node{u.params}, []*graph.Node{u.grads}, [][]*graph.Node{u.state}, []optimizers.Hyper{u.hyper}, s.nodes["step"])
 	for j, v := range grp.vars {
-		v.SetValueGraph(ps[0][j])
+		v.SetValueGraph(grp.view(ps[0], j))
 	}
-	s.newState[i] = ss[0]
+	s.newFlat[i], s.newState[i] = ps[0], ss[0]
 	s.stepped[group] = true
 }
 
@@ -305,7 +308,8 @@ func (e *Engine) manualStepProgram(width int, keys []string) (*program, error) {
 			key.Extra = append(key.Extra, [2]string{"chain/" + g.name, g.opt.Describe()})
 		}
 		return e.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
-			return e.traceManual(g, sig.params(g, e.varInputs), src, keys)
+			nodes, _ := e.modelNodes(g, sig)
+			return e.traceManual(g, nodes, src, keys)
 		})
 	})
 }
@@ -316,7 +320,7 @@ func (e *Engine) manualStepProgram(width int, keys []string) (*program, error) {
 func (e *Engine) traceManual(g *graph.Graph, nodes map[string]*graph.Node, src any, keys []string) ([]*graph.Node, *program) {
 	view := e.bindModel(g, nodes, src)
 	e.ctx.SetTraining(g, true)
-	s := &ManualStep{Ctx: e.ctx.Reuse(), e: e, g: g, nodes: nodes, stepped: map[string]bool{}, newState: map[int][][]*graph.Node{}}
+	s := &ManualStep{Ctx: e.ctx.Reuse(), e: e, g: g, nodes: nodes, stepped: map[string]bool{}, newFlat: map[int]*graph.Node{}, newState: map[int][]*graph.Node{}}
 	res := e.hooks.TrainStep(view, s, batchNodes(nodes, e.route("TrainStep", keys)))
 	if res.Loss == nil || res.Loss.Rank() != 0 {
 		panic(fmt.Errorf("TrainStep must return StepResult.Loss as a scalar node, got %v", shapeOf(res.Loss)))
@@ -326,24 +330,25 @@ func (e *Engine) traceManual(g *graph.Graph, nodes map[string]*graph.Node, src a
 	}
 	finite := graph.IsFinite(res.Loss)
 	outs := []*graph.Node{res.Loss}
-	for _, grp := range e.groups {
-		for _, v := range grp.vars {
-			outs = append(outs, graph.Where(finite, v.ValueGraph(g), nodes["param/"+v.ScopeAndName()]))
+	for i, grp := range e.groups {
+		old := nodes[paramsInput(grp)]
+		cur := old
+		if np, ok := s.newFlat[i]; ok {
+			cur = np
 		}
+		outs = append(outs, graph.Where(finite, cur, old))
 	}
 	for i, grp := range e.groups {
 		for si := range e.st.groups[i].opt {
 			if grp.constLeaf(si) {
 				continue
 			}
-			for j := range grp.vars {
-				old := nodes[stateInput(grp, si, j)]
-				cur := old
-				if st, ok := s.newState[i]; ok {
-					cur = st[si][j]
-				}
-				outs = append(outs, graph.Where(finite, cur, old))
+			old := nodes[stateInput(grp, si)]
+			cur := old
+			if st, ok := s.newState[i]; ok {
+				cur = st[si]
 			}
+			outs = append(outs, graph.Where(finite, cur, old))
 		}
 	}
 	for _, v := range e.stateVars {

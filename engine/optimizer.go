@@ -9,27 +9,22 @@ import (
 	"github.com/nitro-go/nitro/optimizers"
 )
 
-// optimizerProgram: per group the parameter leaves, their (accumulated) gradients, the chain's
-// state leaves and its schedulable hyperparameters, then the step -> new parameter leaves and new
-// state. Clipping is global over all groups, at the top, and a threshold of 0 emits nothing; the
-// threshold bakes, so it is in this program's key and no other's.
+// optimizerProgram: per group its flat parameters, flat (accumulated) gradient, the chain's state
+// leaves (each flat) and its schedulable hyperparameters, then the step -> every group's new flat
+// parameters, then every group's new non-constant state. Clipping is global over all groups, at
+// the top, and a threshold of 0 emits nothing; the threshold bakes, so it is in this program's key
+// and no other's.
 //
-// Its layout is per array, so it grows with the array count (about 19 nodes and 4 inputs per
-// array with RAdam). BenchmarkOptimizerLayout decides it: packing the arrays into one flat buffer
-// per group inside the program, and slicing them back, is never faster to run and 4-19x slower to
-// compile at 6, 60 and 600 arrays. At 600 arrays the step costs what copying the same buffers
-// costs (the buffer count, not the math); a flat buffer at the program's boundary would cut that
-// 20x, but moves the packing into the gradient program and makes the parameters flat-resident.
+// Its inputs and its graph are the same few per group whatever the array count (flat.go), so its
+// compile and its run no longer grow with the model's arrays; BenchmarkArrayCount measures it
+// against the per-array program the engine compiled before (one input per parameter, gradient
+// and state array, about 19 nodes per array with RAdam).
 func (e *Engine) optimizerProgram() (*program, error) {
 	return e.memo("optimizer", func() (*program, error) {
 		var sig signature
 		for i, g := range e.groups {
-			for _, v := range g.vars {
-				sig.add("param/"+v.ScopeAndName(), v.DType().String(), v.Shape().Dimensions)
-			}
-			for _, v := range g.vars {
-				sig.add("grad/"+v.ScopeAndName(), v.DType().String(), v.Shape().Dimensions)
-			}
+			sig.add(paramsInput(g), g.dtype, []int{g.size})
+			sig.add(gradsInput(g), g.dtype, []int{g.size})
 			e.addStateInputs(&sig, i)
 		}
 		sig.add("step", "Float32", nil)
@@ -43,9 +38,7 @@ func (e *Engine) optimizerProgram() (*program, error) {
 			in := make([]groupUpdate, len(e.groups))
 			for i, g := range e.groups {
 				in[i] = e.groupInputs(i, nodes)
-				for _, v := range g.vars {
-					in[i].grads = append(in[i].grads, nodes["grad/"+v.ScopeAndName()])
-				}
+				in[i].params, in[i].grads = nodes[paramsInput(g)], nodes[gradsInput(g)]
 			}
 			newParams, newState := e.emitUpdates(in, nodes["step"])
 			return append(newParams, newState...), &program{}
@@ -56,43 +49,34 @@ func (e *Engine) optimizerProgram() (*program, error) {
 // addStateInputs adds group i's optimizer state leaves and hyperparameters to a signature.
 func (e *Engine) addStateInputs(sig *signature, i int) {
 	g := e.groups[i]
-	for s, leaves := range e.st.groups[i].opt {
-		for j, t := range leaves {
-			sig.add(stateInput(g, s, j), t.DType().String(), t.Shape().Dimensions)
-		}
+	for s := range e.st.groups[i].opt {
+		sig.add(stateInput(g, s), g.dtype, []int{g.size})
 	}
 	for _, f := range g.opt.HyperFields() {
 		sig.add("hyper/"+g.name+"/"+f, "Float32", nil)
 	}
 }
 
-// stateInput names state leaf s of the group's parameter array j, e.g. "opt/default/0.radam.mu/dense/weights".
-func stateInput(g *paramGroup, s, j int) string {
-	return "opt/" + g.name + "/" + g.opt.StateNames()[s] + "/" + g.vars[j].ScopeAndName()
+// stateInput names the group's flat state leaf s, e.g. "opt/default/0.radam.mu".
+func stateInput(g *paramGroup, s int) string {
+	return "opt/" + g.name + "/" + g.opt.StateNames()[s]
 }
 
-// groupUpdate is one group's side of the update as graph nodes: its parameter leaves, their
-// gradients, its state ([state leaf][parameter array]) and its hyperparameters.
+// groupUpdate is one group's side of the update as graph nodes, flat: its parameters, their
+// gradient, its state leaves and its hyperparameters.
 type groupUpdate struct {
-	params, grads []*graph.Node
-	state         [][]*graph.Node
+	params, grads *graph.Node
+	state         []*graph.Node
 	hyper         optimizers.Hyper
 }
 
-// groupInputs reads a group's parameters, state and hyperparameters from a program's parameter
-// nodes (the "param/", "opt/" and "hyper/" inputs of the signature).
+// groupInputs reads a group's state and hyperparameters from a program's parameter nodes (the
+// "opt/" and "hyper/" inputs of the signature); the caller sets params and grads.
 func (e *Engine) groupInputs(i int, nodes map[string]*graph.Node) groupUpdate {
 	g := e.groups[i]
 	u := groupUpdate{hyper: optimizers.Hyper{}}
-	for _, v := range g.vars {
-		u.params = append(u.params, nodes["param/"+v.ScopeAndName()])
-	}
-	for s, leaves := range e.st.groups[i].opt {
-		var row []*graph.Node
-		for j := range leaves {
-			row = append(row, nodes[stateInput(g, s, j)])
-		}
-		u.state = append(u.state, row)
+	for s := range e.st.groups[i].opt {
+		u.state = append(u.state, nodes[stateInput(g, s)])
 	}
 	for _, f := range g.opt.HyperFields() {
 		u.hyper[f] = nodes["hyper/"+g.name+"/"+f]
@@ -100,13 +84,13 @@ func (e *Engine) groupInputs(i int, nodes map[string]*graph.Node) groupUpdate {
 	return u
 }
 
-// emitUpdates builds the update with optimizers.Program.ApplyArrays (the global clip, then each
-// group's chain array by array, its scalars built once per group) and returns every group's new
-// parameter arrays, then every group's new non-constant state arrays, in signature order.
+// emitUpdates builds the update with optimizers.Program.Apply (the global clip, then each group's
+// chain on its flat buffers) and returns every group's new parameters, then every group's new
+// non-constant state leaves, in signature order.
 func (e *Engine) emitUpdates(groups []groupUpdate, step *graph.Node) (newParams, newState []*graph.Node) {
 	chains := make([]*optimizers.Chain, len(e.groups))
-	params, grads := make([][]*graph.Node, len(groups)), make([][]*graph.Node, len(groups))
-	states, hyper := make([][][]*graph.Node, len(groups)), make([]optimizers.Hyper, len(groups))
+	params, grads := make([]*graph.Node, len(groups)), make([]*graph.Node, len(groups))
+	states, hyper := make([][]*graph.Node, len(groups)), make([]optimizers.Hyper, len(groups))
 	for i, g := range e.groups {
 		chains[i] = g.opt
 		params[i], grads[i], states[i], hyper[i] = groups[i].params, groups[i].grads, groups[i].state, groups[i].hyper
@@ -115,12 +99,12 @@ func (e *Engine) emitUpdates(groups []groupUpdate, step *graph.Node) (newParams,
 	if err != nil {
 		panic(err) // graph side: getProgram recovers it into the build error
 	}
-	ps, ss := prog.ApplyArrays(params, grads, states, hyper, step)
+	ps, ss := prog.Apply(params, grads, states, hyper, step)
+	newParams = ps
 	for i, g := range e.groups {
-		newParams = append(newParams, ps[i]...)
-		for s, arrays := range ss[i] {
+		for s, leaf := range ss[i] {
 			if !g.constLeaf(s) {
-				newState = append(newState, arrays...)
+				newState = append(newState, leaf)
 			}
 		}
 	}
@@ -131,7 +115,7 @@ func (e *Engine) emitUpdates(groups []groupUpdate, step *graph.Node) (newParams,
 func (g *paramGroup) constLeaf(s int) bool { return s < len(g.constant) && g.constant[s] }
 
 // optimizerStep runs the optimizer program, replacing (donating) parameters, gradients and state.
-// grads holds every group's per-array gradients, in parameter order.
+// grads holds every group's flat gradient, in group order.
 func (e *Engine) optimizerStep(grads []*tensors.Tensor, step int) error {
 	p, err := e.optimizerProgram()
 	if err != nil {
@@ -149,19 +133,14 @@ func (e *Engine) optimizerStep(grads []*tensors.Tensor, step int) error {
 	return nil
 }
 
-// optimizerArgs lists the optimizer program's inputs for the 1-based step: per group the parameter
-// leaves (donated), the gradients (donated when donateGrads), the state (donated unless constant)
-// and the hyperparameters, then the step.
+// optimizerArgs lists the optimizer program's inputs for the 1-based step: per group the flat
+// parameters (donated), the flat gradient (donated when donateGrads), the state (donated unless
+// constant) and the hyperparameters, then the step.
 func (e *Engine) optimizerArgs(grads []*tensors.Tensor, donateGrads bool, step int) ([]arg, error) {
 	var args []arg
-	for i, g := range e.groups {
-		for _, t := range e.st.groups[i].params {
-			args = append(args, arg{t: t, donate: true, counter: &e.uploads.Params})
-		}
-		for _, t := range grads[:len(g.vars)] {
-			args = append(args, arg{t: t, donate: donateGrads, counter: &e.uploads.Params}) // parameter-sized
-		}
-		grads = grads[len(g.vars):]
+	for i := range e.groups {
+		args = append(args, arg{t: e.st.groups[i].params, donate: true, counter: &e.uploads.Params},
+			arg{t: grads[i], donate: donateGrads, counter: &e.uploads.Params}) // parameter-sized
 		more, err := e.stateArgs(i, step)
 		if err != nil {
 			return nil, err
@@ -176,11 +155,9 @@ func (e *Engine) optimizerArgs(grads []*tensors.Tensor, donateGrads bool, step i
 func (e *Engine) stateArgs(i int, step int) ([]arg, error) {
 	g := e.groups[i]
 	var args []arg
-	for s, leaves := range e.st.groups[i].opt {
-		for _, t := range leaves {
-			// Constant leaves (Decay's anchor and mask) are read, never replaced: not donated.
-			args = append(args, arg{t: t, donate: !g.constLeaf(s), counter: &e.uploads.OptState})
-		}
+	for s, t := range e.st.groups[i].opt {
+		// Constant leaves (Decay's anchor and mask) are read, never replaced: not donated.
+		args = append(args, arg{t: t, donate: !g.constLeaf(s), counter: &e.uploads.OptState})
 	}
 	hv, err := e.hyper(g.name, step)
 	if err != nil {
@@ -196,19 +173,18 @@ func (e *Engine) stateArgs(i int, step int) ([]arg, error) {
 	return args, nil
 }
 
-// takeOptimizerOutputs installs the optimizer program's outputs (every group's parameters, then
-// every group's non-constant state) and returns the outputs that follow them.
+// takeOptimizerOutputs installs the optimizer program's outputs (every group's flat parameters,
+// then every group's non-constant state) and returns the outputs that follow them.
 func (e *Engine) takeOptimizerOutputs(outs []*tensors.Tensor) []*tensors.Tensor {
-	for i, g := range e.groups {
-		e.st.groups[i].params = outs[:len(g.vars)]
-		outs = outs[len(g.vars):]
+	for i := range e.groups {
+		e.st.groups[i].params = outs[i]
 	}
+	outs = outs[len(e.groups):]
 	for i, g := range e.groups {
 		st := &e.st.groups[i]
 		for s := range st.opt {
 			if !g.constLeaf(s) {
-				st.opt[s] = outs[:len(g.vars)]
-				outs = outs[len(g.vars):]
+				st.opt[s], outs = outs[0], outs[1:]
 			}
 		}
 	}

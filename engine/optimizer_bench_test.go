@@ -37,14 +37,12 @@ func BenchmarkOptimizerProgram(b *testing.B) {
 	var grads []*tensors.Tensor
 	bytes := 0
 	for _, g := range n.groups {
-		for _, v := range g.vars {
-			t := tensors.FromShape(v.Shape())
-			if err := t.MaterializeOnDevice(n.backend.Backend, false, 0); err != nil {
-				b.Fatal(err)
-			}
-			grads = append(grads, t)
-			bytes += int(v.Shape().Memory())
+		t := tensors.FromShape(g.flatShape())
+		if err := t.MaterializeOnDevice(n.backend.Backend, false, 0); err != nil {
+			b.Fatal(err)
 		}
+		grads = append(grads, t)
+		bytes += int(g.flatShape().Memory())
 	}
 
 	// The copy program: the optimizer program's inputs, in its order, and its outputs (every
@@ -58,17 +56,12 @@ func BenchmarkOptimizerProgram(b *testing.B) {
 	}
 	var outs []*graph.Node
 	for _, g := range n.groups {
-		for _, v := range g.vars {
-			outs = append(outs, graph.Add(nodes["param/"+v.ScopeAndName()], nodes["grad/"+v.ScopeAndName()]))
-		}
+		outs = append(outs, graph.Add(nodes[paramsInput(g)], nodes[gradsInput(g)]))
 	}
 	for i, g := range n.groups {
 		for s := range n.st.groups[i].opt {
-			if g.constLeaf(s) {
-				continue
-			}
-			for j := range g.vars {
-				outs = append(outs, graph.Neg(nodes[stateInput(g, s, j)]))
+			if !g.constLeaf(s) {
+				outs = append(outs, graph.Neg(nodes[stateInput(g, s)]))
 			}
 		}
 	}
@@ -92,7 +85,7 @@ func BenchmarkOptimizerProgram(b *testing.B) {
 			n.takeOptimizerOutputs(outs)
 		}
 		last := n.st.groups[len(n.st.groups)-1]
-		_ = last.params[0].Value()
+		_ = last.params.Value()
 		return time.Since(start).Seconds() / runs
 	}
 	repeat(p) // warm-up

@@ -12,8 +12,8 @@ import (
 )
 
 // paramGroup is one parameter group as setup fixed it: its variables, layout and optimizer chain.
-// Its device-resident values (parameters and optimizer state, one buffer per array) are the
-// training state's groupState at the same index.
+// Its device-resident values (parameters and optimizer state, one flat buffer each: flat.go) are
+// the training state's groupState at the same index.
 type paramGroup struct {
 	name     string
 	vars     []*context.Variable
@@ -27,8 +27,8 @@ type paramGroup struct {
 }
 
 // PlaceParameters sorts the context's trainable variables into groups (Config.Grouper), builds
-// each group's layout, and places the parameters and the layer state on the device, once, one
-// buffer per array.
+// each group's layout, and places the parameters (one flat buffer per group) and the layer state
+// (one buffer per variable) on the device, once.
 func (e *Engine) PlaceParameters() error {
 	if err := e.groupParameters(); err != nil {
 		return err
@@ -43,20 +43,15 @@ func (e *Engine) PlaceParameters() error {
 		if g.layout, err = optimizers.NewLayout(g.name, leaves); err != nil {
 			return err
 		}
-		for _, v := range g.vars {
-			t, err := e.uploadValue(v, "parameter", &e.uploads.Params)
-			if err != nil {
-				return err
-			}
-			e.st.groups[i].params = append(e.st.groups[i].params, t)
+		flat, err := flatten(g)
+		if err != nil {
+			return err
+		}
+		if e.st.groups[i].params, err = e.upload(flat, &e.uploads.Params); err != nil {
+			return fmt.Errorf("group %q: parameters: %w", g.name, err)
 		}
 	}
 	e.varInputs = map[string]*context.Variable{}
-	for _, g := range e.groups {
-		for _, v := range g.vars {
-			e.varInputs["param/"+v.ScopeAndName()] = v
-		}
-	}
 	for _, v := range e.stateVars {
 		e.varInputs["state/"+v.ScopeAndName()] = v
 	}
@@ -137,7 +132,7 @@ func (e *Engine) uploadValue(v *context.Variable, what string, counter *int) (*t
 
 // InitOptimizer gives each group its chain from the resolved plan (whose groups are in group
 // order) and its optimizer state, initialized from the group's initial values flattened end to
-// end and placed on the device.
+// end and placed on the device, one flat buffer per state leaf.
 func (e *Engine) InitOptimizer(plan *optimizers.Plan) error {
 	for gi, gp := range plan.Groups() {
 		g := e.groups[gi]
@@ -150,13 +145,11 @@ func (e *Engine) InitOptimizer(plan *optimizers.Plan) error {
 		if err != nil {
 			return err
 		}
-		for _, leaves := range state {
-			for j := range leaves {
-				if leaves[j], err = e.upload(leaves[j], &e.uploads.OptState); err != nil {
-					return fmt.Errorf("group %q: optimizer state: %w", g.name, err)
-				}
+		for _, leaf := range state {
+			if leaf, err = e.upload(leaf, &e.uploads.OptState); err != nil {
+				return fmt.Errorf("group %q: optimizer state: %w", g.name, err)
 			}
-			e.st.groups[gi].opt = append(e.st.groups[gi].opt, leaves)
+			e.st.groups[gi].opt = append(e.st.groups[gi].opt, leaf)
 		}
 	}
 	return nil
@@ -232,12 +225,12 @@ func (e *Engine) layoutDigest() string {
 func (e *Engine) Parameters() (map[string]*tensors.Tensor, error) {
 	out := map[string]*tensors.Tensor{}
 	for gi, g := range e.groups {
-		for i, t := range e.st.groups[gi].params {
-			c, err := t.LocalClone()
-			if err != nil {
-				return nil, fmt.Errorf("reading %v back: %w", g.keypaths[i], err)
-			}
-			out[strings.Join(g.keypaths[i], "/")] = c
+		arrays, err := g.arrays(e.st.groups[gi].params)
+		if err != nil {
+			return nil, fmt.Errorf("reading group %q's parameters back: %w", g.name, err)
+		}
+		for j, t := range arrays {
+			out[strings.Join(g.keypaths[j], "/")] = t
 		}
 	}
 	return out, nil

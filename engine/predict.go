@@ -60,7 +60,7 @@ func (e *Engine) predictProgram(width int, keys []string) (*program, error) {
 		sig := e.modelInputs(width, keys)
 		key := e.key(compilecache.KindPredict, e.hookNames("Forward"), sig)
 		return e.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
-			nodes := sig.params(g, e.varInputs)
+			nodes, _ := e.modelNodes(g, sig)
 			view := e.bindModel(g, nodes, src)
 			e.ctx.SetTraining(g, false)
 			out := e.callForward(view, batchNodes(nodes, keys), width)

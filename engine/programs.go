@@ -37,8 +37,9 @@ func (s *signature) add(name string, dtype string, dims []int) {
 }
 
 // params creates the graph parameters in signature order. Inputs that are context variables
-// (parameters and layer state) are created by the variable itself, so that the user's layers,
-// which read variables through the context, see exactly these nodes.
+// (layer state) are created by the variable itself, so that the user's layers, which read
+// variables through the context, see exactly these nodes; parameters are bound to their views
+// afterwards (modelNodes).
 func (s signature) params(g *graph.Graph, vars map[string]*context.Variable) map[string]*graph.Node {
 	nodes := make(map[string]*graph.Node, len(s))
 	for _, in := range s {
@@ -55,13 +56,12 @@ func (s signature) params(g *graph.Graph, vars map[string]*context.Variable) map
 	return nodes
 }
 
-// modelInputs lists parameters, layer state and Device fields, then the routed batch fields.
+// modelInputs lists parameters (one flat input per group), layer state and Device fields, then
+// the routed batch fields.
 func (e *Engine) modelInputs(width int, keys []string) signature {
 	var s signature
 	for _, g := range e.groups {
-		for _, v := range g.vars {
-			s.add("param/"+v.ScopeAndName(), v.DType().String(), v.Shape().Dimensions)
-		}
+		s.add(paramsInput(g), g.dtype, []int{g.size})
 	}
 	for _, v := range e.stateVars {
 		s.add("state/"+v.ScopeAndName(), v.DType().String(), v.Shape().Dimensions)
@@ -75,6 +75,13 @@ func (e *Engine) modelInputs(width int, keys []string) signature {
 		s.add("batch/"+k, fs.DType, append([]int{width}, fs.Row...))
 	}
 	return s
+}
+
+// modelNodes creates a model program's inputs in signature order and binds every trainable
+// variable to its view of its group's flat parameters (bindParams), returned per group.
+func (e *Engine) modelNodes(g *graph.Graph, sig signature) (map[string]*graph.Node, [][]*graph.Node) {
+	nodes := sig.params(g, e.varInputs)
+	return nodes, e.bindParams(g, nodes)
 }
 
 // bindModel binds Device fields on a copy of src to their parameter nodes; it returns the view

@@ -12,8 +12,10 @@ import (
 // entry is checked before anything changes: an unknown name is refused listing the valid ones,
 // and a value of another dtype or shape than the parameter's is refused naming the parameter and
 // both shapes (no conversion: a float64 array for a float32 parameter is an error, not a silent
-// rounding). The new values are uploaded once (counted in Uploads().Params) and the next program
-// run reads them: parameters are program inputs, so nothing recompiles.
+// rounding). The new values are uploaded once, one upload per parameter group they touch
+// (counted in Uploads().Params: a group's parameters are one flat buffer, patched on the host
+// when only some of its arrays are given), and the next program run reads them: parameters are
+// program inputs, so nothing recompiles.
 //
 // Only the parameters change. The optimizer's state (moments, step counts, and Decay's anchor,
 // which stays at the weights setup placed) is untouched, as are the layer state and the step and
@@ -46,7 +48,7 @@ func (e *Engine) SetParameters(values map[string]any) error {
 			errs = append(errs, fmt.Errorf("SetParameters: parameter %s: %w", name, err))
 			continue
 		}
-		if want := (*s.t).Shape(); !t.Shape().Equal(want) {
+		if want := s.shape; !t.Shape().Equal(want) {
 			errs = append(errs, fmt.Errorf("SetParameters: parameter %s is %s, the value given is %s: pass the parameter's dtype and shape", name, want, t.Shape()))
 			continue
 		}

@@ -22,10 +22,10 @@ type state struct {
 	layer  []*tensors.Tensor // parallel to Engine.stateVars
 }
 
-// groupState is one parameter group's device-resident training state.
+// groupState is one parameter group's device-resident training state, flat (see flat.go).
 type groupState struct {
-	params []*tensors.Tensor   // per parameter array, in the group's variable order
-	opt    [][]*tensors.Tensor // [chain state leaf][parameter array]
+	params *tensors.Tensor   // the group's parameters end to end, in its variable order
+	opt    []*tensors.Tensor // per chain state leaf, laid out as params
 }
 
 // States reads the layer state back to the host, by variable scope and name (e.g.
@@ -57,13 +57,14 @@ func (e *Engine) DecayAnchorChecksums() (map[string]string, error) {
 			if h == nil {
 				h = sha256.New()
 			}
-			for j, t := range e.st.groups[gi].opt[s] {
-				b, err := ReadBack(t)
-				if err != nil {
-					return nil, fmt.Errorf("group %q: decay anchor: %w", g.name, err)
-				}
-				fmt.Fprintf(h, "%s %s %v\n", strings.Join(g.keypaths[j], "/"), t.DType(), t.Shape().Dimensions)
-				h.Write(b)
+			flat, err := ReadBack(e.st.groups[gi].opt[s])
+			if err != nil {
+				return nil, fmt.Errorf("group %q: decay anchor: %w", g.name, err)
+			}
+			// Array by array, as when the anchor was one buffer per array: a record's checksum holds.
+			for j, v := range g.vars {
+				fmt.Fprintf(h, "%s %s %v\n", strings.Join(g.keypaths[j], "/"), v.DType(), v.Shape().Dimensions)
+				h.Write(g.arrayBytes(flat, j))
 			}
 		}
 		if h != nil {

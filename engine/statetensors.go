@@ -42,16 +42,26 @@ const (
 	slotLayer
 )
 
-// stateSlot is one tensor of the training state under its record name: where it lives in e.st
-// (so a restore can replace it), the variable a trace reads it through (none for optimizer
-// state), and the upload counter of its kind.
+// stateSlot is one tensor of the training state under its record name: the device buffer in e.st
+// that holds it (so a restore can replace it), where in that buffer (a parameter or optimizer
+// state array is a slice of its group's flat buffer, a layer state variable its own buffer), the
+// variable a trace reads it through (none for optimizer state), and the upload counter of its
+// kind.
 type stateSlot struct {
 	name    string
-	t       **tensors.Tensor
+	buf     **tensors.Tensor
+	at      int          // element offset in *buf
+	shape   shapes.Shape // the array's own shape (and dtype)
 	v       *context.Variable
 	counter *int
 	kind    slotKind
 	rng     bool // the context's RNG state
+}
+
+// bytesIn is the slot's bytes within its buffer's bytes.
+func (s stateSlot) bytesIn(buf []byte) []byte {
+	item := int(s.shape.DType.Size())
+	return buf[s.at*item : (s.at+s.shape.Size())*item]
 }
 
 // stateSlots lists the training state's tensors in record order: parameters by group, then the
@@ -61,7 +71,7 @@ func (e *Engine) stateSlots() []stateSlot {
 	for gi, g := range e.groups {
 		st := &e.st.groups[gi]
 		for j, v := range g.vars {
-			out = append(out, stateSlot{name: paramPrefix + strings.Join(g.keypaths[j], "/"), t: &st.params[j], v: v, counter: &e.uploads.Params, kind: slotParam})
+			out = append(out, stateSlot{name: paramPrefix + strings.Join(g.keypaths[j], "/"), buf: &st.params, at: g.offsets[j], shape: v.Shape(), v: v, counter: &e.uploads.Params, kind: slotParam})
 		}
 	}
 	for gi, g := range e.groups {
@@ -71,15 +81,15 @@ func (e *Engine) stateSlots() []stateSlot {
 			if g.constLeaf(s) {
 				continue
 			}
-			for j := range g.vars {
+			for j, v := range g.vars {
 				name := optPrefix + g.name + "/" + leaves[s] + "/" + strings.Join(g.keypaths[j], "/")
-				out = append(out, stateSlot{name: name, t: &st.opt[s][j], counter: &e.uploads.OptState, kind: slotOpt})
+				out = append(out, stateSlot{name: name, buf: &st.opt[s], at: g.offsets[j], shape: v.Shape(), counter: &e.uploads.OptState, kind: slotOpt})
 			}
 		}
 	}
 	for i, v := range e.stateVars {
 		rng := v.Name() == context.RNGStateVariableName && v.Scope() == context.RootScope
-		out = append(out, stateSlot{name: statePrefix + v.ScopeAndName(), t: &e.st.layer[i], v: v, counter: &e.uploads.LayerState, kind: slotLayer, rng: rng})
+		out = append(out, stateSlot{name: statePrefix + v.ScopeAndName(), buf: &e.st.layer[i], shape: e.st.layer[i].Shape(), v: v, counter: &e.uploads.LayerState, kind: slotLayer, rng: rng})
 	}
 	return out
 }
@@ -112,23 +122,29 @@ type StateTensor struct {
 	DType dtypes.DType
 }
 
-// StateTensors reads the part p of the training state back to the host, in record order.
+// StateTensors reads the part p of the training state back to the host, in record order, one
+// tensor per array: each device buffer is read once and its arrays cut out of it.
 func (e *Engine) StateTensors(p Part) ([]StateTensor, error) {
 	var out []StateTensor
+	read := map[**tensors.Tensor][]byte{}
 	for _, s := range e.stateSlots() {
 		if !p.covers(s) {
 			continue
 		}
-		t := *s.t
-		dt, ok := checkpointDType(t.DType())
+		dt, ok := checkpointDType(s.shape.DType)
 		if !ok {
-			return nil, fmt.Errorf("%s: dtype %s has no checkpoint dtype", s.name, t.DType())
+			return nil, fmt.Errorf("%s: dtype %s has no checkpoint dtype", s.name, s.shape.DType)
 		}
-		data, err := ReadBack(t)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", s.name, err)
+		buf, ok := read[s.buf]
+		if !ok {
+			var err error
+			if buf, err = ReadBack(*s.buf); err != nil {
+				return nil, fmt.Errorf("%s: %w", s.name, err)
+			}
+			read[s.buf] = buf
 		}
-		out = append(out, StateTensor{checkpoint.Tensor{Name: s.name, DType: dt, Shape: slices.Clone(t.Shape().Dimensions), Data: data}, s.v, t.DType()})
+		data := bytes.Clone(s.bytesIn(buf))
+		out = append(out, StateTensor{checkpoint.Tensor{Name: s.name, DType: dt, Shape: slices.Clone(s.shape.Dimensions), Data: data}, s.v, s.shape.DType})
 	}
 	return out, nil
 }
@@ -169,7 +185,7 @@ func (e *Engine) stageState(ts []checkpoint.Tensor, p Part, path string) ([]stag
 			missing = append(missing, s.name)
 			continue
 		}
-		h, err := hostTensorFrom(t, (*s.t).Shape())
+		h, err := hostTensorFrom(t, s.shape)
 		if err != nil {
 			wrong = append(wrong, err.Error())
 			continue
@@ -203,24 +219,46 @@ func misfitError(path string, missing, extra, wrong []string) error {
 	return errors.New(b.String())
 }
 
-// InstallState uploads staged tensors (counted in Uploads) and only then replaces the state
-// with them, so a failed transfer leaves the state as it was; path names their source in errors.
+// InstallState uploads staged tensors (counted in Uploads, one upload per device buffer they
+// touch) and only then replaces the state with them, so a failed transfer leaves the state as it
+// was; path names their source in errors.
 func (e *Engine) InstallState(s Staged, path string) error { return e.installState(s.ts, path) }
 
+// installState builds each touched buffer on the host (from the staged arrays alone when they
+// cover it, else on a read-back of its current value), uploads them all, then swaps them in.
 func (e *Engine) installState(staged []stagedTensor, path string) error {
-	placed := make([]*tensors.Tensor, 0, len(staged))
+	type patch struct {
+		buf     **tensors.Tensor
+		arrays  []stagedTensor
+		counter *int
+	}
+	var order []*patch
+	byBuf := map[**tensors.Tensor]*patch{}
 	for _, s := range staged {
-		t, err := e.upload(s.t, s.slot.counter)
+		p := byBuf[s.slot.buf]
+		if p == nil {
+			p = &patch{buf: s.slot.buf, counter: s.slot.counter}
+			byBuf[s.slot.buf] = p
+			order = append(order, p)
+		}
+		p.arrays = append(p.arrays, s)
+	}
+	placed := make([]*tensors.Tensor, 0, len(order))
+	for _, p := range order {
+		h, err := e.patchedBuffer(*p.buf, p.arrays)
+		if err == nil {
+			h, err = e.upload(h, p.counter)
+		}
 		if err != nil {
 			freeTensors(placed)
-			return fmt.Errorf("restoring %s from %s: %w", s.slot.name, path, err)
+			return fmt.Errorf("restoring %s from %s: %w", p.arrays[0].slot.name, path, err)
 		}
-		placed = append(placed, t)
+		placed = append(placed, h)
 	}
 	var errs []error
-	for i, s := range staged {
-		old := *s.slot.t
-		*s.slot.t = placed[i]
+	for i, p := range order {
+		old := *p.buf
+		*p.buf = placed[i]
 		if old != nil {
 			if err := old.FinalizeAll(); err != nil {
 				errs = append(errs, err)
@@ -231,6 +269,36 @@ func (e *Engine) installState(staged []stagedTensor, path string) error {
 		e.warn(fmt.Sprintf("restoring from %s: freeing the replaced state: %v", path, errors.Join(errs...)))
 	}
 	return nil
+}
+
+// patchedBuffer is a host copy of device buffer cur with the staged arrays written into their
+// places. Arrays that cover every element of it need no read-back.
+func (e *Engine) patchedBuffer(cur *tensors.Tensor, arrays []stagedTensor) (*tensors.Tensor, error) {
+	covered := 0
+	for _, s := range arrays {
+		covered += s.slot.shape.Size()
+	}
+	var base []byte
+	if covered < cur.Shape().Size() {
+		var err error
+		if base, err = ReadBack(cur); err != nil {
+			return nil, err
+		}
+	}
+	h := tensors.FromShape(cur.Shape())
+	if cur.Shape().Size() == 0 {
+		return h, nil
+	}
+	var inner error
+	err := h.MutableBytes(func(dst []byte) {
+		copy(dst, base)
+		for _, s := range arrays {
+			if s.slot.shape.Size() > 0 {
+				inner = errors.Join(inner, s.t.ConstBytes(func(src []byte) { copy(s.slot.bytesIn(dst), src) }))
+			}
+		}
+	})
+	return h, errors.Join(err, inner)
 }
 
 // checkpointDType is the checkpoint dtype of a GoMLX dtype, from tensorfile's one table; ok is

@@ -61,7 +61,7 @@ func (e *Engine) Step(step int, keys []string, next func() (map[string]*tensors.
 }
 
 // gradientStep runs the gradient program on one micro-batch and returns its validated loss and
-// the (accumulated) gradients of every parameter array, still on the device. With accum > 1, acc
+// the (accumulated) gradient of every group, flat, still on the device. With accum > 1, acc
 // holds the step's running sums (donated: the outputs replace them), or nil on the step's first
 // micro-batch, whose sums start from zeros in the program (see gradientProgram).
 func (e *Engine) gradientStep(b map[string]*tensors.Tensor, keys []string, acc []*tensors.Tensor, read bool) (Micro, []*tensors.Tensor, error) {
@@ -82,9 +82,7 @@ func (e *Engine) gradientStep(b map[string]*tensors.Tensor, keys []string, acc [
 			// Read only by a select that discards them: the parameters, already on the device
 			// and passed twice (neither use donates them).
 			for _, g := range e.st.groups {
-				for _, t := range g.params {
-					args = append(args, arg{t: t, counter: &e.uploads.Params})
-				}
+				args = append(args, arg{t: g.params, counter: &e.uploads.Params})
 			}
 		}
 		for _, a := range acc {
@@ -96,8 +94,8 @@ func (e *Engine) gradientStep(b map[string]*tensors.Tensor, keys []string, acc [
 	if err = errors.Join(err, freeBatch(b, keys)); err != nil {
 		return Micro{}, nil, err
 	}
-	// The gradient program's outputs: the loss, the gradients, the new layer state, the metrics.
-	G, S := e.ParamArrays(), len(e.stateVars)
+	// The gradient program's outputs: the loss, the flat gradients, the new layer state, the metrics.
+	G, S := len(e.groups), len(e.stateVars)
 	loss, grads, layer, stats := outs[0], outs[1:1+G], outs[1+G:1+G+S], outs[1+G+S:]
 	m, err := e.micro(loss, p.outNames, stats, read)
 	if err != nil {
@@ -121,7 +119,7 @@ func (e *Engine) fusedStep(b map[string]*tensors.Tensor, keys []string, step int
 		return Micro{}, err
 	}
 	args := e.modelArgs(b, keys, true)
-	for i := range args[:e.ParamArrays()] {
+	for i := range args[:len(e.groups)] {
 		args[i].donate = true // replaced by the update
 	}
 	for i := range e.groups {
@@ -208,13 +206,11 @@ func freeTensors(groups ...[]*tensors.Tensor) error {
 	return errors.Join(errs...)
 }
 
-// modelArgs lists parameters, layer state (donated when it is replaced), Device fields and batch fields.
+// modelArgs lists parameters (flat, per group), layer state (donated when it is replaced), Device fields and batch fields.
 func (e *Engine) modelArgs(b map[string]*tensors.Tensor, keys []string, donateState bool) []arg {
 	var args []arg
 	for _, g := range e.st.groups {
-		for _, t := range g.params {
-			args = append(args, arg{t: t, counter: &e.uploads.Params})
-		}
+		args = append(args, arg{t: g.params, counter: &e.uploads.Params})
 	}
 	for _, s := range e.st.layer {
 		args = append(args, arg{t: s, donate: donateState, counter: &e.uploads.LayerState})

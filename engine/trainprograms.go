@@ -14,10 +14,11 @@ import (
 // step's first (accum > 1 only): its sums then start from zeros on the device.
 const accFirst = "accum/first"
 
-// gradientProgram: parameters, layer state, Device fields and the routed batch fields (plus, when
-// accum > 1, the running gradient sums and a Bool scalar "first") -> loss, the gradient of every
-// parameter array (when accum > 1: the sums plus this micro-batch's gradient / accum), new layer
-// state, train metrics. accum bakes in (as 1/accum), so it is in this program's key and no other's.
+// gradientProgram: parameters (one flat buffer per group), layer state, Device fields and the
+// routed batch fields (plus, when accum > 1, the running gradient sums, one flat buffer per group,
+// and a Bool scalar "first") -> loss, every group's flat gradient (when accum > 1: the sums plus
+// this micro-batch's gradient / accum), new layer state, train metrics. accum bakes in (as
+// 1/accum), so it is in this program's key and no other's.
 //
 // On the first micro-batch of an optimizer step "first" is true and the program adds to zeros of
 // its own instead of the sums input, so the step starts its sums on the device: the caller passes
@@ -32,26 +33,20 @@ func (e *Engine) gradientProgram(width int, keys []string) (*program, error) {
 		accum := e.accum
 		if accum > 1 {
 			for _, g := range e.groups {
-				for _, v := range g.vars {
-					sig.add("acc/"+v.ScopeAndName(), v.DType().String(), v.Shape().Dimensions)
-				}
+				sig.add(accInput(g), g.dtype, []int{g.size})
 			}
 			sig.add(accFirst, "Bool", nil)
 		}
 		key := e.key(compilecache.KindGradient, e.hookNames("Forward", "Loss", "TrainMetrics"), sig)
 		key.Accum = accum
 		return e.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
-			nodes := sig.params(g, e.varInputs)
-			loss, grads, extra, meta := e.traceTrain(g, nodes, src, width, keys)
+			nodes, views := e.modelNodes(g, sig)
+			loss, grads, extra, meta := e.traceTrain(g, nodes, views, src, width, keys)
 			if accum > 1 {
 				first := nodes[accFirst]
-				k := 0
-				for _, grp := range e.groups {
-					for _, v := range grp.vars {
-						sum := graph.Where(first, graph.ScalarZero(g, v.DType()), nodes["acc/"+v.ScopeAndName()])
-						grads[k] = graph.Add(sum, graph.MulScalar(grads[k], 1/float64(accum)))
-						k++
-					}
+				for i, grp := range e.groups {
+					sum := graph.Where(first, graph.ScalarZero(g, dtypeOf(grp.dtype)), nodes[accInput(grp)])
+					grads[i] = graph.Add(sum, graph.MulScalar(grads[i], 1/float64(accum)))
 				}
 			}
 			outs := append([]*graph.Node{loss}, grads...)
@@ -77,12 +72,12 @@ func (e *Engine) trainStepProgram(width int, keys []string) (*program, error) {
 			key.Extra = append(key.Extra, [2]string{"chain/" + g.name, g.opt.Describe()})
 		}
 		return e.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
-			nodes := sig.params(g, e.varInputs)
-			loss, grads, extra, meta := e.traceTrain(g, nodes, src, width, keys)
+			nodes, views := e.modelNodes(g, sig)
+			loss, grads, extra, meta := e.traceTrain(g, nodes, views, src, width, keys)
 			in := make([]groupUpdate, len(e.groups))
 			for i, grp := range e.groups {
 				in[i] = e.groupInputs(i, nodes)
-				in[i].grads, grads = grads[:len(grp.vars)], grads[len(grp.vars):]
+				in[i].params, in[i].grads = nodes[paramsInput(grp)], grads[i]
 			}
 			newParams, newState := e.emitUpdates(in, nodes["step"])
 			// A non-finite loss keeps the old parameters and state, as the two-program step does by
@@ -90,19 +85,10 @@ func (e *Engine) trainStepProgram(width int, keys []string) (*program, error) {
 			finite := graph.IsFinite(loss)
 			k := 0
 			for i, grp := range e.groups {
-				for j := range grp.vars {
-					newParams[k] = graph.Where(finite, newParams[k], in[i].params[j])
-					k++
-				}
-			}
-			k = 0
-			for i, grp := range e.groups {
+				newParams[i] = graph.Where(finite, newParams[i], in[i].params)
 				for s := range e.st.groups[i].opt {
-					if grp.constLeaf(s) {
-						continue
-					}
-					for j := range grp.vars {
-						newState[k] = graph.Where(finite, newState[k], in[i].state[s][j])
+					if !grp.constLeaf(s) {
+						newState[k] = graph.Where(finite, newState[k], in[i].state[s])
 						k++
 					}
 				}
@@ -114,11 +100,12 @@ func (e *Engine) trainStepProgram(width int, keys []string) (*program, error) {
 	})
 }
 
-// traceTrain traces Forward, Loss and TrainMetrics on a training program's inputs and returns the
-// loss, the gradient of every parameter array (in group order), and the outputs that follow the
-// update in every training program: the new layer state, then the train metrics (named in meta).
-// A parameter group the loss cannot reach in the graph is refused here (see deadGroups).
-func (e *Engine) traceTrain(g *graph.Graph, nodes map[string]*graph.Node, src any, width int, keys []string) (loss *graph.Node, grads, extra []*graph.Node, meta *program) {
+// traceTrain traces Forward, Loss and TrainMetrics on a training program's inputs (views: each
+// group's variables bound to their views of its flat parameters) and returns the loss, every
+// group's flat gradient (in group order), and the outputs that follow the update in every
+// training program: the new layer state, then the train metrics (named in meta). A parameter
+// group the loss cannot reach in the graph is refused here (see deadGroups).
+func (e *Engine) traceTrain(g *graph.Graph, nodes map[string]*graph.Node, views [][]*graph.Node, src any, width int, keys []string) (loss *graph.Node, grads, extra []*graph.Node, meta *program) {
 	view := e.bindModel(g, nodes, src)
 	e.ctx.SetTraining(g, true)
 	out := e.callForward(view, batchNodes(nodes, e.route("Forward", keys)), width)
@@ -128,10 +115,8 @@ func (e *Engine) traceTrain(g *graph.Graph, nodes map[string]*graph.Node, src an
 	}
 	loss = addTerms(loss, collectedLosses(e.ctx, g))
 	var leaves []*graph.Node
-	for _, grp := range e.groups {
-		for _, v := range grp.vars {
-			leaves = append(leaves, nodes["param/"+v.ScopeAndName()])
-		}
+	for _, vs := range views {
+		leaves = append(leaves, vs...)
 	}
 	// Every training program (two-program, fused, on a mesh) traces here, so this refusal covers
 	// them all: a group the loss cannot reach would train without an error and never change.
@@ -142,9 +127,14 @@ func (e *Engine) traceTrain(g *graph.Graph, nodes map[string]*graph.Node, src an
 			"graph.StopGradient carries no gradient); a group meant to stay fixed should be created non-trainable "+
 			"(context.Variable.SetTrainable(false)) or removed from the model", strings.Join(dead, " and ")))
 	}
-	// Gradients stay per array, as the optimizer reads them: packing them into one buffer per
-	// group would cost a copy here and slices there.
-	grads = graph.Gradient(loss, leaves...)
+	// Differentiated with respect to the views, each array's gradient in its own shape, then
+	// packed into the group's flat gradient: the one copy that lets the optimizer program take one
+	// buffer per group.
+	arrays := graph.Gradient(loss, leaves...)
+	for _, vs := range views {
+		grads = append(grads, packArrays(arrays[:len(vs)]))
+		arrays = arrays[len(vs):]
+	}
 	for _, v := range e.stateVars {
 		extra = append(extra, v.ValueGraph(g))
 	}

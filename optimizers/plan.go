@@ -448,21 +448,14 @@ func (p *Plan) groupNames() []string {
 }
 
 // InitState builds the group's initial optimizer state from its flat parameter buffer (what a
-// transform's Init is defined on) and splits each state leaf per parameter array, as the
-// optimizer program reads it: [state leaf][parameter array], host tensors.
-func (g *GroupPlan) InitState(flat *tensors.Tensor) ([][]*tensors.Tensor, error) {
+// transform's Init is defined on), one flat host tensor per state leaf, laid out as the
+// parameters: the optimizer program reads it so.
+func (g *GroupPlan) InitState(flat *tensors.Tensor) ([]*tensors.Tensor, error) {
 	st, err := g.Chain.Init(flat)
 	if err != nil {
 		return nil, fmt.Errorf("group %q: optimizer init: %w", g.Name, err)
 	}
-	state := st.Leaves()
-	out := make([][]*tensors.Tensor, len(state))
-	for i, s := range state {
-		if out[i], err = g.Layout.Unflatten(s); err != nil {
-			return nil, fmt.Errorf("group %q: optimizer init: %w", g.Name, err)
-		}
-	}
-	return out, nil
+	return st.Leaves(), nil
 }
 
 // VaryingOptKeys lists, as the schedule map wrote them, the keys whose schedule drives an

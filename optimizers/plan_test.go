@@ -213,8 +213,8 @@ func TestPlanLevel2ReportsAnUnreadSchedule(t *testing.T) {
 	}
 }
 
-// A field the chain reads that nothing sets is refused with the fix; InitState splits the state
-// per parameter array.
+// A field the chain reads that nothing sets is refused with the fix; InitState builds each state
+// leaf as one flat buffer, laid out as the parameters.
 func TestPlanUnsetFieldAndInitState(t *testing.T) {
 	spec := optimizers.PlanSpec{
 		LearningRate: optimizers.Setting{Value: 1e-3, Source: "default"},
@@ -240,8 +240,8 @@ func TestPlanUnsetFieldAndInitState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(state) != 1 || len(state[0]) != 2 || state[0][0].Shape().Size() != 4 || state[0][1].Shape().Size() != 2 {
-		t.Errorf("momentum state %v, want one leaf split into a 2x2 and a 2", state)
+	if len(state) != 1 || !state[0].Shape().Equal(p.Groups()[0].Layout.FlatShape()) {
+		t.Errorf("momentum state %v, want one flat leaf of the group's shape %s", state, p.Groups()[0].Layout.FlatShape())
 	}
 }
 

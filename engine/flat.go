@@ -1,0 +1,124 @@
+package engine
+
+// The flat layout: a parameter group's parameters, their gradients (and the accumulator's sums)
+// and each of its chain's state leaves are one device buffer per group, of the group's one dtype
+// and shape [size]. Array j of the group is elements [offsets[j], offsets[j]+size_j) of it,
+// row-major, in the group's variable order, which is its optimizers.Layout's order. So the
+// optimizer program takes and returns G buffers per kind whatever the array count, and its
+// compile and run stop growing with it.
+//
+// The model still reads its variables through the context. In every program that traces a hook,
+// the group's flat buffer is one input ("params/<group>"), and each trainable variable is bound,
+// for that graph only, to its view: a slice of the buffer reshaped to the variable's shape (see
+// bindParams). The gradient program differentiates the loss with respect to the views and packs
+// the gradients into one flat gradient per group, in the same order (packArrays). Layer state
+// (batch-norm statistics, the RNG state) is not a parameter and stays one buffer per variable:
+// its variables create their own inputs, as before.
+//
+// On the host, nothing changes: a record, Parameters, SetParameters and the model view name one
+// tensor per array, cut out of (or patched into) the flat buffer by the same offsets.
+
+import (
+	"fmt"
+	"reflect"
+	"unsafe"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+)
+
+// paramsInput, gradsInput and accInput name a group's flat program inputs.
+func paramsInput(g *paramGroup) string { return "params/" + g.name }
+func gradsInput(g *paramGroup) string  { return "grads/" + g.name }
+func accInput(g *paramGroup) string    { return "acc/" + g.name }
+
+// flatShape is a group's buffer shape: [size] of its dtype.
+func (g *paramGroup) flatShape() shapes.Shape { return shapes.Make(dtypeOf(g.dtype), g.size) }
+
+// view is array j of a group's flat node: its elements, in its shape.
+func (g *paramGroup) view(flat *graph.Node, j int) *graph.Node {
+	off := g.offsets[j]
+	part := graph.Slice(flat, graph.AxisRange(off, off+g.vars[j].Shape().Size()))
+	return graph.Reshape(part, g.vars[j].Shape().Dimensions...)
+}
+
+// packArrays lays arrays out end to end as one flat node, in the group's order: the inverse of view.
+func packArrays(arrays []*graph.Node) *graph.Node {
+	parts := make([]*graph.Node, len(arrays))
+	for j, a := range arrays {
+		parts[j] = graph.Reshape(a, a.Shape().Size())
+	}
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	return graph.Concatenate(parts, 0)
+}
+
+// bindParams binds each group's variables, in g, to their views of the group's flat input (nodes
+// holds it under paramsInput), so that a layer reading a variable through the context reads its
+// view and creates no input of its own. It returns the views, per group.
+func (e *Engine) bindParams(g *graph.Graph, nodes map[string]*graph.Node) [][]*graph.Node {
+	views := make([][]*graph.Node, len(e.groups))
+	for i, grp := range e.groups {
+		flat := nodes[paramsInput(grp)]
+		for j, v := range grp.vars {
+			view := grp.view(flat, j)
+			bindVariable(v, view)
+			views[i] = append(views[i], view)
+		}
+	}
+	return views
+}
+
+// bindVariable makes node the variable's value in node's graph, as if the graph had read it, and
+// creates no graph input for it. GoMLX v0.25's context has no call for this: ValueGraph and
+// SetValueGraph both create the variable's own input on its first use in a graph, which would
+// be one input per array again. The variable's per-graph record (its input node and current
+// value node) is set directly, both to node; a GoMLX whose Variable no longer has that record
+// fails here, in every program build, with this message.
+func bindVariable(v *context.Variable, node *graph.Node) {
+	field := reflect.ValueOf(v).Elem().FieldByName("graphToNodes")
+	if !field.IsValid() {
+		panic(fmt.Errorf("internal: binding variable %s to its view of the flat parameters: this GoMLX's context.Variable has no graphToNodes field (the engine is written against GoMLX v0.25)", v.ScopeAndName()))
+	}
+	m := reflect.NewAt(field.Type(), unsafe.Pointer(field.UnsafeAddr()))
+	store := m.MethodByName("Store")
+	if !store.IsValid() || store.Type().NumIn() != 2 || store.Type().In(1).Kind() != reflect.Pointer {
+		panic(fmt.Errorf("internal: binding variable %s: this GoMLX's graphToNodes has no Store(graph id, *nodes) (the engine is written against GoMLX v0.25)", v.ScopeAndName()))
+	}
+	rec := reflect.New(store.Type().In(1).Elem())
+	for _, name := range []string{"paramNode", "valueNode"} {
+		f := rec.Elem().FieldByName(name)
+		if !f.IsValid() || f.Type() != reflect.TypeOf(node) {
+			panic(fmt.Errorf("internal: binding variable %s: this GoMLX's per-graph variable record has no %s *Node (the engine is written against GoMLX v0.25)", v.ScopeAndName(), name))
+		}
+		reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Set(reflect.ValueOf(node))
+	}
+	store.Call([]reflect.Value{reflect.ValueOf(node.Graph().GraphId()), rec})
+}
+
+// arrayBytes is array j's bytes within its group's flat buffer's bytes.
+func (g *paramGroup) arrayBytes(flat []byte, j int) []byte {
+	item := int(dtypeOf(g.dtype).Size())
+	at := g.offsets[j] * item
+	return flat[at : at+g.vars[j].Shape().Size()*item]
+}
+
+// arrays reads a group's flat device buffer back as host tensors, one per array.
+func (g *paramGroup) arrays(flat *tensors.Tensor) ([]*tensors.Tensor, error) {
+	data, err := ReadBack(flat)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*tensors.Tensor, len(g.vars))
+	for j, v := range g.vars {
+		t := tensors.FromShape(v.Shape())
+		if err := t.MutableBytes(func(b []byte) { copy(b, g.arrayBytes(data, j)) }); err != nil {
+			return nil, err
+		}
+		out[j] = t
+	}
+	return out, nil
+}
