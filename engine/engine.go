@@ -127,6 +127,9 @@ type Engine struct {
 // residency (e.g. zero parameter uploads per eval batch).
 type Uploads struct {
 	Params, OptState, LayerState, Device, Batch, Hyper int
+	// Offsets counts the parameters' offsets in their group's flat buffer (flat.go): once per
+	// array at setup, the views' start indices every model program reads.
+	Offsets int
 }
 
 // New builds an engine on cfg: the mesh when cfg.Devices is above 1, and nothing on the device

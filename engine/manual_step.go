@@ -81,7 +81,7 @@ func (s *ManualStep) OptState(group string) map[string]map[string]*graph.Node {
 	for si, name := range g.opt.StateNames() {
 		leaf := map[string]*graph.Node{}
 		for j := range g.vars {
-			leaf[strings.Join(g.keypaths[j], "/")] = g.view(s.nodes[stateInput(g, si)], j)
+			leaf[strings.Join(g.keypaths[j], "/")] = g.view(s.nodes[stateInput(g, si)], s.nodes, j)
 		}
 		out[name] = leaf
 	}
@@ -211,7 +211,7 @@ func (s *ManualStep) StepOptimizer(group string, grads Grads) {
 	}
 	ps, ss := prog.Apply([]*graph.Node{u.params}, []*graph.Node{u.grads}, [][]*graph.Node{u.state}, []optimizers.Hyper{u.hyper}, s.nodes["step"])
 	for j, v := range grp.vars {
-		v.SetValueGraph(grp.view(ps[0], j))
+		v.SetValueGraph(grp.view(ps[0], s.nodes, j))
 	}
 	s.newFlat[i], s.newState[i] = ps[0], ss[0]
 	s.stepped[group] = true

@@ -21,6 +21,7 @@ type paramGroup struct {
 	offsets  []int
 	size     int
 	dtype    string
+	at       []*tensors.Tensor // offsets as Int32 device scalars, the views' start indices (flat.go)
 	layout   *optimizers.Layout
 	opt      *optimizers.Chain // the group's chain (optimizers owns the update math)
 	constant []bool            // state leaves that never change (not donated, not re-output)
@@ -49,6 +50,9 @@ func (e *Engine) PlaceParameters() error {
 		}
 		if e.st.groups[i].params, err = e.upload(flat, &e.uploads.Params); err != nil {
 			return fmt.Errorf("group %q: parameters: %w", g.name, err)
+		}
+		if err := e.placeOffsets(g); err != nil {
+			return err
 		}
 	}
 	e.varInputs = map[string]*context.Variable{}

@@ -119,8 +119,10 @@ func (e *Engine) fusedStep(b map[string]*tensors.Tensor, keys []string, step int
 		return Micro{}, err
 	}
 	args := e.modelArgs(b, keys, true)
-	for i := range args[:len(e.groups)] {
-		args[i].donate = true // replaced by the update
+	k := 0
+	for _, g := range e.groups {
+		args[k].donate = true // the group's parameters, replaced by the update
+		k += 1 + len(g.at)    // then its offsets
 	}
 	for i := range e.groups {
 		more, err := e.stateArgs(i, step)
@@ -209,8 +211,9 @@ func freeTensors(groups ...[]*tensors.Tensor) error {
 // modelArgs lists parameters (flat, per group), layer state (donated when it is replaced), Device fields and batch fields.
 func (e *Engine) modelArgs(b map[string]*tensors.Tensor, keys []string, donateState bool) []arg {
 	var args []arg
-	for _, g := range e.st.groups {
-		args = append(args, arg{t: g.params, counter: &e.uploads.Params})
+	for i, g := range e.groups {
+		args = append(args, arg{t: e.st.groups[i].params, counter: &e.uploads.Params})
+		args = append(args, e.offsetArgs(g)...)
 	}
 	for _, s := range e.st.layer {
 		args = append(args, arg{t: s, donate: donateState, counter: &e.uploads.LayerState})
