@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nitro-go/nitro/compilecache"
+)
+
+// TestProgramsTakeOneBufferPerGroup: with two parameter groups, the optimizer program's inputs
+// are per group one flat buffer each of parameters, gradient and state leaf (plus its
+// hyperparameters), whatever the group's array count; the gradient program returns one flat
+// gradient per group; and training through them moves every array of both groups, which
+// Parameters still returns one by one.
+func TestProgramsTakeOneBufferPerGroup(t *testing.T) {
+	_, src := newAccumEngine(t, 1)
+	two := newTestEngine(t, testRun{exp: &accumMLP{}, forward: accumForward, loss: accumLoss, data: src, backend: "go",
+		cache: compilecache.New(), grouper: func(kp []string) string { return kp[0] }})
+	if got := two.GroupNames(); !slices.Equal(got, []string{"h0", "out"}) {
+		t.Fatalf("groups %v, want [h0 out]", got)
+	}
+	before, err := two.Parameters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := src.BatchAt(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	placed, err := two.Place(b, []string{"x", "y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, grads, err := two.gradientStep(placed, []string{"x", "y"}, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(grads) != 2 || !slices.Equal(grads[0].Shape().Dimensions, []int{8*16 + 16}) || !slices.Equal(grads[1].Shape().Dimensions, []int{16 + 1}) {
+		t.Errorf("the gradient program returned %v, want one flat gradient per group: [144] and [17]", grads)
+	}
+	if err := freeTensors(grads); err != nil {
+		t.Fatal(err)
+	}
+	runSteps(t, two, src, 1, 3)
+	p, err := two.optimizerProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, in := range p.inputs {
+		if !strings.HasPrefix(in.Name, "hyper/") {
+			names = append(names, in.Name)
+		}
+	}
+	want := []string{"params/h0", "grads/h0", "opt/h0/0.radam.mu", "opt/h0/0.radam.nu", "params/out", "grads/out", "opt/out/0.radam.mu", "opt/out/0.radam.nu", "step"}
+	if !slices.Equal(names, want) {
+		t.Errorf("optimizer program inputs (hyperparameters aside) %v, want %v", names, want)
+	}
+	for _, in := range p.inputs {
+		if g := strings.TrimPrefix(in.Name, "params/"); g != in.Name {
+			size := map[string]int{"h0": 8*16 + 16, "out": 16 + 1}[g]
+			if !slices.Equal(in.Shape, []int{size}) {
+				t.Errorf("%s has shape %v, want the group's flat [%d]", in.Name, in.Shape, size)
+			}
+		}
+	}
+	after, err := two.Parameters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != 4 {
+		t.Fatalf("Parameters returned %d arrays, want the model's 4", len(after))
+	}
+	for k, v := range before {
+		if after[k] == nil || !after[k].Shape().Equal(v.Shape()) {
+			t.Errorf("%s: shape %v after training, %v before", k, after[k], v.Shape())
+		} else if after[k].Equal(v) {
+			t.Errorf("%s did not change in three steps", k)
+		}
+	}
+}
