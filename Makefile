@@ -76,7 +76,8 @@ bench-venv:
 
 ## bench: benchmarks that print ratios measured in one run (the step against GoMLX and JAX, on the MLP
 ## and on three model families: MLP, CNN, transformer; the
-## optimizer program against a one-pass copy, and its layouts at 6/60/600 arrays; the JSON logger;
+## optimizer program against a one-pass copy, and its layouts at 6/60/600 arrays; the engine's
+## compiles and steps at 6/60/600 arrays against the per-array optimizer program; the JSON logger;
 ## checkpoint I/O; the prefetch pipeline and the Parquet source; the server's load over loopback
 ## against the in-process runner, and its peak RSS under hostile bodies). -timeout 30m: the families
 ## alone run minutes on a loaded machine, past go test's default 10m per package

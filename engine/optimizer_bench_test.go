@@ -151,8 +151,8 @@ const narrowWidth = 32
 type optLayout struct {
 	name string
 	// flatIO: the program's parameter, gradient and state inputs and outputs are one flat buffer
-	// per group (the gradient program would then pack the gradients and the parameters would live
-	// flat); otherwise they are per array, as the gradient program and the accessors hold them.
+	// per group, as the engine's are (flat.go); otherwise they are per array, as the engine's
+	// were before its parameters went flat.
 	flatIO bool
 	// pack: per-array inputs concatenated into one flat buffer per group inside the program, the
 	// chain applied once per group, the results sliced back into arrays.
@@ -163,7 +163,7 @@ type optLayout struct {
 }
 
 var optLayouts = []optLayout{
-	{name: "per array (engine today)"},
+	{name: "per array (engine before)"},
 	{name: "flat, packed in program", pack: true},
 	{name: "flat at the boundary", flatIO: true},
 	{name: "per array, copy only", copyOnly: true},
@@ -379,7 +379,8 @@ func (l *layoutSide) repeat(b *testing.B, n *Engine, runs, from int) float64 {
 // 32) on XLA, and prints per layout its node count, input count, compile time and step time, with
 // the step-time ratios to the per-array layout as the median of per-repeat ratios (the layouts'
 // order rotates every repeat, a GC between sides). "Flat at the boundary" is the optimizer
-// program alone: it leaves out the packing the gradient program and the accessors would then do.
+// program alone, as the engine compiles it: the packing the gradient program then does is left
+// out (BenchmarkArrayCount times the whole step).
 // "Per array, copy only" moves the per-array layout's bytes through as many buffers with no math:
 // how much of the per-array step is the buffer count rather than the update.
 func BenchmarkOptimizerLayout(b *testing.B) {

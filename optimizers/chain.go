@@ -172,8 +172,8 @@ func (c *Chain) Apply(params, grads *graph.Node, state []*graph.Node, hp Hyper, 
 }
 
 // ApplyShared is Apply for one parameter array of a group whose other arrays reuse shared's
-// step-dependent scalars (see Shared): core calls it once per array with the same hp, step and
-// shared, so the scalar math is emitted once per group. Transforms are elementwise, so applying
+// step-dependent scalars (see Shared): ApplyArrays calls it once per array with the same hp, step
+// and shared, so the scalar math is emitted once per group. Transforms are elementwise, so applying
 // the chain array by array equals applying it to the group's flat buffer.
 func (c *Chain) ApplyShared(params, grads *graph.Node, state []*graph.Node, hp Hyper, step *graph.Node, shared *Shared) (newParams *graph.Node, newState []*graph.Node) {
 	if !params.DType().IsFloat() {

@@ -5,17 +5,14 @@
 // It builds the optimizer program: per parameter group, a Chain of Transforms
 // (optax's model: an init/update pair with typed state; Init on the host, Update in the graph)
 // after one global-norm clip over all groups (ClipByGlobalNorm, baked; 0 emits nothing).
-// Layout is the group's flat host-side view: Init builds the state on it, and Decay's mask and
-// anchor are defined on it. In the compiled program parameters, gradients and state are per array
-// (Program.ApplyArrays: each array's update fused in one pass, the group's scalar math built once
-// via Shared); Program.Apply on one flat buffer per group is the same math. Core's
-// BenchmarkOptimizerLayout chose this at 6, 60 and 600 arrays: packing the per-array buffers into
-// one flat buffer inside the program and slicing the results back never runs faster (its step
-// 1.0-2.2x the per-array one) and XLA compiles it 4-19x slower. The per-array program's node and
-// input counts grow with the array count, and at 600 arrays its step costs what a program that only
-// copies the same buffers costs: the buffer count, not the math. Only a flat buffer at the
-// program's boundary (20x faster there) removes that, at the price of packing in the gradient
-// program and flat-resident parameters.
+// Layout is the group's flat view: Init builds the state on it, Decay's mask and anchor are
+// defined on it, and the engine keeps parameters, gradients and state in it on the device, one
+// buffer per group, applying each chain with Program.Apply. The engine's BenchmarkOptimizerLayout
+// found why at 6, 60 and 600 arrays: a per-array program (Program.ApplyArrays, each array's update
+// in one pass, the group's scalar math built once via Shared) grows in nodes and inputs with the
+// array count, and at 600 arrays its step costs what merely copying as many buffers costs; packing
+// the arrays inside the program compiles 4-19x slower; only a flat buffer at the program's
+// boundary removes the buffer count (its step about 20x faster at 600 arrays).
 //
 // Rules RAdam (the Level 0 default), Adam, SGD and Momentum follow optax's conventions exactly
 // (formulas on each type); Decay is decoupled, last, with a zero, w0 or explicit anchor and a
