@@ -94,7 +94,45 @@ func (e *Engine) placeOffsets(g *paramGroup) error {
 	return nil
 }
 
-// packArrays lays arrays out end to end as one flat node, in the group's order: the inverse of view.
+// pack lays a group's arrays (in its order, each in its own shape) out end to end as its flat
+// node: the inverse of view. nodes holds the program's offset inputs, when it has them.
+//
+// XLA fuses a Concatenate with the reshapes of its operands into one loop that picks, element by
+// element, the operand an element comes from: cheap for small arrays, and on CPU about 5x the
+// whole gradient program for a model of 2048-wide layers. So an array of packRun elements or more
+// is written in place into the buffer (DynamicUpdateSlice at its offset input), and only runs of
+// smaller neighbours are concatenated first, each run written as one. Without offset inputs (a
+// backend without dynamic slices) it is one Concatenate.
+func (g *paramGroup) pack(arrays []*graph.Node, nodes map[string]*graph.Node) *graph.Node {
+	if _, ok := nodes[g.offsetInput(0)]; !ok {
+		return packArrays(arrays)
+	}
+	var out *graph.Node
+	for j := 0; j < len(arrays); {
+		k := j + 1
+		if arrays[j].Shape().Size() < packRun {
+			for k < len(arrays) && arrays[k].Shape().Size() < packRun {
+				k++
+			}
+		}
+		run := packArrays(arrays[j:k])
+		if j == 0 && k == len(arrays) {
+			return run // one run covers the group
+		}
+		if out == nil {
+			out = graph.Zeros(run.Graph(), g.flatShape())
+		}
+		out = graph.DynamicUpdateSlice(out, run, []*graph.Node{nodes[g.offsetInput(j)]})
+		j = k
+	}
+	return out
+}
+
+// packRun is the size, in elements, from which an array is written into its group's buffer on
+// its own rather than concatenated with its neighbours (see pack).
+var packRun = 1 << 16 // a variable so a test can compare both ways of packing
+
+// packArrays lays arrays out end to end as one flat node.
 func packArrays(arrays []*graph.Node) *graph.Node {
 	parts := make([]*graph.Node, len(arrays))
 	for j, a := range arrays {

@@ -1,11 +1,19 @@
 package engine
 
 import (
+	"bytes"
+	"math"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/ml/layers"
+	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
 	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // TestProgramsTakeOneBufferPerGroup: with two parameter groups, the optimizer program's inputs
@@ -78,5 +86,60 @@ func TestProgramsTakeOneBufferPerGroup(t *testing.T) {
 		} else if after[k].Equal(v) {
 			t.Errorf("%s did not change in three steps", k)
 		}
+	}
+}
+
+// TestPackWritesLargeArraysInPlace: on XLA, a group holding an array of packRun elements or more
+// (a 256x256 kernel between small ones) packs its gradients by writing them in place at their
+// offsets; the flat gradient is bitwise the one concatenating every array gives.
+func TestPackWritesLargeArraysInPlace(t *testing.T) {
+	const rows = 8
+	xs := make([]float32, 4*rows*256)
+	for i := range xs {
+		xs[i] = float32(i%17) / 17
+	}
+	src, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{
+		"x": tensors.FromFlatDataAndDimensions(xs, 4*rows, 256),
+		"y": tensors.FromFlatDataAndDimensions(make([]float32, 4*rows), 4*rows, 1),
+	}, rows, prefetch.ArrayOptions{DropPartial: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forward := func(_ any, ctx *context.Context, in map[string]*graph.Node) map[string]*graph.Node {
+		h := activations.Relu(layers.Dense(ctx.In("h0"), in["x"], true, 256))
+		return map[string]*graph.Node{"y": layers.Dense(ctx.In("out"), h, true, 1)}
+	}
+	flatGrad := func(run int) []byte {
+		t.Helper()
+		defer func(old int) { packRun = old }(packRun)
+		packRun = run
+		e := newTestEngine(t, testRun{exp: &accumMLP{}, forward: forward, loss: accumLoss, data: src, backend: "xla", cache: compilecache.New()})
+		if got := e.groups[0].vars[1].Shape().Size(); got < 1<<16 {
+			t.Fatalf("the kernel has %d elements, below 1<<16: the test packs nothing in place", got)
+		}
+		b, err := src.BatchAt(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		placed, err := e.Place(b, []string{"x", "y"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, grads, err := e.gradientStep(placed, []string{"x", "y"}, nil, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := ReadBack(grads[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	inPlace, concatenated := flatGrad(1<<16), flatGrad(math.MaxInt)
+	if !bytes.Equal(inPlace, concatenated) {
+		t.Errorf("the flat gradient written in place differs from the concatenated one")
+	}
+	if bytes.Equal(inPlace, make([]byte, len(inPlace))) {
+		t.Errorf("the flat gradient is all zeros: the test compares nothing")
 	}
 }

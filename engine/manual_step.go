@@ -204,7 +204,7 @@ func (s *ManualStep) StepOptimizer(group string, grads Grads) {
 	}
 	// The group steps once per TrainStep, so its parameters are still the program's input here.
 	u := s.e.groupInputs(i, s.nodes)
-	u.params, u.grads = s.nodes[paramsInput(grp)], packArrays(arrays)
+	u.params, u.grads = s.nodes[paramsInput(grp)], grp.pack(arrays, s.nodes)
 	prog, err := optimizers.NewProgram([]*optimizers.Chain{grp.opt}, s.e.clip)
 	if err != nil {
 		panic(err)

@@ -131,8 +131,8 @@ func (e *Engine) traceTrain(g *graph.Graph, nodes map[string]*graph.Node, views 
 	// packed into the group's flat gradient: the one copy that lets the optimizer program take one
 	// buffer per group.
 	arrays := graph.Gradient(loss, leaves...)
-	for _, vs := range views {
-		grads = append(grads, packArrays(arrays[:len(vs)]))
+	for i, vs := range views {
+		grads = append(grads, e.groups[i].pack(arrays[:len(vs)], nodes))
 		arrays = arrays[len(vs):]
 	}
 	for _, v := range e.stateVars {
