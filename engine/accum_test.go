@@ -63,7 +63,9 @@ func trainWithHostZeros(t *testing.T, e *Engine, src *prefetch.ArrayBatches, epo
 		for i := 0; i < to; i += e.accum {
 			var acc []*tensors.Tensor
 			for _, g := range e.groups {
-				acc = append(acc, tensors.FromShape(g.flatShape()))
+				for s := range g.segs {
+					acc = append(acc, tensors.FromShape(g.segShape(s)))
+				}
 			}
 			for k := range e.accum {
 				b, err := src.BatchAt(i + k)
@@ -91,11 +93,13 @@ func paramBits(t *testing.T, e *Engine) []uint32 {
 	t.Helper()
 	var bits []uint32
 	for _, g := range e.st.groups {
-		tensors.ConstFlatData(g.params, func(f []float32) {
-			for _, x := range f {
-				bits = append(bits, math.Float32bits(x))
-			}
-		})
+		for _, p := range g.params {
+			tensors.ConstFlatData(p, func(f []float32) {
+				for _, x := range f {
+					bits = append(bits, math.Float32bits(x))
+				}
+			})
+		}
 	}
 	return bits
 }
@@ -126,8 +130,8 @@ func TestAccumStartsTheSumsOnTheDevice(t *testing.T) {
 	ref, refSrc := newAccumEngine(t, accum)
 	refBefore := ref.Uploads()
 	trainWithHostZeros(t, ref, refSrc, epochs)
-	// The reference really is the host-zeros loop: one upload per group's sums per step.
-	if d, want := ref.Uploads().Params-refBefore.Params, steps*len(ref.groups); d != want {
+	// The reference really is the host-zeros loop: one upload per segment's sums per step.
+	if d, want := ref.Uploads().Params-refBefore.Params, steps*ref.segmentCount(); d != want {
 		t.Fatalf("the reference loop uploaded %d parameter-sized arrays in %d steps, want %d", d, steps, want)
 	}
 	got, want := paramBits(t, n), paramBits(t, ref)

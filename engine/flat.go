@@ -1,28 +1,33 @@
 package engine
 
 // The flat layout: a parameter group's parameters, their gradients (and the accumulator's sums)
-// and each of its chain's state leaves are one device buffer per group, of the group's one dtype
-// and shape [size]. Array j of the group is elements [offsets[j], offsets[j]+size_j) of it,
-// row-major, in the group's variable order, which is its optimizers.Layout's order. So the
-// optimizer program takes and returns G buffers per kind whatever the array count, and its
-// compile and run stop growing with it.
+// and each of its chain's state leaves live on the device as a few buffers per group, not one per
+// array: its small arrays (under packRun elements: biases, norms, the many arrays of a deep narrow
+// model) end to end in one flat buffer, in the group's variable order (its optimizers.Layout's),
+// and each large array alone, flat, after it (segment 0 is the small arrays' when there are any).
+// So the optimizer program takes and returns one buffer per segment: its inputs, graph and
+// compile stop growing with the small arrays, and a large array, whose update costs far more than
+// passing its buffer, keeps the buffer it would have had.
 //
-// The model still reads its variables through the context. In every program that traces a hook,
-// the group's flat buffer is one input ("params/<group>"), and each trainable variable is bound,
-// for that graph only, to its view: a slice of the buffer reshaped to the variable's shape (see
-// bindParams). The slice's start is an input too, one Int32 scalar per array placed once at setup
-// ("offset/<group>/<keypath>"), not a constant: XLA fuses a slice into the kernels that read it,
-// and with the offset baked in every array's kernels differ, so none is shared and the compile
-// grows with the array count (the gradient program at 60 arrays took 5.9 s against 0.95 s per
-// array; with the offsets as inputs, 0.46 s). The program still takes a buffer per array, as it
-// did before, but a scalar that never changes and is never donated. A backend without dynamic
-// slices (GoMLX's pure-Go one, which compiles no kernels) takes static slices and no offsets. The gradient program differentiates the loss with respect to the views and packs
-// the gradients into one flat gradient per group, in the same order (packArrays). Layer state
-// (batch-norm statistics, the RNG state) is not a parameter and stays one buffer per variable:
-// its variables create their own inputs, as before.
+// Why not one buffer for the large arrays too: Forward reads each array through a view of its
+// segment (bindParams), and a view that is a slice costs a copy wherever XLA needs the array as a
+// buffer of its own (a matrix product's operand), and packing the gradients back costs another.
+// For the large arrays of an MLP or a CNN those copies cost more than the optimizer's buffer
+// count saves (BenchmarkFamilies: fused/GoMLX 0.97 -> 1.33 on the MLP); a segment of one array is
+// read as a reshape of the input, which is free.
 //
-// On the host, nothing changes: a record, Parameters, SetParameters and the model view name one
-// tensor per array, cut out of (or patched into) the flat buffer by the same offsets.
+// In a shared segment, a view's start is an input, one Int32 scalar per array placed once at
+// setup ("offset/<group>/<keypath>"), not a constant: XLA fuses a slice into the kernels that read
+// it, and with the offset baked in every array's kernels differ, so none is shared and the
+// compile grows with the array count (the gradient program at 60 arrays took 5.9 s against 0.95 s
+// per array; with the offsets as inputs, 0.46 s). A backend without dynamic slices (GoMLX's
+// pure-Go one, which compiles no kernels) takes static slices and no offsets. The gradient program
+// differentiates the loss with respect to the views and packs each segment's gradients back
+// (pack). Layer state (batch-norm statistics, the RNG state) is not a parameter and stays one
+// buffer per variable: its variables create their own inputs, as before.
+//
+// On the host nothing changes: a record, Parameters, SetParameters and the model view name one
+// tensor per array, cut out of (or patched into) its segment by the same offsets.
 
 import (
 	"fmt"
@@ -37,122 +42,173 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 )
 
-// paramsInput, gradsInput and accInput name a group's flat program inputs, offsetInput array j's
-// offset in them.
-func paramsInput(g *paramGroup) string { return "params/" + g.name }
+// segment is one device buffer of a group: the arrays it holds, in group order, and its size.
+type segment struct {
+	arrays []int
+	size   int
+}
+
+// packRun is the size, in elements, from which an array has a segment of its own (a variable so
+// a test can move it).
+var packRun = 1 << 16
+
+// segmentArrays splits the group's arrays into segments: the small ones together first, then each
+// large one alone; seg and local say where each array lives.
+func (g *paramGroup) segmentArrays() {
+	g.segs, g.seg, g.local = nil, make([]int, len(g.vars)), make([]int, len(g.vars))
+	var small segment
+	for j, v := range g.vars {
+		if v.Shape().Size() < packRun {
+			g.local[j] = small.size
+			small.arrays = append(small.arrays, j)
+			small.size += v.Shape().Size()
+		}
+	}
+	if len(small.arrays) > 0 {
+		g.segs = append(g.segs, small)
+	}
+	for j, v := range g.vars {
+		if v.Shape().Size() < packRun {
+			continue
+		}
+		g.seg[j] = len(g.segs)
+		g.segs = append(g.segs, segment{arrays: []int{j}, size: v.Shape().Size()})
+	}
+}
+
+// shared reports whether array j shares its segment (and so is a slice of it, not all of it).
+func (g *paramGroup) shared(j int) bool { return len(g.segs[g.seg[j]].arrays) > 1 }
+
+// The names of a group's segment inputs ("params/default/0") and of array j's offset.
+func paramsInput(g *paramGroup, s int) string { return fmt.Sprintf("params/%s/%d", g.name, s) }
+func gradsInput(g *paramGroup, s int) string  { return fmt.Sprintf("grads/%s/%d", g.name, s) }
+func accInput(g *paramGroup, s int) string    { return fmt.Sprintf("acc/%s/%d", g.name, s) }
 func (g *paramGroup) offsetInput(j int) string {
 	return "offset/" + g.name + "/" + strings.Join(g.keypaths[j], "/")
 }
-func gradsInput(g *paramGroup) string { return "grads/" + g.name }
-func accInput(g *paramGroup) string   { return "acc/" + g.name }
 
-// flatShape is a group's buffer shape: [size] of its dtype.
-func (g *paramGroup) flatShape() shapes.Shape { return shapes.Make(dtypeOf(g.dtype), g.size) }
+// segShape is segment s's buffer shape: [size] of the group's dtype.
+func (g *paramGroup) segShape(s int) shapes.Shape {
+	return shapes.Make(dtypeOf(g.dtype), g.segs[s].size)
+}
 
-// view is array j of a group's flat node: its elements, in its shape; nodes holds the program's
-// offset inputs.
-func (g *paramGroup) view(flat *graph.Node, nodes map[string]*graph.Node, j int) *graph.Node {
+// addSegmentInputs adds one input per segment, named by name, to a signature.
+func (g *paramGroup) addSegmentInputs(sig *signature, name func(*paramGroup, int) string) {
+	for s := range g.segs {
+		sig.add(name(g, s), g.dtype, []int{g.segs[s].size})
+	}
+}
+
+// view is array j of its segment's node seg: its elements, in its shape; nodes holds the
+// program's offset inputs.
+func (g *paramGroup) view(seg *graph.Node, nodes map[string]*graph.Node, j int) *graph.Node {
+	dims := g.vars[j].Shape().Dimensions
+	if !g.shared(j) {
+		return graph.Reshape(seg, dims...)
+	}
 	size := g.vars[j].Shape().Size()
 	var part *graph.Node
 	if at, ok := nodes[g.offsetInput(j)]; ok {
-		part = graph.DynamicSlice(flat, []*graph.Node{at}, []int{size})
+		part = graph.DynamicSlice(seg, []*graph.Node{at}, []int{size})
 	} else {
-		part = graph.Slice(flat, graph.AxisRange(g.offsets[j], g.offsets[j]+size))
+		part = graph.Slice(seg, graph.AxisRange(g.local[j], g.local[j]+size))
 	}
-	return graph.Reshape(part, g.vars[j].Shape().Dimensions...)
+	return graph.Reshape(part, dims...)
 }
 
-// addOffsetInputs adds the group's offset scalars to a signature (none without dynamic slices).
+// pack lays a group's arrays (in its order, each in its own shape) out as its segments' nodes:
+// the inverse of view.
+func (g *paramGroup) pack(arrays []*graph.Node) []*graph.Node {
+	out := make([]*graph.Node, len(g.segs))
+	for s, seg := range g.segs {
+		parts := make([]*graph.Node, len(seg.arrays))
+		for k, j := range seg.arrays {
+			parts[k] = graph.Reshape(arrays[j], arrays[j].Shape().Size())
+		}
+		out[s] = parts[0]
+		if len(parts) > 1 {
+			out[s] = graph.Concatenate(parts, 0)
+		}
+	}
+	return out
+}
+
+// addOffsetInputs adds the offset scalars of the group's shared arrays to a signature (none
+// without dynamic slices).
 func (g *paramGroup) addOffsetInputs(sig *signature) {
-	for j := range g.at {
-		sig.add(g.offsetInput(j), "Int32", nil)
+	for j, t := range g.at {
+		if t != nil {
+			sig.add(g.offsetInput(j), "Int32", nil)
+		}
 	}
 }
 
 // offsetArgs are the group's offset scalars as program inputs: placed at setup, never donated.
 func (e *Engine) offsetArgs(g *paramGroup) []arg {
-	args := make([]arg, len(g.at))
-	for j, t := range g.at {
-		args[j] = arg{t: t, counter: &e.uploads.Offsets}
+	var args []arg
+	for _, t := range g.at {
+		if t != nil {
+			args = append(args, arg{t: t, counter: &e.uploads.Offsets})
+		}
 	}
 	return args
 }
 
-// placeOffsets uploads the group's offsets, one Int32 scalar per array, on a backend with
-// dynamic slices.
+// placeOffsets uploads the offsets of the group's shared arrays, one Int32 scalar each, on a
+// backend with dynamic slices.
 func (e *Engine) placeOffsets(g *paramGroup) error {
+	g.at = make([]*tensors.Tensor, len(g.vars))
 	if !e.backend.Backend.Capabilities().Operations[backends.OpTypeDynamicSlice] {
 		return nil
 	}
 	for j := range g.vars {
-		t, err := e.upload(tensors.FromScalar(int32(g.offsets[j])), &e.uploads.Offsets)
+		if !g.shared(j) {
+			continue
+		}
+		t, err := e.upload(tensors.FromScalar(int32(g.local[j])), &e.uploads.Offsets)
 		if err != nil {
 			return fmt.Errorf("group %q: offset of %s: %w", g.name, strings.Join(g.keypaths[j], "/"), err)
 		}
-		g.at = append(g.at, t)
+		g.at[j] = t
 	}
 	return nil
 }
 
-// pack lays a group's arrays (in its order, each in its own shape) out end to end as its flat
-// node: the inverse of view. nodes holds the program's offset inputs, when it has them.
-//
-// XLA fuses a Concatenate with the reshapes of its operands into one loop that picks, element by
-// element, the operand an element comes from: cheap for small arrays, and on CPU about 5x the
-// whole gradient program for a model of 2048-wide layers. So an array of packRun elements or more
-// is written in place into the buffer (DynamicUpdateSlice at its offset input), and only runs of
-// smaller neighbours are concatenated first, each run written as one. Without offset inputs (a
-// backend without dynamic slices) it is one Concatenate.
-func (g *paramGroup) pack(arrays []*graph.Node, nodes map[string]*graph.Node) *graph.Node {
-	if _, ok := nodes[g.offsetInput(0)]; !ok {
-		return packArrays(arrays)
-	}
-	var out *graph.Node
-	for j := 0; j < len(arrays); {
-		k := j + 1
-		if arrays[j].Shape().Size() < packRun {
-			for k < len(arrays) && arrays[k].Shape().Size() < packRun {
-				k++
+// split cuts a host tensor laid out as the group's Layout (its arrays end to end, in order) into
+// the group's segments, host tensors.
+func (g *paramGroup) split(flat *tensors.Tensor) ([]*tensors.Tensor, error) {
+	item := int(dtypeOf(g.dtype).Size())
+	out := make([]*tensors.Tensor, len(g.segs))
+	var inner error
+	err := flat.ConstBytes(func(src []byte) {
+		for s := range g.segs {
+			t := tensors.FromShape(g.segShape(s))
+			inner = t.MutableBytes(func(dst []byte) {
+				for _, j := range g.segs[s].arrays {
+					n := g.vars[j].Shape().Size() * item
+					copy(dst[g.local[j]*item:g.local[j]*item+n], src[g.offsets[j]*item:g.offsets[j]*item+n])
+				}
+			})
+			if inner != nil {
+				return
 			}
+			out[s] = t
 		}
-		run := packArrays(arrays[j:k])
-		if j == 0 && k == len(arrays) {
-			return run // one run covers the group
-		}
-		if out == nil {
-			out = graph.Zeros(run.Graph(), g.flatShape())
-		}
-		out = graph.DynamicUpdateSlice(out, run, []*graph.Node{nodes[g.offsetInput(j)]})
-		j = k
+	})
+	if err == nil {
+		err = inner
 	}
-	return out
+	return out, err
 }
 
-// packRun is the size, in elements, from which an array is written into its group's buffer on
-// its own rather than concatenated with its neighbours (see pack).
-var packRun = 1 << 16 // a variable so a test can compare both ways of packing
-
-// packArrays lays arrays out end to end as one flat node.
-func packArrays(arrays []*graph.Node) *graph.Node {
-	parts := make([]*graph.Node, len(arrays))
-	for j, a := range arrays {
-		parts[j] = graph.Reshape(a, a.Shape().Size())
-	}
-	if len(parts) == 1 {
-		return parts[0]
-	}
-	return graph.Concatenate(parts, 0)
-}
-
-// bindParams binds each group's variables, in g, to their views of the group's flat input (nodes
-// holds it under paramsInput), so that a layer reading a variable through the context reads its
-// view and creates no input of its own. It returns the views, per group.
+// bindParams binds each group's variables, in g, to their views of the group's segment inputs
+// (nodes holds them under paramsInput), so that a layer reading a variable through the context
+// reads its view and creates no input of its own. It returns the views, per group.
 func (e *Engine) bindParams(g *graph.Graph, nodes map[string]*graph.Node) [][]*graph.Node {
 	views := make([][]*graph.Node, len(e.groups))
 	for i, grp := range e.groups {
-		flat := nodes[paramsInput(grp)]
 		for j, v := range grp.vars {
-			view := grp.view(flat, nodes, j)
+			view := grp.view(nodes[paramsInput(grp, grp.seg[j])], nodes, j)
 			bindVariable(v, view)
 			views[i] = append(views[i], view)
 		}
@@ -187,26 +243,11 @@ func bindVariable(v *context.Variable, node *graph.Node) {
 	store.Call([]reflect.Value{reflect.ValueOf(node.Graph().GraphId()), rec})
 }
 
-// arrayBytes is array j's bytes within its group's flat buffer's bytes.
-func (g *paramGroup) arrayBytes(flat []byte, j int) []byte {
-	item := int(dtypeOf(g.dtype).Size())
-	at := g.offsets[j] * item
-	return flat[at : at+g.vars[j].Shape().Size()*item]
-}
-
-// arrays reads a group's flat device buffer back as host tensors, one per array.
-func (g *paramGroup) arrays(flat *tensors.Tensor) ([]*tensors.Tensor, error) {
-	data, err := ReadBack(flat)
-	if err != nil {
-		return nil, err
+// segmentCount counts the segments over all groups: the gradient program's gradient outputs.
+func (e *Engine) segmentCount() int {
+	k := 0
+	for _, g := range e.groups {
+		k += len(g.segs)
 	}
-	out := make([]*tensors.Tensor, len(g.vars))
-	for j, v := range g.vars {
-		t := tensors.FromShape(v.Shape())
-		if err := t.MutableBytes(func(b []byte) { copy(b, g.arrayBytes(data, j)) }); err != nil {
-			return nil, err
-		}
-		out[j] = t
-	}
-	return out, nil
+	return k
 }

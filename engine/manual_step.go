@@ -33,10 +33,10 @@ type ManualStep struct {
 	g        *graph.Graph
 	nodes    map[string]*graph.Node // the program's inputs; nil in setup's variable-creating trace
 	stepped  map[string]bool
-	newFlat  map[int]*graph.Node   // per group index: its flat parameters after StepOptimizer
-	newState map[int][]*graph.Node // per group index: its flat state leaves after StepOptimizer
-	consumed *graph.Node           // the train.AddLoss total when the last Backward returned
-	stray    bool                  // terms were collected outside every Backward objective
+	newFlat  map[int][]*graph.Node   // per group index: its parameter segments after StepOptimizer
+	newState map[int][][]*graph.Node // per group index: its state ([leaf][segment]) after StepOptimizer
+	consumed *graph.Node             // the train.AddLoss total when the last Backward returned
+	stray    bool                    // terms were collected outside every Backward objective
 }
 
 // Grads are gradients by parameter keypath ("disc/dense_0/weights"), as Backward returns them
@@ -81,7 +81,7 @@ func (s *ManualStep) OptState(group string) map[string]map[string]*graph.Node {
 	for si, name := range g.opt.StateNames() {
 		leaf := map[string]*graph.Node{}
 		for j := range g.vars {
-			leaf[strings.Join(g.keypaths[j], "/")] = g.view(s.nodes[stateInput(g, si)], s.nodes, j)
+			leaf[strings.Join(g.keypaths[j], "/")] = g.view(s.nodes[stateInput(si)(g, g.seg[j])], s.nodes, j)
 		}
 		out[name] = leaf
 	}
@@ -204,14 +204,14 @@ func (s *ManualStep) StepOptimizer(group string, grads Grads) {
 	}
 	// The group steps once per TrainStep, so its parameters are still the program's input here.
 	u := s.e.groupInputs(i, s.nodes)
-	u.params, u.grads = s.nodes[paramsInput(grp)], grp.pack(arrays, s.nodes)
+	u.params, u.grads = segmentNodes(grp, s.nodes, paramsInput), grp.pack(arrays)
 	prog, err := optimizers.NewProgram([]*optimizers.Chain{grp.opt}, s.e.clip)
 	if err != nil {
 		panic(err)
 	}
-	ps, ss := prog.Apply([]*graph.Node{u.params}, []*graph.Node{u.grads}, [][]*graph.Node{u.state}, []optimizers.Hyper{u.hyper}, s.nodes["step"])
+	ps, ss := prog.ApplyArrays([][]*graph.Node{u.params}, [][]*graph.Node{u.grads}, [][][]*graph.Node{u.state}, []optimizers.Hyper{u.hyper}, s.nodes["step"])
 	for j, v := range grp.vars {
-		v.SetValueGraph(grp.view(ps[0], s.nodes, j))
+		v.SetValueGraph(grp.view(ps[0][grp.seg[j]], s.nodes, j))
 	}
 	s.newFlat[i], s.newState[i] = ps[0], ss[0]
 	s.stepped[group] = true
@@ -320,7 +320,7 @@ func (e *Engine) manualStepProgram(width int, keys []string) (*program, error) {
 func (e *Engine) traceManual(g *graph.Graph, nodes map[string]*graph.Node, src any, keys []string) ([]*graph.Node, *program) {
 	view := e.bindModel(g, nodes, src)
 	e.ctx.SetTraining(g, true)
-	s := &ManualStep{Ctx: e.ctx.Reuse(), e: e, g: g, nodes: nodes, stepped: map[string]bool{}, newFlat: map[int]*graph.Node{}, newState: map[int][]*graph.Node{}}
+	s := &ManualStep{Ctx: e.ctx.Reuse(), e: e, g: g, nodes: nodes, stepped: map[string]bool{}, newFlat: map[int][]*graph.Node{}, newState: map[int][][]*graph.Node{}}
 	res := e.hooks.TrainStep(view, s, batchNodes(nodes, e.route("TrainStep", keys)))
 	if res.Loss == nil || res.Loss.Rank() != 0 {
 		panic(fmt.Errorf("TrainStep must return StepResult.Loss as a scalar node, got %v", shapeOf(res.Loss)))
@@ -330,25 +330,28 @@ func (e *Engine) traceManual(g *graph.Graph, nodes map[string]*graph.Node, src a
 	}
 	finite := graph.IsFinite(res.Loss)
 	outs := []*graph.Node{res.Loss}
-	for i, grp := range e.groups {
-		old := nodes[paramsInput(grp)]
-		cur := old
-		if np, ok := s.newFlat[i]; ok {
-			cur = np
+	keep := func(old, cur []*graph.Node) { // cur nil: the group did not step
+		for k := range old {
+			if cur == nil {
+				outs = append(outs, graph.Where(finite, old[k], old[k]))
+			} else {
+				outs = append(outs, graph.Where(finite, cur[k], old[k]))
+			}
 		}
-		outs = append(outs, graph.Where(finite, cur, old))
+	}
+	for i, grp := range e.groups {
+		keep(segmentNodes(grp, nodes, paramsInput), s.newFlat[i])
 	}
 	for i, grp := range e.groups {
 		for si := range e.st.groups[i].opt {
 			if grp.constLeaf(si) {
 				continue
 			}
-			old := nodes[stateInput(grp, si)]
-			cur := old
+			var cur []*graph.Node
 			if st, ok := s.newState[i]; ok {
 				cur = st[si]
 			}
-			outs = append(outs, graph.Where(finite, cur, old))
+			keep(segmentNodes(grp, nodes, stateInput(si)), cur)
 		}
 	}
 	for _, v := range e.stateVars {

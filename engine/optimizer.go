@@ -9,22 +9,22 @@ import (
 	"github.com/nitro-go/nitro/optimizers"
 )
 
-// optimizerProgram: per group its flat parameters, flat (accumulated) gradient, the chain's state
-// leaves (each flat) and its schedulable hyperparameters, then the step -> every group's new flat
-// parameters, then every group's new non-constant state. Clipping is global over all groups, at
-// the top, and a threshold of 0 emits nothing; the threshold bakes, so it is in this program's key
-// and no other's.
+// optimizerProgram: per group its parameter segments, their (accumulated) gradients, the chain's
+// state leaves (by segment) and its schedulable hyperparameters, then the step -> every group's
+// new parameter segments, then every group's new non-constant state. Clipping is global over all
+// groups, at the top, and a threshold of 0 emits nothing; the threshold bakes, so it is in this
+// program's key and no other's.
 //
-// Its inputs and its graph are the same few per group whatever the array count (flat.go), so its
-// compile and its run no longer grow with the model's arrays; BenchmarkArrayCount measures it
-// against the per-array program the engine compiled before (one input per parameter, gradient
-// and state array, about 19 nodes per array with RAdam).
+// Its inputs are a few buffers per group (flat.go: the small arrays' segment and one per large
+// array), so its compile and its run no longer grow with the model's small arrays;
+// BenchmarkArrayCount measures it against the per-array program the engine compiled before (one
+// input per parameter, gradient and state array, about 19 nodes per array with RAdam).
 func (e *Engine) optimizerProgram() (*program, error) {
 	return e.memo("optimizer", func() (*program, error) {
 		var sig signature
 		for i, g := range e.groups {
-			sig.add(paramsInput(g), g.dtype, []int{g.size})
-			sig.add(gradsInput(g), g.dtype, []int{g.size})
+			g.addSegmentInputs(&sig, paramsInput)
+			g.addSegmentInputs(&sig, gradsInput)
 			e.addStateInputs(&sig, i)
 		}
 		sig.add("step", "Float32", nil)
@@ -38,7 +38,7 @@ func (e *Engine) optimizerProgram() (*program, error) {
 			in := make([]groupUpdate, len(e.groups))
 			for i, g := range e.groups {
 				in[i] = e.groupInputs(i, nodes)
-				in[i].params, in[i].grads = nodes[paramsInput(g)], nodes[gradsInput(g)]
+				in[i].params, in[i].grads = segmentNodes(g, nodes, paramsInput), segmentNodes(g, nodes, gradsInput)
 			}
 			newParams, newState := e.emitUpdates(in, nodes["step"])
 			return append(newParams, newState...), &program{}
@@ -46,27 +46,38 @@ func (e *Engine) optimizerProgram() (*program, error) {
 	})
 }
 
-// addStateInputs adds group i's optimizer state leaves and hyperparameters to a signature.
+// segmentNodes is a group's segment inputs named by name, in segment order.
+func segmentNodes(g *paramGroup, nodes map[string]*graph.Node, name func(*paramGroup, int) string) []*graph.Node {
+	out := make([]*graph.Node, len(g.segs))
+	for s := range g.segs {
+		out[s] = nodes[name(g, s)]
+	}
+	return out
+}
+
+// addStateInputs adds group i's optimizer state leaves (by segment) and hyperparameters to a signature.
 func (e *Engine) addStateInputs(sig *signature, i int) {
 	g := e.groups[i]
-	for s := range e.st.groups[i].opt {
-		sig.add(stateInput(g, s), g.dtype, []int{g.size})
+	for l := range e.st.groups[i].opt {
+		g.addSegmentInputs(sig, stateInput(l))
 	}
 	for _, f := range g.opt.HyperFields() {
 		sig.add("hyper/"+g.name+"/"+f, "Float32", nil)
 	}
 }
 
-// stateInput names the group's flat state leaf s, e.g. "opt/default/0.radam.mu".
-func stateInput(g *paramGroup, s int) string {
-	return "opt/" + g.name + "/" + g.opt.StateNames()[s]
+// stateInput names state leaf l's segment inputs, e.g. "opt/default/0.radam.mu/0".
+func stateInput(l int) func(*paramGroup, int) string {
+	return func(g *paramGroup, s int) string {
+		return fmt.Sprintf("opt/%s/%s/%d", g.name, g.opt.StateNames()[l], s)
+	}
 }
 
-// groupUpdate is one group's side of the update as graph nodes, flat: its parameters, their
-// gradient, its state leaves and its hyperparameters.
+// groupUpdate is one group's side of the update as graph nodes, by segment: its parameters, their
+// gradients, its state ([leaf][segment]) and its hyperparameters.
 type groupUpdate struct {
-	params, grads *graph.Node
-	state         []*graph.Node
+	params, grads []*graph.Node
+	state         [][]*graph.Node
 	hyper         optimizers.Hyper
 }
 
@@ -75,8 +86,8 @@ type groupUpdate struct {
 func (e *Engine) groupInputs(i int, nodes map[string]*graph.Node) groupUpdate {
 	g := e.groups[i]
 	u := groupUpdate{hyper: optimizers.Hyper{}}
-	for s := range e.st.groups[i].opt {
-		u.state = append(u.state, nodes[stateInput(g, s)])
+	for l := range e.st.groups[i].opt {
+		u.state = append(u.state, segmentNodes(g, nodes, stateInput(l)))
 	}
 	for _, f := range g.opt.HyperFields() {
 		u.hyper[f] = nodes["hyper/"+g.name+"/"+f]
@@ -84,13 +95,14 @@ func (e *Engine) groupInputs(i int, nodes map[string]*graph.Node) groupUpdate {
 	return u
 }
 
-// emitUpdates builds the update with optimizers.Program.Apply (the global clip, then each group's
-// chain on its flat buffers) and returns every group's new parameters, then every group's new
-// non-constant state leaves, in signature order.
+// emitUpdates builds the update with optimizers.Program.ApplyArrays over the segments (the global
+// clip, then each group's chain segment by segment, its scalars built once per group) and
+// returns every group's new parameter segments, then every group's new non-constant state
+// segments, in signature order.
 func (e *Engine) emitUpdates(groups []groupUpdate, step *graph.Node) (newParams, newState []*graph.Node) {
 	chains := make([]*optimizers.Chain, len(e.groups))
-	params, grads := make([]*graph.Node, len(groups)), make([]*graph.Node, len(groups))
-	states, hyper := make([][]*graph.Node, len(groups)), make([]optimizers.Hyper, len(groups))
+	params, grads := make([][]*graph.Node, len(groups)), make([][]*graph.Node, len(groups))
+	states, hyper := make([][][]*graph.Node, len(groups)), make([]optimizers.Hyper, len(groups))
 	for i, g := range e.groups {
 		chains[i] = g.opt
 		params[i], grads[i], states[i], hyper[i] = groups[i].params, groups[i].grads, groups[i].state, groups[i].hyper
@@ -99,12 +111,12 @@ func (e *Engine) emitUpdates(groups []groupUpdate, step *graph.Node) (newParams,
 	if err != nil {
 		panic(err) // graph side: getProgram recovers it into the build error
 	}
-	ps, ss := prog.Apply(params, grads, states, hyper, step)
-	newParams = ps
+	ps, ss := prog.ApplyArrays(params, grads, states, hyper, step)
 	for i, g := range e.groups {
-		for s, leaf := range ss[i] {
-			if !g.constLeaf(s) {
-				newState = append(newState, leaf)
+		newParams = append(newParams, ps[i]...)
+		for l, segs := range ss[i] {
+			if !g.constLeaf(l) {
+				newState = append(newState, segs...)
 			}
 		}
 	}
@@ -115,7 +127,7 @@ func (e *Engine) emitUpdates(groups []groupUpdate, step *graph.Node) (newParams,
 func (g *paramGroup) constLeaf(s int) bool { return s < len(g.constant) && g.constant[s] }
 
 // optimizerStep runs the optimizer program, replacing (donating) parameters, gradients and state.
-// grads holds every group's flat gradient, in group order.
+// grads holds every group's gradient segments, in group order.
 func (e *Engine) optimizerStep(grads []*tensors.Tensor, step int) error {
 	p, err := e.optimizerProgram()
 	if err != nil {
@@ -133,14 +145,19 @@ func (e *Engine) optimizerStep(grads []*tensors.Tensor, step int) error {
 	return nil
 }
 
-// optimizerArgs lists the optimizer program's inputs for the 1-based step: per group the flat
-// parameters (donated), the flat gradient (donated when donateGrads), the state (donated unless
-// constant) and the hyperparameters, then the step.
+// optimizerArgs lists the optimizer program's inputs for the 1-based step: per group its
+// parameter segments (donated), its gradient segments (donated when donateGrads), the state
+// (donated unless constant) and the hyperparameters, then the step.
 func (e *Engine) optimizerArgs(grads []*tensors.Tensor, donateGrads bool, step int) ([]arg, error) {
 	var args []arg
-	for i := range e.groups {
-		args = append(args, arg{t: e.st.groups[i].params, donate: true, counter: &e.uploads.Params},
-			arg{t: grads[i], donate: donateGrads, counter: &e.uploads.Params}) // parameter-sized
+	for i, g := range e.groups {
+		for _, t := range e.st.groups[i].params {
+			args = append(args, arg{t: t, donate: true, counter: &e.uploads.Params})
+		}
+		for _, t := range grads[:len(g.segs)] {
+			args = append(args, arg{t: t, donate: donateGrads, counter: &e.uploads.Params}) // parameter-sized
+		}
+		grads = grads[len(g.segs):]
 		more, err := e.stateArgs(i, step)
 		if err != nil {
 			return nil, err
@@ -155,9 +172,11 @@ func (e *Engine) optimizerArgs(grads []*tensors.Tensor, donateGrads bool, step i
 func (e *Engine) stateArgs(i int, step int) ([]arg, error) {
 	g := e.groups[i]
 	var args []arg
-	for s, t := range e.st.groups[i].opt {
-		// Constant leaves (Decay's anchor and mask) are read, never replaced: not donated.
-		args = append(args, arg{t: t, donate: !g.constLeaf(s), counter: &e.uploads.OptState})
+	for l, segs := range e.st.groups[i].opt {
+		for _, t := range segs {
+			// Constant leaves (Decay's anchor and mask) are read, never replaced: not donated.
+			args = append(args, arg{t: t, donate: !g.constLeaf(l), counter: &e.uploads.OptState})
+		}
 	}
 	hv, err := e.hyper(g.name, step)
 	if err != nil {
@@ -173,18 +192,17 @@ func (e *Engine) stateArgs(i int, step int) ([]arg, error) {
 	return args, nil
 }
 
-// takeOptimizerOutputs installs the optimizer program's outputs (every group's flat parameters,
-// then every group's non-constant state) and returns the outputs that follow them.
+// takeOptimizerOutputs installs the optimizer program's outputs (every group's parameter
+// segments, then every group's non-constant state) and returns the outputs that follow them.
 func (e *Engine) takeOptimizerOutputs(outs []*tensors.Tensor) []*tensors.Tensor {
-	for i := range e.groups {
-		e.st.groups[i].params = outs[i]
+	for i, g := range e.groups {
+		e.st.groups[i].params, outs = outs[:len(g.segs):len(g.segs)], outs[len(g.segs):]
 	}
-	outs = outs[len(e.groups):]
 	for i, g := range e.groups {
 		st := &e.st.groups[i]
-		for s := range st.opt {
-			if !g.constLeaf(s) {
-				st.opt[s], outs = outs[0], outs[1:]
+		for l := range st.opt {
+			if !g.constLeaf(l) {
+				st.opt[l], outs = outs[:len(g.segs):len(g.segs)], outs[len(g.segs):]
 			}
 		}
 	}

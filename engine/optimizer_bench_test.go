@@ -37,12 +37,14 @@ func BenchmarkOptimizerProgram(b *testing.B) {
 	var grads []*tensors.Tensor
 	bytes := 0
 	for _, g := range n.groups {
-		t := tensors.FromShape(g.flatShape())
-		if err := t.MaterializeOnDevice(n.backend.Backend, false, 0); err != nil {
-			b.Fatal(err)
+		for s := range g.segs {
+			t := tensors.FromShape(g.segShape(s))
+			if err := t.MaterializeOnDevice(n.backend.Backend, false, 0); err != nil {
+				b.Fatal(err)
+			}
+			grads = append(grads, t)
+			bytes += int(g.segShape(s).Memory())
 		}
-		grads = append(grads, t)
-		bytes += int(g.flatShape().Memory())
 	}
 
 	// The copy program: the optimizer program's inputs, in its order, and its outputs (every
@@ -56,12 +58,17 @@ func BenchmarkOptimizerProgram(b *testing.B) {
 	}
 	var outs []*graph.Node
 	for _, g := range n.groups {
-		outs = append(outs, graph.Add(nodes[paramsInput(g)], nodes[gradsInput(g)]))
+		for s := range g.segs {
+			outs = append(outs, graph.Add(nodes[paramsInput(g, s)], nodes[gradsInput(g, s)]))
+		}
 	}
 	for i, g := range n.groups {
-		for s := range n.st.groups[i].opt {
-			if !g.constLeaf(s) {
-				outs = append(outs, graph.Neg(nodes[stateInput(g, s)]))
+		for l := range n.st.groups[i].opt {
+			if g.constLeaf(l) {
+				continue
+			}
+			for s := range g.segs {
+				outs = append(outs, graph.Neg(nodes[stateInput(l)(g, s)]))
 			}
 		}
 	}
@@ -85,7 +92,7 @@ func BenchmarkOptimizerProgram(b *testing.B) {
 			n.takeOptimizerOutputs(outs)
 		}
 		last := n.st.groups[len(n.st.groups)-1]
-		_ = last.params.Value()
+		_ = last.params[0].Value()
 		return time.Since(start).Seconds() / runs
 	}
 	repeat(p) // warm-up

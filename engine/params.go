@@ -12,24 +12,27 @@ import (
 )
 
 // paramGroup is one parameter group as setup fixed it: its variables, layout and optimizer chain.
-// Its device-resident values (parameters and optimizer state, one flat buffer each: flat.go) are
-// the training state's groupState at the same index.
+// Its device-resident values (parameters and optimizer state, one buffer per segment: flat.go)
+// are the training state's groupState at the same index.
 type paramGroup struct {
 	name     string
 	vars     []*context.Variable
 	keypaths [][]string
-	offsets  []int
+	offsets  []int // each array's place in the Layout (its arrays end to end)
 	size     int
 	dtype    string
-	at       []*tensors.Tensor // offsets as Int32 device scalars, the views' start indices (flat.go)
+	segs     []segment         // its device buffers (flat.go)
+	seg      []int             // per array: its segment
+	local    []int             // per array: its offset in its segment
+	at       []*tensors.Tensor // per array: its offset as an Int32 device scalar, when a view's start is an input
 	layout   *optimizers.Layout
 	opt      *optimizers.Chain // the group's chain (optimizers owns the update math)
 	constant []bool            // state leaves that never change (not donated, not re-output)
 }
 
 // PlaceParameters sorts the context's trainable variables into groups (Config.Grouper), builds
-// each group's layout, and places the parameters (one flat buffer per group) and the layer state
-// (one buffer per variable) on the device, once.
+// each group's layout and segments, and places the parameters (one buffer per segment) and the
+// layer state (one buffer per variable) on the device, once.
 func (e *Engine) PlaceParameters() error {
 	if err := e.groupParameters(); err != nil {
 		return err
@@ -44,11 +47,12 @@ func (e *Engine) PlaceParameters() error {
 		if g.layout, err = optimizers.NewLayout(g.name, leaves); err != nil {
 			return err
 		}
+		g.segmentArrays()
 		flat, err := flatten(g)
 		if err != nil {
 			return err
 		}
-		if e.st.groups[i].params, err = e.upload(flat, &e.uploads.Params); err != nil {
+		if e.st.groups[i].params, err = e.uploadSegments(g, flat, &e.uploads.Params); err != nil {
 			return fmt.Errorf("group %q: parameters: %w", g.name, err)
 		}
 		if err := e.placeOffsets(g); err != nil {
@@ -136,7 +140,7 @@ func (e *Engine) uploadValue(v *context.Variable, what string, counter *int) (*t
 
 // InitOptimizer gives each group its chain from the resolved plan (whose groups are in group
 // order) and its optimizer state, initialized from the group's initial values flattened end to
-// end and placed on the device, one flat buffer per state leaf.
+// end and placed on the device, one buffer per state leaf and segment.
 func (e *Engine) InitOptimizer(plan *optimizers.Plan) error {
 	for gi, gp := range plan.Groups() {
 		g := e.groups[gi]
@@ -150,13 +154,30 @@ func (e *Engine) InitOptimizer(plan *optimizers.Plan) error {
 			return err
 		}
 		for _, leaf := range state {
-			if leaf, err = e.upload(leaf, &e.uploads.OptState); err != nil {
+			segs, err := e.uploadSegments(g, leaf, &e.uploads.OptState)
+			if err != nil {
 				return fmt.Errorf("group %q: optimizer state: %w", g.name, err)
 			}
-			e.st.groups[gi].opt = append(e.st.groups[gi].opt, leaf)
+			e.st.groups[gi].opt = append(e.st.groups[gi].opt, segs)
 		}
 	}
 	return nil
+}
+
+// uploadSegments splits a host tensor laid out as the group's Layout into its segments and places
+// them on the device.
+func (e *Engine) uploadSegments(g *paramGroup, flat *tensors.Tensor, counter *int) ([]*tensors.Tensor, error) {
+	segs, err := g.split(flat)
+	if err != nil {
+		return nil, err
+	}
+	for s := range segs {
+		if segs[s], err = e.upload(segs[s], counter); err != nil {
+			freeTensors(segs[:s])
+			return nil, err
+		}
+	}
+	return segs, nil
 }
 
 // Layouts lists the groups' layouts, in group order.
@@ -228,14 +249,22 @@ func (e *Engine) layoutDigest() string {
 // This is an explicit readback; training never needs it.
 func (e *Engine) Parameters() (map[string]*tensors.Tensor, error) {
 	out := map[string]*tensors.Tensor{}
-	for gi, g := range e.groups {
-		arrays, err := g.arrays(e.st.groups[gi].params)
+	read := readCache{}
+	for _, s := range e.stateSlots() {
+		if s.kind != slotParam {
+			continue
+		}
+		data, err := read.bytes(s)
 		if err != nil {
-			return nil, fmt.Errorf("reading group %q's parameters back: %w", g.name, err)
+			return nil, fmt.Errorf("reading %s back: %w", s.name, err)
 		}
-		for j, t := range arrays {
-			out[strings.Join(g.keypaths[j], "/")] = t
+		t := tensors.FromShape(s.shape)
+		if s.shape.Size() > 0 {
+			if err := t.MutableBytes(func(b []byte) { copy(b, data) }); err != nil {
+				return nil, err
+			}
 		}
+		out[strings.TrimPrefix(s.name, paramPrefix)] = t
 	}
 	return out, nil
 }

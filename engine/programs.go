@@ -56,12 +56,12 @@ func (s signature) params(g *graph.Graph, vars map[string]*context.Variable) map
 	return nodes
 }
 
-// modelInputs lists parameters (per group its flat input and its arrays' offsets), layer state
+// modelInputs lists parameters (per group its segments and its shared arrays' offsets), layer state
 // and Device fields, then the routed batch fields.
 func (e *Engine) modelInputs(width int, keys []string) signature {
 	var s signature
 	for _, g := range e.groups {
-		s.add(paramsInput(g), g.dtype, []int{g.size})
+		g.addSegmentInputs(&s, paramsInput)
 		g.addOffsetInputs(&s)
 	}
 	for _, v := range e.stateVars {

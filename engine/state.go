@@ -22,10 +22,10 @@ type state struct {
 	layer  []*tensors.Tensor // parallel to Engine.stateVars
 }
 
-// groupState is one parameter group's device-resident training state, flat (see flat.go).
+// groupState is one parameter group's device-resident training state, by segment (flat.go).
 type groupState struct {
-	params *tensors.Tensor   // the group's parameters end to end, in its variable order
-	opt    []*tensors.Tensor // per chain state leaf, laid out as params
+	params []*tensors.Tensor   // per segment
+	opt    [][]*tensors.Tensor // [chain state leaf][segment], laid out as params
 }
 
 // States reads the layer state back to the host, by variable scope and name (e.g.
@@ -57,14 +57,15 @@ func (e *Engine) DecayAnchorChecksums() (map[string]string, error) {
 			if h == nil {
 				h = sha256.New()
 			}
-			flat, err := ReadBack(e.st.groups[gi].opt[s])
-			if err != nil {
-				return nil, fmt.Errorf("group %q: decay anchor: %w", g.name, err)
-			}
 			// Array by array, as when the anchor was one buffer per array: a record's checksum holds.
+			read := readCache{}
 			for j, v := range g.vars {
+				b, err := read.bytes(stateSlot{buf: &e.st.groups[gi].opt[s][g.seg[j]], at: g.local[j], shape: v.Shape()})
+				if err != nil {
+					return nil, fmt.Errorf("group %q: decay anchor: %w", g.name, err)
+				}
 				fmt.Fprintf(h, "%s %s %v\n", strings.Join(g.keypaths[j], "/"), v.DType(), v.Shape().Dimensions)
-				h.Write(g.arrayBytes(flat, j))
+				h.Write(b)
 			}
 		}
 		if h != nil {

@@ -64,6 +64,22 @@ func (s stateSlot) bytesIn(buf []byte) []byte {
 	return buf[s.at*item : (s.at+s.shape.Size())*item]
 }
 
+// readCache reads each device buffer back once, for the several arrays it holds.
+type readCache map[**tensors.Tensor][]byte
+
+// bytes is the slot's bytes, read back from the device (shared with other slots of the buffer).
+func (c readCache) bytes(s stateSlot) ([]byte, error) {
+	buf, ok := c[s.buf]
+	if !ok {
+		var err error
+		if buf, err = ReadBack(*s.buf); err != nil {
+			return nil, err
+		}
+		c[s.buf] = buf
+	}
+	return s.bytesIn(buf), nil
+}
+
 // stateSlots lists the training state's tensors in record order: parameters by group, then the
 // optimizer's non-constant state leaves by group, leaf and parameter, then the layer state.
 func (e *Engine) stateSlots() []stateSlot {
@@ -71,7 +87,7 @@ func (e *Engine) stateSlots() []stateSlot {
 	for gi, g := range e.groups {
 		st := &e.st.groups[gi]
 		for j, v := range g.vars {
-			out = append(out, stateSlot{name: paramPrefix + strings.Join(g.keypaths[j], "/"), buf: &st.params, at: g.offsets[j], shape: v.Shape(), v: v, counter: &e.uploads.Params, kind: slotParam})
+			out = append(out, stateSlot{name: paramPrefix + strings.Join(g.keypaths[j], "/"), buf: &st.params[g.seg[j]], at: g.local[j], shape: v.Shape(), v: v, counter: &e.uploads.Params, kind: slotParam})
 		}
 	}
 	for gi, g := range e.groups {
@@ -83,7 +99,7 @@ func (e *Engine) stateSlots() []stateSlot {
 			}
 			for j, v := range g.vars {
 				name := optPrefix + g.name + "/" + leaves[s] + "/" + strings.Join(g.keypaths[j], "/")
-				out = append(out, stateSlot{name: name, buf: &st.opt[s], at: g.offsets[j], shape: v.Shape(), counter: &e.uploads.OptState, kind: slotOpt})
+				out = append(out, stateSlot{name: name, buf: &st.opt[s][g.seg[j]], at: g.local[j], shape: v.Shape(), counter: &e.uploads.OptState, kind: slotOpt})
 			}
 		}
 	}
@@ -126,7 +142,7 @@ type StateTensor struct {
 // tensor per array: each device buffer is read once and its arrays cut out of it.
 func (e *Engine) StateTensors(p Part) ([]StateTensor, error) {
 	var out []StateTensor
-	read := map[**tensors.Tensor][]byte{}
+	read := readCache{}
 	for _, s := range e.stateSlots() {
 		if !p.covers(s) {
 			continue
@@ -135,15 +151,11 @@ func (e *Engine) StateTensors(p Part) ([]StateTensor, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s: dtype %s has no checkpoint dtype", s.name, s.shape.DType)
 		}
-		buf, ok := read[s.buf]
-		if !ok {
-			var err error
-			if buf, err = ReadBack(*s.buf); err != nil {
-				return nil, fmt.Errorf("%s: %w", s.name, err)
-			}
-			read[s.buf] = buf
+		b, err := read.bytes(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
 		}
-		data := bytes.Clone(s.bytesIn(buf))
+		data := bytes.Clone(b)
 		out = append(out, StateTensor{checkpoint.Tensor{Name: s.name, DType: dt, Shape: slices.Clone(s.shape.Dimensions), Data: data}, s.v, s.shape.DType})
 	}
 	return out, nil

@@ -61,7 +61,7 @@ func (e *Engine) Step(step int, keys []string, next func() (map[string]*tensors.
 }
 
 // gradientStep runs the gradient program on one micro-batch and returns its validated loss and
-// the (accumulated) gradient of every group, flat, still on the device. With accum > 1, acc
+// the (accumulated) gradient of every group's segments, still on the device. With accum > 1, acc
 // holds the step's running sums (donated: the outputs replace them), or nil on the step's first
 // micro-batch, whose sums start from zeros in the program (see gradientProgram).
 func (e *Engine) gradientStep(b map[string]*tensors.Tensor, keys []string, acc []*tensors.Tensor, read bool) (Micro, []*tensors.Tensor, error) {
@@ -82,7 +82,9 @@ func (e *Engine) gradientStep(b map[string]*tensors.Tensor, keys []string, acc [
 			// Read only by a select that discards them: the parameters, already on the device
 			// and passed twice (neither use donates them).
 			for _, g := range e.st.groups {
-				args = append(args, arg{t: g.params, counter: &e.uploads.Params})
+				for _, t := range g.params {
+					args = append(args, arg{t: t, counter: &e.uploads.Params})
+				}
 			}
 		}
 		for _, a := range acc {
@@ -94,8 +96,8 @@ func (e *Engine) gradientStep(b map[string]*tensors.Tensor, keys []string, acc [
 	if err = errors.Join(err, freeBatch(b, keys)); err != nil {
 		return Micro{}, nil, err
 	}
-	// The gradient program's outputs: the loss, the flat gradients, the new layer state, the metrics.
-	G, S := len(e.groups), len(e.stateVars)
+	// The gradient program's outputs: the loss, the gradient segments, the new layer state, the metrics.
+	G, S := e.segmentCount(), len(e.stateVars)
 	loss, grads, layer, stats := outs[0], outs[1:1+G], outs[1+G:1+G+S], outs[1+G+S:]
 	m, err := e.micro(loss, p.outNames, stats, read)
 	if err != nil {
@@ -121,8 +123,11 @@ func (e *Engine) fusedStep(b map[string]*tensors.Tensor, keys []string, step int
 	args := e.modelArgs(b, keys, true)
 	k := 0
 	for _, g := range e.groups {
-		args[k].donate = true // the group's parameters, replaced by the update
-		k += 1 + len(g.at)    // then its offsets
+		for range g.segs {
+			args[k].donate = true // the group's parameters, replaced by the update
+			k++
+		}
+		k += len(e.offsetArgs(g)) // then its offsets
 	}
 	for i := range e.groups {
 		more, err := e.stateArgs(i, step)
@@ -212,7 +217,9 @@ func freeTensors(groups ...[]*tensors.Tensor) error {
 func (e *Engine) modelArgs(b map[string]*tensors.Tensor, keys []string, donateState bool) []arg {
 	var args []arg
 	for i, g := range e.groups {
-		args = append(args, arg{t: e.st.groups[i].params, counter: &e.uploads.Params})
+		for _, t := range e.st.groups[i].params {
+			args = append(args, arg{t: t, counter: &e.uploads.Params})
+		}
 		args = append(args, e.offsetArgs(g)...)
 	}
 	for _, s := range e.st.layer {

@@ -33,7 +33,7 @@ func (e *Engine) gradientProgram(width int, keys []string) (*program, error) {
 		accum := e.accum
 		if accum > 1 {
 			for _, g := range e.groups {
-				sig.add(accInput(g), g.dtype, []int{g.size})
+				g.addSegmentInputs(&sig, accInput)
 			}
 			sig.add(accFirst, "Bool", nil)
 		}
@@ -44,9 +44,13 @@ func (e *Engine) gradientProgram(width int, keys []string) (*program, error) {
 			loss, grads, extra, meta := e.traceTrain(g, nodes, views, src, width, keys)
 			if accum > 1 {
 				first := nodes[accFirst]
-				for i, grp := range e.groups {
-					sum := graph.Where(first, graph.ScalarZero(g, dtypeOf(grp.dtype)), nodes[accInput(grp)])
-					grads[i] = graph.Add(sum, graph.MulScalar(grads[i], 1/float64(accum)))
+				k := 0
+				for _, grp := range e.groups {
+					for s := range grp.segs {
+						sum := graph.Where(first, graph.ScalarZero(g, dtypeOf(grp.dtype)), nodes[accInput(grp, s)])
+						grads[k] = graph.Add(sum, graph.MulScalar(grads[k], 1/float64(accum)))
+						k++
+					}
 				}
 			}
 			outs := append([]*graph.Node{loss}, grads...)
@@ -77,18 +81,25 @@ func (e *Engine) trainStepProgram(width int, keys []string) (*program, error) {
 			in := make([]groupUpdate, len(e.groups))
 			for i, grp := range e.groups {
 				in[i] = e.groupInputs(i, nodes)
-				in[i].params, in[i].grads = nodes[paramsInput(grp)], grads[i]
+				in[i].params = segmentNodes(grp, nodes, paramsInput)
+				in[i].grads, grads = grads[:len(grp.segs)], grads[len(grp.segs):]
 			}
 			newParams, newState := e.emitUpdates(in, nodes["step"])
 			// A non-finite loss keeps the old parameters and state, as the two-program step does by
 			// stopping before its update: the run stops on that loss with nothing overwritten.
 			finite := graph.IsFinite(loss)
-			k := 0
+			p, k := 0, 0
 			for i, grp := range e.groups {
-				newParams[i] = graph.Where(finite, newParams[i], in[i].params)
-				for s := range e.st.groups[i].opt {
-					if !grp.constLeaf(s) {
-						newState[k] = graph.Where(finite, newState[k], in[i].state[s])
+				for s := range grp.segs {
+					newParams[p] = graph.Where(finite, newParams[p], in[i].params[s])
+					p++
+				}
+				for l := range e.st.groups[i].opt {
+					if grp.constLeaf(l) {
+						continue
+					}
+					for s := range grp.segs {
+						newState[k] = graph.Where(finite, newState[k], in[i].state[l][s])
 						k++
 					}
 				}
@@ -132,7 +143,7 @@ func (e *Engine) traceTrain(g *graph.Graph, nodes map[string]*graph.Node, views 
 	// buffer per group.
 	arrays := graph.Gradient(loss, leaves...)
 	for i, vs := range views {
-		grads = append(grads, e.groups[i].pack(arrays[:len(vs)], nodes))
+		grads = append(grads, e.groups[i].pack(arrays[:len(vs)])...)
 		arrays = arrays[len(vs):]
 	}
 	for _, v := range e.stateVars {
