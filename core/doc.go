@@ -6,8 +6,8 @@
 //     verbs, and ViewModel is the read-only model view the export module (package export) ships
 //     bundles from.
 //   - A training step is two compiled programs by default (gradient; optimizer), one with
-//     WithFusedStep; parameters, gradients and optimizer state stay on the device, one flat
-//     buffer per parameter group (records and Parameters still name one tensor per array).
+//     WithFusedStep; parameters, gradients and optimizer state stay on the device, a group's
+//     small arrays in one flat buffer (records and Parameters still name one tensor per array).
 //     WithMixedPrecision("bf16") builds every program on package precision's backend twin, which
 //     computes float32 products in bfloat16; everything else, the state included, stays float32.
 //   - Manual mode (an experiment with TrainStep) hands the step to the experiment: one program

@@ -2,8 +2,9 @@
 // optimizer, fused and manual step, eval, predict) through the compile cache, binds and runs
 // them, and keeps the parameters, the optimizer and layer state and the Device fields on the
 // device, over a mesh when there is more than one device, under the run's mixed precision.
-// Parameters, gradients and optimizer state are one flat buffer per parameter group, which
-// Forward reads array by array through views (flat.go); on the host they stay one per array.
+// Parameters, gradients and optimizer state are a few buffers per parameter group (the small
+// arrays flat in one, which Forward reads through views; each large array in its own: flat.go);
+// on the host they stay one per array.
 //
 // The caller (core) resolves the experiment and gives New what is fixed for the run: the
 // traced hooks as plain functions (the engine never reflects over the experiment), the knobs,

@@ -127,7 +127,7 @@ type Engine struct {
 // residency (e.g. zero parameter uploads per eval batch).
 type Uploads struct {
 	Params, OptState, LayerState, Device, Batch, Hyper int
-	// Offsets counts the parameters' offsets in their group's flat buffer (flat.go): once per
+	// Offsets counts the offsets of the arrays that share a buffer (flat.go): once per such
 	// array at setup, the views' start indices every model program reads.
 	Offsets int
 }

@@ -13,8 +13,9 @@ package engine
 // segment (bindParams), and a view that is a slice costs a copy wherever XLA needs the array as a
 // buffer of its own (a matrix product's operand), and packing the gradients back costs another.
 // For the large arrays of an MLP or a CNN those copies cost more than the optimizer's buffer
-// count saves (BenchmarkFamilies: fused/GoMLX 0.97 -> 1.33 on the MLP); a segment of one array is
-// read as a reshape of the input, which is free.
+// count saves (with every array in one buffer, one BenchmarkFamilies run had the MLP's
+// fused/GoMLX at 1.33 where the per-array engine's was 0.97); a segment of one array is read as a
+// reshape of its input, which is free, and its gradient is written as it is.
 //
 // In a shared segment, a view's start is an input, one Int32 scalar per array placed once at
 // setup ("offset/<group>/<keypath>"), not a constant: XLA fuses a slice into the kernels that read

@@ -12,10 +12,10 @@ import (
 // entry is checked before anything changes: an unknown name is refused listing the valid ones,
 // and a value of another dtype or shape than the parameter's is refused naming the parameter and
 // both shapes (no conversion: a float64 array for a float32 parameter is an error, not a silent
-// rounding). The new values are uploaded once, one upload per parameter group they touch
-// (counted in Uploads().Params: a group's parameters are one flat buffer, patched on the host
-// when only some of its arrays are given), and the next program run reads them: parameters are
-// program inputs, so nothing recompiles.
+// rounding). The new values are uploaded once, one upload per device buffer they touch (counted
+// in Uploads().Params: a group's small arrays share one buffer, patched on the host when only
+// some of them are given; flat.go), and the next program run reads them: parameters are program
+// inputs, so nothing recompiles.
 //
 // Only the parameters change. The optimizer's state (moments, step counts, and Decay's anchor,
 // which stays at the weights setup placed) is untouched, as are the layer state and the step and

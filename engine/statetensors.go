@@ -44,7 +44,7 @@ const (
 
 // stateSlot is one tensor of the training state under its record name: the device buffer in e.st
 // that holds it (so a restore can replace it), where in that buffer (a parameter or optimizer
-// state array is a slice of its group's flat buffer, a layer state variable its own buffer), the
+// state array is a slice of its group's segment, flat.go; a layer state variable its own buffer), the
 // variable a trace reads it through (none for optimizer state), and the upload counter of its
 // kind.
 type stateSlot struct {

@@ -14,9 +14,9 @@ import (
 // step's first (accum > 1 only): its sums then start from zeros on the device.
 const accFirst = "accum/first"
 
-// gradientProgram: parameters (one flat buffer per group), layer state, Device fields and the
-// routed batch fields (plus, when accum > 1, the running gradient sums, one flat buffer per group,
-// and a Bool scalar "first") -> loss, every group's flat gradient (when accum > 1: the sums plus
+// gradientProgram: parameters (per group its segments and offsets, flat.go), layer state, Device
+// fields and the routed batch fields (plus, when accum > 1, the running gradient sums, one per
+// segment, and a Bool scalar "first") -> loss, every segment's gradient (when accum > 1: the sums plus
 // this micro-batch's gradient / accum), new layer state, train metrics. accum bakes in (as
 // 1/accum), so it is in this program's key and no other's.
 //
@@ -113,7 +113,7 @@ func (e *Engine) trainStepProgram(width int, keys []string) (*program, error) {
 
 // traceTrain traces Forward, Loss and TrainMetrics on a training program's inputs (views: each
 // group's variables bound to their views of its flat parameters) and returns the loss, every
-// group's flat gradient (in group order), and the outputs that follow the update in every
+// segment's gradient (in group order), and the outputs that follow the update in every
 // training program: the new layer state, then the train metrics (named in meta). A parameter
 // group the loss cannot reach in the graph is refused here (see deadGroups).
 func (e *Engine) traceTrain(g *graph.Graph, nodes map[string]*graph.Node, views [][]*graph.Node, src any, width int, keys []string) (loss *graph.Node, grads, extra []*graph.Node, meta *program) {
@@ -139,7 +139,7 @@ func (e *Engine) traceTrain(g *graph.Graph, nodes map[string]*graph.Node, views 
 			"(context.Variable.SetTrainable(false)) or removed from the model", strings.Join(dead, " and ")))
 	}
 	// Differentiated with respect to the views, each array's gradient in its own shape, then
-	// packed into the group's flat gradient: the one copy that lets the optimizer program take one
+	// packed into the group's segments: the one copy that lets the optimizer program take one
 	// buffer per group.
 	arrays := graph.Gradient(loss, leaves...)
 	for i, vs := range views {

@@ -10,8 +10,9 @@ import (
 )
 
 // Chain is one parameter group's optimizer: transforms applied in order to the gradient, the
-// result added to the parameters, on the group's flat buffer or (as core runs it) on each of its
-// arrays, which is the same math since transforms are elementwise. A named optimizer is a
+// result added to the parameters, on the group's flat buffer or on any split of it (the engine
+// runs it on each of the group's device buffers), which is the same math since transforms are
+// elementwise. A named optimizer is a
 // one-transform chain. A Chain is itself a Transform, so a chain nests in a chain as optax's
 // chain does; a member that must end its chain (Decay, see Terminal) still does, nested or not.
 // A Chain is immutable and safe for concurrent use.

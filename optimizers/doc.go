@@ -6,13 +6,14 @@
 // (optax's model: an init/update pair with typed state; Init on the host, Update in the graph)
 // after one global-norm clip over all groups (ClipByGlobalNorm, baked; 0 emits nothing).
 // Layout is the group's flat view: Init builds the state on it, Decay's mask and anchor are
-// defined on it, and the engine keeps parameters, gradients and state in it on the device, one
-// buffer per group, applying each chain with Program.Apply. The engine's BenchmarkOptimizerLayout
-// found why at 6, 60 and 600 arrays: a per-array program (Program.ApplyArrays, each array's update
-// in one pass, the group's scalar math built once via Shared) grows in nodes and inputs with the
-// array count, and at 600 arrays its step costs what merely copying as many buffers costs; packing
-// the arrays inside the program compiles 4-19x slower; only a flat buffer at the program's
-// boundary removes the buffer count (its step about 20x faster at 600 arrays).
+// defined on it, and the engine keeps parameters, gradients and state on the device in buffers
+// cut from it (the small arrays together, each large one alone), applying each chain with
+// Program.ApplyArrays, the group's scalar math built once via Shared. The engine's
+// BenchmarkOptimizerLayout found why at 6, 60 and 600 arrays: a program with one buffer per array
+// grows in nodes and inputs with the array count, and at 600 arrays its step costs what merely
+// copying as many buffers costs; packing the arrays inside the program compiles 4-19x slower;
+// only a flat buffer at the program's boundary removes the buffer count (its step about 20x
+// faster at 600 arrays).
 //
 // Rules RAdam (the Level 0 default), Adam, SGD and Momentum follow optax's conventions exactly
 // (formulas on each type); Decay is decoupled, last, with a zero, w0 or explicit anchor and a

@@ -32,8 +32,8 @@ type LeafLayout struct {
 
 // Layout describes one parameter group's flat buffer: the host-side view of the group's arrays
 // end to end, on which a chain's Init builds its state. The engine keeps parameters, gradients and
-// state in this layout on the device too, one buffer per group, and applies the chain to it whole
-// (Program.Apply). A Layout is structural (the arrays, their order and shapes), so it belongs
+// state on the device split into a few buffers cut from it (its small arrays together, each large
+// one alone) and applies the chain to each (Program.ApplyArrays). A Layout is structural (the arrays, their order and shapes), so it belongs
 // in the compile key via its shapes.
 type Layout struct {
 	Group  string

@@ -9,9 +9,9 @@ import (
 )
 
 // Program is the body of the optimizer program for G parameter groups: the global-norm clip over
-// all groups' fully accumulated gradients, then each group's chain. Apply (what the engine
-// compiles) runs each chain on its group's flat buffer; ApplyArrays runs it array by array, its
-// scalar math still once per group, for a caller that holds its arrays apart. Immutable; safe for
+// all groups' fully accumulated gradients, then each group's chain. Apply runs each chain on its
+// group's flat buffer; ApplyArrays runs it on each of a group's buffers (arrays, or the engine's
+// segments), its scalar math still once per group. Immutable; safe for
 // concurrent use.
 type Program struct {
 	chains []*Chain
@@ -81,9 +81,10 @@ func (p *Program) Apply(params, grads []*graph.Node, states [][]*graph.Node, hyp
 	return newParams, newStates
 }
 
-// ApplyArrays is Apply with every group split into its parameter arrays (the engine ran it so
-// before its parameters went flat; its benchmarks keep it as the per-array reference): params[g][j] and grads[g][j] are array j of group g, states[g][s][j] is state leaf s of that
-// array, and the results come back in the same layout. The clip is global over every array; each
+// ApplyArrays is Apply with every group split into buffers (its parameter arrays, or the
+// engine's segments: its small arrays flat in one, each large array in its own): params[g][j] and
+// grads[g][j] are buffer j of group g, states[g][s][j] is state leaf s of that buffer, and the
+// results come back in the same layout. The clip is global over every array; each
 // group's chain is applied array by array, so XLA fuses each array's update into one pass with no
 // packing copies, while the group's step-dependent scalars are built once (Shared). Transforms
 // are elementwise, so this equals Apply on the group's flat buffer.
