@@ -89,12 +89,12 @@ func TestProgramsTakeOneBufferPerGroup(t *testing.T) {
 	}
 }
 
-// TestLargeArraysKeepTheirOwnBuffer: a 256x256 kernel (packRun elements) between small
-// arrays gets a segment of its own, and three steps through two segments (the kernel a reshape of
-// its input, the rest views of the other) end with parameters and optimizer state bitwise those of
-// one segment holding every array (the kernel a slice of it): the segments only move bytes. (On
-// the pure-Go backend, whose products do not depend on where their operands live; XLA's may round
-// differently, by some 1e-7 relative.)
+// TestLargeArraysKeepTheirOwnBuffer: a 256x256 kernel (packRun elements) between small arrays
+// gets a segment of its own, and three steps through two segments (the kernel a reshape of its
+// input, the rest views of the other), two-program and fused, end with parameters and optimizer
+// state bitwise those of one segment holding every array (the kernel a slice of it): the segments
+// only move bytes. (On the pure-Go backend, whose products do not depend on where their operands
+// live; XLA's may round differently, by some 1e-7 relative.)
 func TestLargeArraysKeepTheirOwnBuffer(t *testing.T) {
 	const rows = 8
 	xs := make([]float32, 4*rows*256)
@@ -112,11 +112,12 @@ func TestLargeArraysKeepTheirOwnBuffer(t *testing.T) {
 		h := activations.Relu(layers.Dense(ctx.In("h0"), in["x"], true, 256))
 		return map[string]*graph.Node{"y": layers.Dense(ctx.In("out"), h, true, 1)}
 	}
-	trained := func(run, segments int) []StateTensor {
+	trained := func(run, segments int, fused bool) []StateTensor {
 		t.Helper()
 		defer func(old int) { packRun = old }(packRun)
 		packRun = run
 		e := newTestEngine(t, testRun{exp: &accumMLP{}, forward: forward, loss: accumLoss, data: src, backend: "go", cache: compilecache.New()})
+		e.fused = fused
 		if got := len(e.groups[0].segs); got != segments {
 			t.Fatalf("packRun %d: %d segments, want %d", run, got, segments)
 		}
@@ -127,13 +128,15 @@ func TestLargeArraysKeepTheirOwnBuffer(t *testing.T) {
 		}
 		return st
 	}
-	apart, together := trained(1<<16, 2), trained(math.MaxInt, 1)
-	if len(apart) != len(together) {
-		t.Fatalf("%d tensors, %d with one segment", len(apart), len(together))
-	}
-	for i := range apart {
-		if apart[i].Name != together[i].Name || !bytes.Equal(apart[i].Data, together[i].Data) {
-			t.Errorf("%s differs from %s trained through one segment", apart[i].Name, together[i].Name)
+	for _, fused := range []bool{false, true} {
+		apart, together := trained(1<<16, 2, fused), trained(math.MaxInt, 1, fused)
+		if len(apart) != len(together) {
+			t.Fatalf("fused %v: %d tensors, %d with one segment", fused, len(apart), len(together))
+		}
+		for i := range apart {
+			if apart[i].Name != together[i].Name || !bytes.Equal(apart[i].Data, together[i].Data) {
+				t.Errorf("fused %v: %s differs from %s trained through one segment", fused, apart[i].Name, together[i].Name)
+			}
 		}
 	}
 }
