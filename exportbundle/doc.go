@@ -1,6 +1,7 @@
 // Package exportbundle writes, verifies and runs export bundles, the form a trained model leaves
 // nitro in: StableHLO programs and safetensors weights, run with gopjrt alone (nitro run-bundle,
-// nitro serve's POST /predict). Guide: docs/export.md.
+// nitro serve's POST /predict and the Open Inference Protocol's /v2 REST API, binary tensor data
+// included, for one bundle or several by name: ServeModels). Guide: docs/export.md.
 //
 // A bundle is one StableHLO program per batch size (program-b<N>.mlir), the weights in
 // weights.safetensors, an optional postprocess.txt, and a manifest.json (input/output specs,
@@ -23,7 +24,9 @@
 //
 // Errors: Read and Open return *FormatError naming the file (wrapping ErrNewerFormat for a newer
 // format); CheckSpec returns *SpecError naming the manifest field; Run returns *InputError naming
-// the input; RunJSON returns *RequestError with the status and message Handler answers with.
+// the input; RunJSON returns *RequestError with the status and message Handler answers with. The
+// /v2 infer path shares /predict's bounds and streaming decoder; its refusals name the protocol's
+// field (inputs[i].shape, Inference-Header-Content-Length, ...).
 // Captures are serialized in a process (one real plugin per process); a Runner is safe for
 // concurrent use; a Bundle is plain data, not synchronized.
 package exportbundle
