@@ -378,3 +378,30 @@ func TestV2InferMatchesRunJSON(t *testing.T) {
 		}
 	}
 }
+
+// A model repository is the bundle folders under it, whatever their depth, not looking inside a
+// bundle; a folder holding a manifest is one bundle; a folder with none is an error.
+func TestFindBundles(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"a", "group/b", "a/inner", "empty"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"a", "group/b", "a/inner"} {
+		if err := os.WriteFile(filepath.Join(root, d, ManifestFile), []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := FindBundles(root)
+	want := []string{filepath.Join(root, "a"), filepath.Join(root, "group/b")}
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("FindBundles(repo) = %v, %v; want %v", got, err, want)
+	}
+	if got, err := FindBundles(filepath.Join(root, "a")); err != nil || !slices.Equal(got, want[:1]) {
+		t.Errorf("FindBundles(a bundle) = %v, %v; want itself", got, err)
+	}
+	if _, err := FindBundles(filepath.Join(root, "empty")); err == nil || !strings.Contains(err.Error(), "no bundle in it") {
+		t.Errorf("FindBundles(empty) = %v", err)
+	}
+}

@@ -53,6 +53,13 @@ body, a missing or unknown input, a wrong shape or dtype is a 400 naming the inp
 address it listens on (port 0 picks one) and runs until SIGINT or SIGTERM, then stops accepting,
 finishes the requests in flight and exits.
 
+It also speaks the Open Inference Protocol (KServe v2, as Triton's and KServe's clients do):
+GET /v2/health/live, /v2/health/ready, /v2, /v2/models/NAME[/versions/1][/ready], and
+POST /v2/models/NAME[/versions/1]/infer, with the binary tensor data extension. Given a folder
+of bundles (a model repository: every folder under it holding a manifest.json), it serves each by
+its manifest name on /v2, refuses two bundles of one name, and prints each model it serves;
+/predict answers only when it serves one bundle.
+
 A client cannot take it down: a body is read as a stream and refused (400) at the first byte that
 breaks the bundle's declared shapes, so a request costs at most its largest batch in memory,
 whatever the body's size (the rest is read and dropped after the answer, so that a client that
@@ -283,6 +290,30 @@ func openBundle(dir string) (*exportbundle.Runner, error) {
 	return exportbundle.Open(dir, plugin)
 }
 
+// openRepository opens every bundle under dir (dir itself when it is one), refusing two of one
+// name: a model is served by its manifest name. It returns the runners opened so far even on an
+// error, for the caller to close.
+func openRepository(dir string) ([]*exportbundle.Runner, []string, error) {
+	dirs, err := exportbundle.FindBundles(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	var rs []*exportbundle.Runner
+	from := map[string]string{}
+	for _, d := range dirs {
+		r, err := openBundle(d)
+		if err != nil {
+			return rs, nil, fmt.Errorf("%s: %w", d, err)
+		}
+		rs = append(rs, r)
+		if first, dup := from[r.Name()]; dup {
+			return rs, nil, fmt.Errorf("two bundles are named %q (%s and %s): a model is served by its manifest name: export one again with another --name, or serve them apart", r.Name(), first, d)
+		}
+		from[r.Name()] = d
+	}
+	return rs, dirs, nil
+}
+
 func newRunBundleCmd(stdout io.Writer) *cobra.Command {
 	var inputsFile string
 	var inputs []string
@@ -393,14 +424,14 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 	var addr string
 	cfg := exportbundle.DefaultServeConfig()
 	c := &cobra.Command{
-		Use:                   "serve <bundle dir> [--addr ADDR] [--max-concurrent N] [--max-reading N] [--read-timeout D] ...",
-		Short:                 "answer HTTP POST /predict with an export bundle until SIGINT or SIGTERM",
+		Use:                   "serve <bundle dir | model repository> [--addr ADDR] [--max-concurrent N] [--max-reading N] [--read-timeout D] ...",
+		Short:                 "answer HTTP (POST /predict, Open Inference Protocol /v2) with export bundles until SIGINT or SIGTERM",
 		Long:                  serveLong,
 		DisableFlagsInUseLine: true,
 		ValidArgsFunction:     dirsOnly,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return fmt.Errorf("serve needs one bundle folder (nitro export writes one), got %d arguments", len(args))
+				return fmt.Errorf("serve needs one bundle folder (nitro export writes one) or a folder of them, got %d arguments", len(args))
 			}
 			return nil
 		},
@@ -429,18 +460,25 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 					return fmt.Errorf("--%s %v: under %v no request could be served in time: give a timeout such as 10s", d.flag, d.v, minServeTimeout)
 				}
 			}
-			r, err := openBundle(args[0])
+			rs, dirs, err := openRepository(args[0])
+			for _, r := range rs {
+				defer r.Close()
+			}
 			if err != nil {
 				return err
 			}
-			defer r.Close()
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			srv, bound, err := exportbundle.ServeWith(r, addr, cfg)
+			srv, bound, err := exportbundle.ServeModels(rs, addr, cfg)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "serving %s (batch sizes %s) on http://%s/predict\n", r.Name(), joinInts(r.BatchSizes()), bound)
+			if len(rs) == 1 {
+				fmt.Fprintf(stdout, "serving %s (batch sizes %s) on http://%s/predict\n", rs[0].Name(), joinInts(rs[0].BatchSizes()), bound)
+			}
+			for i, r := range rs {
+				fmt.Fprintf(stdout, "serving %s (batch sizes %s, from %s) on http://%s/v2/models/%s/infer\n", r.Name(), joinInts(r.BatchSizes()), dirs[i], bound, r.Name())
+			}
 			<-ctx.Done()
 			stop() // a second signal kills, as usual
 			fmt.Fprintln(stderr, "nitro: serve: stopping (finishing the requests in flight)")

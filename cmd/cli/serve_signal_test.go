@@ -70,12 +70,19 @@ func serveSIGTERM(t *testing.T, bundle, body string, ref exportbundle.Tensor, la
 // prints, the channel its exit code comes on, and its stderr.
 func startServe(t *testing.T, bundle string, args ...string) (string, <-chan int, *syncBuffer) {
 	t.Helper()
+	addr, done, _, stderr := startServeAt(t, regexp.MustCompile(`on http://(127\.0\.0\.1:[0-9]+)/predict\n`), bundle, args...)
+	return addr, done, stderr
+}
+
+// startServeAt is startServe where line, matched on stdout, gives the address; it returns
+// stdout too.
+func startServeAt(t *testing.T, line *regexp.Regexp, bundle string, args ...string) (string, <-chan int, *syncBuffer, *syncBuffer) {
+	t.Helper()
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.Main(append([]string{"serve", bundle, "--addr", "127.0.0.1:0"}, args...), &stdout, &stderr)
 	}()
-	line := regexp.MustCompile(`on http://(127\.0\.0\.1:[0-9]+)/predict\n`)
 	var addr string
 	waitUntil(t, "serve to print its address", func() bool {
 		select {
@@ -88,7 +95,7 @@ func startServe(t *testing.T, bundle string, args ...string) (string, <-chan int
 		}
 		return addr != ""
 	})
-	return addr, done, &stderr
+	return addr, done, &stdout, &stderr
 }
 
 // startBody sends the headers of a POST /predict with a body of n bytes and "Expect:
