@@ -9,13 +9,14 @@ PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 RACE    := tensorfile mesh compilecache markers monitors prefetch logjson checkpoint promexport exportbundle render board tblog
 GO      ?= go
 # checkpoint's interop test opens nitro's files with the reference Python safetensors (ckpt-venv);
-# tblog's reads its event files back with TensorBoard's own reader (tb-venv).
+# tblog's reads its event files back with TensorBoard's own reader (tb-venv); serve's Open Inference
+# Protocol test talks to it with Triton's Python client, and parses its metrics with Prometheus's (serve-venv).
 # GOPROXY=off: the tests run on what `make setup` downloaded, so a module it misses fails here, on
 # every machine, rather than only on a newcomer's empty module cache.
-TESTENV := NITRO_SAFETENSORS_PYTHON=$(CURDIR)/.nitro/ckpt-venv/bin/python NITRO_TENSORBOARD_PYTHON=$(CURDIR)/.nitro/tb-venv/bin/python GOPROXY=off
+TESTENV := NITRO_SAFETENSORS_PYTHON=$(CURDIR)/.nitro/ckpt-venv/bin/python NITRO_TENSORBOARD_PYTHON=$(CURDIR)/.nitro/tb-venv/bin/python NITRO_SERVE_PYTHON=$(CURDIR)/.nitro/serve-venv/bin/python GOPROXY=off
 ARGS    ?=
 
-.PHONY: setup cuda-wheel test lint bench bench-venv ckpt-venv tb-venv depcheck run fmt $(addprefix test/,$(MODULES))
+.PHONY: setup cuda-wheel test lint bench bench-venv ckpt-venv tb-venv serve-venv depcheck run fmt $(addprefix test/,$(MODULES))
 
 ## setup: install the pinned XLA CPU PJRT plugin into .nitro/pjrt and download Go modules (idempotent);
 ## CUDA=1 also installs the CUDA plugin and its NVIDIA libraries (docs/gpu.md)
@@ -39,6 +40,11 @@ ckpt-venv:
 tb-venv:
 	@./scripts/tblog/setup-venv.sh
 
+## serve-venv: Triton's Python client (tritonclient[http]) and the Prometheus Python client, for serve's
+## Open Inference Protocol and metrics tests (test-only)
+serve-venv:
+	@./scripts/serve/setup-venv.sh
+
 ## test: setup, layering check, then every module's tests (race detector on the concurrent modules),
 ## then a short fuzz of the checkpoint, safetensors, bundle and idx readers (hostile input must never panic).
 ## The fuzz budget is a count, not a duration: Go 1.26's fuzz coordinator can report a spurious
@@ -48,7 +54,7 @@ tb-venv:
 cuda-wheel:
 	@NITRO_SKIP_CUDA_WHEEL= ./scripts/install-pjrt.sh
 
-test: setup cuda-wheel depcheck ckpt-venv tb-venv
+test: setup cuda-wheel depcheck ckpt-venv tb-venv serve-venv
 	$(TESTENV) $(GO) test -count=1 -timeout 25m $(PKGS)
 	$(TESTENV) $(GO) test -count=1 -race $(addprefix ./,$(addsuffix /...,$(RACE)))
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime 60000x -fuzzminimizetime 100x ./checkpoint/

@@ -108,9 +108,9 @@ func (s *service) routeV2(mux *http.ServeMux) {
 			h(w, req)
 		}
 	}
-	ok := func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
-	mux.HandleFunc("/v2/health/live", get(ok))
-	mux.HandleFunc("/v2/health/ready", get(ok))
+	// The status is the answer; the body says it too, for clients that read one (KServe's).
+	mux.HandleFunc("/v2/health/live", get(func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, map[string]bool{"live": true}) }))
+	mux.HandleFunc("/v2/health/ready", get(func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, map[string]bool{"ready": true}) }))
 	mux.HandleFunc("/v2", get(func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, map[string]any{"name": ServerName, "version": strconv.Itoa(FormatVersion), "extensions": []string{"binary_tensor_data"}})
 	}))
@@ -147,8 +147,13 @@ func (s *service) model(w http.ResponseWriter, req *http.Request) {
 	case "":
 		writeJSON(w, Metadata(r))
 	case "ready":
-		w.WriteHeader(http.StatusOK)
+		writeJSON(w, map[string]any{"name": name, "ready": true})
 	case "infer":
+		if ce := req.Header.Get("Content-Encoding"); ce != "" && ce != "identity" {
+			// Compressed bytes read as JSON would be refused as malformed, or worse: say why.
+			writeError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Encoding %q: this server reads uncompressed bodies only (send the request without compression)", ce))
+			return
+		}
 		s.bounded(w, req, func(body io.Reader, read func() *RequestError) (answer, *RequestError) {
 			return infer(r, body, req.Header.Get(inferenceHeaderLength), req.ContentLength, read, s.cfg.BodyTimeout)
 		})

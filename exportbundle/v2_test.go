@@ -82,11 +82,10 @@ func TestV2RefusesMalformedRequests(t *testing.T) {
 		{"both data and binary", "/v2/models/tiny/infer", in(ok + `, "parameters": {"binary_data_size": 25}, "data": ` + tinyImage), nil, 400, `inputs[0]: both "data" and parameters.binary_data_size`},
 		{"binary without the header", "/v2/models/tiny/infer", in(ok + `, "parameters": {"binary_data_size": 25}`), nil, 400, `inputs[0].parameters.binary_data_size: binary data needs the Inference-Header-Content-Length header`},
 		{"wrong method", "/v2/models/tiny/ready", "", nil, 405, "use GET"},
+		{"a compressed body", "/v2/models/tiny/infer", in(ok + `, "data": ` + tinyImage), map[string]string{"Content-Encoding": "gzip"}, 415, `Content-Encoding "gzip"`},
 	} {
 		method := http.MethodPost
-		if c.status == 405 {
-			method = http.MethodPost
-		} else if !strings.HasSuffix(c.path, "/infer") {
+		if c.status != 405 && !strings.HasSuffix(c.path, "/infer") {
 			method = http.MethodGet
 		}
 		status, body := v2Tiny(t, method, c.path, strings.NewReader(c.body), c.header)
