@@ -53,11 +53,26 @@ type ServeConfig struct {
 	WriteTimeout time.Duration
 	// IdleTimeout is how long a keep-alive connection may wait for its next request. Default 60s.
 	IdleTimeout time.Duration
+	// Observer, when set, is told of every inference request (/predict, /v2/.../infer) to a
+	// served model: when it begins and how it was answered. Nil: none.
+	Observer ServeObserver
 	// ShutdownStall is, during Shutdown, how long a client that is still sending its request
 	// (headers or body) has to finish it before it is cut, however fast it sends: a request not
 	// read whole is not one the server owes an answer. Requests already read are always
 	// answered. Default 2s.
 	ShutdownStall time.Duration
+}
+
+// ServeObserver is told of a server's inference requests (ServeConfig.Observer): metrics, say.
+// It is called on each request's goroutine, so it must be safe for concurrent use and quick.
+type ServeObserver interface {
+	// RequestStarted: a request for a served model began (its headers are read).
+	RequestStarted()
+	// RequestDone: that request was answered with status, d after it began. protocol is
+	// "predict" or "v2"; limit names the server bound that refused it, "" for none:
+	// "max_reading" (503), "max_request_bytes" (413), "body_timeout" (408: a body stalled or
+	// under the minimum rate).
+	RequestDone(model, protocol string, status int, limit string, d time.Duration)
 }
 
 // DefaultMaxConcurrent is twice GOMAXPROCS, at least 4: enough to keep every core busy while
@@ -381,25 +396,43 @@ func (s *service) predict(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	r := s.models[s.names[0]]
-	s.bounded(w, req, func(body io.Reader, read func() *RequestError) (answer, *RequestError) {
+	s.bounded(w, req, r.Name(), "predict", func(body io.Reader, read func() *RequestError) (answer, *RequestError) {
 		out, rerr := runJSON(r, body, read, s.cfg.BodyTimeout)
 		return answer{body: out, contentType: "application/json"}, rerr
 	})
 }
 
-// bounded answers one request with a body under the server's bounds (see service): a read slot,
-// the body timeouts and MaxRequestBytes while run decodes, then a run slot.
-func (s *service) bounded(w http.ResponseWriter, req *http.Request, run bodyRun) {
+// bounded answers one request with a body for model under the server's bounds (see service): a
+// read slot, the body timeouts and MaxRequestBytes while run decodes, then a run slot. It tells
+// the Observer, if any, how the request went.
+func (s *service) bounded(w http.ResponseWriter, req *http.Request, model, protocol string, run bodyRun) {
+	status, limit := http.StatusOK, ""
+	if o := s.cfg.Observer; o != nil {
+		start := time.Now()
+		o.RequestStarted()
+		defer func() { o.RequestDone(model, protocol, status, limit, time.Since(start)) }()
+	}
+	fail := func(code int, msg string) {
+		status = code
+		switch code {
+		case http.StatusRequestEntityTooLarge:
+			limit = "max_request_bytes"
+		case http.StatusRequestTimeout:
+			limit = "body_timeout"
+		}
+		writeError(w, code, msg)
+	}
 	defer func() {
 		if p := recover(); p != nil {
-			writeError(w, http.StatusInternalServerError, fmt.Sprintf("internal error: %v", p))
+			fail(http.StatusInternalServerError, fmt.Sprintf("internal error: %v", p))
 		}
 	}()
 	select {
 	case s.reading <- struct{}{}:
 	default:
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("busy: %d request bodies being read or waiting to run, the server's bound (retry after 1s)", cap(s.reading)))
+		status, limit = http.StatusServiceUnavailable, "max_reading"
+		writeError(w, status, fmt.Sprintf("busy: %d request bodies being read or waiting to run, the server's bound (retry after 1s)", cap(s.reading)))
 		return
 	}
 	held := true // the read slot, until the run slot replaces it
@@ -434,13 +467,13 @@ func (s *service) bounded(w http.ResponseWriter, req *http.Request, run bodyRun)
 		// requests, for one) never sees the 400: answer first, then read the rest and drop
 		// it, under the same bounds (MaxRequestBytes, the body and read timeouts) and still
 		// holding the read slot. Without full duplex net/http would drop the body unread.
-		writeError(w, rerr.Status, rerr.Msg)
+		fail(rerr.Status, rerr.Msg)
 		body.rc.Flush()
 		io.Copy(io.Discard, body)
 		return
 	}
 	if rerr != nil {
-		writeError(w, rerr.Status, rerr.Msg)
+		fail(rerr.Status, rerr.Msg)
 		return
 	}
 	w.Header().Set("Content-Type", out.contentType)

@@ -154,7 +154,7 @@ func (s *service) model(w http.ResponseWriter, req *http.Request) {
 			writeError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Encoding %q: this server reads uncompressed bodies only (send the request without compression)", ce))
 			return
 		}
-		s.bounded(w, req, func(body io.Reader, read func() *RequestError) (answer, *RequestError) {
+		s.bounded(w, req, name, "v2", func(body io.Reader, read func() *RequestError) (answer, *RequestError) {
 			return infer(r, body, req.Header.Get(inferenceHeaderLength), req.ContentLength, read, s.cfg.BodyTimeout)
 		})
 	default:

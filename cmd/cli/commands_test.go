@@ -311,7 +311,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	if validate["nitro_step"] < 1 || validate["nitro_loss"] <= 0 || validate["nitro_epoch"] != 1 {
 		t.Errorf("by the first validation the exporter should have the epoch's steps and loss: %v", validate)
 	}
-	if _, ok := validate["nitro_compile_cache_misses"]; !ok {
+	if _, ok := validate["nitro_compile_cache_misses_total"]; !ok {
 		t.Errorf("no compile cache gauges: %v", validate)
 	}
 	if _, err := client.Get(url); err == nil {

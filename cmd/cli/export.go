@@ -22,6 +22,7 @@ import (
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/export"
 	"github.com/nitro-go/nitro/exportbundle"
+	"github.com/nitro-go/nitro/promexport"
 )
 
 const exportLong = `Builds the experiment a checkpoint was trained with (--checkpoint FILE, or a run dir: its
@@ -59,6 +60,9 @@ POST /v2/models/NAME[/versions/1]/infer, with the binary tensor data extension. 
 of bundles (a model repository: every folder under it holding a manifest.json), it serves each by
 its manifest name on /v2, refuses two bundles of one name, and prints each model it serves;
 /predict answers only when it serves one bundle.
+
+--metrics-addr serves Prometheus metrics on their own address, as train's does: a scrape never
+waits behind the inference bounds, and the inference port shows clients nothing of the server.
 
 A client cannot take it down: a body is read as a stream and refused (400) at the first byte that
 breaks the bundle's declared shapes, so a request costs at most its largest batch in memory,
@@ -420,8 +424,11 @@ const shutdownGrace = 30 * time.Second
 // unit (1ns for 1s).
 const minServeTimeout = time.Millisecond
 
+// The serve metrics are told by the server through its observer interface.
+var _ exportbundle.ServeObserver = (*promexport.ServeMetrics)(nil)
+
 func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
-	var addr string
+	var addr, metricsAddr string
 	cfg := exportbundle.DefaultServeConfig()
 	c := &cobra.Command{
 		Use:                   "serve <bundle dir | model repository> [--addr ADDR] [--max-concurrent N] [--max-reading N] [--read-timeout D] ...",
@@ -469,6 +476,15 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if metricsAddr != "" {
+				m, err := promexport.NewServeMetrics(promexport.Options{Addr: metricsAddr})
+				if err != nil {
+					return fmt.Errorf("--metrics-addr: %w", err)
+				}
+				defer m.Close()
+				cfg.Observer = m
+				fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", m.Addr())
+			}
 			srv, bound, err := exportbundle.ServeModels(rs, addr, cfg)
 			if err != nil {
 				return err
@@ -500,6 +516,7 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 	fs := c.Flags()
 	fs.SortFlags = false
 	fs.StringVar(&addr, "addr", "127.0.0.1:8080", "listen on `ADDR` (host:port; port 0 picks one)")
+	fs.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics (requests, failures, latency per model, in flight, rejected by a bound) on http://`ADDR`/metrics, apart from --addr")
 	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", cfg.MaxConcurrent, "run at most `N` requests at once; requests whose body is read wait for one to finish")
 	fs.IntVar(&cfg.MaxReading, "max-reading", cfg.MaxReading, "read at most `N` request bodies at once (each holds up to the bundle's largest batch); more are answered 503 with Retry-After")
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", cfg.ReadHeaderTimeout, "cut a client whose request headers take longer than `D`")
