@@ -99,7 +99,8 @@ const PatchFile = "working_tree.patch"
 // trace, and the weights are the parameters and layer state Forward reads, read back from the
 // device, named as a checkpoint names them ("param/dense_0/weights"), in argument order.
 //
-// In order: the ExportSpec is checked against the hooks (names, the batch-first rule, echoes declared
+// The experiment's ExportContract method, when it has one and spec sets no contract field, gives
+// the contract fields (see Contract). In order: the ExportSpec is checked against the hooks (names, the batch-first rule, echoes declared
 // with From, client specs only with a Postprocess), and what the manifest will hold against the
 // bundle's own rules (exportbundle.CheckSpec), before anything is traced; a Preprocess is
 // called eagerly once and what it returns checked against Forward's fields; the provenance is
@@ -133,6 +134,9 @@ func Export(n *core.Nitro, dir string, spec ExportSpec) (*exportbundle.Bundle, e
 
 // export is Export inside the Nitro's ViewModel: m stays valid throughout.
 func export(m *core.ModelView, dir string, spec ExportSpec) (b *exportbundle.Bundle, err error) {
+	if spec, err = withContract(m, spec); err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
 	plan, err := planExport(m, spec)
 	if err != nil {
 		return nil, fmt.Errorf("export: %w", err)

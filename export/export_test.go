@@ -292,3 +292,48 @@ func TestExportRefusesGraphConstDrift(t *testing.T) {
 		t.Errorf("the bundle directory exists after a refusal (%v)", serr)
 	}
 }
+
+// Declared declares its export contract: an output renamed, a client-side postprocess.
+type Declared struct {
+	base
+	contract export.Contract
+	calls    int
+}
+
+func (e *Declared) ExportContract() export.Contract {
+	e.calls++
+	if e.contract.Postprocess == "panic" {
+		panic("no contract today")
+	}
+	return e.contract
+}
+
+// MistypedContract has an ExportContract method export cannot use.
+type MistypedContract struct{ base }
+
+func (*MistypedContract) ExportContract() map[string]any { return nil }
+
+// The experiment's ExportContract fills an ExportSpec that sets no contract field (its outputs
+// are checked as the spec's would be, naming ExportSpec's field); a spec that sets one is used as
+// given and the method is not called; a panicking or mistyped method is an error naming it.
+func TestExportContract(t *testing.T) {
+	e := &Declared{contract: export.Contract{Outputs: []export.ExportOutput{{Name: "scores", From: "pred"}, {Name: "scores", From: "pred"}}}}
+	n := mustNew(t, e, data(t, 0))
+	_, err := export.Export(n, filepath.Join(t.TempDir(), "b"), export.ExportSpec{Name: "declared"})
+	wantErr(t, err, `ExportSpec.Outputs[1] "scores": the name appears twice`)
+	if e.calls != 1 {
+		t.Errorf("ExportContract called %d times, want once", e.calls)
+	}
+	_, err = export.Export(n, filepath.Join(t.TempDir(), "b"), export.ExportSpec{Name: "declared", Outputs: []export.ExportOutput{{Name: "pred"}, {Name: "pred"}}})
+	wantErr(t, err, `ExportSpec.Outputs[1] "pred": the name appears twice`)
+	if e.calls != 1 {
+		t.Errorf("ExportContract called although the spec sets Outputs (%d calls)", e.calls)
+	}
+	e.contract.Postprocess = "panic"
+	_, err = export.Export(n, filepath.Join(t.TempDir(), "b"), export.ExportSpec{Name: "declared"})
+	wantErr(t, err, "ExportContract", "no contract today")
+
+	m := mustNew(t, &MistypedContract{}, data(t, 0))
+	_, err = export.Export(m, filepath.Join(t.TempDir(), "b"), export.ExportSpec{Name: "mistyped"})
+	wantErr(t, err, "experiment MistypedContract has an ExportContract method of type", "define func (e *MistypedContract) ExportContract() export.Contract")
+}

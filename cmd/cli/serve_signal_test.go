@@ -19,7 +19,7 @@ import (
 
 // serveSIGTERM runs `nitro serve bundle` and stops it with SIGTERM, as a supervisor would, while
 // a request is inside the handler: serve stops accepting, answers that request (200, the
-// runner's logits for body), then exits 0. The request asks for "100 Continue", which the
+// runner's probabilities for body), then exits 0. The request asks for "100 Continue", which the
 // server sends when the handler first reads the body, so it is in flight when the signal comes.
 // The signal goes to this process: serve's handler is what keeps it alive.
 func serveSIGTERM(t *testing.T, bundle, body string, ref exportbundle.Tensor, labels []int32) {
@@ -53,8 +53,8 @@ func serveSIGTERM(t *testing.T, bundle, body string, ref exportbundle.Tensor, la
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("the request in flight at SIGTERM: %d %s (%v)", resp.StatusCode, data, err)
 	}
-	if d, _ := compareLogits(t, outputsOf(t, data), ref, labels); d != 0 {
-		t.Errorf("the request in flight at SIGTERM: logits differ from the runner's by %g", d)
+	if d, _ := compareOutputs(t, outputsOf(t, data), ref, labels); d != 0 {
+		t.Errorf("the request in flight at SIGTERM: probabilities differ from the runner's by %g", d)
 	}
 	select {
 	case code := <-done:
