@@ -84,10 +84,11 @@ bench-venv:
 ## and on three model families: MLP, CNN, transformer; the
 ## optimizer program against a one-pass copy, and its layouts at 6/60/600 arrays; the JSON logger;
 ## checkpoint I/O; the prefetch pipeline and the Parquet source; the server's load over loopback
-## against the in-process runner, and its peak RSS under hostile bodies). -timeout 30m: the families
+## against the in-process runner, /predict against /v2 JSON and binary from Go and through the real
+## clients (tritonclient), and its peak RSS under hostile bodies, on /v2 too). -timeout 30m: the families
 ## alone run minutes on a loaded machine, past go test's default 10m per package
-bench: setup bench-venv
-	NITRO_BENCH_PYTHON=$(CURDIR)/.nitro/bench-venv/bin/python $(GO) test -timeout 30m -run '^$$' -bench . -benchtime 1x ./integration/... ./core/ ./engine/ ./checkpoint/ ./prefetch/... ./exportbundle/
+bench: setup bench-venv serve-venv
+	NITRO_BENCH_PYTHON=$(CURDIR)/.nitro/bench-venv/bin/python NITRO_SERVE_PYTHON=$(CURDIR)/.nitro/serve-venv/bin/python $(GO) test -timeout 30m -run '^$$' -bench . -benchtime 1x ./integration/... ./core/ ./engine/ ./checkpoint/ ./prefetch/... ./exportbundle/
 
 ## run: train the MNIST example through the CLI, afresh each time: --overwrite replaces the
 ## earlier `make run`'s record and checkpoints in runs/MLP (a fresh run into a run dir holding

@@ -115,7 +115,7 @@ func TestServeMetricsPrometheus(t *testing.T) {
 		return n == 5
 	})
 	sigterm(t)
-	wantCleanStop(t, done, stderr, 0)
+	wantExit0(t, done, stderr)
 	for name, typ := range map[string]string{"nitro_serve_requests": "counter", "nitro_serve_request_failures": "counter",
 		"nitro_serve_request_duration_seconds": "histogram", "nitro_serve_requests_in_flight": "gauge", "nitro_serve_rejected": "counter"} {
 		if f, ok := fams[name]; !ok || f.Type != typ {

@@ -116,7 +116,7 @@ func TestServeTritonClient(t *testing.T) {
 	cmd.Stdin = strings.NewReader(string(spec))
 	out, err := cmd.Output()
 	sigterm(t)
-	<-done
+	wantExit0(t, done, stderr)
 	if err != nil {
 		var errOut []byte
 		if ee, ok := err.(*exec.ExitError); ok {
