@@ -124,6 +124,22 @@ func benchBody(batch int, seed uint64) ([]byte, Tensor) {
 	return b.Bytes(), t
 }
 
+// serveBench opens the benchmark bundle and serves it on loopback with MaxConcurrent 8, both
+// closed when b ends; it returns the runner and the server's address.
+func serveBench(b *testing.B) (*Runner, string) {
+	r, err := Open(benchBundleDir(b), requirePlugin(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { r.Close() })
+	srv, addr, err := ServeWith(r, "127.0.0.1:0", ServeConfig{MaxConcurrent: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.Close() })
+	return r, addr.String()
+}
+
 type loadResult struct {
 	reqs     int
 	perSec   float64
@@ -177,18 +193,8 @@ func load(tb testing.TB, clients int, d time.Duration, do func() error) loadResu
 //
 //	go test -run '^$' -bench BenchmarkServeLoad -benchtime 1x ./exportbundle/
 func BenchmarkServeLoad(b *testing.B) {
-	dir := benchBundleDir(b)
-	r, err := Open(dir, requirePlugin(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer r.Close()
-	srv, addr, err := ServeWith(r, "127.0.0.1:0", ServeConfig{MaxConcurrent: 8})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
-	url := "http://" + addr.String() + "/predict"
+	r, addr := serveBench(b)
+	url := "http://" + addr + "/predict"
 	cfg := DefaultServeConfig()
 	cfg.MaxConcurrent = 8
 	h := newHandler(r, cfg)

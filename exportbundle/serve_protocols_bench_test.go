@@ -22,18 +22,8 @@ import (
 //
 //	NITRO_SERVE_PYTHON=$PWD/.nitro/serve-venv/bin/python go test -run '^$' -bench BenchmarkServeProtocols -benchtime 1x ./exportbundle/
 func BenchmarkServeProtocols(b *testing.B) {
-	dir := benchBundleDir(b)
-	r, err := Open(dir, requirePlugin(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer r.Close()
-	srv, addr, err := ServeWith(r, "127.0.0.1:0", ServeConfig{MaxConcurrent: 8})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
-	base := "http://" + addr.String()
+	_, addr := serveBench(b)
+	base := "http://" + addr
 	const clients, each = 8, 2 * time.Second
 	py := os.Getenv("NITRO_SERVE_PYTHON")
 	var table strings.Builder

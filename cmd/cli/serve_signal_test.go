@@ -56,14 +56,7 @@ func serveSIGTERM(t *testing.T, bundle, body string, ref exportbundle.Tensor, la
 	if d, _ := compareOutputs(t, outputsOf(t, data), ref, labels); d != 0 {
 		t.Errorf("the request in flight at SIGTERM: probabilities differ from the runner's by %g", d)
 	}
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Errorf("serve exited %d after SIGTERM: %s", code, stderr.String())
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("serve did not exit within a minute of answering its last request")
-	}
+	wantExit0(t, done, stderr)
 }
 
 // startServe runs `nitro serve bundle --addr 127.0.0.1:0 args...` and returns the address it
