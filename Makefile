@@ -40,13 +40,13 @@ ckpt-venv:
 tb-venv:
 	@./scripts/tblog/setup-venv.sh
 
-## serve-venv: Triton's Python client (tritonclient[http]) and the Prometheus Python client, for serve's
+## serve-venv: Triton's and KServe's Python clients (tritonclient[http], kserve) and the Prometheus Python client, for serve's
 ## Open Inference Protocol and metrics tests (test-only)
 serve-venv:
 	@./scripts/serve/setup-venv.sh
 
 ## test: setup, layering check, then every module's tests (race detector on the concurrent modules),
-## then a short fuzz of the checkpoint, safetensors, bundle and idx readers (hostile input must never panic).
+## then a short fuzz of the checkpoint, safetensors, bundle, infer request and idx readers (hostile input must never panic).
 ## The fuzz budget is a count, not a duration: Go 1.26's fuzz coordinator can report a spurious
 ## "context deadline exceeded" when a duration ends mid-execution (golang/go#75804, fixed in Go 1.27).
 ## cuda-wheel: keep the pinned CUDA plugin wheel (188 MB) in .nitro/cache for backend's test that
@@ -61,6 +61,7 @@ test: setup cuda-wheel depcheck ckpt-venv tb-venv serve-venv
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzReadSigned$$' -fuzztime 60000x -fuzzminimizetime 100x ./checkpoint/
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzReadManifest$$' -fuzztime 60000x -fuzzminimizetime 100x ./exportbundle/
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzDecodeWeights$$' -fuzztime 60000x -fuzzminimizetime 100x ./exportbundle/
+	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzDecodeInfer$$' -fuzztime 60000x -fuzzminimizetime 100x ./exportbundle/
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime 60000x -fuzzminimizetime 100x ./tensorfile/
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60000x -fuzzminimizetime 100x ./idx/
 

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata")
@@ -74,6 +75,8 @@ func TestV2RefusesMalformedRequests(t *testing.T) {
 		{"an empty inputs", "/v2/models/tiny/infer", `{"inputs": []}`, nil, 400, `inputs: input "img" is missing`},
 		{"a duplicate key in an input", "/v2/models/tiny/infer", in(ok + `, "name": "img", "data": ` + tinyImage), nil, 400, `inputs[0]: duplicate key "name"`},
 		{"an unknown top-level field", "/v2/models/tiny/infer", `{"input": []}`, nil, 400, `unknown field "input"`},
+		{"another model_name in the body", "/v2/models/tiny/infer", `{"model_name": "tiny2", "inputs": [{` + ok + `, "data": ` + tinyImage + `}]}`, nil, 400, `model_name: "tiny2", but the request is for "tiny"`},
+		{"another model_version in the body", "/v2/models/tiny/infer", `{"model_version": "2", "inputs": [{` + ok + `, "data": ` + tinyImage + `}]}`, nil, 400, `model_version: "2", but the request is for "1"`},
 		{"an unknown output", "/v2/models/tiny/infer", `{"inputs": [{` + ok + `, "data": ` + tinyImage + `}], "outputs": [{"name": "probs"}]}`, nil, 400, `outputs[0].name: "probs" is not an output of this model (it has logits, scale)`},
 		{"an output twice", "/v2/models/tiny/infer", `{"inputs": [{` + ok + `, "data": ` + tinyImage + `}], "outputs": [{"name": "scale"}, {"name": "scale"}]}`, nil, 400, `outputs[1].name: output "scale" is asked for twice`},
 		{"classification", "/v2/models/tiny/infer", `{"inputs": [{` + ok + `, "data": ` + tinyImage + `}], "outputs": [{"name": "logits", "parameters": {"classification": 2}}]}`, nil, 400, `outputs[0].parameters.classification: not supported`},
@@ -403,4 +406,35 @@ func TestFindBundles(t *testing.T) {
 	if _, err := FindBundles(filepath.Join(root, "empty")); err == nil || !strings.Contains(err.Error(), "no bundle in it") {
 		t.Errorf("FindBundles(empty) = %v", err)
 	}
+}
+
+// FuzzDecodeInfer: whatever the body and the binary header, the infer decoder never panics; it
+// refuses with the errors decodeFailure turns into a 4xx, or returns inputs that are exactly
+// the bundle's, at a batch size it has, each holding the bytes its shape needs.
+func FuzzDecodeInfer(f *testing.F) {
+	ok := `{"id": "a", "inputs": [{"name": "img", "shape": [1, 5, 5], "datatype": "UINT8", "data": ` + tinyImage + `}], "outputs": [{"name": "scale"}]}`
+	bin := `{"inputs": [{"name": "img", "shape": [1, 5, 5], "datatype": "UINT8", "parameters": {"binary_data_size": 25}}]}`
+	f.Add([]byte(ok), "")
+	f.Add(append([]byte(bin), bytes.Repeat([]byte{7}, 25)...), strconv.Itoa(len(bin)))
+	f.Add([]byte(bin), "3")
+	f.Add([]byte(`{"inputs": [{"name": "img", "data": [[[1]]]}], "parameters": {"x": [{"y": null}]}}`), "")
+	r := &Runner{b: tinyBundle()}
+	f.Fuzz(func(t *testing.T, body []byte, header string) {
+		req, err := decodeInfer(bytes.NewReader(body), r, header, int64(len(body)))
+		if err != nil {
+			if rerr := decodeFailure(err, time.Second); rerr.Status != http.StatusBadRequest {
+				t.Fatalf("status %d for %v", rerr.Status, err)
+			}
+			return
+		}
+		if !slices.Contains(r.BatchSizes(), req.batch) {
+			t.Fatalf("accepted batch size %d", req.batch)
+		}
+		for _, s := range r.Inputs() {
+			x, ok := req.tensors[s.Name]
+			if !ok || !slices.Equal(x.Shape, s.ShapeAt(req.batch)) || x.check() != nil {
+				t.Fatalf("input %s accepted as %v (%v)", s.Name, x.Shape, x.check())
+			}
+		}
+	})
 }

@@ -92,6 +92,15 @@ func decodeInfer(body io.Reader, r *Runner, headerLen string, contentLength int6
 			req.id, err = d.stringField("id", maxKeyBytes)
 			req.hasID = true
 			return err
+		case "model_name", "model_version": // KServe's client repeats the path's; they must agree
+			v, err := d.stringField(key, maxKeyBytes)
+			if err != nil {
+				return err
+			}
+			if want := map[string]string{"model_name": r.Name(), "model_version": ModelVersion}[key]; v != want {
+				return &fieldError{key, fmt.Sprintf("%q, but the request is for %q (the path's model, version %s)", v, want, ModelVersion)}
+			}
+			return nil
 		case "parameters":
 			return d.parameters("parameters", func(k string) (bool, error) {
 				if k == "binary_data_output" {
@@ -108,7 +117,7 @@ func decodeInfer(body io.Reader, r *Runner, headerLen string, contentLength int6
 			outputs, err = d.requestedOutputs(r)
 			return err
 		}
-		return d.syntax(fmt.Sprintf("unknown field %q (an infer request holds id, parameters, inputs, outputs)", key))
+		return d.syntax(fmt.Sprintf("unknown field %q (an infer request holds id, model_name, model_version, parameters, inputs, outputs)", key))
 	}); err != nil {
 		return nil, headerHint(err, headerLen)
 	}

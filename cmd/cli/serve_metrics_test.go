@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -34,15 +33,9 @@ func promParse(t *testing.T, py, url string) map[string]promFamily {
 	}
 	text, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	cmd := exec.Command(py, "../../scripts/serve/prom_parse.py")
-	cmd.Stdin = strings.NewReader(string(text))
-	out, err := cmd.Output()
+	out, err := pythonRun(py, string(text), "../../scripts/serve/prom_parse.py")
 	if err != nil {
-		var errOut []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			errOut = ee.Stderr
-		}
-		t.Fatalf("prometheus_client cannot parse %s: %v: %s\n%s", url, err, errOut, text)
+		t.Fatalf("prometheus_client cannot parse %s: %v\n%s", url, err, text)
 	}
 	var fams []promFamily
 	if err := json.Unmarshal(out, &fams); err != nil {

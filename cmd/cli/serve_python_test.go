@@ -73,15 +73,7 @@ type tritonReport struct {
 				Shape          []int
 			} `json:"inputs"`
 		} `json:"metadata"`
-		Infer map[string]struct {
-			ID      *string
-			Order   []string
-			Outputs map[string]struct {
-				Shape []int
-				Dtype string
-				Hex   string
-			}
-		}
+		Infer         inferReport
 		WrongDatatype struct{ Status, Message string } `json:"wrong_datatype"`
 	}
 	UnknownModel struct{ Status, Message string } `json:"unknown_model"`
@@ -91,6 +83,8 @@ type tritonReport struct {
 // two bundles: server and model health, metadata, infer with JSON and with binary data, one
 // output asked for, none asked for; every output equals run-bundle's on the same input bit for
 // bit; an unknown model and a wrong datatype are refused with the protocol's codes, naming them.
+// The KServe SDK's v2 REST client (kserve.InferenceRESTClient) then does health, readiness and
+// infer, JSON and binary, all outputs and one, with the same bits.
 // Run alone: NITRO_SERVE_PYTHON=$PWD/.nitro/serve-venv/bin/python go test -run Triton ./cmd/cli/
 func TestServeTritonClient(t *testing.T) {
 	needPlugin(t)
@@ -112,21 +106,26 @@ func TestServeTritonClient(t *testing.T) {
 	line := regexp.MustCompile(`serving affine2 [^\n]* on http://(127\.0\.0\.1:[0-9]+)/v2/models/affine2/infer\n`)
 	addr, done, _, stderr := startServeAt(t, line, repo)
 	spec, _ := json.Marshal(map[string]any{"models": []string{"affine", "affine2"}, "inputs": inputs})
-	cmd := exec.Command(py, "testdata/triton_client.py", addr)
-	cmd.Stdin = strings.NewReader(string(spec))
-	out, err := cmd.Output()
+	run := func(script string) []byte {
+		out, err := pythonRun(py, string(spec), script, addr)
+		if err != nil {
+			prereq.ServePython.Broken(t, fmt.Sprintf("%s: %v\nserve's stderr: %s", script, err, stderr.String()))
+		}
+		return out
+	}
+	out := run("testdata/triton_client.py")
+	kserveOut := run("testdata/kserve_client.py")
 	sigterm(t)
 	wantExit0(t, done, stderr)
-	if err != nil {
-		var errOut []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			errOut = ee.Stderr
-		}
-		prereq.ServePython.Broken(t, fmt.Sprintf("%v: %s\nserve's stderr: %s", err, errOut, stderr.String()))
-	}
-	var rep tritonReport
+	var rep, kserve tritonReport
 	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatalf("%v: %s", err, out)
+	}
+	if err := json.Unmarshal(kserveOut, &kserve); err != nil {
+		t.Fatalf("%v: %s", err, kserveOut)
+	}
+	if !kserve.Live || !kserve.Ready {
+		t.Errorf("KServe's client: live %v, ready %v", kserve.Live, kserve.Ready)
 	}
 	if !rep.Live || !rep.Ready || rep.Server.Name != "nitro" || len(rep.Server.Extensions) != 1 || rep.Server.Extensions[0] != "binary_tensor_data" {
 		t.Errorf("server: live %v, ready %v, metadata %+v", rep.Live, rep.Ready, rep.Server)
@@ -145,35 +144,70 @@ func TestServeTritonClient(t *testing.T) {
 		if m.WrongDatatype.Status != "400" || !strings.Contains(m.WrongDatatype.Message, `inputs[0].datatype: "FP64", input "x" takes FP32`) {
 			t.Errorf("%s: a wrong datatype: %+v", name, m.WrongDatatype)
 		}
+		km, ok := kserve.Models[name]
+		if !ok || !km.Ready {
+			t.Errorf("KServe's client: model %s not ready (%v)", name, ok)
+		}
 		for batch, rows := range inputs {
 			want := runBundleBits(t, filepath.Join(repo, name), rows)
-			for _, mode := range []string{"json", "binary"} {
-				for _, ask := range []string{"all", "z", "none"} {
-					key := batch + "/" + mode + "/" + ask
-					got, ok := m.Infer[key]
-					if !ok {
-						t.Fatalf("%s: no infer %s in the report", name, key)
-					}
-					order := "y,z"
-					if ask == "z" {
-						order = "z"
-					}
-					if strings.Join(got.Order, ",") != order {
-						t.Errorf("%s %s: outputs %v, want %s", name, key, got.Order, order)
-					}
-					if ask == "all" && (got.ID == nil || *got.ID != "req-"+batch) {
-						t.Errorf("%s %s: id %v, want req-%s echoed", name, key, got.ID, batch)
-					}
-					for _, o := range got.Order {
-						g := got.Outputs[o]
-						if g.Hex != want[o] || g.Dtype != "float32" || fmt.Sprint(g.Shape) != fmt.Sprintf("[%s 2]", batch) {
-							t.Errorf("%s %s: output %s is %v %s %s; run-bundle's is %s", name, key, o, g.Shape, g.Dtype, g.Hex, want[o])
-						}
-					}
+			checkInfer(t, "tritonclient "+name, m.Infer, batch, want, "all", "z", "none")
+			checkInfer(t, "KServe "+name, km.Infer, batch, want, "all", "z")
+		}
+	}
+}
+
+// inferReport is one client's infer answers by batch/mode/ask.
+type inferReport = map[string]struct {
+	ID      *string
+	Order   []string
+	Outputs map[string]struct {
+		Shape []int
+		Dtype string
+		Hex   string
+	}
+}
+
+// checkInfer checks a client's answers at batch, JSON and binary, for each way of asking
+// (all: y and z asked for, with the id req-<batch>; z: z alone; none: no outputs asked for):
+// the outputs asked for, in order, bit for bit run-bundle's (want).
+func checkInfer(t *testing.T, who string, infer inferReport, batch string, want map[string]string, asks ...string) {
+	t.Helper()
+	for _, mode := range []string{"json", "binary"} {
+		for _, ask := range asks {
+			key := batch + "/" + mode + "/" + ask
+			got, ok := infer[key]
+			if !ok {
+				t.Fatalf("%s: no infer %s in the report", who, key)
+			}
+			order := "y,z"
+			if ask == "z" {
+				order = "z"
+			}
+			if strings.Join(got.Order, ",") != order {
+				t.Errorf("%s %s: outputs %v, want %s", who, key, got.Order, order)
+			}
+			if ask == "all" && (got.ID == nil || *got.ID != "req-"+batch) {
+				t.Errorf("%s %s: id %v, want req-%s echoed", who, key, got.ID, batch)
+			}
+			for _, o := range got.Order {
+				g := got.Outputs[o]
+				if g.Hex != want[o] || g.Dtype != "float32" || fmt.Sprint(g.Shape) != fmt.Sprintf("[%s 2]", batch) {
+					t.Errorf("%s %s: output %s is %v %s %s; run-bundle's is %s", who, key, o, g.Shape, g.Dtype, g.Hex, want[o])
 				}
 			}
 		}
 	}
+}
+
+// pythonRun runs py with args and stdin, and returns its stdout; an error carries its stderr.
+func pythonRun(py, stdin string, args ...string) ([]byte, error) {
+	cmd := exec.Command(py, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.Output()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return out, fmt.Errorf("%w: %s", err, ee.Stderr)
+	}
+	return out, err
 }
 
 // runBundleBits runs `nitro run-bundle` on rows and returns each output's float32 values as

@@ -37,7 +37,7 @@ var (
 		"run `make ckpt-venv`, then set NITRO_SAFETENSORS_PYTHON=$PWD/.nitro/ckpt-venv/bin/python (`make test` does both)"}
 	TensorBoardPython = Prereq{"a Python with tensorboard, named by $NITRO_TENSORBOARD_PYTHON",
 		"run `make tb-venv`, then set NITRO_TENSORBOARD_PYTHON=$PWD/.nitro/tb-venv/bin/python (`make test` does both)"}
-	ServePython = Prereq{"a Python with tritonclient[http] and prometheus_client, named by $NITRO_SERVE_PYTHON",
+	ServePython = Prereq{"a Python with tritonclient[http], kserve and prometheus_client, named by $NITRO_SERVE_PYTHON",
 		"run `make serve-venv`, then set NITRO_SERVE_PYTHON=$PWD/.nitro/serve-venv/bin/python (`make test` does both)"}
 	Git          = Prereq{"git on $PATH", "install git (e.g. `apt-get install git`)"}
 	CCompiler    = Prereq{"a C compiler ($CC, else gcc on $PATH)", "install gcc, or set $CC to a C compiler"}
