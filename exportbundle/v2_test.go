@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata")
@@ -141,6 +143,33 @@ func TestV2RefusesLyingBinaryHeader(t *testing.T) {
 		}
 		if status != http.StatusBadRequest || !strings.Contains(m["error"], c.says) {
 			t.Errorf("%s: %d %q; want 400 saying %q", c.name, status, m["error"], c.says)
+		}
+	}
+}
+
+// A BOOL sent as binary data is bytes 0 and 1 only; a 2 is refused, naming the element.
+func TestV2RefusesBinaryBoolOutOfRange(t *testing.T) {
+	b := tinyBundle()
+	b.Inputs = []TensorSpec{{Name: "mask", DType: tensorfile.BOOL, Shape: []int{-1, 3}, BatchAxis: 0}}
+	h, err := ModelsHandler([]*Runner{{b: b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := `{"inputs": [{"name": "mask", "shape": [1, 3], "datatype": "BOOL", "parameters": {"binary_data_size": 3}}]}`
+	for _, c := range []struct {
+		raw  []byte
+		says string
+	}{
+		{[]byte{1, 0, 2}, "inputs[0].parameters.binary_data_size: BOOL element 2 is the byte 2: a BOOL is 0 or 1"},
+		{[]byte{1, 0, 1}, "internal error"}, // accepted: the placeholder runner cannot run it
+	} {
+		body, hdr := binaryBody(head, c.raw)
+		req := httptest.NewRequest(http.MethodPost, "/v2/models/tiny/infer", body)
+		req.Header.Set(inferenceHeaderLength, hdr[inferenceHeaderLength])
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if !strings.Contains(rec.Body.String(), c.says) {
+			t.Errorf("bytes %v: %d %s; want %q", c.raw, rec.Code, rec.Body.String(), c.says)
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // The infer request decoder reads the protocol's JSON with the /predict decoder's primitives and
@@ -539,6 +541,12 @@ func readBinary(body io.Reader, inputs []*inferInput, headerLen string) error {
 				return &fieldError{in.f("parameters.binary_data_size"), fmt.Sprintf("%d bytes, but the body ends after %d of them (%s or the sizes are wrong)", in.binarySize, n, inferenceHeaderLength)}
 			}
 			return &readError{err}
+		}
+		if in.spec.DType == tensorfile.BOOL {
+			// A BOOL is one byte, 0 or 1: another value would reach the program as neither.
+			if i := slices.IndexFunc(in.data, func(b byte) bool { return b > 1 }); i >= 0 {
+				return &fieldError{in.f("parameters.binary_data_size"), fmt.Sprintf("BOOL element %d is the byte %d: a BOOL is 0 or 1", i, in.data[i])}
+			}
 		}
 	}
 	if headerLen == "" {
