@@ -89,6 +89,11 @@ func (n *Nitro) setupOptimization() error {
 		return err
 	}
 	n.opt.bindings = n.manualBindings(n.bindings()) // manual.go: SetupOptimizers named
+	// What the plan resolved against a value the experiment wrote (a rule's own Eta that an eta
+	// schedule replaces) is said once, as a warning; report records it with the reports.
+	for _, msg := range plan.Notices() {
+		n.warn(msg)
+	}
 	return nil
 }
 

@@ -1,9 +1,13 @@
 package core_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/optimizers"
 	"github.com/nitro-go/nitro/schedules"
 )
@@ -68,4 +72,52 @@ func TestRuleFieldTheFrameworkOverwrites(t *testing.T) {
 	// A schedule of eta is where eta comes from, declared: the rule's eta is its default, as for
 	// every rule field a schedule drives.
 	mustNew(t, &RuleExp{Rule: optimizers.Momentum{Eta: 0.5, Rho: 0.9}, Sched: map[string]any{"eta": schedules.Cosine(0.05, 0)}}, data(t, 0))
+}
+
+// TestScheduleReplacingRuleEtaIsSaid: an eta schedule replaces a Level 1 rule's own non-zero Eta
+// (a schedule is where eta comes from, declared), and the run says so: once on the console at
+// setup as a warning, on the binding report's eta row, and in the record beside the reports. A
+// rule with Eta unset under the same schedule says none of it.
+func TestScheduleReplacingRuleEtaIsSaid(t *testing.T) {
+	run := func(rule optimizers.Rule) (*core.MemoryConsole, *logjson.Memory, *core.Nitro) {
+		t.Helper()
+		con, rec := &core.MemoryConsole{}, &logjson.Memory{}
+		n, err := core.New(&RuleExp{Rule: rule, Sched: map[string]any{"eta": schedules.Cosine(0.05, 0)}}, core.WithData(data(t, 0)),
+			core.WithBackend("go"), core.WithCache(compilecache.New()), core.WithoutCheckpoints(),
+			core.WithConsole(con), core.WithLogger(rec), core.WithMaxEpochs(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		train(t, n)
+		return con, rec, n
+	}
+	const said = "schedule eta replaces Momentum.Eta=0.5"
+	con, rec, n := run(optimizers.Momentum{Eta: 0.5, Rho: 0.9})
+	var warned []string
+	for _, msg := range con.Notices {
+		if strings.Contains(msg, "replaces") {
+			warned = append(warned, msg)
+		}
+	}
+	want := "warning: group default: eta: " + said + ", which the group does not train at: leave Eta zero to take the rate from the schedule, or drop the eta schedule"
+	if len(warned) != 1 || !strings.HasPrefix(warned[0], want) {
+		t.Errorf("console notices %q; want one starting %q", con.Notices, want)
+	}
+	wantContains(t, "binding report", n.BindingReport(), said)
+	if v, ok := rec.Other("binding_notices"); !ok || !strings.Contains(fmt.Sprint(v), said) {
+		t.Errorf("the record's binding_notices: %v (%v); want the notice", v, ok)
+	}
+
+	con, rec, n = run(optimizers.Momentum{Rho: 0.9})
+	for _, msg := range con.Notices {
+		if strings.Contains(msg, "replaces") {
+			t.Errorf("Eta unset: the console says %q", msg)
+		}
+	}
+	if strings.Contains(n.BindingReport(), "replaces") {
+		t.Errorf("Eta unset: the binding report says a replacement:\n%s", n.BindingReport())
+	}
+	if v, ok := rec.Other("binding_notices"); ok {
+		t.Errorf("Eta unset: the record holds binding_notices %v", v)
+	}
 }

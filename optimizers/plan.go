@@ -78,6 +78,8 @@ type GroupPlan struct {
 	rate   float64 // LearningRateGroup(group), when that accessor exists
 	ratio  float64 // rate / the default group's rate; 1 without LearningRateGroup
 	base   map[string]float64
+	// etaReplaced says which eta schedule replaces the rule's own non-zero Eta ("" when none).
+	etaReplaced string
 }
 
 // Resolve resolves levels, rates, decay and schedules for every group and builds each group's
@@ -304,14 +306,15 @@ func (p *Plan) finishGroup(g *GroupPlan) error {
 // checkRuleOverrides refuses a Level 1 rule whose eta the plan replaces with the resolved
 // learning rate (LearningRate, or the group's LearningRateGroup) while the rule holds a different
 // non-zero value: the rule's value would be silently ignored and the run would train at another
-// rate than the rule reads. Zero means unset; a value equal to the resolved one is accepted. A
-// schedule of eta is the user's own declaration of where eta comes from, and a schedule
-// replacing a rule's value is the precedence for every rule field (the rule's value is the
-// default when no schedule drives it), so a scheduled eta is not checked here.
+// rate than the rule reads. Zero means unset; a value equal to the resolved one is accepted.
+//
+// A schedule of eta is the user's own declaration of where eta comes from, and a schedule
+// replacing a rule's value is the precedence for every rule field, so a scheduled eta is not
+// refused (manual mode relies on it: its rules' Eta are the groups' rates, which the schedule
+// scales). It is said instead (Notices, and a note on the eta row), unless the rule's Eta is
+// the group's LearningRateGroup rate, which the schedule keeps as the group's ratio.
 func (p *Plan) checkRuleOverrides(g *GroupPlan) error {
-	if slices.Contains(p.Scheduled(g.Name), EtaField) {
-		return nil
-	}
+	scheduled := slices.Contains(p.Scheduled(g.Name), EtaField)
 	fields, err := RuleFields(g.rule)
 	if err != nil {
 		return err
@@ -325,6 +328,14 @@ func (p *Plan) checkRuleOverrides(g *GroupPlan) error {
 			continue
 		}
 		where, field := fmt.Sprintf("OptimizerRule(%q)", g.Name), rt.Name()+"."+f.GoName
+		if scheduled {
+			if p.spec.LearningRateGroup == nil || f.Value != g.rate {
+				t, _ := p.scheduleTarget(g.Name, EtaField)
+				key, _ := p.bound.Key(t)
+				g.etaReplaced = fmt.Sprintf("schedule %s replaces %s=%g", key, field, f.Value)
+			}
+			continue
+		}
 		if p.spec.LearningRateGroup != nil {
 			if f.Value != g.rate {
 				return fmt.Errorf("%s: %s is %g but group %q's resolved learning rate is %g (accessor LearningRateGroup(%s)), which the framework feeds the rule's eta in its place: set it in LearningRateGroup instead, or leave %s zero",
@@ -338,6 +349,19 @@ func (p *Plan) checkRuleOverrides(g *GroupPlan) error {
 		}
 	}
 	return nil
+}
+
+// Notices are what the plan resolved that a reader should hear about, one sentence each, in
+// group order: today a Level 1 rule's own non-zero Eta that an eta schedule replaces, naming
+// the group, the schedule, the field, its value and the fix. The caller prints them once.
+func (p *Plan) Notices() []string {
+	var out []string
+	for _, g := range p.groups {
+		if g.etaReplaced != "" {
+			out = append(out, fmt.Sprintf("group %s: eta: %s, which the group does not train at: leave Eta zero to take the rate from the schedule, or drop the eta schedule to train at the rule's Eta (and set LearningRate to it)", g.Name, g.etaReplaced))
+		}
+	}
+	return out
 }
 
 // Groups lists the groups' plans, in the order of PlanSpec.Groups.

@@ -3,6 +3,7 @@ package optimizers
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/nitro-go/nitro/schedules"
 )
@@ -72,6 +73,9 @@ func (p *Plan) fieldBinding(g *GroupPlan, f string) schedules.Binding {
 			// The group runs at the schedule times its ratio: show the rate it really gets.
 			b.Value, b.Source = p.scaledScheduleValue(t, g.ratio), b.Source+" x ratio"
 		}
+	}
+	if f == EtaField && g.etaReplaced != "" {
+		b.Note = strings.TrimPrefix(b.Note+"; "+g.etaReplaced, "; ")
 	}
 	return b
 }

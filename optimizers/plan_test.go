@@ -1,6 +1,7 @@
 package optimizers_test
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"slices"
@@ -270,5 +271,70 @@ func TestPlanVaryingOptKeys(t *testing.T) {
 	}
 	if got := p.VaryingOptKeys(); len(got) != 0 {
 		t.Errorf("nothing scheduled: VaryingOptKeys = %v", got)
+	}
+}
+
+// An eta schedule replacing a Level 1 rule's own non-zero Eta is said, not refused: one notice
+// for the group naming the schedule, the field, its value and the fix, and a note on the group's
+// eta row. A rule with Eta unset, or with Eta equal to the group's LearningRateGroup rate (which
+// the schedule keeps as the ratio, as manual mode's rules do), gets neither.
+func TestScheduleReplacingRuleEtaIsSaid(t *testing.T) {
+	spec := func(rule optimizers.Rule, rates map[string]float64) optimizers.PlanSpec {
+		s := optimizers.PlanSpec{
+			LearningRate:  optimizers.Setting{Value: 1e-3, Source: "default"},
+			Groups:        []*optimizers.Layout{groupLayout(t, "backbone"), groupLayout(t, "default")},
+			TotalSteps:    10,
+			OptimizerRule: func(string) optimizers.Rule { return rule },
+			Schedules:     map[string]any{"eta": schedules.Cosine(0.05, 0)},
+		}
+		if rates != nil {
+			s.LearningRateGroup = func(g string) float64 { return rates[g] }
+		}
+		return s
+	}
+	etaNote := func(p *optimizers.Plan, group string) string {
+		for _, b := range p.GroupBindings() {
+			if b.Group == group && b.Name == "eta" {
+				return b.Note
+			}
+		}
+		t.Fatalf("no eta row for group %s", group)
+		return ""
+	}
+	for _, c := range []struct {
+		name   string
+		rule   optimizers.Rule
+		rates  map[string]float64
+		groups []string // the groups said to lose their rule's Eta
+	}{
+		{"Eta set", optimizers.Momentum{Eta: 0.5, Rho: 0.9}, nil, []string{"backbone", "default"}},
+		{"Eta unset", optimizers.Momentum{Rho: 0.9}, nil, nil},
+		{"Eta is one group's rate", optimizers.SGD{Eta: 1e-3}, map[string]float64{"backbone": 1e-4, "default": 1e-3}, []string{"backbone"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := optimizers.Resolve(spec(c.rule, c.rates))
+			if err != nil {
+				t.Fatal(err)
+			}
+			notices := p.Notices()
+			if len(notices) != len(c.groups) {
+				t.Fatalf("notices %q; want one for each of %v", notices, c.groups)
+			}
+			for i, g := range c.groups {
+				field := strings.TrimPrefix(fmt.Sprintf("%T", c.rule), "optimizers.")
+				want := fmt.Sprintf("group %s: eta: schedule eta replaces %s.Eta=%g, which the group does not train at: leave Eta zero", g, field, map[string]float64{"Momentum": 0.5, "SGD": 1e-3}[field])
+				if !strings.HasPrefix(notices[i], want) {
+					t.Errorf("notice %q; want it to start %q", notices[i], want)
+				}
+				if note := etaNote(p, g); !strings.Contains(note, fmt.Sprintf("schedule eta replaces %s.Eta=", field)) {
+					t.Errorf("group %s's eta row note %q does not say the schedule replaces the rule's Eta", g, note)
+				}
+			}
+			for _, g := range []string{"backbone", "default"} {
+				if !slices.Contains(c.groups, g) && strings.Contains(etaNote(p, g), "replaces") {
+					t.Errorf("group %s's eta row note %q says a replacement there is none", g, etaNote(p, g))
+				}
+			}
+		})
 	}
 }
