@@ -163,3 +163,19 @@ func ExampleReport() {
 	//   eta       1e-3  accessor LearningRate
 	//   momentum  0.9   schedule momentum      scheduled; NOT READ by this group's chain: the schedule does nothing here
 }
+
+func ExampleParse() {
+	_, err := schedules.Parse("cosine:1")
+	fmt.Println(err)
+	p, err := schedules.Parse("warmup_cosine:0.25,1,0")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(p)
+	printSteps(p.Factory, 8)
+	// Output:
+	// schedule "cosine:1": cosine takes 2 arguments (peak,floor), got 1
+	// warmup_cosine:0.25,1,0
+	// 0.5 1 0.933 0.75 0.5 0.25 0.067 0
+}

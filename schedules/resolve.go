@@ -60,8 +60,8 @@ type Bound struct {
 }
 
 // Resolve binds every entry of a schedule map to its Target and calls each factory once with total.
-// Values: a number (constant), a Factory or func(int) Schedule (factory of the horizon), or a Schedule or
-// func(int) float64 (ignores the horizon). Keys: "x" (a Device field or a rule field; one that is both must
+// Values: a number (constant), a Factory or func(int) Schedule (factory of the horizon), a Parsed (text,
+// see Parse), or a Schedule or func(int) float64 (ignores the horizon). Keys: "x" (a Device field or a rule field; one that is both must
 // be qualified), "device.x", "opt.x", "opt.<group>.x". A map[string]any value nests: {"opt": {"backbone":
 // {"eta": f}}} is "opt.backbone.eta". Every invalid key is reported, joined in key order.
 func Resolve(entries map[string]any, space Space, total int) (*Bound, error) {
@@ -214,6 +214,11 @@ func normalize(key string, v any, total int) (sched Schedule, constant bool, err
 		}
 	}()
 	switch f := v.(type) {
+	case Parsed:
+		if f.Factory == nil {
+			return nil, false, fmt.Errorf("schedule key %s: a Parsed with no Factory: build it with schedules.Parse", key)
+		}
+		sched = f.Factory(total)
 	case Factory:
 		sched = f(total)
 	case func(int) Schedule:
