@@ -2,6 +2,7 @@ package optimizers
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -44,6 +45,10 @@ type PlanSpec struct {
 	OptimizerChain    ChainFactory               // Level 2
 	// Schedules maps schedule keys to a number or a schedules.Factory (see package schedules).
 	Schedules map[string]any
+	// RunSchedules are one run's schedules over the experiment's (schedules.Override: each
+	// replaces the entry of the same target, the others stay); the binding report marks them
+	// "run option". Their keys must bind, as Schedules' must.
+	RunSchedules map[string]any
 }
 
 // Plan is a resolved optimization: per group its final chain and the base value of every
@@ -56,6 +61,9 @@ type Plan struct {
 	groups   []*GroupPlan
 	bound    *schedules.Bound // nil when nothing is scheduled
 	devSched []string         // scheduled Device fields, in target order
+
+	runKeys  map[string]bool   // the schedule keys RunSchedules gave (flattened)
+	replaced map[string]string // the experiment's schedule keys a run key replaced, to that key
 
 	mu     sync.Mutex
 	at     schedules.Values
@@ -187,7 +195,7 @@ func (p *Plan) buildChain(g *GroupPlan, scheduled []string) (*Chain, error) {
 // chains' fields (schedulable or not, so a nonschedulable one is refused with its reason).
 func (p *Plan) resolveSchedules() error {
 	s := p.spec
-	if len(s.Schedules) == 0 {
+	if len(s.Schedules) == 0 && len(s.RunSchedules) == 0 {
 		return nil
 	}
 	space := schedules.Space{DeviceFields: s.DeviceFields, Nonschedulable: map[string]string{}, GroupLambdaAccessors: s.LambdaGroup != nil}
@@ -217,7 +225,11 @@ func (p *Plan) resolveSchedules() error {
 		space.RuleFields = append(space.RuleFields, f)
 	}
 	sort.Strings(space.RuleFields)
-	b, err := schedules.Resolve(s.Schedules, space, max(s.TotalSteps, 1))
+	entries, err := p.overrideSchedules(space)
+	if err != nil {
+		return err
+	}
+	b, err := schedules.Resolve(entries, space, max(s.TotalSteps, 1))
 	if err != nil {
 		return err
 	}
@@ -234,6 +246,25 @@ func (p *Plan) resolveSchedules() error {
 		}
 	}
 	return nil
+}
+
+// overrideSchedules lays the run's schedules over the experiment's, remembering which keys the
+// run gave (the report's "run option") and which of the experiment's they replaced.
+func (p *Plan) overrideSchedules(space schedules.Space) (map[string]any, error) {
+	s := p.spec
+	if len(s.RunSchedules) == 0 {
+		return s.Schedules, nil
+	}
+	merged, replaced, err := schedules.Override(s.Schedules, s.RunSchedules, space)
+	if err != nil {
+		return nil, fmt.Errorf("the run's schedules (run option): %w", err)
+	}
+	p.replaced, p.runKeys = replaced, map[string]bool{}
+	over, _, _ := schedules.Override(nil, s.RunSchedules, space) // its keys, flattened
+	for k := range over {
+		p.runKeys[k] = true
+	}
+	return merged, nil
 }
 
 // roundingZero is the largest magnitude of a negative eta or lambda taken as a schedule's rounding
@@ -352,10 +383,14 @@ func (p *Plan) checkRuleOverrides(g *GroupPlan) error {
 }
 
 // Notices are what the plan resolved that a reader should hear about, one sentence each, in
-// group order: today a Level 1 rule's own non-zero Eta that an eta schedule replaces, naming
-// the group, the schedule, the field, its value and the fix. The caller prints them once.
+// order: the experiment's schedule keys a run option replaced, then per group a Level 1 rule's
+// own non-zero Eta that an eta schedule replaces, naming the group, the schedule, the field, its
+// value and the fix. The caller prints them once.
 func (p *Plan) Notices() []string {
 	var out []string
+	for _, key := range slices.Sorted(maps.Keys(p.replaced)) {
+		out = append(out, fmt.Sprintf("schedules: the run option's %s replaces the experiment's Schedules() key %s for this run", p.replaced[key], key))
+	}
 	for _, g := range p.groups {
 		if g.etaReplaced != "" {
 			out = append(out, fmt.Sprintf("group %s: eta: %s, which the group does not train at: leave Eta zero to take the rate from the schedule, or drop the eta schedule to train at the rule's Eta (and set LearningRate to it)", g.Name, g.etaReplaced))

@@ -338,3 +338,48 @@ func TestScheduleReplacingRuleEtaIsSaid(t *testing.T) {
 		})
 	}
 }
+
+// A run's schedules override the experiment's by target for that run: the group's eta follows
+// the run's curve, the experiment's other schedules stay, the report marks the run's rows "run
+// option", a notice names the key replaced, and a run key that binds nothing is refused by name.
+func TestRunSchedulesOverride(t *testing.T) {
+	spec := twoGroupSpec(t, map[string]int{})
+	spec.Schedules["opt.eta"] = spec.Schedules["eta"] // the experiment's spelling differs from the run's
+	delete(spec.Schedules, "eta")
+	spec.RunSchedules = map[string]any{"eta": schedules.Constant(0.02)}
+	p, err := optimizers.Resolve(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := p.Hyper("default", 5)
+	if err != nil || h["eta"] != 0.02 || h["rho"] != 0.8 {
+		t.Errorf("default group at step 5: %v, %v; want eta 0.02 (the run's) and rho 0.8 (the experiment's)", h, err)
+	}
+	var etaSrc, rhoSrc string
+	for _, b := range p.GroupBindings() {
+		if b.Group == "default" && b.Name == "eta" {
+			etaSrc = b.Source
+		}
+		if b.Group == "default" && b.Name == "rho" {
+			rhoSrc = b.Source
+		}
+	}
+	if etaSrc != "schedule eta (run option)" || rhoSrc != "schedule rho" {
+		t.Errorf("sources: eta %q, rho %q; want the run's eta marked run option, the experiment's rho not", etaSrc, rhoSrc)
+	}
+	if dev := p.DeviceBinding("Temperature", "1"); dev.Source != "schedule Temperature" || !dev.Scheduled {
+		t.Errorf("Temperature row %+v: want the experiment's schedule kept", dev)
+	}
+	want := "schedules: the run option's eta replaces the experiment's Schedules() key opt.eta for this run"
+	if n := p.Notices(); len(n) != 1 || n[0] != want {
+		t.Errorf("notices %q; want [%q]", n, want)
+	}
+
+	spec.RunSchedules = map[string]any{"lr": 0.01, "beta9": 1}
+	_, err = optimizers.Resolve(spec)
+	for _, w := range []string{"the run's schedules (run option)", "unknown schedule key beta9", "unknown schedule key lr", "the learning-rate key is eta"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v lacks %q", err, w)
+		}
+	}
+}

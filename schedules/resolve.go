@@ -372,3 +372,58 @@ func (v Values) Device(name string) (float64, bool) {
 	x, ok := v[Target{Scope: ScopeDevice, Name: name}]
 	return x, ok
 }
+
+// Override lays a run's schedule map over an experiment's, by target: each entry of over
+// replaces the base entry that binds the same target, whatever its spelling ("eta" replaces
+// "opt.eta"), and the base's other entries stay, so a run that changes the learning-rate curve
+// keeps the experiment's Device schedules. merged is flat (dotted keys); replaced maps each base
+// key dropped to the over key that replaced it. An entry of over that does not bind (unknown,
+// ambiguous, a baked field) is an error naming it, every one joined; a base key that does not
+// bind is left in merged for Resolve to report as before (a malformed base path is an error here).
+func Override(base, over map[string]any, space Space) (merged map[string]any, replaced map[string]string, err error) {
+	var errs []error
+	flatOver, flatBase := map[string]any{}, map[string]any{}
+	flatten("", over, flatOver, &errs)
+	byTarget := map[Target]string{}
+	for _, key := range sortedKeys(flatOver) {
+		t, err := space.resolveKey(key)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if prev, ok := byTarget[t]; ok {
+			errs = append(errs, fmt.Errorf("schedule keys %s and %s both bind %s: keep one", prev, key, t))
+			continue
+		}
+		byTarget[t] = key
+	}
+	if len(errs) > 0 {
+		return nil, nil, errors.Join(errs...)
+	}
+	if flatten("", base, flatBase, &errs); len(errs) > 0 {
+		return nil, nil, fmt.Errorf("the experiment's schedules: %w", errors.Join(errs...))
+	}
+	merged, replaced = map[string]any{}, map[string]string{}
+	for key, v := range flatBase {
+		if t, err := space.resolveKey(key); err == nil {
+			if by, ok := byTarget[t]; ok {
+				replaced[key] = by
+				continue
+			}
+		}
+		merged[key] = v
+	}
+	for key, v := range flatOver {
+		merged[key] = v
+	}
+	return merged, replaced, nil
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
