@@ -71,25 +71,10 @@ func Resolve(entries map[string]any, space Space, total int) (*Bound, error) {
 	flat := map[string]any{}
 	var errs []error
 	flatten("", entries, flat, &errs)
-	keys := make([]string, 0, len(flat))
-	for k := range flat {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-
-	byTarget := map[Target]string{}
+	keys, targets := space.bind(flat, &errs)
 	b := &Bound{total: total}
 	for _, key := range keys {
-		t, err := space.resolveKey(key)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if prev, ok := byTarget[t]; ok {
-			errs = append(errs, fmt.Errorf("schedule keys %s and %s both bind %s: keep one", prev, key, t))
-			continue
-		}
-		byTarget[t] = key
+		t := targets[key]
 		sched, constant, err := normalize(key, flat[key], total)
 		if err != nil {
 			errs = append(errs, err)
@@ -102,6 +87,29 @@ func Resolve(entries map[string]any, space Space, total int) (*Bound, error) {
 	}
 	sort.Slice(b.items, func(i, j int) bool { return targetLess(b.items[i].target, b.items[j].target) })
 	return b, nil
+}
+
+// bind resolves the keys of a flat map to their targets, in key order: it returns the keys that
+// bound and each one's target; a key that does not bind, or binds a target an earlier key bound,
+// is added to errs.
+func (s Space) bind(flat map[string]any, errs *[]error) ([]string, map[string]Target) {
+	var keys []string
+	targets, byTarget := map[string]Target{}, map[Target]string{}
+	for _, key := range sortedKeys(flat) {
+		t, err := s.resolveKey(key)
+		if err != nil {
+			*errs = append(*errs, err)
+			continue
+		}
+		if prev, ok := byTarget[t]; ok {
+			*errs = append(*errs, fmt.Errorf("schedule keys %s and %s both bind %s: keep one", prev, key, t))
+			continue
+		}
+		byTarget[t] = key
+		keys = append(keys, key)
+		targets[key] = t
+	}
+	return keys, targets
 }
 
 // flatten turns nested maps into dotted keys; a key given both nested and dotted is an error.
@@ -384,17 +392,9 @@ func Override(base, over map[string]any, space Space) (merged map[string]any, re
 	var errs []error
 	flatOver, flatBase := map[string]any{}, map[string]any{}
 	flatten("", over, flatOver, &errs)
+	_, targets := space.bind(flatOver, &errs)
 	byTarget := map[Target]string{}
-	for _, key := range sortedKeys(flatOver) {
-		t, err := space.resolveKey(key)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if prev, ok := byTarget[t]; ok {
-			errs = append(errs, fmt.Errorf("schedule keys %s and %s both bind %s: keep one", prev, key, t))
-			continue
-		}
+	for key, t := range targets {
 		byTarget[t] = key
 	}
 	if len(errs) > 0 {
