@@ -115,9 +115,9 @@
 //	  (hyper.go, DecayAnchorer)
 //	NoDecay(keypath, shape) bool            no          New, once per array         1-D arrays      -
 //	  (hyper.go, NoDecayer)                                                         are not decayed
-//	Schedules() map[string]any              no          New, once                   constants       a key or value schedules
-//	  (hyper.go, Scheduler)                                                                         refuses; a hyperparameter
-//	                                                                                                nothing sets (New)
+//	Schedules() map[string]any              no          New, once; a run's          constants       a key or value schedules
+//	  (hyper.go, Scheduler)                             WithSchedules overrides                     refuses; a hyperparameter
+//	                                                    it key by key                               nothing sets (New)
 //	Checkpointer() checkpoint.Checkpointer  no          New, once; a run's          TopK(3,         a ranking metric validation
 //	  (checkpoint.go, CheckpointerChooser)              WithCheckpointer wins       val_loss, min)  does not report (New)
 //	Logger() logjson.Logger                 no          New, once; a run's          JSON Lines in   -

@@ -40,10 +40,11 @@ type options struct {
 	continueRun            bool   // ContinueRun: NewFromCheckpoint resumes; New refuses it
 	early                  *earlySpec
 	preset                 string
-	residency              Residency // WithMetricsResidency; "" when not given
-	precision              *string   // WithMixedPrecision; nil: f32
-	dist                   *Dist     // WithDist; nil: rank 0 of 1
-	overwrite              bool      // WithOverwrite (rundir.go)
+	residency              Residency      // WithMetricsResidency; "" when not given
+	precision              *string        // WithMixedPrecision; nil: f32
+	dist                   *Dist          // WithDist; nil: rank 0 of 1
+	overwrite              bool           // WithOverwrite (rundir.go)
+	schedules              map[string]any // WithSchedules (hyper.go); nil when not given
 }
 
 // WithMaxEpochs sets how many epochs Train runs.
