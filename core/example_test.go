@@ -19,6 +19,7 @@ import (
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/schedules"
 )
 
 // Line learns y = 2x + 1 with one Dense layer. Its predictions are multiplied by Scale, a Device
@@ -415,4 +416,35 @@ func sortedNames(m map[string]float64) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// WithSchedules changes a schedule for one run, key by key, without editing the experiment; a
+// schedules.Parsed (text, as nitro train --schedule gives it) is recorded in the params line.
+func ExampleWithSchedules() {
+	eta, err := schedules.Parse("cosine:0.05,0.005")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	lg := &logjson.Memory{}
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithCache(compilecache.New()), core.WithLogger(lg), core.WithoutCheckpoints(),
+		core.WithSchedules(map[string]any{"eta": eta}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, line := range strings.Split(n.BindingReport(), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "eta ") {
+			fmt.Println(strings.Join(strings.Fields(line), " "))
+		}
+	}
+	fmt.Println("params:", lg.Params()[0]["schedule.eta"])
+
+	_, err = core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(),
+		core.WithSchedules(map[string]any{"lr": eta}))
+	fmt.Println(strings.SplitN(err.Error(), ": valid keys", 2)[0])
+	// Output:
+	// eta 0.05 at step 1 schedule eta (run option) scheduled
+	// params: cosine:0.05,0.005
+	// the run's schedules (run option): unknown schedule key lr
 }

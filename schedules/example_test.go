@@ -179,3 +179,16 @@ func ExampleParse() {
 	// warmup_cosine:0.25,1,0
 	// 0.5 1 0.933 0.75 0.5 0.25 0.067 0
 }
+
+func ExampleOverride() {
+	space := schedules.Space{DeviceFields: []string{"Temperature"}, RuleFields: []string{"eta"}}
+	experiment := map[string]any{"opt.eta": schedules.Cosine(0.1, 0), "Temperature": 2.0}
+	run := map[string]any{"eta": 0.01}
+	merged, replaced, err := schedules.Override(experiment, run, space)
+	fmt.Println(len(merged), merged["eta"], merged["Temperature"], replaced, err)
+	_, _, err = schedules.Override(experiment, map[string]any{"lr": 0.01}, space)
+	fmt.Println(err)
+	// Output:
+	// 2 0.01 2 map[opt.eta:eta] <nil>
+	// unknown schedule key lr: valid keys are the Device fields [Temperature] and the optimizer rule fields [eta] (qualify one that is both as device.<field> or opt.<field>); the learning-rate key is eta
+}
