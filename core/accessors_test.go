@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // Run knobs resolve run option > method on the experiment > field > default.
@@ -176,7 +177,7 @@ func TestConfigReportPrintedOnceAcrossEntryPoints(t *testing.T) {
 	if err := n.Train(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Predict(core.Batch{"x": must(arrays(t, 16, 16, 3, core.ArrayOptions{}).BatchAt(0))["x"]}); err != nil {
+	if _, err := n.Predict(prefetch.Batch{"x": must(arrays(t, 16, 16, 3, prefetch.ArrayOptions{}).BatchAt(0))["x"]}); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()

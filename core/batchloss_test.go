@@ -13,6 +13,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers/regularizers"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/engine"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // l2Reg is the regression through fnn, whose layers add an L2 term of their weights with
@@ -44,7 +46,7 @@ type l2Manual struct {
 	Outside bool `nitro:"graphconst"`
 }
 
-func (e *l2Manual) TrainStep(s *core.ManualStep, in XY) core.StepResult {
+func (e *l2Manual) TrainStep(s *engine.ManualStep, in XY) engine.StepResult {
 	if e.Outside {
 		fnn.New(s.Ctx.In("fnn"), in.X, 1).Done()
 	}
@@ -52,7 +54,7 @@ func (e *l2Manual) TrainStep(s *core.ManualStep, in XY) core.StepResult {
 		return mse(fnn.New(ctx.In("fnn"), in.X, 1).Done(), in.Y)
 	}, "default")
 	s.StepOptimizer("default", grads)
-	return core.StepResult{Loss: loss}
+	return engine.StepResult{Loss: loss}
 }
 
 // kernelL2 is the sum of squares of the parameters the L2 regularizer covers (the kernels).
@@ -204,7 +206,7 @@ func (*optSpecExp) Forward(ctx *context.Context, in optIn) core.Outputs {
 func TestOptionalFieldNoSplitWarns(t *testing.T) {
 	d := data(t, 0)
 	x, y := synthetic(16, 3)
-	val, err := core.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y, "v": y}, 16, core.ArrayOptions{})
+	val, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y, "v": y}, 16, prefetch.ArrayOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +219,7 @@ func TestOptionalFieldNoSplitWarns(t *testing.T) {
 	wantContains(t, "warning", warned[0], `hook Loss's optional batch field W reads key "Y", which no split carries (they carry v, x, y)`, `did you mean "y"?`)
 
 	warned = nil
-	newNitro(t, &optSpecExp{}, goOpts(nil, core.WithInputSpecs(core.InputSpec{Name: "x", DType: dtypes.Float32, Shape: []int{features}}),
+	newNitro(t, &optSpecExp{}, goOpts(nil, core.WithInputSpecs(prefetch.FieldSpec{Name: "x", DType: dtypes.Float32, Shape: []int{features}}),
 		core.WithWarn(func(m string) { warned = append(warned, m) }))...)
 	if len(warned) != 1 {
 		t.Fatalf("warnings %q; want one, for field Mask", warned)

@@ -16,6 +16,7 @@ import (
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/logjson"
+	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/tensorfile"
 )
 
@@ -27,10 +28,10 @@ func ckptOpts(dir string, more ...core.Option) []core.Option {
 
 // shuffled is a train split that reshuffles every epoch (from its seed and the epoch) and a val
 // split: a resume must replay the same order.
-func shuffled(t testing.TB) core.Data {
-	return core.Data{
-		"train": arrays(t, 64, 8, 1, core.ArrayOptions{DropPartial: true, Shuffle: true, Seed: 11}),
-		"val":   arrays(t, 24, 16, 2, core.ArrayOptions{}),
+func shuffled(t testing.TB) prefetch.Data {
+	return prefetch.Data{
+		"train": arrays(t, 64, 8, 1, prefetch.ArrayOptions{DropPartial: true, Shuffle: true, Seed: 11}),
+		"val":   arrays(t, 24, 16, 2, prefetch.ArrayOptions{}),
 	}
 }
 
@@ -202,12 +203,12 @@ func TestResumeIsExact(t *testing.T) {
 // interruptAt calls Interrupt when the loop reads batch at (of the first epoch), as Ctrl+C would;
 // it keeps the shuffled source's BeginEpoch.
 type interruptAt struct {
-	*core.ArrayBatches
+	*prefetch.ArrayBatches
 	at int
 	n  **core.Nitro
 }
 
-func (s interruptAt) BatchAt(i int) (core.Batch, error) {
+func (s interruptAt) BatchAt(i int) (prefetch.Batch, error) {
 	if i == s.at && (*s.n).Epoch() == 0 {
 		(*s.n).Interrupt()
 	}
@@ -226,7 +227,7 @@ func TestResumeFinishesAnInterruptedEpoch(t *testing.T) {
 		var n *core.Nitro
 		d := shuffled(t)
 		// Inline (no read-ahead), so the interrupt lands while the loop is at batch 3.
-		d["train"] = core.NoPrefetch(interruptAt{ArrayBatches: d["train"].(*core.ArrayBatches), at: 3, n: &n})
+		d["train"] = prefetch.NoPrefetch(interruptAt{ArrayBatches: d["train"].(*prefetch.ArrayBatches), at: 3, n: &n})
 		n = newNitro(t, &Groups{}, append(ckptOpts(dir, core.WithData(d), core.WithMaxEpochs(2)), on...)...)
 		train(t, n)
 		h, err := checkpoint.Info(n.LastCheckpoint())

@@ -8,6 +8,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // Derived sets a Host field and a Device field from the training targets' mean, before the
@@ -20,7 +21,7 @@ type Derived struct {
 
 func (*Derived) BuildModel(*context.Context) error { return nil }
 
-func (e *Derived) Derive(d core.Data) (map[string]any, error) {
+func (e *Derived) Derive(d prefetch.Data) (map[string]any, error) {
 	tr := d["train"]
 	var sum float64
 	var n int
@@ -66,7 +67,7 @@ func TestDeriveMergesHostAndDeviceValues(t *testing.T) {
 	}
 	// The derived value is what the program sees: Predict = x·w + b + Offset.
 	x, _ := synthetic(3, 4)
-	p, err := n.Predict(core.Batch{"x": x})
+	p, err := n.Predict(prefetch.Batch{"x": x})
 	if err != nil {
 		t.Fatal(err)
 	}

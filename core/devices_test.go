@@ -10,6 +10,7 @@ import (
 
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // meshOpts are goOpts on the XLA CPU plugin showing 4 devices, running on k of them.
@@ -20,8 +21,8 @@ func meshOpts(t *testing.T, k int, more ...core.Option) []core.Option {
 
 // oneBatchData is a train split of exactly one batch of 32, so that each epoch is one optimizer
 // step and History's per-epoch train loss is the per-step loss.
-func oneBatchData(t *testing.T) core.Data {
-	return core.Data{"train": arrays(t, 32, 32, 7, core.ArrayOptions{DropPartial: true})}
+func oneBatchData(t *testing.T) prefetch.Data {
+	return prefetch.Data{"train": arrays(t, 32, 32, 7, prefetch.ArrayOptions{DropPartial: true})}
 }
 
 // TestDevicesEquivalence: the same seed and global batch on 1, 2 and 4 CPU devices give the same
@@ -99,7 +100,7 @@ func relDiff(a, b float64) float64 { return math.Abs(a-b) / max(math.Abs(b), 1e-
 func TestDevicesRefused(t *testing.T) {
 	_, err := core.New(&Reg{}, meshOpts(t, 8, core.WithData(oneBatchData(t)))...)
 	wantErr(t, err, "Devices = 8", "shows 4 devices", "NITRO_CPU_DEVICES")
-	d := core.Data{"train": arrays(t, 30, 6, 1, core.ArrayOptions{DropPartial: true})}
+	d := prefetch.Data{"train": arrays(t, 30, 6, 1, prefetch.ArrayOptions{DropPartial: true})}
 	_, err = core.New(&Reg{}, meshOpts(t, 4, core.WithData(d))...)
 	wantErr(t, err, "batch size of 6", "Devices = 4")
 	n, err := core.New(&Reg{}, meshOpts(t, 2, core.WithData(oneBatchData(t)))...)
@@ -142,7 +143,7 @@ func TestDevicesEvalPredict(t *testing.T) {
 	x, _ := synthetic(5, 9)
 	var res []result
 	for _, k := range []int{1, 4} {
-		d := core.Data{"train": arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}), "val": arrays(t, 40, 16, 2, core.ArrayOptions{})}
+		d := prefetch.Data{"train": arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}), "val": arrays(t, 40, 16, 2, prefetch.ArrayOptions{})}
 		n, err := core.New(&Deep{}, meshOpts(t, k, core.WithData(d), core.WithMaxEpochs(3))...)
 		if err != nil {
 			t.Fatal(err)
@@ -158,7 +159,7 @@ func TestDevicesEvalPredict(t *testing.T) {
 		if after := n.MeshUploads(); k > 1 && !slices.Equal(before.Arrays, after.Arrays) {
 			t.Errorf("evaluation placed parameters again: array uploads per device %v before, %v after", before.Arrays, after.Arrays)
 		}
-		p, err := n.Predict(core.Batch{"x": x})
+		p, err := n.Predict(prefetch.Batch{"x": x})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +170,7 @@ func TestDevicesEvalPredict(t *testing.T) {
 			}
 		})
 		// PredictAll over batches of 5, 5 and 3 rows: each padded to 8 on 4 devices, sliced back.
-		for pr, err := range n.PredictAll(arrays(t, 13, 5, 9, core.ArrayOptions{})) {
+		for pr, err := range n.PredictAll(arrays(t, 13, 5, 9, prefetch.ArrayOptions{})) {
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/metrics"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // Drift has one field of each kind a verb compares: Width bakes, Temperature is a traced input,
@@ -111,7 +112,7 @@ func TestDriftSetBackForgetsTheWarning(t *testing.T) {
 	x, _ := synthetic(4, 3)
 	predict := func() []string {
 		t.Helper()
-		_ = must(n.Predict(core.Batch{"x": x}))
+		_ = must(n.Predict(prefetch.Batch{"x": x}))
 		return w.take()
 	}
 	e.Temperature = markers.NewDevice[float32](2)
@@ -137,15 +138,15 @@ func TestDriftGraphConstIsRefusedByEveryVerb(t *testing.T) {
 	e, w := newDrift(), &warnings{}
 	n := newDriftNitro(t, e, w)
 	x, _ := synthetic(4, 3)
-	before := must(n.Predict(core.Batch{"x": x}))
+	before := must(n.Predict(prefetch.Batch{"x": x}))
 	e.Width = 8
 	want := []string{"GraphConst field Width (4 at New, now 8) of Drift was assigned after core.New", "set it before core.New", "or set it back"}
 	wantErr(t, n.Train(), append([]string{"Train refused"}, want...)...)
 	_, err := n.Validate()
 	wantErr(t, err, append([]string{`Evaluate("val") refused`}, want...)...)
-	_, err = n.Predict(core.Batch{"x": x})
+	_, err = n.Predict(prefetch.Batch{"x": x})
 	wantErr(t, err, append([]string{"Predict refused"}, want...)...)
-	for _, err := range n.PredictAll(core.NoPrefetch(arrays(t, 8, 4, 1, core.ArrayOptions{}))) {
+	for _, err := range n.PredictAll(prefetch.NoPrefetch(arrays(t, 8, 4, 1, prefetch.ArrayOptions{}))) {
 		wantErr(t, err, append([]string{"PredictAll refused"}, want...)...)
 		break
 	}
@@ -160,7 +161,7 @@ func TestDriftGraphConstIsRefusedByEveryVerb(t *testing.T) {
 		t.Errorf("a refused Train trained %d epochs", n.Epoch())
 	}
 	e.Width = 4
-	after := must(n.Predict(core.Batch{"x": x}))
+	after := must(n.Predict(prefetch.Batch{"x": x}))
 	sameBits(t, "Predict after Width was set back", flatF32(after["pred"]), flatF32(before["pred"]))
 	if msgs := w.take(); len(msgs) != 0 {
 		t.Errorf("warnings %q: GraphConst drift is an error, not a warning", msgs)
@@ -173,9 +174,9 @@ func TestDriftDeviceIsWarnedAndSetDeviceIsNot(t *testing.T) {
 	e, w := newDrift(), &warnings{}
 	n := newDriftNitro(t, e, w)
 	x, _ := synthetic(4, 3)
-	before := must(n.Predict(core.Batch{"x": x}))
+	before := must(n.Predict(prefetch.Batch{"x": x}))
 	e.Temperature = markers.NewDevice[float32](2)
-	got := must(n.Predict(core.Batch{"x": x}))
+	got := must(n.Predict(prefetch.Batch{"x": x}))
 	sameBits(t, "Predict after a direct assignment (the device copy runs)", flatF32(got["pred"]), flatF32(before["pred"]))
 	msgs := w.take()
 	if len(msgs) != 1 {
@@ -186,13 +187,13 @@ func TestDriftDeviceIsWarnedAndSetDeviceIsNot(t *testing.T) {
 			t.Errorf("warning %q lacks %q", msgs[0], s)
 		}
 	}
-	_ = must(n.Predict(core.Batch{"x": x}))
+	_ = must(n.Predict(prefetch.Batch{"x": x}))
 	if msgs := w.take(); len(msgs) != 0 {
 		t.Errorf("warned twice about one value: %q", msgs)
 	}
 	// A new slice value is seen by content.
 	e.Shift = markers.NewDevice([]float32{0.5})
-	_ = must(n.Predict(core.Batch{"x": x}))
+	_ = must(n.Predict(prefetch.Batch{"x": x}))
 	if msgs := w.take(); len(msgs) != 1 || !strings.Contains(msgs[0], "Device field Shift of Drift was assigned after core.New ([0] on the device, the field now [0.5])") {
 		t.Errorf("warnings %q, want one naming Shift", msgs)
 	}
@@ -204,7 +205,7 @@ func TestDriftDeviceIsWarnedAndSetDeviceIsNot(t *testing.T) {
 	if err := n.SetDevice("Shift", []float32{0.25}); err != nil {
 		t.Fatal(err)
 	}
-	moved := must(n.Predict(core.Batch{"x": x}))
+	moved := must(n.Predict(prefetch.Batch{"x": x}))
 	if msgs := w.take(); len(msgs) != 0 {
 		t.Errorf("warnings after SetDevice: %q", msgs)
 	}

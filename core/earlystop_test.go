@@ -9,6 +9,7 @@ import (
 
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/earlystop"
 	"github.com/nitro-go/nitro/logjson"
 )
 
@@ -16,7 +17,7 @@ import (
 // a bare experiment does not stop early; a literal that names no metric is refused at setup
 // naming the defaults' constructor.
 func TestEarlyStoppingDefaults(t *testing.T) {
-	d := core.DefaultEarlyStopping()
+	d := earlystop.Default()
 	if d.Metric != "val_loss" || d.Mode != "min" || d.Patience != 5 || d.MinDelta != 1e-4 {
 		t.Errorf("DefaultEarlyStopping() = %+v, want val_loss min 5 1e-4", *d)
 	}
@@ -28,17 +29,16 @@ func TestEarlyStoppingDefaults(t *testing.T) {
 	if n.Epoch() != 3 || n.StopReason() != core.StopCompleted {
 		t.Errorf("bare experiment: epoch %d stop %q, want 3 completed", n.Epoch(), n.StopReason())
 	}
-	wantErr(t, newErr(t, &Reg{}, data(t, 16), core.WithEarlyStopper(&core.EarlyStopping{Patience: 3})),
-		"WithEarlyStopper: no metric", "core.DefaultEarlyStopping()", "val_loss, min, patience 5, min_delta 0.0001")
-	wantErr(t, newErr(t, &Reg{}, data(t, 16), core.WithEarlyStopper(&core.EarlyStopping{Metric: "val_loss", Mode: "down"})), `mode "down"`)
-	// The policy's own behaviour is package earlystop's (its tests); core's constructor checks as
-	// the option does, naming core's spelling of the defaults.
-	_, err := core.NewEarlyStopping("", "min", 1, 0)
-	wantErr(t, err, "WithEarlyStopping: no metric", "core.DefaultEarlyStopping()")
+	wantErr(t, newErr(t, &Reg{}, data(t, 16), core.WithEarlyStopper(&earlystop.EarlyStopping{Patience: 3})),
+		"WithEarlyStopper: no metric", "earlystop.Default()", "val_loss, min, patience 5, min_delta 0.0001")
+	wantErr(t, newErr(t, &Reg{}, data(t, 16), core.WithEarlyStopper(&earlystop.EarlyStopping{Metric: "val_loss", Mode: "down"})), `mode "down"`)
+	// The policy's own behaviour is package earlystop's (its tests); the option names itself and
+	// offers the defaults.
+	wantErr(t, newErr(t, &Reg{}, data(t, 16), core.WithEarlyStopping("", "min", 1, 0)), "WithEarlyStopping: no metric", "earlystop.Default()")
 }
 
 // TestEarlyStopLegacyPolicyType: a record written while the built-in policy was defined in core
-// names its type *core.EarlyStopping; a resume takes that state as the built-in's, so an
+// names its type *earlystop.EarlyStopping; a resume takes that state as the built-in's, so an
 // early-stopped run stays stopped instead of counting afresh.
 func TestEarlyStopLegacyPolicyType(t *testing.T) {
 	dir := t.TempDir()
@@ -53,7 +53,7 @@ func TestEarlyStopLegacyPolicyType(t *testing.T) {
 	if got := string(ctl["early_stopping_type"]); got != `"*earlystop.EarlyStopping"` {
 		t.Fatalf("recorded policy type %s, want the built-in's Go type", got)
 	}
-	ctl["early_stopping_type"] = json.RawMessage(`"*core.EarlyStopping"`)
+	ctl["early_stopping_type"] = json.RawMessage(`"*earlystop.EarlyStopping"`)
 	rewriteControl(t, n.LastCheckpoint(), string(must(json.Marshal(ctl))))
 	con := &core.MemoryConsole{}
 	again := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(10), core.WithResume(n.LastCheckpoint()), core.WithConsole(con), es)...)
@@ -69,11 +69,11 @@ func TestEarlyStopLegacyPolicyType(t *testing.T) {
 // StopsItself declares its stopping rule: every run of it stops the same way.
 type StopsItself struct {
 	Reg
-	Rule  *core.EarlyStopping
+	Rule  *earlystop.EarlyStopping
 	calls int
 }
 
-func (e *StopsItself) EarlyStop() core.EarlyStopper {
+func (e *StopsItself) EarlyStop() earlystop.Policy {
 	e.calls++
 	if e.Rule == nil {
 		return nil
@@ -84,20 +84,20 @@ func (e *StopsItself) EarlyStop() core.EarlyStopper {
 // WrongStop has an EarlyStop method the hook cannot use (it returns the concrete type).
 type WrongStop struct{ Reg }
 
-func (*WrongStop) EarlyStop() *core.EarlyStopping { return core.DefaultEarlyStopping() }
+func (*WrongStop) EarlyStop() *earlystop.EarlyStopping { return earlystop.Default() }
 
 // TestEarlyStopHook: the experiment's EarlyStop is the run's rule (called once, copied, so the
 // value it returns keeps no run's progress); the run's WithEarlyStopping or WithEarlyStopper wins
 // (nil: none); an EarlyStop of another signature is refused rather than silently unused.
 func TestEarlyStopHook(t *testing.T) {
-	never := &core.EarlyStopping{Metric: "val_loss", Mode: "min", Patience: 2, MinDelta: 1e9} // nothing improves by 1e9
+	never := &earlystop.EarlyStopping{Metric: "val_loss", Mode: "min", Patience: 2, MinDelta: 1e9} // nothing improves by 1e9
 	e := &StopsItself{Rule: never}
 	n := newNitro(t, e, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithMaxEpochs(10), core.WithoutCheckpoints())...)
 	train(t, n)
 	if n.StopReason() != core.StopEarly || n.Epoch() != 3 || e.calls != 1 {
 		t.Errorf("hook's rule: stop %q after %d epochs, EarlyStop called %d times; want early_stop after 3, called once", n.StopReason(), n.Epoch(), e.calls)
 	}
-	if es, ok := n.EarlyStopper().(*core.EarlyStopping); !ok || es == never || !es.Exhausted() {
+	if es, ok := n.EarlyStopper().(*earlystop.EarlyStopping); !ok || es == never || !es.Exhausted() {
 		t.Errorf("the run's rule %T (same value as the hook's: %v): want the run's own exhausted copy", n.EarlyStopper(), es == never)
 	}
 	if _, seen := never.Best(); seen {
@@ -110,8 +110,8 @@ func TestEarlyStopHook(t *testing.T) {
 		t.Errorf("a second run with the same EarlyStopping value stopped after %d epochs, want 3", again.Epoch())
 	}
 	// Defaults through the hook.
-	d := newNitro(t, &StopsItself{Rule: core.DefaultEarlyStopping()}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithoutCheckpoints())...)
-	if es, ok := d.EarlyStopper().(*core.EarlyStopping); !ok || es.Metric != "val_loss" || es.Patience != 5 || es.MinDelta != 1e-4 {
+	d := newNitro(t, &StopsItself{Rule: earlystop.Default()}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithoutCheckpoints())...)
+	if es, ok := d.EarlyStopper().(*earlystop.EarlyStopping); !ok || es.Metric != "val_loss" || es.Patience != 5 || es.MinDelta != 1e-4 {
 		t.Errorf("hook returning DefaultEarlyStopping: run's rule %+v", d.EarlyStopper())
 	}
 	// The run's options win.
@@ -128,9 +128,9 @@ func TestEarlyStopHook(t *testing.T) {
 	if n := newNitro(t, &StopsItself{}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithoutCheckpoints())...); n.EarlyStopper() != nil {
 		t.Errorf("EarlyStop returning nil: rule %T, want none", n.EarlyStopper())
 	}
-	wantErr(t, newErr(t, &StopsItself{Rule: &core.EarlyStopping{Metric: "val_acc", Mode: "max"}}, data(t, 16)),
-		`StopsItself.EarlyStop("val_acc")`, "val_loss", `&core.EarlyStopping{Metric: "val_loss", Mode: "min", Patience: 5, MinDelta: 0.0001}`)
-	wantErr(t, newErr(t, &WrongStop{}, data(t, 16)), "EarlyStop method", "func() *core.EarlyStopping", "want func (e *WrongStop) EarlyStop() core.EarlyStopper")
+	wantErr(t, newErr(t, &StopsItself{Rule: &earlystop.EarlyStopping{Metric: "val_acc", Mode: "max"}}, data(t, 16)),
+		`StopsItself.EarlyStop("val_acc")`, "val_loss", `&earlystop.EarlyStopping{Metric: "val_loss", Mode: "min", Patience: 5, MinDelta: 0.0001}`)
+	wantErr(t, newErr(t, &WrongStop{}, data(t, 16)), "EarlyStop method", "func() *earlystop.EarlyStopping", "want func (e *WrongStop) EarlyStop() earlystop.Policy")
 }
 
 // afterCalls is a custom policy: stop at the After-th epoch it is asked about. Its count is its
@@ -142,8 +142,8 @@ type afterCalls struct {
 }
 
 var (
-	_ core.EarlyStopper    = (*afterCalls)(nil)
-	_ core.EarlyStopStater = (*afterCalls)(nil)
+	_ earlystop.Policy   = (*afterCalls)(nil)
+	_ earlystop.Stateful = (*afterCalls)(nil)
 )
 
 func (p *afterCalls) ShouldStop(epoch int, val map[string]float64) (bool, string) {

@@ -12,6 +12,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // The synthetic task shared by these tests: x [n, 4] float32 standard normal, y [n, 1] float32 =
@@ -37,10 +38,10 @@ func synthetic(n int, seed uint64) (x, y *tensors.Tensor) {
 }
 
 // arrays builds an ArrayBatches over the synthetic task, failing the test on error.
-func arrays(t testing.TB, n, batch int, seed uint64, opts core.ArrayOptions) *core.ArrayBatches {
+func arrays(t testing.TB, n, batch int, seed uint64, opts prefetch.ArrayOptions) *prefetch.ArrayBatches {
 	t.Helper()
 	x, y := synthetic(n, seed)
-	a, err := core.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y}, batch, opts)
+	a, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y}, batch, opts)
 	if err != nil {
 		t.Fatalf("NewArrayBatches: %v", err)
 	}
@@ -49,11 +50,11 @@ func arrays(t testing.TB, n, batch int, seed uint64, opts core.ArrayOptions) *co
 
 // data is a train split (64 samples, batch 16, partial dropped) and a val split of valN samples
 // (batch 16, short final batch kept) when valN > 0.
-func data(t testing.TB, valN int) core.Data {
+func data(t testing.TB, valN int) prefetch.Data {
 	t.Helper()
-	d := core.Data{"train": arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true})}
+	d := prefetch.Data{"train": arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true})}
 	if valN > 0 {
-		d["val"] = arrays(t, valN, 16, 2, core.ArrayOptions{})
+		d["val"] = arrays(t, valN, 16, 2, prefetch.ArrayOptions{})
 	}
 	return d
 }
@@ -106,7 +107,7 @@ func goOpts(c *compilecache.Cache, more ...core.Option) []core.Option {
 }
 
 // mustNew sets up e on the go backend with a private cache, failing the test on error.
-func mustNew(t testing.TB, e any, d core.Data, opts ...core.Option) *core.Nitro {
+func mustNew(t testing.TB, e any, d prefetch.Data, opts ...core.Option) *core.Nitro {
 	t.Helper()
 	n, err := core.New(e, append(goOpts(nil, core.WithData(d)), opts...)...)
 	if err != nil {
@@ -116,7 +117,7 @@ func mustNew(t testing.TB, e any, d core.Data, opts ...core.Option) *core.Nitro 
 }
 
 // newErr sets up e expecting an error and returns it.
-func newErr(t testing.TB, e any, d core.Data, opts ...core.Option) error {
+func newErr(t testing.TB, e any, d prefetch.Data, opts ...core.Option) error {
 	t.Helper()
 	var all []core.Option
 	if d != nil {

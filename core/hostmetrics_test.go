@@ -12,6 +12,7 @@ import (
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/metrics"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // Classes reads the regression as three classes, y (and the prediction) below -1, up to 1, above
@@ -63,7 +64,7 @@ func (*Classes) Metrics(out core.Outputs, in Tgt) map[string]core.Metric {
 	}
 }
 
-func (e *Classes) HostMetrics(out core.Prediction, b core.Batch) (map[string]metrics.Metric, error) {
+func (e *Classes) HostMetrics(out core.Prediction, b prefetch.Batch) (map[string]metrics.Metric, error) {
 	pred := tensors.MustCopyFlatData[float32](out["pred"])
 	y := tensors.MustCopyFlatData[float32](b["y"])
 	e.rows = append(e.rows, len(pred))
@@ -127,20 +128,20 @@ func (e *Classes) FinalizedMetricNames() []string {
 
 // classesData: a trained-for-nothing model is enough (the metrics are compared against the
 // host's own reading of Predict); val has 40 rows at batch 16, so a short final batch of 8.
-func classesData(t *testing.T) core.Data {
-	return core.Data{"train": arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}), "val": arrays(t, 40, 16, 2, core.ArrayOptions{})}
+func classesData(t *testing.T) prefetch.Data {
+	return prefetch.Data{"train": arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}), "val": arrays(t, 40, 16, 2, prefetch.ArrayOptions{})}
 }
 
 // hostTruth is what the split's metrics must be, from Predict and the host labels: the
 // confusion matrix, the mse and the AUC of pred as a score for y > 0.5.
-func hostTruth(t *testing.T, n *core.Nitro, src core.Source) (cm [][]int, mse, auc float64) {
+func hostTruth(t *testing.T, n *core.Nitro, src prefetch.Source) (cm [][]int, mse, auc float64) {
 	var truth, guess []int
 	var score []float64
 	var pos []bool
 	sse := 0.0
 	for i := 0; i < src.Len(); i++ {
 		b := must(src.BatchAt(i))
-		p, err := n.Predict(core.Batch{"x": b["x"]})
+		p, err := n.Predict(prefetch.Batch{"x": b["x"]})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +244,7 @@ func (*ArrayNoFinal) Metrics(out core.Outputs, in Tgt) map[string]core.Metric {
 // HostOnly has HostMetrics and no Metrics.
 type HostOnly struct{ base }
 
-func (*HostOnly) HostMetrics(out core.Prediction, b core.Batch) (map[string]metrics.Metric, error) {
+func (*HostOnly) HostMetrics(out core.Prediction, b prefetch.Batch) (map[string]metrics.Metric, error) {
 	return map[string]metrics.Metric{"n": metrics.Total(float64(out["pred"].Shape().Dimensions[0]))}, nil
 }
 

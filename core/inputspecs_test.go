@@ -8,6 +8,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // TestInputSpecsNoData: WithInputSpecs builds a Nitro without data (BuildData is not called):
@@ -19,16 +20,16 @@ func TestInputSpecsNoData(t *testing.T) {
 	trained := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(2))...)
 	train(t, trained)
 	x, _ := synthetic(8, 5)
-	want := must(trained.Predict(core.Batch{"x": x}))
+	want := must(trained.Predict(prefetch.Batch{"x": x}))
 
-	spec := core.InputSpec{Name: "x", DType: dtypes.Float32, Shape: []int{features}}
+	spec := prefetch.FieldSpec{Name: "x", DType: dtypes.Float32, Shape: []int{features}}
 	fresh := mustNew(t, &Reg{}, data(t, 0))
 	bare := newNitro(t, &Reg{}, goOpts(nil, core.WithInputSpecs(spec))...)
 	sameBits(t, "initial weights", flatParams(t, bare), flatParams(t, fresh))
 
 	n := newNitro(t, &Reg{}, goOpts(nil, core.WithInputSpecs(spec), core.WithCheckpoint(dir))...)
 	sameBits(t, "weights from the checkpoint", flatParams(t, n), flatParams(t, trained))
-	got := must(n.Predict(core.Batch{"x": x}))
+	got := must(n.Predict(prefetch.Batch{"x": x}))
 	sameBits(t, "Predict", flatF32(got["pred"]), flatF32(want["pred"]))
 
 	err := n.Train()
@@ -49,14 +50,14 @@ func TestInputSpecsNoData(t *testing.T) {
 		want []string
 	}{
 		{"no specs", opts(core.WithInputSpecs()), []string{"WithInputSpecs: no specs given"}},
-		{"required field missing", opts(core.WithInputSpecs(core.InputSpec{Name: "y", DType: dtypes.Float32, Shape: []int{1}})),
+		{"required field missing", opts(core.WithInputSpecs(prefetch.FieldSpec{Name: "y", DType: dtypes.Float32, Shape: []int{1}})),
 			[]string{`WithInputSpecs declares [y], but Forward requires batch field "x"`}},
 		{"name twice", opts(core.WithInputSpecs(spec, spec)), []string{`WithInputSpecs[1] "x": declared twice`}},
-		{"bad dtype", opts(core.WithInputSpecs(core.InputSpec{Name: "x", Shape: []int{features}})), []string{`WithInputSpecs[0] "x": dtype InvalidDType`}},
-		{"dimension 0", opts(core.WithInputSpecs(core.InputSpec{Name: "x", DType: dtypes.Float32, Shape: []int{0}})), []string{`WithInputSpecs[0] "x": Shape [0]`}},
+		{"bad dtype", opts(core.WithInputSpecs(prefetch.FieldSpec{Name: "x", Shape: []int{features}})), []string{`WithInputSpecs[0] "x": dtype InvalidDType`}},
+		{"dimension 0", opts(core.WithInputSpecs(prefetch.FieldSpec{Name: "x", DType: dtypes.Float32, Shape: []int{0}})), []string{`WithInputSpecs[0] "x": Shape [0]`}},
 		{"with data", opts(core.WithInputSpecs(spec), core.WithData(data(t, 0))), []string{"WithInputSpecs and WithData both given"}},
 		{"with resume", opts(core.WithInputSpecs(spec), core.WithResume(dir)), []string{"WithInputSpecs and WithResume", "WithCheckpoint"}},
-		{"wrong row shape for the checkpoint", opts(core.WithInputSpecs(core.InputSpec{Name: "x", DType: dtypes.Float32, Shape: []int{3}}), core.WithCheckpoint(dir)),
+		{"wrong row shape for the checkpoint", opts(core.WithInputSpecs(prefetch.FieldSpec{Name: "x", DType: dtypes.Float32, Shape: []int{3}}), core.WithCheckpoint(dir)),
 			[]string{"does not fit this model"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/monitors"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // verbs is the sequence of a Memory's calls: "params", "other:<key>", "<context>", "finish:<status>".
@@ -439,7 +440,7 @@ func TestNoRecordWithoutLogger(t *testing.T) {
 		t.Errorf("WithoutLogger: Logger() = %v", n.Logger())
 	}
 	bad := data(t, 0)
-	bad["train"] = arrays(t, 64, 16, 1, core.ArrayOptions{}) // keeps its partial batch: refused
+	bad["train"] = arrays(t, 64, 16, 1, prefetch.ArrayOptions{}) // keeps its partial batch: refused
 	_, err := core.New(&Reg{}, core.WithBackend("go"), core.Quiet(), core.WithData(bad), core.WithRunDir(filepath.Join(dir, "failed")))
 	if err == nil {
 		t.Fatal("setup accepted a train split that keeps its partial batch")

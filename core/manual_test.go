@@ -8,8 +8,10 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/optimizers"
+	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/schedules"
 )
 
@@ -48,7 +50,7 @@ func (*Duel) SetupOptimizers() (map[string]optimizers.Rule, error) {
 	return map[string]optimizers.Rule{"a": optimizers.SGD{Eta: duelEtaA}, "b": optimizers.SGD{Eta: duelEtaB}}, nil
 }
 
-func (*Duel) TrainStep(s *core.ManualStep, in DuelBatch) core.StepResult {
+func (*Duel) TrainStep(s *engine.ManualStep, in DuelBatch) engine.StepResult {
 	objective := func(ctx *context.Context) *graph.Node {
 		a, b := duelParam(ctx, "a", duelA0, in.U), duelParam(ctx, "b", duelB0, in.U)
 		return mse(graph.Mul(graph.Mul(in.U, a), b), in.V)
@@ -57,20 +59,20 @@ func (*Duel) TrainStep(s *core.ManualStep, in DuelBatch) core.StepResult {
 	s.StepOptimizer("b", gb)
 	lossA, ga := s.Backward(objective, "a") // reads the stepped b
 	s.StepOptimizer("a", ga)
-	return core.StepResult{Loss: graph.Add(lossA, lossB), Stats: map[string]*graph.Node{"loss_a": lossA, "loss_b": lossB}}
+	return engine.StepResult{Loss: graph.Add(lossA, lossB), Stats: map[string]*graph.Node{"loss_a": lossA, "loss_b": lossB}}
 }
 
 var duelU, duelV = []float32{1, 2, -1, 0.5}, []float32{2, 1, 0, 3}
 
-func duelData(t testing.TB) core.Data {
+func duelData(t testing.TB) prefetch.Data {
 	n := len(duelU)
-	a, err := core.NewArrayBatches(map[string]*tensors.Tensor{
+	a, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{
 		"u": tensors.FromFlatDataAndDimensions(duelU, n, 1), "v": tensors.FromFlatDataAndDimensions(duelV, n, 1),
-	}, n, core.ArrayOptions{DropPartial: true})
+	}, n, prefetch.ArrayOptions{DropPartial: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return core.Data{"train": a}
+	return prefetch.Data{"train": a}
 }
 
 // duelHost is one Duel step in float64: b steps on dL/db, then a on dL/da at the new b, b held
@@ -149,7 +151,7 @@ func (e *ManualDeep) Schedules() map[string]any {
 	return map[string]any{"Weight": schedules.Linear(1, 2)}
 }
 
-func (e *ManualDeep) TrainStep(s *core.ManualStep, in DeepBatch) core.StepResult {
+func (e *ManualDeep) TrainStep(s *engine.ManualStep, in DeepBatch) engine.StepResult {
 	objective := func(ctx *context.Context) *graph.Node {
 		return mse(e.Forward(ctx, In{X: in.X})["pred"], in.Y)
 	}
@@ -159,7 +161,7 @@ func (e *ManualDeep) TrainStep(s *core.ManualStep, in DeepBatch) core.StepResult
 	s.StepOptimizer("head", gh)
 	lossB, gb := s.Backward(objective, "backbone")
 	s.StepOptimizer("backbone", gb)
-	return core.StepResult{Loss: lossB, Stats: map[string]*graph.Node{"head": lossH, "weight": e.Weight.Node()}}
+	return engine.StepResult{Loss: lossB, Stats: map[string]*graph.Node{"head": lossH, "weight": e.Weight.Node()}}
 }
 
 type DeepBatch struct {
@@ -276,7 +278,7 @@ type autoHooks struct{ base0 }
 func (*autoHooks) Forward(ctx *context.Context, in DuelX) core.Outputs {
 	return (&Duel{}).Forward(ctx, in)
 }
-func (*autoHooks) TrainStep(s *core.ManualStep, in DuelBatch) core.StepResult {
+func (*autoHooks) TrainStep(s *engine.ManualStep, in DuelBatch) engine.StepResult {
 	panic("TrainStep of a declined manual mode is called")
 }
 func (*autoHooks) Loss(out core.Outputs, in DuelBatch) *graph.Node { return mse(out["pred"], in.V) }
@@ -314,19 +316,19 @@ func (*DuelMetrics) TrainMetrics(out core.Outputs, in DuelBatch) map[string]*gra
 func (*DuelNoRule) SetupOptimizers() (map[string]optimizers.Rule, error) {
 	return map[string]optimizers.Rule{"a": optimizers.NewSGD(), "c": optimizers.NewSGD()}, nil
 }
-func (*DuelTwice) TrainStep(s *core.ManualStep, in DuelBatch) core.StepResult {
+func (*DuelTwice) TrainStep(s *engine.ManualStep, in DuelBatch) engine.StepResult {
 	loss, g := s.Backward(func(ctx *context.Context) *graph.Node {
 		return graph.ReduceAllSum(duelParam(ctx, "b", duelB0, in.U))
 	}, "b")
 	s.StepOptimizer("b", g)
 	s.StepOptimizer("b", g)
-	return core.StepResult{Loss: loss}
+	return engine.StepResult{Loss: loss}
 }
-func (*DuelBadGroup) TrainStep(s *core.ManualStep, in DuelBatch) core.StepResult {
+func (*DuelBadGroup) TrainStep(s *engine.ManualStep, in DuelBatch) engine.StepResult {
 	loss, _ := s.Backward(func(ctx *context.Context) *graph.Node {
 		return graph.Mul(duelParam(ctx, "a", duelA0, in.U), duelParam(ctx, "b", duelB0, in.U))
 	}, "gen")
-	return core.StepResult{Loss: loss}
+	return engine.StepResult{Loss: loss}
 }
 func (*DuelScheduled) Schedules() map[string]any {
 	return map[string]any{"opt.a.eta": schedules.Linear(0.1, 0)}
@@ -341,7 +343,7 @@ func TestManualRefusals(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		e    any
-		d    core.Data
+		d    prefetch.Data
 		opts []core.Option
 		want []string
 	}{
@@ -349,7 +351,7 @@ func TestManualRefusals(t *testing.T) {
 		{"fused", &Duel{}, duelData(t), []core.Option{core.WithFusedStep()}, []string{"WithFusedStep (--fused)", "manual mode (TrainStep)", "drop WithFusedStep", "ManualTraining false"}},
 		{"opt schedule", &DuelScheduled{}, duelData(t), nil, []string{`Schedules() key "opt.a.eta"`, "manual mode refuses", "Device field"}},
 		{"train metrics", &DuelMetrics{}, duelData(t), nil, []string{"TrainMetrics", "StepResult.Stats"}},
-		{"forced without TrainStep", &ForcedManual{}, data(t, 0), nil, []string{"method ManualTraining() is true", "no TrainStep", "func (e *E) TrainStep(s *core.ManualStep, in B) core.StepResult"}},
+		{"forced without TrainStep", &ForcedManual{}, data(t, 0), nil, []string{"method ManualTraining() is true", "no TrainStep", "func (e *E) TrainStep(s *engine.ManualStep, in B) engine.StepResult"}},
 		{"rules", &DuelNoRule{}, duelData(t), nil, []string{`no rule for parameter group "b"`}},
 		{"rule and SetupOptimizers", &DuelRuleToo{}, duelData(t), nil, []string{"SetupOptimizers and OptimizerRule", "keep one"}},
 		{"nothing to validate with", &Duel{}, withVal, nil, []string{`split "val" is evaluated`, "neither Metrics nor Loss"}},
@@ -397,7 +399,7 @@ func TestManualWithoutLoss(t *testing.T) {
 // DuelNaN steps both groups on a loss that is NaN.
 type DuelNaN struct{ Duel }
 
-func (e *DuelNaN) TrainStep(s *core.ManualStep, in DuelBatch) core.StepResult {
+func (e *DuelNaN) TrainStep(s *engine.ManualStep, in DuelBatch) engine.StepResult {
 	res := e.Duel.TrainStep(s, in)
 	res.Loss = graph.Div(res.Loss, graph.ScalarZero(in.U.Graph(), res.Loss.DType()))
 	res.Loss = graph.Mul(res.Loss, graph.ScalarZero(in.U.Graph(), res.Loss.DType())) // 0·inf = NaN

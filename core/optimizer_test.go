@@ -10,6 +10,7 @@ import (
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/optimizers"
+	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/schedules"
 )
 
@@ -255,7 +256,7 @@ func TestGroupRatesAndDecayOneStep(t *testing.T) {
 	const lr = 0.1
 	step := func(e *GroupsSGD) (p0, p1 map[string][]float64) {
 		t.Helper()
-		n := mustNew(t, e, core.Data{"train": arrays(t, 16, 16, 1, core.ArrayOptions{DropPartial: true})},
+		n := mustNew(t, e, prefetch.Data{"train": arrays(t, 16, 16, 1, prefetch.ArrayOptions{DropPartial: true})},
 			core.WithLearningRate(lr))
 		p0 = paramsByKey(t, n)
 		if err := n.Train(); err != nil {
@@ -422,8 +423,8 @@ func (e *AnchoredSGD) NoDecay(kp []string, s shapes.Shape) bool { return e.Exclu
 func TestDecayTowardW0TwoSteps(t *testing.T) {
 	const lr, lambda = 0.1, 0.5
 	for _, excludeAll := range []bool{false, true} {
-		tr := arrays(t, 32, 16, 5, core.ArrayOptions{DropPartial: true})
-		n := mustNew(t, &AnchoredSGD{ExcludeAll: excludeAll}, core.Data{"train": tr}, core.WithLearningRate(lr))
+		tr := arrays(t, 32, 16, 5, prefetch.ArrayOptions{DropPartial: true})
+		n := mustNew(t, &AnchoredSGD{ExcludeAll: excludeAll}, prefetch.Data{"train": tr}, core.WithLearningRate(lr))
 		w0, b0 := linearParams(t, n)
 		gw, gb := mseGrad(t, must(tr.BatchAt(0)), w0, b0)
 		w1, b1 := make([]float64, len(w0)), b0-lr*gb
@@ -458,8 +459,8 @@ func TestDecayTowardW0TwoSteps(t *testing.T) {
 // the parameters by exactly lr*c in global norm when the gradient's norm exceeds c.
 func TestGradientClipNormBoundsTheStep(t *testing.T) {
 	const lr, clip = 0.1, 0.01
-	tr := arrays(t, 16, 16, 7, core.ArrayOptions{DropPartial: true})
-	n := mustNew(t, &SGDOne{}, core.Data{"train": tr}, core.WithLearningRate(lr), core.WithGradientClipNorm(clip))
+	tr := arrays(t, 16, 16, 7, prefetch.ArrayOptions{DropPartial: true})
+	n := mustNew(t, &SGDOne{}, prefetch.Data{"train": tr}, core.WithLearningRate(lr), core.WithGradientClipNorm(clip))
 	w0, b0 := linearParams(t, n)
 	gw, gb := mseGrad(t, must(tr.BatchAt(0)), w0, b0)
 	norm := gb * gb

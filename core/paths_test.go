@@ -16,17 +16,18 @@ import (
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // uneven is a train split with one short batch in the middle (at): only an evaluation split's
 // final batch may be short, and a train split's batches must all be equal.
 type uneven struct {
-	*core.ArrayBatches
-	short *core.ArrayBatches
+	*prefetch.ArrayBatches
+	short *prefetch.ArrayBatches
 	at    int
 }
 
-func (u uneven) BatchAt(i int) (core.Batch, error) {
+func (u uneven) BatchAt(i int) (prefetch.Batch, error) {
 	if i == u.at {
 		return u.short.BatchAt(0)
 	}
@@ -38,13 +39,13 @@ func (u uneven) BatchAt(i int) (core.Batch, error) {
 // parameters as those two steps left them (the short batch is never stepped on).
 func TestTrainRefusesAnUnequalBatchMidEpoch(t *testing.T) {
 	d := data(t, 16)
-	d["train"] = core.NoPrefetch(uneven{ArrayBatches: d["train"].(*core.ArrayBatches), short: arrays(t, 8, 8, 3, core.ArrayOptions{}), at: 2})
+	d["train"] = prefetch.NoPrefetch(uneven{ArrayBatches: d["train"].(*prefetch.ArrayBatches), short: arrays(t, 8, 8, 3, prefetch.ArrayOptions{}), at: 2})
 	n := mustNew(t, &Reg{}, d)
 	wantErr(t, n.Train(), "epoch 1, step 3", "train batch has 8 rows", "the train split's batches have 16", "equal batches")
 	if n.Step() != 2 {
 		t.Errorf("step %d after the refusal, want the 2 steps before the short batch", n.Step())
 	}
-	two := mustNew(t, &Reg{}, core.Data{"train": arrays(t, 32, 16, 1, core.ArrayOptions{DropPartial: true}), "val": d["val"]})
+	two := mustNew(t, &Reg{}, prefetch.Data{"train": arrays(t, 32, 16, 1, prefetch.ArrayOptions{DropPartial: true}), "val": d["val"]})
 	train(t, two)
 	sameBits(t, "parameters after the two good steps", flatParams(t, n), flatParams(t, two))
 }
@@ -152,7 +153,7 @@ func TestForwardOutputsAreBatchFirst(t *testing.T) {
 	_, err := n.Validate()
 	wantErr(t, err, append([]string{"eval program"}, want...)...)
 	x, _ := synthetic(5, 3)
-	_, err = n.Predict(core.Batch{"x": x})
+	_, err = n.Predict(prefetch.Batch{"x": x})
 	wantErr(t, err, `Forward output "t" has shape [1 5]`, "put the batch axis first") // Predict runs the eval program when a split has its fields
 
 	sc := mustNew(t, &Scalar{}, data(t, 24))

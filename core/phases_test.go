@@ -9,6 +9,7 @@ import (
 
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/monitors"
+	"github.com/nitro-go/nitro/prefetch"
 	"go.uber.org/goleak"
 )
 
@@ -148,12 +149,12 @@ func TestMonitorRegisteredOnALiveRunFiresInThatRun(t *testing.T) {
 
 // failingSource fails at one batch index, as a broken file would mid-epoch.
 type failingSource struct {
-	core.Source
+	prefetch.Source
 	at int
 }
 
 func (f failingSource) DropsPartial() bool { return true }
-func (f failingSource) BatchAt(i int) (core.Batch, error) {
+func (f failingSource) BatchAt(i int) (prefetch.Batch, error) {
 	if i == f.at {
 		return nil, errors.New("disk read failed")
 	}
@@ -182,13 +183,13 @@ func TestErrorMidEpochEndsInFailedWithoutLeaks(t *testing.T) {
 
 // interruptingSource calls Interrupt when the loop reads batch at, as Ctrl+C would.
 type interruptingSource struct {
-	core.Source
+	prefetch.Source
 	at int
 	n  **core.Nitro
 }
 
 func (s interruptingSource) DropsPartial() bool { return true }
-func (s interruptingSource) BatchAt(i int) (core.Batch, error) {
+func (s interruptingSource) BatchAt(i int) (prefetch.Batch, error) {
 	if i == s.at {
 		(*s.n).Interrupt()
 	}
@@ -211,7 +212,7 @@ func TestRequestStopAndInterruptAreGracefulWithoutLeaks(t *testing.T) {
 			var opts []core.Option
 			if tc.interrupt {
 				// Inline (no read-ahead), so the interrupt lands while the loop is at batch 1.
-				d["train"] = core.NoPrefetch(interruptingSource{Source: d["train"], at: 1, n: &n})
+				d["train"] = prefetch.NoPrefetch(interruptingSource{Source: d["train"], at: 1, n: &n})
 			} else {
 				stopper := monitors.MonitorFunc(func(p monitors.Phase, _ monitors.Progress, info monitors.Info) error {
 					if _, ok := p.(monitors.TrainStepping); ok {

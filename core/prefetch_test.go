@@ -17,7 +17,7 @@ import (
 func TestPrefetchWorkersTrainBitwiseAlike(t *testing.T) {
 	onBackends(t, func(t *testing.T, on []core.Option) {
 		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-		run := func(opt core.Option, declare func(core.Data)) ([]float64, *core.Nitro) {
+		run := func(opt core.Option, declare func(prefetch.Data)) ([]float64, *core.Nitro) {
 			d := shuffled(t)
 			if declare != nil {
 				declare(d)
@@ -26,9 +26,9 @@ func TestPrefetchWorkersTrainBitwiseAlike(t *testing.T) {
 			train(t, n)
 			return flatParams(t, n), n
 		}
-		inline, _ := run(core.WithMaxEpochs(3), func(d core.Data) {
+		inline, _ := run(core.WithMaxEpochs(3), func(d prefetch.Data) {
 			for k, src := range d {
-				d[k] = core.NoPrefetch(src)
+				d[k] = prefetch.NoPrefetch(src)
 			}
 		})
 		for _, w := range []int{1, 2, 4} {
@@ -53,7 +53,7 @@ func TestPrefetchSettingsAreChecked(t *testing.T) {
 func TestEvalSplitThatDropsIsWarnedOnce(t *testing.T) {
 	var warnings []string
 	d := data(t, 0)
-	d["val"] = arrays(t, 40, 16, 2, core.ArrayOptions{DropPartial: true}) // 8 of 40 never evaluated
+	d["val"] = arrays(t, 40, 16, 2, prefetch.ArrayOptions{DropPartial: true}) // 8 of 40 never evaluated
 	n := mustNew(t, &Reg{}, d, core.WithWarn(func(m string) { warnings = append(warnings, m) }))
 	if _, err := n.Validate(); err != nil {
 		t.Fatal(err)

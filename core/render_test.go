@@ -12,6 +12,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // Vis is Reg with a Visualize hook that keeps what it was given and draws one pixel per sample.
@@ -120,7 +121,7 @@ func TestRenderPredictionsRunTheValidationProgram(t *testing.T) {
 		t.Fatalf("outputs %v, want pred [40 1]", out)
 	}
 	x, _ := synthetic(40, 2)
-	want, err := n.Predict(core.Batch{"x": x})
+	want, err := n.Predict(prefetch.Batch{"x": x})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // Experiments with a hook missing or malformed.
@@ -78,7 +79,7 @@ func TestNewRefusesMissingRequiredHooks(t *testing.T) {
 
 	// No BuildData and no WithData.
 	err = newErr(t, &Reg{}, nil)
-	wantErr(t, err, "Reg has no BuildData hook", "func (e *Reg) BuildData() (core.Data, error)", "core.WithData")
+	wantErr(t, err, "Reg has no BuildData hook", "func (e *Reg) BuildData() (prefetch.Data, error)", "core.WithData")
 }
 
 func TestNewRefusesWrongForwardSignature(t *testing.T) {
@@ -117,12 +118,12 @@ func TestOptionalBatchField(t *testing.T) {
 	// Present: it is routed to Forward.
 	x, y := synthetic(64, 1)
 	w := tensors.FromFlatDataAndDimensions(make([]float32, 64*features), 64, features)
-	tr, err := core.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y, "w": w}, 16, core.ArrayOptions{DropPartial: true})
+	tr, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y, "w": w}, 16, prefetch.ArrayOptions{DropPartial: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sawOptionalW = false
-	n = mustNew(t, &OptionalW{}, core.Data{"train": tr})
+	n = mustNew(t, &OptionalW{}, prefetch.Data{"train": tr})
 	if !sawOptionalW {
 		t.Errorf("Forward was not handed the optional field w although the data has it")
 	}
@@ -132,7 +133,7 @@ func TestOptionalBatchField(t *testing.T) {
 }
 
 func TestNewRefusesATrainSplitKeepingItsPartialBatch(t *testing.T) {
-	d := core.Data{"train": arrays(t, 64, 16, 1, core.ArrayOptions{})}
+	d := prefetch.Data{"train": arrays(t, 64, 16, 1, prefetch.ArrayOptions{})}
 	err := newErr(t, &Reg{}, d)
 	wantErr(t, err, "train split must drop its partial final batch", "ArrayOptions{DropPartial: true}", "DropsPartial() bool")
 }
@@ -165,7 +166,7 @@ func TestNewRefusesANonPointerExperiment(t *testing.T) {
 }
 
 func TestNewRefusesEmptyData(t *testing.T) {
-	err := newErr(t, &Reg{}, core.Data{})
+	err := newErr(t, &Reg{}, prefetch.Data{})
 	wantErr(t, err, "no splits", `"train"`)
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // Counter has layer state: a non-trainable scalar that counts the training-mode forward passes,
@@ -36,7 +37,7 @@ func TestLayerStateAdvancesInTrainingOnly(t *testing.T) {
 	x, _ := synthetic(4, 3)
 	count := func() float32 {
 		t.Helper()
-		p, err := n.Predict(core.Batch{"x": x})
+		p, err := n.Predict(prefetch.Batch{"x": x})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,15 +7,16 @@ import (
 
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/logjson"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // slowBatches sleeps before every batch: a validation split that takes a known minimum time.
 type slowBatches struct {
-	*core.ArrayBatches
+	*prefetch.ArrayBatches
 	d time.Duration
 }
 
-func (s slowBatches) BatchAt(i int) (core.Batch, error) {
+func (s slowBatches) BatchAt(i int) (prefetch.Batch, error) {
 	time.Sleep(s.d)
 	return s.ArrayBatches.BatchAt(i)
 }
@@ -29,7 +30,7 @@ func TestStepTimingExcludesValidation(t *testing.T) {
 	for _, every := range []int{1, 3} {
 		lg := &logjson.Memory{}
 		d := data(t, 0)
-		d["val"] = slowBatches{arrays(t, 32, 16, 2, core.ArrayOptions{}), nap}
+		d["val"] = slowBatches{arrays(t, 32, 16, 2, prefetch.ArrayOptions{}), nap}
 		n := mustNew(t, &Reg{}, d, core.WithMaxEpochs(2), core.WithLogger(lg), core.WithLogEvery(every))
 		if err := n.Train(); err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // Traced hooks that read a Host field, or return the wrong shapes.
@@ -68,7 +69,7 @@ func TestOutputShapeErrors(t *testing.T) {
 	n := mustNew(t, &ScalarOutput{}, data(t, 32))
 	_, err := n.Validate()
 	wantErr(t, err, `Forward output "pred" is a scalar`, "reduce it in Loss or Metrics")
-	_, err = n.Predict(core.Batch{"x": must(arrays(t, 16, 16, 1, core.ArrayOptions{}).BatchAt(0))["x"]})
+	_, err = n.Predict(prefetch.Batch{"x": must(arrays(t, 16, 16, 1, prefetch.ArrayOptions{}).BatchAt(0))["x"]})
 	wantErr(t, err, `Forward output "pred" is a scalar`)
 
 	n = mustNew(t, &VectorLoss{}, data(t, 0))
@@ -90,10 +91,10 @@ func TestTrainMetricsHook(t *testing.T) {
 func TestSplitsMustAgreeOnFieldShapes(t *testing.T) {
 	x := tensors.FromFlatDataAndDimensions(make([]float32, 32*3), 32, 3)
 	y := tensors.FromFlatDataAndDimensions(make([]float32, 32), 32, 1)
-	val, err := core.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y}, 16, core.ArrayOptions{})
+	val, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y}, 16, prefetch.ArrayOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = newErr(t, &Reg{}, core.Data{"train": arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}), "val": val})
+	err = newErr(t, &Reg{}, prefetch.Data{"train": arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}), "val": val})
 	wantErr(t, err, `batch field "x" is Float32[4] per sample in split "train" and Float32[3] in split "val"`, "splits must agree")
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/optimizers"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 func TestTrainLearnsAndRecordsHistory(t *testing.T) {
@@ -106,8 +107,8 @@ func TestOneSGDStepMatchesTheHost(t *testing.T) {
 	const lr = 0.1
 	// One epoch of exactly one optimizer step: one batch, or two micro-batches with accum 2.
 	for _, accum := range []int{1, 2} {
-		tr := arrays(t, 16*accum, 16, 7, core.ArrayOptions{DropPartial: true})
-		n := mustNew(t, &SGDOne{}, core.Data{"train": tr}, core.WithLearningRate(lr), core.WithAccum(accum))
+		tr := arrays(t, 16*accum, 16, 7, prefetch.ArrayOptions{DropPartial: true})
+		n := mustNew(t, &SGDOne{}, prefetch.Data{"train": tr}, core.WithLearningRate(lr), core.WithAccum(accum))
 		w0, b0 := linearParams(t, n)
 		// Expected: the mean over the step's micro-batches of each one's gradient.
 		gw, gb := make([]float64, features), 0.0
@@ -139,13 +140,13 @@ func TestOneSGDStepMatchesTheHost(t *testing.T) {
 // nanSource serves the synthetic train split, except that in epoch nanEpoch batch nanBatch has
 // NaN targets.
 type nanSource struct {
-	*core.ArrayBatches
+	*prefetch.ArrayBatches
 	epoch, nanEpoch, nanBatch int
 }
 
 func (s *nanSource) BeginEpoch(e int) error { s.epoch = e; return s.ArrayBatches.BeginEpoch(e) }
 
-func (s *nanSource) BatchAt(i int) (core.Batch, error) {
+func (s *nanSource) BatchAt(i int) (prefetch.Batch, error) {
 	b, err := s.ArrayBatches.BatchAt(i)
 	if err == nil && s.epoch == s.nanEpoch && i == s.nanBatch {
 		b["y"].MutableFlatData(func(flat any) { flat.([]float32)[0] = float32(math.NaN()) })
@@ -154,8 +155,8 @@ func (s *nanSource) BatchAt(i int) (core.Batch, error) {
 }
 
 func TestNonFiniteLossStopsTrainNamingEpochAndStep(t *testing.T) {
-	src := &nanSource{ArrayBatches: arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}), nanEpoch: 2, nanBatch: 1}
-	n := mustNew(t, &Reg{}, core.Data{"train": src}, core.WithMaxEpochs(3))
+	src := &nanSource{ArrayBatches: arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}), nanEpoch: 2, nanBatch: 1}
+	n := mustNew(t, &Reg{}, prefetch.Data{"train": src}, core.WithMaxEpochs(3))
 	err := n.Train()
 	// Epoch 1 takes steps 1-4; epoch 2's batch 1 is step 6.
 	wantErr(t, err, "non-finite loss", "epoch 2, step 6", "lower learning rate")
@@ -164,14 +165,14 @@ func TestNonFiniteLossStopsTrainNamingEpochAndStep(t *testing.T) {
 	}
 
 	// With accum 2, the NaN micro-batch is named too.
-	src = &nanSource{ArrayBatches: arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}), nanEpoch: 1, nanBatch: 3}
-	n = mustNew(t, &Reg{}, core.Data{"train": src}, core.WithAccum(2))
+	src = &nanSource{ArrayBatches: arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}), nanEpoch: 1, nanBatch: 3}
+	n = mustNew(t, &Reg{}, prefetch.Data{"train": src}, core.WithAccum(2))
 	wantErr(t, n.Train(), "non-finite loss", "epoch 1, step 2 (micro-batch 2)")
 }
 
 // stopSource calls RequestStop on its Nitro when batch stopAt of epoch 1 is read.
 type stopSource struct {
-	*core.ArrayBatches
+	*prefetch.ArrayBatches
 	n      *core.Nitro
 	epoch  int
 	stopAt int
@@ -180,7 +181,7 @@ type stopSource struct {
 
 func (s *stopSource) BeginEpoch(e int) error { s.epoch = e; return s.ArrayBatches.BeginEpoch(e) }
 
-func (s *stopSource) BatchAt(i int) (core.Batch, error) {
+func (s *stopSource) BatchAt(i int) (prefetch.Batch, error) {
 	if s.n != nil {
 		s.served++
 		if s.epoch == 1 && i == s.stopAt {
@@ -191,8 +192,8 @@ func (s *stopSource) BatchAt(i int) (core.Batch, error) {
 }
 
 func TestRequestStopFromTheDataPath(t *testing.T) {
-	src := &stopSource{ArrayBatches: arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}), stopAt: 1}
-	n := mustNew(t, &Reg{}, core.Data{"train": src, "val": arrays(t, 40, 16, 2, core.ArrayOptions{})}, core.WithMaxEpochs(3))
+	src := &stopSource{ArrayBatches: arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}), stopAt: 1}
+	n := mustNew(t, &Reg{}, prefetch.Data{"train": src, "val": arrays(t, 40, 16, 2, prefetch.ArrayOptions{})}, core.WithMaxEpochs(3))
 	src.n = n
 	if err := n.Train(); err != nil {
 		t.Fatalf("Train after RequestStop returned %v, want nil", err)
@@ -221,7 +222,7 @@ func TestRequestStopFromTheDataPath(t *testing.T) {
 }
 
 func TestTrainNeedsATrainSplit(t *testing.T) {
-	n := mustNew(t, &Reg{}, core.Data{"val": arrays(t, 40, 16, 2, core.ArrayOptions{})})
+	n := mustNew(t, &Reg{}, prefetch.Data{"val": arrays(t, 40, 16, 2, prefetch.ArrayOptions{})})
 	wantErr(t, n.Train(), `needs a "train" split`, "[val]")
 	// Evaluating works without one.
 	if _, err := n.Validate(); err != nil {
@@ -279,7 +280,7 @@ func predictHost(x *tensors.Tensor, w []float64, b float64) []float64 {
 }
 
 // mseGrad is the gradient of mean((x·w + b - y)^2) over a batch.
-func mseGrad(t testing.TB, b core.Batch, w []float64, bias float64) ([]float64, float64) {
+func mseGrad(t testing.TB, b prefetch.Batch, w []float64, bias float64) ([]float64, float64) {
 	t.Helper()
 	pred := predictHost(b["x"], w, bias)
 	x := b["x"].Value().([][]float32)

@@ -8,6 +8,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/engine"
 )
 
 // BatchLoss's Loss reads only the batch: no parameter can change it, and training it would run
@@ -134,7 +135,7 @@ func TestNumericallyZeroGradientIsNotRefused(t *testing.T) {
 // to b: the manual step is refused naming the call and the group.
 type DuelCut struct{ Duel }
 
-func (*DuelCut) TrainStep(s *core.ManualStep, in DuelBatch) core.StepResult {
+func (*DuelCut) TrainStep(s *engine.ManualStep, in DuelBatch) engine.StepResult {
 	objective := func(ctx *context.Context) *graph.Node {
 		a, b := duelParam(ctx, "a", duelA0, in.U), graph.StopGradient(duelParam(ctx, "b", duelB0, in.U))
 		return mse(graph.Mul(graph.Mul(in.U, a), b), in.V)
@@ -143,7 +144,7 @@ func (*DuelCut) TrainStep(s *core.ManualStep, in DuelBatch) core.StepResult {
 	s.StepOptimizer("a", ga)
 	lossB, gb := s.Backward(objective, "b")
 	s.StepOptimizer("b", gb)
-	return core.StepResult{Loss: graph.Add(lossA, lossB)}
+	return engine.StepResult{Loss: graph.Add(lossA, lossB)}
 }
 
 // TestManualBackwardWithoutPathIsRefused: Backward on a group its objective cannot reach is

@@ -18,6 +18,7 @@ import (
 	"github.com/nitro-go/nitro/exportbundle"
 	"github.com/nitro-go/nitro/internal/prereq"
 	"github.com/nitro-go/nitro/monitors"
+	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/tensorfile"
 )
 
@@ -166,7 +167,7 @@ func TestExportPreprocessEagerCheck(t *testing.T) {
 		return nil
 	})
 	n := mustNew(t, &Opt{}, data(t, 0), core.WithMonitor(mon))
-	raw := []core.InputSpec{{Name: "raw", DType: dtypes.Uint8, Shape: []int{features}}}
+	raw := []prefetch.FieldSpec{{Name: "raw", DType: dtypes.Uint8, Shape: []int{features}}}
 	calls := 0
 	toF32 := func(w map[string]*graph.Node) *graph.Node {
 		calls++
@@ -207,9 +208,9 @@ func TestExportPreprocessEagerCheck(t *testing.T) {
 		{"wire inputs without preprocess", export.ExportSpec{Name: "pre", WireInputs: raw}, []string{"ExportSpec.WireInputs given without a Preprocess"}},
 		{"inputs with preprocess", export.ExportSpec{Name: "pre", Inputs: []string{"x"}, WireInputs: raw, Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
 			[]string{"ExportSpec.Inputs [x] and a Preprocess both given"}},
-		{"wire dtype", export.ExportSpec{Name: "pre", WireInputs: []core.InputSpec{{Name: "raw", Shape: []int{features}}}, Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
+		{"wire dtype", export.ExportSpec{Name: "pre", WireInputs: []prefetch.FieldSpec{{Name: "raw", Shape: []int{features}}}, Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
 			[]string{`ExportSpec.WireInputs[0] "raw": dtype InvalidDType`}},
-		{"wire dimension 0", export.ExportSpec{Name: "pre", WireInputs: []core.InputSpec{{Name: "raw", DType: dtypes.Uint8, Shape: []int{0}}}, Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
+		{"wire dimension 0", export.ExportSpec{Name: "pre", WireInputs: []prefetch.FieldSpec{{Name: "raw", DType: dtypes.Uint8, Shape: []int{0}}}, Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
 			[]string{`ExportSpec.WireInputs[0] "raw": Shape [0]: dimension 0 is 0`}},
 		{"wire name twice", export.ExportSpec{Name: "pre", WireInputs: append(slices.Clone(raw), raw[0]), Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
 			[]string{`ExportSpec.WireInputs[1] "raw": declared twice (also ExportSpec.WireInputs[0])`}},

@@ -15,6 +15,7 @@ import (
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/internal/prereq"
 	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // The synthetic task these tests export (as core's tests train it): x [n, 4] float32 standard
@@ -39,10 +40,10 @@ func synthetic(n int, seed uint64) (x, y *tensors.Tensor) {
 	return tensors.FromFlatDataAndDimensions(xs, n, features), tensors.FromFlatDataAndDimensions(ys, n, 1)
 }
 
-func arrays(t testing.TB, n, batch int, seed uint64, opts core.ArrayOptions) *core.ArrayBatches {
+func arrays(t testing.TB, n, batch int, seed uint64, opts prefetch.ArrayOptions) *prefetch.ArrayBatches {
 	t.Helper()
 	x, y := synthetic(n, seed)
-	a, err := core.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y}, batch, opts)
+	a, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y}, batch, opts)
 	if err != nil {
 		t.Fatalf("NewArrayBatches: %v", err)
 	}
@@ -50,11 +51,11 @@ func arrays(t testing.TB, n, batch int, seed uint64, opts core.ArrayOptions) *co
 }
 
 // data is a train split (64 samples, batch 16) and a val split of valN samples when valN > 0.
-func data(t testing.TB, valN int) core.Data {
+func data(t testing.TB, valN int) prefetch.Data {
 	t.Helper()
-	d := core.Data{"train": arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true})}
+	d := prefetch.Data{"train": arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true})}
 	if valN > 0 {
-		d["val"] = arrays(t, valN, 16, 2, core.ArrayOptions{})
+		d["val"] = arrays(t, valN, 16, 2, prefetch.ArrayOptions{})
 	}
 	return d
 }
@@ -106,7 +107,7 @@ func newNitro(t testing.TB, e any, opts ...core.Option) *core.Nitro {
 	return n
 }
 
-func mustNew(t testing.TB, e any, d core.Data, opts ...core.Option) *core.Nitro {
+func mustNew(t testing.TB, e any, d prefetch.Data, opts ...core.Option) *core.Nitro {
 	t.Helper()
 	return newNitro(t, e, append(goOpts(nil, core.WithData(d)), opts...)...)
 }

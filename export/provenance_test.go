@@ -16,6 +16,7 @@ import (
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/export"
 	"github.com/nitro-go/nitro/internal/prereq"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 func fileSHA256(t *testing.T, path string) string {
@@ -72,7 +73,7 @@ func TestExportProvenanceNamesTheRestoredFile(t *testing.T) {
 	newest, _ = filepath.Abs(newest)
 	absDir, _ := filepath.Abs(runDir)
 
-	spec := core.InputSpec{Name: "x", DType: dtypes.Float32, Shape: []int{features}}
+	spec := prefetch.FieldSpec{Name: "x", DType: dtypes.Float32, Shape: []int{features}}
 	n := newNitro(t, &Reg{}, goOpts(nil, core.WithInputSpecs(spec), core.WithCheckpoint(runDir))...)
 	prov := exportOrSkipLocally(t, n, filepath.Join(t.TempDir(), "from_dir"))
 	if prov["checkpoint"] != newest {
