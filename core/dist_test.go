@@ -9,6 +9,7 @@ import (
 
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/dist"
 	"github.com/nitro-go/nitro/monitors"
 	"github.com/nitro-go/nitro/prefetch"
@@ -47,7 +48,7 @@ func (r *recorded) indices() []int {
 
 // Ranked builds its rank's share of the data from the Dist BuildData receives.
 type Ranked struct {
-	base
+	coretest.Base
 	t          *testing.T
 	got        dist.Dist
 	train, val *recorded
@@ -55,8 +56,8 @@ type Ranked struct {
 
 func (e *Ranked) BuildData(d dist.Dist) (prefetch.Data, error) {
 	e.got = d
-	e.train = &recorded{Source: arrays(e.t, 64, 8, 1, prefetch.ArrayOptions{DropPartial: true}), drops: true, read: map[int]bool{}}
-	e.val = &recorded{Source: arrays(e.t, 32, 8, 2, prefetch.ArrayOptions{}), read: map[int]bool{}}
+	e.train = &recorded{Source: coretest.Arrays(e.t, 64, 8, 1, prefetch.ArrayOptions{DropPartial: true}), drops: true, read: map[int]bool{}}
+	e.val = &recorded{Source: coretest.Arrays(e.t, 32, 8, 2, prefetch.ArrayOptions{}), read: map[int]bool{}}
 	return dist.ShardData(prefetch.Data{"train": e.train, "val": e.val}, d)
 }
 
@@ -174,7 +175,7 @@ func TestDistRankResumesReadOnly(t *testing.T) {
 		t.Errorf("rank 1 changed the shared run dir: %v became %v", before, got)
 	}
 	err = n1.ViewModel("Export", func(*core.ModelView) error { return nil })
-	wantErr(t, err, "Export on rank 1 of 2: only rank 0 writes exports", "n.Dist().IsRank0()")
+	coretest.WantErr(t, err, "Export on rank 1 of 2: only rank 0 writes exports", "n.Dist().IsRank0()")
 	if err := n0.ViewModel("Export", func(*core.ModelView) error { return nil }); err != nil {
 		t.Errorf("rank 0's export view: %v", err)
 	}
@@ -182,19 +183,19 @@ func TestDistRankResumesReadOnly(t *testing.T) {
 
 // PlainData has the BuildData form without a Dist; it keeps working with WithDist, each rank
 // calling it alike.
-type PlainData struct{ base }
+type PlainData struct{ coretest.Base }
 
 func (*PlainData) BuildData() (prefetch.Data, error) { return prefetch.Data{"train": dataTrain}, nil }
 
 var dataTrain prefetch.Source
 
 // WrongData has a BuildData of neither form.
-type WrongData struct{ base }
+type WrongData struct{ coretest.Base }
 
 func (*WrongData) BuildData(int) (prefetch.Data, error) { return nil, nil }
 
 func TestDistSetupErrors(t *testing.T) {
-	dataTrain = arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true})
+	dataTrain = coretest.Arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true})
 	mc := &core.MemoryConsole{}
 	n, err := core.New(&PlainData{}, core.WithBackend("go"), core.WithConsole(mc), core.WithCache(newCache()),
 		core.WithoutLogger(), core.WithoutCheckpoints(), core.WithDist(dist.Dist{Rank: 1, WorldSize: 2}))
@@ -217,15 +218,15 @@ func TestDistSetupErrors(t *testing.T) {
 			t.Errorf("rank %d with an unwritable run dir: %v; want an error on rank 0 only", r, err)
 		}
 	}
-	if d := mustNew(t, &Reg{}, data(t, 0)).Dist(); d != dist.Single() {
+	if d := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 0)).Dist(); d != dist.Single() {
 		t.Errorf("default Dist %v, want rank 0 of 1", d)
 	}
-	_, err = core.New(&PlainData{}, goOpts(nil, core.WithDist(dist.Dist{Rank: 2, WorldSize: 2}))...)
-	wantErr(t, err, "WithDist: dist: Rank 2 with WorldSize 2: the rank must be in [0, 2)")
-	_, err = core.New(&PlainData{}, goOpts(nil, core.WithDist(dist.Dist{}))...)
-	wantErr(t, err, "WithDist: dist: WorldSize 0")
-	_, err = core.New(&WrongData{}, goOpts(nil)...)
-	wantErr(t, err, "experiment WrongData has BuildData of type func(*core_test.WrongData, int)", "neither hook form", "BuildData(d dist.Dist) (prefetch.Data, error)")
+	_, err = core.New(&PlainData{}, coretest.GoOpts(nil, core.WithDist(dist.Dist{Rank: 2, WorldSize: 2}))...)
+	coretest.WantErr(t, err, "WithDist: dist: Rank 2 with WorldSize 2: the rank must be in [0, 2)")
+	_, err = core.New(&PlainData{}, coretest.GoOpts(nil, core.WithDist(dist.Dist{}))...)
+	coretest.WantErr(t, err, "WithDist: dist: WorldSize 0")
+	_, err = core.New(&WrongData{}, coretest.GoOpts(nil)...)
+	coretest.WantErr(t, err, "experiment WrongData has BuildData of type func(*core_test.WrongData, int)", "neither hook form", "BuildData(d dist.Dist) (prefetch.Data, error)")
 	if strings.Contains(err.Error(), "BuildData: experiment") {
 		t.Errorf("the missing-hook error is prefixed as the hook's own: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/prefetch"
 )
 
@@ -16,7 +17,7 @@ import (
 // 50, 50 and 20, the last 20 with a target far from the model's, set the per-sample mean far
 // from the plain mean of the three batch losses (which counts the 20 rows as 50).
 func TestValLossWeighsAShortFinalBatchByItsRows(t *testing.T) {
-	x, y := synthetic(120, 7)
+	x, y := coretest.Synthetic(120, 7)
 	ys := y.Value().([][]float32)
 	for r := 100; r < 120; r++ {
 		ys[r][0] = 10
@@ -29,7 +30,7 @@ func TestValLossWeighsAShortFinalBatchByItsRows(t *testing.T) {
 	if val.Len() != 3 {
 		t.Fatalf("val has %d batches, want 50, 50, 20", val.Len())
 	}
-	n := mustNew(t, &Reg{}, prefetch.Data{"train": arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}), "val": val})
+	n := coretest.MustNew(t, &coretest.Reg{}, prefetch.Data{"train": coretest.Arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}), "val": val})
 	m, err := n.Validate()
 	if err != nil {
 		t.Fatal(err)
@@ -100,36 +101,36 @@ func zeroRows(t *tensors.Tensor) *tensors.Tensor {
 }
 
 func TestPredictRefusesANilField(t *testing.T) {
-	n := mustNew(t, &Reg{}, data(t, 16))
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 16))
 	_, err := n.Predict(prefetch.Batch{"x": nil})
-	wantErr(t, err, `Predict: batch field "x" is nil`, "give it a tensor")
+	coretest.WantErr(t, err, `Predict: batch field "x" is nil`, "give it a tensor")
 	if err != nil && strings.Contains(err.Error(), "runtime error") {
 		t.Errorf("error %q: want the refusal, not a recovered panic", err)
 	}
 }
 
 func TestPredictRefusesZeroRows(t *testing.T) {
-	n := mustNew(t, &Reg{}, data(t, 16))
-	_, err := n.Predict(prefetch.Batch{"x": tensors.FromShape(shapes.Make(dtypes.Float32, 0, features))})
-	wantErr(t, err, "Predict: the batch has 0 rows", "at least one row")
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 16))
+	_, err := n.Predict(prefetch.Batch{"x": tensors.FromShape(shapes.Make(dtypes.Float32, 0, coretest.Features))})
+	coretest.WantErr(t, err, "Predict: the batch has 0 rows", "at least one row")
 }
 
 func TestPredictAllRefusesANilFieldOrZeroRows(t *testing.T) {
-	n := mustNew(t, &Reg{}, data(t, 16))
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 16))
 	for _, tc := range []struct {
 		src  prefetch.Source
 		want string
 	}{
-		{nilAt{arrays(t, 12, 4, 3, prefetch.ArrayOptions{}), 1, "x"}, `PredictAll: batch 1: batch field "x" is nil`},
-		{nilAt{arrays(t, 12, 4, 3, prefetch.ArrayOptions{}), 0, "y"}, `PredictAll: batch 0: batch field "y" is nil`},
-		{emptyAt{arrays(t, 12, 4, 3, prefetch.ArrayOptions{}), 0}, "PredictAll: batch 0: the batch has 0 rows"},
-		{emptyAt{arrays(t, 12, 4, 3, prefetch.ArrayOptions{}), 2}, "PredictAll: batch 2: the batch has 0 rows"},
+		{nilAt{coretest.Arrays(t, 12, 4, 3, prefetch.ArrayOptions{}), 1, "x"}, `PredictAll: batch 1: batch field "x" is nil`},
+		{nilAt{coretest.Arrays(t, 12, 4, 3, prefetch.ArrayOptions{}), 0, "y"}, `PredictAll: batch 0: batch field "y" is nil`},
+		{emptyAt{coretest.Arrays(t, 12, 4, 3, prefetch.ArrayOptions{}), 0}, "PredictAll: batch 0: the batch has 0 rows"},
+		{emptyAt{coretest.Arrays(t, 12, 4, 3, prefetch.ArrayOptions{}), 2}, "PredictAll: batch 2: the batch has 0 rows"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			got, stopped := 0, false
 			for p, err := range n.PredictAll(prefetch.NoPrefetch(tc.src)) {
 				if err != nil {
-					wantErr(t, err, tc.want)
+					coretest.WantErr(t, err, tc.want)
 					stopped = true
 					break
 				}

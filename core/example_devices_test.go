@@ -6,6 +6,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/prefetch"
 )
 
@@ -22,7 +23,7 @@ func ExampleWithDevices() {
 			os.Unsetenv("NITRO_CPU_DEVICES")
 		}
 	}()
-	x, y := synthetic(64, 1)
+	x, y := coretest.Synthetic(64, 1)
 	src, _ := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y}, 32, prefetch.ArrayOptions{DropPartial: true})
 	n, err := core.New(&Deep{}, core.WithBackend("xla"), core.WithDevices(2), core.Quiet(), core.WithoutLogger(),
 		core.WithoutCheckpoints(), core.WithData(prefetch.Data{"train": src}), core.WithMaxEpochs(3))

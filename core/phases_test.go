@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/monitors"
 	"github.com/nitro-go/nitro/prefetch"
 	"go.uber.org/goleak"
@@ -51,7 +52,7 @@ func TestMonitorSeesTheRunsExactPhaseSequence(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	rec := &recorder{}
 	before := monitors.ProgressCounter()
-	n := mustNew(t, &Reg{}, data(t, 32), core.WithMaxEpochs(2), core.WithMonitor(rec))
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 32), core.WithMaxEpochs(2), core.WithMonitor(rec))
 	if _, ok := n.Phase().(monitors.Starting); !ok {
 		t.Fatalf("a fresh handle's phase is %v, want Starting", n.Phase())
 	}
@@ -102,7 +103,7 @@ func TestPanickingMonitorIsWarnedOnceAndTheRunFinishes(t *testing.T) {
 		calls++
 		panic("monitor bug")
 	})
-	n := mustNew(t, &Reg{}, data(t, 32), core.WithMaxEpochs(2), core.WithMonitor(bad),
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 32), core.WithMaxEpochs(2), core.WithMonitor(bad),
 		core.WithWarn(func(msg string) { warnings = append(warnings, msg) }))
 	if err := n.Train(); err != nil {
 		t.Fatalf("a panicking monitor stopped the run: %v", err)
@@ -134,7 +135,7 @@ func TestMonitorRegisteredOnALiveRunFiresInThatRun(t *testing.T) {
 		}
 		return nil
 	})
-	n = mustNew(t, &Reg{}, data(t, 32), core.WithMaxEpochs(2), core.WithMonitor(first))
+	n = coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 32), core.WithMaxEpochs(2), core.WithMonitor(first))
 	if err := n.Train(); err != nil {
 		t.Fatal(err)
 	}
@@ -164,11 +165,11 @@ func (f failingSource) BatchAt(i int) (prefetch.Batch, error) {
 func TestErrorMidEpochEndsInFailedWithoutLeaks(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	rec := &recorder{}
-	d := data(t, 32)
+	d := coretest.Data(t, 32)
 	d["train"] = failingSource{Source: d["train"], at: 2}
-	n := mustNew(t, &Reg{}, d, core.WithMaxEpochs(2), core.WithMonitor(rec))
+	n := coretest.MustNew(t, &coretest.Reg{}, d, core.WithMaxEpochs(2), core.WithMonitor(rec))
 	err := n.Train()
-	wantErr(t, err, "epoch 1, step 3", "train batch 2", "disk read failed")
+	coretest.WantErr(t, err, "epoch 1, step 3", "train batch 2", "disk read failed")
 	f, ok := n.Phase().(monitors.Failed)
 	if !ok || !errors.Is(f.Err, err) && f.Err.Error() != err.Error() {
 		t.Fatalf("phase after a failed Train = %v, want Failed carrying the error", n.Phase())
@@ -208,7 +209,7 @@ func TestRequestStopAndInterruptAreGracefulWithoutLeaks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var n *core.Nitro
-			d := data(t, 32)
+			d := coretest.Data(t, 32)
 			var opts []core.Option
 			if tc.interrupt {
 				// Inline (no read-ahead), so the interrupt lands while the loop is at batch 1.
@@ -222,7 +223,7 @@ func TestRequestStopAndInterruptAreGracefulWithoutLeaks(t *testing.T) {
 				})
 				opts = append(opts, core.WithMonitor(stopper))
 			}
-			n = mustNew(t, &Reg{}, d, append(opts, core.WithMaxEpochs(3))...)
+			n = coretest.MustNew(t, &coretest.Reg{}, d, append(opts, core.WithMaxEpochs(3))...)
 			if err := n.Train(); err != nil {
 				t.Fatal(err)
 			}
@@ -239,7 +240,7 @@ func TestRequestStopAndInterruptAreGracefulWithoutLeaks(t *testing.T) {
 
 func TestEvaluateRestoresThePhaseAndCarriesMetrics(t *testing.T) {
 	rec := &recorder{}
-	n := mustNew(t, &Reg{}, data(t, 32), core.WithMonitor(rec))
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 32), core.WithMonitor(rec))
 	m, err := n.Evaluate("val")
 	if err != nil {
 		t.Fatal(err)

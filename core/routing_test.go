@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/prefetch"
 )
 
@@ -24,8 +25,8 @@ func noPanic(t *testing.T, what string, fn func() error) {
 // withW is the synthetic task plus an all-zero "w" field (OptionalW's optional input).
 func withW(t testing.TB, n int, opts prefetch.ArrayOptions) *prefetch.ArrayBatches {
 	t.Helper()
-	x, y := synthetic(n, 1)
-	w := tensors.FromFlatDataAndDimensions(make([]float32, n*features), n, features)
+	x, y := coretest.Synthetic(n, 1)
+	w := tensors.FromFlatDataAndDimensions(make([]float32, n*coretest.Features), n, coretest.Features)
 	a, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y, "w": w}, 16, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -39,21 +40,21 @@ func withW(t testing.TB, n int, opts prefetch.ArrayOptions) *prefetch.ArrayBatch
 // program would wait for a "w" the split never sends).
 func TestOptionalFieldPresentInOnlySomeSplits(t *testing.T) {
 	t.Run("missing in train, present in val", func(t *testing.T) {
-		n := mustNew(t, &OptionalW{}, prefetch.Data{
-			"train": arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}),
+		n := coretest.MustNew(t, &OptionalW{}, prefetch.Data{
+			"train": coretest.Arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}),
 			"val":   withW(t, 32, prefetch.ArrayOptions{}),
 		})
 		noPanic(t, "Validate", func() error { _, err := n.Validate(); return err })
 		noPanic(t, "Train", n.Train)
 	})
 	t.Run("present in train, missing in val and in a Predict batch", func(t *testing.T) {
-		n := mustNew(t, &OptionalW{}, prefetch.Data{
+		n := coretest.MustNew(t, &OptionalW{}, prefetch.Data{
 			"train": withW(t, 64, prefetch.ArrayOptions{DropPartial: true}),
-			"val":   arrays(t, 32, 16, 2, prefetch.ArrayOptions{}),
+			"val":   coretest.Arrays(t, 32, 16, 2, prefetch.ArrayOptions{}),
 		})
 		noPanic(t, "Train", n.Train)
 		noPanic(t, "Validate", func() error { _, err := n.Validate(); return err })
-		x, _ := synthetic(16, 3)
+		x, _ := coretest.Synthetic(16, 3)
 		noPanic(t, "Predict without the optional field", func() error {
 			p, err := n.Predict(prefetch.Batch{"x": x})
 			if err == nil && fmt.Sprint(p["pred"].Shape().Dimensions) != "[16 1]" {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/prefetch"
 )
@@ -29,9 +30,9 @@ func TestStepTimingExcludesValidation(t *testing.T) {
 	const nap = 60 * time.Millisecond
 	for _, every := range []int{1, 3} {
 		lg := &logjson.Memory{}
-		d := data(t, 0)
-		d["val"] = slowBatches{arrays(t, 32, 16, 2, prefetch.ArrayOptions{}), nap}
-		n := mustNew(t, &Reg{}, d, core.WithMaxEpochs(2), core.WithLogger(lg), core.WithLogEvery(every))
+		d := coretest.Data(t, 0)
+		d["val"] = slowBatches{coretest.Arrays(t, 32, 16, 2, prefetch.ArrayOptions{}), nap}
+		n := coretest.MustNew(t, &coretest.Reg{}, d, core.WithMaxEpochs(2), core.WithLogger(lg), core.WithLogEvery(every))
 		if err := n.Train(); err != nil {
 			t.Fatal(err)
 		}
