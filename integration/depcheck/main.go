@@ -7,7 +7,9 @@
 // import cycle runs between modules (Go modules tolerate module-level cycles; we do not, since
 // each module must be usable alone); and the training path (core's packages and everything they
 // import) holds no exportbundle package and no workspace package using cgo, so a program that
-// only trains links neither the bundle code nor its capture shim. Run from the repository root:
+// only trains links neither the bundle code nor its capture shim; a test-support package (such as
+// core/coretest) is imported by tests alone, and is no part of the training path. Run from the
+// repository root:
 // go run ./integration/depcheck
 package main
 
@@ -29,6 +31,10 @@ var mayImportCore = map[string]bool{"cmd": true, "export": true, "integration": 
 
 // trainingPathOff lists the modules no package of the training path may come from.
 var trainingPathOff = map[string]bool{"exportbundle": true}
+
+// testSupport lists the packages written for tests: only _test.go files may import them, so no
+// program links them.
+var testSupport = map[string]bool{"github.com/nitro-go/nitro/core/coretest": true}
 
 // bottom lists the modules that import no workspace module: every module may import them.
 var bottom = map[string]bool{"earlystop": true, "idx": true, "internal/prereq": true, "runstatus": true, "tensorfile": true}
@@ -60,6 +66,9 @@ func main() {
 	if err == nil {
 		err = CheckTrainingPath(deps)
 	}
+	if err == nil {
+		err = CheckTestSupport(root)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "depcheck:", err)
 		os.Exit(1)
@@ -75,13 +84,19 @@ type Dep struct {
 }
 
 // TrainingPath lists the workspace packages core's packages import, directly or not, core's own
-// included (tests excluded: a test binary is no training program).
+// included (tests and test support excluded: a test binary is no training program).
 func TrainingPath(root string) ([]Dep, error) {
 	paths, err := workspacePaths(root)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("go", "list", "-e", "-deps", "-f", "{{.ImportPath}} {{len .CgoFiles}}", "./...")
+	var roots []string
+	for _, p := range listPackages(root, "core") {
+		if !testSupport[p] {
+			roots = append(roots, p)
+		}
+	}
+	cmd := exec.Command("go", append([]string{"list", "-e", "-deps", "-f", "{{.ImportPath}} {{len .CgoFiles}}"}, roots...)...)
 	cmd.Dir = filepath.Join(root, "core")
 	// cgo files count only where cgo is enabled: list them as a cgo build (the default with a C
 	// compiler, and how gopjrt's XLA backend is built) sees them.
@@ -105,6 +120,55 @@ func TrainingPath(root string) ([]Dep, error) {
 		}
 	}
 	return deps, nil
+}
+
+// listPackages is the import paths of the packages in module folder dir (none when go list fails:
+// the listing that follows reports the failure).
+func listPackages(root, dir string) []string {
+	cmd := exec.Command("go", "list", "-e", "./...")
+	cmd.Dir = filepath.Join(root, dir)
+	out, _ := cmd.Output()
+	return strings.Fields(string(out))
+}
+
+// CheckTestSupport refuses a package, in any workspace module, whose non-test files import a
+// test-support package.
+func CheckTestSupport(root string) error {
+	dirs, err := workModules(filepath.Join(root, "go.work"))
+	if err != nil {
+		return err
+	}
+	var problems []string
+	for _, d := range dirs {
+		cmd := exec.Command("go", "list", "-e", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
+		cmd.Dir = filepath.Join(root, d)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return fmt.Errorf("go list in %s: %v: %s", d, err, stderr.String())
+		}
+		problems = append(problems, testSupportImports(string(out))...)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// testSupportImports reads go list lines (a package, then its non-test imports) and names each
+// import of a test-support package.
+func testSupportImports(listing string) []string {
+	var problems []string
+	for _, line := range strings.Split(strings.TrimSpace(listing), "\n") {
+		f := strings.Fields(line)
+		for _, imp := range f[min(1, len(f)):] {
+			if testSupport[imp] {
+				problems = append(problems, fmt.Sprintf("package %s imports %s outside its tests: a test-support package is for _test.go files only; move the helper the program needs into a package of its own", f[0], imp))
+			}
+		}
+	}
+	return problems
 }
 
 // CheckTrainingPath refuses an exportbundle package and a workspace package using cgo on the
