@@ -96,19 +96,14 @@ func TrainingPath(root string) ([]Dep, error) {
 			roots = append(roots, p)
 		}
 	}
-	cmd := exec.Command("go", append([]string{"list", "-e", "-deps", "-f", "{{.ImportPath}} {{len .CgoFiles}}"}, roots...)...)
-	cmd.Dir = filepath.Join(root, "core")
 	// cgo files count only where cgo is enabled: list them as a cgo build (the default with a C
 	// compiler, and how gopjrt's XLA backend is built) sees them.
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := goList(root, "core", []string{"CGO_ENABLED=1"}, append([]string{"-deps", "-f", "{{.ImportPath}} {{len .CgoFiles}}"}, roots...)...)
 	if err != nil {
-		return nil, fmt.Errorf("go list -deps in core: %v: %s", err, stderr.String())
+		return nil, err
 	}
 	var deps []Dep
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Fields(line)
 		if len(f) != 2 {
 			continue
@@ -125,10 +120,22 @@ func TrainingPath(root string) ([]Dep, error) {
 // listPackages is the import paths of the packages in module folder dir (none when go list fails:
 // the listing that follows reports the failure).
 func listPackages(root, dir string) []string {
-	cmd := exec.Command("go", "list", "-e", "./...")
+	out, _ := goList(root, dir, nil, "./...")
+	return strings.Fields(out)
+}
+
+// goList runs go list -e with args in module folder dir, env added to the environment.
+func goList(root, dir string, env []string, args ...string) (string, error) {
+	cmd := exec.Command("go", append([]string{"list", "-e"}, args...)...)
 	cmd.Dir = filepath.Join(root, dir)
-	out, _ := cmd.Output()
-	return strings.Fields(string(out))
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go list in %s: %v: %s", dir, err, stderr.String())
+	}
+	return string(out), nil
 }
 
 // CheckTestSupport refuses a package, in any workspace module, whose non-test files import a
@@ -140,15 +147,11 @@ func CheckTestSupport(root string) error {
 	}
 	var problems []string
 	for _, d := range dirs {
-		cmd := exec.Command("go", "list", "-e", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
-		cmd.Dir = filepath.Join(root, d)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
+		out, err := goList(root, d, nil, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
 		if err != nil {
-			return fmt.Errorf("go list in %s: %v: %s", d, err, stderr.String())
+			return err
 		}
-		problems = append(problems, testSupportImports(string(out))...)
+		problems = append(problems, testSupportImports(out)...)
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%s", strings.Join(problems, "; "))
@@ -199,16 +202,12 @@ func Collect(root string) (map[string][]string, error) {
 	}
 	graph := map[string][]string{}
 	for _, d := range paths {
-		cmd := exec.Command("go", "list", "-e", "-f", "{{join .Imports \"\\n\"}}\n{{join .TestImports \"\\n\"}}\n{{join .XTestImports \"\\n\"}}", "./...")
-		cmd.Dir = filepath.Join(root, d)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
+		out, err := goList(root, d, nil, "-f", "{{join .Imports \"\\n\"}}\n{{join .TestImports \"\\n\"}}\n{{join .XTestImports \"\\n\"}}", "./...")
 		if err != nil {
-			return nil, fmt.Errorf("go list in %s: %v: %s", d, err, stderr.String())
+			return nil, err
 		}
 		seen := map[string]bool{}
-		for _, imp := range strings.Fields(string(out)) {
+		for _, imp := range strings.Fields(out) {
 			for p, dep := range paths {
 				if (imp == p || strings.HasPrefix(imp, p+"/")) && dep != d && !seen[dep] {
 					seen[dep] = true
