@@ -7,6 +7,7 @@ import (
 
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/optimizers"
 	"github.com/nitro-go/nitro/schedules"
@@ -14,7 +15,7 @@ import (
 
 // RuleExp returns its Rule at Level 1, for every group, with optional schedules.
 type RuleExp struct {
-	base
+	coretest.Base
 	Rule  optimizers.Rule
 	Sched map[string]any
 }
@@ -35,16 +36,16 @@ func (e *GroupRuleExp) OptimizerRule(string) optimizers.Rule { return e.Rule }
 // the resolved one came from; zero (unset) and an equal value are accepted and train alike, at
 // the resolved rate.
 func TestRuleFieldTheFrameworkOverwrites(t *testing.T) {
-	wantErr(t, newErr(t, &RuleExp{Rule: optimizers.Momentum{Eta: 0.5, Rho: 0.9}}, data(t, 0)),
+	coretest.WantErr(t, newErr(t, &RuleExp{Rule: optimizers.Momentum{Eta: 0.5, Rho: 0.9}}, coretest.Data(t, 0)),
 		`OptimizerRule("default")`, "Momentum.Eta is 0.5 but the resolved LearningRate is 0.001 (default)", "set LearningRate instead, or leave Eta zero")
-	wantErr(t, newErr(t, &RuleExp{Rule: optimizers.NewSGD()}, data(t, 0), core.WithLearningRate(0.05)),
+	coretest.WantErr(t, newErr(t, &RuleExp{Rule: optimizers.NewSGD()}, coretest.Data(t, 0), core.WithLearningRate(0.05)),
 		"SGD.Eta is 0.001 but the resolved LearningRate is 0.05 (run option)")
 
 	// Zero and equal: accepted, the same numbers, at the resolved rate.
 	run := func(rule optimizers.Rule) ([]float64, string) {
 		t.Helper()
-		n := mustNew(t, &RuleExp{Rule: rule}, data(t, 0), core.WithLearningRate(0.05), core.WithMaxEpochs(2))
-		train(t, n)
+		n := coretest.MustNew(t, &RuleExp{Rule: rule}, coretest.Data(t, 0), core.WithLearningRate(0.05), core.WithMaxEpochs(2))
+		coretest.Train(t, n)
 		return flatParams(t, n), n.BindingReport()
 	}
 	zero, rep := run(optimizers.Momentum{Rho: 0.9})
@@ -65,13 +66,13 @@ func TestRuleFieldTheFrameworkOverwrites(t *testing.T) {
 
 	// Per-group rates: the group's resolved rate is what replaces eta (the head's 1e-3 agrees,
 	// the backbone's 1e-4 does not).
-	wantErr(t, newErr(t, &GroupRuleExp{Rule: optimizers.SGD{Eta: 1e-3}}, data(t, 0)),
+	coretest.WantErr(t, newErr(t, &GroupRuleExp{Rule: optimizers.SGD{Eta: 1e-3}}, coretest.Data(t, 0)),
 		`OptimizerRule("backbone")`, `SGD.Eta is 0.001 but group "backbone"'s resolved learning rate is 0.0001 (accessor LearningRateGroup(backbone))`, "leave Eta zero")
-	mustNew(t, &GroupRuleExp{Rule: optimizers.SGD{}}, data(t, 0))
+	coretest.MustNew(t, &GroupRuleExp{Rule: optimizers.SGD{}}, coretest.Data(t, 0))
 
 	// A schedule of eta is where eta comes from, declared: the rule's eta is its default, as for
 	// every rule field a schedule drives.
-	mustNew(t, &RuleExp{Rule: optimizers.Momentum{Eta: 0.5, Rho: 0.9}, Sched: map[string]any{"eta": schedules.Cosine(0.05, 0)}}, data(t, 0))
+	coretest.MustNew(t, &RuleExp{Rule: optimizers.Momentum{Eta: 0.5, Rho: 0.9}, Sched: map[string]any{"eta": schedules.Cosine(0.05, 0)}}, coretest.Data(t, 0))
 }
 
 // TestScheduleReplacingRuleEtaIsSaid: an eta schedule replaces a Level 1 rule's own non-zero Eta
@@ -82,13 +83,13 @@ func TestScheduleReplacingRuleEtaIsSaid(t *testing.T) {
 	run := func(rule optimizers.Rule) (*core.MemoryConsole, *logjson.Memory, *core.Nitro) {
 		t.Helper()
 		con, rec := &core.MemoryConsole{}, &logjson.Memory{}
-		n, err := core.New(&RuleExp{Rule: rule, Sched: map[string]any{"eta": schedules.Cosine(0.05, 0)}}, core.WithData(data(t, 0)),
+		n, err := core.New(&RuleExp{Rule: rule, Sched: map[string]any{"eta": schedules.Cosine(0.05, 0)}}, core.WithData(coretest.Data(t, 0)),
 			core.WithBackend("go"), core.WithCache(compilecache.New()), core.WithoutCheckpoints(),
 			core.WithConsole(con), core.WithLogger(rec), core.WithMaxEpochs(1))
 		if err != nil {
 			t.Fatal(err)
 		}
-		train(t, n)
+		coretest.Train(t, n)
 		return con, rec, n
 	}
 	const said = "schedule eta replaces Momentum.Eta=0.5"

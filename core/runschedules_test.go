@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/optimizers"
 	"github.com/nitro-go/nitro/schedules"
@@ -23,11 +24,11 @@ func TestWithSchedulesOverridesTheExperiment(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &logjson.Memory{}
-	over := mustNew(t, exp(map[string]any{"opt.eta": schedules.Cosine(0.5, 0)}), data(t, 0), core.WithMaxEpochs(2),
+	over := coretest.MustNew(t, exp(map[string]any{"opt.eta": schedules.Cosine(0.5, 0)}), coretest.Data(t, 0), core.WithMaxEpochs(2),
 		core.WithSchedules(map[string]any{"eta": text}), core.WithLogger(rec))
-	train(t, over)
-	declared := mustNew(t, exp(map[string]any{"eta": schedules.Linear(0.05, 0.01)}), data(t, 0), core.WithMaxEpochs(2))
-	train(t, declared)
+	coretest.Train(t, over)
+	declared := coretest.MustNew(t, exp(map[string]any{"eta": schedules.Linear(0.05, 0.01)}), coretest.Data(t, 0), core.WithMaxEpochs(2))
+	coretest.Train(t, declared)
 	sameBits(t, "the run's schedule vs the same schedule declared by the experiment", flatParams(t, over), flatParams(t, declared))
 
 	wantContains(t, "binding report", over.BindingReport(), "schedule eta (run option)")
@@ -42,6 +43,6 @@ func TestWithSchedulesOverridesTheExperiment(t *testing.T) {
 		t.Errorf("binding_notices %v (%v); want the replaced key named", v, ok)
 	}
 
-	wantErr(t, newErr(t, exp(nil), data(t, 0), core.WithSchedules(map[string]any{"lr": 0.1, "beta9": text})),
+	coretest.WantErr(t, newErr(t, exp(nil), coretest.Data(t, 0), core.WithSchedules(map[string]any{"lr": 0.1, "beta9": text})),
 		"the run's schedules (run option)", "unknown schedule key beta9", "unknown schedule key lr", "the learning-rate key is eta")
 }
