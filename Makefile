@@ -28,7 +28,7 @@ setup:
 
 ## depcheck: no module but cmd/export/integration imports core, and engine imports none of core/export/cmd; internal/prereq and tensorfile import no
 ## module; exportbundle does not import checkpoint; no cycles between modules; core's import graph holds
-## no exportbundle and no cgo package of ours
+## no exportbundle and no cgo package of ours; only tests import core/coretest
 depcheck:
 	@$(GO) run ./integration/depcheck .
 

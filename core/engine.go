@@ -67,8 +67,8 @@ func (su *setup) engineHooks() engine.Hooks {
 		}
 	}
 	if su.trainStep != nil {
-		h.TrainStep = func(view any, s *ManualStep, b map[string]*graph.Node) StepResult {
-			return su.trainStep.call(view, reflect.ValueOf(s), b).Interface().(StepResult)
+		h.TrainStep = func(view any, s *engine.ManualStep, b map[string]*graph.Node) engine.StepResult {
+			return su.trainStep.call(view, reflect.ValueOf(s), b).Interface().(engine.StepResult)
 		}
 	}
 	return h

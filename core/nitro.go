@@ -192,6 +192,9 @@ func (n *Nitro) report() {
 	}
 	n.log.other("config_report", n.ConfigReport())
 	n.log.other("binding_report", n.BindingReport())
+	if notices := n.opt.Notices(); len(notices) > 0 {
+		n.log.other("binding_notices", notices)
+	}
 }
 
 // routed returns the batch keys to transfer for a set of hooks, given the keys a batch (or a

@@ -5,6 +5,7 @@ import (
 	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // setup is what New fixes for a Nitro's life: the experiment and its resolved hooks, knobs and
@@ -33,7 +34,7 @@ type setup struct {
 
 	evalm evalMetrics // where the evaluation metrics run, and HostMetrics (hostmetrics.go)
 
-	data         Data
+	data         prefetch.Data
 	trainWidth   int
 	splitWidth   map[string]int             // per split: batch 0's rows, the compiled width
 	prefetchFrom map[string]string          // per split: where its prefetch settings came from

@@ -114,7 +114,7 @@ func (n *Nitro) train(ctx context.Context) (err error) {
 // trainEpoch runs one epoch's optimizer steps from train batch from (0, or where an interrupted
 // epoch stopped), logging each step's "train" line, and returns its summary (without
 // validation). An Interrupt ends the epoch at the next step boundary.
-func (n *Nitro) trainEpoch(train Source, ep, from int) (res EpochResult, err error) {
+func (n *Nitro) trainEpoch(train prefetch.Source, ep, from int) (res EpochResult, err error) {
 	keys := routed(n.splitAvail["train"], n.trainHooks()...)
 	accum := n.cfg.accum.value
 	to := from + (train.Len()-from)/accum*accum // whole optimizer steps
@@ -219,7 +219,7 @@ var _ stepper = (*engine.Engine)(nil)
 // Device values, then the step itself (accum micro-batches and the update, or one fused or manual
 // program), whose values go into the sums. It returns the step's loss (its last micro-batch's)
 // and that micro-batch's 1-based number: the first non-finite loss stops there, before the update.
-func (n *Nitro) optimizationStep(s stepper, stream *prefetch.Stream[Batch], keys []string, sums *stepSums) (float64, int, error) {
+func (n *Nitro) optimizationStep(s stepper, stream *prefetch.Stream[prefetch.Batch], keys []string, sums *stepSums) (float64, int, error) {
 	step := n.st.step + 1
 	if err := n.applyDeviceSchedules(step); err != nil {
 		return 0, 0, err

@@ -6,7 +6,7 @@
 //
 // The package runs nothing across processes: there is no coordinator, key-value store or
 // collective here (docs/multihost.md says what a real multi-host run adds and where). Core takes
-// a Dist with core.WithDist, hands it to an experiment's BuildData(d core.Dist), and lets only
+// a Dist with core.WithDist, hands it to an experiment's BuildData(d dist.Dist), and lets only
 // rank 0 write checkpoints, metrics and exports.
 //
 // Errors name the field or variable, its value and the valid range. A Dist is a plain value,

@@ -7,6 +7,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/exportbundle"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // Contract is what an experiment declares about the program it exports: the ExportSpec fields
@@ -16,7 +17,7 @@ import (
 // means.
 type Contract struct {
 	Inputs                      []string
-	WireInputs                  []core.InputSpec
+	WireInputs                  []prefetch.FieldSpec
 	Preprocess                  func(wire map[string]*graph.Node) map[string]*graph.Node
 	Outputs                     []ExportOutput
 	Postprocess                 string

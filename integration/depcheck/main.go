@@ -7,7 +7,9 @@
 // import cycle runs between modules (Go modules tolerate module-level cycles; we do not, since
 // each module must be usable alone); and the training path (core's packages and everything they
 // import) holds no exportbundle package and no workspace package using cgo, so a program that
-// only trains links neither the bundle code nor its capture shim. Run from the repository root:
+// only trains links neither the bundle code nor its capture shim; a test-support package (such as
+// core/coretest) is imported by tests alone, and is no part of the training path. Run from the
+// repository root:
 // go run ./integration/depcheck
 package main
 
@@ -29,6 +31,10 @@ var mayImportCore = map[string]bool{"cmd": true, "export": true, "integration": 
 
 // trainingPathOff lists the modules no package of the training path may come from.
 var trainingPathOff = map[string]bool{"exportbundle": true}
+
+// testSupport lists the packages written for tests: only _test.go files may import them, so no
+// program links them.
+var testSupport = map[string]bool{"github.com/nitro-go/nitro/core/coretest": true}
 
 // bottom lists the modules that import no workspace module: every module may import them.
 var bottom = map[string]bool{"earlystop": true, "idx": true, "internal/prereq": true, "runstatus": true, "tensorfile": true}
@@ -60,6 +66,9 @@ func main() {
 	if err == nil {
 		err = CheckTrainingPath(deps)
 	}
+	if err == nil {
+		err = CheckTestSupport(root)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "depcheck:", err)
 		os.Exit(1)
@@ -75,25 +84,26 @@ type Dep struct {
 }
 
 // TrainingPath lists the workspace packages core's packages import, directly or not, core's own
-// included (tests excluded: a test binary is no training program).
+// included (tests and test support excluded: a test binary is no training program).
 func TrainingPath(root string) ([]Dep, error) {
 	paths, err := workspacePaths(root)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("go", "list", "-e", "-deps", "-f", "{{.ImportPath}} {{len .CgoFiles}}", "./...")
-	cmd.Dir = filepath.Join(root, "core")
+	var roots []string
+	for _, p := range listPackages(root, "core") {
+		if !testSupport[p] {
+			roots = append(roots, p)
+		}
+	}
 	// cgo files count only where cgo is enabled: list them as a cgo build (the default with a C
 	// compiler, and how gopjrt's XLA backend is built) sees them.
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := goList(root, "core", []string{"CGO_ENABLED=1"}, append([]string{"-deps", "-f", "{{.ImportPath}} {{len .CgoFiles}}"}, roots...)...)
 	if err != nil {
-		return nil, fmt.Errorf("go list -deps in core: %v: %s", err, stderr.String())
+		return nil, err
 	}
 	var deps []Dep
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Fields(line)
 		if len(f) != 2 {
 			continue
@@ -105,6 +115,63 @@ func TrainingPath(root string) ([]Dep, error) {
 		}
 	}
 	return deps, nil
+}
+
+// listPackages is the import paths of the packages in module folder dir (none when go list fails:
+// the listing that follows reports the failure).
+func listPackages(root, dir string) []string {
+	out, _ := goList(root, dir, nil, "./...")
+	return strings.Fields(out)
+}
+
+// goList runs go list -e with args in module folder dir, env added to the environment.
+func goList(root, dir string, env []string, args ...string) (string, error) {
+	cmd := exec.Command("go", append([]string{"list", "-e"}, args...)...)
+	cmd.Dir = filepath.Join(root, dir)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go list in %s: %v: %s", dir, err, stderr.String())
+	}
+	return string(out), nil
+}
+
+// CheckTestSupport refuses a package, in any workspace module, whose non-test files import a
+// test-support package.
+func CheckTestSupport(root string) error {
+	dirs, err := workModules(filepath.Join(root, "go.work"))
+	if err != nil {
+		return err
+	}
+	var problems []string
+	for _, d := range dirs {
+		out, err := goList(root, d, nil, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
+		if err != nil {
+			return err
+		}
+		problems = append(problems, testSupportImports(out)...)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// testSupportImports reads go list lines (a package, then its non-test imports) and names each
+// import of a test-support package.
+func testSupportImports(listing string) []string {
+	var problems []string
+	for _, line := range strings.Split(strings.TrimSpace(listing), "\n") {
+		f := strings.Fields(line)
+		for _, imp := range f[min(1, len(f)):] {
+			if testSupport[imp] {
+				problems = append(problems, fmt.Sprintf("package %s imports %s outside its tests: a test-support package is for _test.go files only; move the helper the program needs into a package of its own", f[0], imp))
+			}
+		}
+	}
+	return problems
 }
 
 // CheckTrainingPath refuses an exportbundle package and a workspace package using cgo on the
@@ -135,16 +202,12 @@ func Collect(root string) (map[string][]string, error) {
 	}
 	graph := map[string][]string{}
 	for _, d := range paths {
-		cmd := exec.Command("go", "list", "-e", "-f", "{{join .Imports \"\\n\"}}\n{{join .TestImports \"\\n\"}}\n{{join .XTestImports \"\\n\"}}", "./...")
-		cmd.Dir = filepath.Join(root, d)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
+		out, err := goList(root, d, nil, "-f", "{{join .Imports \"\\n\"}}\n{{join .TestImports \"\\n\"}}\n{{join .XTestImports \"\\n\"}}", "./...")
 		if err != nil {
-			return nil, fmt.Errorf("go list in %s: %v: %s", d, err, stderr.String())
+			return nil, err
 		}
 		seen := map[string]bool{}
-		for _, imp := range strings.Fields(string(out)) {
+		for _, imp := range strings.Fields(out) {
 			for p, dep := range paths {
 				if (imp == p || strings.HasPrefix(imp, p+"/")) && dep != d && !seen[dep] {
 					seen[dep] = true

@@ -197,3 +197,25 @@ func TestWorkspaceTensorfileEdges(t *testing.T) {
 		t.Errorf("the workspace breaks the layering: %v", err)
 	}
 }
+
+// TestTestSupportIsForTestsOnly: a program's import of core/coretest is named; a test's, which go
+// list reports apart, is not seen; and this workspace keeps the rule.
+func TestTestSupportIsForTestsOnly(t *testing.T) {
+	listing := "x/cmd/tool fmt github.com/nitro-go/nitro/core/coretest\nx/cmd/other fmt\nx/empty\n"
+	got := testSupportImports(listing)
+	if len(got) != 1 || !strings.Contains(got[0], "package x/cmd/tool imports github.com/nitro-go/nitro/core/coretest outside its tests") {
+		t.Fatalf("want x/cmd/tool's import named, got %q", got)
+	}
+	if err := CheckTestSupport(filepath.Join("..", "..")); err != nil {
+		t.Error(err)
+	}
+	deps, err := TrainingPath(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range deps {
+		if testSupport[d.Path] {
+			t.Errorf("the training path holds the test-support package %s", d.Path)
+		}
+	}
+}

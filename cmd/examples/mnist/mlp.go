@@ -19,6 +19,7 @@ import (
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/export"
 	"github.com/nitro-go/nitro/optimizers"
+	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/schedules"
 )
 
@@ -160,7 +161,7 @@ func (e *MLP) BuildModel(ctx *context.Context) error {
 // BuildData reads MNIST: train (shuffled each epoch, partial batch dropped), val (carved from
 // train by a fixed seed) and test, from the idx files or, with Format "parquet", from Parquet
 // files (buildParquet), sample for sample the same batches.
-func (e *MLP) BuildData() (core.Data, error) {
+func (e *MLP) BuildData() (prefetch.Data, error) {
 	if err := e.check(); err != nil {
 		return nil, err
 	}
@@ -187,19 +188,19 @@ func (e *MLP) BuildData() (core.Data, error) {
 	if err != nil {
 		return nil, err
 	}
-	trainSrc, err := core.NewArrayBatches(fields(train), e.BatchSize, core.ArrayOptions{Shuffle: true, Seed: uint64(e.Seed), DropPartial: true})
+	trainSrc, err := prefetch.NewArrayBatches(fields(train), e.BatchSize, prefetch.ArrayOptions{Shuffle: true, Seed: uint64(e.Seed), DropPartial: true})
 	if err != nil {
 		return nil, err
 	}
-	valSrc, err := core.NewArrayBatches(fields(val), e.EvalBatchSize, core.ArrayOptions{})
+	valSrc, err := prefetch.NewArrayBatches(fields(val), e.EvalBatchSize, prefetch.ArrayOptions{})
 	if err != nil {
 		return nil, err
 	}
-	testSrc, err := core.NewArrayBatches(fields(test), e.EvalBatchSize, core.ArrayOptions{})
+	testSrc, err := prefetch.NewArrayBatches(fields(test), e.EvalBatchSize, prefetch.ArrayOptions{})
 	if err != nil {
 		return nil, err
 	}
-	return core.Data{"train": trainSrc, "val": valSrc, "test": testSrc}, nil
+	return prefetch.Data{"train": trainSrc, "val": valSrc, "test": testSrc}, nil
 }
 
 func fields(s *Set) map[string]*tensors.Tensor {
@@ -231,7 +232,7 @@ func (e *MLP) Forward(ctx *context.Context, in Inputs) core.Outputs {
 // argmax class.
 func (e *MLP) ExportContract() export.Contract {
 	return export.Contract{
-		WireInputs: []core.InputSpec{{Name: "pixels", DType: dtypes.Uint8, Shape: []int{784}}},
+		WireInputs: []prefetch.FieldSpec{{Name: "pixels", DType: dtypes.Uint8, Shape: []int{784}}},
 		Preprocess: func(wire map[string]*graph.Node) map[string]*graph.Node {
 			return map[string]*graph.Node{"image": graph.DivScalar(graph.ConvertDType(wire["pixels"], dtypes.Float32), 255)}
 		},
