@@ -25,6 +25,8 @@ import (
 	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/cmd/cli"
 	"github.com/nitro-go/nitro/cmd/examples/mnist"
+	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/export"
 	"github.com/nitro-go/nitro/exportbundle"
 	"github.com/nitro-go/nitro/internal/prereq"
 )
@@ -207,6 +209,32 @@ func TestExportRunBundleServe(t *testing.T) {
 	}
 	if w := fmt.Sprintf("weights: %s (sha256 %x)\n", newest, sum); !strings.Contains(out, w) {
 		t.Errorf("export output lacks %q:\n%s", w, out)
+	}
+
+	// The experiment owns its contract: export.Export from Go on the same checkpoint, given only a
+	// name and the batch sizes, writes the bundle nitro export wrote (the same inputs, outputs,
+	// weights and program text; only the provenance may differ).
+	goBundle := filepath.Join(t.TempDir(), "go_export")
+	n, err := core.NewFromCheckpoint[mnist.MLP](ckpt[1], nil, core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gb, err := export.Export(n, goBundle, export.ExportSpec{Name: "mnist_tiny", BatchSizes: []int{1, 32}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(gb.Inputs, gb.Outputs) != fmt.Sprint(b.Inputs, b.Outputs) || len(gb.Programs) != len(b.Programs) ||
+		!bytes.Equal(gb.Programs[1].Code, b.Programs[1].Code) || !bytes.Equal(gb.Programs[32].Code, b.Programs[32].Code) {
+		t.Errorf("export.Export wrote inputs %v outputs %v (programs equal: %v, %v); nitro export wrote %v %v",
+			gb.Inputs, gb.Outputs, bytes.Equal(gb.Programs[1].Code, b.Programs[1].Code), bytes.Equal(gb.Programs[32].Code, b.Programs[32].Code), b.Inputs, b.Outputs)
+	}
+	if len(gb.Weights) != len(b.Weights) || len(b.Weights) == 0 {
+		t.Errorf("export.Export wrote %d weights, nitro export %d", len(gb.Weights), len(b.Weights))
+	}
+	for i, w := range gb.Weights {
+		if i >= len(b.Weights) || w.Name != b.Weights[i].Name || !bytes.Equal(w.Tensor.Data, b.Weights[i].Tensor.Data) {
+			t.Errorf("export.Export's weight %d (%s) differs from nitro export's", i, w.Name)
+		}
 	}
 
 	// The same export from specs alone: BuildData would fail on this DataDir.
