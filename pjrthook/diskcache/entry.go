@@ -7,6 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // An entry file is, in order: the magic, the metadata's length (uint32, little-endian) and the
@@ -89,4 +92,22 @@ func decodeMeta(data []byte) (Meta, int, error) {
 		return Meta{}, 0, fmt.Errorf("%w: metadata: %v", errCorrupt, err)
 	}
 	return m, start + int(n), nil
+}
+
+// ReadEntry reads and checks an entry file whole (tools and tests; the cache reads its own).
+func ReadEntry(path string) (Meta, []byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Meta{}, nil, err
+	}
+	return decodeEntry(data, "")
+}
+
+// WriteEntry writes an entry file durably, checksummed (tools and tests).
+func WriteEntry(path string, m Meta, exe []byte) error {
+	data, err := encodeEntry(m, exe)
+	if err != nil {
+		return err
+	}
+	return tensorfile.WriteFile(path, data, 0o644)
 }
