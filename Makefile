@@ -1,18 +1,21 @@
 # nitro — one Makefile for the whole go.work workspace.
 # `make run` trains the MNIST example with the CLI; `make test` runs every test. Both set up first.
 
-MODULES := internal/prereq tensorfile idx markers mesh metrics compilecache optimizers schedules runstatus earlystop prefetch dist checkpoint logjson exportbundle monitors promexport tblog backend dotgrad precision engine render board core export cmd integration
+MODULES := internal/prereq tensorfile idx markers mesh metrics compilecache pjrthook optimizers schedules runstatus earlystop prefetch dist checkpoint logjson exportbundle monitors promexport tblog backend dotgrad precision engine render board core export cmd integration
 PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 # Race detector on the modules with goroutines or concurrency contracts and their tests (prefetch:
 # concurrent BatchAt; mesh: Stage from the prefetch goroutine). core and engine are left out: GoMLX v0.25.0's
 # pure-Go backend, which their unit tests run on, has known races.
-RACE    := tensorfile mesh compilecache markers monitors prefetch logjson checkpoint promexport exportbundle render board tblog
+RACE    := tensorfile mesh compilecache pjrthook markers monitors prefetch logjson checkpoint promexport exportbundle render board tblog
 GO      ?= go
 # checkpoint's interop test opens nitro's files with the reference Python safetensors (ckpt-venv);
 # tblog's reads its event files back with TensorBoard's own reader (tb-venv).
 # GOPROXY=off: the tests run on what `make setup` downloaded, so a module it misses fails here, on
 # every machine, rather than only on a newcomer's empty module cache.
-TESTENV := NITRO_SAFETENSORS_PYTHON=$(CURDIR)/.nitro/ckpt-venv/bin/python NITRO_TENSORBOARD_PYTHON=$(CURDIR)/.nitro/tb-venv/bin/python GOPROXY=off
+# NITRO_COMPILE_CACHE: the tests' programs go to a disk compile cache under .nitro, never the
+# user's: a test run neither fills nor depends on ~/.cache, and a second `make test` compiles
+# little (the cache's own tests point it at their temporary folders).
+TESTENV := NITRO_SAFETENSORS_PYTHON=$(CURDIR)/.nitro/ckpt-venv/bin/python NITRO_TENSORBOARD_PYTHON=$(CURDIR)/.nitro/tb-venv/bin/python NITRO_COMPILE_CACHE=$(CURDIR)/.nitro/test-compile-cache GOPROXY=off
 ARGS    ?=
 
 .PHONY: setup cuda-wheel test lint bench bench-venv ckpt-venv tb-venv depcheck run fmt $(addprefix test/,$(MODULES))
@@ -27,7 +30,7 @@ setup:
 
 ## depcheck: no module but cmd/export/integration imports core, and engine imports none of core/export/cmd; internal/prereq and tensorfile import no
 ## module; exportbundle does not import checkpoint; no cycles between modules; core's import graph holds
-## no exportbundle and no cgo package of ours
+## no exportbundle and no cgo package of ours but the PJRT interposer (pjrthook)
 depcheck:
 	@$(GO) run ./integration/depcheck .
 
