@@ -89,12 +89,12 @@ var (
 
 // Resolve picks the backend. force is "xla", "cuda", "go" or "" (then $NITRO_BACKEND, then auto). Each
 // call returns its own Resolved; the Backend inside is the process's shared one.
-func Resolve(force string) (*Resolved, error) { return ResolveWithCache(force, "", "") }
+func Resolve(force string) (*Resolved, error) { return ResolveWithCache(force, CacheSetting{}) }
 
-// ResolveWithCache is Resolve, then the disk compile cache: cache is a folder, "off", or "" for
-// $NITRO_COMPILE_CACHE and then the default folder; source names where cache came from. The
-// cache is process-wide (see UseCompileCache); the pure-Go backend has none.
-func ResolveWithCache(force, cache, source string) (*Resolved, error) {
+// ResolveWithCache is Resolve, then the disk compile cache cache chooses (the zero value:
+// $NITRO_COMPILE_CACHE, then the default folder). The cache is process-wide (see
+// UseCompileCache); the pure-Go backend has none.
+func ResolveWithCache(force string, cache CacheSetting) (*Resolved, error) {
 	r, err := resolve(force)
 	if err != nil {
 		return nil, err
@@ -103,7 +103,7 @@ func ResolveWithCache(force, cache, source string) (*Resolved, error) {
 		r.CompileCache = CompileCache{Source: "the pure-Go backend compiles nothing to disk"}
 		return r, nil
 	}
-	r.CompileCache = UseCompileCache(cache, source)
+	r.CompileCache = useCompileCache(cache)
 	if w := r.CompileCache.Warning; w != "" && r.Warning == "" {
 		r.Warning = "warning: compile cache: " + w
 	}

@@ -56,7 +56,7 @@ func (c CompileCache) String() string {
 
 var (
 	cacheMu sync.Mutex
-	caches  = map[string]*diskcache.Cache{} // folder -> the process's one Cache on it
+	caches  = map[string]*diskcache.Cache{} // folder and rank -> the process's one Cache on it
 )
 
 // UseCompileCache sets the process's disk cache for every compile from now on: setting is a
@@ -64,6 +64,21 @@ var (
 // where a non-empty setting came from (an option, a flag). The cache is process-wide: the last
 // call wins. A folder that cannot be made is not an error: the cache is off, and Warning says so.
 func UseCompileCache(setting, source string) CompileCache {
+	return useCompileCache(CacheSetting{Dir: setting, Source: source})
+}
+
+// CacheSetting chooses the disk compile cache: Dir is a folder, "off", or "" for
+// $NITRO_COMPILE_CACHE and then the default folder; Source names where Dir came from. Rank, when
+// RankSet, is the process's rank in a multi-process run (else $NITRO_RANK); only rank 0 writes.
+type CacheSetting struct {
+	Dir     string
+	Source  string
+	Rank    int
+	RankSet bool
+}
+
+func useCompileCache(cs CacheSetting) CompileCache {
+	setting, source := cs.Dir, cs.Source
 	if setting == "" {
 		setting, source = os.Getenv(EnvCompileCache), "$"+EnvCompileCache
 		if strings.TrimSpace(setting) == "" {
@@ -81,10 +96,14 @@ func UseCompileCache(setting, source string) CompileCache {
 		return CompileCache{Source: source}
 	}
 	rank, rankErr := rankFromEnv()
+	if cs.RankSet {
+		rank, rankErr = cs.Rank, nil
+	}
 	cacheMu.Lock()
 	defer cacheMu.Unlock()
 	abs, _ := filepath.Abs(setting)
-	c, ok := caches[abs]
+	key := abs + "\x00" + strconv.Itoa(rank)
+	c, ok := caches[key]
 	if !ok {
 		var err error
 		c, err = diskcache.Open(diskcache.Options{Dir: setting, Rank: rank})
@@ -92,7 +111,7 @@ func UseCompileCache(setting, source string) CompileCache {
 			pjrthook.SetDisk(nil)
 			return CompileCache{Source: source, Warning: fmt.Sprintf("%v (from %s): every program compiles in this process; fix the folder or set $%s to another one, or to %q", err, source, EnvCompileCache, CompileCacheOff)}
 		}
-		caches[abs] = c
+		caches[key] = c
 	}
 	pjrthook.SetDisk(c)
 	out := CompileCache{Dir: c.Dir(), Source: source}
