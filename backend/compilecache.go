@@ -152,3 +152,17 @@ func interposed(plugin string) (name string, warning string) {
 	}
 	return n, ""
 }
+
+// CompileCacheDir is the folder the disk compile cache uses with no option given: $NITRO_COMPILE_CACHE,
+// else DefaultCompileCacheDir. off is true when the variable says "off"; source names the choice.
+func CompileCacheDir() (dir string, off bool, source string, err error) {
+	if s := strings.TrimSpace(os.Getenv(EnvCompileCache)); s != "" {
+		if strings.EqualFold(s, CompileCacheOff) {
+			return "", true, "$" + EnvCompileCache, nil
+		}
+		abs, err := filepath.Abs(s)
+		return abs, false, "$" + EnvCompileCache, err
+	}
+	d, err := DefaultCompileCacheDir()
+	return d, false, "the default", err
+}
