@@ -24,6 +24,10 @@
 // the user named by variable still wins over one the search found). A CUDA plugin that sees no
 // GPU is an error wrapping ErrNoCUDADevice that names $CUDA_VISIBLE_DEVICES, the driver and the
 // device files, never a quiet fall back to the CPU; NITRO_BACKEND=xla chooses the CPU knowingly.
+// A PJRT plugin starts under nitro's interposer (module pjrthook), so that the disk compile cache
+// sees every compile: ResolveWithCache (and Resolve, from $NITRO_COMPILE_CACHE) chooses its
+// folder, and CompileCounts reports compiles and loads from disk (docs/compilecache.md). An
+// interposer that cannot bind leaves the plugin started as it is, with a warning.
 // Backends are created once per process and shared: a PJRT
 // client is expensive and owns the device memory. Resolve is safe for concurrent use.
 package backend
