@@ -156,6 +156,7 @@ func (c *Cache) parts(call Call) (Parts, error) {
 		Plugin:   plugin,
 		Platform: platform,
 		CPU:      cpu,
+		Flags:    os.Getenv("XLA_FLAGS"),
 		Build:    buildPart,
 	}, nil
 }

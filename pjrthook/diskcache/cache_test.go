@@ -120,7 +120,9 @@ func TestEveryKeyPartSeparatesEntries(t *testing.T) {
 		"kind":     func(f *fakeCall) { f.target.DeviceKind = "gpu" },
 		"api":      func(f *fakeCall) { f.target.APIVersion = "0.82" },
 	}
+	variants["XLA_FLAGS"] = func(*fakeCall) { t.Setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=true") }
 	for name, change := range variants {
+		t.Setenv("XLA_FLAGS", "")
 		f := newCall(plugin, "g")
 		change(f)
 		fresh, _ := open(t, dir, Options{}) // per-process memos start empty

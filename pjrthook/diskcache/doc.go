@@ -5,7 +5,8 @@
 //
 // The key is SHA-256 over: the program's format and bytes, the serialized compile options, the
 // plugin file's SHA-256, the PJRT API version, platform name and version, device count and kind,
-// the host CPU's feature flags, and the entry format. An entry is magic, metadata (the key, the
+// the host CPU's feature flags, $XLA_FLAGS (the plugin reads it when it compiles), and the
+// entry format. An entry is magic, metadata (the key, the
 // program's name, each part's digest), the executable and a SHA-256 over all of it, written
 // durably (temporary file, fsync, rename), so concurrent writers of one key leave one whole entry.
 //

@@ -29,6 +29,7 @@ type Parts struct {
 	Plugin   string `json:"plugin"`   // SHA-256 of the plugin file
 	Platform string `json:"platform"` // API version, platform name and version, device count and kind
 	CPU      string `json:"cpu"`      // SHA-256 of the host CPU's feature flags
+	Flags    string `json:"flags"`    // $XLA_FLAGS, which the plugin reads when it compiles
 	Build    string `json:"build"`    // the entry format and nitro's cache code version
 }
 
@@ -41,7 +42,7 @@ const buildPart = "nitro-compile-cache/1"
 // Key is the entry's name: SHA-256 over every part, each quoted so no two part lists print alike.
 func (p Parts) Key() string {
 	var b strings.Builder
-	for _, s := range []string{p.Program, p.Options, p.Plugin, p.Platform, p.CPU, p.Build} {
+	for _, s := range []string{p.Program, p.Options, p.Plugin, p.Platform, p.CPU, p.Flags, p.Build} {
 		b.WriteString(strconv.Quote(s))
 		b.WriteByte('\n')
 	}
@@ -60,6 +61,9 @@ func (p Parts) diff(old Parts) []string {
 	}
 	if p.Platform != old.Platform {
 		out = append(out, "platform or devices changed")
+	}
+	if p.Flags != old.Flags {
+		out = append(out, "XLA_FLAGS changed")
 	}
 	if p.Options != old.Options {
 		out = append(out, "compile options changed")
