@@ -142,6 +142,10 @@ func CompileCounts() (compiled, fromDisk int64) {
 	return s.Compiled, s.FromDisk
 }
 
+// CompileSeconds is the time the process has spent in compiles through the interposer so far,
+// loads from the disk cache included.
+func CompileSeconds() float64 { return pjrthook.Stats().Seconds }
+
 // interposed returns the name to start a PJRT plugin under: the interposer's over plugin, so the
 // disk cache (and the compile counts) see every compile. If the interposer cannot bind, the
 // plugin is started as it is, and the reason comes back to be warned about.

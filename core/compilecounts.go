@@ -14,5 +14,6 @@ func (n *Nitro) reportCompiles() {
 		return
 	}
 	compiled, fromDisk := backend.CompileCounts()
-	n.console.Notice(fmt.Sprintf("compile cache: %d compiled, %d from disk", compiled-n.compiledAt[0], fromDisk-n.compiledAt[1]))
+	n.console.Notice(fmt.Sprintf("compile cache: %d compiled, %d from disk (%.2fs)", compiled-n.compiledAt[0], fromDisk-n.compiledAt[1],
+		backend.CompileSeconds()-n.compileSecsAt))
 }

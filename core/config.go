@@ -43,6 +43,7 @@ func (su *setup) resolveBackend() (err error) {
 		return err
 	}
 	su.compiledAt[0], su.compiledAt[1] = backend.CompileCounts()
+	su.compileSecsAt = backend.CompileSeconds()
 	// An automatic fallback to pure Go is about ten times slower: a Go program that calls New
 	// itself must hear it too, not only read it in the config report.
 	if w := su.backend.Warning; w != "" {

@@ -22,9 +22,10 @@ type setup struct {
 	backend  *backend.Resolved
 	// compiledAt is the process's compile counts (by the plugin, from disk) when the backend
 	// was resolved: the run's "compile cache:" line reports what moved since.
-	compiledAt [2]int64
-	cache      engine.Cache // nil: the process-level one
-	devs       devices      // n_devs (devices.go); the engine runs the mesh
+	compiledAt    [2]int64
+	compileSecsAt float64
+	cache         engine.Cache // nil: the process-level one
+	devs          devices      // n_devs (devices.go); the engine runs the mesh
 
 	console Console // human-readable report; nil when Quiet (chosen from the options)
 

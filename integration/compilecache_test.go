@@ -75,6 +75,10 @@ func TestDiskCacheAcrossProcesses(t *testing.T) {
 		diskChild()
 		return
 	}
+	if m := os.Getenv(startChildEnv); m != "" { // BenchmarkDiskCacheStart's child
+		startChild(m)
+		return
+	}
 	requireXLA(t)
 	dir := t.TempDir()
 	first := runDiskChild(t, dir, 0)

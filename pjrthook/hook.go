@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/gomlx/gopjrt/pjrt"
@@ -68,6 +69,7 @@ func pluginPath(index int) string {
 //
 //export nitroHookCompile
 func nitroHookCompile(index C.int, args *C.nitro_pjrt_compile_args) unsafe.Pointer {
+	start := time.Now()
 	c := &cgoCall{index: int(index), args: args}
 	var err error
 	fromDisk := false
@@ -77,7 +79,7 @@ func nitroHookCompile(index C.int, args *C.nitro_pjrt_compile_args) unsafe.Point
 		err = c.Compile()
 	}
 	if err == nil {
-		count(fromDisk)
+		count(fromDisk, time.Since(start))
 		capture.record(c)
 		return nil
 	}

@@ -3,6 +3,7 @@ package pjrthook
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nitro-go/nitro/pjrthook/diskcache"
 )
@@ -65,21 +66,25 @@ func SetDisk(c *diskcache.Cache) { disk.Store(c) }
 func Disk() *diskcache.Cache { return disk.Load() }
 
 // Counts are the process's compiles through the interposer: Compiled by the plugin, or loaded
-// FromDisk.
+// FromDisk, and Seconds spent in them all (a load's included: what a start waits for).
 type Counts struct {
 	Compiled int64
 	FromDisk int64
+	Seconds  float64
 }
 
-var compiled, fromDisk atomic.Int64
+var compiled, fromDisk, nanos atomic.Int64
 
-func count(loaded bool) {
+func count(loaded bool, took time.Duration) {
 	if loaded {
 		fromDisk.Add(1)
 	} else {
 		compiled.Add(1)
 	}
+	nanos.Add(int64(took))
 }
 
 // Stats returns the process's counts so far; a caller reports a span as the difference of two.
-func Stats() Counts { return Counts{Compiled: compiled.Load(), FromDisk: fromDisk.Load()} }
+func Stats() Counts {
+	return Counts{Compiled: compiled.Load(), FromDisk: fromDisk.Load(), Seconds: time.Duration(nanos.Load()).Seconds()}
+}
