@@ -114,6 +114,9 @@ func useCompileCache(cs CacheSetting) CompileCache {
 		caches[key] = c
 	}
 	pjrthook.SetDisk(c)
+	for _, p := range pjrthook.Plugins() {
+		c.Prepare(p)
+	}
 	out := CompileCache{Dir: c.Dir(), Source: source}
 	if rankErr != nil {
 		out.Source += "; " + rankErr.Error()

@@ -57,6 +57,17 @@ func Register(realPlugin string) (string, error) {
 	return name, nil
 }
 
+// Plugins lists the real plugins interposed so far.
+func Plugins() []string {
+	regMu.Lock()
+	defer regMu.Unlock()
+	out := make([]string, 0, len(regIdx))
+	for i := 0; i < len(regIdx); i++ {
+		out = append(out, regIdx[i])
+	}
+	return out
+}
+
 func pluginPath(index int) string {
 	regMu.Lock()
 	defer regMu.Unlock()

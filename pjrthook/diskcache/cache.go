@@ -53,7 +53,7 @@ type Cache struct {
 	mu      sync.Mutex
 	said    map[string]bool
 	noWrite bool
-	plugins map[string]string // plugin file -> SHA-256
+	plugins map[string]*pluginHash // plugin file -> its SHA-256, computed once
 	cpu     string
 	targets map[string]string // plugin file -> platform part (one client per plugin and process)
 	// rankFromClient is the process index the plugin's client reported: a client of a
@@ -75,7 +75,7 @@ func Open(o Options) (*Cache, error) {
 		return nil, fmt.Errorf("compile cache folder: %w", err)
 	}
 	c := &Cache{dir: dir, max: o.MaxBytes, rank: o.Rank, notice: o.Notice, fsys: tensorfile.OS{Perm: 0o644},
-		said: map[string]bool{}, plugins: map[string]string{}, targets: map[string]string{}}
+		said: map[string]bool{}, plugins: map[string]*pluginHash{}, targets: map[string]string{}}
 	if c.max <= 0 {
 		c.max = DefaultMaxBytes
 	}
@@ -182,15 +182,33 @@ func (c *Cache) platform(call Call) (string, error) {
 	return p, nil
 }
 
-// pluginSum is the plugin file's SHA-256. Hashing a 200 MB plugin costs a good part of a second,
-// so the sum is remembered in the folder under the file's path, size, modification time and
-// inode: a plugin replaced in place changes at least one of them.
+// pluginHash is one plugin file's SHA-256, computed once per process and cache.
+type pluginHash struct {
+	once sync.Once
+	sum  string
+	err  error
+}
+
+// Prepare starts hashing plugin in the background, so that the first compile finds the sum
+// ready: a 200 MB plugin takes a noticeable part of a cold start to hash.
+func (c *Cache) Prepare(plugin string) { go c.pluginSum(plugin) }
+
+// pluginSum is the plugin file's SHA-256. The sum is also remembered in the folder under the
+// file's path, size, modification time and inode (a plugin replaced in place changes at least one
+// of them), so a later process reads it instead of hashing again.
 func (c *Cache) pluginSum(path string) (string, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s, ok := c.plugins[path]; ok {
-		return s, nil
+	h, ok := c.plugins[path]
+	if !ok {
+		h = &pluginHash{}
+		c.plugins[path] = h
 	}
+	c.mu.Unlock()
+	h.once.Do(func() { h.sum, h.err = c.hashPlugin(path) })
+	return h.sum, h.err
+}
+
+func (c *Cache) hashPlugin(path string) (string, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return "", fmt.Errorf("plugin file: %w", err)
@@ -202,9 +220,7 @@ func (c *Cache) pluginSum(path string) (string, error) {
 	stamp := digest([]byte(path), []byte(fmt.Sprint(st.Size(), st.ModTime().UnixNano(), ino)))
 	memo := filepath.Join(c.dir, "plugin-"+stamp[:32]+".sha256")
 	if b, err := os.ReadFile(memo); err == nil && len(strings.TrimSpace(string(b))) == 64 {
-		s := strings.TrimSpace(string(b))
-		c.plugins[path] = s
-		return s, nil
+		return strings.TrimSpace(string(b)), nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -216,7 +232,6 @@ func (c *Cache) pluginSum(path string) (string, error) {
 		return "", fmt.Errorf("hashing the plugin file: %w", err)
 	}
 	s := hex.EncodeToString(h.Sum(nil))
-	c.plugins[path] = s
 	_ = tensorfile.WriteFS(c.fsys, memo, func(w io.Writer) error { _, err := io.WriteString(w, s+"\n"); return err })
 	return s, nil
 }
