@@ -81,7 +81,8 @@ bench-venv:
 ## and on three model families: MLP, CNN, transformer; the
 ## optimizer program against a one-pass copy, and its layouts at 6/60/600 arrays; the JSON logger;
 ## checkpoint I/O; the prefetch pipeline and the Parquet source; the server's load over loopback
-## against the in-process runner, and its peak RSS under hostile bodies). -timeout 30m: the families
+## against the in-process runner, and its peak RSS under hostile bodies; fresh processes' start to
+## the first optimizer step and compile seconds with the disk compile cache off, cold and warm). -timeout 30m: the families
 ## alone run minutes on a loaded machine, past go test's default 10m per package
 bench: setup bench-venv
 	NITRO_BENCH_PYTHON=$(CURDIR)/.nitro/bench-venv/bin/python $(GO) test -timeout 30m -run '^$$' -bench . -benchtime 1x ./integration/... ./core/ ./engine/ ./checkpoint/ ./prefetch/... ./exportbundle/
