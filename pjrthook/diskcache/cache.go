@@ -55,10 +55,6 @@ type Cache struct {
 	noWrite bool
 	plugins map[string]*pluginHash // plugin file -> its SHA-256, computed once
 	cpu     string
-	targets map[string]string // plugin file -> platform part (one client per plugin and process)
-	// rankFromClient is the process index the plugin's client reported: a client of a
-	// multi-process run knows its rank even when Options.Rank was left 0.
-	rankFromClient int
 }
 
 // Open makes (if needed) and opens the cache folder. An error means the folder cannot be used at
@@ -75,7 +71,7 @@ func Open(o Options) (*Cache, error) {
 		return nil, fmt.Errorf("compile cache folder: %w", err)
 	}
 	c := &Cache{dir: dir, max: o.MaxBytes, rank: o.Rank, notice: o.Notice, fsys: tensorfile.OS{Perm: 0o644},
-		said: map[string]bool{}, plugins: map[string]*pluginHash{}, targets: map[string]string{}}
+		said: map[string]bool{}, plugins: map[string]*pluginHash{}}
 	if c.max <= 0 {
 		c.max = DefaultMaxBytes
 	}
@@ -104,7 +100,14 @@ func (c *Cache) say(topic, msg string) {
 // and compiled anew, a folder that cannot be written is warned about once and left alone. err is
 // only the plugin's own compile error.
 func (c *Cache) Compile(call Call) (fromDisk bool, err error) {
-	parts, err := c.parts(call)
+	// The client is asked every time (a few calls into the plugin): two clients of one plugin
+	// in a process may differ in their devices.
+	target, err := call.Target()
+	if err != nil {
+		c.say("key", fmt.Sprintf("cannot key compiles (asking the plugin for its platform: %v): compiling without the cache", err))
+		return false, call.Compile()
+	}
+	parts, err := c.parts(call, target)
 	if err != nil {
 		c.say("key", fmt.Sprintf("cannot key compiles (%v): compiling without the cache", err))
 		return false, call.Compile()
@@ -127,20 +130,19 @@ func (c *Cache) Compile(call Call) (fromDisk bool, err error) {
 	if err := call.Compile(); err != nil {
 		return false, err
 	}
-	c.write(call, path, Meta{Key: key, Program: name, Parts: parts, Created: time.Now().Unix()})
+	// A client of a multi-process run knows its process index even when Options.Rank was left 0.
+	if target.ProcessIndex == 0 {
+		c.write(call, path, Meta{Key: key, Program: name, Parts: parts, Created: time.Now().Unix()})
+	}
 	return false, nil
 }
 
 func (c *Cache) entryPath(key string) string { return filepath.Join(c.dir, key+EntryExt) }
 
 // parts computes the key's components for call.
-func (c *Cache) parts(call Call) (Parts, error) {
+func (c *Cache) parts(call Call, target Target) (Parts, error) {
 	format, code := call.Program()
 	plugin, err := c.pluginSum(call.Plugin())
-	if err != nil {
-		return Parts{}, err
-	}
-	platform, err := c.platform(call)
 	if err != nil {
 		return Parts{}, err
 	}
@@ -154,32 +156,11 @@ func (c *Cache) parts(call Call) (Parts, error) {
 		Program:  digest([]byte(format), code),
 		Options:  digest(call.Options()),
 		Plugin:   plugin,
-		Platform: platform,
+		Platform: platformPart(target),
 		CPU:      cpu,
 		Flags:    os.Getenv("XLA_FLAGS"),
 		Build:    buildPart,
 	}, nil
-}
-
-func (c *Cache) platform(call Call) (string, error) {
-	c.mu.Lock()
-	p, ok := c.targets[call.Plugin()]
-	c.mu.Unlock()
-	if ok {
-		return p, nil
-	}
-	t, err := call.Target()
-	if err != nil {
-		return "", fmt.Errorf("asking the plugin for its platform: %w", err)
-	}
-	p = platformPart(t)
-	c.mu.Lock()
-	c.targets[call.Plugin()] = p
-	if t.ProcessIndex != 0 {
-		c.rankFromClient = t.ProcessIndex
-	}
-	c.mu.Unlock()
-	return p, nil
 }
 
 // pluginHash is one plugin file's SHA-256, computed once per process and cache.
@@ -267,7 +248,7 @@ func (c *Cache) drop(path, why string) {
 // write stores call's executable under path: only from rank 0, only while the folder takes writes.
 func (c *Cache) write(call Call, path string, m Meta) {
 	c.mu.Lock()
-	skip := c.noWrite || c.rank != 0 || c.rankFromClient != 0
+	skip := c.noWrite || c.rank != 0
 	c.mu.Unlock()
 	if skip {
 		return
