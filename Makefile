@@ -85,8 +85,10 @@ bench-venv:
 ## against the in-process runner, and its peak RSS under hostile bodies; fresh processes' start to
 ## the first optimizer step and compile seconds with the disk compile cache off, cold and warm). -timeout 30m: the families
 ## alone run minutes on a loaded machine, past go test's default 10m per package
+# NITRO_COMPILE_CACHE=off: every benchmark's compile times stay compiles (the disk cache's own
+# benchmark points each of its processes at its own folders).
 bench: setup bench-venv
-	NITRO_BENCH_PYTHON=$(CURDIR)/.nitro/bench-venv/bin/python $(GO) test -timeout 30m -run '^$$' -bench . -benchtime 1x ./integration/... ./core/ ./engine/ ./checkpoint/ ./prefetch/... ./exportbundle/
+	NITRO_COMPILE_CACHE=off NITRO_BENCH_PYTHON=$(CURDIR)/.nitro/bench-venv/bin/python $(GO) test -timeout 30m -run '^$$' -bench . -benchtime 1x ./integration/... ./core/ ./engine/ ./checkpoint/ ./prefetch/... ./exportbundle/
 
 ## run: train the MNIST example through the CLI, afresh each time: --overwrite replaces the
 ## earlier `make run`'s record and checkpoints in runs/MLP (a fresh run into a run dir holding
