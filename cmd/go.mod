@@ -34,6 +34,7 @@ require (
 	github.com/spf13/cobra v1.10.2
 	go.uber.org/zap v1.28.0
 	gonum.org/v1/plot v0.15.2
+	github.com/nitro-go/nitro/pjrthook v0.0.0
 )
 
 require (
@@ -83,6 +84,7 @@ require (
 )
 
 replace (
+	github.com/nitro-go/nitro/pjrthook => ../pjrthook
 	github.com/nitro-go/nitro/board => ../board
 	github.com/nitro-go/nitro/dist => ../dist
 	github.com/nitro-go/nitro/dotgrad => ../dotgrad

@@ -25,6 +25,7 @@ require (
 	github.com/nitro-go/nitro/tensorfile v0.0.0
 	github.com/nitro-go/nitro/render v0.0.0
 	github.com/nitro-go/nitro/dist v0.0.0
+	github.com/nitro-go/nitro/pjrthook v0.0.0 // indirect
 )
 
 require (
@@ -43,6 +44,7 @@ require (
 )
 
 replace (
+	github.com/nitro-go/nitro/pjrthook => ../pjrthook
 	github.com/nitro-go/nitro/dist => ../dist
 	github.com/nitro-go/nitro/dotgrad => ../dotgrad
 	github.com/nitro-go/nitro/precision => ../precision

@@ -169,6 +169,7 @@ func (n *Nitro) ConfigReport() string {
 	row("mixed precision", n.cfg.precision.String())
 	row("run dir", n.cfg.runDir.String())
 	row("backend", n.backend.Reason)
+	row("compile cache", n.backend.CompileCache.String())
 	row("devices", n.deviceReport())
 	names := n.eng.GroupNames()
 	arrays, values := n.eng.GroupSizes()

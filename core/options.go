@@ -46,6 +46,7 @@ type options struct {
 	dist                   *dist.Dist     // WithDist; nil: rank 0 of 1
 	overwrite              bool           // WithOverwrite (rundir.go)
 	schedules              map[string]any // WithSchedules (hyper.go); nil when not given
+	compileCache           string         // WithCompileCache: a folder or "off"; "" for $NITRO_COMPILE_CACHE
 }
 
 // WithMaxEpochs sets how many epochs Train runs.
@@ -91,6 +92,12 @@ func WithMonitor(m monitors.Monitor) Option {
 // WithWarn receives the run's warnings (a failing monitor, reported once per monitor; a logger
 // write that failed). The default prints them on the console, or on stderr when Quiet.
 func WithWarn(warn func(msg string)) Option { return func(o *options) { o.warn = warn } }
+
+// WithCompileCache chooses the persistent compile cache on disk: a folder, or "off". Without it,
+// $NITRO_COMPILE_CACHE decides, else os.UserCacheDir()/nitro/compile. The disk cache belongs to
+// the process (the last Nitro to choose wins) and is keyed by everything a compiled executable
+// depends on, so sharing a folder never serves a wrong program; docs/compilecache.md.
+func WithCompileCache(dir string) Option { return func(o *options) { o.compileCache = dir } }
 
 // WithCache uses c (a *compilecache.Cache) instead of the process-level compile cache (tests).
 func WithCache(c engine.Cache) Option { return func(o *options) { o.cache = c } }

@@ -21,8 +21,12 @@ type setup struct {
 	cfg      config
 	acc      accessors // the optional experiment accessors, resolved once (hyper.go)
 	backend  *backend.Resolved
-	cache    engine.Cache // nil: the process-level one
-	devs     devices      // n_devs (devices.go); the engine runs the mesh
+	// compiledAt is the process's compile counts (by the plugin, from disk) when the backend
+	// was resolved: the run's "compile cache:" line reports what moved since.
+	compiledAt    [2]int64
+	compileSecsAt float64
+	cache         engine.Cache // nil: the process-level one
+	devs          devices      // n_devs (devices.go); the engine runs the mesh
 
 	console Console // human-readable report; nil when Quiet (chosen from the options)
 

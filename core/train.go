@@ -35,6 +35,7 @@ func (n *Nitro) train(ctx context.Context) (err error) {
 		if err != nil {
 			n.setPhase(monitors.Failed{Err: err}, val)
 		} else {
+			n.reportCompiles()
 			n.setPhase(monitors.Done{}, val)
 		}
 		n.endLog(err) // after Done/Failed, so a monitor may still log on that transition

@@ -2,7 +2,8 @@
 // program per batch size, the weights Forward reads, and a manifest with the inputs, outputs and
 // provenance, optionally behind a traced Preprocess. Guide: docs/export.md.
 //
-// It sits beside cmd, above core; training never links it (nor its cgo capture shim).
+// It sits beside cmd, above core; training never links it. Its capture is a piece on nitro's one
+// PJRT interposer (pjrthook), which training links for the disk compile cache.
 //
 // Contract:
 //   - Export reads the model only through core's read-only view (Nitro.ViewModel): the named

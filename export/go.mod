@@ -19,6 +19,7 @@ require (
 	github.com/nitro-go/nitro/markers v0.0.0
 	github.com/nitro-go/nitro/monitors v0.0.0
 	github.com/nitro-go/nitro/tensorfile v0.0.0
+	github.com/nitro-go/nitro/pjrthook v0.0.0 // indirect
 )
 
 require (
@@ -48,6 +49,7 @@ require (
 )
 
 replace (
+	github.com/nitro-go/nitro/pjrthook => ../pjrthook
 	github.com/nitro-go/nitro/dist => ../dist
 	github.com/nitro-go/nitro/dotgrad => ../dotgrad
 	github.com/nitro-go/nitro/precision => ../precision

@@ -26,6 +26,7 @@ require (
 	github.com/nitro-go/nitro/runstatus v0.0.0 // indirect
 	github.com/nitro-go/nitro/tensorfile v0.0.0
 	github.com/nitro-go/nitro/render v0.0.0
+	github.com/nitro-go/nitro/pjrthook v0.0.0 // indirect
 )
 
 require (
@@ -47,6 +48,7 @@ require (
 )
 
 replace (
+	github.com/nitro-go/nitro/pjrthook => ../pjrthook
 	github.com/nitro-go/nitro/dist => ../dist
 	github.com/nitro-go/nitro/dotgrad => ../dotgrad
 	github.com/nitro-go/nitro/precision => ../precision

@@ -370,8 +370,11 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 		return err
 	}
 	s := compilecache.Default().Stats()
-	res.say(fmt.Sprintf("compile cache: %d misses, %d hits, %d entries", s.Misses, s.Hits, s.Entries),
-		"compile cache", zap.Int("misses", s.Misses), zap.Int("hits", s.Hits), zap.Int("entries", s.Entries))
+	// The in-process cache's counts, then the plugin's: compiled, or loaded from the disk cache.
+	compiled, fromDisk := backend.CompileCounts()
+	res.say(fmt.Sprintf("in-process compile cache: %d misses, %d hits, %d entries; plugin: %d compiled, %d from disk", s.Misses, s.Hits, s.Entries, compiled, fromDisk),
+		"compile cache", zap.Int("misses", s.Misses), zap.Int("hits", s.Hits), zap.Int("entries", s.Entries),
+		zap.Int64("compiled", compiled), zap.Int64("from_disk", fromDisk))
 	if p := n.MetricsPath(); p != "" {
 		res.say("metrics: "+p, "metrics file", zap.String("path", p))
 	}

@@ -42,6 +42,13 @@ func TestCheckTrainingPath(t *testing.T) {
 	if err := CheckTrainingPath(clean); err != nil {
 		t.Fatalf("a clean training path was refused: %v", err)
 	}
+	// The interposer's root package is the one cgo allowed; a package below it is not.
+	if err := CheckTrainingPath(append(clean, Dep{Path: "x/pjrthook", Module: "pjrthook", Cgo: true})); err != nil {
+		t.Fatalf("the interposer was refused: %v", err)
+	}
+	if err := CheckTrainingPath(append(clean, Dep{Path: "x/pjrthook/more", Module: "pjrthook", Cgo: true})); err == nil {
+		t.Fatal("a second cgo package in the interposer's module was allowed")
+	}
 	bad := append(clean, Dep{Path: "x/exportbundle", Module: "exportbundle"}, Dep{Path: "x/monitors/shim", Module: "monitors", Cgo: true})
 	err := CheckTrainingPath(bad)
 	if err == nil || !strings.Contains(err.Error(), "holds x/exportbundle (module exportbundle)") || !strings.Contains(err.Error(), "holds x/monitors/shim, which uses cgo") {
