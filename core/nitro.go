@@ -170,6 +170,7 @@ func (n *Nitro) ConfigReport() string {
 	row("run dir", n.cfg.runDir.String())
 	row("backend", n.backend.Reason)
 	row("devices", n.deviceReport())
+	row("processes", n.Dist().Describe()) // the rank and world size, and the launcher they came from
 	names := n.eng.GroupNames()
 	arrays, values := n.eng.GroupSizes()
 	groups := make([]string, len(names))

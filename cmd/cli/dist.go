@@ -7,8 +7,9 @@ import (
 	"github.com/nitro-go/nitro/dist"
 )
 
-// distOption is the run's core.WithDist from NITRO_RANK and NITRO_WORLD_SIZE (dist.FromEnv), as
-// a launcher sets them for each process of a multi-host run; neither set is one process.
+// distOption is the run's core.WithDist from the launcher's variables (dist.FromEnv: NITRO_*,
+// JAX_*, Open MPI, Slurm, torchrun, an indexed Job), as a launcher sets them for each process of
+// a multi-process run; none set is one process.
 func distOption() (core.Option, error) {
 	d, err := dist.FromEnv(nil)
 	if err != nil {
@@ -25,7 +26,7 @@ func exportDist() (core.Option, error) {
 		return nil, fmt.Errorf("the process's rank: %w", err)
 	}
 	if !d.IsRank0() {
-		return nil, fmt.Errorf("nitro export on %s (%s=%d): only rank 0 writes exports; run it where %s is 0, or unset %s and %s", d, dist.EnvRank, d.Rank, dist.EnvRank, dist.EnvRank, dist.EnvWorldSize)
+		return nil, fmt.Errorf("nitro export on %s: only rank 0 writes exports; run it as one process (outside the launcher, or with %s=0 and %s=1)", d.Describe(), dist.EnvRank, dist.EnvWorldSize)
 	}
 	return core.WithDist(d), nil
 }
