@@ -1,12 +1,12 @@
 # nitro — one Makefile for the whole go.work workspace.
 # `make run` trains the MNIST example with the CLI; `make test` runs every test. Both set up first.
 
-MODULES := internal/prereq tensorfile idx markers mesh metrics compilecache optimizers schedules runstatus earlystop prefetch dist checkpoint logjson exportbundle monitors promexport tblog backend dotgrad precision engine render board core export cmd integration
+MODULES := internal/prereq tensorfile idx markers mesh metrics collective compilecache optimizers schedules runstatus earlystop prefetch dist checkpoint logjson exportbundle monitors promexport tblog backend dotgrad precision engine render board core export cmd integration
 PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 # Race detector on the modules with goroutines or concurrency contracts and their tests (prefetch:
 # concurrent BatchAt; mesh: Stage from the prefetch goroutine). core and engine are left out: GoMLX v0.25.0's
 # pure-Go backend, which their unit tests run on, has known races.
-RACE    := tensorfile mesh compilecache markers monitors prefetch logjson checkpoint promexport exportbundle render board tblog
+RACE    := tensorfile collective mesh compilecache markers monitors prefetch logjson checkpoint promexport exportbundle render board tblog
 GO      ?= go
 # checkpoint's interop test opens nitro's files with the reference Python safetensors (ckpt-venv);
 # tblog's reads its event files back with TensorBoard's own reader (tb-venv).

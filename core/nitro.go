@@ -170,7 +170,11 @@ func (n *Nitro) ConfigReport() string {
 	row("run dir", n.cfg.runDir.String())
 	row("backend", n.backend.Reason)
 	row("devices", n.deviceReport())
-	row("processes", n.Dist().Describe()) // the rank and world size, and the launcher they came from
+	procs := n.Dist().Describe() // the rank and world size, and the launcher they came from
+	if c := n.multi(); c != nil {
+		procs += fmt.Sprintf(", gradients and validation summed over %d processes (WithCollective)", c.Size())
+	}
+	row("processes", procs)
 	names := n.eng.GroupNames()
 	arrays, values := n.eng.GroupSizes()
 	groups := make([]string, len(names))

@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -52,10 +51,25 @@ func (e *Engine) Step(step int, keys []string, next func() (map[string]*tensors.
 			return res, err
 		}
 		res.Micro = append(res.Micro, m)
-		if math.IsNaN(m.Loss) || math.IsInf(m.Loss, 0) {
+		// Across processes every rank must reach the collective: a local non-finite loss is
+		// summed in, so the stop below is taken on every rank alike.
+		if nonFinite(m.Loss) && e.reducer == nil {
 			return res, freeTensors(grads) // the caller stops on it, before the update
 		}
 		acc = grads
+	}
+	if e.reducer != nil { // allreduce.go: the step's gradients summed over the processes
+		reduced, err := e.reduceStep(acc, res.Micro)
+		if err != nil {
+			return res, err
+		}
+		acc = reduced
+		for k, m := range res.Micro {
+			if nonFinite(m.Loss) {
+				res.Micro = res.Micro[:k+1]
+				return res, nil // the caller stops on it, before the update
+			}
+		}
 	}
 	return res, e.optimizerStep(acc, step)
 }

@@ -1,0 +1,130 @@
+package core_test
+
+import (
+	"math"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/nitro-go/nitro/collective"
+	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
+	"github.com/nitro-go/nitro/dist"
+	"github.com/nitro-go/nitro/prefetch"
+)
+
+// collectiveData is the synthetic task with batch rows per train batch: 64 train samples, 40
+// val samples in batches of 8 (5 batches: one rank of 2 gets the extra one).
+func collectiveData(t *testing.T, batch int) prefetch.Data {
+	return prefetch.Data{
+		"train": coretest.Arrays(t, 64, batch, 1, prefetch.ArrayOptions{DropPartial: true}),
+		"val":   coretest.Arrays(t, 40, 8, 2, prefetch.ArrayOptions{}),
+	}
+}
+
+// runRanks sets up and trains world Nitros, one per goroutine, as the ranks of one run over an
+// in-memory collective; opts(r) adds rank r's options. It returns each rank's Nitro and error.
+func runRanks(t *testing.T, world int, opts func(r int) []core.Option) ([]*core.Nitro, []error) {
+	ranks, err := collective.Local(world)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, errs := make([]*core.Nitro, world), make([]error, world)
+	var wg sync.WaitGroup
+	for r := range world {
+		wg.Go(func() {
+			o := append(coretest.GoOpts(nil, core.WithDist(dist.Dist{Rank: r, WorldSize: world}), core.WithCollective(ranks[r])), opts(r)...)
+			n, err := core.New(&coretest.Reg{}, o...)
+			if err == nil {
+				err = n.Train()
+			}
+			if err != nil {
+				ranks[r].Leave(err) // as a process that exits: the others stop instead of waiting
+			}
+			ns[r], errs[r] = n, err
+		})
+	}
+	wg.Wait()
+	return ns, errs
+}
+
+// Two ranks of batch 8 summing their gradients train what one process trains on batch 16: the
+// same parameters, train losses and val metrics, on both ranks.
+func TestCollectiveMatchesOneProcessOnTheGlobalBatch(t *testing.T) {
+	ref := coretest.MustNew(t, &coretest.Reg{}, collectiveData(t, 16), core.WithMaxEpochs(3))
+	coretest.Train(t, ref)
+	ns, errs := runRanks(t, 2, func(int) []core.Option {
+		return []core.Option{core.WithData(collectiveData(t, 8)), core.WithMaxEpochs(3)}
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	want, err := ref.Parameters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r, n := range ns {
+		if n.Step() != ref.Step() {
+			t.Errorf("rank %d took %d steps, one process %d", r, n.Step(), ref.Step())
+		}
+		got, err := n.Parameters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, w := range want {
+			a, b := tensors.MustCopyFlatData[float32](got[name]), tensors.MustCopyFlatData[float32](w)
+			for i := range b {
+				if math.Abs(float64(a[i]-b[i])) > 1e-5 {
+					t.Errorf("rank %d: %s[%d] = %g, one process %g", r, name, i, a[i], b[i])
+				}
+			}
+		}
+		for e, h := range n.History() {
+			rh := ref.History()[e]
+			if math.Abs(h.TrainLoss-rh.TrainLoss) > 1e-5 {
+				t.Errorf("rank %d epoch %d: train loss %g, one process %g", r, e+1, h.TrainLoss, rh.TrainLoss)
+			}
+			if v0 := ns[0].History()[e].Val["val_loss"]; h.Val["val_loss"] != v0 || math.Abs(v0-rh.Val["val_loss"]) > 1e-5 {
+				t.Errorf("rank %d epoch %d: val_loss %g, rank 0 %g, one process %g", r, e+1, h.Val["val_loss"], v0, rh.Val["val_loss"])
+			}
+		}
+	}
+	if !strings.Contains(ns[1].ConfigReport(), "rank 1 of 2 (no launcher), gradients and validation summed over 2 processes (WithCollective)") {
+		t.Errorf("config report:\n%s", ns[1].ConfigReport())
+	}
+}
+
+// Ranks set up differently are refused before the first step, on every rank, naming the first
+// differing field and both values.
+func TestCollectiveRefusesRanksThatDisagree(t *testing.T) {
+	ns, errs := runRanks(t, 2, func(r int) []core.Option {
+		return []core.Option{core.WithData(collectiveData(t, 8)), core.WithMaxEpochs(2 + r)}
+	})
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "max_epochs is 2 on rank 0 and 3 on rank 1") {
+			t.Errorf("rank %d: %v", r, err)
+		}
+		if ns[r] != nil && ns[r].Step() != 0 {
+			t.Errorf("rank %d took %d steps", r, ns[r].Step())
+		}
+	}
+}
+
+// The fused step has no point between the gradients and the update: refused, naming it.
+func TestCollectiveRefusesTheFusedStep(t *testing.T) {
+	_, errs := runRanks(t, 2, func(int) []core.Option {
+		return []core.Option{core.WithData(collectiveData(t, 8)), core.WithFusedStep()}
+	})
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "WithFusedStep") {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+	// A collective that is not the Dist's is refused.
+	ranks, _ := collective.Local(2)
+	_, err := core.New(&coretest.Reg{}, coretest.GoOpts(nil, core.WithData(collectiveData(t, 8)), core.WithCollective(ranks[1]))...)
+	coretest.WantErr(t, err, "WithCollective: the collective is rank 1 of 2, WithDist says rank 0 of 1")
+}
