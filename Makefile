@@ -1,7 +1,7 @@
 # nitro — one Makefile for the whole go.work workspace.
 # `make run` trains the MNIST example with the CLI; `make test` runs every test. Both set up first.
 
-MODULES := internal/prereq tensorfile idx markers mesh metrics collective compilecache optimizers schedules runstatus earlystop prefetch dist checkpoint logjson exportbundle monitors promexport tblog backend dotgrad precision engine render board core export cmd integration
+MODULES := internal/prereq tensorfile idx markers mesh metrics collective mpi compilecache optimizers schedules runstatus earlystop prefetch dist checkpoint logjson exportbundle monitors promexport tblog backend dotgrad precision engine render board core export cmd integration
 PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 # Race detector on the modules with goroutines or concurrency contracts and their tests (prefetch:
 # concurrent BatchAt; mesh: Stage from the prefetch goroutine). core and engine are left out: GoMLX v0.25.0's
@@ -15,7 +15,7 @@ GO      ?= go
 TESTENV := NITRO_SAFETENSORS_PYTHON=$(CURDIR)/.nitro/ckpt-venv/bin/python NITRO_TENSORBOARD_PYTHON=$(CURDIR)/.nitro/tb-venv/bin/python GOPROXY=off
 ARGS    ?=
 
-.PHONY: setup cuda-wheel test lint bench bench-venv ckpt-venv tb-venv depcheck run fmt $(addprefix test/,$(MODULES))
+.PHONY: setup cuda-wheel openmpi test lint bench bench-venv ckpt-venv tb-venv depcheck run fmt $(addprefix test/,$(MODULES))
 
 ## setup: install the pinned XLA CPU PJRT plugin into .nitro/pjrt and download Go modules (idempotent);
 ## CUDA=1 also installs the CUDA plugin and its NVIDIA libraries (docs/gpu.md)
@@ -48,7 +48,12 @@ tb-venv:
 cuda-wheel:
 	@NITRO_SKIP_CUDA_WHEEL= ./scripts/install-pjrt.sh
 
-test: setup cuda-wheel depcheck ckpt-venv tb-venv
+## openmpi: Open MPI (mpirun, libmpi.so.40) for the multi-process tests, installed with apt-get when
+## absent (test-only: training and `make run` load no MPI)
+openmpi:
+	@./scripts/install-openmpi.sh
+
+test: setup cuda-wheel openmpi depcheck ckpt-venv tb-venv
 	$(TESTENV) $(GO) test -count=1 -timeout 25m $(PKGS)
 	$(TESTENV) $(GO) test -count=1 -race $(addprefix ./,$(addsuffix /...,$(RACE)))
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime 60000x -fuzzminimizetime 100x ./checkpoint/
