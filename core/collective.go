@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/nitro-go/nitro/dist"
@@ -200,6 +201,43 @@ func descLines(desc []byte) map[string]string {
 func (su *setup) reducer() engine.AllReducer {
 	if c := su.multi(); c != nil {
 		return c
+	}
+	return nil
+}
+
+// worldSizeKey is where a record's control state keeps the world size of a run of more than one
+// process (absent: one).
+const worldSizeKey = "world_size"
+
+// recordWorldSize adds the world size to a record's control state when the run spans processes.
+func (n *Nitro) recordWorldSize(control json.RawMessage) (json.RawMessage, error) {
+	w := n.Dist().WorldSize
+	if w == 1 {
+		return control, nil
+	}
+	ctl := map[string]json.RawMessage{}
+	if len(control) > 0 {
+		if err := json.Unmarshal(control, &ctl); err != nil {
+			return nil, err
+		}
+	}
+	ctl[worldSizeKey] = json.RawMessage(strconv.Itoa(w))
+	return json.Marshal(ctl)
+}
+
+// checkWorldSize refuses a resume under another world size than the record's: the data
+// position is counted in each rank's shard batches, so under another world size it names other
+// samples and the run would see some twice and skip others. A weights-only load
+// (WithCheckpoint) takes no position and is not refused.
+func (n *Nitro) checkWorldSize(ctl map[string]json.RawMessage, path string) error {
+	recorded := 1
+	if raw, ok := ctl[worldSizeKey]; ok {
+		if err := json.Unmarshal(raw, &recorded); err != nil || recorded < 1 {
+			return fmt.Errorf("checkpoint %s: control state: %s is %s: want an integer >= 1", path, worldSizeKey, raw)
+		}
+	}
+	if w := n.Dist().WorldSize; w != recorded {
+		return fmt.Errorf("checkpoint %s was written by a run of %d process(es) and this run has %d: resuming across world sizes is not supported (the data position is per rank's shard); resume with %d, or load its weights alone (WithCheckpoint, --weights-only)", path, recorded, w, recorded)
 	}
 	return nil
 }
