@@ -241,3 +241,36 @@ func (n *Nitro) checkWorldSize(ctl map[string]json.RawMessage, path string) erro
 	}
 	return nil
 }
+
+// stepInterrupted is whether the epoch stops at this step boundary for an Interrupt. One process
+// reads its own flag. Over several, every rank must stop at the same step (one that stopped alone
+// would leave the others waiting in the next step's sum), so the step's vote decides, and a rank
+// that learns of another's Interrupt takes it as its own; one that arrives here after its vote was
+// taken counts at the next step.
+func (n *Nitro) stepInterrupted(voted bool) bool {
+	if n.multi() == nil {
+		return n.interrupted.Load()
+	}
+	if voted && !n.interrupted.Load() {
+		n.Interrupt()
+	}
+	return voted
+}
+
+// agreeStop is the epoch's stop request over every rank: one process's own, or over several
+// whether any rank's tracker was asked to stop (a monitor, RequestStop), so that all end after the
+// same epoch.
+func (n *Nitro) agreeStop(mine bool) (bool, error) {
+	c := n.multi()
+	if c == nil {
+		return mine, nil
+	}
+	v := []float64{0}
+	if mine {
+		v[0] = 1
+	}
+	if err := c.AllReduceSum64(v); err != nil {
+		return false, fmt.Errorf("agreeing on the stop over %d processes: %w", c.Size(), err)
+	}
+	return v[0] > 0, nil
+}

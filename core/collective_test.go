@@ -25,8 +25,9 @@ func collectiveData(t *testing.T, batch int) prefetch.Data {
 }
 
 // runRanks sets up and trains world Nitros, one per goroutine, as the ranks of one run over an
-// in-memory collective; opts(r) adds rank r's options. It returns each rank's Nitro and error.
-func runRanks(t *testing.T, world int, opts func(r int) []core.Option) ([]*core.Nitro, []error) {
+// in-memory collective; opts(r) adds rank r's options, and started, when given, sees each Nitro
+// before it trains. It returns each rank's Nitro and error.
+func runRanks(t *testing.T, world int, opts func(r int) []core.Option, started ...func(r int, n *core.Nitro)) ([]*core.Nitro, []error) {
 	ranks, err := collective.Local(world)
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +39,9 @@ func runRanks(t *testing.T, world int, opts func(r int) []core.Option) ([]*core.
 			o := append(coretest.GoOpts(nil, core.WithDist(dist.Dist{Rank: r, WorldSize: world}), core.WithCollective(ranks[r])), opts(r)...)
 			n, err := core.New(&coretest.Reg{}, o...)
 			if err == nil {
+				for _, f := range started {
+					f(r, n)
+				}
 				err = n.Train()
 			}
 			if err != nil {
@@ -158,5 +162,48 @@ func TestCollectiveResumeKeepsTheWorldSize(t *testing.T) {
 		if err != nil || ns[r].Epoch() != 2 {
 			t.Errorf("rank %d resumed on 2 processes: %v (epoch %d)", r, err, ns[r].Epoch())
 		}
+	}
+}
+
+// interrupting is a train source that interrupts its Nitro when batch at is read: an Interrupt
+// reaching one rank only.
+type interrupting struct {
+	prefetch.Source
+	at int
+	n  *core.Nitro // set before Train
+}
+
+func (s *interrupting) BatchAt(i int) (prefetch.Batch, error) {
+	if i == s.at {
+		s.n.Interrupt()
+	}
+	return s.Source.BatchAt(i)
+}
+
+func (s *interrupting) DropsPartial() bool { return true }
+
+// An Interrupt on rank 1 alone stops both ranks at the same step boundary (the step's vote),
+// after which both validate and stop as requested: neither waits for the other.
+func TestCollectiveInterruptStopsEveryRankAtOneStep(t *testing.T) {
+	src := &interrupting{Source: coretest.Arrays(t, 64, 8, 1, prefetch.ArrayOptions{DropPartial: true}), at: 5}
+	ns, errs := runRanks(t, 2, func(r int) []core.Option {
+		d := collectiveData(t, 8)
+		if r == 1 {
+			d["train"] = src
+		}
+		return []core.Option{core.WithData(d), core.WithMaxEpochs(3)}
+	}, func(r int, n *core.Nitro) {
+		if r == 1 {
+			src.n = n
+		}
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	if ns[0].Step() != ns[1].Step() || ns[0].Step() >= 12 || ns[0].StopReason() != core.StopRequested || ns[1].StopReason() != core.StopRequested {
+		t.Errorf("rank 0 stopped at step %d (%s), rank 1 at %d (%s); want one step before the end, requested on both",
+			ns[0].Step(), ns[0].StopReason(), ns[1].Step(), ns[1].StopReason())
 	}
 }

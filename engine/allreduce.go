@@ -23,7 +23,8 @@ type reduceScratch struct{ buf []float32 }
 
 // reduceStep sums the step's gradients (already reduced over this process's devices) and its
 // micro-batch losses over the processes, in one collective over one contiguous buffer: the
-// gradients in parameter order, then the losses. The rule: each process's gradient is that of
+// gradients in parameter order, then the losses, then this process's stop vote (1 or 0), so that
+// every process learns in the same call whether any wants to stop after this step. The rule: each process's gradient is that of
 // its mean loss over its own batch, so the mean over the W processes, sum/W, is the gradient of
 // the mean loss over the global batch of W x the batch: what one process on W devices with that
 // global batch computes. Losses are averaged the same way, so the step's loss is the global
@@ -32,8 +33,9 @@ type reduceScratch struct{ buf []float32 }
 //
 // The device gradients are freed; the reduced ones come back as host tensors the optimizer
 // program uploads (and donates).
-func (e *Engine) reduceStep(grads []*tensors.Tensor, micro []Micro) ([]*tensors.Tensor, error) {
-	n := len(micro)
+func (e *Engine) reduceStep(grads []*tensors.Tensor, res *StepValues) ([]*tensors.Tensor, error) {
+	micro := res.Micro
+	n := len(micro) + 1
 	shaped := make([]shapes.Shape, len(grads)) // kept: a freed tensor has no shape
 	for i, t := range grads {
 		shaped[i] = t.Shape()
@@ -59,6 +61,10 @@ func (e *Engine) reduceStep(grads []*tensors.Tensor, micro []Micro) ([]*tensors.
 	for i, m := range micro {
 		buf[off+i] = float32(m.Loss)
 	}
+	buf[n-1] = 0
+	if e.vote != nil && e.vote() {
+		buf[n-1] = 1
+	}
 	if err := freeTensors(grads); err != nil {
 		return nil, err
 	}
@@ -78,6 +84,7 @@ func (e *Engine) reduceStep(grads []*tensors.Tensor, micro []Micro) ([]*tensors.
 	for i := range micro {
 		micro[i].Loss = float64(buf[off+i])
 	}
+	res.Stop = buf[n-1] > 0
 	return out, nil
 }
 

@@ -88,6 +88,9 @@ type Config struct {
 	// Size of 1: this process alone). Above 1 the step must be two programs: the sum runs
 	// between them (allreduce.go).
 	Reducer AllReducer
+	// StopVote is this process's vote, taken in each step's sum, to stop after the step; every
+	// process learns whether any voted (StepValues.Stop), so all stop at the same step.
+	StopVote func() bool
 }
 
 // Engine owns the device side of a run. See doc.go.
@@ -126,6 +129,7 @@ type Engine struct {
 	uploads Uploads
 	scratch stepScratch
 	reducer AllReducer // nil: one process
+	vote    func() bool
 	reduce  reduceScratch
 }
 
@@ -169,7 +173,7 @@ func New(cfg Config) (*Engine, error) {
 		case cfg.Fused:
 			return nil, fmt.Errorf("engine.New: Config.Fused (WithFusedStep, --fused) is one program, with no point between the gradients and the update for the sum over %d processes: drop it for a multi-process run", r.Size())
 		}
-		e.reducer = r
+		e.reducer, e.vote = r, cfg.StopVote
 	}
 	if cfg.Devices > 1 {
 		m, err := mesh.New(cfg.Backend.Backend, cfg.Devices)

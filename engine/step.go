@@ -18,8 +18,12 @@ type Micro struct {
 }
 
 // StepValues is one optimizer step's values, per micro-batch in order. A non-finite loss ends
-// the step at its micro-batch, before the update: it is then the last.
-type StepValues struct{ Micro []Micro }
+// the step at its micro-batch, before the update: it is then the last. Stop is set, in a run of
+// several processes, when any of them voted to stop after this step (Config.StopVote).
+type StepValues struct {
+	Micro []Micro
+	Stop  bool
+}
 
 // Loss is the step's loss: its last micro-batch's.
 func (s StepValues) Loss() float64 { return s.Micro[len(s.Micro)-1].Loss }
@@ -59,7 +63,7 @@ func (e *Engine) Step(step int, keys []string, next func() (map[string]*tensors.
 		acc = grads
 	}
 	if e.reducer != nil { // allreduce.go: the step's gradients summed over the processes
-		reduced, err := e.reduceStep(acc, res.Micro)
+		reduced, err := e.reduceStep(acc, &res)
 		if err != nil {
 			return res, err
 		}
