@@ -35,7 +35,7 @@ type mpiRun struct {
 
 // newMPIRun builds cmd/nitro and finds mpirun, MNIST and the XLA plugin, or stops the test
 // (prereq: skipped outside CI naming the install, failed under CI).
-func newMPIRun(t *testing.T) mpiRun {
+func newMPIRun(t testing.TB) mpiRun {
 	requireXLA(t)
 	mpirun, err := exec.LookPath("mpirun")
 	if err != nil {
@@ -68,7 +68,7 @@ func trainArgs(runDir string, more ...string) []string {
 }
 
 // run is a test's context (docTimeout stops a hang) and a fresh run dir.
-func (m mpiRun) run(t *testing.T) (context.Context, string) {
+func (m mpiRun) run(t testing.TB) (context.Context, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), docTimeout)
 	t.Cleanup(cancel)
 	return ctx, filepath.Join(t.TempDir(), "run")
@@ -163,12 +163,13 @@ func vals(lines []string) string {
 // record is what a run's metrics.jsonl says: how many params lines, and each train line's step
 // and loss.
 type record struct {
-	params int
-	steps  []int
-	loss   []float64
+	params  int
+	steps   []int
+	loss    []float64
+	seconds []float64 // each step's wall time
 }
 
-func readRecord(t *testing.T, runDir string) record {
+func readRecord(t testing.TB, runDir string) record {
 	t.Helper()
 	f, err := os.Open(filepath.Join(runDir, "metrics.jsonl"))
 	if err != nil {
@@ -183,6 +184,7 @@ func readRecord(t *testing.T, runDir string) record {
 			Type, Context string
 			Step          int
 			Loss          float64
+			StepSeconds   float64 `json:"step_seconds"`
 		}
 		if err := json.Unmarshal(s.Bytes(), &line); err != nil {
 			t.Fatalf("%s: a torn line %q: %v", runDir, s.Text(), err)
@@ -192,6 +194,7 @@ func readRecord(t *testing.T, runDir string) record {
 			r.params++
 		case line.Type == "metrics" && line.Context == "train":
 			r.steps, r.loss = append(r.steps, line.Step), append(r.loss, line.Loss)
+			r.seconds = append(r.seconds, line.StepSeconds)
 		}
 	}
 	return r
@@ -323,4 +326,49 @@ func rankPID(t *testing.T, parent, rank int) int {
 	}
 	t.Fatalf("no child of mpirun (pid %d) is rank %d", parent, rank)
 	return 0
+}
+
+// BenchmarkMPIStep: per step of `mpirun -np 2 nitro train mnist-mlp --preset tiny` (batch 128
+// per rank), the all-reduce's bytes and time (timed alone, by integration/testdata/allreduce,
+// on the step's buffer: the gradient, the loss and the stop vote) against the step's wall time,
+// and the step of one process on the same per-rank batch.
+func BenchmarkMPIStep(b *testing.B) {
+	m := newMPIRun(b)
+	ctx, dir := m.run(b)
+	tool := filepath.Join(b.TempDir(), "allreduce")
+	build := exec.Command("go", "build", "-o", tool, "./integration/testdata/allreduce")
+	build.Dir, _ = filepath.Abs("..")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("go build ./integration/testdata/allreduce: %v\n%s", err, out)
+	}
+	const values = 784*64 + 64 + 64*10 + 10 // the tiny preset's parameters
+	for b.Loop() {
+		multi, single := dir+"-np2", dir+"-np1"
+		args := append(append(slices.Clone(mpirunArgs), "-np", "2", m.bin), trainArgs(multi, "--max-epochs", "1")...)
+		if out, err := m.command(ctx, m.mpirun, args...).CombinedOutput(); err != nil {
+			b.Fatalf("mpirun: %v\n%s", err, tail(out))
+		}
+		if out, err := m.command(ctx, m.bin, trainArgs(single, "--max-epochs", "1")...).CombinedOutput(); err != nil {
+			b.Fatalf("one process: %v\n%s", err, tail(out))
+		}
+		out, err := m.command(ctx, m.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2", tool, "-n", strconv.Itoa(values+2)).CombinedOutput()
+		if err != nil {
+			b.Fatalf("allreduce: %v\n%s", err, out)
+		}
+		g := regexp.MustCompile(`bytes=(\d+) median_s=(\S+)`).FindSubmatch(out)
+		if g == nil {
+			b.Fatalf("allreduce printed %q", out)
+		}
+		bytesPer, _ := strconv.Atoi(string(g[1]))
+		reduce, _ := strconv.ParseFloat(string(g[2]), 64)
+		step2 := median(readRecord(b, multi).seconds[1:]) // the first step compiles
+		step1 := median(readRecord(b, single).seconds[1:])
+		b.ReportMetric(float64(bytesPer), "allreduce-bytes/step")
+		b.ReportMetric(reduce*1e6, "allreduce-us/step")
+		b.ReportMetric(step2*1e3, "np2-ms/step")
+		b.ReportMetric(step1*1e3, "np1-ms/step")
+		b.ReportMetric(reduce/step2, "allreduce/step")
+		_ = os.RemoveAll(multi)
+		_ = os.RemoveAll(single)
+	}
 }
