@@ -81,24 +81,25 @@ func (m mpiRun) command(ctx context.Context, name string, args ...string) *exec.
 }
 
 // TestMPIMatchesOneProcessOnLocalDevices: `mpirun -np W nitro train mnist-mlp --preset tiny`
-// (BatchSize B per rank) ends where one process on W local devices with BatchSize W*B ends: the
-// final checkpoint's tensors within 1e-5, every step's loss within 1e-5, the same val metrics on
-// every rank, and one record written, by rank 0 (one params line, one train line per step).
+// (BatchSize B per rank, on D local devices each) ends where one process on W*D local devices
+// with BatchSize W*B ends: the final checkpoint's tensors within 1e-5, every step's loss within
+// 1e-5, the same val metrics on every rank, and one record written, by rank 0 (one params line,
+// one train line per step).
 func TestMPIMatchesOneProcessOnLocalDevices(t *testing.T) {
 	m := newMPIRun(t)
-	for _, c := range []struct{ world, batch int }{{2, 128}, {4, 64}} {
-		t.Run(fmt.Sprintf("np%d", c.world), func(t *testing.T) {
+	for _, c := range []struct{ world, batch, devs int }{{2, 128, 1}, {4, 64, 1}, {2, 128, 2}} {
+		t.Run(fmt.Sprintf("np%d-devices%d", c.world, c.devs), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), docTimeout)
 			defer cancel()
 			dir := t.TempDir()
 			multi, single := filepath.Join(dir, "multi"), filepath.Join(dir, "single")
 			args := append(append(slices.Clone(mpirunArgs), "-np", strconv.Itoa(c.world), m.bin),
-				trainArgs(multi, "--set", fmt.Sprintf("BatchSize=%d", c.batch))...)
+				trainArgs(multi, "--set", fmt.Sprintf("BatchSize=%d", c.batch), "--devices", strconv.Itoa(c.devs))...)
 			out, err := m.command(ctx, m.mpirun, args...).CombinedOutput()
 			if err != nil {
 				t.Fatalf("mpirun: %v\n%s", err, tail(out))
 			}
-			ref, err := m.command(ctx, m.bin, trainArgs(single, "--set", fmt.Sprintf("BatchSize=%d", c.world*c.batch), "--devices", strconv.Itoa(c.world))...).CombinedOutput()
+			ref, err := m.command(ctx, m.bin, trainArgs(single, "--set", fmt.Sprintf("BatchSize=%d", c.world*c.batch), "--devices", strconv.Itoa(c.world*c.devs))...).CombinedOutput()
 			if err != nil {
 				t.Fatalf("one process: %v\n%s", err, tail(ref))
 			}
@@ -127,7 +128,7 @@ func TestMPIMatchesOneProcessOnLocalDevices(t *testing.T) {
 					t.Fatalf("train line %d is step %d: one train line per step, from one rank", i, got.steps[i])
 				}
 				if math.Abs(got.loss[i]-want.loss[i]) > 1e-5 {
-					t.Errorf("step %d: loss %.8g over %d processes, %.8g on %d devices", i+1, got.loss[i], c.world, want.loss[i], c.world)
+					t.Errorf("step %d: loss %.8g over %d processes, %.8g on %d devices", i+1, got.loss[i], c.world, want.loss[i], c.world*c.devs)
 				}
 			}
 			compareFinal(t, multi, single)
