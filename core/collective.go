@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -138,7 +140,7 @@ func (n *Nitro) runDescription() []byte {
 	p["experiment"] = n.typeName
 	p["world_size"] = n.Dist().WorldSize
 	p["backend"] = n.backend.Name
-	p["plugin"] = n.backend.Plugin
+	p["plugin"] = pluginIdentity(n.backend.Plugin)
 	p["devices"] = n.devs.n.value
 	var b bytes.Buffer
 	for _, k := range slices.Sorted(maps.Keys(p)) {
@@ -149,6 +151,18 @@ func (n *Nitro) runDescription() []byte {
 		fmt.Fprintf(&b, "%s=%s\n", k, v)
 	}
 	return b.Bytes()
+}
+
+// pluginIdentity is the plugin file's name and size: hosts install it at different paths, so the
+// path would refuse ranks that run the same plugin, while another version is another size.
+func pluginIdentity(path string) string {
+	if path == "" {
+		return ""
+	}
+	if fi, err := os.Stat(path); err == nil {
+		return fmt.Sprintf("%s (%d bytes)", filepath.Base(path), fi.Size())
+	}
+	return filepath.Base(path)
 }
 
 // broadcastBytes is root's mine on every rank: its length first, then its bytes.
