@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/collective"
@@ -28,6 +29,11 @@ func collectiveData(t *testing.T, batch int) prefetch.Data {
 // in-memory collective; opts(r) adds rank r's options, and started, when given, sees each Nitro
 // before it trains. It returns each rank's Nitro and error.
 func runRanks(t *testing.T, world int, opts func(r int) []core.Option, started ...func(r int, n *core.Nitro)) ([]*core.Nitro, []error) {
+	return runRanksOf(t, func() any { return &coretest.Reg{} }, world, opts, started...)
+}
+
+// runRanksOf is runRanks on the experiments mk makes.
+func runRanksOf(t *testing.T, mk func() any, world int, opts func(r int) []core.Option, started ...func(r int, n *core.Nitro)) ([]*core.Nitro, []error) {
 	ranks, err := collective.Local(world)
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +43,7 @@ func runRanks(t *testing.T, world int, opts func(r int) []core.Option, started .
 	for r := range world {
 		wg.Go(func() {
 			o := append(coretest.GoOpts(nil, core.WithDist(dist.Dist{Rank: r, WorldSize: world}), core.WithCollective(ranks[r])), opts(r)...)
-			n, err := core.New(&coretest.Reg{}, o...)
+			n, err := core.New(mk(), o...)
 			if err == nil {
 				for _, f := range started {
 					f(r, n)
@@ -54,12 +60,19 @@ func runRanks(t *testing.T, world int, opts func(r int) []core.Option, started .
 	return ns, errs
 }
 
+// TrainMSE reports its batch's MSE as a train metric.
+type TrainMSE struct{ coretest.Base }
+
+func (*TrainMSE) TrainMetrics(out core.Outputs, in coretest.Tgt) map[string]*graph.Node {
+	return map[string]*graph.Node{"mse": coretest.MSE(out["pred"], in.Y)}
+}
+
 // Two ranks of batch 8 summing their gradients train what one process trains on batch 16: the
-// same parameters, train losses and val metrics, on both ranks.
+// same parameters, train losses, train metrics and val metrics, on both ranks.
 func TestCollectiveMatchesOneProcessOnTheGlobalBatch(t *testing.T) {
-	ref := coretest.MustNew(t, &coretest.Reg{}, collectiveData(t, 16), core.WithMaxEpochs(3))
+	ref := coretest.MustNew(t, &TrainMSE{}, collectiveData(t, 16), core.WithMaxEpochs(3))
 	coretest.Train(t, ref)
-	ns, errs := runRanks(t, 2, func(int) []core.Option {
+	ns, errs := runRanksOf(t, func() any { return &TrainMSE{} }, 2, func(int) []core.Option {
 		return []core.Option{core.WithData(collectiveData(t, 8)), core.WithMaxEpochs(3)}
 	})
 	for r, err := range errs {
@@ -89,8 +102,8 @@ func TestCollectiveMatchesOneProcessOnTheGlobalBatch(t *testing.T) {
 		}
 		for e, h := range n.History() {
 			rh := ref.History()[e]
-			if math.Abs(h.TrainLoss-rh.TrainLoss) > 1e-5 {
-				t.Errorf("rank %d epoch %d: train loss %g, one process %g", r, e+1, h.TrainLoss, rh.TrainLoss)
+			if math.Abs(h.TrainLoss-rh.TrainLoss) > 1e-5 || math.Abs(h.Train["mse"]-rh.Train["mse"]) > 1e-5 || rh.Train["mse"] == 0 {
+				t.Errorf("rank %d epoch %d: train loss %g, mse %g; one process %g, %g", r, e+1, h.TrainLoss, h.Train["mse"], rh.TrainLoss, rh.Train["mse"])
 			}
 			if v0 := ns[0].History()[e].Val["val_loss"]; h.Val["val_loss"] != v0 || math.Abs(v0-rh.Val["val_loss"]) > 1e-5 {
 				t.Errorf("rank %d epoch %d: val_loss %g, rank 0 %g, one process %g", r, e+1, h.Val["val_loss"], v0, rh.Val["val_loss"])

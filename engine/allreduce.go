@@ -17,25 +17,41 @@ type AllReducer interface {
 	Size() int
 }
 
-// reduceScratch is the one host buffer a step's gradients cross processes in: allocated on the
-// first step, reused by every later one.
-type reduceScratch struct{ buf []float32 }
+// reduceScratch is the one host buffer a step's gradients cross processes in, and the step's
+// scalars before they join it: allocated on the first step, reused by every later one.
+type reduceScratch struct{ buf, scalars []float32 }
 
 // reduceStep sums the step's gradients (already reduced over this process's devices) and its
-// micro-batch losses over the processes, in one collective over one contiguous buffer: the
-// gradients in parameter order, then the losses, then this process's stop vote (1 or 0), so that
-// every process learns in the same call whether any wants to stop after this step. The rule: each process's gradient is that of
-// its mean loss over its own batch, so the mean over the W processes, sum/W, is the gradient of
-// the mean loss over the global batch of W x the batch: what one process on W devices with that
-// global batch computes. Losses are averaged the same way, so the step's loss is the global
-// batch's on every rank (and non-finite on every rank when it is on one). The optimizer then
-// runs on every rank with the same inputs, keeping the parameters identical.
+// micro-batch scalars over the processes, in one collective over one contiguous buffer: the
+// gradients in parameter order, then per micro-batch its loss and its train metrics when they
+// were read (by name, sorted), then this process's stop vote (1 or 0), so that every process
+// learns in the same call whether any wants to stop after this step.
+//
+// The rule: each process's gradient is that of its mean loss over its own batch, so the mean
+// over the W processes, sum/W, is the gradient of the mean loss over the global batch of W x the
+// batch: what one process on W devices with that global batch computes. Losses and train
+// metrics are averaged the same way, so the step's loss is the global batch's on every rank (and
+// non-finite on every rank when it is on one). The optimizer then runs on every rank with the
+// same inputs, keeping the parameters identical.
 //
 // The device gradients are freed; the reduced ones come back as host tensors the optimizer
 // program uploads (and donates).
 func (e *Engine) reduceStep(grads []*tensors.Tensor, res *StepValues) ([]*tensors.Tensor, error) {
 	micro := res.Micro
-	n := len(micro) + 1
+	scalars := e.reduce.scalars[:0]
+	for _, m := range micro {
+		scalars = append(scalars, float32(m.Loss))
+		for _, k := range sortedKeys(m.Metrics) {
+			scalars = append(scalars, float32(m.Metrics[k]))
+		}
+	}
+	vote := float32(0)
+	if e.vote != nil && e.vote() {
+		vote = 1
+	}
+	scalars = append(scalars, vote)
+	e.reduce.scalars = scalars
+	n := len(scalars)
 	shaped := make([]shapes.Shape, len(grads)) // kept: a freed tensor has no shape
 	for i, t := range grads {
 		shaped[i] = t.Shape()
@@ -58,13 +74,7 @@ func (e *Engine) reduceStep(grads []*tensors.Tensor, res *StepValues) ([]*tensor
 			return nil, fmt.Errorf("multi-process step: reading a gradient %s back: %w", t.Shape(), err)
 		}
 	}
-	for i, m := range micro {
-		buf[off+i] = float32(m.Loss)
-	}
-	buf[n-1] = 0
-	if e.vote != nil && e.vote() {
-		buf[n-1] = 1
-	}
+	copy(buf[off:], scalars)
 	if err := freeTensors(grads); err != nil {
 		return nil, err
 	}
@@ -82,9 +92,14 @@ func (e *Engine) reduceStep(grads []*tensors.Tensor, res *StepValues) ([]*tensor
 		off += sh.Size()
 	}
 	for i := range micro {
-		micro[i].Loss = float64(buf[off+i])
+		micro[i].Loss = float64(buf[off])
+		off++
+		for _, k := range sortedKeys(micro[i].Metrics) {
+			micro[i].Metrics[k] = float64(buf[off])
+			off++
+		}
 	}
-	res.Stop = buf[n-1] > 0
+	res.Stop = buf[off] > 0
 	return out, nil
 }
 
