@@ -1,12 +1,12 @@
 # nitro — one Makefile for the whole go.work workspace.
 # `make run` trains the MNIST example with the CLI; `make test` runs every test. Both set up first.
 
-MODULES := internal/prereq tensorfile idx markers mesh metrics compilecache pjrthook optimizers schedules runstatus earlystop prefetch dist checkpoint logjson exportbundle monitors promexport tblog backend dotgrad precision engine render board core export cmd integration
+MODULES := internal/prereq tensorfile idx markers mesh metrics collective mpi compilecache pjrthook optimizers schedules runstatus earlystop prefetch dist checkpoint logjson exportbundle monitors promexport tblog backend dotgrad precision engine render board core export cmd integration
 PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 # Race detector on the modules with goroutines or concurrency contracts and their tests (prefetch:
 # concurrent BatchAt; mesh: Stage from the prefetch goroutine). core and engine are left out: GoMLX v0.25.0's
 # pure-Go backend, which their unit tests run on, has known races.
-RACE    := tensorfile mesh compilecache pjrthook markers monitors prefetch logjson checkpoint promexport exportbundle render board tblog
+RACE    := tensorfile collective mesh compilecache pjrthook markers monitors prefetch logjson checkpoint promexport exportbundle render board tblog
 GO      ?= go
 # checkpoint's interop test opens nitro's files with the reference Python safetensors (ckpt-venv);
 # tblog's reads its event files back with TensorBoard's own reader (tb-venv); serve's Open Inference
@@ -19,7 +19,7 @@ GO      ?= go
 TESTENV := NITRO_SAFETENSORS_PYTHON=$(CURDIR)/.nitro/ckpt-venv/bin/python NITRO_TENSORBOARD_PYTHON=$(CURDIR)/.nitro/tb-venv/bin/python NITRO_SERVE_PYTHON=$(CURDIR)/.nitro/serve-venv/bin/python NITRO_COMPILE_CACHE=$(CURDIR)/.nitro/test-compile-cache GOPROXY=off
 ARGS    ?=
 
-.PHONY: setup cuda-wheel test lint bench bench-venv ckpt-venv tb-venv serve-venv depcheck run fmt $(addprefix test/,$(MODULES))
+.PHONY: setup cuda-wheel openmpi test lint bench bench-venv ckpt-venv tb-venv serve-venv depcheck run fmt $(addprefix test/,$(MODULES))
 
 ## setup: install the pinned XLA CPU PJRT plugin into .nitro/pjrt and download Go modules (idempotent);
 ## CUDA=1 also installs the CUDA plugin and its NVIDIA libraries (docs/gpu.md)
@@ -57,7 +57,12 @@ serve-venv:
 cuda-wheel:
 	@NITRO_SKIP_CUDA_WHEEL= ./scripts/install-pjrt.sh
 
-test: setup cuda-wheel depcheck ckpt-venv tb-venv serve-venv
+## openmpi: Open MPI (mpirun, libmpi.so.40) for the multi-process tests, installed with apt-get when
+## absent (test-only: training and `make run` load no MPI)
+openmpi:
+	@./scripts/install-openmpi.sh
+
+test: setup cuda-wheel openmpi depcheck ckpt-venv tb-venv serve-venv
 	$(TESTENV) $(GO) test -count=1 -timeout 25m $(PKGS)
 	$(TESTENV) $(GO) test -count=1 -race $(addprefix ./,$(addsuffix /...,$(RACE)))
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime 60000x -fuzzminimizetime 100x ./checkpoint/

@@ -5,6 +5,8 @@ go 1.26
 require (
 	github.com/nitro-go/nitro/board v0.0.0
 	github.com/nitro-go/nitro/dist v0.0.0
+	github.com/nitro-go/nitro/mpi v0.0.0
+	github.com/nitro-go/nitro/collective v0.0.0 // indirect
 	github.com/nitro-go/nitro/metrics v0.0.0
 	github.com/nitro-go/nitro/dotgrad v0.0.0
 	github.com/nitro-go/nitro/precision v0.0.0
@@ -87,6 +89,8 @@ replace (
 	github.com/nitro-go/nitro/pjrthook => ../pjrthook
 	github.com/nitro-go/nitro/board => ../board
 	github.com/nitro-go/nitro/dist => ../dist
+	github.com/nitro-go/nitro/mpi => ../mpi
+	github.com/nitro-go/nitro/collective => ../collective
 	github.com/nitro-go/nitro/dotgrad => ../dotgrad
 	github.com/nitro-go/nitro/precision => ../precision
 	github.com/nitro-go/nitro/engine => ../engine

@@ -58,7 +58,9 @@ func (n *Nitro) buildData() (d prefetch.Data, err error) {
 	if db, ok := n.e.(DistDataBuilder); ok {
 		d, err = db.BuildData(n.Dist())
 	} else if db, ok := n.e.(DataBuilder); ok {
-		d, err = db.BuildData()
+		if d, err = db.BuildData(); err == nil {
+			return n.shardForCollective(d) // collective.go: a plain BuildData's splits, sharded
+		}
 	} else {
 		return nil, n.noDataBuilder()
 	}

@@ -27,7 +27,9 @@
 //
 // One process of several (WithDist: a rank and the world size; package dist) hands its Dist to
 // BuildData and, on every rank but 0, writes nothing: no logger, a read-only checkpointer, no
-// export (docs/multihost.md).
+// export. With WithCollective (a Collective: package mpi's Comm under mpirun) the processes
+// train one model: gradients and validation summed across them, setup refused when they
+// disagree on what they run (collective.go, docs/multihost.md).
 //
 // WithInputSpecs builds a Nitro for export or predict with no data. Core never imports
 // exportbundle: training links neither it nor its cgo capture shim.

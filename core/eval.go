@@ -161,6 +161,9 @@ func (n *Nitro) evalLoop(ev evaluator, split string, src prefetch.Source, interr
 		seen++
 		n.tracker.Tick()
 	}
+	if err := n.reduceSplit(&acc, split); err != nil { // collective.go: the whole run's sums
+		return nil, err
+	}
 	res, err := n.finalizeSplit(&acc, split)
 	if err != nil {
 		return nil, err

@@ -171,6 +171,11 @@ func (n *Nitro) ConfigReport() string {
 	row("backend", n.backend.Reason)
 	row("compile cache", n.backend.CompileCache.String())
 	row("devices", n.deviceReport())
+	procs := n.Dist().Describe() // the rank and world size, and the launcher they came from
+	if c := n.multi(); c != nil {
+		procs += fmt.Sprintf(", gradients and validation summed over %d processes (WithCollective)", c.Size())
+	}
+	row("processes", procs)
 	names := n.eng.GroupNames()
 	arrays, values := n.eng.GroupSizes()
 	groups := make([]string, len(names))

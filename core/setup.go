@@ -66,6 +66,7 @@ func (n *Nitro) setUp() error {
 		n.resolveHooks,      // hooks.go: markers, traced hooks, BuildModel, optional accessors
 		n.resolveConfig,     // config.go: knobs and run options, validated together
 		n.checkDist,         // dist.go: the rank in [0, world size)
+		n.checkCollective,   // collective.go: the collective's rank and size are the Dist's
 		n.manualConfig,      // manual.go: what manual mode refuses (Accum, TrainMetrics)
 		n.checkRunDir,       // rundir.go: the run directory is usable
 		n.resolveBackend,    // config.go: the backend
@@ -73,6 +74,7 @@ func (n *Nitro) setUp() error {
 		n.derive,            // derive.go: Derive's values into the experiment; the GraphConst hash
 		n.checkSplits,       // splits.go: splits against the hooks; each declared for prefetch
 		n.resolveDevices,    // devices.go: n_devs, the batch divides over it
+		n.agree,             // collective.go: every process runs the same thing
 		n.manualSplits,      // manual.go: TrainStep's fields; something to validate with
 		n.buildModel,        // buildmodel.go: BuildModel, the engine, Device fields, shape trace, parameters on the device
 		n.setupOptimization, // hyper.go: each group's optimizer, its state on the device

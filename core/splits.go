@@ -16,7 +16,9 @@ func (n *Nitro) takeData() (err error) {
 		n.data = prefetch.Data{}
 		return nil
 	case n.opts.data != nil:
-		n.data = n.opts.data
+		if n.data, err = n.shardForCollective(n.opts.data); err != nil { // collective.go
+			return err
+		}
 	default:
 		if n.data, err = n.buildData(); err != nil { // dist.go: either BuildData form
 			return err

@@ -136,7 +136,7 @@ func (n *Nitro) trainEpoch(train prefetch.Source, ep, from int) (res EpochResult
 	for i := from; i < to; i += accum {
 		n.st.data = dataPosition{epoch: ep, batch: i}
 		sums.read = n.log.logs(n.st.step + 1)
-		loss, micro, err := n.optimizationStep(n.eng, stream, keys, &sums)
+		loss, micro, voted, err := n.optimizationStep(n.eng, stream, keys, &sums)
 		if err != nil {
 			return EpochResult{}, fmt.Errorf("epoch %d, step %d: %w", ep, n.st.step+1, err)
 		}
@@ -154,7 +154,7 @@ func (n *Nitro) trainEpoch(train prefetch.Source, ep, from int) (res EpochResult
 		n.tracker.SetLoss(loss)
 		n.tracker.Tick()
 		n.log.step(n.st.step, ep, &sums)
-		if n.interrupted.Load() || n.bound.atStep(n.st.step) {
+		if n.stepInterrupted(voted) || n.bound.atStep(n.st.step) { // collective.go
 			break // Interrupt (Ctrl+C) or TrainSteps: stop at this step boundary, then validate as usual
 		}
 	}
@@ -219,11 +219,12 @@ var _ stepper = (*engine.Engine)(nil)
 // optimizationStep runs the next optimizer step on the stream's batches: the step's scheduled
 // Device values, then the step itself (accum micro-batches and the update, or one fused or manual
 // program), whose values go into the sums. It returns the step's loss (its last micro-batch's)
-// and that micro-batch's 1-based number: the first non-finite loss stops there, before the update.
-func (n *Nitro) optimizationStep(s stepper, stream *prefetch.Stream[prefetch.Batch], keys []string, sums *stepSums) (float64, int, error) {
+// and that micro-batch's 1-based number: the first non-finite loss stops there, before the update;
+// and, over several processes, whether any of them voted to stop after it (an Interrupt).
+func (n *Nitro) optimizationStep(s stepper, stream *prefetch.Stream[prefetch.Batch], keys []string, sums *stepSums) (float64, int, bool, error) {
 	step := n.st.step + 1
 	if err := n.applyDeviceSchedules(step); err != nil {
-		return 0, 0, err
+		return 0, 0, false, err
 	}
 	next := func() (map[string]*tensors.Tensor, error) {
 		it, err := n.next(stream, keys, "train")
@@ -231,12 +232,12 @@ func (n *Nitro) optimizationStep(s stepper, stream *prefetch.Stream[prefetch.Bat
 	}
 	vals, err := s.Step(step, keys, next, sums.read)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, false, err
 	}
 	for _, m := range vals.Micro {
 		sums.add(m)
 	}
-	return vals.Loss(), len(vals.Micro), nil
+	return vals.Loss(), len(vals.Micro), vals.Stop, nil
 }
 
 // endEpoch records a finished epoch: the epoch counter, the history, the logger's "validate" and

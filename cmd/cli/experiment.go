@@ -269,7 +269,7 @@ func cacheStats() (hits, misses uint64) {
 	return uint64(s.Hits), uint64(s.Misses)
 }
 
-func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, stderr io.Writer) error {
+func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, stderr io.Writer) (err error) {
 	ent, err := lookup(expName)
 	if err != nil {
 		return err
@@ -277,10 +277,11 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 	if err := checkFlags(c, f); err != nil {
 		return err
 	}
-	withDist, err := distOption() // dist.go: the rank, before any work
+	withDist, endDist, err := distOption(cmd, stderr) // dist.go: the rank (and MPI), before any work
 	if err != nil {
 		return err
 	}
+	defer func() { endDist(err) }()
 	// Given a checkpoint, the experiment is the one it was trained with (fromckpt.go), built with
 	// the Nitro below; else, or with --weights-only, the flags build it now.
 	from, resume, err := checkpointSource(ent, f)
@@ -318,7 +319,7 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 	if err != nil {
 		return err
 	}
-	opts = append(opts, withDist)
+	opts = append(opts, withDist...)
 
 	watch, err := startMonitors(monitorFlags{progress: !f.noProgress && !f.quiet, heartbeat: f.heartbeat, stall: f.stall, stopOnStall: f.stopOnStall}, stderr)
 	if err != nil {

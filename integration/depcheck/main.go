@@ -8,8 +8,9 @@
 // each module must be usable alone); and the training path (core's packages and everything they
 // import) holds no exportbundle package and no workspace package using cgo, so a program that
 // only trains links neither the bundle code nor any cgo of ours but the one PJRT interposer
-// (pjrthook, which the disk compile cache hooks); a test-support package (such as core/coretest) is
-// imported by tests alone, and is no part of the training path. Run from the repository root:
+// (pjrthook, which the disk compile cache hooks), nor mpi, the Open MPI binding, which only cmd and
+// integration import; a test-support package (such as core/coretest) is imported by tests alone,
+// and is no part of the training path. Run from the repository root:
 // go run ./integration/depcheck
 package main
 
@@ -39,7 +40,12 @@ var cgoOnTrainingPath = map[string]string{
 }
 
 // trainingPathOff lists the modules no package of the training path may come from.
-var trainingPathOff = map[string]bool{"exportbundle": true}
+var trainingPathOff = map[string]bool{"exportbundle": true, "mpi": true}
+
+// mayImportMPI lists the modules allowed to depend on mpi, the cgo binding of Open MPI: the CLI
+// (which opens it under mpirun) and the tests. A library module takes a collective through the
+// consumer's interface (core.Collective, engine.AllReducer) instead, so it links no cgo.
+var mayImportMPI = map[string]bool{"cmd": true, "integration": true}
 
 // testSupport lists the packages written for tests: only _test.go files may import them, so no
 // program links them.
@@ -190,10 +196,10 @@ func CheckTrainingPath(deps []Dep) error {
 	var problems []string
 	for _, d := range deps {
 		if trainingPathOff[d.Module] {
-			problems = append(problems, fmt.Sprintf("core's import graph holds %s (module %s): training must not link the bundle code; move what core needs below core, or the use into the export module", d.Path, d.Module))
+			problems = append(problems, fmt.Sprintf("core's import graph holds %s (module %s): training must link neither the bundle code nor the MPI binding; move what core needs below core, or the use above it (export, cmd)", d.Path, d.Module))
 		}
 		if d.Cgo && !(cgoOnTrainingPath[d.Module] != "" && path.Base(d.Path) == d.Module) {
-			problems = append(problems, fmt.Sprintf("core's import graph holds %s, which uses cgo: training must link no cgo of ours; put the cgo code in a module only export imports", d.Path))
+			problems = append(problems, fmt.Sprintf("core's import graph holds %s, which uses cgo: training must link no cgo of ours; put the cgo code in a module only export, cmd or integration imports", d.Path))
 		}
 	}
 	if len(problems) > 0 {
@@ -250,6 +256,9 @@ func Check(graph map[string][]string) error {
 			}
 			if dep == "core" && !mayImportCore[m] {
 				problems = append(problems, fmt.Sprintf("module %s imports core: only cmd, export and integration may; move the shared code into %s or a lower module", m, m))
+			}
+			if dep == "mpi" && !mayImportMPI[m] {
+				problems = append(problems, fmt.Sprintf("module %s imports mpi (cgo, Open MPI): only cmd and integration may; take a core.Collective or an engine.AllReducer instead", m))
 			}
 		}
 	}

@@ -226,3 +226,17 @@ func TestTestSupportIsForTestsOnly(t *testing.T) {
 		}
 	}
 }
+
+// Only cmd and integration import mpi (cgo): a library module, core included, is refused.
+func TestCheckKeepsMPIAtTheTop(t *testing.T) {
+	err := Check(map[string][]string{"core": {"mpi"}, "mpi": nil})
+	if err == nil || !strings.Contains(err.Error(), "module core imports mpi (cgo, Open MPI): only cmd and integration may") {
+		t.Errorf("core -> mpi: %v", err)
+	}
+	if err := Check(map[string][]string{"cmd": {"mpi", "core"}, "integration": {"mpi"}, "core": nil, "mpi": nil}); err != nil {
+		t.Errorf("cmd, integration -> mpi: %v", err)
+	}
+	if err := CheckTrainingPath([]Dep{{Path: "x/mpi", Module: "mpi"}}); err == nil || !strings.Contains(err.Error(), "holds x/mpi (module mpi)") {
+		t.Errorf("mpi on the training path: %v", err)
+	}
+}

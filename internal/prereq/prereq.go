@@ -43,7 +43,9 @@ var (
 	CCompiler    = Prereq{"a C compiler ($CC, else gcc on $PATH)", "install gcc, or set $CC to a C compiler"}
 	GopjrtHeader = Prereq{"gopjrt's source with pjrt_c_api.h, in the Go module cache", "run `make setup` (it downloads every module)"}
 	PinnedWheel  = Prereq{"the pinned plugin wheel in .nitro/cache", "run `make setup` (it keeps the wheel there)"}
-	Chromium     = Prereq{"a Chromium browser on $PATH (chromium, for the board's browser test)",
+	OpenMPI      = Prereq{"Open MPI (mpirun on $PATH and libmpi.so.40, for the multi-process tests)",
+		"install it: `apt-get install -y openmpi-bin libopenmpi-dev` (Debian; `make setup` and .ci/run do this)"}
+	Chromium = Prereq{"a Chromium browser on $PATH (chromium, for the board's browser test)",
 		"install it: `apt-get install -y --no-install-recommends chromium` (Debian; .ci/run does this)"}
 )
 
