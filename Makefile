@@ -1,21 +1,25 @@
 # nitro — one Makefile for the whole go.work workspace.
 # `make run` trains the MNIST example with the CLI; `make test` runs every test. Both set up first.
 
-MODULES := internal/prereq tensorfile idx markers mesh metrics compilecache optimizers schedules runstatus earlystop prefetch dist checkpoint logjson exportbundle monitors promexport tblog backend dotgrad precision engine render board core export cmd integration
+MODULES := internal/prereq tensorfile idx markers mesh metrics collective mpi compilecache pjrthook optimizers schedules runstatus earlystop prefetch dist checkpoint logjson exportbundle monitors promexport tblog backend dotgrad precision engine render board core export cmd integration
 PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 # Race detector on the modules with goroutines or concurrency contracts and their tests (prefetch:
 # concurrent BatchAt; mesh: Stage from the prefetch goroutine). core and engine are left out: GoMLX v0.25.0's
 # pure-Go backend, which their unit tests run on, has known races.
-RACE    := tensorfile mesh compilecache markers monitors prefetch logjson checkpoint promexport exportbundle render board tblog
+RACE    := tensorfile collective mesh compilecache pjrthook markers monitors prefetch logjson checkpoint promexport exportbundle render board tblog
 GO      ?= go
 # checkpoint's interop test opens nitro's files with the reference Python safetensors (ckpt-venv);
-# tblog's reads its event files back with TensorBoard's own reader (tb-venv).
+# tblog's reads its event files back with TensorBoard's own reader (tb-venv); serve's Open Inference
+# Protocol test talks to it with Triton's Python client, and parses its metrics with Prometheus's (serve-venv).
 # GOPROXY=off: the tests run on what `make setup` downloaded, so a module it misses fails here, on
 # every machine, rather than only on a newcomer's empty module cache.
-TESTENV := NITRO_SAFETENSORS_PYTHON=$(CURDIR)/.nitro/ckpt-venv/bin/python NITRO_TENSORBOARD_PYTHON=$(CURDIR)/.nitro/tb-venv/bin/python GOPROXY=off
+# NITRO_COMPILE_CACHE: the tests' programs go to a disk compile cache under .nitro, never the
+# user's: a test run neither fills nor depends on ~/.cache, and a second `make test` compiles
+# little (the cache's own tests point it at their temporary folders).
+TESTENV := NITRO_SAFETENSORS_PYTHON=$(CURDIR)/.nitro/ckpt-venv/bin/python NITRO_TENSORBOARD_PYTHON=$(CURDIR)/.nitro/tb-venv/bin/python NITRO_SERVE_PYTHON=$(CURDIR)/.nitro/serve-venv/bin/python NITRO_COMPILE_CACHE=$(CURDIR)/.nitro/test-compile-cache GOPROXY=off
 ARGS    ?=
 
-.PHONY: setup cuda-wheel test lint bench bench-venv ckpt-venv tb-venv depcheck run fmt $(addprefix test/,$(MODULES))
+.PHONY: setup cuda-wheel openmpi test lint bench bench-venv ckpt-venv tb-venv serve-venv depcheck run fmt $(addprefix test/,$(MODULES))
 
 ## setup: install the pinned XLA CPU PJRT plugin into .nitro/pjrt and download Go modules (idempotent);
 ## CUDA=1 also installs the CUDA plugin and its NVIDIA libraries (docs/gpu.md)
@@ -27,7 +31,7 @@ setup:
 
 ## depcheck: no module but cmd/export/integration imports core, and engine imports none of core/export/cmd; internal/prereq and tensorfile import no
 ## module; exportbundle does not import checkpoint; no cycles between modules; core's import graph holds
-## no exportbundle and no cgo package of ours
+## no exportbundle and no cgo package of ours but the PJRT interposer (pjrthook); only tests import core/coretest
 depcheck:
 	@$(GO) run ./integration/depcheck .
 
@@ -39,8 +43,13 @@ ckpt-venv:
 tb-venv:
 	@./scripts/tblog/setup-venv.sh
 
+## serve-venv: Triton's and KServe's Python clients (tritonclient[http], kserve) and the Prometheus Python client, for serve's
+## Open Inference Protocol and metrics tests (test-only)
+serve-venv:
+	@./scripts/serve/setup-venv.sh
+
 ## test: setup, layering check, then every module's tests (race detector on the concurrent modules),
-## then a short fuzz of the checkpoint, safetensors, bundle and idx readers (hostile input must never panic).
+## then a short fuzz of the checkpoint, safetensors, bundle, infer request, idx and compile cache entry readers (hostile input must never panic).
 ## The fuzz budget is a count, not a duration: Go 1.26's fuzz coordinator can report a spurious
 ## "context deadline exceeded" when a duration ends mid-execution (golang/go#75804, fixed in Go 1.27).
 ## cuda-wheel: keep the pinned CUDA plugin wheel (188 MB) in .nitro/cache for backend's test that
@@ -48,15 +57,22 @@ tb-venv:
 cuda-wheel:
 	@NITRO_SKIP_CUDA_WHEEL= ./scripts/install-pjrt.sh
 
-test: setup cuda-wheel depcheck ckpt-venv tb-venv
+## openmpi: Open MPI (mpirun, libmpi.so.40) for the multi-process tests, installed with apt-get when
+## absent (test-only: training and `make run` load no MPI)
+openmpi:
+	@./scripts/install-openmpi.sh
+
+test: setup cuda-wheel openmpi depcheck ckpt-venv tb-venv serve-venv
 	$(TESTENV) $(GO) test -count=1 -timeout 25m $(PKGS)
 	$(TESTENV) $(GO) test -count=1 -race $(addprefix ./,$(addsuffix /...,$(RACE)))
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime 60000x -fuzzminimizetime 100x ./checkpoint/
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzReadSigned$$' -fuzztime 60000x -fuzzminimizetime 100x ./checkpoint/
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzReadManifest$$' -fuzztime 60000x -fuzzminimizetime 100x ./exportbundle/
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzDecodeWeights$$' -fuzztime 60000x -fuzzminimizetime 100x ./exportbundle/
+	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzDecodeInfer$$' -fuzztime 60000x -fuzzminimizetime 100x ./exportbundle/
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime 60000x -fuzzminimizetime 100x ./tensorfile/
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60000x -fuzzminimizetime 100x ./idx/
+	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzDecodeEntry$$' -fuzztime 60000x -fuzzminimizetime 100x ./pjrthook/diskcache/
 
 ## test/<module>: one module's tests
 $(addprefix test/,$(MODULES)): test/%:
@@ -79,10 +95,14 @@ bench-venv:
 ## optimizer program against a one-pass copy, and its layouts at 6/60/600 arrays; the engine's
 ## compiles and steps at 6/60/600 arrays against the per-array optimizer program; the JSON logger;
 ## checkpoint I/O; the prefetch pipeline and the Parquet source; the server's load over loopback
-## against the in-process runner, and its peak RSS under hostile bodies). -timeout 30m: the families
-## alone run minutes on a loaded machine, past go test's default 10m per package
-bench: setup bench-venv
-	NITRO_BENCH_PYTHON=$(CURDIR)/.nitro/bench-venv/bin/python $(GO) test -timeout 30m -run '^$$' -bench . -benchtime 1x ./integration/... ./core/ ./engine/ ./checkpoint/ ./prefetch/... ./exportbundle/
+## against the in-process runner, /predict against /v2 JSON and binary from Go and through the real
+## clients (tritonclient), and its peak RSS under hostile bodies, on /v2 too). -timeout 30m: the families
+## alone run minutes on a loaded machine, past go test's default 10m per package; fresh processes' start to
+## the first optimizer step and compile seconds with the disk compile cache off, cold and warm
+# NITRO_COMPILE_CACHE=off: every benchmark's compile times stay compiles (the disk cache's own
+# benchmark points each of its processes at its own folders).
+bench: setup bench-venv serve-venv
+	NITRO_COMPILE_CACHE=off NITRO_BENCH_PYTHON=$(CURDIR)/.nitro/bench-venv/bin/python NITRO_SERVE_PYTHON=$(CURDIR)/.nitro/serve-venv/bin/python $(GO) test -timeout 30m -run '^$$' -bench . -benchtime 1x ./integration/... ./core/ ./engine/ ./checkpoint/ ./prefetch/... ./exportbundle/
 
 ## run: train the MNIST example through the CLI, afresh each time: --overwrite replaces the
 ## earlier `make run`'s record and checkpoints in runs/MLP (a fresh run into a run dir holding

@@ -24,6 +24,10 @@
 // the user named by variable still wins over one the search found). A CUDA plugin that sees no
 // GPU is an error wrapping ErrNoCUDADevice that names $CUDA_VISIBLE_DEVICES, the driver and the
 // device files, never a quiet fall back to the CPU; NITRO_BACKEND=xla chooses the CPU knowingly.
+// A PJRT plugin starts under nitro's interposer (module pjrthook), so that the disk compile cache
+// sees every compile: ResolveWithCache (and Resolve, from $NITRO_COMPILE_CACHE) chooses its
+// folder, and CompileCounts reports compiles and loads from disk (docs/compilecache.md). An
+// interposer that cannot bind leaves the plugin started as it is, with a warning.
 // Backends are created once per process and shared: a PJRT
 // client is expensive and owns the device memory. Resolve is safe for concurrent use.
 package backend
@@ -69,8 +73,10 @@ type Resolved struct {
 	Name    string           // XLA, CUDA or Go
 	Plugin  string           // absolute plugin path, for XLA
 	Reason  string           // one line: which backend and why
-	Warning string           // set when auto resolution fell back to pure Go: print it on stderr
+	Warning string           // set when auto resolution fell back to pure Go, or the compile cache is off by a fault: print it on stderr
 	Backend backends.Backend // shared by the whole process; do not Finalize
+	// CompileCache is the disk compile cache in use from this resolution on (see UseCompileCache).
+	CompileCache CompileCache
 }
 
 // FallbackWarning is Resolved.Warning for an automatic fallback to pure Go.
@@ -87,7 +93,28 @@ var (
 
 // Resolve picks the backend. force is "xla", "cuda", "go" or "" (then $NITRO_BACKEND, then auto). Each
 // call returns its own Resolved; the Backend inside is the process's shared one.
-func Resolve(force string) (*Resolved, error) {
+func Resolve(force string) (*Resolved, error) { return ResolveWithCache(force, CacheSetting{}) }
+
+// ResolveWithCache is Resolve, then the disk compile cache cache chooses (the zero value:
+// $NITRO_COMPILE_CACHE, then the default folder). The cache is process-wide (see
+// UseCompileCache); the pure-Go backend has none.
+func ResolveWithCache(force string, cache CacheSetting) (*Resolved, error) {
+	r, err := resolve(force)
+	if err != nil {
+		return nil, err
+	}
+	if r.Name == Go {
+		r.CompileCache = CompileCache{Source: "the pure-Go backend compiles nothing to disk"}
+		return r, nil
+	}
+	r.CompileCache = useCompileCache(cache)
+	if w := r.CompileCache.Warning; w != "" && r.Warning == "" {
+		r.Warning = "warning: compile cache: " + w
+	}
+	return r, nil
+}
+
+func resolve(force string) (*Resolved, error) {
 	name, source := strings.ToLower(strings.TrimSpace(force)), "the caller"
 	if name == "" {
 		name, source = strings.ToLower(strings.TrimSpace(os.Getenv(EnvBackend))), "$"+EnvBackend
@@ -170,16 +197,32 @@ func get(name, plugin, reason string) (*Resolved, error) {
 	}
 	key := name + ":" + plugin + optKey
 	if r, ok := shared[key]; ok {
-		return &Resolved{Name: r.Name, Plugin: r.Plugin, Reason: reason, Backend: r.Backend}, nil
+		return &Resolved{Name: r.Name, Plugin: r.Plugin, Reason: reason, Backend: r.Backend, Warning: r.Warning}, nil
 	}
 	var b backends.Backend
+	var interposeWarning string
 	switch name {
 	case XLA:
 		// An absolute path skips gopjrt's own search; shared_buffers lets the CPU plugin alias host
-		// memory, which gopjrt only turns on by itself for a plugin named plainly "cpu".
-		b, err = stablehlo.NewWithOptions(plugin+",shared_buffers", opts)
+		// memory, which gopjrt only turns on by itself for a plugin named plainly "cpu". The
+		// plugin starts under the interposer (the disk compile cache's hook), whose name is an
+		// absolute path too.
+		name, warning := interposed(plugin)
+		b, err = stablehlo.NewWithOptions(name+",shared_buffers", opts)
+		if err != nil && name != plugin {
+			// The interposer bound but the client did not start: say which, from the plugin itself.
+			b, err = stablehlo.NewWithOptions(plugin+",shared_buffers", opts)
+			warning = "the compile cache is off: the plugin did not start under the interposer"
+		}
+		interposeWarning = warning
 	case CUDA:
-		b, err = startCUDA(plugin) // device memory: no host aliasing
+		name, warning := interposed(plugin)
+		b, err = startCUDA(name) // device memory: no host aliasing
+		if err != nil && name != plugin {
+			b, err = startCUDA(plugin)
+			warning = "the compile cache is off: the plugin did not start under the interposer"
+		}
+		interposeWarning = warning
 	default:
 		// ops_sequential: GoMLX v0.25's pure-Go executor, left to run independent ops in parallel,
 		// can deadlock in its bounded worker pool (every worker waiting for a slot; seen as a test
@@ -189,9 +232,9 @@ func get(name, plugin, reason string) (*Resolved, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting backend %s: %w", reason, err)
 	}
-	r := &Resolved{Name: name, Plugin: plugin, Backend: b}
+	r := &Resolved{Name: name, Plugin: plugin, Backend: b, Warning: interposeWarning}
 	shared[key] = r
-	return &Resolved{Name: r.Name, Plugin: r.Plugin, Reason: reason, Backend: r.Backend}, nil
+	return &Resolved{Name: r.Name, Plugin: r.Plugin, Reason: reason, Backend: r.Backend, Warning: r.Warning}, nil
 }
 
 // FindPlugin returns the first plugin found (absolute path; "" when no place holds one) and the

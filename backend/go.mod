@@ -19,3 +19,12 @@ require (
 )
 
 replace github.com/nitro-go/nitro/internal/prereq => ../internal/prereq
+
+require github.com/nitro-go/nitro/pjrthook v0.0.0
+
+require github.com/nitro-go/nitro/tensorfile v0.0.0 // indirect
+
+replace (
+	github.com/nitro-go/nitro/pjrthook => ../pjrthook
+	github.com/nitro-go/nitro/tensorfile => ../tensorfile
+)

@@ -204,6 +204,14 @@ func (t *tail) snapshot() Run {
 	if t.st.readErr != "" {
 		r.Warnings = append(r.Warnings, "cannot read "+MetricsFile+": "+t.st.readErr)
 	}
+	if n := t.st.malformed; n > 0 {
+		// One sentence per file however many lines were skipped; the reasons are in Errors.
+		lines := "lines"
+		if n == 1 {
+			lines = "line"
+		}
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%s: skipped %d malformed %s (first at line %d)", MetricsFile, n, lines, t.st.firstMalformed))
+	}
 	if r.Pending > 0 {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("the last line is incomplete (%d bytes); it is read once its newline arrives", r.Pending))
 	}

@@ -117,6 +117,36 @@ func TestMalformedLines(t *testing.T) {
 	}
 }
 
+// TestTornLinesSaidOnce: torn lines (a failed write's prefix, the logger's next line starting on
+// a new one) are skipped, and the run says so in one sentence for the file: the count and the
+// first one's line, however many there are.
+func TestTornLinesSaidOnce(t *testing.T) {
+	dir := t.TempDir()
+	torn := trainLine(9, 0.25)[:30] + "\n"
+	writeFile(t, filepath.Join(dir, board.MetricsFile), `{"type":"params","lr":0.1}`+"\n"+trainLine(1, 2)+torn+trainLine(2, 1)+torn+torn+trainLine(3, 0.5))
+	srv := serve(t, board.Config{Runs: []string{dir}})
+	r := runs(t, srv)[0]
+	if r.Malformed != 3 || len(r.Train["loss"]) != 3 {
+		t.Fatalf("malformed %d (want 3), loss points %d (want 3)", r.Malformed, len(r.Train["loss"]))
+	}
+	want := board.MetricsFile + ": skipped 3 malformed lines (first at line 3)"
+	said := 0
+	for _, w := range r.Warnings {
+		if strings.Contains(w, "skipped") {
+			said++
+			if w != want {
+				t.Errorf("warning %q; want %q", w, want)
+			}
+		}
+	}
+	if said != 1 {
+		t.Errorf("warnings %q: want the skipped lines said exactly once", r.Warnings)
+	}
+	if page := get(t, srv.URL+"/"); strings.Count(page, want) != 1 {
+		t.Errorf("the page says %q %d times; want once", want, strings.Count(page, want))
+	}
+}
+
 // TestHugeFile: a file far larger than what the board keeps is read in ReadBudget slices from
 // the last offset, every series is decimated to MaxPoints evenly over the run (first and last
 // steps kept), and what the board retains stays small.

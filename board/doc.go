@@ -12,8 +12,9 @@
 // (x=auto|step|epoch|time, smooth=0..0.99, hide=RUN); the script keeps it in the address. Charts
 // are SVG drawn on the server: nothing to vendor, the DOM holds the data drawn (a test reads it).
 //
-// Limits, whatever a file holds: a line is parsed once its newline arrives; malformed lines are
-// counted, the newest five reasons shown; lines over MaxLineBytes are skipped; a refresh reads at
+// Limits, whatever a file holds: a line is parsed once its newline arrives; malformed lines (a
+// torn write's included) are skipped and counted, said once per file with the first one's line,
+// the newest five reasons shown; lines over MaxLineBytes are skipped; a refresh reads at
 // most Config.ReadBudget new bytes per run; a series keeps Config.MaxPoints points by decimation,
 // 100 metric names per context, 1000 config fields; Config.MaxRuns runs (the page names those
 // past it). A vanished run directory is shown gone. Config.LoopbackHostOnly refuses foreign Host

@@ -54,26 +54,27 @@ type tail struct {
 
 // state is what the lines said.
 type state struct {
-	params        map[string]string
-	train, val    map[string]*series
-	data          map[string]*series
-	droppedNames  int
-	epoch, step   int
-	lastContext   string
-	status        string    // the finish line's status
-	stepsPerSec   float64   // the newest steps_per_second a train or data line gave
-	stepSecs      []float64 // the newest train lines' step_seconds, at most rateWindow
-	malformed     int
-	errors        []string
-	lines         int
-	gone          bool
-	missing       bool // the folder exists, the file does not (yet)
-	noDir         bool // the folder does not exist and never did while the board watched
-	readErr       string
-	droppedParams int
-	secs          float64 // the sum of the train lines' step_seconds so far
-	timed         bool    // some train line had step_seconds
-	stepsPerEpoch float64 // from the first validate or data line: its step over its epoch
+	params         map[string]string
+	train, val     map[string]*series
+	data           map[string]*series
+	droppedNames   int
+	epoch, step    int
+	lastContext    string
+	status         string    // the finish line's status
+	stepsPerSec    float64   // the newest steps_per_second a train or data line gave
+	stepSecs       []float64 // the newest train lines' step_seconds, at most rateWindow
+	malformed      int
+	firstMalformed int // the first malformed line's number
+	errors         []string
+	lines          int
+	gone           bool
+	missing        bool // the folder exists, the file does not (yet)
+	noDir          bool // the folder does not exist and never did while the board watched
+	readErr        string
+	droppedParams  int
+	secs           float64 // the sum of the train lines' step_seconds so far
+	timed          bool    // some train line had step_seconds
+	stepsPerEpoch  float64 // from the first validate or data line: its step over its epoch
 }
 
 func newTail(dir, name string, maxPoints int) *tail {
@@ -174,6 +175,9 @@ func (t *tail) feed(b []byte) {
 }
 
 func (t *tail) malformedf(format string, args ...any) {
+	if t.st.malformed == 0 {
+		t.st.firstMalformed = t.lineNo
+	}
 	t.st.malformed++
 	t.st.errors = append(t.st.errors, fmt.Sprintf(format, args...))
 	if len(t.st.errors) > maxErrors {

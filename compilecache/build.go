@@ -13,7 +13,7 @@ import (
 var buildIdentity = sync.OnceValue(computeBuildIdentity)
 
 // BuildIdentity names the code this process runs, for stamping whatever outlives it (checkpoint record,
-// export manifest, persistent caches): within a process hooks cannot be redefined, so the build is the
+// export manifest): within a process hooks cannot be redefined, so the build is the
 // unit of code identity. Computed once. Its form is space-separated fields, each present when known:
 //
 //	<main module path>@<version> vcs.revision=<rev> vcs.modified=<true|false> exe=sha256:<12 hex>

@@ -15,8 +15,9 @@
 //
 // Within a process a hook's identity cannot move: Go cannot redefine a function at run time, so a hook
 // name and the binary identify the code. What outlives the process (checkpoint
-// record, export manifest, any persistent cache) stamps BuildIdentity instead: module version, VCS
-// revision and dirty flag, and a hash of the binary. It is the workspace's one build identity: core
+// record, export manifest) stamps BuildIdentity instead: module version, VCS revision and dirty
+// flag, and a hash of the binary. The disk compile cache (pjrthook/diskcache) needs none: it keys
+// on the program's bytes, which is all the binary contributes to a compiled executable. It is the workspace's one build identity: core
 // stamps it too, so that a record and a bundle from one binary name the same build.
 //
 // Errors: Get refuses an invalid Key (Accum off the gradient and train_step kinds, Clip off the optimizer

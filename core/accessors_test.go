@@ -7,13 +7,15 @@ import (
 	"testing"
 
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // Run knobs resolve run option > method on the experiment > field > default.
 type (
 	// FieldKnobs sets every knob by a field.
 	FieldKnobs struct {
-		base
+		coretest.Base
 		MaxEpochs        int
 		Seed             int
 		Accum            int
@@ -28,7 +30,7 @@ type (
 		GradientClipNorm float64
 	}
 	MethodKnobs struct {
-		base
+		coretest.Base
 		knobFields
 	}
 )
@@ -65,7 +67,7 @@ func TestAccessorResolutionOrder(t *testing.T) {
 		rows  [][2]string
 		total int // TotalSteps: max_epochs * (4 train batches / accum)
 	}{
-		{"default", &Reg{}, nil, [][2]string{
+		{"default", &coretest.Reg{}, nil, [][2]string{
 			{"seed", "42 (default)"},
 			{"accum", "1 (default)"},
 			{"max epochs", "1 (default)"},
@@ -104,7 +106,7 @@ func TestAccessorResolutionOrder(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			n := mustNew(t, c.e, data(t, 0), c.opts...)
+			n := coretest.MustNew(t, c.e, coretest.Data(t, 0), c.opts...)
 			rep := n.ConfigReport()
 			wantContains(t, "ConfigReport", rep, reportRows(c.rows...)...)
 			wantContains(t, "ConfigReport", rep, reportRow("total opt steps", fmt.Sprint(c.total)))
@@ -116,7 +118,7 @@ func TestAccessorResolutionOrder(t *testing.T) {
 }
 
 func TestBindingReportNamesTheKnobSources(t *testing.T) {
-	n := mustNew(t, newMethodKnobs(), data(t, 0), core.WithMaxEpochs(6))
+	n := coretest.MustNew(t, newMethodKnobs(), coretest.Data(t, 0), core.WithMaxEpochs(6))
 	rep := n.BindingReport()
 	for _, want := range [][]string{
 		{"max_epochs", "6", "run option"},
@@ -139,7 +141,7 @@ func TestBindingReportNamesTheKnobSources(t *testing.T) {
 
 func TestSeedDrivesInitialization(t *testing.T) {
 	params := func(opts ...core.Option) []float32 {
-		n := mustNew(t, &Reg{}, data(t, 0), opts...)
+		n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 0), opts...)
 		p, err := n.Parameters()
 		if err != nil {
 			t.Fatal(err)
@@ -161,7 +163,7 @@ func TestSeedDrivesInitialization(t *testing.T) {
 
 func TestConfigReportPrintedOnceAcrossEntryPoints(t *testing.T) {
 	var buf bytes.Buffer
-	n, err := core.New(&Reg{}, core.WithBackend("go"), core.WithData(data(t, 32)), core.WithOutput(&buf), core.WithCache(newCache()), core.WithoutLogger(), core.WithoutCheckpoints())
+	n, err := core.New(&coretest.Reg{}, core.WithBackend("go"), core.WithData(coretest.Data(t, 32)), core.WithOutput(&buf), core.WithCache(newCache()), core.WithoutLogger(), core.WithoutCheckpoints())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +178,7 @@ func TestConfigReportPrintedOnceAcrossEntryPoints(t *testing.T) {
 	if err := n.Train(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Predict(core.Batch{"x": must(arrays(t, 16, 16, 3, core.ArrayOptions{}).BatchAt(0))["x"]}); err != nil {
+	if _, err := n.Predict(prefetch.Batch{"x": must(coretest.Arrays(t, 16, 16, 3, prefetch.ArrayOptions{}).BatchAt(0))["x"]}); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()
@@ -196,7 +198,7 @@ func TestConfigReportPrintedOnceAcrossEntryPoints(t *testing.T) {
 
 func TestQuietPrintsNothing(t *testing.T) {
 	var buf bytes.Buffer
-	n, err := core.New(&Reg{}, core.WithBackend("go"), core.WithData(data(t, 32)), core.WithOutput(&buf), core.Quiet(), core.WithCache(newCache()), core.WithoutLogger(), core.WithoutCheckpoints())
+	n, err := core.New(&coretest.Reg{}, core.WithBackend("go"), core.WithData(coretest.Data(t, 32)), core.WithOutput(&buf), core.Quiet(), core.WithCache(newCache()), core.WithoutLogger(), core.WithoutCheckpoints())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,12 +13,15 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers/regularizers"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
+	"github.com/nitro-go/nitro/engine"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // l2Reg is the regression through fnn, whose layers add an L2 term of their weights with
 // train.AddLoss when the context's regularizers.ParamL2 is set.
 type l2Reg struct {
-	base
+	coretest.Base
 	l2 float64
 }
 
@@ -27,7 +30,7 @@ func (e *l2Reg) BuildModel(ctx *context.Context) error {
 	return nil
 }
 
-func (*l2Reg) Forward(ctx *context.Context, in In) core.Outputs {
+func (*l2Reg) Forward(ctx *context.Context, in coretest.In) core.Outputs {
 	return core.Outputs{"pred": fnn.New(ctx.In("fnn"), in.X, 1).Done()}
 }
 
@@ -44,15 +47,15 @@ type l2Manual struct {
 	Outside bool `nitro:"graphconst"`
 }
 
-func (e *l2Manual) TrainStep(s *core.ManualStep, in XY) core.StepResult {
+func (e *l2Manual) TrainStep(s *engine.ManualStep, in XY) engine.StepResult {
 	if e.Outside {
 		fnn.New(s.Ctx.In("fnn"), in.X, 1).Done()
 	}
 	loss, grads := s.Backward(func(ctx *context.Context) *graph.Node {
-		return mse(fnn.New(ctx.In("fnn"), in.X, 1).Done(), in.Y)
+		return coretest.MSE(fnn.New(ctx.In("fnn"), in.X, 1).Done(), in.Y)
 	}, "default")
 	s.StepOptimizer("default", grads)
-	return core.StepResult{Loss: loss}
+	return engine.StepResult{Loss: loss}
 }
 
 // kernelL2 is the sum of squares of the parameters the L2 regularizer covers (the kernels).
@@ -91,8 +94,8 @@ func TestCollectedLossesTrained(t *testing.T) {
 				case "manual":
 					e = &l2Manual{l2Reg: l2Reg{l2: l2}}
 				}
-				n := mustNew(t, e, data(t, 32), append(opts, core.WithMaxEpochs(1), core.WithLearningRate(lr))...)
-				train(t, n)
+				n := coretest.MustNew(t, e, coretest.Data(t, 32), append(opts, core.WithMaxEpochs(1), core.WithLearningRate(lr))...)
+				coretest.Train(t, n)
 				return n
 			}
 			// The weights follow the L2 term's gradient.
@@ -127,9 +130,9 @@ func TestCollectedLossesTrained(t *testing.T) {
 // belongs to no gradient, and building the step program says so.
 func TestCollectedLossOutsideBackwardWarns(t *testing.T) {
 	var warned []string
-	n := mustNew(t, &l2Manual{l2Reg: l2Reg{l2: 1}, Outside: true}, data(t, 0), core.WithMaxEpochs(1),
+	n := coretest.MustNew(t, &l2Manual{l2Reg: l2Reg{l2: 1}, Outside: true}, coretest.Data(t, 0), core.WithMaxEpochs(1),
 		core.WithWarn(func(m string) { warned = append(warned, m) }))
-	train(t, n)
+	coretest.Train(t, n)
 	wantContains(t, "warnings", strings.Join(warned, "\n"), "outside every Backward objective", "Backward(f, groups...)")
 }
 
@@ -148,34 +151,34 @@ type unexpHelper struct {
 	note string      // not a batch field: no tag, not a node
 }
 
-type unexpTaggedExp struct{ base }
+type unexpTaggedExp struct{ coretest.Base }
 
 func (*unexpTaggedExp) Loss(out core.Outputs, in unexpTagged) *graph.Node {
-	return mse(out["pred"], in.w)
+	return coretest.MSE(out["pred"], in.w)
 }
 
-type unexpPlainExp struct{ base }
+type unexpPlainExp struct{ coretest.Base }
 
 func (*unexpPlainExp) Loss(out core.Outputs, in unexpPlain) *graph.Node {
-	return mse(out["pred"], in.y)
+	return coretest.MSE(out["pred"], in.y)
 }
 
-type unexpHelperExp struct{ base }
+type unexpHelperExp struct{ coretest.Base }
 
 func (*unexpHelperExp) Loss(out core.Outputs, in unexpHelper) *graph.Node {
 	_ = in.note
-	return mse(out["pred"], in.Y)
+	return coretest.MSE(out["pred"], in.Y)
 }
 
 // TestUnexportedBatchFieldRefused: an unexported *graph.Node field, or any unexported field with
 // a batch tag, would read nil in every program: New refuses it, naming the fix. An unexported
 // helper field that is neither stays allowed.
 func TestUnexportedBatchFieldRefused(t *testing.T) {
-	wantErr(t, newErr(t, &unexpTaggedExp{}, data(t, 0)),
+	coretest.WantErr(t, newErr(t, &unexpTaggedExp{}, coretest.Data(t, 0)),
 		"hook unexpTaggedExp.Loss", "batch struct unexpTagged's field w is unexported", "export it, e.g. W *graph.Node `batch:\"y,optional\"`")
-	wantErr(t, newErr(t, &unexpPlainExp{}, data(t, 0)),
+	coretest.WantErr(t, newErr(t, &unexpPlainExp{}, coretest.Data(t, 0)),
 		"hook unexpPlainExp.Loss", "batch struct unexpPlain's field y is unexported", "export it, e.g. Y *graph.Node `batch:\"y\"`")
-	mustNew(t, &unexpHelperExp{}, data(t, 0))
+	coretest.MustNew(t, &unexpHelperExp{}, coretest.Data(t, 0))
 }
 
 type optTgt struct {
@@ -184,16 +187,16 @@ type optTgt struct {
 	V *graph.Node `batch:"v,optional"` // the val split alone carries "v"
 }
 
-type optExp struct{ base }
+type optExp struct{ coretest.Base }
 
-func (*optExp) Loss(out core.Outputs, in optTgt) *graph.Node { return mse(out["pred"], in.Y) }
+func (*optExp) Loss(out core.Outputs, in optTgt) *graph.Node { return coretest.MSE(out["pred"], in.Y) }
 
 type optIn struct {
 	X    *graph.Node `batch:"x"`
 	Mask *graph.Node `batch:"mask,optional"`
 }
 
-type optSpecExp struct{ base }
+type optSpecExp struct{ coretest.Base }
 
 func (*optSpecExp) Forward(ctx *context.Context, in optIn) core.Outputs {
 	return core.Outputs{"pred": layers.Dense(ctx.In("dense_0"), in.X, true, 1)}
@@ -202,22 +205,22 @@ func (*optSpecExp) Forward(ctx *context.Context, in optIn) core.Outputs {
 // TestOptionalFieldNoSplitWarns: an optional field no split carries (a misspelled key) warns
 // once, with the keys the splits carry and the nearest; one that some split carries is quiet.
 func TestOptionalFieldNoSplitWarns(t *testing.T) {
-	d := data(t, 0)
-	x, y := synthetic(16, 3)
-	val, err := core.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y, "v": y}, 16, core.ArrayOptions{})
+	d := coretest.Data(t, 0)
+	x, y := coretest.Synthetic(16, 3)
+	val, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y, "v": y}, 16, prefetch.ArrayOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d["val"] = val
 	var warned []string
-	mustNew(t, &optExp{}, d, core.WithWarn(func(m string) { warned = append(warned, m) }))
+	coretest.MustNew(t, &optExp{}, d, core.WithWarn(func(m string) { warned = append(warned, m) }))
 	if len(warned) != 1 {
 		t.Fatalf("warnings %q; want one, for field W", warned)
 	}
 	wantContains(t, "warning", warned[0], `hook Loss's optional batch field W reads key "Y", which no split carries (they carry v, x, y)`, `did you mean "y"?`)
 
 	warned = nil
-	newNitro(t, &optSpecExp{}, goOpts(nil, core.WithInputSpecs(core.InputSpec{Name: "x", DType: dtypes.Float32, Shape: []int{features}}),
+	coretest.New(t, &optSpecExp{}, coretest.GoOpts(nil, core.WithInputSpecs(prefetch.FieldSpec{Name: "x", DType: dtypes.Float32, Shape: []int{coretest.Features}}),
 		core.WithWarn(func(m string) { warned = append(warned, m) }))...)
 	if len(warned) != 1 {
 		t.Fatalf("warnings %q; want one, for field Mask", warned)

@@ -187,8 +187,12 @@ func (n *Nitro) stopDecision(res EpochResult) (runstatus.Status, error) {
 	if err != nil {
 		return "", err
 	}
+	requested, err := n.agreeStop(n.tracker.StopRequested()) // collective.go: any rank's request
+	if err != nil {
+		return "", err
+	}
 	switch {
-	case n.tracker.StopRequested():
+	case requested:
 		return StopRequested, nil
 	case early:
 		return StopEarly, nil

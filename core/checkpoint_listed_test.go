@@ -7,6 +7,7 @@ import (
 
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 )
 
 // everyEpoch trains Reg for epochs epochs into a fresh run dir keeping every checkpoint, and
@@ -15,8 +16,8 @@ func everyEpoch(t *testing.T, epochs int) (string, []checkpoint.ManifestEntry) {
 	t.Helper()
 	dir := t.TempDir()
 	every := must(checkpoint.NewEveryN(1, "", nil))
-	n := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(epochs), core.WithCheckpointer(every))...)
-	train(t, n)
+	n := coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(epochs), core.WithCheckpointer(every))...)
+	coretest.Train(t, n)
 	entries, err := checkpoint.ReadManifest(dir)
 	if err != nil || len(entries) != epochs {
 		t.Fatalf("manifest %+v, %v; want %d checkpoints", entries, err, epochs)
@@ -42,16 +43,16 @@ func TestResumeNamesAMissingNewest(t *testing.T) {
 			problem = "is a directory"
 		}
 		older := filepath.Join(dir, entries[1].File)
-		err := newErr(t, &Reg{}, data(t, 16), core.WithRunDir(dir), core.WithCheckpointer(must(checkpoint.NewEveryN(1, "", nil))), core.WithResume(core.ResumeAuto))
-		wantErr(t, err, "resume auto", newest, problem, older+" (epoch 2,", filepath.Join(dir, entries[0].File), "--resume PATH")
-		err = newErr(t, &Reg{}, data(t, 16), core.WithCheckpoint(dir))
-		wantErr(t, err, "WithCheckpoint", newest, problem, older, "--checkpoint PATH")
+		err := newErr(t, &coretest.Reg{}, coretest.Data(t, 16), core.WithRunDir(dir), core.WithCheckpointer(must(checkpoint.NewEveryN(1, "", nil))), core.WithResume(core.ResumeAuto))
+		coretest.WantErr(t, err, "resume auto", newest, problem, older+" (epoch 2,", filepath.Join(dir, entries[0].File), "--resume PATH")
+		err = newErr(t, &coretest.Reg{}, coretest.Data(t, 16), core.WithCheckpoint(dir))
+		coretest.WantErr(t, err, "WithCheckpoint", newest, problem, older, "--checkpoint PATH")
 		if how == "directory" { // given by path, the replaced file is named as such
-			err = newErr(t, &Reg{}, data(t, 16), core.WithResume(newest))
-			wantErr(t, err, newest, "is a directory", "lists it as a checkpoint file")
+			err = newErr(t, &coretest.Reg{}, coretest.Data(t, 16), core.WithResume(newest))
+			coretest.WantErr(t, err, newest, "is a directory", "lists it as a checkpoint file")
 		}
 		// The older one named loads.
-		w := newNitro(t, &Reg{}, goOpts(nil, core.WithData(data(t, 16)), core.WithResume(older))...)
+		w := coretest.New(t, &coretest.Reg{}, coretest.GoOpts(nil, core.WithData(coretest.Data(t, 16)), core.WithResume(older))...)
 		if w.Epoch() != 2 {
 			t.Errorf("resumed from %s at epoch %d, want 2", older, w.Epoch())
 		}

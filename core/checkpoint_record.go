@@ -108,6 +108,9 @@ func (n *Nitro) record(res EpochResult, reason runstatus.Status) (*checkpoint.Re
 			}
 		}
 	}
+	if r.Control, err = n.recordWorldSize(r.Control); err != nil { // collective.go
+		return nil, err
+	}
 	return r, nil
 }
 

@@ -270,6 +270,11 @@ func (n *Nitro) restoreProgress(rec *checkpoint.Record, path string) error {
 		if err := json.Unmarshal(rec.Control, &ctl); err != nil {
 			return fmt.Errorf("checkpoint %s: control state: %w", path, err)
 		}
+		if err := n.checkWorldSize(ctl, path); err != nil { // collective.go
+			return err
+		}
+	} else if err := n.checkWorldSize(nil, path); err != nil {
+		return err
 	}
 	if n.ck.es != nil {
 		// Resume runs only in New, so a failure after this leaves no Nitro behind to hold a

@@ -15,22 +15,18 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/logjson"
+	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/tensorfile"
 )
 
-// ckptOpts are goOpts with checkpoints on: the default checkpointer adopts dir as the run dir.
-// (No console; a later WithConsole gets the notices.)
-func ckptOpts(dir string, more ...core.Option) []core.Option {
-	return append([]core.Option{core.WithBackend("go"), core.WithConsole(nil), core.WithCache(newCache()), core.WithoutLogger(), core.WithRunDir(dir)}, more...)
-}
-
 // shuffled is a train split that reshuffles every epoch (from its seed and the epoch) and a val
 // split: a resume must replay the same order.
-func shuffled(t testing.TB) core.Data {
-	return core.Data{
-		"train": arrays(t, 64, 8, 1, core.ArrayOptions{DropPartial: true, Shuffle: true, Seed: 11}),
-		"val":   arrays(t, 24, 16, 2, core.ArrayOptions{}),
+func shuffled(t testing.TB) prefetch.Data {
+	return prefetch.Data{
+		"train": coretest.Arrays(t, 64, 8, 1, prefetch.ArrayOptions{DropPartial: true, Shuffle: true, Seed: 11}),
+		"val":   coretest.Arrays(t, 24, 16, 2, prefetch.ArrayOptions{}),
 	}
 }
 
@@ -38,7 +34,7 @@ func shuffled(t testing.TB) core.Data {
 // whose state a checkpoint must carry for a resume to be exact.
 type Dropped struct{ Groups }
 
-func (*Dropped) Forward(ctx *context.Context, in In) core.Outputs {
+func (*Dropped) Forward(ctx *context.Context, in coretest.In) core.Outputs {
 	h := layers.Dense(ctx.In("backbone"), in.X, true, 8)
 	h = layers.DropoutStatic(ctx, h, 0.25)
 	return core.Outputs{"pred": layers.Dense(ctx.In("head"), h, true, 1)}
@@ -68,32 +64,16 @@ func manifest(t testing.TB, dir string) []checkpoint.ManifestEntry {
 	return e
 }
 
-func train(t testing.TB, n *core.Nitro) {
-	t.Helper()
-	if err := n.Train(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func newNitro(t testing.TB, e any, opts ...core.Option) *core.Nitro {
-	t.Helper()
-	n, err := core.New(e, opts...)
-	if err != nil {
-		t.Fatalf("core.New(%T): %v", e, err)
-	}
-	return n
-}
-
 // TestDefaultCheckpointer: with no option, a run checkpoints into its run dir through TopK(3,
 // val_loss, min): one record per epoch, the three best plus the newest kept, the record holding
 // the training state under stable names and the run's metadata, the last one the stop reason.
 func TestDefaultCheckpointer(t *testing.T) {
 	dir := t.TempDir()
-	n := newNitro(t, &Groups{}, ckptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(5), core.WithPreset("tiny"))...)
+	n := coretest.New(t, &Groups{}, coretest.CkptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(5), core.WithPreset("tiny"))...)
 	if _, ok := n.Checkpointer().(*checkpoint.TopK); !ok {
 		t.Fatalf("default checkpointer %T, want *checkpoint.TopK", n.Checkpointer())
 	}
-	train(t, n)
+	coretest.Train(t, n)
 	entries, err := checkpoint.ReadManifest(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -161,20 +141,20 @@ func TestDefaultCheckpointer(t *testing.T) {
 // final parameters must be those of one uninterrupted run, bit for bit.
 func resumeCase(t *testing.T, mk func() any, k, total int, opts ...core.Option) {
 	t.Helper()
-	straight := newNitro(t, mk(), append(goOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(total)), opts...)...)
-	train(t, straight)
+	straight := coretest.New(t, mk(), append(coretest.GoOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(total)), opts...)...)
+	coretest.Train(t, straight)
 
 	dir := t.TempDir()
-	first := newNitro(t, mk(), append(ckptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(k)), opts...)...)
+	first := coretest.New(t, mk(), append(coretest.CkptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(k)), opts...)...)
 	fresh := first.Uploads() // what setup uploads: every array once
-	train(t, first)
+	coretest.Train(t, first)
 	con := &core.MemoryConsole{}
-	second := newNitro(t, mk(), append(ckptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(total), core.WithResume(core.ResumeAuto), core.WithConsole(con)), opts...)...)
+	second := coretest.New(t, mk(), append(coretest.CkptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(total), core.WithResume(core.ResumeAuto), core.WithConsole(con)), opts...)...)
 	before := second.Uploads()
 	if second.Epoch() != k || second.Step() != first.Step() {
 		t.Fatalf("resumed at epoch %d step %d, want %d and %d", second.Epoch(), second.Step(), k, first.Step())
 	}
-	train(t, second)
+	coretest.Train(t, second)
 	if second.Step() != straight.Step() || len(second.History()) != total-k {
 		t.Fatalf("resumed run: step %d (want %d), %d epochs trained (want %d)", second.Step(), straight.Step(), len(second.History()), total-k)
 	}
@@ -202,12 +182,12 @@ func TestResumeIsExact(t *testing.T) {
 // interruptAt calls Interrupt when the loop reads batch at (of the first epoch), as Ctrl+C would;
 // it keeps the shuffled source's BeginEpoch.
 type interruptAt struct {
-	*core.ArrayBatches
+	*prefetch.ArrayBatches
 	at int
 	n  **core.Nitro
 }
 
-func (s interruptAt) BatchAt(i int) (core.Batch, error) {
+func (s interruptAt) BatchAt(i int) (prefetch.Batch, error) {
 	if i == s.at && (*s.n).Epoch() == 0 {
 		(*s.n).Interrupt()
 	}
@@ -219,16 +199,16 @@ func (s interruptAt) BatchAt(i int) (core.Batch, error) {
 // from the same batch, exactly, on each backend.
 func TestResumeFinishesAnInterruptedEpoch(t *testing.T) {
 	onBackends(t, func(t *testing.T, on []core.Option) {
-		straight := newNitro(t, &Groups{}, append(goOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(2)), on...)...)
-		train(t, straight)
+		straight := coretest.New(t, &Groups{}, append(coretest.GoOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(2)), on...)...)
+		coretest.Train(t, straight)
 
 		dir := t.TempDir()
 		var n *core.Nitro
 		d := shuffled(t)
 		// Inline (no read-ahead), so the interrupt lands while the loop is at batch 3.
-		d["train"] = core.NoPrefetch(interruptAt{ArrayBatches: d["train"].(*core.ArrayBatches), at: 3, n: &n})
-		n = newNitro(t, &Groups{}, append(ckptOpts(dir, core.WithData(d), core.WithMaxEpochs(2)), on...)...)
-		train(t, n)
+		d["train"] = prefetch.NoPrefetch(interruptAt{ArrayBatches: d["train"].(*prefetch.ArrayBatches), at: 3, n: &n})
+		n = coretest.New(t, &Groups{}, append(coretest.CkptOpts(dir, core.WithData(d), core.WithMaxEpochs(2)), on...)...)
+		coretest.Train(t, n)
 		h, err := checkpoint.Info(n.LastCheckpoint())
 		if err != nil {
 			t.Fatal(err)
@@ -236,8 +216,8 @@ func TestResumeFinishesAnInterruptedEpoch(t *testing.T) {
 		if h.StopReason != core.StopRequested || h.Position != (checkpoint.Position{Epoch: 1, Batch: 4}) {
 			t.Fatalf("interrupted checkpoint: stop %q position %+v", h.StopReason, h.Position)
 		}
-		second := newNitro(t, &Groups{}, append(ckptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(2), core.WithResume(core.ResumeAuto)), on...)...)
-		train(t, second)
+		second := coretest.New(t, &Groups{}, append(coretest.CkptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(2), core.WithResume(core.ResumeAuto)), on...)...)
+		coretest.Train(t, second)
 		if second.Step() != straight.Step() {
 			t.Fatalf("steps %d, want %d", second.Step(), straight.Step())
 		}
@@ -249,22 +229,22 @@ func TestResumeFinishesAnInterruptedEpoch(t *testing.T) {
 // says so once.
 func TestResumeAutoWithNothingStartsFresh(t *testing.T) {
 	con := &core.MemoryConsole{}
-	n := newNitro(t, &Reg{}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithResume("auto"), core.WithConsole(con))...)
+	n := coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(t.TempDir(), core.WithData(coretest.Data(t, 16)), core.WithResume("auto"), core.WithConsole(con))...)
 	if n.Epoch() != 0 || n.Step() != 0 || len(con.Notices) != 1 || !strings.Contains(con.Notices[0], "no checkpoint") || !strings.Contains(con.Notices[0], "fresh run") {
 		t.Fatalf("epoch %d step %d notices %q", n.Epoch(), n.Step(), con.Notices)
 	}
-	train(t, n)
-	wantErr(t, newErr(t, &Reg{}, data(t, 16), core.WithResume("auto")), "WithResume(\"auto\")", "WithoutCheckpoints")
+	coretest.Train(t, n)
+	coretest.WantErr(t, newErr(t, &coretest.Reg{}, coretest.Data(t, 16), core.WithResume("auto")), "WithResume(\"auto\")", "WithoutCheckpoints")
 }
 
 // Width is Reg with a GraphConst hidden width and a Device scale.
 type Width struct {
-	base
+	coretest.Base
 	Hidden int `nitro:"graphconst"`
 	Note   string
 }
 
-func (e *Width) Forward(ctx *context.Context, in In) core.Outputs {
+func (e *Width) Forward(ctx *context.Context, in coretest.In) core.Outputs {
 	h := layers.Dense(ctx.In("hidden"), in.X, true, e.Hidden)
 	return core.Outputs{"pred": layers.Dense(ctx.In("out"), h, true, 1)}
 }
@@ -273,12 +253,12 @@ func (e *Width) Forward(ctx *context.Context, in In) core.Outputs {
 // naming the field and both values; a Host change is allowed and reported.
 func TestResumeRefusesAGraphConstChange(t *testing.T) {
 	dir := t.TempDir()
-	train(t, newNitro(t, &Width{Hidden: 4, Note: "a"}, ckptOpts(dir, core.WithData(data(t, 16)))...))
-	_, err := core.New(&Width{Hidden: 6, Note: "a"}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithResume("auto"))...)
-	wantErr(t, err, "refused", "GraphConst", "field Hidden: checkpoint 4, now 6")
+	coretest.Train(t, coretest.New(t, &Width{Hidden: 4, Note: "a"}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)))...))
+	_, err := core.New(&Width{Hidden: 6, Note: "a"}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithResume("auto"))...)
+	coretest.WantErr(t, err, "refused", "GraphConst", "field Hidden: checkpoint 4, now 6")
 
 	con := &core.MemoryConsole{}
-	n := newNitro(t, &Width{Hidden: 4, Note: "b"}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithResume("auto"), core.WithConsole(con))...)
+	n := coretest.New(t, &Width{Hidden: 4, Note: "b"}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithResume("auto"), core.WithConsole(con))...)
 	if n.Epoch() != 1 || !slices.ContainsFunc(con.Notices, func(s string) bool { return strings.Contains(s, "Host field Note: checkpoint a, now b") }) {
 		t.Errorf("epoch %d, notices %q: want the resume, the Host change reported", n.Epoch(), con.Notices)
 	}
@@ -288,41 +268,41 @@ func TestResumeRefusesAGraphConstChange(t *testing.T) {
 // seed) refuses to resume: the run would decay toward another point.
 func TestResumeRefusesAnotherAnchor(t *testing.T) {
 	dir := t.TempDir()
-	train(t, newNitro(t, &Groups{}, ckptOpts(dir, core.WithData(data(t, 16)))...))
-	_, err := core.New(&Groups{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithSeed(7), core.WithResume("auto"))...)
-	wantErr(t, err, "refused", `group "backbone"`, "w0", "anchor checksum")
+	coretest.Train(t, coretest.New(t, &Groups{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)))...))
+	_, err := core.New(&Groups{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithSeed(7), core.WithResume("auto"))...)
+	coretest.WantErr(t, err, "refused", `group "backbone"`, "w0", "anchor checksum")
 }
 
 // TestCheckpointMetricMustExist: a ranking metric the val split does not report is a setup
 // error naming the ones it does; with no val split, checkpoints are unscored.
 func TestCheckpointMetricMustExist(t *testing.T) {
-	_, err := core.New(&Rows{}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)))...)
-	wantErr(t, err, `checkpoint metric "val_loss"`, "val_mse, val_rows, val_sse", "WithoutCheckpoints")
+	_, err := core.New(&Rows{}, coretest.CkptOpts(t.TempDir(), core.WithData(coretest.Data(t, 16)))...)
+	coretest.WantErr(t, err, `checkpoint metric "val_loss"`, "val_mse, val_rows, val_sse", "WithoutCheckpoints")
 
 	tk := must(checkpoint.NewTopK(2, "val_mse", "min", "", nil))
 	dir := t.TempDir()
-	train(t, newNitro(t, &Rows{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithCheckpointer(tk))...))
+	coretest.Train(t, coretest.New(t, &Rows{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithCheckpointer(tk))...))
 	if e := manifest(t, dir); len(e) != 1 || e[0].Metric != "val_mse" || e[0].Score == nil {
 		t.Errorf("manifest %+v: want one checkpoint scored by val_mse", e)
 	}
 
 	dir = t.TempDir()
-	train(t, newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 0)))...))
+	coretest.Train(t, coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 0)))...))
 	if e := manifest(t, dir); len(e) != 1 || e[0].Score != nil || strings.Contains(e[0].File, "=") {
 		t.Errorf("manifest %+v: want one unscored checkpoint for a run with no val split", e)
 	}
-	wantErr(t, newErr(t, &Reg{}, data(t, 0), core.WithEarlyStopping("val_loss", "min", 2, 0)), "WithEarlyStopping", `no "val" split`)
-	wantErr(t, newErr(t, &Rows{}, data(t, 16), core.WithEarlyStopping("val_accuracy", "max", 2, 0)), "val_accuracy", "val_mse")
-	wantErr(t, newErr(t, &Rows{}, data(t, 16), core.WithEarlyStopping("val_mse", "down", 2, 0)), `mode "down"`)
+	coretest.WantErr(t, newErr(t, &coretest.Reg{}, coretest.Data(t, 0), core.WithEarlyStopping("val_loss", "min", 2, 0)), "WithEarlyStopping", `no "val" split`)
+	coretest.WantErr(t, newErr(t, &Rows{}, coretest.Data(t, 16), core.WithEarlyStopping("val_accuracy", "max", 2, 0)), "val_accuracy", "val_mse")
+	coretest.WantErr(t, newErr(t, &Rows{}, coretest.Data(t, 16), core.WithEarlyStopping("val_mse", "down", 2, 0)), `mode "down"`)
 }
 
 // NaNMetric reports a metric that is NaN.
-type NaNMetric struct{ base }
+type NaNMetric struct{ coretest.Base }
 
-func (*NaNMetric) Metrics(out core.Outputs, in Tgt) map[string]core.Metric {
+func (*NaNMetric) Metrics(out core.Outputs, in coretest.Tgt) map[string]core.Metric {
 	g := out["pred"].Graph()
 	zero := graph.ScalarZero(g, out["pred"].DType())
-	return map[string]core.Metric{"bad": {Sum: graph.Div(zero, zero)}, "mse": {Sum: mse(out["pred"], in.Y)}}
+	return map[string]core.Metric{"bad": {Sum: graph.Div(zero, zero)}, "mse": {Sum: coretest.MSE(out["pred"], in.Y)}}
 }
 
 // TestNonFiniteControlMetricStops: the ranking metric goes through the validated readback; NaN
@@ -330,8 +310,8 @@ func (*NaNMetric) Metrics(out core.Outputs, in Tgt) map[string]core.Metric {
 func TestNonFiniteControlMetricStops(t *testing.T) {
 	dir := t.TempDir()
 	tk := must(checkpoint.NewTopK(2, "val_bad", "min", "", nil))
-	n := newNitro(t, &NaNMetric{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithCheckpointer(tk))...)
-	wantErr(t, n.Train(), "epoch 1", `checkpoint metric "val_bad"`, "NaN")
+	n := coretest.New(t, &NaNMetric{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithCheckpointer(tk))...)
+	coretest.WantErr(t, n.Train(), "epoch 1", `checkpoint metric "val_bad"`, "NaN")
 	if e := manifest(t, dir); len(e) != 0 {
 		t.Errorf("a checkpoint was saved: %+v", e)
 	}
@@ -345,7 +325,7 @@ func TestNonFiniteControlMetricStops(t *testing.T) {
 		}
 	}
 	// Only logged, a NaN metric stops nothing.
-	train(t, newNitro(t, &NaNMetric{}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithCheckpointer(must(checkpoint.NewTopK(2, "val_mse", "min", "", nil))))...))
+	coretest.Train(t, coretest.New(t, &NaNMetric{}, coretest.CkptOpts(t.TempDir(), core.WithData(coretest.Data(t, 16)), core.WithCheckpointer(must(checkpoint.NewTopK(2, "val_mse", "min", "", nil))))...))
 }
 
 // TestEarlyStopping: no improvement by more than minDelta for patience epochs stops gracefully:
@@ -355,8 +335,8 @@ func TestEarlyStopping(t *testing.T) {
 	dir := t.TempDir()
 	lg := &logjson.Memory{}
 	es := core.WithEarlyStopping("val_loss", "min", 2, 1e9) // no epoch improves by 1e9
-	n := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(10), core.WithLogger(lg), es)...)
-	train(t, n)
+	n := coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(10), core.WithLogger(lg), es)...)
+	coretest.Train(t, n)
 	if n.StopReason() != core.StopEarly || n.Epoch() != 3 || len(n.History()) != 3 || n.History()[2].Val == nil {
 		t.Fatalf("stop %q after %d epochs: want early_stop after 3 validated epochs (the first sets the best, two more without improvement)", n.StopReason(), n.Epoch())
 	}
@@ -377,8 +357,8 @@ func TestEarlyStopping(t *testing.T) {
 	}
 
 	con := &core.MemoryConsole{}
-	again := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(10), core.WithResume("auto"), core.WithConsole(con), es)...)
-	train(t, again)
+	again := coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(10), core.WithResume("auto"), core.WithConsole(con), es)...)
+	coretest.Train(t, again)
 	if again.StopReason() != core.StopEarly || again.Step() != n.Step() || len(again.History()) != 0 {
 		t.Errorf("resumed early-stopped run: stop %q, step %d (want %d), %d epochs trained", again.StopReason(), again.Step(), n.Step(), len(again.History()))
 	}
@@ -388,8 +368,8 @@ func TestEarlyStopping(t *testing.T) {
 		t.Errorf("notices %q: the resume of an early-stopped run must say so", con.Notices)
 	}
 	// With a patience that does not stop there, the resumed run trains on.
-	more := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(4), core.WithResume("auto"), core.WithEarlyStopping("val_loss", "min", 5, 1e9))...)
-	train(t, more)
+	more := coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(4), core.WithResume("auto"), core.WithEarlyStopping("val_loss", "min", 5, 1e9))...)
+	coretest.Train(t, more)
 	if more.Epoch() != 4 || more.StopReason() != core.StopCompleted {
 		t.Errorf("patience 5: epoch %d stop %q, want 4 completed", more.Epoch(), more.StopReason())
 	}
@@ -399,11 +379,11 @@ func TestEarlyStopping(t *testing.T) {
 // with the counters at zero; a directory means its newest checkpoint.
 func TestWithCheckpointLoadsWeightsOnly(t *testing.T) {
 	dir := t.TempDir()
-	n := newNitro(t, &Counter{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(2))...)
-	train(t, n)
+	n := coretest.New(t, &Counter{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(2))...)
+	coretest.Train(t, n)
 	want := must(n.Validate())
 	for _, from := range []string{dir, n.LastCheckpoint()} {
-		w := newNitro(t, &Counter{}, goOpts(nil, core.WithData(data(t, 16)), core.WithCheckpoint(from))...)
+		w := coretest.New(t, &Counter{}, coretest.GoOpts(nil, core.WithData(coretest.Data(t, 16)), core.WithCheckpoint(from))...)
 		if w.Epoch() != 0 || w.Step() != 0 {
 			t.Errorf("%s: epoch %d step %d, want 0 0", from, w.Epoch(), w.Step())
 		}
@@ -417,7 +397,7 @@ func TestWithCheckpointLoadsWeightsOnly(t *testing.T) {
 			t.Errorf("layer state counter %v, want the trained 8", c)
 		}
 	}
-	wantErr(t, newErr(t, &Width{Hidden: 4}, data(t, 16), core.WithCheckpoint(dir)), "does not fit this model", "missing: param/hidden/dense/biases", "not in this model: param/dense_0/dense/biases")
+	coretest.WantErr(t, newErr(t, &Width{Hidden: 4}, coretest.Data(t, 16), core.WithCheckpoint(dir)), "does not fit this model", "missing: param/hidden/dense/biases", "not in this model: param/dense_0/dense/biases")
 	if _, err := os.Stat(filepath.Join(dir, checkpoint.ManifestName)); err != nil {
 		t.Fatal(err)
 	}
@@ -430,22 +410,22 @@ func TestResumeReattachesTheLogger(t *testing.T) {
 	onBackends(t, func(t *testing.T, on []core.Option) {
 		dir := t.TempDir()
 		lg := &logjson.Memory{ID: "run-7", URL: "https://example.invalid/run-7"}
-		n := newNitro(t, &Reg{}, append(ckptOpts(dir, core.WithData(data(t, 16)), core.WithLogger(lg)), on...)...)
-		train(t, n)
+		n := coretest.New(t, &coretest.Reg{}, append(coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithLogger(lg)), on...)...)
+		coretest.Train(t, n)
 		rec := must(checkpoint.Read(n.LastCheckpoint()))
 		if rec.LoggerType != "*github.com/nitro-go/nitro/logjson.Memory" || string(rec.LoggerState) != `{"run_id":"run-7"}` ||
 			rec.RunID != "run-7" || rec.RunURL != lg.URL {
 			t.Fatalf("record logger %q state %s run %q %q", rec.LoggerType, rec.LoggerState, rec.RunID, rec.RunURL)
 		}
 		again := &logjson.Memory{}
-		resumed := newNitro(t, &Reg{}, append(ckptOpts(dir, core.WithData(data(t, 16)), core.WithResume("auto"), core.WithLogger(again)), on...)...)
+		resumed := coretest.New(t, &coretest.Reg{}, append(coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithResume("auto"), core.WithLogger(again)), on...)...)
 		if calls := again.Calls(); again.ID != "run-7" || len(calls) < 2 || calls[0].Verb != "reattach" || calls[1].Verb != "params" {
 			t.Errorf("resumed logger: id %q, calls %+v: want the state reattached before the params", again.ID, calls)
 		}
 		sameBits(t, "resumed parameters", flatParams(t, resumed), flatParams(t, n))
 		jl := logjson.NewJSONLogger(filepath.Join(t.TempDir(), "m.jsonl"))
-		_, err := core.New(&Reg{}, append(ckptOpts(dir, core.WithData(data(t, 16)), core.WithResume("auto"), core.WithLogger(jl)), on...)...)
-		wantErr(t, err, "logjson.Memory", "logjson.JSONLogger")
+		_, err := core.New(&coretest.Reg{}, append(coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithResume("auto"), core.WithLogger(jl)), on...)...)
+		coretest.WantErr(t, err, "logjson.Memory", "logjson.JSONLogger")
 	})
 }
 
@@ -464,7 +444,7 @@ func (*Chosen) CheckpointFilename(a checkpoint.NameArgs) string {
 // methods are used when the run passes no checkpointer; the run's option wins over them.
 func TestExperimentChoosesItsCheckpointer(t *testing.T) {
 	dir := t.TempDir()
-	train(t, newNitro(t, &Chosen{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(2))...))
+	coretest.Train(t, coretest.New(t, &Chosen{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(2))...))
 	e := manifest(t, dir)
 	var files []string
 	for _, x := range e {
@@ -473,14 +453,14 @@ func TestExperimentChoosesItsCheckpointer(t *testing.T) {
 	if len(files) == 0 || files[len(files)-1] != "e2-val_mse.safetensors" || e[0].Metric != "val_mse" {
 		t.Errorf("manifest files %v: want the experiment's names, ranked by val_mse", files)
 	}
-	if n := newNitro(t, &Chosen{}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithoutCheckpoints())...); n.Checkpointer() != nil {
+	if n := coretest.New(t, &Chosen{}, coretest.CkptOpts(t.TempDir(), core.WithData(coretest.Data(t, 16)), core.WithoutCheckpoints())...); n.Checkpointer() != nil {
 		t.Errorf("WithoutCheckpoints lost to the experiment's Checkpointer: %T", n.Checkpointer())
 	}
 }
 
 // PresetReg has named presets: the recorded-preset form builds from one and records its name.
 type PresetReg struct {
-	base
+	coretest.Base
 	Note string
 }
 
@@ -490,7 +470,7 @@ func (PresetReg) Presets() map[string]map[string]any {
 
 func TestNewFromPresetRecordsThePreset(t *testing.T) {
 	mem := &logjson.Memory{}
-	n, err := core.NewFromPreset[PresetReg]("baseline", nil, append(goOpts(nil, core.WithData(data(t, 0))), core.WithLogger(mem))...)
+	n, err := core.NewFromPreset[PresetReg]("baseline", nil, append(coretest.GoOpts(nil, core.WithData(coretest.Data(t, 0))), core.WithLogger(mem))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,7 +480,7 @@ func TestNewFromPresetRecordsThePreset(t *testing.T) {
 	if p := mem.Params(); len(p) == 0 || p[0]["preset"] != "baseline" {
 		t.Errorf("logged params %v lack preset=baseline", p)
 	}
-	if _, err := core.NewFromPreset[PresetReg]("basline", nil, goOpts(nil, core.WithData(data(t, 0)))...); err == nil || !strings.Contains(err.Error(), "baseline") {
+	if _, err := core.NewFromPreset[PresetReg]("basline", nil, coretest.GoOpts(nil, core.WithData(coretest.Data(t, 0)))...); err == nil || !strings.Contains(err.Error(), "baseline") {
 		t.Errorf("an unknown preset: %v, want an error naming the valid ones", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/monitors"
 )
 
@@ -85,7 +86,7 @@ func TestSlowCheckpointWriteIsNotAStall(t *testing.T) {
 	}
 	defer hb.Close()
 	rec := &recorder{}
-	n := mustNew(t, &Reg{}, data(t, 32), core.WithMaxEpochs(2), core.WithCheckpointer(ck),
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 32), core.WithMaxEpochs(2), core.WithCheckpointer(ck),
 		core.WithMonitor(w), core.WithMonitor(hb), core.WithMonitor(rec))
 
 	done := make(chan error, 1)

@@ -35,9 +35,15 @@ func (su *setup) resolveConfig() (err error) {
 
 // resolveBackend is setup's backend phase: WithBackend's name, else the automatic choice.
 func (su *setup) resolveBackend() (err error) {
-	if su.backend, err = backend.Resolve(su.opts.backend); err != nil {
+	cache := backend.CacheSetting{Dir: su.opts.compileCache, Source: "core.WithCompileCache"}
+	if su.opts.dist != nil {
+		cache.Rank, cache.RankSet = su.opts.dist.Rank, true
+	}
+	if su.backend, err = backend.ResolveWithCache(su.opts.backend, cache); err != nil {
 		return err
 	}
+	su.compiledAt[0], su.compiledAt[1] = backend.CompileCounts()
+	su.compileSecsAt = backend.CompileSeconds()
 	// An automatic fallback to pure Go is about ten times slower: a Go program that calls New
 	// itself must hear it too, not only read it in the config report.
 	if w := su.backend.Warning; w != "" {

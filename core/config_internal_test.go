@@ -1,6 +1,7 @@
 package core
 
 import (
+	"github.com/nitro-go/nitro/prefetch"
 	"math"
 	"strings"
 	"testing"
@@ -33,7 +34,7 @@ func TestConfigValidateNamesFieldAndSource(t *testing.T) {
 		{"fused with Accum from field", &knobFields{Accum: 2}, []Option{WithFusedStep(), WithGradientClipNorm(0)}, []string{"WithFusedStep with Accum = 2 from field Accum", "set Accum to 1"}},
 		{"log every", &knobDefaults{}, []Option{WithLogEvery(0)}, []string{"WithLogEvery(0)", ">= 1"}},
 		{"learning rate", &knobDefaults{}, []Option{WithLearningRate(0)}, []string{"LearningRate = 0 from run option", "non-zero"}},
-		{"specs and data", &knobDefaults{}, []Option{WithInputSpecs(), WithData(Data{})}, []string{"WithInputSpecs and WithData both given"}},
+		{"specs and data", &knobDefaults{}, []Option{WithInputSpecs(), WithData(prefetch.Data{})}, []string{"WithInputSpecs and WithData both given"}},
 		{"specs and resume", &knobDefaults{}, []Option{WithInputSpecs(), WithResume("auto")}, []string{`WithInputSpecs and WithResume("auto") both given`, "WithCheckpoint"}},
 	}
 	for _, c := range cases {

@@ -7,6 +7,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/metrics"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // This file is the experiment contract: every hook and knob an experiment may define. New looks
@@ -20,11 +21,11 @@ import (
 //	hyper.go       RuleChooser, ChainBuilder, GroupLearningRater, GroupLambdaer,
 //	               DecayAnchorer, NoDecayer, Scheduler (the optimizer's levels and accessors)
 //	checkpoint.go  CheckpointerChooser, CheckpointNamer
-//	earlystop.go   EarlyStopChooser (the policy it returns: EarlyStopper, EarlyStopStater)
+//	earlystop.go   EarlyStopChooser (the policy it returns is an earlystop.Policy)
 //	model.go       ExportProvenancer (the export module calls it, through ModelView)
-//	manual.go      ManualChooser, OptimizerSetter (manual mode; TrainStep's ManualStep verbs
-//	               Backward and StepOptimizer are in engine/manual_step.go)
-//	dist.go        DistDataBuilder (BuildData(d Dist): the DataBuilder form that takes the
+//	manual.go      ManualChooser, OptimizerSetter (manual mode; TrainStep's engine.ManualStep
+//	               verbs Backward and StepOptimizer are in engine/manual_step.go)
+//	dist.go        DistDataBuilder (BuildData(d dist.Dist): the DataBuilder form that takes the
 //	               run's rank and world size)
 //
 // What a split must offer (Source, EpochSource, PartialDropper) is package prefetch's contract;
@@ -49,7 +50,7 @@ type Metric struct {
 //	Loss(out Outputs, in B) *graph.Node                           required
 //	Metrics(out Outputs, in B) map[string]Metric                 optional (default: val_loss)
 //	TrainMetrics(out Outputs, in B) map[string]*graph.Node       optional
-//	TrainStep(s *ManualStep, in B) StepResult                    optional (manual mode; manual.go)
+//	TrainStep(s *engine.ManualStep, in B) engine.StepResult      optional (manual mode; manual.go)
 //
 // B is a struct whose exported *graph.Node fields name batch fields by tag (`batch:"img"`, or
 // `batch:"img,optional"`; an untagged field uses its Go name), or map[string]*graph.Node meaning
@@ -59,7 +60,7 @@ var tracedHooks = map[string]tracedHook{
 	"Loss":         {true, typeOutputs, typeNode, "func (e *E) Loss(out core.Outputs, in B) *graph.Node"},
 	"Metrics":      {false, typeOutputs, typeMetrics, "func (e *E) Metrics(out core.Outputs, in B) map[string]core.Metric"},
 	"TrainMetrics": {false, typeOutputs, typeNodeMap, "func (e *E) TrainMetrics(out core.Outputs, in B) map[string]*graph.Node"},
-	"TrainStep":    {false, typeManualStep, typeStepResult, "func (e *E) TrainStep(s *core.ManualStep, in B) core.StepResult"},
+	"TrainStep":    {false, typeManualStep, typeStepResult, "func (e *E) TrainStep(s *engine.ManualStep, in B) engine.StepResult"},
 }
 
 // tracedHook is one traced hook's declaration: whether New requires it, its first parameter and
@@ -77,8 +78,8 @@ var (
 	typeMetrics = reflect.TypeOf(map[string]Metric(nil))
 	typeNodeMap = reflect.TypeOf(map[string]*graph.Node(nil)) // TrainMetrics' result; B of the whole batch
 
-	typeManualStep = reflect.TypeOf((*ManualStep)(nil))
-	typeStepResult = reflect.TypeOf(StepResult{})
+	typeManualStep = reflect.TypeOf((*engine.ManualStep)(nil))
+	typeStepResult = reflect.TypeOf(engine.StepResult{})
 )
 
 // ModelBuilder is the required BuildModel hook: configure the context (initializers, scopes) and
@@ -92,13 +93,13 @@ type ModelBuilder interface {
 // once, at setup, against the real experiment. Its other form, DistDataBuilder (dist.go), takes
 // the run's Dist; an experiment defines one of the two.
 type DataBuilder interface {
-	BuildData() (Data, error)
+	BuildData() (prefetch.Data, error)
 }
 
 // Deriver merges host values computed from the data into the experiment, after BuildData and
 // before device placement (e.g. class weights from label frequencies).
 type Deriver interface {
-	Derive(d Data) (map[string]any, error)
+	Derive(d prefetch.Data) (map[string]any, error)
 }
 
 // HeadlineMetrics names the metrics the console's epoch line shows beside the train loss, in

@@ -7,7 +7,9 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // Derived sets a Host field and a Device field from the training targets' mean, before the
@@ -20,7 +22,7 @@ type Derived struct {
 
 func (*Derived) BuildModel(*context.Context) error { return nil }
 
-func (e *Derived) Derive(d core.Data) (map[string]any, error) {
+func (e *Derived) Derive(d prefetch.Data) (map[string]any, error) {
 	tr := d["train"]
 	var sum float64
 	var n int
@@ -41,16 +43,18 @@ func (e *Derived) Derive(d core.Data) (map[string]any, error) {
 	return out, nil
 }
 
-func (e *Derived) Forward(ctx *context.Context, in In) core.Outputs {
+func (e *Derived) Forward(ctx *context.Context, in coretest.In) core.Outputs {
 	return core.Outputs{"pred": graph.Add(layers.Dense(ctx.In("dense_0"), in.X, true, 1), e.Offset.Node())}
 }
 
-func (*Derived) Loss(out core.Outputs, in Tgt) *graph.Node { return mse(out["pred"], in.Y) }
+func (*Derived) Loss(out core.Outputs, in coretest.Tgt) *graph.Node {
+	return coretest.MSE(out["pred"], in.Y)
+}
 
 func TestDeriveMergesHostAndDeviceValues(t *testing.T) {
 	e := &Derived{}
-	d := data(t, 0)
-	n := mustNew(t, e, d)
+	d := coretest.Data(t, 0)
+	n := coretest.MustNew(t, e, d)
 	var want float64
 	for i := 0; i < d["train"].Len(); i++ {
 		for _, row := range must(d["train"].BatchAt(i))["y"].Value().([][]float32) {
@@ -65,8 +69,8 @@ func TestDeriveMergesHostAndDeviceValues(t *testing.T) {
 		t.Errorf("DeviceValue(Offset) = %v, %v; want %v", v, err, want)
 	}
 	// The derived value is what the program sees: Predict = x·w + b + Offset.
-	x, _ := synthetic(3, 4)
-	p, err := n.Predict(core.Batch{"x": x})
+	x, _ := coretest.Synthetic(3, 4)
+	p, err := n.Predict(prefetch.Batch{"x": x})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,6 +80,6 @@ func TestDeriveMergesHostAndDeviceValues(t *testing.T) {
 		t.Errorf("Predict = %v, host (with Offset) %v", got, host)
 	}
 
-	err = newErr(t, &Derived{extra: true}, data(t, 0))
-	wantErr(t, err, "Derive returned values that do not fit the experiment", "Ymean", "YMean")
+	err = newErr(t, &Derived{extra: true}, coretest.Data(t, 0))
+	coretest.WantErr(t, err, "Derive returned values that do not fit the experiment", "Ymean", "YMean")
 }

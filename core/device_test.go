@@ -7,6 +7,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/schedules"
 )
@@ -26,18 +27,20 @@ func newDev() *Dev {
 
 func (*Dev) BuildModel(*context.Context) error { return nil }
 
-func (e *Dev) Forward(ctx *context.Context, in In) core.Outputs {
+func (e *Dev) Forward(ctx *context.Context, in coretest.In) core.Outputs {
 	return devForward(ctx, in, e.Width, e.Temperature.Node(), e.Shift.Node())
 }
 
-func devForward(ctx *context.Context, in In, width int, temperature, shift *graph.Node) core.Outputs {
+func devForward(ctx *context.Context, in coretest.In, width int, temperature, shift *graph.Node) core.Outputs {
 	h := layers.Dense(ctx.In("dense_0"), in.X, true, width)
 	p := layers.Dense(ctx.In("dense_1"), h, true, 1)
 	p = graph.Div(p, temperature)
 	return core.Outputs{"pred": graph.Add(p, graph.ExpandAxes(shift, 0))}
 }
 
-func (*Dev) Loss(out core.Outputs, in Tgt) *graph.Node { return mse(out["pred"], in.Y) }
+func (*Dev) Loss(out core.Outputs, in coretest.Tgt) *graph.Node {
+	return coretest.MSE(out["pred"], in.Y)
+}
 
 // SchedDev is Dev with its Temperature scheduled. (A Device field must be top-level, so it
 // repeats Dev's fields rather than embedding it.)
@@ -49,11 +52,13 @@ type SchedDev struct {
 
 func (*SchedDev) BuildModel(*context.Context) error { return nil }
 
-func (e *SchedDev) Forward(ctx *context.Context, in In) core.Outputs {
+func (e *SchedDev) Forward(ctx *context.Context, in coretest.In) core.Outputs {
 	return devForward(ctx, in, e.Width, e.Temperature.Node(), e.Shift.Node())
 }
 
-func (*SchedDev) Loss(out core.Outputs, in Tgt) *graph.Node { return mse(out["pred"], in.Y) }
+func (*SchedDev) Loss(out core.Outputs, in coretest.Tgt) *graph.Node {
+	return coretest.MSE(out["pred"], in.Y)
+}
 
 func (*SchedDev) Schedules() map[string]any {
 	return map[string]any{"Temperature": schedules.Linear(2, 1)}
@@ -62,7 +67,7 @@ func (*SchedDev) Schedules() map[string]any {
 func TestSetDeviceDoesNotRecompile(t *testing.T) {
 	cache := newCache()
 	e := newDev()
-	n, err := core.New(e, goOpts(cache, core.WithData(data(t, 40)))...)
+	n, err := core.New(e, coretest.GoOpts(cache, core.WithData(coretest.Data(t, 40)))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +114,7 @@ func TestSetDeviceDoesNotRecompile(t *testing.T) {
 
 func TestSetDeviceRefusals(t *testing.T) {
 	e := newDev()
-	n := mustNew(t, e, data(t, 0))
+	n := coretest.MustNew(t, e, coretest.Data(t, 0))
 	cases := []struct {
 		name  string
 		value any
@@ -123,22 +128,22 @@ func TestSetDeviceRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		err := n.SetDevice(c.name, c.value)
-		wantErr(t, err, c.want...)
+		coretest.WantErr(t, err, c.want...)
 	}
 	// Nothing refused was written.
 	if e.Width != 4 || e.Note != "host" || e.Temperature.Value() != 1 || len(e.Shift.Value()) != 1 {
 		t.Errorf("a refused SetDevice wrote the experiment: %+v", e)
 	}
 	_, err := n.DeviceValue("Note")
-	wantErr(t, err, "field Note", "Host, not Device", "read the field directly")
+	coretest.WantErr(t, err, "field Note", "Host, not Device", "read the field directly")
 }
 
 func TestSetDeviceRefusesAScheduledField(t *testing.T) {
 	d := newDev()
 	e := &SchedDev{Width: d.Width, Temperature: d.Temperature, Shift: d.Shift}
-	n := mustNew(t, e, data(t, 0))
+	n := coretest.MustNew(t, e, coretest.Data(t, 0))
 	err := n.SetDevice("Temperature", float32(3))
-	wantErr(t, err, "Device field Temperature is driven by a schedule", `change the schedule instead (Schedules()["Temperature"])`)
+	coretest.WantErr(t, err, "Device field Temperature is driven by a schedule", `change the schedule instead (Schedules()["Temperature"])`)
 	// The unscheduled Device field stays settable.
 	if err := n.SetDevice("Shift", []float32{1}); err != nil {
 		t.Errorf("SetDevice(Shift) next to a scheduled field: %v", err)

@@ -10,18 +10,20 @@ import (
 
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // meshOpts are goOpts on the XLA CPU plugin showing 4 devices, running on k of them.
 func meshOpts(t *testing.T, k int, more ...core.Option) []core.Option {
 	t.Setenv("NITRO_CPU_DEVICES", "4")
-	return append(goOpts(nil, core.WithBackend("xla"), core.WithDevices(k)), more...)
+	return append(coretest.GoOpts(nil, core.WithBackend("xla"), core.WithDevices(k)), more...)
 }
 
 // oneBatchData is a train split of exactly one batch of 32, so that each epoch is one optimizer
 // step and History's per-epoch train loss is the per-step loss.
-func oneBatchData(t *testing.T) core.Data {
-	return core.Data{"train": arrays(t, 32, 32, 7, core.ArrayOptions{DropPartial: true})}
+func oneBatchData(t *testing.T) prefetch.Data {
+	return prefetch.Data{"train": coretest.Arrays(t, 32, 32, 7, prefetch.ArrayOptions{DropPartial: true})}
 }
 
 // TestDevicesEquivalence: the same seed and global batch on 1, 2 and 4 CPU devices give the same
@@ -97,19 +99,19 @@ func relDiff(a, b float64) float64 { return math.Abs(a-b) / max(math.Abs(b), 1e-
 // TestDevicesRefused: more devices than visible names NITRO_CPU_DEVICES; a batch that does not
 // divide names both numbers; the config report says chosen, visible and why.
 func TestDevicesRefused(t *testing.T) {
-	_, err := core.New(&Reg{}, meshOpts(t, 8, core.WithData(oneBatchData(t)))...)
-	wantErr(t, err, "Devices = 8", "shows 4 devices", "NITRO_CPU_DEVICES")
-	d := core.Data{"train": arrays(t, 30, 6, 1, core.ArrayOptions{DropPartial: true})}
-	_, err = core.New(&Reg{}, meshOpts(t, 4, core.WithData(d))...)
-	wantErr(t, err, "batch size of 6", "Devices = 4")
-	n, err := core.New(&Reg{}, meshOpts(t, 2, core.WithData(oneBatchData(t)))...)
+	_, err := core.New(&coretest.Reg{}, meshOpts(t, 8, core.WithData(oneBatchData(t)))...)
+	coretest.WantErr(t, err, "Devices = 8", "shows 4 devices", "NITRO_CPU_DEVICES")
+	d := prefetch.Data{"train": coretest.Arrays(t, 30, 6, 1, prefetch.ArrayOptions{DropPartial: true})}
+	_, err = core.New(&coretest.Reg{}, meshOpts(t, 4, core.WithData(d))...)
+	coretest.WantErr(t, err, "batch size of 6", "Devices = 4")
+	n, err := core.New(&coretest.Reg{}, meshOpts(t, 2, core.WithData(oneBatchData(t)))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r := n.ConfigReport(); !strings.Contains(r, "2 of 4 visible (run option)") {
 		t.Errorf("config report lacks the devices row:\n%s", r)
 	}
-	n, err = core.New(&Reg{}, append(goOpts(nil, core.WithBackend("xla")), core.WithData(oneBatchData(t)))...)
+	n, err = core.New(&coretest.Reg{}, append(coretest.GoOpts(nil, core.WithBackend("xla")), core.WithData(oneBatchData(t)))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +119,7 @@ func TestDevicesRefused(t *testing.T) {
 		t.Errorf("config report does not give the CPU default and why:\n%s", r)
 	}
 	// The field is the knob's second source; the run option wins over it.
-	n, err = core.New(&fieldDevices{Devices: 4}, append(goOpts(nil, core.WithBackend("xla")), core.WithData(oneBatchData(t)))...)
+	n, err = core.New(&fieldDevices{Devices: 4}, append(coretest.GoOpts(nil, core.WithBackend("xla")), core.WithData(oneBatchData(t)))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +129,7 @@ func TestDevicesRefused(t *testing.T) {
 }
 
 type fieldDevices struct {
-	Reg
+	coretest.Reg
 	Devices int
 }
 
@@ -139,10 +141,10 @@ func TestDevicesEvalPredict(t *testing.T) {
 		val  map[string]float64
 		pred []float64
 	}
-	x, _ := synthetic(5, 9)
+	x, _ := coretest.Synthetic(5, 9)
 	var res []result
 	for _, k := range []int{1, 4} {
-		d := core.Data{"train": arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}), "val": arrays(t, 40, 16, 2, core.ArrayOptions{})}
+		d := prefetch.Data{"train": coretest.Arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}), "val": coretest.Arrays(t, 40, 16, 2, prefetch.ArrayOptions{})}
 		n, err := core.New(&Deep{}, meshOpts(t, k, core.WithData(d), core.WithMaxEpochs(3))...)
 		if err != nil {
 			t.Fatal(err)
@@ -158,7 +160,7 @@ func TestDevicesEvalPredict(t *testing.T) {
 		if after := n.MeshUploads(); k > 1 && !slices.Equal(before.Arrays, after.Arrays) {
 			t.Errorf("evaluation placed parameters again: array uploads per device %v before, %v after", before.Arrays, after.Arrays)
 		}
-		p, err := n.Predict(core.Batch{"x": x})
+		p, err := n.Predict(prefetch.Batch{"x": x})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +171,7 @@ func TestDevicesEvalPredict(t *testing.T) {
 			}
 		})
 		// PredictAll over batches of 5, 5 and 3 rows: each padded to 8 on 4 devices, sliced back.
-		for pr, err := range n.PredictAll(arrays(t, 13, 5, 9, core.ArrayOptions{})) {
+		for pr, err := range n.PredictAll(coretest.Arrays(t, 13, 5, 9, prefetch.ArrayOptions{})) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -205,17 +207,17 @@ func TestDevicesCheckpointAcrossCounts(t *testing.T) {
 		from, to := c[0], c[1]
 		dir := t.TempDir()
 		every := core.WithCheckpointer(must(checkpoint.NewEveryN(1, dir, nil)))
-		stayed := newNitro(t, &Deep{}, meshOpts(t, from, core.WithData(shuffled(t)), core.WithMaxEpochs(3), core.WithRunDir(dir), every)...)
-		train(t, stayed)
-		at1 := newNitro(t, &Deep{}, meshOpts(t, from, core.WithData(shuffled(t)), core.WithMaxEpochs(3))...)
+		stayed := coretest.New(t, &Deep{}, meshOpts(t, from, core.WithData(shuffled(t)), core.WithMaxEpochs(3), core.WithRunDir(dir), every)...)
+		coretest.Train(t, stayed)
+		at1 := coretest.New(t, &Deep{}, meshOpts(t, from, core.WithData(shuffled(t)), core.WithMaxEpochs(3))...)
 		if err := at1.TrainEpochs(1); err != nil {
 			t.Fatal(err)
 		}
 		entries := manifest(t, dir)
-		r := newNitro(t, &Deep{}, meshOpts(t, to, core.WithData(shuffled(t)), core.WithMaxEpochs(3), core.WithRunDir(t.TempDir()),
+		r := coretest.New(t, &Deep{}, meshOpts(t, to, core.WithData(shuffled(t)), core.WithMaxEpochs(3), core.WithRunDir(t.TempDir()),
 			core.WithResume(filepath.Join(dir, entries[0].File)))...)
 		sameBits(t, fmt.Sprintf("%d-device checkpoint restored on %d", from, to), flatParams(t, r), flatParams(t, at1))
-		train(t, r)
+		coretest.Train(t, r)
 		a, b := flatParams(t, r), flatParams(t, stayed)
 		for i := range a {
 			if d := math.Abs(a[i] - b[i]); d > 1e-5 {
@@ -230,7 +232,7 @@ func TestDevicesCheckpointAcrossCounts(t *testing.T) {
 func TestDevicesCacheKey(t *testing.T) {
 	cache := newCache()
 	for i, k := range []int{1, 4, 1, 4} {
-		n, err := core.New(&Reg{}, append(meshOpts(t, k, core.WithData(oneBatchData(t)), core.WithFusedStep()), core.WithCache(cache))...)
+		n, err := core.New(&coretest.Reg{}, append(meshOpts(t, k, core.WithData(oneBatchData(t)), core.WithFusedStep()), core.WithCache(cache))...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +262,7 @@ func TestDevicesManualAndAccum(t *testing.T) {
 		var ref []core.EpochResult
 		var refP []float64
 		for _, k := range []int{1, 4} {
-			n, err := core.New(c.e(), meshOpts(t, k, append(c.opts, core.WithData(data(t, 32)), core.WithMaxEpochs(4))...)...)
+			n, err := core.New(c.e(), meshOpts(t, k, append(c.opts, core.WithData(coretest.Data(t, 32)), core.WithMaxEpochs(4))...)...)
 			if err != nil {
 				t.Fatalf("%s, %d devices: %v", c.name, k, err)
 			}

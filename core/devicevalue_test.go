@@ -3,6 +3,7 @@ package core_test
 import (
 	"testing"
 
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/markers"
 )
 
@@ -10,7 +11,7 @@ import (
 // SetDevice and never reaches the device, does not change it; SetDevice does.
 func TestDeviceValueIsTheDeviceCopy(t *testing.T) {
 	e := newDev()
-	n := mustNew(t, e, data(t, 0))
+	n := coretest.MustNew(t, e, coretest.Data(t, 0))
 	before, err := n.DeviceValue("Temperature")
 	if err != nil {
 		t.Fatal(err)

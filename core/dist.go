@@ -6,6 +6,7 @@ import (
 
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/dist"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // The multi-process seam, as core composes it: which process this run is (package dist's Dist),
@@ -13,27 +14,24 @@ import (
 // process: a run of several processes also needs a coordinator and cross-process collectives,
 // which the PJRT client gopjrt v0.10.0 creates has not (docs/multihost.md).
 
-// Dist is this process's rank and the world size, package dist's Dist by alias.
-type Dist = dist.Dist
-
 // WithDist runs this process as rank d.Rank of d.WorldSize (the default is dist.Single(), rank 0
-// of 1; the CLI reads dist.FromEnv). The rank reaches BuildData(d Dist), the monitors' IsRank0
+// of 1; the CLI reads dist.FromEnv). The rank reaches BuildData(d dist.Dist), the monitors' IsRank0
 // and Nitro.Dist. Only rank 0 writes: on every other rank the run keeps no record (no logger),
 // its checkpointer only reads (checkpoint.ReadOnly: a resume reads rank 0's checkpoints, a save
 // writes nothing) and Export refuses. New refuses a rank outside [0, WorldSize).
-func WithDist(d Dist) Option { return func(o *options) { o.dist = &d } }
+func WithDist(d dist.Dist) Option { return func(o *options) { o.dist = &d } }
 
 // DistDataBuilder is the BuildData hook with the run's Dist: the experiment builds its rank's
 // share of the data (dist.Shard, dist.ShardData). An experiment defines this form or
-// DataBuilder's, BuildData() (Data, error), which every rank calls alike.
+// DataBuilder's, BuildData() (prefetch.Data, error), which every rank calls alike.
 type DistDataBuilder interface {
-	BuildData(d Dist) (Data, error)
+	BuildData(d dist.Dist) (prefetch.Data, error)
 }
 
 // Dist is the rank and world size this Nitro runs as.
-func (n *Nitro) Dist() Dist { return distOf(n.opts) }
+func (n *Nitro) Dist() dist.Dist { return distOf(n.opts) }
 
-func distOf(o options) Dist {
+func distOf(o options) dist.Dist {
 	if o.dist == nil {
 		return dist.Single()
 	}
@@ -55,12 +53,14 @@ func (n *Nitro) checkDist() error {
 
 // buildData calls the experiment's BuildData, with the Dist when it takes one; the hook's error
 // comes back prefixed "BuildData: ".
-func (n *Nitro) buildData() (d Data, err error) {
+func (n *Nitro) buildData() (d prefetch.Data, err error) {
 	// Two assertions, not a type switch: the contract test finds a hook by its assertion on n.e.
 	if db, ok := n.e.(DistDataBuilder); ok {
 		d, err = db.BuildData(n.Dist())
 	} else if db, ok := n.e.(DataBuilder); ok {
-		d, err = db.BuildData()
+		if d, err = db.BuildData(); err == nil {
+			return n.shardForCollective(d) // collective.go: a plain BuildData's splits, sharded
+		}
 	} else {
 		return nil, n.noDataBuilder()
 	}
@@ -73,9 +73,9 @@ func (n *Nitro) buildData() (d Data, err error) {
 // noDataBuilder is the error for an experiment with neither BuildData form.
 func (su *setup) noDataBuilder() error {
 	if m, ok := reflect.TypeOf(su.e).MethodByName("BuildData"); ok {
-		return fmt.Errorf("experiment %s has BuildData of type %v, which is neither hook form: define func (e *%s) BuildData() (core.Data, error) or func (e *%s) BuildData(d core.Dist) (core.Data, error)", su.typeName, m.Type, su.typeName, su.typeName)
+		return fmt.Errorf("experiment %s has BuildData of type %v, which is neither hook form: define func (e *%s) BuildData() (prefetch.Data, error) or func (e *%s) BuildData(d dist.Dist) (prefetch.Data, error)", su.typeName, m.Type, su.typeName, su.typeName)
 	}
-	return fmt.Errorf("experiment %s has no BuildData hook and no data was supplied: define func (e *%s) BuildData() (core.Data, error) (or BuildData(d core.Dist) for a rank's share) or pass core.WithData", su.typeName, su.typeName)
+	return fmt.Errorf("experiment %s has no BuildData hook and no data was supplied: define func (e *%s) BuildData() (prefetch.Data, error) (or BuildData(d dist.Dist) for a rank's share) or pass core.WithData", su.typeName, su.typeName)
 }
 
 // rankLog is the run's logger on this rank: the one chosen on rank 0, none on the others.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/dist"
 	"github.com/nitro-go/nitro/monitors"
 	"github.com/nitro-go/nitro/prefetch"
@@ -17,13 +18,13 @@ import (
 // recorded is a Source that records which of its batches were read: one rank's view of the whole
 // dataset, as each process of a multi-host run opens its own copy.
 type recorded struct {
-	core.Source
+	prefetch.Source
 	drops bool
 	mu    sync.Mutex
 	read  map[int]bool
 }
 
-func (r *recorded) BatchAt(i int) (core.Batch, error) {
+func (r *recorded) BatchAt(i int) (prefetch.Batch, error) {
 	r.mu.Lock()
 	r.read[i] = true
 	r.mu.Unlock()
@@ -47,17 +48,17 @@ func (r *recorded) indices() []int {
 
 // Ranked builds its rank's share of the data from the Dist BuildData receives.
 type Ranked struct {
-	base
+	coretest.Base
 	t          *testing.T
-	got        core.Dist
+	got        dist.Dist
 	train, val *recorded
 }
 
-func (e *Ranked) BuildData(d core.Dist) (core.Data, error) {
+func (e *Ranked) BuildData(d dist.Dist) (prefetch.Data, error) {
 	e.got = d
-	e.train = &recorded{Source: arrays(e.t, 64, 8, 1, core.ArrayOptions{DropPartial: true}), drops: true, read: map[int]bool{}}
-	e.val = &recorded{Source: arrays(e.t, 32, 8, 2, core.ArrayOptions{}), read: map[int]bool{}}
-	return dist.ShardData(core.Data{"train": e.train, "val": e.val}, d)
+	e.train = &recorded{Source: coretest.Arrays(e.t, 64, 8, 1, prefetch.ArrayOptions{DropPartial: true}), drops: true, read: map[int]bool{}}
+	e.val = &recorded{Source: coretest.Arrays(e.t, 32, 8, 2, prefetch.ArrayOptions{}), read: map[int]bool{}}
+	return dist.ShardData(prefetch.Data{"train": e.train, "val": e.val}, d)
 }
 
 // files lists dir's entries ("" for a directory that does not exist).
@@ -91,14 +92,14 @@ func TestDistTwoRanks(t *testing.T) {
 			return nil
 		})
 		n, err := core.New(exps[r], core.WithBackend("go"), core.Quiet(), core.WithCache(newCache()),
-			core.WithRunDir(dirs[r]), core.WithMaxEpochs(2), core.WithMonitor(mon), core.WithDist(core.Dist{Rank: r, WorldSize: 2}))
+			core.WithRunDir(dirs[r]), core.WithMaxEpochs(2), core.WithMonitor(mon), core.WithDist(dist.Dist{Rank: r, WorldSize: 2}))
 		if err != nil {
 			t.Fatalf("rank %d: %v", r, err)
 		}
 		if err := n.Train(); err != nil {
 			t.Fatalf("rank %d: %v", r, err)
 		}
-		if exps[r].got != (core.Dist{Rank: r, WorldSize: 2}) || n.Dist() != exps[r].got {
+		if exps[r].got != (dist.Dist{Rank: r, WorldSize: 2}) || n.Dist() != exps[r].got {
 			t.Errorf("rank %d: BuildData got %v, Nitro.Dist %v", r, exps[r].got, n.Dist())
 		}
 		if n.Step() != 2*4 {
@@ -149,7 +150,7 @@ func TestDistTwoRanks(t *testing.T) {
 func TestDistRankResumesReadOnly(t *testing.T) {
 	dir := t.TempDir()
 	n0, err := core.New(&Ranked{t: t}, core.WithBackend("go"), core.Quiet(), core.WithCache(newCache()),
-		core.WithRunDir(dir), core.WithMaxEpochs(1), core.WithDist(core.Dist{Rank: 0, WorldSize: 2}))
+		core.WithRunDir(dir), core.WithMaxEpochs(1), core.WithDist(dist.Dist{Rank: 0, WorldSize: 2}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func TestDistRankResumesReadOnly(t *testing.T) {
 	before := files(t, dir)
 	manifest, _ := os.ReadFile(dir + "/" + checkpoint.ManifestName)
 	n1, err := core.New(&Ranked{t: t}, core.WithBackend("go"), core.Quiet(), core.WithCache(newCache()),
-		core.WithRunDir(dir), core.WithMaxEpochs(2), core.WithResume(core.ResumeAuto), core.WithDist(core.Dist{Rank: 1, WorldSize: 2}))
+		core.WithRunDir(dir), core.WithMaxEpochs(2), core.WithResume(core.ResumeAuto), core.WithDist(dist.Dist{Rank: 1, WorldSize: 2}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestDistRankResumesReadOnly(t *testing.T) {
 		t.Errorf("rank 1 changed the shared run dir: %v became %v", before, got)
 	}
 	err = n1.ViewModel("Export", func(*core.ModelView) error { return nil })
-	wantErr(t, err, "Export on rank 1 of 2: only rank 0 writes exports", "n.Dist().IsRank0()")
+	coretest.WantErr(t, err, "Export on rank 1 of 2: only rank 0 writes exports", "n.Dist().IsRank0()")
 	if err := n0.ViewModel("Export", func(*core.ModelView) error { return nil }); err != nil {
 		t.Errorf("rank 0's export view: %v", err)
 	}
@@ -182,22 +183,22 @@ func TestDistRankResumesReadOnly(t *testing.T) {
 
 // PlainData has the BuildData form without a Dist; it keeps working with WithDist, each rank
 // calling it alike.
-type PlainData struct{ base }
+type PlainData struct{ coretest.Base }
 
-func (*PlainData) BuildData() (core.Data, error) { return core.Data{"train": dataTrain}, nil }
+func (*PlainData) BuildData() (prefetch.Data, error) { return prefetch.Data{"train": dataTrain}, nil }
 
-var dataTrain core.Source
+var dataTrain prefetch.Source
 
 // WrongData has a BuildData of neither form.
-type WrongData struct{ base }
+type WrongData struct{ coretest.Base }
 
-func (*WrongData) BuildData(int) (core.Data, error) { return nil, nil }
+func (*WrongData) BuildData(int) (prefetch.Data, error) { return nil, nil }
 
 func TestDistSetupErrors(t *testing.T) {
-	dataTrain = arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true})
+	dataTrain = coretest.Arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true})
 	mc := &core.MemoryConsole{}
 	n, err := core.New(&PlainData{}, core.WithBackend("go"), core.WithConsole(mc), core.WithCache(newCache()),
-		core.WithoutLogger(), core.WithoutCheckpoints(), core.WithDist(core.Dist{Rank: 1, WorldSize: 2}))
+		core.WithoutLogger(), core.WithoutCheckpoints(), core.WithDist(dist.Dist{Rank: 1, WorldSize: 2}))
 	if err != nil || n.Dist().Rank != 1 {
 		t.Fatalf("BuildData() under WithDist: %v", err)
 	}
@@ -212,20 +213,20 @@ func TestDistSetupErrors(t *testing.T) {
 	}
 	for r := range 2 {
 		_, err := core.New(&PlainData{}, core.WithBackend("go"), core.Quiet(), core.WithCache(newCache()), core.WithRunDir(file),
-			core.WithDist(core.Dist{Rank: r, WorldSize: 2}))
+			core.WithDist(dist.Dist{Rank: r, WorldSize: 2}))
 		if (err != nil) != (r == 0) {
 			t.Errorf("rank %d with an unwritable run dir: %v; want an error on rank 0 only", r, err)
 		}
 	}
-	if d := mustNew(t, &Reg{}, data(t, 0)).Dist(); d != dist.Single() {
+	if d := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 0)).Dist(); d != dist.Single() {
 		t.Errorf("default Dist %v, want rank 0 of 1", d)
 	}
-	_, err = core.New(&PlainData{}, goOpts(nil, core.WithDist(core.Dist{Rank: 2, WorldSize: 2}))...)
-	wantErr(t, err, "WithDist: dist: Rank 2 with WorldSize 2: the rank must be in [0, 2)")
-	_, err = core.New(&PlainData{}, goOpts(nil, core.WithDist(core.Dist{}))...)
-	wantErr(t, err, "WithDist: dist: WorldSize 0")
-	_, err = core.New(&WrongData{}, goOpts(nil)...)
-	wantErr(t, err, "experiment WrongData has BuildData of type func(*core_test.WrongData, int)", "neither hook form", "BuildData(d core.Dist) (core.Data, error)")
+	_, err = core.New(&PlainData{}, coretest.GoOpts(nil, core.WithDist(dist.Dist{Rank: 2, WorldSize: 2}))...)
+	coretest.WantErr(t, err, "WithDist: dist: Rank 2 with WorldSize 2: the rank must be in [0, 2)")
+	_, err = core.New(&PlainData{}, coretest.GoOpts(nil, core.WithDist(dist.Dist{}))...)
+	coretest.WantErr(t, err, "WithDist: dist: WorldSize 0")
+	_, err = core.New(&WrongData{}, coretest.GoOpts(nil)...)
+	coretest.WantErr(t, err, "experiment WrongData has BuildData of type func(*core_test.WrongData, int)", "neither hook form", "BuildData(d dist.Dist) (prefetch.Data, error)")
 	if strings.Contains(err.Error(), "BuildData: experiment") {
 		t.Errorf("the missing-hook error is prefixed as the hook's own: %v", err)
 	}

@@ -11,8 +11,8 @@
 //     WithMixedPrecision("bf16") builds every program on package precision's backend twin, which
 //     computes float32 products in bfloat16; everything else, the state included, stays float32.
 //   - Manual mode (an experiment with TrainStep) hands the step to the experiment: one program
-//     per step in which TrainStep calls ManualStep.Backward (gradients of an objective with
-//     respect to chosen groups only) and ManualStep.StepOptimizer (one group's chain); the
+//     per step in which TrainStep calls engine.ManualStep's Backward (gradients of an objective
+//     with respect to chosen groups only) and StepOptimizer (one group's chain); the
 //     loop, validation, checkpoints, logging, phases and stopping stay the framework's.
 //   - Nitro keeps setup values, compiled programs and the training state (parameters, optimizer
 //     and layer state with the RNG, step, epoch, data position) apart.
@@ -28,7 +28,9 @@
 //
 // One process of several (WithDist: a rank and the world size; package dist) hands its Dist to
 // BuildData and, on every rank but 0, writes nothing: no logger, a read-only checkpointer, no
-// export (docs/multihost.md).
+// export. With WithCollective (a Collective: package mpi's Comm under mpirun) the processes
+// train one model: gradients and validation summed across them, setup refused when they
+// disagree on what they run (collective.go, docs/multihost.md).
 //
 // WithInputSpecs builds a Nitro for export or predict with no data. Core never imports
 // exportbundle: training links neither it nor its cgo capture shim.
@@ -61,10 +63,10 @@
 //	TrainMetrics(out, B)                    no          traced in the training      none            wrong signature (New); a
 //	  map[string]*graph.Node                            programs; read on logged                    value not a scalar
 //	  (contract.go, reflected)                          steps
-//	TrainStep(s *ManualStep, B) StepResult  no          New's variable trace; one   the automatic   wrong signature; with Accum
-//	  (contract.go, reflected; manual_                  program per optimizer step  loop            > 1, TrainMetrics or a
-//	  step.go holds ManualStep's verbs)                 (manual mode)                               varying opt schedule (New);
-//	                                                                                                a Loss or stat not a scalar;
+//	TrainStep(s *engine.ManualStep, B)      no          New's variable trace; one   the automatic   wrong signature; with Accum
+//	  engine.StepResult (contract.go,                   program per optimizer step  loop            > 1, TrainMetrics or a
+//	  reflected; engine/manual_step.go                  (manual mode)                               varying opt schedule (New);
+//	  holds ManualStep's verbs)                                                                     a Loss or stat not a scalar;
 //	                                                                                                a Backward group its
 //	                                                                                                objective cannot reach
 //	ManualTraining() bool                   no          New, once                   whether         true with no TrainStep;
@@ -76,14 +78,15 @@
 //	                                                                                                missing or unknown (New)
 //	BuildModel(ctx) error                   yes         New, once, before the       -               missing; its error (New)
 //	  (contract.go, ModelBuilder)                       shape trace
-//	BuildData() (Data, error)               yes,        New, once, on the real      -               missing with no WithData; no
+//	BuildData() (prefetch.Data, error)      yes,        New, once, on the real      -               missing with no WithData; no
 //	  (contract.go, DataBuilder), or        unless      experiment; the second                      splits, an empty split, a
-//	  BuildData(d Dist) (Data, error)       WithData or form gets the run's Dist                    train split that keeps its
-//	  (dist.go, DistDataBuilder)            WithInput-  (WithDist; default rank 0                   partial batch or does not
-//	                                        Specs       of 1) to build its shard                    divide by Accum; a BuildData
+//	  BuildData(d dist.Dist)                WithData or form gets the run's Dist                    train split that keeps its
+//	  (prefetch.Data, error)                WithInput-  (WithDist; default rank 0                   partial batch or does not
+//	  (dist.go, DistDataBuilder)            Specs       of 1) to build its shard                    divide by Accum; a BuildData
 //	                                                                                                of neither form (New)
-//	Derive(Data) (map[string]any, error)    no          New, once, after BuildData; nothing         its error; values that do
-//	  (contract.go, Deriver)                            not under WithInputSpecs                    not fit the fields (New)
+//	Derive(prefetch.Data)                   no          New, once, after BuildData; nothing         its error; values that do
+//	  (map[string]any, error)                           not under WithInputSpecs                    not fit the fields (New)
+//	  (contract.go, Deriver)
 //	HostMetrics(out, batch)                 no          host, once per eval batch,  -               its error (the verb); a
 //	  (map[string]metrics.Metric, error)                on Forward's outputs; not                   HostMetrics-less host
 //	  (hostmetrics.go, HostMetricser)                   with device residency                       residency (New)
@@ -116,9 +119,9 @@
 //	  (hyper.go, DecayAnchorer)
 //	NoDecay(keypath, shape) bool            no          New, once per array         1-D arrays      -
 //	  (hyper.go, NoDecayer)                                                         are not decayed
-//	Schedules() map[string]any              no          New, once                   constants       a key or value schedules
-//	  (hyper.go, Scheduler)                                                                         refuses; a hyperparameter
-//	                                                                                                nothing sets (New)
+//	Schedules() map[string]any              no          New, once; a run's          constants       a key or value schedules
+//	  (hyper.go, Scheduler)                             WithSchedules overrides                     refuses; a hyperparameter
+//	                                                    it key by key                               nothing sets (New)
 //	Checkpointer() checkpoint.Checkpointer  no          New, once; a run's          TopK(3,         a ranking metric validation
 //	  (checkpoint.go, CheckpointerChooser)              WithCheckpointer wins       val_loss, min)  does not report (New)
 //	Logger() logjson.Logger                 no          New, once; a run's          JSON Lines in   -
@@ -127,7 +130,7 @@
 //	CheckpointFilename(checkpoint.NameArgs) no          each save, by an Adopter    its default     -
 //	  string                                            checkpointer                names
 //	  (checkpoint.go, CheckpointNamer)
-//	EarlyStop() EarlyStopper                no          New, once; a run's          none            an EarlyStop method of
+//	EarlyStop() earlystop.Policy            no          New, once; a run's          none            an EarlyStop method of
 //	  (earlystop.go, EarlyStopChooser)                  WithEarlyStopping or                        another type; a bad policy
 //	                                                    WithEarlyStopper wins                       (New)
 //	ExportProvenance() map[string]string    no          Export, once, on the host   framework and   an ExportProvenance method

@@ -7,8 +7,10 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/metrics"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // Drift has one field of each kind a verb compares: Width bakes, Temperature is a traced input,
@@ -29,11 +31,13 @@ func newDrift() *Drift {
 
 func (*Drift) BuildModel(*context.Context) error { return nil }
 
-func (e *Drift) Forward(ctx *context.Context, in In) core.Outputs {
+func (e *Drift) Forward(ctx *context.Context, in coretest.In) core.Outputs {
 	return devForward(ctx, in, e.Width, e.Temperature.Node(), e.Shift.Node())
 }
 
-func (*Drift) Loss(out core.Outputs, in Tgt) *graph.Node { return mse(out["pred"], in.Y) }
+func (*Drift) Loss(out core.Outputs, in coretest.Tgt) *graph.Node {
+	return coretest.MSE(out["pred"], in.Y)
+}
 
 func (e *Drift) FinalizeMetrics(acc metrics.Result, split string) map[string]float64 {
 	e.Stash = acc.Scalars["loss"] + 1 // state the experiment keeps for itself: no drift
@@ -53,7 +57,7 @@ func (w *warnings) take() []string {
 
 func newDriftNitro(t *testing.T, e *Drift, w *warnings, more ...core.Option) *core.Nitro {
 	t.Helper()
-	return mustNew(t, e, data(t, 32), append([]core.Option{core.WithWarn(w.add)}, more...)...)
+	return coretest.MustNew(t, e, coretest.Data(t, 32), append([]core.Option{core.WithWarn(w.add)}, more...)...)
 }
 
 // A Host knob assigned after New is warned about at the next verb, once, naming the field, the
@@ -62,7 +66,7 @@ func TestDriftHostKnobIsWarnedOnceAndTheFrozenValueRuns(t *testing.T) {
 	e, w := newDrift(), &warnings{}
 	n := newDriftNitro(t, e, w)
 	e.MaxEpochs = 3
-	train(t, n)
+	coretest.Train(t, n)
 	msgs := w.take()
 	if len(msgs) != 1 {
 		t.Fatalf("warnings %q, want one", msgs)
@@ -108,10 +112,10 @@ func TestDriftHostKnobIsWarnedOnceAndTheFrozenValueRuns(t *testing.T) {
 func TestDriftSetBackForgetsTheWarning(t *testing.T) {
 	e, w := newDrift(), &warnings{}
 	n := newDriftNitro(t, e, w)
-	x, _ := synthetic(4, 3)
+	x, _ := coretest.Synthetic(4, 3)
 	predict := func() []string {
 		t.Helper()
-		_ = must(n.Predict(core.Batch{"x": x}))
+		_ = must(n.Predict(prefetch.Batch{"x": x}))
 		return w.take()
 	}
 	e.Temperature = markers.NewDevice[float32](2)
@@ -136,17 +140,17 @@ func TestDriftSetBackForgetsTheWarning(t *testing.T) {
 func TestDriftGraphConstIsRefusedByEveryVerb(t *testing.T) {
 	e, w := newDrift(), &warnings{}
 	n := newDriftNitro(t, e, w)
-	x, _ := synthetic(4, 3)
-	before := must(n.Predict(core.Batch{"x": x}))
+	x, _ := coretest.Synthetic(4, 3)
+	before := must(n.Predict(prefetch.Batch{"x": x}))
 	e.Width = 8
 	want := []string{"GraphConst field Width (4 at New, now 8) of Drift was assigned after core.New", "set it before core.New", "or set it back"}
-	wantErr(t, n.Train(), append([]string{"Train refused"}, want...)...)
+	coretest.WantErr(t, n.Train(), append([]string{"Train refused"}, want...)...)
 	_, err := n.Validate()
-	wantErr(t, err, append([]string{`Evaluate("val") refused`}, want...)...)
-	_, err = n.Predict(core.Batch{"x": x})
-	wantErr(t, err, append([]string{"Predict refused"}, want...)...)
-	for _, err := range n.PredictAll(core.NoPrefetch(arrays(t, 8, 4, 1, core.ArrayOptions{}))) {
-		wantErr(t, err, append([]string{"PredictAll refused"}, want...)...)
+	coretest.WantErr(t, err, append([]string{`Evaluate("val") refused`}, want...)...)
+	_, err = n.Predict(prefetch.Batch{"x": x})
+	coretest.WantErr(t, err, append([]string{"Predict refused"}, want...)...)
+	for _, err := range n.PredictAll(prefetch.NoPrefetch(coretest.Arrays(t, 8, 4, 1, prefetch.ArrayOptions{}))) {
+		coretest.WantErr(t, err, append([]string{"PredictAll refused"}, want...)...)
 		break
 	}
 	// The model view (what the export module exports through) is refused as a verb is, before
@@ -155,12 +159,12 @@ func TestDriftGraphConstIsRefusedByEveryVerb(t *testing.T) {
 		t.Error("ViewModel ran its function under a GraphConst drift")
 		return nil
 	})
-	wantErr(t, err, append([]string{"Export refused"}, want...)...)
+	coretest.WantErr(t, err, append([]string{"Export refused"}, want...)...)
 	if n.Epoch() != 0 {
 		t.Errorf("a refused Train trained %d epochs", n.Epoch())
 	}
 	e.Width = 4
-	after := must(n.Predict(core.Batch{"x": x}))
+	after := must(n.Predict(prefetch.Batch{"x": x}))
 	sameBits(t, "Predict after Width was set back", flatF32(after["pred"]), flatF32(before["pred"]))
 	if msgs := w.take(); len(msgs) != 0 {
 		t.Errorf("warnings %q: GraphConst drift is an error, not a warning", msgs)
@@ -172,10 +176,10 @@ func TestDriftGraphConstIsRefusedByEveryVerb(t *testing.T) {
 func TestDriftDeviceIsWarnedAndSetDeviceIsNot(t *testing.T) {
 	e, w := newDrift(), &warnings{}
 	n := newDriftNitro(t, e, w)
-	x, _ := synthetic(4, 3)
-	before := must(n.Predict(core.Batch{"x": x}))
+	x, _ := coretest.Synthetic(4, 3)
+	before := must(n.Predict(prefetch.Batch{"x": x}))
 	e.Temperature = markers.NewDevice[float32](2)
-	got := must(n.Predict(core.Batch{"x": x}))
+	got := must(n.Predict(prefetch.Batch{"x": x}))
 	sameBits(t, "Predict after a direct assignment (the device copy runs)", flatF32(got["pred"]), flatF32(before["pred"]))
 	msgs := w.take()
 	if len(msgs) != 1 {
@@ -186,13 +190,13 @@ func TestDriftDeviceIsWarnedAndSetDeviceIsNot(t *testing.T) {
 			t.Errorf("warning %q lacks %q", msgs[0], s)
 		}
 	}
-	_ = must(n.Predict(core.Batch{"x": x}))
+	_ = must(n.Predict(prefetch.Batch{"x": x}))
 	if msgs := w.take(); len(msgs) != 0 {
 		t.Errorf("warned twice about one value: %q", msgs)
 	}
 	// A new slice value is seen by content.
 	e.Shift = markers.NewDevice([]float32{0.5})
-	_ = must(n.Predict(core.Batch{"x": x}))
+	_ = must(n.Predict(prefetch.Batch{"x": x}))
 	if msgs := w.take(); len(msgs) != 1 || !strings.Contains(msgs[0], "Device field Shift of Drift was assigned after core.New ([0] on the device, the field now [0.5])") {
 		t.Errorf("warnings %q, want one naming Shift", msgs)
 	}
@@ -204,14 +208,14 @@ func TestDriftDeviceIsWarnedAndSetDeviceIsNot(t *testing.T) {
 	if err := n.SetDevice("Shift", []float32{0.25}); err != nil {
 		t.Fatal(err)
 	}
-	moved := must(n.Predict(core.Batch{"x": x}))
+	moved := must(n.Predict(prefetch.Batch{"x": x}))
 	if msgs := w.take(); len(msgs) != 0 {
 		t.Errorf("warnings after SetDevice: %q", msgs)
 	}
 	if flatF32(moved["pred"])[0] == flatF32(before["pred"])[0] {
 		t.Error("SetDevice's value did not reach the program")
 	}
-	train(t, n) // and training (Stash written by FinalizeMetrics, nothing else) is silent
+	coretest.Train(t, n) // and training (Stash written by FinalizeMetrics, nothing else) is silent
 	if msgs := w.take(); len(msgs) != 0 {
 		t.Errorf("warnings after SetDevice and Train: %q", msgs)
 	}
@@ -221,8 +225,8 @@ func TestDriftDeviceIsWarnedAndSetDeviceIsNot(t *testing.T) {
 func TestDriftScheduledDeviceIsNotDrift(t *testing.T) {
 	w := &warnings{}
 	e := &SchedDev{Width: 4, Temperature: markers.NewDevice[float32](2), Shift: markers.NewDevice([]float32{0})}
-	n := mustNew(t, e, data(t, 32), core.WithMaxEpochs(2), core.WithWarn(w.add))
-	train(t, n)
+	n := coretest.MustNew(t, e, coretest.Data(t, 32), core.WithMaxEpochs(2), core.WithWarn(w.add))
+	coretest.Train(t, n)
 	if _, err := n.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +238,7 @@ func TestDriftScheduledDeviceIsNotDrift(t *testing.T) {
 // Big has a Host field past the hash budget: its contents are not hashed per verb, but a new
 // slice assigned to it is still seen; a small one is hashed, so an in-place write is seen too.
 type Big struct {
-	base
+	coretest.Base
 	Table []float32
 	Small []float32
 }
@@ -242,7 +246,7 @@ type Big struct {
 func TestDriftBigHostFieldIsComparedByIdentity(t *testing.T) {
 	w := &warnings{}
 	e := &Big{Table: make([]float32, 1<<19), Small: []float32{1, 2}}
-	n := mustNew(t, e, data(t, 32), core.WithWarn(w.add))
+	n := coretest.MustNew(t, e, coretest.Data(t, 32), core.WithWarn(w.add))
 	e.Table[0] = 1 // in place, past the budget: not seen (documented)
 	if _, err := n.Validate(); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
+	"github.com/nitro-go/nitro/earlystop"
 	"github.com/nitro-go/nitro/logjson"
 )
 
@@ -16,35 +18,34 @@ import (
 // a bare experiment does not stop early; a literal that names no metric is refused at setup
 // naming the defaults' constructor.
 func TestEarlyStoppingDefaults(t *testing.T) {
-	d := core.DefaultEarlyStopping()
+	d := earlystop.Default()
 	if d.Metric != "val_loss" || d.Mode != "min" || d.Patience != 5 || d.MinDelta != 1e-4 {
 		t.Errorf("DefaultEarlyStopping() = %+v, want val_loss min 5 1e-4", *d)
 	}
-	n := newNitro(t, &Reg{}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithMaxEpochs(3), core.WithoutCheckpoints())...)
+	n := coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(t.TempDir(), core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(3), core.WithoutCheckpoints())...)
 	if n.EarlyStopper() != nil {
 		t.Errorf("a bare experiment has an early stopper %T", n.EarlyStopper())
 	}
-	train(t, n)
+	coretest.Train(t, n)
 	if n.Epoch() != 3 || n.StopReason() != core.StopCompleted {
 		t.Errorf("bare experiment: epoch %d stop %q, want 3 completed", n.Epoch(), n.StopReason())
 	}
-	wantErr(t, newErr(t, &Reg{}, data(t, 16), core.WithEarlyStopper(&core.EarlyStopping{Patience: 3})),
-		"WithEarlyStopper: no metric", "core.DefaultEarlyStopping()", "val_loss, min, patience 5, min_delta 0.0001")
-	wantErr(t, newErr(t, &Reg{}, data(t, 16), core.WithEarlyStopper(&core.EarlyStopping{Metric: "val_loss", Mode: "down"})), `mode "down"`)
-	// The policy's own behaviour is package earlystop's (its tests); core's constructor checks as
-	// the option does, naming core's spelling of the defaults.
-	_, err := core.NewEarlyStopping("", "min", 1, 0)
-	wantErr(t, err, "WithEarlyStopping: no metric", "core.DefaultEarlyStopping()")
+	coretest.WantErr(t, newErr(t, &coretest.Reg{}, coretest.Data(t, 16), core.WithEarlyStopper(&earlystop.EarlyStopping{Patience: 3})),
+		"WithEarlyStopper: no metric", "earlystop.Default()", "val_loss, min, patience 5, min_delta 0.0001")
+	coretest.WantErr(t, newErr(t, &coretest.Reg{}, coretest.Data(t, 16), core.WithEarlyStopper(&earlystop.EarlyStopping{Metric: "val_loss", Mode: "down"})), `mode "down"`)
+	// The policy's own behaviour is package earlystop's (its tests); the option names itself and
+	// offers the defaults.
+	coretest.WantErr(t, newErr(t, &coretest.Reg{}, coretest.Data(t, 16), core.WithEarlyStopping("", "min", 1, 0)), "WithEarlyStopping: no metric", "earlystop.Default()")
 }
 
 // TestEarlyStopLegacyPolicyType: a record written while the built-in policy was defined in core
-// names its type *core.EarlyStopping; a resume takes that state as the built-in's, so an
+// names its type *earlystop.EarlyStopping; a resume takes that state as the built-in's, so an
 // early-stopped run stays stopped instead of counting afresh.
 func TestEarlyStopLegacyPolicyType(t *testing.T) {
 	dir := t.TempDir()
 	es := core.WithEarlyStopping("val_loss", "min", 2, 1e9) // no epoch improves by 1e9: stops after 3
-	n := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(10), es)...)
-	train(t, n)
+	n := coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(10), es)...)
+	coretest.Train(t, n)
 	rec := must(checkpoint.Read(n.LastCheckpoint()))
 	var ctl map[string]json.RawMessage
 	if err := json.Unmarshal(rec.Control, &ctl); err != nil {
@@ -53,11 +54,11 @@ func TestEarlyStopLegacyPolicyType(t *testing.T) {
 	if got := string(ctl["early_stopping_type"]); got != `"*earlystop.EarlyStopping"` {
 		t.Fatalf("recorded policy type %s, want the built-in's Go type", got)
 	}
-	ctl["early_stopping_type"] = json.RawMessage(`"*core.EarlyStopping"`)
+	ctl["early_stopping_type"] = json.RawMessage(`"*earlystop.EarlyStopping"`)
 	rewriteControl(t, n.LastCheckpoint(), string(must(json.Marshal(ctl))))
 	con := &core.MemoryConsole{}
-	again := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(10), core.WithResume(n.LastCheckpoint()), core.WithConsole(con), es)...)
-	train(t, again)
+	again := coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(10), core.WithResume(n.LastCheckpoint()), core.WithConsole(con), es)...)
+	coretest.Train(t, again)
 	if again.StopReason() != core.StopEarly || len(again.History()) != 0 {
 		t.Errorf("legacy record: stop %q, %d epochs trained; want early_stop, none (notices %q)", again.StopReason(), len(again.History()), con.Notices)
 	}
@@ -68,12 +69,12 @@ func TestEarlyStopLegacyPolicyType(t *testing.T) {
 
 // StopsItself declares its stopping rule: every run of it stops the same way.
 type StopsItself struct {
-	Reg
-	Rule  *core.EarlyStopping
+	coretest.Reg
+	Rule  *earlystop.EarlyStopping
 	calls int
 }
 
-func (e *StopsItself) EarlyStop() core.EarlyStopper {
+func (e *StopsItself) EarlyStop() earlystop.Policy {
 	e.calls++
 	if e.Rule == nil {
 		return nil
@@ -82,55 +83,55 @@ func (e *StopsItself) EarlyStop() core.EarlyStopper {
 }
 
 // WrongStop has an EarlyStop method the hook cannot use (it returns the concrete type).
-type WrongStop struct{ Reg }
+type WrongStop struct{ coretest.Reg }
 
-func (*WrongStop) EarlyStop() *core.EarlyStopping { return core.DefaultEarlyStopping() }
+func (*WrongStop) EarlyStop() *earlystop.EarlyStopping { return earlystop.Default() }
 
 // TestEarlyStopHook: the experiment's EarlyStop is the run's rule (called once, copied, so the
 // value it returns keeps no run's progress); the run's WithEarlyStopping or WithEarlyStopper wins
 // (nil: none); an EarlyStop of another signature is refused rather than silently unused.
 func TestEarlyStopHook(t *testing.T) {
-	never := &core.EarlyStopping{Metric: "val_loss", Mode: "min", Patience: 2, MinDelta: 1e9} // nothing improves by 1e9
+	never := &earlystop.EarlyStopping{Metric: "val_loss", Mode: "min", Patience: 2, MinDelta: 1e9} // nothing improves by 1e9
 	e := &StopsItself{Rule: never}
-	n := newNitro(t, e, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithMaxEpochs(10), core.WithoutCheckpoints())...)
-	train(t, n)
+	n := coretest.New(t, e, coretest.CkptOpts(t.TempDir(), core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(10), core.WithoutCheckpoints())...)
+	coretest.Train(t, n)
 	if n.StopReason() != core.StopEarly || n.Epoch() != 3 || e.calls != 1 {
 		t.Errorf("hook's rule: stop %q after %d epochs, EarlyStop called %d times; want early_stop after 3, called once", n.StopReason(), n.Epoch(), e.calls)
 	}
-	if es, ok := n.EarlyStopper().(*core.EarlyStopping); !ok || es == never || !es.Exhausted() {
+	if es, ok := n.EarlyStopper().(*earlystop.EarlyStopping); !ok || es == never || !es.Exhausted() {
 		t.Errorf("the run's rule %T (same value as the hook's: %v): want the run's own exhausted copy", n.EarlyStopper(), es == never)
 	}
 	if _, seen := never.Best(); seen {
 		t.Error("the hook's EarlyStopping value carries the run's progress")
 	}
 	// The same value again: a fresh count, the same stop.
-	again := newNitro(t, &StopsItself{Rule: never}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithMaxEpochs(10), core.WithoutCheckpoints())...)
-	train(t, again)
+	again := coretest.New(t, &StopsItself{Rule: never}, coretest.CkptOpts(t.TempDir(), core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(10), core.WithoutCheckpoints())...)
+	coretest.Train(t, again)
 	if again.Epoch() != 3 {
 		t.Errorf("a second run with the same EarlyStopping value stopped after %d epochs, want 3", again.Epoch())
 	}
 	// Defaults through the hook.
-	d := newNitro(t, &StopsItself{Rule: core.DefaultEarlyStopping()}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithoutCheckpoints())...)
-	if es, ok := d.EarlyStopper().(*core.EarlyStopping); !ok || es.Metric != "val_loss" || es.Patience != 5 || es.MinDelta != 1e-4 {
+	d := coretest.New(t, &StopsItself{Rule: earlystop.Default()}, coretest.CkptOpts(t.TempDir(), core.WithData(coretest.Data(t, 16)), core.WithoutCheckpoints())...)
+	if es, ok := d.EarlyStopper().(*earlystop.EarlyStopping); !ok || es.Metric != "val_loss" || es.Patience != 5 || es.MinDelta != 1e-4 {
 		t.Errorf("hook returning DefaultEarlyStopping: run's rule %+v", d.EarlyStopper())
 	}
 	// The run's options win.
-	off := newNitro(t, &StopsItself{Rule: never}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithMaxEpochs(4), core.WithoutCheckpoints(), core.WithEarlyStopper(nil))...)
-	train(t, off)
+	off := coretest.New(t, &StopsItself{Rule: never}, coretest.CkptOpts(t.TempDir(), core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(4), core.WithoutCheckpoints(), core.WithEarlyStopper(nil))...)
+	coretest.Train(t, off)
 	if off.EarlyStopper() != nil || off.Epoch() != 4 {
 		t.Errorf("WithEarlyStopper(nil): rule %T, %d epochs; want none, 4", off.EarlyStopper(), off.Epoch())
 	}
-	over := newNitro(t, &StopsItself{Rule: never}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithMaxEpochs(10), core.WithoutCheckpoints(), core.WithEarlyStopping("val_loss", "min", 4, 1e9))...)
-	train(t, over)
+	over := coretest.New(t, &StopsItself{Rule: never}, coretest.CkptOpts(t.TempDir(), core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(10), core.WithoutCheckpoints(), core.WithEarlyStopping("val_loss", "min", 4, 1e9))...)
+	coretest.Train(t, over)
 	if over.Epoch() != 5 {
 		t.Errorf("WithEarlyStopping patience 4 over the hook's 2: stopped after %d epochs, want 5", over.Epoch())
 	}
-	if n := newNitro(t, &StopsItself{}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithoutCheckpoints())...); n.EarlyStopper() != nil {
+	if n := coretest.New(t, &StopsItself{}, coretest.CkptOpts(t.TempDir(), core.WithData(coretest.Data(t, 16)), core.WithoutCheckpoints())...); n.EarlyStopper() != nil {
 		t.Errorf("EarlyStop returning nil: rule %T, want none", n.EarlyStopper())
 	}
-	wantErr(t, newErr(t, &StopsItself{Rule: &core.EarlyStopping{Metric: "val_acc", Mode: "max"}}, data(t, 16)),
-		`StopsItself.EarlyStop("val_acc")`, "val_loss", `&core.EarlyStopping{Metric: "val_loss", Mode: "min", Patience: 5, MinDelta: 0.0001}`)
-	wantErr(t, newErr(t, &WrongStop{}, data(t, 16)), "EarlyStop method", "func() *core.EarlyStopping", "want func (e *WrongStop) EarlyStop() core.EarlyStopper")
+	coretest.WantErr(t, newErr(t, &StopsItself{Rule: &earlystop.EarlyStopping{Metric: "val_acc", Mode: "max"}}, coretest.Data(t, 16)),
+		`StopsItself.EarlyStop("val_acc")`, "val_loss", `&earlystop.EarlyStopping{Metric: "val_loss", Mode: "min", Patience: 5, MinDelta: 0.0001}`)
+	coretest.WantErr(t, newErr(t, &WrongStop{}, coretest.Data(t, 16)), "EarlyStop method", "func() *earlystop.EarlyStopping", "want func (e *WrongStop) EarlyStop() earlystop.Policy")
 }
 
 // afterCalls is a custom policy: stop at the After-th epoch it is asked about. Its count is its
@@ -142,8 +143,8 @@ type afterCalls struct {
 }
 
 var (
-	_ core.EarlyStopper    = (*afterCalls)(nil)
-	_ core.EarlyStopStater = (*afterCalls)(nil)
+	_ earlystop.Policy   = (*afterCalls)(nil)
+	_ earlystop.Stateful = (*afterCalls)(nil)
 )
 
 func (p *afterCalls) ShouldStop(epoch int, val map[string]float64) (bool, string) {
@@ -176,8 +177,8 @@ func TestCustomEarlyStopper(t *testing.T) {
 	con := &core.MemoryConsole{}
 	lg := &logjson.Memory{}
 	p := &afterCalls{After: 3}
-	n := newNitro(t, &Reg{}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithMaxEpochs(10), core.WithoutCheckpoints(), core.WithConsole(con), core.WithLogger(lg), core.WithEarlyStopper(p))...)
-	train(t, n)
+	n := coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(t.TempDir(), core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(10), core.WithoutCheckpoints(), core.WithConsole(con), core.WithLogger(lg), core.WithEarlyStopper(p))...)
+	coretest.Train(t, n)
 	if n.StopReason() != core.StopEarly || n.Epoch() != 3 || !slices.Equal(p.epoch, []int{1, 2, 3}) || lg.Status() != logjson.StatusEarlyStop {
 		t.Errorf("custom policy: stop %q after %d epochs, asked at %v, logger %q; want early_stop after 3, asked at [1 2 3]", n.StopReason(), n.Epoch(), p.epoch, lg.Status())
 	}
@@ -187,27 +188,27 @@ func TestCustomEarlyStopper(t *testing.T) {
 
 	// Interrupted after 2 epochs, resumed: the third epoch stops, as uninterrupted.
 	dir := t.TempDir()
-	first := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(2), core.WithEarlyStopper(&afterCalls{After: 3}))...)
-	train(t, first)
+	first := coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(2), core.WithEarlyStopper(&afterCalls{After: 3}))...)
+	coretest.Train(t, first)
 	resumed := &afterCalls{After: 3}
 	con = &core.MemoryConsole{}
-	second := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(10), core.WithResume("auto"), core.WithConsole(con), core.WithEarlyStopper(resumed))...)
+	second := coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(10), core.WithResume("auto"), core.WithConsole(con), core.WithEarlyStopper(resumed))...)
 	if resumed.Seen != 2 {
 		t.Fatalf("resumed policy's count %d, want the checkpoint's 2", resumed.Seen)
 	}
-	train(t, second)
+	coretest.Train(t, second)
 	if second.StopReason() != core.StopEarly || second.Epoch() != 3 || !slices.Equal(resumed.epoch, []int{3}) {
 		t.Errorf("resumed: stop %q after epoch %d, asked at %v; want early_stop at epoch 3", second.StopReason(), second.Epoch(), resumed.epoch)
 	}
 	// Resuming the early-stopped run: the restored state stopped there, so nothing trains.
-	third := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(10), core.WithResume("auto"), core.WithEarlyStopper(&afterCalls{After: 3}))...)
-	train(t, third)
+	third := coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(10), core.WithResume("auto"), core.WithEarlyStopper(&afterCalls{After: 3}))...)
+	coretest.Train(t, third)
 	if third.StopReason() != core.StopEarly || len(third.History()) != 0 {
 		t.Errorf("resumed early-stopped custom run: stop %q, %d epochs trained; want early_stop, none", third.StopReason(), len(third.History()))
 	}
 	// Another policy type does not take afterCalls's state.
 	con = &core.MemoryConsole{}
-	newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(4), core.WithResume("auto"), core.WithConsole(con), core.WithEarlyStopping("val_loss", "min", 5, 0))...)
+	coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(4), core.WithResume("auto"), core.WithConsole(con), core.WithEarlyStopping("val_loss", "min", 5, 0))...)
 	if !slices.ContainsFunc(con.Notices, func(s string) bool {
 		return strings.Contains(s, "*core_test.afterCalls's") && strings.Contains(s, "starts afresh")
 	}) {
@@ -215,7 +216,7 @@ func TestCustomEarlyStopper(t *testing.T) {
 	}
 	// A policy without state: afresh, said.
 	con = &core.MemoryConsole{}
-	newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(4), core.WithResume("auto"), core.WithConsole(con), core.WithEarlyStopper(&stateless{}))...)
+	coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(4), core.WithResume("auto"), core.WithConsole(con), core.WithEarlyStopper(&stateless{}))...)
 	if !slices.ContainsFunc(con.Notices, func(s string) bool { return strings.Contains(s, "keeps no state") }) {
 		t.Errorf("notices %q: want the stateless policy's fresh start said", con.Notices)
 	}
@@ -225,14 +226,14 @@ func TestCustomEarlyStopper(t *testing.T) {
 // the val split at setup and only that metric is validated; one that names none reads every val
 // metric, so every one is validated (a NaN stops the run with an error naming it).
 func TestCustomEarlyStopperMetrics(t *testing.T) {
-	wantErr(t, newErr(t, &Rows{}, data(t, 16), core.WithEarlyStopper(&named{metric: "val_acc"}), core.WithoutCheckpoints()),
+	coretest.WantErr(t, newErr(t, &Rows{}, coretest.Data(t, 16), core.WithEarlyStopper(&named{metric: "val_acc"}), core.WithoutCheckpoints()),
 		`WithEarlyStopper("val_acc")`, "val_mse, val_rows, val_sse")
-	wantErr(t, newErr(t, &Reg{}, data(t, 0), core.WithEarlyStopper(&stateless{}), core.WithoutCheckpoints()),
+	coretest.WantErr(t, newErr(t, &coretest.Reg{}, coretest.Data(t, 0), core.WithEarlyStopper(&stateless{}), core.WithoutCheckpoints()),
 		"WithEarlyStopper", `no "val" split`)
 	// NaNMetric reports val_bad = NaN and val_mse.
-	n := newNitro(t, &NaNMetric{}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithoutCheckpoints(), core.WithEarlyStopper(&stateless{}))...)
-	wantErr(t, n.Train(), `early-stopping metric "val_bad"`, "NaN")
-	train(t, newNitro(t, &NaNMetric{}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithoutCheckpoints(), core.WithEarlyStopper(&named{metric: "val_mse"}))...))
+	n := coretest.New(t, &NaNMetric{}, coretest.CkptOpts(t.TempDir(), core.WithData(coretest.Data(t, 16)), core.WithoutCheckpoints(), core.WithEarlyStopper(&stateless{}))...)
+	coretest.WantErr(t, n.Train(), `early-stopping metric "val_bad"`, "NaN")
+	coretest.Train(t, coretest.New(t, &NaNMetric{}, coretest.CkptOpts(t.TempDir(), core.WithData(coretest.Data(t, 16)), core.WithoutCheckpoints(), core.WithEarlyStopper(&named{metric: "val_mse"}))...))
 }
 
 // named reads one metric and never stops.

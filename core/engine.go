@@ -28,6 +28,8 @@ func (n *Nitro) newEngine() (err error) {
 		Experiment: n.e, TypeName: n.typeName, Backend: n.backend, Cache: n.cache, Ctx: n.ctx,
 		Devices: n.devs.n.value, Precision: n.cfg.precision.value,
 		Accum: n.cfg.accum.value, Clip: n.cfg.clip.value, Fused: n.opts.fused, TrainWidth: n.trainWidth,
+		Reducer:        n.reducer(), // collective.go: nil for one process
+		StopVote:       n.interrupted.Load,
 		GraphConstHash: n.gcHash, GraphConst: n.gcValues, FieldShapes: fields,
 		Hooks: n.engineHooks(), MetricsOnHost: n.onHost(), Grouper: grouper,
 		Hyper:     func(group string, step int) (map[string]float64, error) { return n.opt.Hyper(group, step) },
@@ -67,8 +69,8 @@ func (su *setup) engineHooks() engine.Hooks {
 		}
 	}
 	if su.trainStep != nil {
-		h.TrainStep = func(view any, s *ManualStep, b map[string]*graph.Node) StepResult {
-			return su.trainStep.call(view, reflect.ValueOf(s), b).Interface().(StepResult)
+		h.TrainStep = func(view any, s *engine.ManualStep, b map[string]*graph.Node) engine.StepResult {
+			return su.trainStep.call(view, reflect.ValueOf(s), b).Interface().(engine.StepResult)
 		}
 	}
 	return h

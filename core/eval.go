@@ -101,7 +101,7 @@ func (n *Nitro) Evaluate(split string) (m map[string]float64, err error) {
 
 // evaluate is Train's validation: the whole split, whatever Interrupt says (an interrupted
 // epoch still validates in full before the run stops).
-func (n *Nitro) evaluate(split string, src Source) (map[string]float64, error) {
+func (n *Nitro) evaluate(split string, src prefetch.Source) (map[string]float64, error) {
 	return n.evalLoop(n.eng, split, src, false)
 }
 
@@ -115,7 +115,7 @@ var _ evaluator = (*engine.Engine)(nil)
 
 // evalLoop runs a split, one tick of the progress counter per batch. When interruptible, an
 // Interrupt ends it at a batch boundary with the partial metrics and a *PartialError.
-func (n *Nitro) evalLoop(ev evaluator, split string, src Source, interruptible bool) (_ map[string]float64, err error) {
+func (n *Nitro) evalLoop(ev evaluator, split string, src prefetch.Source, interruptible bool) (_ map[string]float64, err error) {
 	width := n.splitWidth[split]
 	if n.noEvalProgram() {
 		return nil, n.noEvalHook(split) // manual.go
@@ -160,6 +160,9 @@ func (n *Nitro) evalLoop(ev evaluator, split string, src Source, interruptible b
 		}
 		seen++
 		n.tracker.Tick()
+	}
+	if err := n.reduceSplit(&acc, split); err != nil { // collective.go: the whole run's sums
+		return nil, err
 	}
 	res, err := n.finalizeSplit(&acc, split)
 	if err != nil {

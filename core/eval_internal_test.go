@@ -14,6 +14,7 @@ import (
 	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/internal/prereq"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // evalShare is a two-layer classifier with two Forward outputs and an integer label that only
@@ -47,7 +48,7 @@ func (*evalShare) Metrics(out Outputs, in evalShareTgt) map[string]Metric {
 	return map[string]Metric{"accuracy": {Sum: graph.ReduceAllSum(graph.ConvertDType(graph.Equal(pred, in.Y), dtypes.Float32)), Count: rows}}
 }
 
-func evalShareBatches(t testing.TB, n, batch int, seed uint64, opts ...ArrayOptions) *ArrayBatches {
+func evalShareBatches(t testing.TB, n, batch int, seed uint64, opts ...prefetch.ArrayOptions) *prefetch.ArrayBatches {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, 7))
 	xs, ys := make([]float32, n*5), make([]int32, n)
@@ -57,7 +58,7 @@ func evalShareBatches(t testing.TB, n, batch int, seed uint64, opts ...ArrayOpti
 	for i := range ys {
 		ys[i] = int32(r.IntN(3))
 	}
-	a, err := NewArrayBatches(map[string]*tensors.Tensor{"x": tensors.FromFlatDataAndDimensions(xs, n, 5), "y": tensors.FromFlatDataAndDimensions(ys, n)}, batch, append(opts, ArrayOptions{})[0])
+	a, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": tensors.FromFlatDataAndDimensions(xs, n, 5), "y": tensors.FromFlatDataAndDimensions(ys, n)}, batch, append(opts, prefetch.ArrayOptions{})[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestPredictSharesTheEvalProgram(t *testing.T) {
 			newNitro := func(c *compilecache.Cache) *Nitro {
 				t.Helper()
 				n, err := New(&evalShare{}, WithBackend(be), Quiet(), WithCache(c), WithoutLogger(), WithoutCheckpoints(),
-					WithData(Data{"train": evalShareBatches(t, 64, 16, 1, ArrayOptions{DropPartial: true}), "val": evalShareBatches(t, 40, 16, 2)})) // val: 16, 16, 8
+					WithData(prefetch.Data{"train": evalShareBatches(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}), "val": evalShareBatches(t, 40, 16, 2)})) // val: 16, 16, 8
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -101,7 +102,7 @@ func TestPredictSharesTheEvalProgram(t *testing.T) {
 				t.Fatalf("Validate: %d misses, want 2 (the full-width and the short-batch eval programs)", s.Misses)
 			}
 			for _, rows := range []int{16, 5} {
-				b := Batch{"x": must(evalShareBatches(t, rows, rows, 9).BatchAt(0))["x"]}
+				b := prefetch.Batch{"x": must(evalShareBatches(t, rows, rows, 9).BatchAt(0))["x"]}
 				before := c.Stats()
 				got, err := n.Predict(b)
 				if err != nil {
@@ -127,7 +128,7 @@ func TestPredictSharesTheEvalProgram(t *testing.T) {
 
 			c = compilecache.New()
 			n = newNitro(c)
-			if _, err := n.Predict(Batch{"x": must(evalShareBatches(t, 16, 16, 9).BatchAt(0))["x"]}); err != nil {
+			if _, err := n.Predict(prefetch.Batch{"x": must(evalShareBatches(t, 16, 16, 9).BatchAt(0))["x"]}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := n.Validate(); err != nil {

@@ -11,14 +11,16 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/metrics"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // Rows adds a Metrics hook to Reg: "rows" is a sum with no count whose value is the number of
 // rows Metrics was shown, "sse" the summed squared error, "mse" the same divided by the rows.
-type Rows struct{ base }
+type Rows struct{ coretest.Base }
 
-func (*Rows) Metrics(out core.Outputs, in Tgt) map[string]core.Metric {
+func (*Rows) Metrics(out core.Outputs, in coretest.Tgt) map[string]core.Metric {
 	pred := out["pred"]
 	g := pred.Graph()
 	rows := pred.Shape().Dimensions[0]
@@ -49,7 +51,7 @@ func (e *Finalized) FinalizeMetrics(acc metrics.Result, split string) map[string
 func (e *Finalized) FinalizedMetricNames() []string { return []string{"rows", "sse", "mse", "rmse"} }
 
 // hostErrors returns, per batch of src, the squared errors of x·w + b against y on the host.
-func hostErrors(t testing.TB, src core.Source, w []float64, b float64) [][]float64 {
+func hostErrors(t testing.TB, src prefetch.Source, w []float64, b float64) [][]float64 {
 	t.Helper()
 	var out [][]float64
 	for i := 0; i < src.Len(); i++ {
@@ -69,8 +71,8 @@ func hostErrors(t testing.TB, src core.Source, w []float64, b float64) [][]float
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-4*(1+math.Abs(b)) }
 
 func TestEvaluateShortFinalBatchCountsRealRows(t *testing.T) {
-	val := arrays(t, 40, 16, 2, core.ArrayOptions{}) // batches of 16, 16, 8
-	n := mustNew(t, &Rows{}, core.Data{"train": arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}), "val": val})
+	val := coretest.Arrays(t, 40, 16, 2, prefetch.ArrayOptions{}) // batches of 16, 16, 8
+	n := coretest.MustNew(t, &Rows{}, prefetch.Data{"train": coretest.Arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}), "val": val})
 	uploads := n.Uploads()
 	m, err := n.Validate()
 	if err != nil {
@@ -104,8 +106,8 @@ func TestEvaluateShortFinalBatchCountsRealRows(t *testing.T) {
 }
 
 func TestValLossIsTheMeanOverSamples(t *testing.T) {
-	val := arrays(t, 40, 16, 2, core.ArrayOptions{})
-	n := mustNew(t, &Reg{}, core.Data{"train": arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}), "val": val})
+	val := coretest.Arrays(t, 40, 16, 2, prefetch.ArrayOptions{})
+	n := coretest.MustNew(t, &coretest.Reg{}, prefetch.Data{"train": coretest.Arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}), "val": val})
 	m, err := n.Validate()
 	if err != nil {
 		t.Fatal(err)
@@ -117,10 +119,10 @@ func TestValLossIsTheMeanOverSamples(t *testing.T) {
 
 func TestMetricsFinalizerRunsOncePerSplit(t *testing.T) {
 	e := &Finalized{}
-	n := mustNew(t, e, core.Data{
-		"train": arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}),
-		"val":   arrays(t, 40, 16, 2, core.ArrayOptions{}),
-		"test":  arrays(t, 20, 16, 3, core.ArrayOptions{}),
+	n := coretest.MustNew(t, e, prefetch.Data{
+		"train": coretest.Arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}),
+		"val":   coretest.Arrays(t, 40, 16, 2, prefetch.ArrayOptions{}),
+		"test":  coretest.Arrays(t, 20, 16, 3, prefetch.ArrayOptions{}),
 	})
 	m, err := n.Evaluate("test")
 	if err != nil {
@@ -138,26 +140,26 @@ func TestMetricsFinalizerRunsOncePerSplit(t *testing.T) {
 }
 
 // listSource serves a fixed list of batches.
-type listSource []core.Batch
+type listSource []prefetch.Batch
 
-func (l listSource) Len() int                          { return len(l) }
-func (l listSource) BatchAt(i int) (core.Batch, error) { return l[i], nil }
+func (l listSource) Len() int                              { return len(l) }
+func (l listSource) BatchAt(i int) (prefetch.Batch, error) { return l[i], nil }
 
 func TestEvaluateRefusesALongerLaterBatch(t *testing.T) {
-	src := arrays(t, 40, 8, 2, core.ArrayOptions{})
-	wide := arrays(t, 16, 16, 2, core.ArrayOptions{})
-	n := mustNew(t, &Reg{}, core.Data{"val": listSource{must(src.BatchAt(0)), must(wide.BatchAt(0))}})
+	src := coretest.Arrays(t, 40, 8, 2, prefetch.ArrayOptions{})
+	wide := coretest.Arrays(t, 16, 16, 2, prefetch.ArrayOptions{})
+	n := coretest.MustNew(t, &coretest.Reg{}, prefetch.Data{"val": listSource{must(src.BatchAt(0)), must(wide.BatchAt(0))}})
 	_, err := n.Validate()
-	wantErr(t, err, `split "val", batch 1 has 16 rows, more than batch 0's 8`, "only the final batch may differ")
+	coretest.WantErr(t, err, `split "val", batch 1 has 16 rows, more than batch 0's 8`, "only the final batch may differ")
 }
 
 func TestPredictAllSlicesTheShortFinalBatch(t *testing.T) {
 	cache := newCache()
-	n, err := core.New(&Reg{}, goOpts(cache, core.WithData(data(t, 0)))...)
+	n, err := core.New(&coretest.Reg{}, coretest.GoOpts(cache, core.WithData(coretest.Data(t, 0)))...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := arrays(t, 40, 16, 4, core.ArrayOptions{})
+	src := coretest.Arrays(t, 40, 16, 4, prefetch.ArrayOptions{})
 	w, b := linearParams(t, n)
 	var rows []int
 	i := 0
@@ -195,10 +197,10 @@ func TestPredictAllSlicesTheShortFinalBatch(t *testing.T) {
 }
 
 func TestPredict(t *testing.T) {
-	n := mustNew(t, &Reg{}, data(t, 0))
-	x, _ := synthetic(5, 9)
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 0))
+	x, _ := coretest.Synthetic(5, 9)
 	// A prediction batch needs only Forward's fields: no "y".
-	p, err := n.Predict(core.Batch{"x": x})
+	p, err := n.Predict(prefetch.Batch{"x": x})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,23 +215,23 @@ func TestPredict(t *testing.T) {
 	}
 
 	_, err = n.Predict(x)
-	wantErr(t, err, "Predict takes a core.Batch keyed by Forward's declared fields [x]", "got *tensors.Tensor", `core.Batch{"x": t}`)
-	_, err = n.Predict(arrays(t, 40, 16, 4, core.ArrayOptions{}))
-	wantErr(t, err, "Predict takes one batch", "PredictAll")
-	_, err = n.Predict(core.Batch{"y": x})
-	wantErr(t, err, "hook Forward", `batch field "x"`)
+	coretest.WantErr(t, err, "Predict takes a prefetch.Batch keyed by Forward's declared fields [x]", "got *tensors.Tensor", `prefetch.Batch{"x": t}`)
+	_, err = n.Predict(coretest.Arrays(t, 40, 16, 4, prefetch.ArrayOptions{}))
+	coretest.WantErr(t, err, "Predict takes one batch", "PredictAll")
+	_, err = n.Predict(prefetch.Batch{"y": x})
+	coretest.WantErr(t, err, "hook Forward", `batch field "x"`)
 }
 
-// hookSource calls fire once, from BatchAt(at), after arm: fed inline (core.NoPrefetch), that is
+// hookSource calls fire once, from BatchAt(at), after arm: fed inline (prefetch.NoPrefetch), that is
 // while the loop takes batch at, so a stop it requests lands at the boundary after that batch.
 type hookSource struct {
-	core.Source
+	prefetch.Source
 	at    int
 	armed bool
 	fire  func()
 }
 
-func (h *hookSource) BatchAt(i int) (core.Batch, error) {
+func (h *hookSource) BatchAt(i int) (prefetch.Batch, error) {
 	if h.armed && i == h.at {
 		h.armed = false
 		h.fire()
@@ -239,7 +241,7 @@ func (h *hookSource) BatchAt(i int) (core.Batch, error) {
 
 // sampleMeanLoss is val_loss over batches [0, k) of src: the mean squared error over their
 // samples, on the host.
-func sampleMeanLoss(t testing.TB, n *core.Nitro, src core.Source, k int) float64 {
+func sampleMeanLoss(t testing.TB, n *core.Nitro, src prefetch.Source, k int) float64 {
 	t.Helper()
 	w, b := linearParams(t, n)
 	var sum float64
@@ -258,9 +260,9 @@ func sampleMeanLoss(t testing.TB, n *core.Nitro, src core.Source, k int) float64
 // those batches. The interrupt is consumed: the next Validate runs in full and a Train is not
 // stopped by it.
 func TestInterruptStopsValidateAtABatchBoundary(t *testing.T) {
-	val := arrays(t, 88, 16, 2, core.ArrayOptions{}) // 6 batches: five of 16, one of 8
+	val := coretest.Arrays(t, 88, 16, 2, prefetch.ArrayOptions{}) // 6 batches: five of 16, one of 8
 	hs := &hookSource{Source: val, at: 2}
-	n := mustNew(t, &Reg{}, core.Data{"train": arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}), "val": core.NoPrefetch(hs)},
+	n := coretest.MustNew(t, &coretest.Reg{}, prefetch.Data{"train": coretest.Arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}), "val": prefetch.NoPrefetch(hs)},
 		core.WithMaxEpochs(2))
 	hs.fire, hs.armed = n.Interrupt, true
 	before := n.ProgressCounter()
@@ -269,7 +271,7 @@ func TestInterruptStopsValidateAtABatchBoundary(t *testing.T) {
 	if !errors.As(err, &pe) || !errors.Is(err, core.ErrInterrupted) {
 		t.Fatalf("Validate after an Interrupt at batch 2: %v, %v; want a *core.PartialError matching ErrInterrupted", m, err)
 	}
-	wantErr(t, err, `split "val": stopped (requested) after 3 of 6 batches: the metrics are partial`)
+	coretest.WantErr(t, err, `split "val": stopped (requested) after 3 of 6 batches: the metrics are partial`)
 	if pe.Split != "val" || pe.Batches != 3 || pe.Total != 6 || pe.Reason != core.StopRequested {
 		t.Errorf("PartialError %+v: want split val, 3 of 6 batches, reason requested", pe)
 	}
@@ -297,9 +299,9 @@ func TestInterruptStopsValidateAtABatchBoundary(t *testing.T) {
 // divided, sums without one are summed, and the finalizer sees the partial sums. An Interrupt
 // made before Evaluate starts stops it before batch 0 with no metrics.
 func TestInterruptedEvaluateFinalizesThePartialSums(t *testing.T) {
-	test := arrays(t, 80, 16, 3, core.ArrayOptions{})
+	test := coretest.Arrays(t, 80, 16, 3, prefetch.ArrayOptions{})
 	hs := &hookSource{Source: test, at: 1}
-	n := mustNew(t, &Finalized{}, core.Data{"train": arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}), "test": core.NoPrefetch(hs)})
+	n := coretest.MustNew(t, &Finalized{}, prefetch.Data{"train": coretest.Arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}), "test": prefetch.NoPrefetch(hs)})
 	hs.fire, hs.armed = n.Interrupt, true
 	m, err := n.Evaluate("test")
 	var pe *core.PartialError
@@ -328,9 +330,9 @@ func TestInterruptedEvaluateFinalizesThePartialSums(t *testing.T) {
 // validated in full, then the run stops with reason requested, and the stop is not left behind
 // for a later Validate.
 func TestInterruptDuringTrainValidationValidatesInFull(t *testing.T) {
-	val := arrays(t, 88, 16, 2, core.ArrayOptions{})
+	val := coretest.Arrays(t, 88, 16, 2, prefetch.ArrayOptions{})
 	hs := &hookSource{Source: val, at: 1}
-	n := mustNew(t, &Reg{}, core.Data{"train": arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}), "val": core.NoPrefetch(hs)},
+	n := coretest.MustNew(t, &coretest.Reg{}, prefetch.Data{"train": coretest.Arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}), "val": prefetch.NoPrefetch(hs)},
 		core.WithMaxEpochs(3))
 	hs.fire, hs.armed = n.Interrupt, true
 	if err := n.Train(); err != nil {
@@ -352,8 +354,8 @@ func TestInterruptDuringTrainValidationValidatesInFull(t *testing.T) {
 // ErrInterrupted that counts the batches predicted; the interrupt is consumed, so the next
 // PredictAll runs in full.
 func TestInterruptedPredictAllStopsAtABatchBoundary(t *testing.T) {
-	n := mustNew(t, &Reg{}, data(t, 32))
-	src := arrays(t, 80, 16, 3, core.ArrayOptions{})
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 32))
+	src := coretest.Arrays(t, 80, 16, 3, prefetch.ArrayOptions{})
 	var got int
 	var last error
 	for p, err := range n.PredictAll(src) {

@@ -9,26 +9,28 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // With no Metrics hook, val_loss is the mean over the split's samples: 120 rows in batches of
 // 50, 50 and 20, the last 20 with a target far from the model's, set the per-sample mean far
 // from the plain mean of the three batch losses (which counts the 20 rows as 50).
 func TestValLossWeighsAShortFinalBatchByItsRows(t *testing.T) {
-	x, y := synthetic(120, 7)
+	x, y := coretest.Synthetic(120, 7)
 	ys := y.Value().([][]float32)
 	for r := 100; r < 120; r++ {
 		ys[r][0] = 10
 	}
 	y = tensors.FromValue(ys)
-	val, err := core.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y}, 50, core.ArrayOptions{})
+	val, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y}, 50, prefetch.ArrayOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if val.Len() != 3 {
 		t.Fatalf("val has %d batches, want 50, 50, 20", val.Len())
 	}
-	n := mustNew(t, &Reg{}, core.Data{"train": arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}), "val": val})
+	n := coretest.MustNew(t, &coretest.Reg{}, prefetch.Data{"train": coretest.Arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}), "val": val})
 	m, err := n.Validate()
 	if err != nil {
 		t.Fatal(err)
@@ -60,17 +62,17 @@ func TestValLossWeighsAShortFinalBatchByItsRows(t *testing.T) {
 
 // nilAt serves src's batches with field set to nil in batch at.
 type nilAt struct {
-	core.Source
+	prefetch.Source
 	at    int
 	field string
 }
 
-func (s nilAt) BatchAt(i int) (core.Batch, error) {
+func (s nilAt) BatchAt(i int) (prefetch.Batch, error) {
 	b, err := s.Source.BatchAt(i)
 	if err != nil || i != s.at {
 		return b, err
 	}
-	c := core.Batch{}
+	c := prefetch.Batch{}
 	for k, v := range b {
 		c[k] = v
 	}
@@ -80,16 +82,16 @@ func (s nilAt) BatchAt(i int) (core.Batch, error) {
 
 // emptyAt serves src's batches with every field cut to 0 rows in batch at.
 type emptyAt struct {
-	core.Source
+	prefetch.Source
 	at int
 }
 
-func (s emptyAt) BatchAt(i int) (core.Batch, error) {
+func (s emptyAt) BatchAt(i int) (prefetch.Batch, error) {
 	b, err := s.Source.BatchAt(i)
 	if err != nil || i != s.at {
 		return b, err
 	}
-	return core.Batch{"x": zeroRows(b["x"]), "y": zeroRows(b["y"])}, nil
+	return prefetch.Batch{"x": zeroRows(b["x"]), "y": zeroRows(b["y"])}, nil
 }
 
 func zeroRows(t *tensors.Tensor) *tensors.Tensor {
@@ -99,36 +101,36 @@ func zeroRows(t *tensors.Tensor) *tensors.Tensor {
 }
 
 func TestPredictRefusesANilField(t *testing.T) {
-	n := mustNew(t, &Reg{}, data(t, 16))
-	_, err := n.Predict(core.Batch{"x": nil})
-	wantErr(t, err, `Predict: batch field "x" is nil`, "give it a tensor")
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 16))
+	_, err := n.Predict(prefetch.Batch{"x": nil})
+	coretest.WantErr(t, err, `Predict: batch field "x" is nil`, "give it a tensor")
 	if err != nil && strings.Contains(err.Error(), "runtime error") {
 		t.Errorf("error %q: want the refusal, not a recovered panic", err)
 	}
 }
 
 func TestPredictRefusesZeroRows(t *testing.T) {
-	n := mustNew(t, &Reg{}, data(t, 16))
-	_, err := n.Predict(core.Batch{"x": tensors.FromShape(shapes.Make(dtypes.Float32, 0, features))})
-	wantErr(t, err, "Predict: the batch has 0 rows", "at least one row")
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 16))
+	_, err := n.Predict(prefetch.Batch{"x": tensors.FromShape(shapes.Make(dtypes.Float32, 0, coretest.Features))})
+	coretest.WantErr(t, err, "Predict: the batch has 0 rows", "at least one row")
 }
 
 func TestPredictAllRefusesANilFieldOrZeroRows(t *testing.T) {
-	n := mustNew(t, &Reg{}, data(t, 16))
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 16))
 	for _, tc := range []struct {
-		src  core.Source
+		src  prefetch.Source
 		want string
 	}{
-		{nilAt{arrays(t, 12, 4, 3, core.ArrayOptions{}), 1, "x"}, `PredictAll: batch 1: batch field "x" is nil`},
-		{nilAt{arrays(t, 12, 4, 3, core.ArrayOptions{}), 0, "y"}, `PredictAll: batch 0: batch field "y" is nil`},
-		{emptyAt{arrays(t, 12, 4, 3, core.ArrayOptions{}), 0}, "PredictAll: batch 0: the batch has 0 rows"},
-		{emptyAt{arrays(t, 12, 4, 3, core.ArrayOptions{}), 2}, "PredictAll: batch 2: the batch has 0 rows"},
+		{nilAt{coretest.Arrays(t, 12, 4, 3, prefetch.ArrayOptions{}), 1, "x"}, `PredictAll: batch 1: batch field "x" is nil`},
+		{nilAt{coretest.Arrays(t, 12, 4, 3, prefetch.ArrayOptions{}), 0, "y"}, `PredictAll: batch 0: batch field "y" is nil`},
+		{emptyAt{coretest.Arrays(t, 12, 4, 3, prefetch.ArrayOptions{}), 0}, "PredictAll: batch 0: the batch has 0 rows"},
+		{emptyAt{coretest.Arrays(t, 12, 4, 3, prefetch.ArrayOptions{}), 2}, "PredictAll: batch 2: the batch has 0 rows"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			got, stopped := 0, false
-			for p, err := range n.PredictAll(core.NoPrefetch(tc.src)) {
+			for p, err := range n.PredictAll(prefetch.NoPrefetch(tc.src)) {
 				if err != nil {
-					wantErr(t, err, tc.want)
+					coretest.WantErr(t, err, tc.want)
 					stopped = true
 					break
 				}

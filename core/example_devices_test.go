@@ -6,6 +6,8 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // ExampleWithDevices trains data-parallel on 2 of the CPU plugin's devices: the batch of 32 is
@@ -21,10 +23,10 @@ func ExampleWithDevices() {
 			os.Unsetenv("NITRO_CPU_DEVICES")
 		}
 	}()
-	x, y := synthetic(64, 1)
-	src, _ := core.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y}, 32, core.ArrayOptions{DropPartial: true})
+	x, y := coretest.Synthetic(64, 1)
+	src, _ := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y}, 32, prefetch.ArrayOptions{DropPartial: true})
 	n, err := core.New(&Deep{}, core.WithBackend("xla"), core.WithDevices(2), core.Quiet(), core.WithoutLogger(),
-		core.WithoutCheckpoints(), core.WithData(core.Data{"train": src}), core.WithMaxEpochs(3))
+		core.WithoutCheckpoints(), core.WithData(prefetch.Data{"train": src}), core.WithMaxEpochs(3))
 	if err != nil {
 		fmt.Println(err)
 		return

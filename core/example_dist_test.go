@@ -9,13 +9,14 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/dist"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // ShardedLine is Line without its Device field, whose BuildData takes the run's Dist and keeps
 // its rank's share of Line's splits (dist.ShardData: batches rank, rank+W, …).
 type ShardedLine struct{ MaxEpochs int }
 
-func (e *ShardedLine) BuildData(d core.Dist) (core.Data, error) {
+func (e *ShardedLine) BuildData(d dist.Dist) (prefetch.Data, error) {
 	whole, err := (&Line{}).BuildData()
 	if err != nil {
 		return nil, err
@@ -39,7 +40,7 @@ func ExampleWithDist() {
 	dir, _ := os.MkdirTemp("", "nitro-dist-")
 	defer os.RemoveAll(dir)
 	n, err := core.New(&ShardedLine{MaxEpochs: 2}, core.WithBackend("go"), core.Quiet(), core.WithRunDir(dir),
-		core.WithDist(core.Dist{Rank: 1, WorldSize: 2}))
+		core.WithDist(dist.Dist{Rank: 1, WorldSize: 2}))
 	if err != nil {
 		fmt.Println(err)
 		return

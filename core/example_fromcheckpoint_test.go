@@ -11,6 +11,7 @@ import (
 
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // Bent fits Line's data through a hidden layer whose width is a GraphConst; preset "wide"
@@ -26,7 +27,7 @@ func (Bent) Presets() map[string]map[string]any {
 
 func (e *Bent) BuildModel(*context.Context) error { return nil }
 
-func (e *Bent) BuildData() (core.Data, error) { return newLine().BuildData() }
+func (e *Bent) BuildData() (prefetch.Data, error) { return newLine().BuildData() }
 
 func (e *Bent) Forward(ctx *context.Context, in LineIn) core.Outputs {
 	h := graph.Tanh(layers.Dense(ctx.In("hidden"), in.X, true, e.Hidden))

@@ -8,7 +8,9 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/optimizers"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // Tandem is Line (y = 2x + 1) as two sub-networks trained in manual mode: "body" (a Dense layer
@@ -21,7 +23,7 @@ func newTandem() *Tandem { return &Tandem{MaxEpochs: 2} }
 func (*Tandem) BuildModel(ctx *context.Context) error { return nil }
 
 // BuildData is Line's data.
-func (*Tandem) BuildData() (core.Data, error) { return newLine().BuildData() }
+func (*Tandem) BuildData() (prefetch.Data, error) { return newLine().BuildData() }
 
 // Loss is what validation reports (as val_loss); TrainStep computes its own losses.
 func (*Tandem) Loss(out core.Outputs, in LineTarget) *graph.Node {
@@ -48,7 +50,7 @@ func (*Tandem) SetupOptimizers() (map[string]optimizers.Rule, error) {
 	return map[string]optimizers.Rule{"body": body, "head": head}, nil
 }
 
-func (e *Tandem) TrainStep(s *core.ManualStep, in TandemBatch) core.StepResult {
+func (e *Tandem) TrainStep(s *engine.ManualStep, in TandemBatch) engine.StepResult {
 	loss := func(ctx *context.Context) *graph.Node {
 		pred := e.Forward(ctx, LineIn{X: in.X})["y"]
 		return graph.ReduceAllMean(graph.Square(graph.Sub(pred, in.Y)))
@@ -57,7 +59,7 @@ func (e *Tandem) TrainStep(s *core.ManualStep, in TandemBatch) core.StepResult {
 	s.StepOptimizer("head", headGrads)
 	bodyLoss, bodyGrads := s.Backward(loss, "body") // through the stepped head, into the body only
 	s.StepOptimizer("body", bodyGrads)
-	return core.StepResult{Loss: bodyLoss, Stats: map[string]*graph.Node{"head_loss": headLoss}}
+	return engine.StepResult{Loss: bodyLoss, Stats: map[string]*graph.Node{"head_loss": headLoss}}
 }
 
 // Backward differentiates an objective with respect to the named groups only, and StepOptimizer
@@ -101,11 +103,11 @@ func ExampleManualStep_StepOptimizer() {
 // TwiceTandem steps the head twice.
 type TwiceTandem struct{ Tandem }
 
-func (e *TwiceTandem) TrainStep(s *core.ManualStep, in TandemBatch) core.StepResult {
+func (e *TwiceTandem) TrainStep(s *engine.ManualStep, in TandemBatch) engine.StepResult {
 	loss, g := s.Backward(func(ctx *context.Context) *graph.Node {
 		return graph.ReduceAllMean(graph.Square(graph.Sub(e.Forward(ctx, LineIn{X: in.X})["y"], in.Y)))
 	}, "head")
 	s.StepOptimizer("head", g)
 	s.StepOptimizer("head", g)
-	return core.StepResult{Loss: loss}
+	return engine.StepResult{Loss: loss}
 }

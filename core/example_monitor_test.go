@@ -6,6 +6,7 @@ import (
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/monitors"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // A monitor watches the run's phases: here it prints each transition and the validation loss
@@ -59,8 +60,8 @@ func ExampleNitro_Interrupt() {
 		fmt.Println(err)
 		return
 	}
-	b := &budget{ArrayBatches: d["train"].(*core.ArrayBatches)}
-	d["train"] = core.NoPrefetch(b) // read in step with the loop, so "Ctrl+C" lands at batch 2
+	b := &budget{ArrayBatches: d["train"].(*prefetch.ArrayBatches)}
+	d["train"] = prefetch.NoPrefetch(b) // read in step with the loop, so "Ctrl+C" lands at batch 2
 	n, err := core.New(e, core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(), core.WithCache(compilecache.New()), core.WithData(d))
 	if err != nil {
 		fmt.Println(err)

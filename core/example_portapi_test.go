@@ -7,6 +7,7 @@ import (
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/logjson"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 func quietLine(more ...core.Option) (*core.Nitro, error) {
@@ -88,7 +89,7 @@ func ExampleNitro_SetParameters() {
 	fmt.Println(keys(p))
 	err = n.SetParameters(map[string]any{"line/dense/weights": [][]float32{{2}}, "line/dense/biases": []float32{1}})
 	fmt.Println(err)
-	out, err := n.Predict(core.Batch{"x": tensors.FromFlatDataAndDimensions([]float32{0, 3}, 2, 1)})
+	out, err := n.Predict(prefetch.Batch{"x": tensors.FromFlatDataAndDimensions([]float32{0, 3}, 2, 1)})
 	if err != nil {
 		fmt.Println(err)
 		return

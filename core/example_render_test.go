@@ -13,6 +13,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // LinePlot learns Line's task (y = 2x + 1, Line's data) and has a Visualize hook: one column per
@@ -20,7 +21,7 @@ import (
 type LinePlot struct{ MaxEpochs int }
 
 func (e *LinePlot) BuildModel(ctx *context.Context) error { return nil }
-func (e *LinePlot) BuildData() (core.Data, error)         { return newLine().BuildData() }
+func (e *LinePlot) BuildData() (prefetch.Data, error)     { return newLine().BuildData() }
 func (e *LinePlot) Loss(out core.Outputs, in LineTarget) *graph.Node {
 	return newLine().Loss(out, in)
 }

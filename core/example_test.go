@@ -19,6 +19,8 @@ import (
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/prefetch"
+	"github.com/nitro-go/nitro/schedules"
 )
 
 // Line learns y = 2x + 1 with one Dense layer. Its predictions are multiplied by Scale, a Device
@@ -40,18 +42,18 @@ func (e *Line) BuildModel(ctx *context.Context) error { return nil }
 
 // BuildData returns 64 training samples in batches of 16 (the train split must drop a partial
 // batch), and 40 validation and 20 test samples whose final batches are short.
-func (e *Line) BuildData() (core.Data, error) {
-	split := func(n int, seed uint64, drop bool) (*core.ArrayBatches, error) {
+func (e *Line) BuildData() (prefetch.Data, error) {
+	split := func(n int, seed uint64, drop bool) (*prefetch.ArrayBatches, error) {
 		r := rand.New(rand.NewPCG(seed, 1))
 		x, y := make([]float32, n), make([]float32, n)
 		for i := range x {
 			x[i] = float32(r.NormFloat64())
 			y[i] = 2*x[i] + 1
 		}
-		return core.NewArrayBatches(map[string]*tensors.Tensor{
+		return prefetch.NewArrayBatches(map[string]*tensors.Tensor{
 			"x": tensors.FromFlatDataAndDimensions(x, n, 1),
 			"y": tensors.FromFlatDataAndDimensions(y, n, 1),
-		}, 16, core.ArrayOptions{Shuffle: drop, Seed: seed, DropPartial: drop})
+		}, 16, prefetch.ArrayOptions{Shuffle: drop, Seed: seed, DropPartial: drop})
 	}
 	train, err := split(64, 1, true)
 	if err != nil {
@@ -65,7 +67,7 @@ func (e *Line) BuildData() (core.Data, error) {
 	if err != nil {
 		return nil, err
 	}
-	return core.Data{"train": train, "val": val, "test": test}, nil
+	return prefetch.Data{"train": train, "val": val, "test": test}, nil
 }
 
 func (e *Line) Forward(ctx *context.Context, in LineIn) core.Outputs {
@@ -168,7 +170,7 @@ func ExampleNitro_Predict() {
 		return
 	}
 	x := tensors.FromFlatDataAndDimensions([]float32{0, 1, 2}, 3, 1)
-	p, err := n.Predict(core.Batch{"x": x})
+	p, err := n.Predict(prefetch.Batch{"x": x})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -180,7 +182,7 @@ func ExampleNitro_Predict() {
 	fmt.Println(err)
 	// Output:
 	// (Float32)[3 1]
-	// Predict takes a core.Batch keyed by Forward's declared fields [x], got *tensors.Tensor: wrap the array, e.g. core.Batch{"x": t}
+	// Predict takes a prefetch.Batch keyed by Forward's declared fields [x], got *tensors.Tensor: wrap the array, e.g. prefetch.Batch{"x": t}
 }
 
 // SetDevice changes a Device field of a live Nitro. Device values are program inputs, so the
@@ -218,14 +220,14 @@ func ExampleNitro_SetDevice() {
 }
 
 // budget is a train source that asks its Nitro to stop once it has served a number of batches.
-// (Embedding *core.ArrayBatches keeps its Len, DropsPartial and BeginEpoch.)
+// (Embedding *prefetch.ArrayBatches keeps its Len, DropsPartial and BeginEpoch.)
 type budget struct {
-	*core.ArrayBatches
+	*prefetch.ArrayBatches
 	stop func()
 	left int
 }
 
-func (b *budget) BatchAt(i int) (core.Batch, error) {
+func (b *budget) BatchAt(i int) (prefetch.Batch, error) {
 	if b.stop != nil {
 		if b.left--; b.left == 0 {
 			b.stop()
@@ -244,8 +246,8 @@ func ExampleNitro_RequestStop() {
 		fmt.Println(err)
 		return
 	}
-	b := &budget{ArrayBatches: d["train"].(*core.ArrayBatches)}
-	d["train"] = core.NoPrefetch(b) // its counter is not safe for prefetch's concurrent workers
+	b := &budget{ArrayBatches: d["train"].(*prefetch.ArrayBatches)}
+	d["train"] = prefetch.NoPrefetch(b) // its counter is not safe for prefetch's concurrent workers
 	n, err := core.New(e, core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(), core.WithCache(compilecache.New()), core.WithData(d))
 	if err != nil {
 		fmt.Println(err)
@@ -415,4 +417,35 @@ func sortedNames(m map[string]float64) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// WithSchedules changes a schedule for one run, key by key, without editing the experiment; a
+// schedules.Parsed (text, as nitro train --schedule gives it) is recorded in the params line.
+func ExampleWithSchedules() {
+	eta, err := schedules.Parse("cosine:0.05,0.005")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	lg := &logjson.Memory{}
+	n, err := core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithCache(compilecache.New()), core.WithLogger(lg), core.WithoutCheckpoints(),
+		core.WithSchedules(map[string]any{"eta": eta}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, line := range strings.Split(n.BindingReport(), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "eta ") {
+			fmt.Println(strings.Join(strings.Fields(line), " "))
+		}
+	}
+	fmt.Println("params:", lg.Params()[0]["schedule.eta"])
+
+	_, err = core.New(newLine(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(),
+		core.WithSchedules(map[string]any{"lr": eta}))
+	fmt.Println(strings.SplitN(err.Error(), ": valid keys", 2)[0])
+	// Output:
+	// eta 0.05 at step 1 schedule eta (run option) scheduled
+	// params: cosine:0.05,0.005
+	// the run's schedules (run option): unknown schedule key lr
 }

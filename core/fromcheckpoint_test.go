@@ -12,13 +12,14 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/markers"
 )
 
 // Rebuilt is an experiment whose presets change its shape (GraphConst Hidden) and its recipe
 // (Host Note), with a Device value a run may move.
 type Rebuilt struct {
-	base
+	coretest.Base
 	Hidden int                     `nitro:"graphconst" default:"2"`
 	Act    string                  `nitro:"graphconst" default:"relu"`
 	Sizes  []int                   `nitro:"graphconst"`
@@ -30,7 +31,7 @@ func (Rebuilt) Presets() map[string]map[string]any {
 	return map[string]map[string]any{"wide": {"Hidden": 6}, "narrow": {"Hidden": 3, "Note": "narrow recipe"}}
 }
 
-func (e *Rebuilt) Forward(ctx *context.Context, in In) core.Outputs {
+func (e *Rebuilt) Forward(ctx *context.Context, in coretest.In) core.Outputs {
 	h := layers.Dense(ctx.In("hidden"), in.X, true, e.Hidden)
 	return core.Outputs{"pred": layers.Dense(ctx.In("out"), h, true, 1)}
 }
@@ -40,19 +41,19 @@ func (e *Rebuilt) Forward(ctx *context.Context, in In) core.Outputs {
 // alone, file or run dir, weights or resume; overrides apply by the rules of each kind.
 func TestNewFromCheckpointRebuildsTheExperiment(t *testing.T) {
 	dir := t.TempDir()
-	n, err := core.NewFromPreset[Rebuilt]("wide", map[string]any{"Note": "mine", "Act": "tanh", "Sizes": []int{4, 5}}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(2))...)
+	n, err := core.NewFromPreset[Rebuilt]("wide", map[string]any{"Note": "mine", "Act": "tanh", "Sizes": []int{4, 5}}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(2))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := n.SetDevice("Scale", float32(0.5)); err != nil { // as a hook would, mid-run
 		t.Fatal(err)
 	}
-	train(t, n)
+	coretest.Train(t, n)
 	want := must(n.Validate())
 
 	for _, from := range []string{dir, n.LastCheckpoint()} {
 		con := &core.MemoryConsole{}
-		w, err := core.NewFromCheckpoint[Rebuilt](from, nil, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithConsole(con))...)
+		w, err := core.NewFromCheckpoint[Rebuilt](from, nil, coretest.CkptOpts(t.TempDir(), core.WithData(coretest.Data(t, 16)), core.WithConsole(con))...)
 		if err != nil {
 			t.Fatalf("%s: %v", from, err)
 		}
@@ -76,7 +77,7 @@ func TestNewFromCheckpointRebuildsTheExperiment(t *testing.T) {
 
 	// ContinueRun resumes: the counters go on; a Host override wins and is reported.
 	con := &core.MemoryConsole{}
-	r, err := core.NewFromCheckpoint[Rebuilt](dir, map[string]any{"Note": "later"}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(3), core.ContinueRun(), core.WithConsole(con))...)
+	r, err := core.NewFromCheckpoint[Rebuilt](dir, map[string]any{"Note": "later"}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(3), core.ContinueRun(), core.WithConsole(con))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,11 +87,11 @@ func TestNewFromCheckpointRebuildsTheExperiment(t *testing.T) {
 	if !slices.ContainsFunc(con.Notices, func(s string) bool { return strings.Contains(s, "Host field Note: checkpoint mine, override later") }) {
 		t.Errorf("notices %q do not report the Host override", con.Notices)
 	}
-	train(t, r)
+	coretest.Train(t, r)
 
 	// Continued with no WithRunDir, the run goes on in the checkpoint's folder, not runs/<E>.
 	c, err := core.NewFromCheckpoint[Rebuilt](dir, nil, core.WithBackend("go"), core.WithConsole(nil), core.WithCache(newCache()),
-		core.WithoutLogger(), core.WithData(data(t, 16)), core.WithMaxEpochs(3), core.ContinueRun())
+		core.WithoutLogger(), core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(3), core.ContinueRun())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,22 +100,22 @@ func TestNewFromCheckpointRebuildsTheExperiment(t *testing.T) {
 	}
 
 	// Refusals, each naming what contradicts and both values.
-	opts := ckptOpts(t.TempDir(), core.WithData(data(t, 16)))
+	opts := coretest.CkptOpts(t.TempDir(), core.WithData(coretest.Data(t, 16)))
 	_, err = core.NewFromCheckpoint[Rebuilt](dir, map[string]any{"Hidden": 3}, opts...)
-	wantErr(t, err, "override Hidden = 3 contradicts the checkpoint", "GraphConst Hidden = 6", "WithCheckpoint")
+	coretest.WantErr(t, err, "override Hidden = 3 contradicts the checkpoint", "GraphConst Hidden = 6", "WithCheckpoint")
 	if ce := (*core.ContradictionError)(nil); !errors.As(err, &ce) || ce.Field != "Hidden" || ce.Recorded != "6" || ce.Given != "3" {
 		t.Errorf("%v: want a *core.ContradictionError for Hidden, recorded 6, given 3", err)
 	}
 	_, err = core.NewFromCheckpoint[Rebuilt](dir, nil, append(opts, core.WithPreset("narrow"))...)
-	wantErr(t, err, `WithPreset("narrow") contradicts the checkpoint`, "trained with preset wide")
+	coretest.WantErr(t, err, `WithPreset("narrow") contradicts the checkpoint`, "trained with preset wide")
 	_, err = core.NewFromCheckpoint[Rebuilt](dir, nil, append(opts, core.WithCheckpoint(dir))...)
-	wantErr(t, err, "drop them")
+	coretest.WantErr(t, err, "drop them")
 	_, err = core.NewFromCheckpoint[Rebuilt](dir, map[string]any{"Hiden": 6}, opts...)
-	wantErr(t, err, "unknown field Hiden", "did you mean Hidden")
+	coretest.WantErr(t, err, "unknown field Hiden", "did you mean Hidden")
 	_, err = core.NewFromCheckpoint[Rebuilt](t.TempDir(), nil, opts...)
-	wantErr(t, err, "holds no checkpoint")
+	coretest.WantErr(t, err, "holds no checkpoint")
 	_, err = core.New(must(markers.New[Rebuilt](nil)), append(opts, core.ContinueRun())...)
-	wantErr(t, err, "ContinueRun is an option of NewFromCheckpoint")
+	coretest.WantErr(t, err, "ContinueRun is an option of NewFromCheckpoint")
 	if d, err := core.ResolveRunDir(&Rebuilt{}); d != filepath.Join("runs", "Rebuilt") || err != nil {
 		t.Errorf("ResolveRunDir: %q %v", d, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 )
 
 // TestFusedStepMatchesTwoPrograms trains the same groups experiment (two groups, per-group rates,
@@ -14,7 +15,7 @@ import (
 func TestFusedStepMatchesTwoPrograms(t *testing.T) {
 	run := func(fused bool) ([]float64, int, *core.Nitro) {
 		cache := newCache()
-		opts := goOpts(cache, core.WithData(data(t, 0)), core.WithMaxEpochs(3), core.WithGradientClipNorm(0.5))
+		opts := coretest.GoOpts(cache, core.WithData(coretest.Data(t, 0)), core.WithMaxEpochs(3), core.WithGradientClipNorm(0.5))
 		if fused {
 			opts = append(opts, core.WithFusedStep())
 		}
@@ -51,7 +52,7 @@ func TestFusedStepMatchesTwoPrograms(t *testing.T) {
 // TestFusedStepWithValidationCompilesTwo: train + validate compiles the fused step and eval.
 func TestFusedStepWithValidationCompilesTwo(t *testing.T) {
 	cache := newCache()
-	n, err := core.New(&Reg{}, goOpts(cache, core.WithData(data(t, 48)), core.WithMaxEpochs(2), core.WithFusedStep())...)
+	n, err := core.New(&coretest.Reg{}, coretest.GoOpts(cache, core.WithData(coretest.Data(t, 48)), core.WithMaxEpochs(2), core.WithFusedStep())...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestFusedStepWithValidationCompilesTwo(t *testing.T) {
 
 // TestFusedStepRefusesAccum: accum > 1 has no place in one program; New says why and the fix.
 func TestFusedStepRefusesAccum(t *testing.T) {
-	_, err := core.New(&Reg{}, goOpts(nil, core.WithData(data(t, 0)), core.WithAccum(2), core.WithFusedStep())...)
+	_, err := core.New(&coretest.Reg{}, coretest.GoOpts(nil, core.WithData(coretest.Data(t, 0)), core.WithAccum(2), core.WithFusedStep())...)
 	if err == nil {
 		t.Fatal("New accepted WithFusedStep with Accum = 2")
 	}

@@ -25,6 +25,8 @@ require (
 	github.com/nitro-go/nitro/tensorfile v0.0.0
 	github.com/nitro-go/nitro/render v0.0.0
 	github.com/nitro-go/nitro/dist v0.0.0
+	github.com/nitro-go/nitro/pjrthook v0.0.0 // indirect
+	github.com/nitro-go/nitro/collective v0.0.0
 )
 
 require (
@@ -43,7 +45,9 @@ require (
 )
 
 replace (
+	github.com/nitro-go/nitro/pjrthook => ../pjrthook
 	github.com/nitro-go/nitro/dist => ../dist
+	github.com/nitro-go/nitro/collective => ../collective
 	github.com/nitro-go/nitro/dotgrad => ../dotgrad
 	github.com/nitro-go/nitro/precision => ../precision
 	github.com/nitro-go/nitro/engine => ../engine

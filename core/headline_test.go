@@ -5,12 +5,13 @@ import (
 	"testing"
 
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 )
 
 // Family reports a numbered family (err_0, err_1, err_2) beside mse and sse.
 type Family struct{ Rows }
 
-func (e *Family) Metrics(out core.Outputs, in Tgt) map[string]core.Metric {
+func (e *Family) Metrics(out core.Outputs, in coretest.Tgt) map[string]core.Metric {
 	m := e.Rows.Metrics(out, in)
 	for _, k := range []string{"err_0", "err_1", "err_2"} {
 		m[k] = m["mse"]
@@ -33,7 +34,7 @@ func TestHeadline(t *testing.T) {
 	run := func(e any) ([]core.EpochResult, error) {
 		con := &core.MemoryConsole{}
 		n, err := core.New(e, core.WithBackend("go"), core.WithConsole(con), core.WithoutLogger(), core.WithoutCheckpoints(),
-			core.WithData(data(t, 32)), core.WithMaxEpochs(1))
+			core.WithData(coretest.Data(t, 32)), core.WithMaxEpochs(1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,5 +60,5 @@ func TestHeadline(t *testing.T) {
 		t.Errorf("declared headline: %v, %v", eps, err)
 	}
 	_, err = run(&Headlined{names: []string{"val_accuracy"}})
-	wantErr(t, err, `Headline() of`, `names "val_accuracy", which epoch 1 did not report`, "val_err_0", "val_mse")
+	coretest.WantErr(t, err, `Headline() of`, `names "val_accuracy", which epoch 1 did not report`, "val_err_0", "val_mse")
 }

@@ -1,15 +1,13 @@
 package core_test
 
 import (
-	"errors"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
-	"github.com/nitro-go/nitro/internal/prereq"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/markers"
 )
 
@@ -17,79 +15,57 @@ import (
 // the marked fields that must never be refused.
 type (
 	HostInMetrics struct {
-		base
+		coretest.Base
 		Offset float64
 	}
 	HostInTrainMetrics struct {
-		base
+		coretest.Base
 		Offset float64
 	}
 	// HostArrayInLoss bakes a Host array larger than the size below which GoMLX keeps a
 	// constant's values: it must be compared by value, not by shape.
 	HostArrayInLoss struct {
-		base
+		coretest.Base
 		Weights [64]float32
 	}
 	// MarkedInLoss reads a GraphConst and a Device field in Loss: both are allowed.
 	MarkedInLoss struct {
-		base
+		coretest.Base
 		Power  float64 `nitro:"graphconst"`
 		Weight markers.Device[float32]
 	}
 	// GlobalInLoss reads a package variable: nothing in the experiment or the key moves with it.
-	GlobalInLoss struct{ base }
+	GlobalInLoss struct{ coretest.Base }
 )
 
 var globalLossScale float64
 
-func (e *HostInMetrics) Metrics(out core.Outputs, in Tgt) map[string]core.Metric {
-	return map[string]core.Metric{"shifted": {Sum: graph.AddScalar(mse(out["pred"], in.Y), e.Offset)}}
+func (e *HostInMetrics) Metrics(out core.Outputs, in coretest.Tgt) map[string]core.Metric {
+	return map[string]core.Metric{"shifted": {Sum: graph.AddScalar(coretest.MSE(out["pred"], in.Y), e.Offset)}}
 }
 
-func (e *HostInTrainMetrics) TrainMetrics(out core.Outputs, in Tgt) map[string]*graph.Node {
-	return map[string]*graph.Node{"shifted": graph.AddScalar(mse(out["pred"], in.Y), e.Offset)}
+func (e *HostInTrainMetrics) TrainMetrics(out core.Outputs, in coretest.Tgt) map[string]*graph.Node {
+	return map[string]*graph.Node{"shifted": graph.AddScalar(coretest.MSE(out["pred"], in.Y), e.Offset)}
 }
 
-func (e *HostArrayInLoss) Loss(out core.Outputs, in Tgt) *graph.Node {
+func (e *HostArrayInLoss) Loss(out core.Outputs, in coretest.Tgt) *graph.Node {
 	w := graph.ReduceAllSum(graph.Const(out["pred"].Graph(), e.Weights[:]))
-	return graph.Add(mse(out["pred"], in.Y), graph.ConvertDType(w, out["pred"].DType()))
+	return graph.Add(coretest.MSE(out["pred"], in.Y), graph.ConvertDType(w, out["pred"].DType()))
 }
 
-func (e *MarkedInLoss) Loss(out core.Outputs, in Tgt) *graph.Node {
-	l := graph.MulScalar(mse(out["pred"], in.Y), e.Power)
+func (e *MarkedInLoss) Loss(out core.Outputs, in coretest.Tgt) *graph.Node {
+	l := graph.MulScalar(coretest.MSE(out["pred"], in.Y), e.Power)
 	return graph.Mul(l, graph.ConvertDType(e.Weight.Node(), l.DType()))
 }
 
-func (*GlobalInLoss) Loss(out core.Outputs, in Tgt) *graph.Node {
-	return graph.MulScalar(mse(out["pred"], in.Y), globalLossScale)
-}
-
-// hostCheckBackends are the backends the compile check is proven on: XLA (what users run)
-// and pure Go. XLA absent is a failure under CI, and a broken plugin always is.
-func hostCheckBackends(t *testing.T) []string {
-	t.Helper()
-	if _, err := core.New(&Reg{}, append(goOpts(nil, core.WithData(data(t, 0))), core.WithBackend("xla"))...); err != nil {
-		if prereq.CI() || !prereq.IsAbsent(err) {
-			prereq.XLAPlugin.Need(t, err)
-		}
-		t.Logf("XLA backend absent, checking on pure Go only: %v", err)
-		return []string{"go"}
-	}
-	return []string{"xla", "go"}
+func (*GlobalInLoss) Loss(out core.Outputs, in coretest.Tgt) *graph.Node {
+	return graph.MulScalar(coretest.MSE(out["pred"], in.Y), globalLossScale)
 }
 
 // sweepNew builds a handle for e on backend with the shared cache c and runs fn on it.
 func sweepNew(t *testing.T, backend string, c *compilecache.Cache, e any, valN int) (*core.Nitro, error) {
 	t.Helper()
-	return core.New(e, append(goOpts(c, core.WithData(data(t, valN)), core.WithMaxEpochs(1)), core.WithBackend(backend))...)
-}
-
-func wantHostRead(t *testing.T, err error, field string) {
-	t.Helper()
-	var hre *markers.HostReadError
-	if !errors.As(err, &hre) || !slices.Equal(hre.Fields, []string{field}) {
-		t.Fatalf("got %v; want a *markers.HostReadError naming %s", err, field)
-	}
+	return core.New(e, append(coretest.GoOpts(c, core.WithData(coretest.Data(t, valN)), core.WithMaxEpochs(1)), core.WithBackend(backend))...)
 }
 
 // A sweep over a Host field read in a traced hook, zero first: the zero value passes (the
@@ -112,7 +88,7 @@ func TestHostSweepZeroFirstIsRefusedOnCacheHits(t *testing.T) {
 		{"Metrics", "Offset", func(v float64) any { return &HostInMetrics{Offset: v} }, []verb{validate}},
 		{"TrainMetrics", "Offset", func(v float64) any { return &HostInTrainMetrics{Offset: v} }, []verb{train}},
 	}
-	for _, be := range hostCheckBackends(t) {
+	for _, be := range coretest.HostCheckBackends(t) {
 		for _, tc := range cases {
 			for _, vb := range tc.verbs {
 				t.Run(be+"/"+tc.hook+"/"+vb.name, func(t *testing.T) {
@@ -129,7 +105,7 @@ func TestHostSweepZeroFirstIsRefusedOnCacheHits(t *testing.T) {
 							}
 							continue
 						}
-						wantHostRead(t, err, tc.field)
+						coretest.WantHostRead(t, err, tc.field)
 						if st := c.Stats(); st.Hits == 0 {
 							t.Fatalf("%s=%v: the refusal did not come from a cache hit (stats %+v): the test lost its point", tc.field, v, st)
 						}
@@ -142,13 +118,13 @@ func TestHostSweepZeroFirstIsRefusedOnCacheHits(t *testing.T) {
 
 // Forward is checked at every New, so a zero-first sweep is refused at setup.
 func TestHostSweepInForwardIsRefusedAtEveryNew(t *testing.T) {
-	for _, be := range hostCheckBackends(t) {
+	for _, be := range coretest.HostCheckBackends(t) {
 		c := compilecache.New()
 		if _, err := sweepNew(t, be, c, &HostInForward{Scale: 0}, 0); err != nil {
 			t.Fatalf("%s: New at Scale=0: %v", be, err)
 		}
 		_, err := sweepNew(t, be, c, &HostInForward{Scale: 1}, 0)
-		wantHostRead(t, err, "Scale")
+		coretest.WantHostRead(t, err, "Scale")
 	}
 }
 
@@ -158,7 +134,7 @@ func TestHostArrayAboveConstThresholdIsRefused(t *testing.T) {
 	if len(HostArrayInLoss{}.Weights) < graph.MinConstValueSizeToKeep {
 		t.Fatalf("the array (%d) must be at least graph.MinConstValueSizeToKeep (%d)", len(HostArrayInLoss{}.Weights), graph.MinConstValueSizeToKeep)
 	}
-	for _, be := range hostCheckBackends(t) {
+	for _, be := range coretest.HostCheckBackends(t) {
 		e := &HostArrayInLoss{}
 		for i := range e.Weights {
 			e.Weights[i] = 1
@@ -167,14 +143,14 @@ func TestHostArrayAboveConstThresholdIsRefused(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: New: %v", be, err)
 		}
-		wantHostRead(t, n.Train(), "Weights")
+		coretest.WantHostRead(t, n.Train(), "Weights")
 	}
 }
 
 // GraphConst and Device fields read in Loss are never refused: a GraphConst sweep recompiles per
 // value, a Device sweep reuses the program (and the check on the hit passes).
 func TestMarkedFieldSweepsAreNeverRefused(t *testing.T) {
-	for _, be := range hostCheckBackends(t) {
+	for _, be := range coretest.HostCheckBackends(t) {
 		c := compilecache.New()
 		for _, p := range []float64{1, 2, 3} {
 			n, err := sweepNew(t, be, c, &MarkedInLoss{Power: p, Weight: markers.NewDevice[float32](1)}, 32)
@@ -209,7 +185,7 @@ func TestMarkedFieldSweepsAreNeverRefused(t *testing.T) {
 // program from the cache no longer matches a trace of the handle in hand, and that is refused.
 func TestCachedProgramThatNoLongerTracesIsRefused(t *testing.T) {
 	defer func() { globalLossScale = 0 }()
-	for _, be := range hostCheckBackends(t) {
+	for _, be := range coretest.HostCheckBackends(t) {
 		c := compilecache.New()
 		globalLossScale = 1
 		n, err := sweepNew(t, be, c, &GlobalInLoss{}, 0)
@@ -224,20 +200,20 @@ func TestCachedProgramThatNoLongerTracesIsRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantErr(t, n.Train(), "gradient program", "no longer traces to", "global or a captured variable", "Reset")
+		coretest.WantErr(t, n.Train(), "gradient program", "no longer traces to", "global or a captured variable", "Reset")
 	}
 }
 
 // Two Nitros of one experiment on different backends share a cache but never a program: each
 // program is compiled for its backend, and the key says which.
 func TestBackendIsInTheKey(t *testing.T) {
-	bes := hostCheckBackends(t)
+	bes := coretest.HostCheckBackends(t)
 	if len(bes) < 2 {
 		t.Skip("needs both backends (XLA absent outside CI)")
 	}
 	c := compilecache.New()
 	for _, be := range bes {
-		n, err := sweepNew(t, be, c, &Reg{}, 0)
+		n, err := sweepNew(t, be, c, &coretest.Reg{}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -33,7 +33,7 @@ const (
 // real rows (padding never reaches it); the hook may keep them. It is part of no program:
 // editing it recompiles nothing.
 type HostMetricser interface {
-	HostMetrics(out Prediction, batch Batch) (map[string]metrics.Metric, error)
+	HostMetrics(out Prediction, batch prefetch.Batch) (map[string]metrics.Metric, error)
 }
 
 // MetricsResider chooses the residency (WithMetricsResidency wins over it).
@@ -76,7 +76,7 @@ func (su *setup) resolveResidency() error {
 	case em.residency != MetricsOnDevice && em.residency != MetricsOnHost:
 		return fmt.Errorf("metrics residency %q (from %s): want %q or %q", em.residency, em.from, MetricsOnDevice, MetricsOnHost)
 	case em.residency == MetricsOnHost && host == nil:
-		return fmt.Errorf("metrics residency host (from %s): experiment %s has no HostMetrics hook; define func (e *%s) HostMetrics(out core.Prediction, batch core.Batch) (map[string]metrics.Metric, error), or choose %q", em.from, su.typeName, su.typeName, MetricsOnDevice)
+		return fmt.Errorf("metrics residency host (from %s): experiment %s has no HostMetrics hook; define func (e *%s) HostMetrics(out core.Prediction, batch prefetch.Batch) (map[string]metrics.Metric, error), or choose %q", em.from, su.typeName, su.typeName, MetricsOnDevice)
 	case em.residency == MetricsOnDevice && su.metrics == nil && host != nil:
 		return fmt.Errorf("metrics residency device (from %s): experiment %s has no Metrics hook, and HostMetrics runs only on the host; define Metrics, or choose %q", em.from, su.typeName, MetricsOnHost)
 	}
@@ -114,7 +114,7 @@ func (su *setup) evalKeys(avail map[string]bool) []string {
 
 // evalStream is the split's batch stream: padded to the compiled width, and keeping each host
 // batch for HostMetrics on the host.
-func (n *Nitro) evalStream(src Source, epoch int, keys []string, width int) (*prefetch.Stream[Batch], error) {
+func (n *Nitro) evalStream(src prefetch.Source, epoch int, keys []string, width int) (*prefetch.Stream[prefetch.Batch], error) {
 	cfg := n.streamConfig(keys, width, 0, 0)
 	cfg.KeepHost = n.onHost()
 	return prefetch.Start(context.Background(), src, epoch, cfg)
@@ -122,7 +122,7 @@ func (n *Nitro) evalStream(src Source, epoch int, keys []string, width int) (*pr
 
 // batchMetrics is one batch's metrics from its eval result: the program's sums and counts
 // (device), or HostMetrics on Forward's outputs and the host batch (host).
-func (su *setup) batchMetrics(res engine.EvalBatch, host Batch) (map[string]metrics.Metric, error) {
+func (su *setup) batchMetrics(res engine.EvalBatch, host prefetch.Batch) (map[string]metrics.Metric, error) {
 	if !su.onHost() {
 		return res.Metrics, nil
 	}

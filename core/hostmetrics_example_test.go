@@ -11,6 +11,7 @@ import (
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/metrics"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // MedianLine is Line's task (without its Device field) with a metric no per-batch sum can give:
@@ -19,7 +20,7 @@ import (
 type MedianLine struct{}
 
 func (e *MedianLine) BuildModel(ctx *context.Context) error { return nil }
-func (e *MedianLine) BuildData() (core.Data, error)         { return (&Line{}).BuildData() }
+func (e *MedianLine) BuildData() (prefetch.Data, error)     { return (&Line{}).BuildData() }
 
 func (e *MedianLine) Forward(ctx *context.Context, in LineIn) core.Outputs {
 	return core.Outputs{"y": layers.Dense(ctx.In("line"), in.X, true, 1)}
@@ -29,7 +30,7 @@ func (e *MedianLine) Loss(out core.Outputs, in LineTarget) *graph.Node {
 	return graph.ReduceAllMean(graph.Square(graph.Sub(out["y"], in.Y)))
 }
 
-func (e *MedianLine) HostMetrics(out core.Prediction, b core.Batch) (map[string]metrics.Metric, error) {
+func (e *MedianLine) HostMetrics(out core.Prediction, b prefetch.Batch) (map[string]metrics.Metric, error) {
 	pred, y := tensors.MustCopyFlatData[float32](out["y"]), tensors.MustCopyFlatData[float32](b["y"])
 	errs := make([]float64, len(y))
 	for i := range y {

@@ -11,7 +11,9 @@ import (
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/metrics"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // Classes reads the regression as three classes, y (and the prediction) below -1, up to 1, above
@@ -20,7 +22,7 @@ import (
 // AUC only a whole split can give. FinalizeMetrics keeps the accumulation and reports accuracy,
 // mse and, on the host, auc.
 type Classes struct {
-	base
+	coretest.Base
 	host bool
 	rows []int // HostMetrics: the rows of each batch it was shown
 	last metrics.Result
@@ -53,7 +55,7 @@ func hostClass(v float32) int {
 	return c
 }
 
-func (*Classes) Metrics(out core.Outputs, in Tgt) map[string]core.Metric {
+func (*Classes) Metrics(out core.Outputs, in coretest.Tgt) map[string]core.Metric {
 	pred := out["pred"]
 	oh := func(v *graph.Node) *graph.Node { return graph.OneHot(graphClass(v), 3, dtypes.Float32) }
 	n := graph.Scalar(pred.Graph(), dtypes.Float32, float64(pred.Shape().Dimensions[0]))
@@ -63,7 +65,7 @@ func (*Classes) Metrics(out core.Outputs, in Tgt) map[string]core.Metric {
 	}
 }
 
-func (e *Classes) HostMetrics(out core.Prediction, b core.Batch) (map[string]metrics.Metric, error) {
+func (e *Classes) HostMetrics(out core.Prediction, b prefetch.Batch) (map[string]metrics.Metric, error) {
 	pred := tensors.MustCopyFlatData[float32](out["pred"])
 	y := tensors.MustCopyFlatData[float32](b["y"])
 	e.rows = append(e.rows, len(pred))
@@ -127,20 +129,20 @@ func (e *Classes) FinalizedMetricNames() []string {
 
 // classesData: a trained-for-nothing model is enough (the metrics are compared against the
 // host's own reading of Predict); val has 40 rows at batch 16, so a short final batch of 8.
-func classesData(t *testing.T) core.Data {
-	return core.Data{"train": arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}), "val": arrays(t, 40, 16, 2, core.ArrayOptions{})}
+func classesData(t *testing.T) prefetch.Data {
+	return prefetch.Data{"train": coretest.Arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}), "val": coretest.Arrays(t, 40, 16, 2, prefetch.ArrayOptions{})}
 }
 
 // hostTruth is what the split's metrics must be, from Predict and the host labels: the
 // confusion matrix, the mse and the AUC of pred as a score for y > 0.5.
-func hostTruth(t *testing.T, n *core.Nitro, src core.Source) (cm [][]int, mse, auc float64) {
+func hostTruth(t *testing.T, n *core.Nitro, src prefetch.Source) (cm [][]int, mse, auc float64) {
 	var truth, guess []int
 	var score []float64
 	var pos []bool
 	sse := 0.0
 	for i := 0; i < src.Len(); i++ {
 		b := must(src.BatchAt(i))
-		p, err := n.Predict(core.Batch{"x": b["x"]})
+		p, err := n.Predict(prefetch.Batch{"x": b["x"]})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +172,7 @@ func TestMetricsResidencyConfusionAndAUC(t *testing.T) {
 		e := &Classes{host: host}
 		c := compilecache.New()
 		d := classesData(t)
-		n, err := core.New(e, goOpts(c, core.WithData(d))...)
+		n, err := core.New(e, coretest.GoOpts(c, core.WithData(d))...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -214,11 +216,11 @@ func TestMetricsResidencyConfusionAndAUC(t *testing.T) {
 func TestFinalizedNamesCheckedAtSetup(t *testing.T) {
 	d := classesData(t)
 	err := newErr(t, &Classes{}, d, core.WithEarlyStopping("val_auc", "max", 2, 0))
-	wantErr(t, err, `"val_auc"`, "val_accuracy", "val_mse")
+	coretest.WantErr(t, err, `"val_auc"`, "val_accuracy", "val_mse")
 	tk := must(checkpoint.NewTopK(1, "val_f1", "max", t.TempDir(), nil))
-	wantErr(t, newErr(t, &Classes{}, d, core.WithCheckpointer(tk)), `"val_f1"`, "val_accuracy")
+	coretest.WantErr(t, newErr(t, &Classes{}, d, core.WithCheckpointer(tk)), `"val_f1"`, "val_accuracy")
 	// Declared, so accepted: auc on the host.
-	mustNew(t, &Classes{host: true}, d, core.WithEarlyStopping("val_auc", "max", 2, 0))
+	coretest.MustNew(t, &Classes{host: true}, d, core.WithEarlyStopping("val_auc", "max", 2, 0))
 }
 
 // Undeclared names returns an error naming both lists.
@@ -227,23 +229,23 @@ type Undeclared struct{ Classes }
 func (e *Undeclared) FinalizedMetricNames() []string { return []string{"accuracy"} }
 
 // OldFinalizer has the map signature FinalizeMetrics had.
-type OldFinalizer struct{ Reg }
+type OldFinalizer struct{ coretest.Reg }
 
 func (*OldFinalizer) FinalizeMetrics(acc map[string]float64, split string) map[string]float64 {
 	return acc
 }
 
 // ArrayNoFinal reports an array metric and nothing that could report it.
-type ArrayNoFinal struct{ base }
+type ArrayNoFinal struct{ coretest.Base }
 
-func (*ArrayNoFinal) Metrics(out core.Outputs, in Tgt) map[string]core.Metric {
+func (*ArrayNoFinal) Metrics(out core.Outputs, in coretest.Tgt) map[string]core.Metric {
 	return map[string]core.Metric{"hist": {Sum: graph.ReduceSum(out["pred"], 0)}}
 }
 
 // HostOnly has HostMetrics and no Metrics.
-type HostOnly struct{ base }
+type HostOnly struct{ coretest.Base }
 
-func (*HostOnly) HostMetrics(out core.Prediction, b core.Batch) (map[string]metrics.Metric, error) {
+func (*HostOnly) HostMetrics(out core.Prediction, b prefetch.Batch) (map[string]metrics.Metric, error) {
 	return map[string]metrics.Metric{"n": metrics.Total(float64(out["pred"].Shape().Dimensions[0]))}, nil
 }
 
@@ -252,35 +254,35 @@ type Both struct{ HostOnly }
 
 func (*Both) MetricsResidency() core.Residency { return core.MetricsOnDevice }
 
-func (*Both) Metrics(out core.Outputs, in Tgt) map[string]core.Metric {
+func (*Both) Metrics(out core.Outputs, in coretest.Tgt) map[string]core.Metric {
 	return map[string]core.Metric{"dev": {Sum: graph.Scalar(out["pred"].Graph(), dtypes.Float32, float64(out["pred"].Shape().Dimensions[0]))}}
 }
 
 func TestMetricsResidencyRefusals(t *testing.T) {
 	d := classesData(t)
-	if _, err := mustNew(t, &Undeclared{}, d).Validate(); err == nil || !strings.Contains(err.Error(), "FinalizeMetrics returned [accuracy mse], FinalizedMetricNames declares [accuracy]") {
+	if _, err := coretest.MustNew(t, &Undeclared{}, d).Validate(); err == nil || !strings.Contains(err.Error(), "FinalizeMetrics returned [accuracy mse], FinalizedMetricNames declares [accuracy]") {
 		t.Errorf("undeclared names: %v", err)
 	}
-	wantErr(t, newErr(t, &OldFinalizer{}, d), "FinalizeMetrics has type", "FinalizeMetrics(acc metrics.Result, split string)", "FinalizedMetricNames")
+	coretest.WantErr(t, newErr(t, &OldFinalizer{}, d), "FinalizeMetrics has type", "FinalizeMetrics(acc metrics.Result, split string)", "FinalizedMetricNames")
 	// An array with no finalizer: at New when a checkpoint or stopping metric makes it trace
 	// Metrics, else at the first evaluation.
-	wantErr(t, newErr(t, &ArrayNoFinal{}, d, core.WithEarlyStopping("val_loss", "min", 2, 0)), `metric "hist" is an array or a collection`)
-	if _, err := mustNew(t, &ArrayNoFinal{}, d).Validate(); err == nil || !strings.Contains(err.Error(), `metric "hist" is an array or a collection`) {
+	coretest.WantErr(t, newErr(t, &ArrayNoFinal{}, d, core.WithEarlyStopping("val_loss", "min", 2, 0)), `metric "hist" is an array or a collection`)
+	if _, err := coretest.MustNew(t, &ArrayNoFinal{}, d).Validate(); err == nil || !strings.Contains(err.Error(), `metric "hist" is an array or a collection`) {
 		t.Errorf("array with no finalizer: %v", err)
 	}
-	wantErr(t, newErr(t, &Reg{}, d, core.WithMetricsResidency(core.MetricsOnHost)), "has no HostMetrics hook", "WithMetricsResidency")
-	wantErr(t, newErr(t, &HostOnly{}, d, core.WithMetricsResidency(core.MetricsOnDevice)), "no Metrics hook", "HostMetrics runs only on the host")
-	wantErr(t, newErr(t, &Reg{}, d, core.WithMetricsResidency("gpu")), `metrics residency "gpu"`)
+	coretest.WantErr(t, newErr(t, &coretest.Reg{}, d, core.WithMetricsResidency(core.MetricsOnHost)), "has no HostMetrics hook", "WithMetricsResidency")
+	coretest.WantErr(t, newErr(t, &HostOnly{}, d, core.WithMetricsResidency(core.MetricsOnDevice)), "no Metrics hook", "HostMetrics runs only on the host")
+	coretest.WantErr(t, newErr(t, &coretest.Reg{}, d, core.WithMetricsResidency("gpu")), `metrics residency "gpu"`)
 	// HostOnly defaults to the host: its metric, no val_loss.
-	m, err := mustNew(t, &HostOnly{}, d).Validate()
+	m, err := coretest.MustNew(t, &HostOnly{}, d).Validate()
 	if err != nil || m["n"] != 40 || len(m) != 1 {
 		t.Errorf("HostOnly Validate = %v, %v; want {n: 40}", m, err)
 	}
 	// MetricsResidency wins over the default, and the option over both.
-	if m := must(mustNew(t, &Both{}, d).Validate()); m["dev"] != 40 || len(m) != 1 {
+	if m := must(coretest.MustNew(t, &Both{}, d).Validate()); m["dev"] != 40 || len(m) != 1 {
 		t.Errorf("Both, MetricsResidency() device: %v; want {dev: 40}", m)
 	}
-	if m := must(mustNew(t, &Both{}, d, core.WithMetricsResidency(core.MetricsOnHost)).Validate()); m["n"] != 40 || len(m) != 1 {
+	if m := must(coretest.MustNew(t, &Both{}, d, core.WithMetricsResidency(core.MetricsOnHost)).Validate()); m["n"] != 40 || len(m) != 1 {
 		t.Errorf("Both, WithMetricsResidency(host): %v; want {n: 40}", m)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/optimizers"
 	"github.com/nitro-go/nitro/schedules"
@@ -89,6 +90,11 @@ func (n *Nitro) setupOptimization() error {
 		return err
 	}
 	n.opt.bindings = n.manualBindings(n.bindings()) // manual.go: SetupOptimizers named
+	// What the plan resolved against a value the experiment wrote (a rule's own Eta that an eta
+	// schedule replaces) is said once, as a warning; report records it with the reports.
+	for _, msg := range plan.Notices() {
+		n.warn(msg)
+	}
 	return nil
 }
 
@@ -112,7 +118,41 @@ func (n *Nitro) planSpec() optimizers.PlanSpec {
 	ifImplements(e, func(h RuleChooser) { s.OptimizerRule = h.OptimizerRule })
 	ifImplements(e, func(h ChainBuilder) { s.OptimizerChain = h.OptimizerChain })
 	ifImplements(e, func(h Scheduler) { s.Schedules = h.Schedules() })
+	s.RunSchedules = n.opts.schedules
 	return s
+}
+
+// WithSchedules overrides the experiment's Schedules() for this run, key by key: each entry
+// replaces the experiment's entry binding the same target (eta replaces opt.eta), and the
+// experiment's other schedules stay, so a run sweeps a learning-rate curve without editing code.
+// Values are what Schedules() may return: a number, a schedules.Factory, or a schedules.Parsed
+// (schedules.Parse's text, as nitro train --schedule gives it). New refuses a key that binds
+// nothing, by name, as for Schedules(); the binding report marks these rows "(run option)", a
+// notice names the experiment's keys replaced, and the params line records each as
+// schedule.<key> (a Parsed as its text).
+func WithSchedules(m map[string]any) Option {
+	return func(o *options) { o.schedules = m }
+}
+
+// scheduleParams are the run's schedules as the params line records them: schedule.<key>, a
+// Parsed as its text, a number as itself, Go code by its type (a func has no text to record).
+func scheduleParams(m map[string]any) map[string]any {
+	out := map[string]any{}
+	flat, err := logjson.FlattenParams(m)
+	if err != nil { // two spellings of one key: Resolve refused the run already
+		return out
+	}
+	for k, v := range flat {
+		switch x := v.(type) {
+		case fmt.Stringer:
+			out["schedule."+k] = x.String()
+		case float64, float32, int, int64, int32:
+			out["schedule."+k] = x
+		default:
+			out["schedule."+k] = fmt.Sprintf("%T (Go code)", v)
+		}
+	}
+	return out
 }
 
 // applyDeviceSchedules writes the scheduled Device fields' values for an optimizer step: computed

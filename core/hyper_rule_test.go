@@ -1,16 +1,21 @@
 package core_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
+	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/optimizers"
 	"github.com/nitro-go/nitro/schedules"
 )
 
 // RuleExp returns its Rule at Level 1, for every group, with optional schedules.
 type RuleExp struct {
-	base
+	coretest.Base
 	Rule  optimizers.Rule
 	Sched map[string]any
 }
@@ -31,16 +36,16 @@ func (e *GroupRuleExp) OptimizerRule(string) optimizers.Rule { return e.Rule }
 // the resolved one came from; zero (unset) and an equal value are accepted and train alike, at
 // the resolved rate.
 func TestRuleFieldTheFrameworkOverwrites(t *testing.T) {
-	wantErr(t, newErr(t, &RuleExp{Rule: optimizers.Momentum{Eta: 0.5, Rho: 0.9}}, data(t, 0)),
+	coretest.WantErr(t, newErr(t, &RuleExp{Rule: optimizers.Momentum{Eta: 0.5, Rho: 0.9}}, coretest.Data(t, 0)),
 		`OptimizerRule("default")`, "Momentum.Eta is 0.5 but the resolved LearningRate is 0.001 (default)", "set LearningRate instead, or leave Eta zero")
-	wantErr(t, newErr(t, &RuleExp{Rule: optimizers.NewSGD()}, data(t, 0), core.WithLearningRate(0.05)),
+	coretest.WantErr(t, newErr(t, &RuleExp{Rule: optimizers.NewSGD()}, coretest.Data(t, 0), core.WithLearningRate(0.05)),
 		"SGD.Eta is 0.001 but the resolved LearningRate is 0.05 (run option)")
 
 	// Zero and equal: accepted, the same numbers, at the resolved rate.
 	run := func(rule optimizers.Rule) ([]float64, string) {
 		t.Helper()
-		n := mustNew(t, &RuleExp{Rule: rule}, data(t, 0), core.WithLearningRate(0.05), core.WithMaxEpochs(2))
-		train(t, n)
+		n := coretest.MustNew(t, &RuleExp{Rule: rule}, coretest.Data(t, 0), core.WithLearningRate(0.05), core.WithMaxEpochs(2))
+		coretest.Train(t, n)
 		return flatParams(t, n), n.BindingReport()
 	}
 	zero, rep := run(optimizers.Momentum{Rho: 0.9})
@@ -61,11 +66,59 @@ func TestRuleFieldTheFrameworkOverwrites(t *testing.T) {
 
 	// Per-group rates: the group's resolved rate is what replaces eta (the head's 1e-3 agrees,
 	// the backbone's 1e-4 does not).
-	wantErr(t, newErr(t, &GroupRuleExp{Rule: optimizers.SGD{Eta: 1e-3}}, data(t, 0)),
+	coretest.WantErr(t, newErr(t, &GroupRuleExp{Rule: optimizers.SGD{Eta: 1e-3}}, coretest.Data(t, 0)),
 		`OptimizerRule("backbone")`, `SGD.Eta is 0.001 but group "backbone"'s resolved learning rate is 0.0001 (accessor LearningRateGroup(backbone))`, "leave Eta zero")
-	mustNew(t, &GroupRuleExp{Rule: optimizers.SGD{}}, data(t, 0))
+	coretest.MustNew(t, &GroupRuleExp{Rule: optimizers.SGD{}}, coretest.Data(t, 0))
 
 	// A schedule of eta is where eta comes from, declared: the rule's eta is its default, as for
 	// every rule field a schedule drives.
-	mustNew(t, &RuleExp{Rule: optimizers.Momentum{Eta: 0.5, Rho: 0.9}, Sched: map[string]any{"eta": schedules.Cosine(0.05, 0)}}, data(t, 0))
+	coretest.MustNew(t, &RuleExp{Rule: optimizers.Momentum{Eta: 0.5, Rho: 0.9}, Sched: map[string]any{"eta": schedules.Cosine(0.05, 0)}}, coretest.Data(t, 0))
+}
+
+// TestScheduleReplacingRuleEtaIsSaid: an eta schedule replaces a Level 1 rule's own non-zero Eta
+// (a schedule is where eta comes from, declared), and the run says so: once on the console at
+// setup as a warning, on the binding report's eta row, and in the record beside the reports. A
+// rule with Eta unset under the same schedule says none of it.
+func TestScheduleReplacingRuleEtaIsSaid(t *testing.T) {
+	run := func(rule optimizers.Rule) (*core.MemoryConsole, *logjson.Memory, *core.Nitro) {
+		t.Helper()
+		con, rec := &core.MemoryConsole{}, &logjson.Memory{}
+		n, err := core.New(&RuleExp{Rule: rule, Sched: map[string]any{"eta": schedules.Cosine(0.05, 0)}}, core.WithData(coretest.Data(t, 0)),
+			core.WithBackend("go"), core.WithCache(compilecache.New()), core.WithoutCheckpoints(),
+			core.WithConsole(con), core.WithLogger(rec), core.WithMaxEpochs(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		coretest.Train(t, n)
+		return con, rec, n
+	}
+	const said = "schedule eta replaces Momentum.Eta=0.5"
+	con, rec, n := run(optimizers.Momentum{Eta: 0.5, Rho: 0.9})
+	var warned []string
+	for _, msg := range con.Notices {
+		if strings.Contains(msg, "replaces") {
+			warned = append(warned, msg)
+		}
+	}
+	want := "warning: group default: eta: " + said + ", which the group does not train at: leave Eta zero to take the rate from the schedule, or drop the eta schedule"
+	if len(warned) != 1 || !strings.HasPrefix(warned[0], want) {
+		t.Errorf("console notices %q; want one starting %q", con.Notices, want)
+	}
+	wantContains(t, "binding report", n.BindingReport(), said)
+	if v, ok := rec.Other("binding_notices"); !ok || !strings.Contains(fmt.Sprint(v), said) {
+		t.Errorf("the record's binding_notices: %v (%v); want the notice", v, ok)
+	}
+
+	con, rec, n = run(optimizers.Momentum{Rho: 0.9})
+	for _, msg := range con.Notices {
+		if strings.Contains(msg, "replaces") {
+			t.Errorf("Eta unset: the console says %q", msg)
+		}
+	}
+	if strings.Contains(n.BindingReport(), "replaces") {
+		t.Errorf("Eta unset: the binding report says a replacement:\n%s", n.BindingReport())
+	}
+	if v, ok := rec.Other("binding_notices"); ok {
+		t.Errorf("Eta unset: the record holds binding_notices %v", v)
+	}
 }

@@ -7,11 +7,6 @@ import (
 	"github.com/nitro-go/nitro/prefetch"
 )
 
-// InputSpec declares one batch-first tensor by name, dtype and per-row shape (the batch axis,
-// axis 0, excluded): a batch field for WithInputSpecs, a wire input of an export. It is
-// prefetch's FieldSpec, since the data contract is prefetch's.
-type InputSpec = prefetch.FieldSpec
-
 // WithInputSpecs builds the Nitro from declared batch fields instead of data: BuildData is not
 // called (nor Derive, which has no data to derive from: the fields it would set keep their
 // values, and New warns when the experiment has a Derive hook), and the fields' dtypes and
@@ -21,11 +16,11 @@ type InputSpec = prefetch.FieldSpec
 // Such a Nitro has no splits: it can Predict and be exported (export.Export), with the weights of
 // WithCheckpoint or as BuildModel initializes them, but Train and Evaluate are errors (they
 // match ErrNoSplit). This is how a model is served or exported where its training data is not:
-// New(e, WithInputSpecs(InputSpec{"image", dtypes.Float32, []int{784}}), WithCheckpoint(path)).
+// New(e, WithInputSpecs(prefetch.FieldSpec{"image", dtypes.Float32, []int{784}}), WithCheckpoint(path)).
 // WithInputSpecs excludes WithData and WithResume (a resume continues training).
-func WithInputSpecs(specs ...InputSpec) Option {
+func WithInputSpecs(specs ...prefetch.FieldSpec) Option {
 	return func(o *options) {
-		o.inputSpecs = append([]InputSpec{}, specs...) // non-nil even when empty: New refuses none
+		o.inputSpecs = append([]prefetch.FieldSpec{}, specs...) // non-nil even when empty: New refuses none
 		for i := range o.inputSpecs {
 			o.inputSpecs[i].Shape = slices.Clone(specs[i].Shape)
 		}
@@ -35,18 +30,11 @@ func WithInputSpecs(specs ...InputSpec) Option {
 // specOnly reports whether the Nitro was built with WithInputSpecs, from no data.
 func (su *setup) specOnly() bool { return su.opts.inputSpecs != nil }
 
-// CheckInputSpecs validates a list of specs (prefetch.CheckFieldSpecs): each well-formed (a
-// name, a dtype a checkpoint and a bundle can hold, per-row dimensions of at least 1), no name
-// twice. field names the list in errors ("WithInputSpecs", "ExportSpec.WireInputs").
-func CheckInputSpecs(field string, specs []InputSpec) error {
-	return prefetch.CheckFieldSpecs(field, specs)
-}
-
 // checkInputSpecs is checkData for a Nitro built from WithInputSpecs: the data contract is the
 // specs, checked against Forward's declared fields; there are no splits.
 func (su *setup) checkInputSpecs() error {
 	specs := su.opts.inputSpecs
-	if err := CheckInputSpecs("WithInputSpecs", specs); err != nil {
+	if err := prefetch.CheckFieldSpecs("WithInputSpecs", specs); err != nil {
 		return err
 	}
 	su.fieldShapes = map[string]fieldShape{}

@@ -8,6 +8,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // TestInputSpecsNoData: WithInputSpecs builds a Nitro without data (BuildData is not called):
@@ -16,58 +18,58 @@ import (
 // Evaluate say so), and the specs are checked against Forward.
 func TestInputSpecsNoData(t *testing.T) {
 	dir := t.TempDir()
-	trained := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(2))...)
-	train(t, trained)
-	x, _ := synthetic(8, 5)
-	want := must(trained.Predict(core.Batch{"x": x}))
+	trained := coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(2))...)
+	coretest.Train(t, trained)
+	x, _ := coretest.Synthetic(8, 5)
+	want := must(trained.Predict(prefetch.Batch{"x": x}))
 
-	spec := core.InputSpec{Name: "x", DType: dtypes.Float32, Shape: []int{features}}
-	fresh := mustNew(t, &Reg{}, data(t, 0))
-	bare := newNitro(t, &Reg{}, goOpts(nil, core.WithInputSpecs(spec))...)
+	spec := prefetch.FieldSpec{Name: "x", DType: dtypes.Float32, Shape: []int{coretest.Features}}
+	fresh := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 0))
+	bare := coretest.New(t, &coretest.Reg{}, coretest.GoOpts(nil, core.WithInputSpecs(spec))...)
 	sameBits(t, "initial weights", flatParams(t, bare), flatParams(t, fresh))
 
-	n := newNitro(t, &Reg{}, goOpts(nil, core.WithInputSpecs(spec), core.WithCheckpoint(dir))...)
+	n := coretest.New(t, &coretest.Reg{}, coretest.GoOpts(nil, core.WithInputSpecs(spec), core.WithCheckpoint(dir))...)
 	sameBits(t, "weights from the checkpoint", flatParams(t, n), flatParams(t, trained))
-	got := must(n.Predict(core.Batch{"x": x}))
+	got := must(n.Predict(prefetch.Batch{"x": x}))
 	sameBits(t, "Predict", flatF32(got["pred"]), flatF32(want["pred"]))
 
 	err := n.Train()
-	wantErr(t, err, "train: this Nitro was built with core.WithInputSpecs, from no data, so it has no splits")
+	coretest.WantErr(t, err, "train: this Nitro was built with core.WithInputSpecs, from no data, so it has no splits")
 	if !errors.Is(err, core.ErrNoSplit) {
 		t.Errorf("Train's error does not match ErrNoSplit: %v", err)
 	}
 	_, err = n.Evaluate("val")
-	wantErr(t, err, "evaluate: this Nitro was built with core.WithInputSpecs")
+	coretest.WantErr(t, err, "evaluate: this Nitro was built with core.WithInputSpecs")
 	if !errors.Is(err, core.ErrNoSplit) {
 		t.Errorf("Evaluate's error does not match ErrNoSplit: %v", err)
 	}
 
-	opts := func(more ...core.Option) []core.Option { return goOpts(nil, more...) }
+	opts := func(more ...core.Option) []core.Option { return coretest.GoOpts(nil, more...) }
 	for _, c := range []struct {
 		name string
 		opts []core.Option
 		want []string
 	}{
 		{"no specs", opts(core.WithInputSpecs()), []string{"WithInputSpecs: no specs given"}},
-		{"required field missing", opts(core.WithInputSpecs(core.InputSpec{Name: "y", DType: dtypes.Float32, Shape: []int{1}})),
+		{"required field missing", opts(core.WithInputSpecs(prefetch.FieldSpec{Name: "y", DType: dtypes.Float32, Shape: []int{1}})),
 			[]string{`WithInputSpecs declares [y], but Forward requires batch field "x"`}},
 		{"name twice", opts(core.WithInputSpecs(spec, spec)), []string{`WithInputSpecs[1] "x": declared twice`}},
-		{"bad dtype", opts(core.WithInputSpecs(core.InputSpec{Name: "x", Shape: []int{features}})), []string{`WithInputSpecs[0] "x": dtype InvalidDType`}},
-		{"dimension 0", opts(core.WithInputSpecs(core.InputSpec{Name: "x", DType: dtypes.Float32, Shape: []int{0}})), []string{`WithInputSpecs[0] "x": Shape [0]`}},
-		{"with data", opts(core.WithInputSpecs(spec), core.WithData(data(t, 0))), []string{"WithInputSpecs and WithData both given"}},
+		{"bad dtype", opts(core.WithInputSpecs(prefetch.FieldSpec{Name: "x", Shape: []int{coretest.Features}})), []string{`WithInputSpecs[0] "x": dtype InvalidDType`}},
+		{"dimension 0", opts(core.WithInputSpecs(prefetch.FieldSpec{Name: "x", DType: dtypes.Float32, Shape: []int{0}})), []string{`WithInputSpecs[0] "x": Shape [0]`}},
+		{"with data", opts(core.WithInputSpecs(spec), core.WithData(coretest.Data(t, 0))), []string{"WithInputSpecs and WithData both given"}},
 		{"with resume", opts(core.WithInputSpecs(spec), core.WithResume(dir)), []string{"WithInputSpecs and WithResume", "WithCheckpoint"}},
-		{"wrong row shape for the checkpoint", opts(core.WithInputSpecs(core.InputSpec{Name: "x", DType: dtypes.Float32, Shape: []int{3}}), core.WithCheckpoint(dir)),
+		{"wrong row shape for the checkpoint", opts(core.WithInputSpecs(prefetch.FieldSpec{Name: "x", DType: dtypes.Float32, Shape: []int{3}}), core.WithCheckpoint(dir)),
 			[]string{"does not fit this model"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := core.New(&Reg{}, c.opts...)
-			wantErr(t, err, c.want...)
+			_, err := core.New(&coretest.Reg{}, c.opts...)
+			coretest.WantErr(t, err, c.want...)
 		})
 	}
 
 	// Derive has no data to derive from: it is not called, and New says so.
 	var warned []string
-	d := newNitro(t, &Derived{}, goOpts(nil, core.WithInputSpecs(spec), core.WithWarn(func(m string) { warned = append(warned, m) }))...)
+	d := coretest.New(t, &Derived{}, coretest.GoOpts(nil, core.WithInputSpecs(spec), core.WithWarn(func(m string) { warned = append(warned, m) }))...)
 	if len(warned) != 1 || !strings.Contains(warned[0], "experiment Derived has a Derive hook, which is not called under WithInputSpecs") {
 		t.Errorf("warnings %q", warned)
 	}

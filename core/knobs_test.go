@@ -12,25 +12,26 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/schedules"
 )
 
 // lrField sets LearningRate as a field.
 type lrField struct {
-	base
+	coretest.Base
 	LearningRate float64
 }
 
 // lrIntField sets LearningRate as an int field, which converts exactly.
 type lrIntField struct {
-	base
+	coretest.Base
 	LearningRate int
 }
 
 // etaSched schedules eta (or any key) with the schedule map it holds.
 type etaSched struct {
-	base
+	coretest.Base
 	sched map[string]any
 }
 
@@ -68,20 +69,20 @@ func firstNegative(t *testing.T, f schedules.Factory, total int) int {
 // schedule of eta (every group's or one group's) negative at any step is refused at that step,
 // naming the schedule and the step (a constant one at New); a schedule reaching 0 trains.
 func TestNegativeLearningRateIsRefused(t *testing.T) {
-	err := newErr(t, &lrField{LearningRate: -0.01}, data(t, 0))
-	wantErr(t, err, "LearningRate = -0.01 from field LearningRate", "must be a finite number > 0", "loss rises")
-	err = newErr(t, &Reg{}, data(t, 0), core.WithLearningRate(math.Inf(1)))
-	wantErr(t, err, "LearningRate = +Inf from run option", "finite number > 0")
-	err = newErr(t, &Reg{}, data(t, 0), core.WithLearningRate(math.NaN()))
-	wantErr(t, err, "LearningRate = NaN from run option", "finite number > 0")
+	err := newErr(t, &lrField{LearningRate: -0.01}, coretest.Data(t, 0))
+	coretest.WantErr(t, err, "LearningRate = -0.01 from field LearningRate", "must be a finite number > 0", "loss rises")
+	err = newErr(t, &coretest.Reg{}, coretest.Data(t, 0), core.WithLearningRate(math.Inf(1)))
+	coretest.WantErr(t, err, "LearningRate = +Inf from run option", "finite number > 0")
+	err = newErr(t, &coretest.Reg{}, coretest.Data(t, 0), core.WithLearningRate(math.NaN()))
+	coretest.WantErr(t, err, "LearningRate = NaN from run option", "finite number > 0")
 
-	err = newErr(t, &etaSched{sched: map[string]any{"eta": -0.01}}, data(t, 0))
-	wantErr(t, err, "schedule opt.eta (key eta) is the constant -0.01", "learning rate must be >= 0", "0 is allowed")
+	err = newErr(t, &etaSched{sched: map[string]any{"eta": -0.01}}, coretest.Data(t, 0))
+	coretest.WantErr(t, err, "schedule opt.eta (key eta) is the constant -0.01", "learning rate must be >= 0", "0 is allowed")
 
 	lin := schedules.Linear(0.01, -0.05)
-	n := mustNew(t, &etaSched{sched: map[string]any{"eta": lin}}, data(t, 0), core.WithMaxEpochs(2))
+	n := coretest.MustNew(t, &etaSched{sched: map[string]any{"eta": lin}}, coretest.Data(t, 0), core.WithMaxEpochs(2))
 	at := firstNegative(t, lin, n.TotalSteps())
-	wantErr(t, n.Train(), "schedule opt.eta (key eta) returned -", "at optimizer step "+strconv.Itoa(at)+":", "learning rate must be >= 0")
+	coretest.WantErr(t, n.Train(), "schedule opt.eta (key eta) returned -", "at optimizer step "+strconv.Itoa(at)+":", "learning rate must be >= 0")
 	if n.Step() != at-1 {
 		t.Errorf("stopped at step %d; want %d, the step before the negative value", n.Step(), at-1)
 	}
@@ -92,11 +93,11 @@ func TestNegativeLearningRateIsRefused(t *testing.T) {
 		}
 		return 1e-2
 	}
-	n = mustNew(t, &groupedSched{sched: map[string]any{"opt.backbone.eta": late}}, data(t, 0), core.WithMaxEpochs(2))
-	wantErr(t, n.Train(), "schedule opt.backbone.eta (key opt.backbone.eta) returned -0.001 at optimizer step 3")
+	n = coretest.MustNew(t, &groupedSched{sched: map[string]any{"opt.backbone.eta": late}}, coretest.Data(t, 0), core.WithMaxEpochs(2))
+	coretest.WantErr(t, n.Train(), "schedule opt.backbone.eta (key opt.backbone.eta) returned -0.001 at optimizer step 3")
 
 	// Freezing late in a run is a real use: a schedule reaching 0 trains to the end.
-	n = mustNew(t, &etaSched{sched: map[string]any{"eta": schedules.Linear(0.01, 0)}}, data(t, 0), core.WithMaxEpochs(2))
+	n = coretest.MustNew(t, &etaSched{sched: map[string]any{"eta": schedules.Linear(0.01, 0)}}, coretest.Data(t, 0), core.WithMaxEpochs(2))
 	if err := n.Train(); err != nil {
 		t.Fatalf("an eta schedule ending at 0: %v", err)
 	}
@@ -104,39 +105,39 @@ func TestNegativeLearningRateIsRefused(t *testing.T) {
 
 // An int field for the float LearningRate converts exactly and is accepted.
 func TestIntFieldSetsAFloatKnob(t *testing.T) {
-	n := mustNew(t, &lrIntField{LearningRate: 1}, data(t, 0))
+	n := coretest.MustNew(t, &lrIntField{LearningRate: 1}, coretest.Data(t, 0))
 	if !strings.Contains(n.ConfigReport(), "1 (field LearningRate)") {
 		t.Errorf("config report does not show LearningRate 1 from the field:\n%s", n.ConfigReport())
 	}
 }
 
 type epochsFloat struct {
-	base
+	coretest.Base
 	MaxEpochs float64
 }
 
-type seedFloatMethod struct{ base }
+type seedFloatMethod struct{ coretest.Base }
 
 func (*seedFloatMethod) Seed() float64 { return 7 }
 
 type accumFloat32 struct {
-	base
+	coretest.Base
 	Accum float32
 }
 
-type runDirIntMethod struct{ base }
+type runDirIntMethod struct{ coretest.Base }
 
 func (*runDirIntMethod) RunDir() int { return 65 }
 
 // A float field or method result for an int knob is refused (it would be truncated), and a
 // number for a string knob (Go would convert it to a rune).
 func TestIntKnobRefusesAFloat(t *testing.T) {
-	wantErr(t, newErr(t, &epochsFloat{MaxEpochs: 2.5}, data(t, 0)),
+	coretest.WantErr(t, newErr(t, &epochsFloat{MaxEpochs: 2.5}, coretest.Data(t, 0)),
 		"field MaxEpochs has type float64", "the MaxEpochs knob needs int", "would be truncated", "declare it int")
-	wantErr(t, newErr(t, &seedFloatMethod{}, data(t, 0)),
+	coretest.WantErr(t, newErr(t, &seedFloatMethod{}, coretest.Data(t, 0)),
 		"accessor method Seed has signature func() float64: want func() int", "would be truncated")
-	wantErr(t, newErr(t, &accumFloat32{Accum: 1}, data(t, 0)), "field Accum has type float32", "needs int")
-	wantErr(t, newErr(t, &runDirIntMethod{}, data(t, 0)), "accessor method RunDir has signature func() int: want func() string")
+	coretest.WantErr(t, newErr(t, &accumFloat32{Accum: 1}, coretest.Data(t, 0)), "field Accum has type float32", "needs int")
+	coretest.WantErr(t, newErr(t, &runDirIntMethod{}, coretest.Data(t, 0)), "accessor method RunDir has signature func() int: want func() string")
 }
 
 // devInt reads an int32 Device field K and a float32 one S in Forward.
@@ -148,13 +149,15 @@ type devInt struct {
 
 func (*devInt) BuildModel(*context.Context) error { return nil }
 
-func (e *devInt) Forward(ctx *context.Context, in In) core.Outputs {
+func (e *devInt) Forward(ctx *context.Context, in coretest.In) core.Outputs {
 	p := layers.Dense(ctx.In("dense_0"), in.X, true, 1)
 	scale := graph.Mul(graph.ConvertDType(e.K.Node(), dtypes.Float32), e.S.Node())
 	return core.Outputs{"pred": graph.Mul(p, scale)}
 }
 
-func (*devInt) Loss(out core.Outputs, in Tgt) *graph.Node { return mse(out["pred"], in.Y) }
+func (*devInt) Loss(out core.Outputs, in coretest.Tgt) *graph.Node {
+	return coretest.MSE(out["pred"], in.Y)
+}
 
 func (e *devInt) Schedules() map[string]any { return e.sched }
 
@@ -166,8 +169,8 @@ func newDevInt(sched map[string]any) *devInt {
 // type, the schedule, the step and the value: at New for step 1 (so the binding report never shows
 // a value the field would not hold), at its step otherwise.
 func TestDeviceScheduleRefusesAnInexactValue(t *testing.T) {
-	err := newErr(t, newDevInt(map[string]any{"K": 0.6}), data(t, 0))
-	wantErr(t, err, "schedule K returned 0.6 at optimizer step 1 for Device field K (int32)", "whole numbers only", "truncated to 0")
+	err := newErr(t, newDevInt(map[string]any{"K": 0.6}), coretest.Data(t, 0))
+	coretest.WantErr(t, err, "schedule K returned 0.6 at optimizer step 1 for Device field K (int32)", "whole numbers only", "truncated to 0")
 
 	at := func(bad int, v float64) func(int) float64 {
 		return func(step int) float64 {
@@ -177,21 +180,21 @@ func TestDeviceScheduleRefusesAnInexactValue(t *testing.T) {
 			return 1
 		}
 	}
-	n := mustNew(t, newDevInt(map[string]any{"device.K": at(3, 3e9)}), data(t, 0))
-	wantErr(t, n.Train(), "schedule device.K returned 3e+09 at optimizer step 3 for Device field K (int32)",
+	n := coretest.MustNew(t, newDevInt(map[string]any{"device.K": at(3, 3e9)}), coretest.Data(t, 0))
+	coretest.WantErr(t, n.Train(), "schedule device.K returned 3e+09 at optimizer step 3 for Device field K (int32)",
 		"outside int32's range [-2147483648, 2147483647]")
 	if n.Step() != 2 {
 		t.Errorf("stopped at step %d; want 2, before the out-of-range value", n.Step())
 	}
-	n = mustNew(t, newDevInt(map[string]any{"S": at(2, 1e40)}), data(t, 0))
-	wantErr(t, n.Train(), "schedule S returned 1e+40 at optimizer step 2 for Device field S (float32)",
+	n = coretest.MustNew(t, newDevInt(map[string]any{"S": at(2, 1e40)}), coretest.Data(t, 0))
+	coretest.WantErr(t, n.Train(), "schedule S returned 1e+40 at optimizer step 2 for Device field S (float32)",
 		"outside float32's range", "would become +Inf", "markers.Device[float64]")
-	wantErr(t, newErr(t, newDevInt(map[string]any{"S": -1e-50}), data(t, 0)),
+	coretest.WantErr(t, newErr(t, newDevInt(map[string]any{"S": -1e-50}), coretest.Data(t, 0)),
 		"schedule S returned -1e-50 at optimizer step 1 for Device field S (float32)", "would become -0")
 
 	// Whole numbers in range, and float32 rounding, train; the field holds the scheduled value.
 	e := newDevInt(map[string]any{"K": func(step int) float64 { return float64(step) }, "S": 0.1})
-	n = mustNew(t, e, data(t, 0))
+	n = coretest.MustNew(t, e, coretest.Data(t, 0))
 	if err := n.Train(); err != nil {
 		t.Fatalf("whole-number schedule: %v", err)
 	}
@@ -204,9 +207,9 @@ func TestDeviceScheduleRefusesAnInexactValue(t *testing.T) {
 // refused naming the argument; one already reached trains nothing and warns, even when Quiet.
 func TestTrainBoundArguments(t *testing.T) {
 	var warns []string
-	n := mustNew(t, &Reg{}, data(t, 0), core.WithMaxEpochs(2), core.WithWarn(func(m string) { warns = append(warns, m) }))
-	wantErr(t, n.TrainSteps(-1), "TrainSteps(-1)", "must be >= 0", "n.TrainSteps(n.Step()+k)")
-	wantErr(t, n.TrainEpochs(-1), "TrainEpochs(-1)", "must be >= 0", "n.TrainEpochs(n.Epoch()+1)")
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 0), core.WithMaxEpochs(2), core.WithWarn(func(m string) { warns = append(warns, m) }))
+	coretest.WantErr(t, n.TrainSteps(-1), "TrainSteps(-1)", "must be >= 0", "n.TrainSteps(n.Step()+k)")
+	coretest.WantErr(t, n.TrainEpochs(-1), "TrainEpochs(-1)", "must be >= 0", "n.TrainEpochs(n.Epoch()+1)")
 	if n.Step() != 0 || len(warns) != 0 {
 		t.Fatalf("refused calls trained %d steps, warned %q", n.Step(), warns)
 	}

@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"github.com/nitro-go/nitro/runstatus"
+	"maps"
 	"reflect"
 	"strings"
 
@@ -250,5 +251,6 @@ func (su *setup) runParams() map[string]any {
 	if su.opts.preset != "" {
 		p["preset"] = su.opts.preset
 	}
+	maps.Copy(p, scheduleParams(su.opts.schedules))
 	return p
 }

@@ -15,9 +15,11 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/monitors"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // verbs is the sequence of a Memory's calls: "params", "other:<key>", "<context>", "finish:<status>".
@@ -57,7 +59,7 @@ func epochMeans(lines []logjson.Metrics) map[int]float64 {
 func TestLoggerCadence(t *testing.T) {
 	lg := &logjson.Memory{}
 	cache := newCache()
-	n := mustNew(t, &Reg{}, data(t, 32), core.WithMaxEpochs(2), core.WithCache(cache), core.WithLogger(lg))
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 32), core.WithMaxEpochs(2), core.WithCache(cache), core.WithLogger(lg))
 	if got := verbs(lg); strings.Join(got, " ") != "params" || cache.Stats().Entries != 0 {
 		t.Fatalf("after New the logger saw %v with %d programs compiled; want the params alone, before any compile", got, cache.Stats().Entries)
 	}
@@ -131,7 +133,7 @@ func TestLoggerIsTheMonitorsLogger(t *testing.T) {
 		seen = info.Logger
 		return nil
 	})
-	n := mustNew(t, &Reg{}, data(t, 0), core.WithLogger(lg), core.WithMonitor(mon))
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 0), core.WithLogger(lg), core.WithMonitor(mon))
 	if err := n.Train(); err != nil {
 		t.Fatal(err)
 	}
@@ -161,18 +163,20 @@ type Logged struct {
 
 func (*Logged) BuildModel(*context.Context) error { return nil }
 
-func (e *Logged) Forward(ctx *context.Context, in In) core.Outputs {
+func (e *Logged) Forward(ctx *context.Context, in coretest.In) core.Outputs {
 	return devForward(ctx, in, e.Width, e.Temperature.Node(), e.Shift.Node())
 }
 
-func (*Logged) Loss(out core.Outputs, in Tgt) *graph.Node { return mse(out["pred"], in.Y) }
+func (*Logged) Loss(out core.Outputs, in coretest.Tgt) *graph.Node {
+	return coretest.MSE(out["pred"], in.Y)
+}
 
 func TestLoggerParams(t *testing.T) {
 	lg := &logjson.Memory{}
 	e := &Logged{Width: 4, Sizes: []int{8, 2}, Temperature: markers.NewDevice[float32](0.1), Shift: markers.NewDevice([]float32{0}),
 		Note: "host", Rate: 0.1, Patience: 3 * time.Second, Table: []float64{1, 2}, MaxEpochs: 7}
 	dir := t.TempDir()
-	mustNew(t, e, data(t, 0), core.WithLogger(lg), core.WithMaxEpochs(2), core.WithRunDir(dir), core.WithFusedStep())
+	coretest.MustNew(t, e, coretest.Data(t, 0), core.WithLogger(lg), core.WithMaxEpochs(2), core.WithRunDir(dir), core.WithFusedStep())
 	ps := lg.Params()
 	if len(ps) != 1 {
 		t.Fatalf("%d LogParams calls, want 1", len(ps))
@@ -203,9 +207,9 @@ func TestLoggerParams(t *testing.T) {
 // TestLoggerFinishError: a run that fails mid-epoch is finished with error, never completed.
 func TestLoggerFinishError(t *testing.T) {
 	lg := &logjson.Memory{}
-	d := data(t, 32)
+	d := coretest.Data(t, 32)
 	d["train"] = failingSource{Source: d["train"], at: 2}
-	n := mustNew(t, &Reg{}, d, core.WithMaxEpochs(2), core.WithLogger(lg))
+	n := coretest.MustNew(t, &coretest.Reg{}, d, core.WithMaxEpochs(2), core.WithLogger(lg))
 	if err := n.Train(); err == nil {
 		t.Fatal("Train succeeded over a failing source")
 	}
@@ -221,7 +225,7 @@ func TestLoggerFinishError(t *testing.T) {
 // TestLoggerFinishRequested: RequestStop ends the run after the epoch, finished with requested.
 func TestLoggerFinishRequested(t *testing.T) {
 	lg := &logjson.Memory{}
-	n := mustNew(t, &Reg{}, data(t, 32), core.WithMaxEpochs(3), core.WithLogger(lg))
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 32), core.WithMaxEpochs(3), core.WithLogger(lg))
 	n.RequestStop() // kept: one epoch, validated, then stop
 	if err := n.Train(); err != nil {
 		t.Fatal(err)
@@ -235,10 +239,10 @@ func TestLoggerFinishRequested(t *testing.T) {
 }
 
 // Metered reports a finite and a NaN TrainMetric every step.
-type Metered struct{ base }
+type Metered struct{ coretest.Base }
 
-func (*Metered) TrainMetrics(out core.Outputs, in Tgt) map[string]*graph.Node {
-	l := mse(out["pred"], in.Y)
+func (*Metered) TrainMetrics(out core.Outputs, in coretest.Tgt) map[string]*graph.Node {
+	l := coretest.MSE(out["pred"], in.Y)
 	zero := graph.ZerosLike(l)
 	return map[string]*graph.Node{"mse": l, "nan": graph.Div(zero, zero)}
 }
@@ -247,7 +251,7 @@ func (*Metered) TrainMetrics(out core.Outputs, in Tgt) map[string]*graph.Node {
 // TrainMetrics), half as many; validate and data lines are per epoch as before.
 func TestLogEveryThinsTrainLines(t *testing.T) {
 	lg := &logjson.Memory{}
-	n := mustNew(t, &Metered{}, data(t, 32), core.WithMaxEpochs(2), core.WithLogger(lg), core.WithLogEvery(2))
+	n := coretest.MustNew(t, &Metered{}, coretest.Data(t, 32), core.WithMaxEpochs(2), core.WithLogger(lg), core.WithLogEvery(2))
 	if err := n.Train(); err != nil {
 		t.Fatal(err)
 	}
@@ -269,15 +273,15 @@ func TestLogEveryThinsTrainLines(t *testing.T) {
 	if mse, ok := n.History()[0].Train["mse"]; !ok || mse <= 0 {
 		t.Errorf("epoch summary TrainMetrics %v: want the mse mean of the logged steps", n.History()[0].Train)
 	}
-	err := newErr(t, &Reg{}, data(t, 0), core.WithLogEvery(0))
-	wantErr(t, err, "WithLogEvery(0)", ">= 1")
+	err := newErr(t, &coretest.Reg{}, coretest.Data(t, 0), core.WithLogEvery(0))
+	coretest.WantErr(t, err, "WithLogEvery(0)", ">= 1")
 }
 
 // TestNonFiniteTrainMetricDroppedAndCounted: a NaN TrainMetric is left out of each train line,
 // the logger is told how many were dropped, and the run goes on to completed.
 func TestNonFiniteTrainMetricDroppedAndCounted(t *testing.T) {
 	lg := &logjson.Memory{}
-	n := mustNew(t, &Metered{}, data(t, 32), core.WithMaxEpochs(2), core.WithLogger(lg))
+	n := coretest.MustNew(t, &Metered{}, coretest.Data(t, 32), core.WithMaxEpochs(2), core.WithLogger(lg))
 	if err := n.Train(); err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +305,7 @@ func TestLoggerErrorsWarnOnceAndTrainingGoesOn(t *testing.T) {
 	lg := &logjson.Memory{}
 	lg.Fail(errors.New("backend down"))
 	var warnings []string
-	n := mustNew(t, &Reg{}, data(t, 32), core.WithMaxEpochs(2), core.WithLogger(lg),
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 32), core.WithMaxEpochs(2), core.WithLogger(lg),
 		core.WithWarn(func(msg string) { warnings = append(warnings, msg) }))
 	if err := n.Train(); err != nil {
 		t.Fatal(err)
@@ -337,7 +341,7 @@ func (*panicky) LogMetrics(logjson.Metrics) error { panic("broken backend") }
 func TestPanickingLoggerNeverStopsTheRun(t *testing.T) {
 	lg := &panicky{}
 	var warnings []string
-	n := mustNew(t, &Reg{}, data(t, 32), core.WithMaxEpochs(1), core.WithLogger(lg),
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 32), core.WithMaxEpochs(1), core.WithLogger(lg),
 		core.WithWarn(func(msg string) { warnings = append(warnings, msg) }))
 	if err := n.Train(); err != nil || n.Step() != 4 {
 		t.Fatalf("Train: %v after %d steps; a panicking logger must not stop the run", err, n.Step())
@@ -374,7 +378,7 @@ func readLines(t *testing.T, path string) []map[string]any {
 // params at the end of New, then every line of Train, finish last; every line parses.
 func TestDefaultJSONLogger(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
-	n, err := core.New(&Reg{}, core.WithBackend("go"), core.Quiet(), core.WithCache(newCache()), core.WithData(data(t, 32)),
+	n, err := core.New(&coretest.Reg{}, core.WithBackend("go"), core.Quiet(), core.WithCache(newCache()), core.WithData(coretest.Data(t, 32)),
 		core.WithMaxEpochs(2), core.WithRunDir(dir))
 	if err != nil {
 		t.Fatal(err)
@@ -431,16 +435,16 @@ func TestDefaultJSONLogger(t *testing.T) {
 // New); a pathless JSONLogger passed in is pinned like the default; a typed nil is no logger.
 func TestNoRecordWithoutLogger(t *testing.T) {
 	dir := t.TempDir()
-	n := mustNew(t, &Reg{}, data(t, 32), core.WithRunDir(filepath.Join(dir, "off")))
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 32), core.WithRunDir(filepath.Join(dir, "off")))
 	if err := n.Train(); err != nil {
 		t.Fatal(err)
 	}
 	if n.Logger() != nil {
 		t.Errorf("WithoutLogger: Logger() = %v", n.Logger())
 	}
-	bad := data(t, 0)
-	bad["train"] = arrays(t, 64, 16, 1, core.ArrayOptions{}) // keeps its partial batch: refused
-	_, err := core.New(&Reg{}, core.WithBackend("go"), core.Quiet(), core.WithData(bad), core.WithRunDir(filepath.Join(dir, "failed")))
+	bad := coretest.Data(t, 0)
+	bad["train"] = coretest.Arrays(t, 64, 16, 1, prefetch.ArrayOptions{}) // keeps its partial batch: refused
+	_, err := core.New(&coretest.Reg{}, core.WithBackend("go"), core.Quiet(), core.WithData(bad), core.WithRunDir(filepath.Join(dir, "failed")))
 	if err == nil {
 		t.Fatal("setup accepted a train split that keeps its partial batch")
 	}
@@ -453,13 +457,13 @@ func TestNoRecordWithoutLogger(t *testing.T) {
 	}
 
 	jl := logjson.NewJSONLogger("")
-	mustNew(t, &Reg{}, data(t, 0), core.WithLogger(jl), core.WithRunDir(filepath.Join(dir, "pinned")))
+	coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 0), core.WithLogger(jl), core.WithRunDir(filepath.Join(dir, "pinned")))
 	if want := filepath.Join(dir, "pinned", core.MetricsFile); jl.Path() != want {
 		t.Errorf("a pathless JSONLogger was pinned to %q, want %q", jl.Path(), want)
 	}
 	// Inside a Multi (the CLI's JSON file beside a Prometheus exporter) it is pinned too.
 	jm, mem := logjson.NewJSONLogger(""), &logjson.Memory{}
-	nm := mustNew(t, &Reg{}, data(t, 0), core.WithLogger(logjson.Multi(jm, mem)), core.WithRunDir(filepath.Join(dir, "multi")))
+	nm := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 0), core.WithLogger(logjson.Multi(jm, mem)), core.WithRunDir(filepath.Join(dir, "multi")))
 	if want := filepath.Join(dir, "multi", core.MetricsFile); jm.Path() != want || nm.MetricsPath() != want {
 		t.Errorf("a pathless JSONLogger in a Multi: path %q, MetricsPath %q, want %q", jm.Path(), nm.MetricsPath(), want)
 	}
@@ -467,7 +471,7 @@ func TestNoRecordWithoutLogger(t *testing.T) {
 		t.Error("the Multi's other member got no params")
 	}
 	var typedNil *logjson.JSONLogger
-	if n := mustNew(t, &Reg{}, data(t, 0), core.WithLogger(typedNil)); n.Logger() != nil {
+	if n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 0), core.WithLogger(typedNil)); n.Logger() != nil {
 		t.Errorf("WithLogger(typed nil): Logger() = %v, want nil", n.Logger())
 	}
 }
@@ -476,7 +480,7 @@ func TestNoRecordWithoutLogger(t *testing.T) {
 func TestConsoleLabelsValidationMetrics(t *testing.T) {
 	var buf bytes.Buffer
 	n, err := core.New(&Rows{}, core.WithBackend("go"), core.WithOutput(&buf), core.WithCache(newCache()), core.WithoutLogger(), core.WithoutCheckpoints(),
-		core.WithData(data(t, 32)))
+		core.WithData(coretest.Data(t, 32)))
 	if err != nil {
 		t.Fatal(err)
 	}

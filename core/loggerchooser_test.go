@@ -6,12 +6,13 @@ import (
 	"testing"
 
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/logjson"
 )
 
 // OwnLogger chooses its own logger.
 type OwnLogger struct {
-	Reg
+	coretest.Reg
 	l logjson.Logger
 }
 
@@ -34,7 +35,7 @@ func TestLoggerChooser(t *testing.T) {
 		t.Helper()
 		dir := t.TempDir()
 		n, err := core.New(e, append([]core.Option{core.WithBackend("go"), core.Quiet(), core.WithoutCheckpoints(),
-			core.WithData(data(t, 32)), core.WithRunDir(dir), core.WithMaxEpochs(1)}, more...)...)
+			core.WithData(coretest.Data(t, 32)), core.WithRunDir(dir), core.WithMaxEpochs(1)}, more...)...)
 		if err != nil {
 			t.Fatal(err)
 		}

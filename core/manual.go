@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/optimizers"
 	"github.com/nitro-go/nitro/schedules"
 )
@@ -32,18 +31,6 @@ type ManualChooser interface {
 type OptimizerSetter interface {
 	SetupOptimizers() (map[string]optimizers.Rule, error)
 }
-
-// StepResult is what TrainStep returns: the step's scalar loss (validated every step, logged as
-// "loss", the epoch's train loss) and per-step scalar stats, read back on logged steps and
-// averaged into the epoch's Train map, as TrainMetrics are in the automatic loop. ManualStep is
-// what TrainStep receives (the verbs Backward and StepOptimizer), and Grads what Backward
-// returns. The engine, which traces TrainStep, defines all three; the experiment names them
-// through core, the one package it imports.
-type (
-	StepResult = engine.StepResult
-	ManualStep = engine.ManualStep
-	Grads      = engine.Grads
-)
 
 // resolveManual finds TrainStep and decides the mode (ManualChooser's rule); in manual mode
 // n.trainStep is set and Loss becomes optional.
@@ -101,7 +88,7 @@ func (su *setup) manualConfig() error {
 		return fmt.Errorf("WithFusedStep (--fused) with experiment %s in manual mode (TrainStep): a fused step joins the automatic loop's gradient and optimizer programs into one, and TrainStep runs its own step program instead; drop WithFusedStep (--fused), or set ManualTraining false to train in the automatic loop", su.typeName)
 	}
 	if su.trainMetrics != nil {
-		return fmt.Errorf("experiment %s defines TrainMetrics, which manual mode never calls (TrainStep computes its own per-step values): return them in StepResult.Stats and remove TrainMetrics, or set ManualTraining false", su.typeName)
+		return fmt.Errorf("experiment %s defines TrainMetrics, which manual mode never calls (TrainStep computes its own per-step values): return them in engine.StepResult.Stats and remove TrainMetrics, or set ManualTraining false", su.typeName)
 	}
 	return nil
 }

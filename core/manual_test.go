@@ -8,8 +8,11 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
+	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/optimizers"
+	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/schedules"
 )
 
@@ -48,29 +51,29 @@ func (*Duel) SetupOptimizers() (map[string]optimizers.Rule, error) {
 	return map[string]optimizers.Rule{"a": optimizers.SGD{Eta: duelEtaA}, "b": optimizers.SGD{Eta: duelEtaB}}, nil
 }
 
-func (*Duel) TrainStep(s *core.ManualStep, in DuelBatch) core.StepResult {
+func (*Duel) TrainStep(s *engine.ManualStep, in DuelBatch) engine.StepResult {
 	objective := func(ctx *context.Context) *graph.Node {
 		a, b := duelParam(ctx, "a", duelA0, in.U), duelParam(ctx, "b", duelB0, in.U)
-		return mse(graph.Mul(graph.Mul(in.U, a), b), in.V)
+		return coretest.MSE(graph.Mul(graph.Mul(in.U, a), b), in.V)
 	}
 	lossB, gb := s.Backward(objective, "b")
 	s.StepOptimizer("b", gb)
 	lossA, ga := s.Backward(objective, "a") // reads the stepped b
 	s.StepOptimizer("a", ga)
-	return core.StepResult{Loss: graph.Add(lossA, lossB), Stats: map[string]*graph.Node{"loss_a": lossA, "loss_b": lossB}}
+	return engine.StepResult{Loss: graph.Add(lossA, lossB), Stats: map[string]*graph.Node{"loss_a": lossA, "loss_b": lossB}}
 }
 
 var duelU, duelV = []float32{1, 2, -1, 0.5}, []float32{2, 1, 0, 3}
 
-func duelData(t testing.TB) core.Data {
+func duelData(t testing.TB) prefetch.Data {
 	n := len(duelU)
-	a, err := core.NewArrayBatches(map[string]*tensors.Tensor{
+	a, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{
 		"u": tensors.FromFlatDataAndDimensions(duelU, n, 1), "v": tensors.FromFlatDataAndDimensions(duelV, n, 1),
-	}, n, core.ArrayOptions{DropPartial: true})
+	}, n, prefetch.ArrayOptions{DropPartial: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return core.Data{"train": a}
+	return prefetch.Data{"train": a}
 }
 
 // duelHost is one Duel step in float64: b steps on dL/db, then a on dL/da at the new b, b held
@@ -100,8 +103,8 @@ func duelHost() (a, b, lossA, lossB float64) {
 // into b (a leak through b' would change a), and the stats are the two losses. Loss is not
 // defined: manual mode does not need it.
 func TestManualStepMatchesTheHost(t *testing.T) {
-	n := mustNew(t, &Duel{}, duelData(t))
-	train(t, n)
+	n := coretest.MustNew(t, &Duel{}, duelData(t))
+	coretest.Train(t, n)
 	p, err := n.Parameters()
 	if err != nil {
 		t.Fatal(err)
@@ -149,9 +152,9 @@ func (e *ManualDeep) Schedules() map[string]any {
 	return map[string]any{"Weight": schedules.Linear(1, 2)}
 }
 
-func (e *ManualDeep) TrainStep(s *core.ManualStep, in DeepBatch) core.StepResult {
+func (e *ManualDeep) TrainStep(s *engine.ManualStep, in DeepBatch) engine.StepResult {
 	objective := func(ctx *context.Context) *graph.Node {
-		return mse(e.Forward(ctx, In{X: in.X})["pred"], in.Y)
+		return coretest.MSE(e.Forward(ctx, coretest.In{X: in.X})["pred"], in.Y)
 	}
 	lossH, gh := s.Backward(func(ctx *context.Context) *graph.Node {
 		return graph.Mul(objective(ctx), e.Weight.Node())
@@ -159,7 +162,7 @@ func (e *ManualDeep) TrainStep(s *core.ManualStep, in DeepBatch) core.StepResult
 	s.StepOptimizer("head", gh)
 	lossB, gb := s.Backward(objective, "backbone")
 	s.StepOptimizer("backbone", gb)
-	return core.StepResult{Loss: lossB, Stats: map[string]*graph.Node{"head": lossH, "weight": e.Weight.Node()}}
+	return engine.StepResult{Loss: lossB, Stats: map[string]*graph.Node{"head": lossH, "weight": e.Weight.Node()}}
 }
 
 type DeepBatch struct {
@@ -172,11 +175,11 @@ type DeepBatch struct {
 // optimizer program), and it learns. A second Nitro over the same experiment compiles nothing.
 func TestManualCompilesOneStepProgram(t *testing.T) {
 	c := newCache()
-	n, err := core.New(newManualDeep(), goOpts(c, core.WithData(data(t, 32)), core.WithMaxEpochs(4))...)
+	n, err := core.New(newManualDeep(), coretest.GoOpts(c, core.WithData(coretest.Data(t, 32)), core.WithMaxEpochs(4))...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	train(t, n)
+	coretest.Train(t, n)
 	if st := c.Stats(); st.Misses != 2 || st.Entries != 2 {
 		t.Errorf("cache %+v after 4 epochs of 4 steps with validation: want 2 misses (the manual step, eval)", st)
 	}
@@ -188,11 +191,11 @@ func TestManualCompilesOneStepProgram(t *testing.T) {
 	if first, last := h[0].Val[core.ValLoss], h[3].Val[core.ValLoss]; !(last < first/2) {
 		t.Errorf("val_loss %v -> %v over 4 epochs: manual training does not learn", first, last)
 	}
-	again, err := core.New(newManualDeep(), goOpts(c, core.WithData(data(t, 32)), core.WithMaxEpochs(1))...)
+	again, err := core.New(newManualDeep(), coretest.GoOpts(c, core.WithData(coretest.Data(t, 32)), core.WithMaxEpochs(1))...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	train(t, again)
+	coretest.Train(t, again)
 	if st := c.Stats(); st.Misses != 2 {
 		t.Errorf("a second Nitro compiled again: %+v", st)
 	}
@@ -212,8 +215,8 @@ func TestManualResumeIsExact(t *testing.T) {
 func TestManualKeepsTheDeviceSchedules(t *testing.T) {
 	e := newManualDeep()
 	e.Sched = true
-	n := mustNew(t, e, data(t, 16), core.WithMaxEpochs(2))
-	train(t, n)
+	n := coretest.MustNew(t, e, coretest.Data(t, 16), core.WithMaxEpochs(2))
+	coretest.Train(t, n)
 	total := n.TotalSteps()
 	var want float64
 	for s := 1; s <= total/2; s++ { // epoch 1's steps
@@ -229,14 +232,14 @@ func TestManualKeepsTheDeviceSchedules(t *testing.T) {
 // validates and stops; early stopping (no epoch can beat the best by 1e9) stops after patience
 // 1 + 1 epochs; both as in the automatic loop.
 func TestManualRequestStopAndEarlyStopping(t *testing.T) {
-	n := mustNew(t, newManualDeep(), data(t, 16), core.WithMaxEpochs(5))
+	n := coretest.MustNew(t, newManualDeep(), coretest.Data(t, 16), core.WithMaxEpochs(5))
 	n.RequestStop()
-	train(t, n)
+	coretest.Train(t, n)
 	if n.Epoch() != 1 || n.StopReason() != core.StopRequested {
 		t.Errorf("epoch %d, stop reason %q: want 1 and %q", n.Epoch(), n.StopReason(), core.StopRequested)
 	}
-	n = mustNew(t, newManualDeep(), data(t, 16), core.WithMaxEpochs(5), core.WithEarlyStopping(core.ValLoss, "min", 1, 1e9))
-	train(t, n)
+	n = coretest.MustNew(t, newManualDeep(), coretest.Data(t, 16), core.WithMaxEpochs(5), core.WithEarlyStopping(core.ValLoss, "min", 1, 1e9))
+	coretest.Train(t, n)
 	if n.Epoch() != 2 || n.StopReason() != core.StopEarly {
 		t.Errorf("epoch %d, stop reason %q: want 2 and %q", n.Epoch(), n.StopReason(), core.StopEarly)
 	}
@@ -247,7 +250,9 @@ type Declined struct{ Duel }
 
 func (*Declined) ManualTraining() bool { return false }
 
-func (*Declined) Loss(out core.Outputs, in DuelBatch) *graph.Node { return mse(out["pred"], in.V) }
+func (*Declined) Loss(out core.Outputs, in DuelBatch) *graph.Node {
+	return coretest.MSE(out["pred"], in.V)
+}
 
 func (*Declined) SetupOptimizers() (map[string]optimizers.Rule, error) { return nil, nil }
 
@@ -255,19 +260,19 @@ func (*Declined) SetupOptimizers() (map[string]optimizers.Rule, error) { return 
 // TrainStep trains automatically (gradient and optimizer programs), and then SetupOptimizers, a
 // manual-mode hook, is refused; a ManualTraining field that is not a bool is refused.
 func TestManualTrainingFalseDeclines(t *testing.T) {
-	wantErr(t, newErr(t, &Declined{}, duelData(t)), "SetupOptimizers", "automatic loop", "OptimizerRule")
+	coretest.WantErr(t, newErr(t, &Declined{}, duelData(t)), "SetupOptimizers", "automatic loop", "OptimizerRule")
 	for _, e := range []any{&DeclinedAuto{}, &FieldOff{}} {
 		c := newCache()
-		n, err := core.New(e, goOpts(c, core.WithData(duelData(t)))...)
+		n, err := core.New(e, coretest.GoOpts(c, core.WithData(duelData(t)))...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		train(t, n)
+		coretest.Train(t, n)
 		if kinds := keys(c.CompileTimes()); len(kinds) != 2 || kinds[0] != "gradient" || kinds[1] != "optimizer" {
 			t.Errorf("%T compiled %v: want the automatic loop's [gradient optimizer]", e, kinds)
 		}
 	}
-	wantErr(t, newErr(t, &BadField{}, duelData(t)), "field ManualTraining has type int", "want bool")
+	coretest.WantErr(t, newErr(t, &BadField{}, duelData(t)), "field ManualTraining has type int", "want bool")
 }
 
 // autoHooks has a TrainStep that must not run, and Loss for the automatic loop.
@@ -276,10 +281,12 @@ type autoHooks struct{ base0 }
 func (*autoHooks) Forward(ctx *context.Context, in DuelX) core.Outputs {
 	return (&Duel{}).Forward(ctx, in)
 }
-func (*autoHooks) TrainStep(s *core.ManualStep, in DuelBatch) core.StepResult {
+func (*autoHooks) TrainStep(s *engine.ManualStep, in DuelBatch) engine.StepResult {
 	panic("TrainStep of a declined manual mode is called")
 }
-func (*autoHooks) Loss(out core.Outputs, in DuelBatch) *graph.Node { return mse(out["pred"], in.V) }
+func (*autoHooks) Loss(out core.Outputs, in DuelBatch) *graph.Node {
+	return coretest.MSE(out["pred"], in.V)
+}
 
 // DeclinedAuto declines by method, FieldOff by a bool field; BadField's field is not a bool.
 type (
@@ -298,7 +305,7 @@ func (*DeclinedAuto) ManualTraining() bool { return false }
 
 // manualCase is a Duel variant for the refusals.
 type (
-	ForcedManual  struct{ Reg }
+	ForcedManual  struct{ coretest.Reg }
 	DuelMetrics   struct{ Duel }
 	DuelNoRule    struct{ Duel }
 	DuelTwice     struct{ Duel }
@@ -314,19 +321,19 @@ func (*DuelMetrics) TrainMetrics(out core.Outputs, in DuelBatch) map[string]*gra
 func (*DuelNoRule) SetupOptimizers() (map[string]optimizers.Rule, error) {
 	return map[string]optimizers.Rule{"a": optimizers.NewSGD(), "c": optimizers.NewSGD()}, nil
 }
-func (*DuelTwice) TrainStep(s *core.ManualStep, in DuelBatch) core.StepResult {
+func (*DuelTwice) TrainStep(s *engine.ManualStep, in DuelBatch) engine.StepResult {
 	loss, g := s.Backward(func(ctx *context.Context) *graph.Node {
 		return graph.ReduceAllSum(duelParam(ctx, "b", duelB0, in.U))
 	}, "b")
 	s.StepOptimizer("b", g)
 	s.StepOptimizer("b", g)
-	return core.StepResult{Loss: loss}
+	return engine.StepResult{Loss: loss}
 }
-func (*DuelBadGroup) TrainStep(s *core.ManualStep, in DuelBatch) core.StepResult {
+func (*DuelBadGroup) TrainStep(s *engine.ManualStep, in DuelBatch) engine.StepResult {
 	loss, _ := s.Backward(func(ctx *context.Context) *graph.Node {
 		return graph.Mul(duelParam(ctx, "a", duelA0, in.U), duelParam(ctx, "b", duelB0, in.U))
 	}, "gen")
-	return core.StepResult{Loss: loss}
+	return engine.StepResult{Loss: loss}
 }
 func (*DuelScheduled) Schedules() map[string]any {
 	return map[string]any{"opt.a.eta": schedules.Linear(0.1, 0)}
@@ -341,7 +348,7 @@ func TestManualRefusals(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		e    any
-		d    core.Data
+		d    prefetch.Data
 		opts []core.Option
 		want []string
 	}{
@@ -349,12 +356,12 @@ func TestManualRefusals(t *testing.T) {
 		{"fused", &Duel{}, duelData(t), []core.Option{core.WithFusedStep()}, []string{"WithFusedStep (--fused)", "manual mode (TrainStep)", "drop WithFusedStep", "ManualTraining false"}},
 		{"opt schedule", &DuelScheduled{}, duelData(t), nil, []string{`Schedules() key "opt.a.eta"`, "manual mode refuses", "Device field"}},
 		{"train metrics", &DuelMetrics{}, duelData(t), nil, []string{"TrainMetrics", "StepResult.Stats"}},
-		{"forced without TrainStep", &ForcedManual{}, data(t, 0), nil, []string{"method ManualTraining() is true", "no TrainStep", "func (e *E) TrainStep(s *core.ManualStep, in B) core.StepResult"}},
+		{"forced without TrainStep", &ForcedManual{}, coretest.Data(t, 0), nil, []string{"method ManualTraining() is true", "no TrainStep", "func (e *E) TrainStep(s *engine.ManualStep, in B) engine.StepResult"}},
 		{"rules", &DuelNoRule{}, duelData(t), nil, []string{`no rule for parameter group "b"`}},
 		{"rule and SetupOptimizers", &DuelRuleToo{}, duelData(t), nil, []string{"SetupOptimizers and OptimizerRule", "keep one"}},
 		{"nothing to validate with", &Duel{}, withVal, nil, []string{`split "val" is evaluated`, "neither Metrics nor Loss"}},
 	} {
-		t.Run(c.name, func(t *testing.T) { wantErr(t, newErr(t, c.e, c.d, c.opts...), c.want...) })
+		t.Run(c.name, func(t *testing.T) { coretest.WantErr(t, newErr(t, c.e, c.d, c.opts...), c.want...) })
 	}
 	for _, c := range []struct {
 		name string
@@ -365,8 +372,8 @@ func TestManualRefusals(t *testing.T) {
 		{"unknown group", &DuelBadGroup{}, []string{`Backward("gen"): no such parameter group`, "[a b]"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			n := mustNew(t, c.e, duelData(t))
-			wantErr(t, n.Train(), c.want...)
+			n := coretest.MustNew(t, c.e, duelData(t))
+			coretest.WantErr(t, n.Train(), c.want...)
 		})
 	}
 }
@@ -374,10 +381,10 @@ func TestManualRefusals(t *testing.T) {
 // TestManualWithoutLoss: with neither Loss nor Metrics, Predict runs Forward alone (the trained a
 // times u) and Evaluate refuses, naming both hooks.
 func TestManualWithoutLoss(t *testing.T) {
-	n := mustNew(t, &Duel{}, duelData(t))
-	train(t, n)
+	n := coretest.MustNew(t, &Duel{}, duelData(t))
+	coretest.Train(t, n)
 	_, err := n.Evaluate("train")
-	wantErr(t, err, `evaluating split "train"`, "neither Metrics nor Loss")
+	coretest.WantErr(t, err, `evaluating split "train"`, "neither Metrics nor Loss")
 	b, err := duelData(t)["train"].BatchAt(0)
 	if err != nil {
 		t.Fatal(err)
@@ -397,7 +404,7 @@ func TestManualWithoutLoss(t *testing.T) {
 // DuelNaN steps both groups on a loss that is NaN.
 type DuelNaN struct{ Duel }
 
-func (e *DuelNaN) TrainStep(s *core.ManualStep, in DuelBatch) core.StepResult {
+func (e *DuelNaN) TrainStep(s *engine.ManualStep, in DuelBatch) engine.StepResult {
 	res := e.Duel.TrainStep(s, in)
 	res.Loss = graph.Div(res.Loss, graph.ScalarZero(in.U.Graph(), res.Loss.DType()))
 	res.Loss = graph.Mul(res.Loss, graph.ScalarZero(in.U.Graph(), res.Loss.DType())) // 0·inf = NaN
@@ -408,8 +415,8 @@ func (e *DuelNaN) TrainStep(s *core.ManualStep, in DuelBatch) core.StepResult {
 // parameters TrainStep stepped are the initial ones: the step program keeps the old parameters
 // and optimizer state when its loss is not finite.
 func TestManualNonFiniteLossKeepsTheState(t *testing.T) {
-	n := mustNew(t, &DuelNaN{}, duelData(t))
-	wantErr(t, n.Train(), "non-finite loss NaN at epoch 1, step 1")
+	n := coretest.MustNew(t, &DuelNaN{}, duelData(t))
+	coretest.WantErr(t, n.Train(), "non-finite loss NaN at epoch 1, step 1")
 	p, err := n.Parameters()
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"github.com/nitro-go/nitro/engine"
+	"github.com/nitro-go/nitro/prefetch"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -84,12 +85,12 @@ func (m *ModelView) ForwardFields() (fields []ForwardField, whole bool) {
 
 // FieldSpec is a batch field's dtype and per-row shape in the data contract: the data's, or
 // WithInputSpecs'. ok is false for a field the contract does not have.
-func (m *ModelView) FieldSpec(name string) (s InputSpec, ok bool) {
+func (m *ModelView) FieldSpec(name string) (s prefetch.FieldSpec, ok bool) {
 	fs, ok := m.n.fieldShapes[name]
 	if !ok {
-		return InputSpec{}, false
+		return prefetch.FieldSpec{}, false
 	}
-	return InputSpec{Name: name, DType: dtypes.MapOfNames[fs.dtype], Shape: slices.Clone(fs.row)}, true
+	return prefetch.FieldSpec{Name: name, DType: dtypes.MapOfNames[fs.dtype], Shape: slices.Clone(fs.row)}, true
 }
 
 // FromInputSpecs reports whether the data contract is WithInputSpecs' (the Nitro has no data).

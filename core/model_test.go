@@ -13,6 +13,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/markers"
 )
 
@@ -27,9 +28,11 @@ type ViewHost struct {
 
 func (*ViewHost) BuildModel(*context.Context) error { return nil }
 
-func (*ViewHost) Loss(out core.Outputs, in Tgt) *graph.Node { return mse(out["pred"], in.Y) }
+func (*ViewHost) Loss(out core.Outputs, in coretest.Tgt) *graph.Node {
+	return coretest.MSE(out["pred"], in.Y)
+}
 
-func (e *ViewHost) Forward(ctx *context.Context, in In) core.Outputs {
+func (e *ViewHost) Forward(ctx *context.Context, in coretest.In) core.Outputs {
 	out := devForward(ctx, in, e.Width, e.Temperature.Node(), e.Shift.Node())
 	if in.X.Shape().Dimensions[0] == 1 {
 		out["pred"] = graph.MulScalar(out["pred"], e.Scale)
@@ -42,7 +45,7 @@ func (e *ViewHost) Forward(ctx *context.Context, in In) core.Outputs {
 // Forward with the batch-first check; and checks Host independence at a given batch size.
 func TestModelView(t *testing.T) {
 	e := &ViewHost{Width: 4, Temperature: markers.NewDevice[float32](1), Shift: markers.NewDevice([]float32{0}), Scale: 2}
-	n := mustNew(t, e, data(t, 0))
+	n := coretest.MustNew(t, e, coretest.Data(t, 0))
 	if err := n.SetDevice("Temperature", float32(3)); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +84,7 @@ func TestModelView(t *testing.T) {
 		if fields, whole := m.ForwardFields(); whole || !slices.Equal(fields, []core.ForwardField{{Name: "x"}}) {
 			t.Errorf("ForwardFields %+v (whole %v)", fields, whole)
 		}
-		if s, ok := m.FieldSpec("x"); !ok || s.DType != dtypes.Float32 || !slices.Equal(s.Shape, []int{features}) || m.FromInputSpecs() {
+		if s, ok := m.FieldSpec("x"); !ok || s.DType != dtypes.Float32 || !slices.Equal(s.Shape, []int{coretest.Features}) || m.FromInputSpecs() {
 			t.Errorf("FieldSpec(x) %+v %v (FromInputSpecs %v)", s, ok, m.FromInputSpecs())
 		}
 		if _, ok := m.FieldSpec("nope"); ok {
@@ -100,18 +103,18 @@ func TestModelView(t *testing.T) {
 			for _, d := range devs {
 				consts[d.Name] = graph.ConstTensor(g, d.Value)
 			}
-			x := graph.Parameter(g, "x", shapes.Make(dtypes.Float32, rows, features))
+			x := graph.Parameter(g, "x", shapes.Make(dtypes.Float32, rows, coretest.Features))
 			_, err := m.Forward(g, consts, map[string]*graph.Node{"x": x, "unread": x}, width)
 			return err
 		}
 		if err := trace(2, 2); err != nil {
 			t.Errorf("Forward at batch size 2: %v", err)
 		}
-		wantErr(t, trace(2, 3), `Forward output "pred" has shape [2 1]`, "leading axis must be the batch (3)")
+		coretest.WantErr(t, trace(2, 3), `Forward output "pred" has shape [2 1]`, "leading axis must be the batch (3)")
 
 		batch := func(b int) func(g *graph.Graph) map[string]*graph.Node {
 			return func(g *graph.Graph) map[string]*graph.Node {
-				return map[string]*graph.Node{"x": graph.Parameter(g, "x", shapes.Make(dtypes.Float32, b, features))}
+				return map[string]*graph.Node{"x": graph.Parameter(g, "x", shapes.Make(dtypes.Float32, b, coretest.Features))}
 			}
 		}
 		if err := m.CheckHostIndependent(4, frozen, batch(4)); err != nil {
@@ -134,7 +137,7 @@ func TestModelView(t *testing.T) {
 	}
 
 	err = n.ViewModel("Export", func(*core.ModelView) error { panic("deliberately broken") })
-	wantErr(t, err, "export: deliberately broken")
+	coretest.WantErr(t, err, "export: deliberately broken")
 	var nilNitro *core.Nitro
-	wantErr(t, nilNitro.ViewModel("Export", func(*core.ModelView) error { return nil }), "Export: nil *Nitro")
+	coretest.WantErr(t, nilNitro.ViewModel("Export", func(*core.ModelView) error { return nil }), "Export: nil *Nitro")
 }

@@ -169,7 +169,13 @@ func (n *Nitro) ConfigReport() string {
 	row("mixed precision", n.cfg.precision.String())
 	row("run dir", n.cfg.runDir.String())
 	row("backend", n.backend.Reason)
+	row("compile cache", n.backend.CompileCache.String())
 	row("devices", n.deviceReport())
+	procs := n.Dist().Describe() // the rank and world size, and the launcher they came from
+	if c := n.multi(); c != nil {
+		procs += fmt.Sprintf(", gradients and validation summed over %d processes (WithCollective)", c.Size())
+	}
+	row("processes", procs)
 	names := n.eng.GroupNames()
 	arrays, values := n.eng.GroupSizes()
 	groups := make([]string, len(names))
@@ -192,6 +198,9 @@ func (n *Nitro) report() {
 	}
 	n.log.other("config_report", n.ConfigReport())
 	n.log.other("binding_report", n.BindingReport())
+	if notices := n.opt.Notices(); len(notices) > 0 {
+		n.log.other("binding_notices", notices)
+	}
 }
 
 // routed returns the batch keys to transfer for a set of hooks, given the keys a batch (or a

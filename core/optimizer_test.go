@@ -8,13 +8,15 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/optimizers"
+	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/schedules"
 )
 
 // Level 1: a rule by name.
-type Level1SGD struct{ base }
+type Level1SGD struct{ coretest.Base }
 
 func (*Level1SGD) OptimizerRule(group string) optimizers.Rule { return optimizers.SGD{} } // eta: LearningRate
 
@@ -28,7 +30,7 @@ func (sgdw) RuleName() string                       { return "sgdw" }
 func (sgdw) Nonschedulable() map[string]string      { return nil }
 func (r sgdw) Build() (optimizers.Transform, error) { return optimizers.SGD{Eta: r.Eta}.Build() }
 
-type Level1DecayTwice struct{ base }
+type Level1DecayTwice struct{ coretest.Base }
 
 func (*Level1DecayTwice) OptimizerRule(group string) optimizers.Rule {
 	return sgdw{Eta: 1e-3, Lambda: 1e-2}
@@ -36,8 +38,8 @@ func (*Level1DecayTwice) OptimizerRule(group string) optimizers.Rule {
 
 // Level 2: whole chains.
 type (
-	Level2Good       struct{ base }
-	Level2DecayFirst struct{ base }
+	Level2Good       struct{ coretest.Base }
+	Level2DecayFirst struct{ coretest.Base }
 )
 
 func (*Level2Good) Lambda() float64 { return 1e-2 }
@@ -59,7 +61,7 @@ func (*Level2DecayFirst) OptimizerChain(setup optimizers.GroupSetup) (*optimizer
 }
 
 func TestLevel1RuleTrains(t *testing.T) {
-	n := mustNew(t, &Level1SGD{}, data(t, 40), core.WithMaxEpochs(3), core.WithLearningRate(0.05))
+	n := coretest.MustNew(t, &Level1SGD{}, coretest.Data(t, 40), core.WithMaxEpochs(3), core.WithLearningRate(0.05))
 	before, err := n.Validate()
 	if err != nil {
 		t.Fatal(err)
@@ -79,19 +81,19 @@ func TestLevel1RuleTrains(t *testing.T) {
 }
 
 func TestLevel1RuleWithItsOwnDecayIsRefused(t *testing.T) {
-	err := newErr(t, &Level1DecayTwice{}, data(t, 0))
-	wantErr(t, err, `group "default"`, "rule sgdw has its own weight-decay field Lambda", "decay twice", "Level 2")
+	err := newErr(t, &Level1DecayTwice{}, coretest.Data(t, 0))
+	coretest.WantErr(t, err, `group "default"`, "rule sgdw has its own weight-decay field Lambda", "decay twice", "Level 2")
 }
 
 func TestLevel2Chains(t *testing.T) {
-	n := mustNew(t, &Level2Good{}, data(t, 0), core.WithMaxEpochs(2))
+	n := coretest.MustNew(t, &Level2Good{}, coretest.Data(t, 0), core.WithMaxEpochs(2))
 	if err := n.Train(); err != nil {
 		t.Fatal(err)
 	}
 	wantContains(t, "binding report", n.BindingReport(), "Level 2: OptimizerChain", "sgd() > decay(anchor=zero")
 
-	err := newErr(t, &Level2DecayFirst{}, data(t, 0))
-	wantErr(t, err, `group "default"`, "chain factory", "Decay is at position 0 of 2 but must be last", "reorder to [sgd decay]")
+	err := newErr(t, &Level2DecayFirst{}, coretest.Data(t, 0))
+	coretest.WantErr(t, err, `group "default"`, "chain factory", "Decay is at position 0 of 2 but must be last", "reorder to [sgd decay]")
 }
 
 // Groups puts the first layer in "backbone" and the rest in "head", with per-group rates,
@@ -127,7 +129,7 @@ func (*Groups) DecayAnchor(g string) optimizers.Anchor {
 }
 
 func TestParameterGroups(t *testing.T) {
-	n := mustNew(t, &Groups{}, data(t, 40), core.WithMaxEpochs(2))
+	n := coretest.MustNew(t, &Groups{}, coretest.Data(t, 40), core.WithMaxEpochs(2))
 	cfg := n.ConfigReport()
 	// backbone: Dense 4->8 (32 weights + 8 biases); head: Dense 8->1 (8 + 1).
 	wantContains(t, "config report", cfg, "backbone (2 arrays, 40 values), head (2 arrays, 9 values)")
@@ -177,15 +179,15 @@ func hasRow(sec, name, value string) bool {
 }
 
 // Scheduled is Reg with its learning rate annealed linearly to 0.
-type Scheduled struct{ base }
+type Scheduled struct{ coretest.Base }
 
 func (*Scheduled) Schedules() map[string]any {
 	return map[string]any{"eta": schedules.Linear(1e-3, 0)}
 }
 
 type (
-	UnknownKey     struct{ base }
-	Nonschedulable struct{ base }
+	UnknownKey     struct{ coretest.Base }
+	Nonschedulable struct{ coretest.Base }
 )
 
 func (*UnknownKey) Schedules() map[string]any     { return map[string]any{"etta": 1e-3} }
@@ -194,7 +196,7 @@ func (*Nonschedulable) Schedules() map[string]any { return map[string]any{"beta1
 func TestSchedulingNeverRecompiles(t *testing.T) {
 	run := func(e any) (*core.Nitro, int, int) {
 		c := newCache()
-		n, err := core.New(e, goOpts(c, core.WithData(data(t, 40)), core.WithMaxEpochs(2))...)
+		n, err := core.New(e, coretest.GoOpts(c, core.WithData(coretest.Data(t, 40)), core.WithMaxEpochs(2))...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +206,7 @@ func TestSchedulingNeverRecompiles(t *testing.T) {
 		s := c.Stats()
 		return n, s.Misses, s.Entries
 	}
-	plain, pm, pe := run(&Reg{})
+	plain, pm, pe := run(&coretest.Reg{})
 	sched, sm, se := run(&Scheduled{})
 	if sm != pm || se != pe || sm != se {
 		t.Errorf("compile-cache misses/entries: scheduled %d/%d, unscheduled %d/%d; want identical and equal", sm, se, pm, pe)
@@ -216,10 +218,10 @@ func TestSchedulingNeverRecompiles(t *testing.T) {
 }
 
 func TestScheduleKeyErrors(t *testing.T) {
-	err := newErr(t, &UnknownKey{}, data(t, 0))
-	wantErr(t, err, "unknown schedule key etta", "valid keys are", "eta", "lambda")
-	err = newErr(t, &Nonschedulable{}, data(t, 0))
-	wantErr(t, err, "schedule key beta1", "nonschedulable", "set it on the rule")
+	err := newErr(t, &UnknownKey{}, coretest.Data(t, 0))
+	coretest.WantErr(t, err, "unknown schedule key etta", "valid keys are", "eta", "lambda")
+	err = newErr(t, &Nonschedulable{}, coretest.Data(t, 0))
+	coretest.WantErr(t, err, "schedule key beta1", "nonschedulable", "set it on the rule")
 }
 
 // GroupsSGD is Groups at Level 1 (plain SGD, so one step is exact), with its per-group backbone
@@ -255,7 +257,7 @@ func TestGroupRatesAndDecayOneStep(t *testing.T) {
 	const lr = 0.1
 	step := func(e *GroupsSGD) (p0, p1 map[string][]float64) {
 		t.Helper()
-		n := mustNew(t, e, core.Data{"train": arrays(t, 16, 16, 1, core.ArrayOptions{DropPartial: true})},
+		n := coretest.MustNew(t, e, prefetch.Data{"train": coretest.Arrays(t, 16, 16, 1, prefetch.ArrayOptions{DropPartial: true})},
 			core.WithLearningRate(lr))
 		p0 = paramsByKey(t, n)
 		if err := n.Train(); err != nil {
@@ -331,12 +333,12 @@ func paramsByKey(t testing.TB, n *core.Nitro) map[string][]float64 {
 // coefficient defaults to 0), so a Device field never binds a driver knob: were it read as one,
 // every group would silently decay with lambda 0.5.
 type DeviceLambda struct {
-	base
+	coretest.Base
 	Lambda markers.Device[float32]
 }
 
 func TestADeviceFieldNamedLambdaIsNotTheDecayCoefficient(t *testing.T) {
-	n := mustNew(t, &DeviceLambda{Lambda: markers.NewDevice[float32](0.5)}, data(t, 0))
+	n := coretest.MustNew(t, &DeviceLambda{Lambda: markers.NewDevice[float32](0.5)}, coretest.Data(t, 0))
 	rep := n.BindingReport()
 	if strings.Contains(rep, "decay(") || hasRow(section(rep, "group default"), "lambda", "0.5") {
 		t.Errorf("the Device field Lambda became the decay coefficient:\n%s", rep)
@@ -347,14 +349,14 @@ func TestADeviceFieldNamedLambdaIsNotTheDecayCoefficient(t *testing.T) {
 // run's learning rate stays the default. New says so, in a warning and in the knob's source,
 // rather than train at 1e-3 while the field reads 0.01. A Device Lambda gets no warning.
 type DeviceLearningRate struct {
-	base
+	coretest.Base
 	LearningRate markers.Device[float32]
 	Lambda       markers.Device[float32]
 }
 
 func TestADeviceFieldNamedLearningRateIsNotTheKnobAndNewWarns(t *testing.T) {
 	var warned []string
-	n := mustNew(t, &DeviceLearningRate{LearningRate: markers.NewDevice[float32](0.01), Lambda: markers.NewDevice[float32](0.5)}, data(t, 0),
+	n := coretest.MustNew(t, &DeviceLearningRate{LearningRate: markers.NewDevice[float32](0.01), Lambda: markers.NewDevice[float32](0.5)}, coretest.Data(t, 0),
 		core.WithWarn(func(msg string) { warned = append(warned, msg) }))
 	if len(warned) != 1 || !strings.Contains(warned[0], "field LearningRate is a markers.Device") || !strings.Contains(warned[0], "its default 0.001") {
 		t.Errorf("warnings %q: want exactly one, naming the LearningRate field and the default it leaves", warned)
@@ -366,7 +368,7 @@ func TestADeviceFieldNamedLearningRateIsNotTheKnobAndNewWarns(t *testing.T) {
 
 // Recorded schedules eta with a factory that records the horizon and the steps it is asked for.
 type Recorded struct {
-	base
+	coretest.Base
 	total int
 	steps []int
 }
@@ -385,7 +387,7 @@ func (e *Recorded) Schedules() map[string]any {
 // not micro-batches; each step evaluates the schedule for that step.
 func TestSchedulesCountOptimizerSteps(t *testing.T) {
 	e := &Recorded{}
-	n := mustNew(t, e, data(t, 0), core.WithMaxEpochs(2), core.WithAccum(2))
+	n := coretest.MustNew(t, e, coretest.Data(t, 0), core.WithMaxEpochs(2), core.WithAccum(2))
 	if e.total != 4 {
 		t.Errorf("factory horizon %d, want 4 (2 epochs x 4 batches / accum 2)", e.total)
 	}
@@ -407,7 +409,7 @@ func TestSchedulesCountOptimizerSteps(t *testing.T) {
 
 // AnchoredSGD decays its single layer toward its initial weights (L2-SP), at Level 1 SGD.
 type AnchoredSGD struct {
-	base
+	coretest.Base
 	ExcludeAll bool
 }
 
@@ -422,8 +424,8 @@ func (e *AnchoredSGD) NoDecay(kp []string, s shapes.Shape) bool { return e.Exclu
 func TestDecayTowardW0TwoSteps(t *testing.T) {
 	const lr, lambda = 0.1, 0.5
 	for _, excludeAll := range []bool{false, true} {
-		tr := arrays(t, 32, 16, 5, core.ArrayOptions{DropPartial: true})
-		n := mustNew(t, &AnchoredSGD{ExcludeAll: excludeAll}, core.Data{"train": tr}, core.WithLearningRate(lr))
+		tr := coretest.Arrays(t, 32, 16, 5, prefetch.ArrayOptions{DropPartial: true})
+		n := coretest.MustNew(t, &AnchoredSGD{ExcludeAll: excludeAll}, prefetch.Data{"train": tr}, core.WithLearningRate(lr))
 		w0, b0 := linearParams(t, n)
 		gw, gb := mseGrad(t, must(tr.BatchAt(0)), w0, b0)
 		w1, b1 := make([]float64, len(w0)), b0-lr*gb
@@ -458,8 +460,8 @@ func TestDecayTowardW0TwoSteps(t *testing.T) {
 // the parameters by exactly lr*c in global norm when the gradient's norm exceeds c.
 func TestGradientClipNormBoundsTheStep(t *testing.T) {
 	const lr, clip = 0.1, 0.01
-	tr := arrays(t, 16, 16, 7, core.ArrayOptions{DropPartial: true})
-	n := mustNew(t, &SGDOne{}, core.Data{"train": tr}, core.WithLearningRate(lr), core.WithGradientClipNorm(clip))
+	tr := coretest.Arrays(t, 16, 16, 7, prefetch.ArrayOptions{DropPartial: true})
+	n := coretest.MustNew(t, &SGDOne{}, prefetch.Data{"train": tr}, core.WithLearningRate(lr), core.WithGradientClipNorm(clip))
 	w0, b0 := linearParams(t, n)
 	gw, gb := mseGrad(t, must(tr.BatchAt(0)), w0, b0)
 	norm := gb * gb

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"github.com/nitro-go/nitro/dist"
 	"github.com/nitro-go/nitro/logjson"
 	"io"
 
@@ -18,8 +19,8 @@ type options struct {
 	devices                *int // WithDevices (devices.go)
 	runDir                 *string
 	clip, lr               *float64
-	data                   Data
-	inputSpecs             []InputSpec // WithInputSpecs: no data; nil when not given
+	data                   prefetch.Data
+	inputSpecs             []prefetch.FieldSpec // WithInputSpecs: no data; nil when not given
 	backend                string
 	out                    io.Writer
 	quiet                  bool
@@ -40,17 +41,20 @@ type options struct {
 	continueRun            bool   // ContinueRun: NewFromCheckpoint resumes; New refuses it
 	early                  *earlySpec
 	preset                 string
-	residency              Residency // WithMetricsResidency; "" when not given
-	precision              *string   // WithMixedPrecision; nil: f32
-	dist                   *Dist     // WithDist; nil: rank 0 of 1
-	overwrite              bool      // WithOverwrite (rundir.go)
+	residency              Residency      // WithMetricsResidency; "" when not given
+	precision              *string        // WithMixedPrecision; nil: f32
+	dist                   *dist.Dist     // WithDist; nil: rank 0 of 1
+	collective             Collective     // WithCollective (collective.go); nil: no collective
+	overwrite              bool           // WithOverwrite (rundir.go)
+	schedules              map[string]any // WithSchedules (hyper.go); nil when not given
+	compileCache           string         // WithCompileCache: a folder or "off"; "" for $NITRO_COMPILE_CACHE
 }
 
 // WithMaxEpochs sets how many epochs Train runs.
 func WithMaxEpochs(n int) Option { return func(o *options) { o.maxEpochs = &n } }
 
 // WithSeed sets the RNG seed of the model's context: parameter initialization and in-graph
-// randomness such as dropout. Shuffling belongs to the source (ArrayOptions.Seed), which BuildData
+// randomness such as dropout. Shuffling belongs to the source (prefetch.ArrayOptions.Seed), which BuildData
 // builds from the experiment's own fields.
 func WithSeed(s int) Option { return func(o *options) { o.seed = &s } }
 
@@ -67,7 +71,7 @@ func WithGradientClipNorm(c float64) Option { return func(o *options) { o.clip =
 func WithLearningRate(lr float64) Option { return func(o *options) { o.lr = &lr } }
 
 // WithData supplies the data directly; BuildData is then not called.
-func WithData(d Data) Option { return func(o *options) { o.data = d } }
+func WithData(d prefetch.Data) Option { return func(o *options) { o.data = d } }
 
 // WithBackend forces a backend ("xla" or "go"); empty resolves automatically.
 func WithBackend(name string) Option { return func(o *options) { o.backend = name } }
@@ -89,6 +93,12 @@ func WithMonitor(m monitors.Monitor) Option {
 // WithWarn receives the run's warnings (a failing monitor, reported once per monitor; a logger
 // write that failed). The default prints them on the console, or on stderr when Quiet.
 func WithWarn(warn func(msg string)) Option { return func(o *options) { o.warn = warn } }
+
+// WithCompileCache chooses the persistent compile cache on disk: a folder, or "off". Without it,
+// $NITRO_COMPILE_CACHE decides, else os.UserCacheDir()/nitro/compile. The disk cache belongs to
+// the process (the last Nitro to choose wins) and is keyed by everything a compiled executable
+// depends on, so sharing a folder never serves a wrong program; docs/compilecache.md.
+func WithCompileCache(dir string) Option { return func(o *options) { o.compileCache = dir } }
 
 // WithCache uses c (a *compilecache.Cache) instead of the process-level compile cache (tests).
 func WithCache(c engine.Cache) Option { return func(o *options) { o.cache = c } }

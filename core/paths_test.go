@@ -16,17 +16,19 @@ import (
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // uneven is a train split with one short batch in the middle (at): only an evaluation split's
 // final batch may be short, and a train split's batches must all be equal.
 type uneven struct {
-	*core.ArrayBatches
-	short *core.ArrayBatches
+	*prefetch.ArrayBatches
+	short *prefetch.ArrayBatches
 	at    int
 }
 
-func (u uneven) BatchAt(i int) (core.Batch, error) {
+func (u uneven) BatchAt(i int) (prefetch.Batch, error) {
 	if i == u.at {
 		return u.short.BatchAt(0)
 	}
@@ -37,22 +39,22 @@ func (u uneven) BatchAt(i int) (core.Batch, error) {
 // at that step with an error naming both widths, after the two steps before it, with the
 // parameters as those two steps left them (the short batch is never stepped on).
 func TestTrainRefusesAnUnequalBatchMidEpoch(t *testing.T) {
-	d := data(t, 16)
-	d["train"] = core.NoPrefetch(uneven{ArrayBatches: d["train"].(*core.ArrayBatches), short: arrays(t, 8, 8, 3, core.ArrayOptions{}), at: 2})
-	n := mustNew(t, &Reg{}, d)
-	wantErr(t, n.Train(), "epoch 1, step 3", "train batch has 8 rows", "the train split's batches have 16", "equal batches")
+	d := coretest.Data(t, 16)
+	d["train"] = prefetch.NoPrefetch(uneven{ArrayBatches: d["train"].(*prefetch.ArrayBatches), short: coretest.Arrays(t, 8, 8, 3, prefetch.ArrayOptions{}), at: 2})
+	n := coretest.MustNew(t, &coretest.Reg{}, d)
+	coretest.WantErr(t, n.Train(), "epoch 1, step 3", "train batch has 8 rows", "the train split's batches have 16", "equal batches")
 	if n.Step() != 2 {
 		t.Errorf("step %d after the refusal, want the 2 steps before the short batch", n.Step())
 	}
-	two := mustNew(t, &Reg{}, core.Data{"train": arrays(t, 32, 16, 1, core.ArrayOptions{DropPartial: true}), "val": d["val"]})
-	train(t, two)
+	two := coretest.MustNew(t, &coretest.Reg{}, prefetch.Data{"train": coretest.Arrays(t, 32, 16, 1, prefetch.ArrayOptions{DropPartial: true}), "val": d["val"]})
+	coretest.Train(t, two)
 	sameBits(t, "parameters after the two good steps", flatParams(t, n), flatParams(t, two))
 }
 
 // Mixed has a float64 parameter beside Dense's float32 ones.
-type Mixed struct{ base }
+type Mixed struct{ coretest.Base }
 
-func (*Mixed) Forward(ctx *context.Context, in In) core.Outputs {
+func (*Mixed) Forward(ctx *context.Context, in coretest.In) core.Outputs {
 	p := layers.Dense(ctx.In("dense_0"), in.X, true, 1)
 	s := ctx.In("scale").VariableWithValue("s", float64(1)).ValueGraph(in.X.Graph())
 	return core.Outputs{"pred": graph.Mul(p, graph.ConvertDType(s, dtypes.Float32))}
@@ -69,9 +71,9 @@ func (*MixedGrouped) ParamGroup(kp []string) string {
 }
 
 // Empty puts a zero-size parameter in a group of its own.
-type Empty struct{ base }
+type Empty struct{ coretest.Base }
 
-func (*Empty) Forward(ctx *context.Context, in In) core.Outputs {
+func (*Empty) Forward(ctx *context.Context, in coretest.In) core.Outputs {
 	p := layers.Dense(ctx.In("dense_0"), in.X, true, 1)
 	z := ctx.In("empty").VariableWithShape("z", shapes.Make(dtypes.Float32, 0)).ValueGraph(in.X.Graph())
 	return core.Outputs{"pred": graph.Add(p, graph.ReduceAllSum(z))}
@@ -85,9 +87,9 @@ func (*Empty) ParamGroup(kp []string) string {
 }
 
 // NoParams has no trainable variable at all.
-type NoParams struct{ base }
+type NoParams struct{ coretest.Base }
 
-func (*NoParams) Forward(ctx *context.Context, in In) core.Outputs {
+func (*NoParams) Forward(ctx *context.Context, in coretest.In) core.Outputs {
 	return core.Outputs{"pred": graph.ReduceSum(in.X, -1, 1)}
 }
 
@@ -96,14 +98,14 @@ func (*NoParams) Forward(ctx *context.Context, in In) core.Outputs {
 // the fix (a group per dtype) trains, the float64 parameter moving at its own dtype. A group whose
 // parameters have no elements, and a model with no trainable parameter, are refused at setup.
 func TestGroupsOfOneDTypeWithElements(t *testing.T) {
-	wantErr(t, newErr(t, &Mixed{}, data(t, 16)), "parameter [scale s] is Float64", `group "default" holds Float32`, "put it in its own group with ParamGroup")
-	wantErr(t, newErr(t, &Empty{}, data(t, 16)), `parameter group "empty" has no elements`)
-	wantErr(t, newErr(t, &NoParams{}, data(t, 16)), "the model has no trainable parameters")
+	coretest.WantErr(t, newErr(t, &Mixed{}, coretest.Data(t, 16)), "parameter [scale s] is Float64", `group "default" holds Float32`, "put it in its own group with ParamGroup")
+	coretest.WantErr(t, newErr(t, &Empty{}, coretest.Data(t, 16)), `parameter group "empty" has no elements`)
+	coretest.WantErr(t, newErr(t, &NoParams{}, coretest.Data(t, 16)), "the model has no trainable parameters")
 
 	onBackends(t, func(t *testing.T, on []core.Option) {
-		n := newNitro(t, &MixedGrouped{}, append(goOpts(nil, core.WithData(data(t, 16))), on...)...)
+		n := coretest.New(t, &MixedGrouped{}, append(coretest.GoOpts(nil, core.WithData(coretest.Data(t, 16))), on...)...)
 		wantContains(t, "config report", n.ConfigReport(), "main (2 arrays, 5 values), scale (1 arrays, 1 values)")
-		train(t, n)
+		coretest.Train(t, n)
 		p, err := n.Parameters()
 		if err != nil {
 			t.Fatal(err)
@@ -124,17 +126,17 @@ func TestGroupsOfOneDTypeWithElements(t *testing.T) {
 }
 
 // Transposed returns one output with the batch on axis 1.
-type Transposed struct{ base }
+type Transposed struct{ coretest.Base }
 
-func (*Transposed) Forward(ctx *context.Context, in In) core.Outputs {
+func (*Transposed) Forward(ctx *context.Context, in coretest.In) core.Outputs {
 	p := layers.Dense(ctx.In("dense_0"), in.X, true, 1)
 	return core.Outputs{"pred": p, "t": graph.Transpose(p, 0, 1)}
 }
 
 // Scalar returns a scalar output beside its prediction.
-type Scalar struct{ base }
+type Scalar struct{ coretest.Base }
 
-func (*Scalar) Forward(ctx *context.Context, in In) core.Outputs {
+func (*Scalar) Forward(ctx *context.Context, in coretest.In) core.Outputs {
 	p := layers.Dense(ctx.In("dense_0"), in.X, true, 1)
 	return core.Outputs{"pred": p, "mean": graph.ReduceAllMean(p)}
 }
@@ -143,20 +145,20 @@ func (*Scalar) Forward(ctx *context.Context, in In) core.Outputs {
 // with no axis at all) cannot be padded and sliced by rows; every verb refuses it with an error
 // naming the output, its shape and the fix, and nothing is trained.
 func TestForwardOutputsAreBatchFirst(t *testing.T) {
-	n := mustNew(t, &Transposed{}, data(t, 24))
+	n := coretest.MustNew(t, &Transposed{}, coretest.Data(t, 24))
 	want := []string{`Forward output "t" has shape [1 16]`, "its leading axis must be the batch (16)", "put the batch axis first"}
-	wantErr(t, n.Train(), append([]string{"gradient program"}, want...)...)
+	coretest.WantErr(t, n.Train(), append([]string{"gradient program"}, want...)...)
 	if n.Step() != 0 {
 		t.Errorf("step %d after the refusal", n.Step())
 	}
 	_, err := n.Validate()
-	wantErr(t, err, append([]string{"eval program"}, want...)...)
-	x, _ := synthetic(5, 3)
-	_, err = n.Predict(core.Batch{"x": x})
-	wantErr(t, err, `Forward output "t" has shape [1 5]`, "put the batch axis first") // Predict runs the eval program when a split has its fields
+	coretest.WantErr(t, err, append([]string{"eval program"}, want...)...)
+	x, _ := coretest.Synthetic(5, 3)
+	_, err = n.Predict(prefetch.Batch{"x": x})
+	coretest.WantErr(t, err, `Forward output "t" has shape [1 5]`, "put the batch axis first") // Predict runs the eval program when a split has its fields
 
-	sc := mustNew(t, &Scalar{}, data(t, 24))
-	wantErr(t, sc.Train(), `Forward output "mean" is a scalar`, "reduce it in Loss or Metrics")
+	sc := coretest.MustNew(t, &Scalar{}, coretest.Data(t, 24))
+	coretest.WantErr(t, sc.Train(), `Forward output "mean" is a scalar`, "reduce it in Loss or Metrics")
 	if sc.Step() != 0 {
 		t.Errorf("step %d after the refusal", sc.Step())
 	}
@@ -182,8 +184,8 @@ func rewriteControl(t *testing.T, path, control string) {
 func TestResumeRefusesCorruptControlState(t *testing.T) {
 	es := core.WithEarlyStopping("val_loss", "min", 5, 0)
 	dir := t.TempDir()
-	n := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(2), es)...)
-	train(t, n)
+	n := coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(2), es)...)
+	coretest.Train(t, n)
 	good, err := checkpoint.Read(n.LastCheckpoint())
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +194,7 @@ func TestResumeRefusesCorruptControlState(t *testing.T) {
 		t.Helper()
 		rewriteControl(t, n.LastCheckpoint(), control)
 		con := &core.MemoryConsole{}
-		r, err := core.New(&Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(3), es, core.WithResume(n.LastCheckpoint()), core.WithConsole(con))...)
+		r, err := core.New(&coretest.Reg{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(3), es, core.WithResume(n.LastCheckpoint()), core.WithConsole(con))...)
 		return r, con, err
 	}
 	for _, c := range []struct {
@@ -206,13 +208,13 @@ func TestResumeRefusesCorruptControlState(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, err := resume(c.control)
-			wantErr(t, err, c.want...)
+			coretest.WantErr(t, err, c.want...)
 		})
 	}
 	// With early stopping off, a control state that does not parse is still a damaged record.
 	rewriteControl(t, n.LastCheckpoint(), `[1, 2]`)
-	_, err = core.New(&Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(3), core.WithResume(n.LastCheckpoint()))...)
-	wantErr(t, err, "checkpoint "+n.LastCheckpoint(), "control state")
+	_, err = core.New(&coretest.Reg{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(3), core.WithResume(n.LastCheckpoint()))...)
+	coretest.WantErr(t, err, "checkpoint "+n.LastCheckpoint(), "control state")
 
 	r, con, err := resume(`{"early_stopping": {"metric": "val_mse", "mode": "min", "seen": true, "best": 1, "bad_epochs": 4}}`)
 	if err != nil {
@@ -232,12 +234,12 @@ func TestResumeRefusesCorruptControlState(t *testing.T) {
 // run ends; a run directory means its newest checkpoint; a path with no checkpoint is an error
 // naming it.
 func TestWithResumeFromAPath(t *testing.T) {
-	straight := newNitro(t, &Dropped{}, goOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(3))...)
-	train(t, straight)
+	straight := coretest.New(t, &Dropped{}, coretest.GoOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(3))...)
+	coretest.Train(t, straight)
 	dir := t.TempDir()
 	every := func(dir string) core.Option { return core.WithCheckpointer(must(checkpoint.NewEveryN(1, dir, nil))) }
-	first := newNitro(t, &Dropped{}, ckptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(3), every(dir))...)
-	train(t, first)
+	first := coretest.New(t, &Dropped{}, coretest.CkptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(3), every(dir))...)
+	coretest.Train(t, first)
 	entries := manifest(t, dir)
 	if len(entries) != 3 || entries[0].Epoch != 1 {
 		t.Fatalf("manifest %+v: want the checkpoints of epochs 1 to 3", entries)
@@ -245,23 +247,23 @@ func TestWithResumeFromAPath(t *testing.T) {
 	older := filepath.Join(dir, entries[0].File)
 
 	other := t.TempDir()
-	r := newNitro(t, &Dropped{}, ckptOpts(other, core.WithData(shuffled(t)), core.WithMaxEpochs(3), every(other), core.WithResume(older))...)
+	r := coretest.New(t, &Dropped{}, coretest.CkptOpts(other, core.WithData(shuffled(t)), core.WithMaxEpochs(3), every(other), core.WithResume(older))...)
 	if r.Epoch() != 1 || r.Step() != entries[0].Step {
 		t.Fatalf("resumed from %s at epoch %d step %d, want epoch 1 step %d", older, r.Epoch(), r.Step(), entries[0].Step)
 	}
-	train(t, r)
+	coretest.Train(t, r)
 	sameBits(t, "parameters resumed from the epoch-1 checkpoint", flatParams(t, r), flatParams(t, straight))
 
-	d := newNitro(t, &Dropped{}, goOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(3), core.WithResume(dir))...)
+	d := coretest.New(t, &Dropped{}, coretest.GoOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(3), core.WithResume(dir))...)
 	if d.Epoch() != 3 || d.Step() != straight.Step() {
 		t.Errorf("WithResume(run dir): epoch %d step %d, want the newest checkpoint's 3 and %d", d.Epoch(), d.Step(), straight.Step())
 	}
 	sameBits(t, "parameters resumed from the run dir", flatParams(t, d), flatParams(t, straight))
 
 	missing := filepath.Join(t.TempDir(), "nope.safetensors")
-	wantErr(t, newErr(t, &Dropped{}, shuffled(t), core.WithResume(missing)), "resume", missing)
+	coretest.WantErr(t, newErr(t, &Dropped{}, shuffled(t), core.WithResume(missing)), "resume", missing)
 	emptyDir := t.TempDir()
-	wantErr(t, newErr(t, &Dropped{}, shuffled(t), core.WithResume(emptyDir)), emptyDir, "holds no checkpoint")
+	coretest.WantErr(t, newErr(t, &Dropped{}, shuffled(t), core.WithResume(emptyDir)), emptyDir, "holds no checkpoint")
 	if _, err := os.Stat(filepath.Join(other, checkpoint.ManifestName)); err != nil {
 		t.Errorf("the resumed run wrote no manifest into its own run dir: %v", err)
 	}

@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/monitors"
+	"github.com/nitro-go/nitro/prefetch"
 	"go.uber.org/goleak"
 )
 
@@ -50,7 +52,7 @@ func TestMonitorSeesTheRunsExactPhaseSequence(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	rec := &recorder{}
 	before := monitors.ProgressCounter()
-	n := mustNew(t, &Reg{}, data(t, 32), core.WithMaxEpochs(2), core.WithMonitor(rec))
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 32), core.WithMaxEpochs(2), core.WithMonitor(rec))
 	if _, ok := n.Phase().(monitors.Starting); !ok {
 		t.Fatalf("a fresh handle's phase is %v, want Starting", n.Phase())
 	}
@@ -101,7 +103,7 @@ func TestPanickingMonitorIsWarnedOnceAndTheRunFinishes(t *testing.T) {
 		calls++
 		panic("monitor bug")
 	})
-	n := mustNew(t, &Reg{}, data(t, 32), core.WithMaxEpochs(2), core.WithMonitor(bad),
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 32), core.WithMaxEpochs(2), core.WithMonitor(bad),
 		core.WithWarn(func(msg string) { warnings = append(warnings, msg) }))
 	if err := n.Train(); err != nil {
 		t.Fatalf("a panicking monitor stopped the run: %v", err)
@@ -133,7 +135,7 @@ func TestMonitorRegisteredOnALiveRunFiresInThatRun(t *testing.T) {
 		}
 		return nil
 	})
-	n = mustNew(t, &Reg{}, data(t, 32), core.WithMaxEpochs(2), core.WithMonitor(first))
+	n = coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 32), core.WithMaxEpochs(2), core.WithMonitor(first))
 	if err := n.Train(); err != nil {
 		t.Fatal(err)
 	}
@@ -148,12 +150,12 @@ func TestMonitorRegisteredOnALiveRunFiresInThatRun(t *testing.T) {
 
 // failingSource fails at one batch index, as a broken file would mid-epoch.
 type failingSource struct {
-	core.Source
+	prefetch.Source
 	at int
 }
 
 func (f failingSource) DropsPartial() bool { return true }
-func (f failingSource) BatchAt(i int) (core.Batch, error) {
+func (f failingSource) BatchAt(i int) (prefetch.Batch, error) {
 	if i == f.at {
 		return nil, errors.New("disk read failed")
 	}
@@ -163,11 +165,11 @@ func (f failingSource) BatchAt(i int) (core.Batch, error) {
 func TestErrorMidEpochEndsInFailedWithoutLeaks(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	rec := &recorder{}
-	d := data(t, 32)
+	d := coretest.Data(t, 32)
 	d["train"] = failingSource{Source: d["train"], at: 2}
-	n := mustNew(t, &Reg{}, d, core.WithMaxEpochs(2), core.WithMonitor(rec))
+	n := coretest.MustNew(t, &coretest.Reg{}, d, core.WithMaxEpochs(2), core.WithMonitor(rec))
 	err := n.Train()
-	wantErr(t, err, "epoch 1, step 3", "train batch 2", "disk read failed")
+	coretest.WantErr(t, err, "epoch 1, step 3", "train batch 2", "disk read failed")
 	f, ok := n.Phase().(monitors.Failed)
 	if !ok || !errors.Is(f.Err, err) && f.Err.Error() != err.Error() {
 		t.Fatalf("phase after a failed Train = %v, want Failed carrying the error", n.Phase())
@@ -182,13 +184,13 @@ func TestErrorMidEpochEndsInFailedWithoutLeaks(t *testing.T) {
 
 // interruptingSource calls Interrupt when the loop reads batch at, as Ctrl+C would.
 type interruptingSource struct {
-	core.Source
+	prefetch.Source
 	at int
 	n  **core.Nitro
 }
 
 func (s interruptingSource) DropsPartial() bool { return true }
-func (s interruptingSource) BatchAt(i int) (core.Batch, error) {
+func (s interruptingSource) BatchAt(i int) (prefetch.Batch, error) {
 	if i == s.at {
 		(*s.n).Interrupt()
 	}
@@ -207,11 +209,11 @@ func TestRequestStopAndInterruptAreGracefulWithoutLeaks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var n *core.Nitro
-			d := data(t, 32)
+			d := coretest.Data(t, 32)
 			var opts []core.Option
 			if tc.interrupt {
 				// Inline (no read-ahead), so the interrupt lands while the loop is at batch 1.
-				d["train"] = core.NoPrefetch(interruptingSource{Source: d["train"], at: 1, n: &n})
+				d["train"] = prefetch.NoPrefetch(interruptingSource{Source: d["train"], at: 1, n: &n})
 			} else {
 				stopper := monitors.MonitorFunc(func(p monitors.Phase, _ monitors.Progress, info monitors.Info) error {
 					if _, ok := p.(monitors.TrainStepping); ok {
@@ -221,7 +223,7 @@ func TestRequestStopAndInterruptAreGracefulWithoutLeaks(t *testing.T) {
 				})
 				opts = append(opts, core.WithMonitor(stopper))
 			}
-			n = mustNew(t, &Reg{}, d, append(opts, core.WithMaxEpochs(3))...)
+			n = coretest.MustNew(t, &coretest.Reg{}, d, append(opts, core.WithMaxEpochs(3))...)
 			if err := n.Train(); err != nil {
 				t.Fatal(err)
 			}
@@ -238,7 +240,7 @@ func TestRequestStopAndInterruptAreGracefulWithoutLeaks(t *testing.T) {
 
 func TestEvaluateRestoresThePhaseAndCarriesMetrics(t *testing.T) {
 	rec := &recorder{}
-	n := mustNew(t, &Reg{}, data(t, 32), core.WithMonitor(rec))
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 32), core.WithMonitor(rec))
 	m, err := n.Evaluate("val")
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"github.com/nitro-go/nitro/engine"
+	"github.com/nitro-go/nitro/prefetch"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -83,7 +84,7 @@ func (*precisionNet) Loss(out Outputs, in evalShareTgt) *graph.Node {
 	return losses.SparseCategoricalCrossEntropyLogits([]*graph.Node{graph.ExpandAxes(in.Y, -1)}, []*graph.Node{out["logits"]})
 }
 
-func precisionBatches(t testing.TB, n, batch int, seed uint64) *ArrayBatches {
+func precisionBatches(t testing.TB, n, batch int, seed uint64) *prefetch.ArrayBatches {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, 3))
 	xs, ys := make([]float32, n*16), make([]int32, n)
@@ -93,7 +94,7 @@ func precisionBatches(t testing.TB, n, batch int, seed uint64) *ArrayBatches {
 			xs[i*16+j] = float32(r.NormFloat64()) + float32(ys[i]) // the class shifts every pixel
 		}
 	}
-	a, err := NewArrayBatches(map[string]*tensors.Tensor{"x": tensors.FromFlatDataAndDimensions(xs, n, 16), "y": tensors.FromFlatDataAndDimensions(ys, n)}, batch, ArrayOptions{DropPartial: true})
+	a, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": tensors.FromFlatDataAndDimensions(xs, n, 16), "y": tensors.FromFlatDataAndDimensions(ys, n)}, batch, prefetch.ArrayOptions{DropPartial: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func TestMixedPrecisionComputesProductsInBF16(t *testing.T) {
 			text := stableHLOOf(t, func() {
 				var err error
 				n, err = New(&precisionNet{}, WithBackend(backend.XLA), Quiet(), WithCache(compilecache.New()), WithoutLogger(), WithoutCheckpoints(), WithMixedPrecision(mode),
-					WithData(Data{"train": precisionBatches(t, 64, 16, 1), "val": precisionBatches(t, 32, 16, 2)}))
+					WithData(prefetch.Data{"train": precisionBatches(t, 64, 16, 1), "val": precisionBatches(t, 32, 16, 2)}))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -8,20 +8,21 @@ import (
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 )
 
 // TestMixedPrecisionRefusesUnknownModes: a mode that is not one is refused by New, naming the
 // option, the value and the modes; every spelling of float32 is the default mode.
 func TestMixedPrecisionRefusesUnknownModes(t *testing.T) {
 	for _, bad := range []string{"fp16", "BF16", "bfloat16"} {
-		wantErr(t, newErr(t, &Reg{}, data(t, 0), core.WithMixedPrecision(bad)),
+		coretest.WantErr(t, newErr(t, &coretest.Reg{}, coretest.Data(t, 0), core.WithMixedPrecision(bad)),
 			`WithMixedPrecision("`+bad+`")`, `"bf16"`, `"f32"`, `"none"`)
 	}
 	for _, f32 := range []string{"", "none", "f32"} {
-		n := mustNew(t, &Reg{}, data(t, 0), core.WithMixedPrecision(f32))
+		n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 0), core.WithMixedPrecision(f32))
 		wantContains(t, "config report", n.ConfigReport(), "mixed precision      f32 (run option)")
 	}
-	wantContains(t, "config report", mustNew(t, &Reg{}, data(t, 0)).ConfigReport(), "mixed precision      f32 (default)")
+	wantContains(t, "config report", coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 0)).ConfigReport(), "mixed precision      f32 (default)")
 }
 
 // TestMixedPrecisionIsInTheProgramKeys: in one compile cache, a bf16 run compiles its own
@@ -31,11 +32,11 @@ func TestMixedPrecisionIsInTheProgramKeys(t *testing.T) {
 	c := compilecache.New()
 	run := func(mode string) compilecache.Stats {
 		t.Helper()
-		n, err := core.New(&Deep{}, append(goOpts(c, core.WithData(data(t, 16))), core.WithMixedPrecision(mode))...)
+		n, err := core.New(&Deep{}, append(coretest.GoOpts(c, core.WithData(coretest.Data(t, 16))), core.WithMixedPrecision(mode))...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		train(t, n)
+		coretest.Train(t, n)
 		return c.Stats()
 	}
 	f32 := run("f32")
@@ -55,8 +56,8 @@ func TestMixedPrecisionIsInTheProgramKeys(t *testing.T) {
 func TestMixedPrecisionTrains(t *testing.T) {
 	final := map[string]float64{}
 	for _, mode := range []string{"f32", "bf16"} {
-		n := mustNew(t, &Deep{}, data(t, 16), core.WithMixedPrecision(mode), core.WithMaxEpochs(60), core.WithLearningRate(0.02))
-		train(t, n)
+		n := coretest.MustNew(t, &Deep{}, coretest.Data(t, 16), core.WithMixedPrecision(mode), core.WithMaxEpochs(60), core.WithLearningRate(0.02))
+		coretest.Train(t, n)
 		h := n.History()
 		first, last := h[0].TrainLoss, h[len(h)-1].TrainLoss
 		if !(last < first/50) || math.IsNaN(last) {
@@ -74,8 +75,8 @@ func TestMixedPrecisionTrains(t *testing.T) {
 // resume under another mode goes on (both keep float32 state) with a notice naming both.
 func TestMixedPrecisionIsRecordedAndExplainedOnResume(t *testing.T) {
 	dir := t.TempDir()
-	first := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(shuffled(t)), core.WithMixedPrecision("bf16"))...)
-	train(t, first)
+	first := coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(dir, core.WithData(shuffled(t)), core.WithMixedPrecision("bf16"))...)
+	coretest.Train(t, first)
 	rec, err := checkpoint.Read(first.LastCheckpoint())
 	if err != nil {
 		t.Fatal(err)
@@ -84,13 +85,13 @@ func TestMixedPrecisionIsRecordedAndExplainedOnResume(t *testing.T) {
 		t.Fatalf("checkpoint records mixed precision %q, want bf16", rec.MixedPrecision)
 	}
 	con := &core.MemoryConsole{}
-	second := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(2), core.WithResume(core.ResumeAuto), core.WithConsole(con))...)
+	second := coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(2), core.WithResume(core.ResumeAuto), core.WithConsole(con))...)
 	if second.Epoch() != 1 {
 		t.Fatalf("resumed at epoch %d, want 1", second.Epoch())
 	}
 	wantContains(t, "resume notices", strings.Join(con.Notices, "\n"), "mixed precision f32, the checkpoint's run trained with bf16", "float32 in both")
 	con.Notices = nil
-	third := newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(2), core.WithResume(core.ResumeAuto), core.WithConsole(con), core.WithMixedPrecision("bf16"))...)
+	third := coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(2), core.WithResume(core.ResumeAuto), core.WithConsole(con), core.WithMixedPrecision("bf16"))...)
 	if third.Epoch() != 1 || strings.Contains(strings.Join(con.Notices, "\n"), "mixed precision") {
 		t.Fatalf("a resume under the checkpoint's own mode: epoch %d, notices %q; want epoch 1 and no precision notice", third.Epoch(), con.Notices)
 	}

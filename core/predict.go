@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"github.com/nitro-go/nitro/engine"
+	"github.com/nitro-go/nitro/prefetch"
 	"iter"
 	"slices"
 
@@ -36,9 +37,9 @@ func (su *setup) sharedForward(fwd []string) (keys []string, shared bool) {
 // Prediction is one batch's outputs on the host, sliced to the batch's real rows.
 type Prediction map[string]*tensors.Tensor
 
-// Predict runs Forward in eval mode on one Batch and returns its outputs on the host. It refuses
-// anything that is not a Batch, naming the fields Forward declares, and a Batch with a nil field
-// or no rows; for a Source use PredictAll. A batch narrower than the mesh width is padded by
+// Predict runs Forward in eval mode on one prefetch.Batch and returns its outputs on the host. It
+// refuses anything that is not a Batch, naming the fields Forward declares, and a Batch with a nil
+// field or no rows; for a prefetch.Source use PredictAll. A batch narrower than the mesh width is padded by
 // repeating its last row and its outputs sliced back, so Forward must treat rows independently
 // (no reduction across the batch axis) for them to be exact.
 func (n *Nitro) Predict(x any) (p Prediction, err error) {
@@ -48,16 +49,16 @@ func (n *Nitro) Predict(x any) (p Prediction, err error) {
 	if err := n.checkDrift("Predict"); err != nil {
 		return nil, err
 	}
-	var b Batch
+	var b prefetch.Batch
 	switch v := x.(type) {
-	case Batch:
+	case prefetch.Batch:
 		b = v
 	case map[string]*tensors.Tensor:
-		b = Batch(v)
-	case Source:
+		b = prefetch.Batch(v)
+	case prefetch.Source:
 		return nil, fmt.Errorf("Predict takes one batch; for a source use PredictAll, which yields batches lazily")
 	default:
-		return nil, fmt.Errorf("Predict takes a core.Batch keyed by Forward's declared fields %v, got %T: wrap the array, e.g. core.Batch{%q: t}", n.forwardFields(), x, first(n.forwardFields()))
+		return nil, fmt.Errorf("Predict takes a prefetch.Batch keyed by Forward's declared fields %v, got %T: wrap the array, e.g. prefetch.Batch{%q: t}", n.forwardFields(), x, first(n.forwardFields()))
 	}
 	w, err := predictRows(b)
 	if err != nil {
@@ -74,7 +75,7 @@ func (n *Nitro) Predict(x any) (p Prediction, err error) {
 // Interrupt (what Ctrl+C means) stops it at the next batch boundary: the iteration then yields
 // one last error, matching ErrInterrupted, that says how many batches were predicted; the
 // interrupt is consumed.
-func (n *Nitro) PredictAll(src Source) iter.Seq2[Prediction, error] {
+func (n *Nitro) PredictAll(src prefetch.Source) iter.Seq2[Prediction, error] {
 	return func(yield func(Prediction, error) bool) {
 		// No recover around the iteration: a panic in the caller's loop body is the caller's.
 		// predictPadded recovers its own.
@@ -124,7 +125,7 @@ func (n *Nitro) PredictAll(src Source) iter.Seq2[Prediction, error] {
 // predictRows is a prediction batch's row count. A nil field or a batch of no rows has nothing
 // to run, and past this point would fail as a nil dereference or a zero-sized compile that name
 // neither: both are refused here, by field.
-func predictRows(b Batch) (int, error) {
+func predictRows(b prefetch.Batch) (int, error) {
 	for _, k := range sortedKeys(b) {
 		if b[k] == nil {
 			return 0, fmt.Errorf("batch field %q is nil: give it a tensor with the batch on its leading axis, or leave the key out if Forward does not read it", k)
@@ -145,7 +146,7 @@ type predictor interface {
 var _ predictor = (*engine.Engine)(nil)
 
 // predictPadded predicts one batch of real rows at the program width (padded by the engine).
-func (n *Nitro) predictPadded(b Batch, width, real int) (_ Prediction, err error) {
+func (n *Nitro) predictPadded(b prefetch.Batch, width, real int) (_ Prediction, err error) {
 	var p predictor = n.eng
 	defer recoverInto("predict", &err)
 	avail := keySet(b)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/prefetch"
 	"go.uber.org/goleak"
 )
@@ -17,18 +18,18 @@ import (
 func TestPrefetchWorkersTrainBitwiseAlike(t *testing.T) {
 	onBackends(t, func(t *testing.T, on []core.Option) {
 		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-		run := func(opt core.Option, declare func(core.Data)) ([]float64, *core.Nitro) {
+		run := func(opt core.Option, declare func(prefetch.Data)) ([]float64, *core.Nitro) {
 			d := shuffled(t)
 			if declare != nil {
 				declare(d)
 			}
-			n := newNitro(t, &Dropped{}, append(goOpts(nil, core.WithData(d), core.WithMaxEpochs(3), core.WithAccum(2), opt), on...)...)
-			train(t, n)
+			n := coretest.New(t, &Dropped{}, append(coretest.GoOpts(nil, core.WithData(d), core.WithMaxEpochs(3), core.WithAccum(2), opt), on...)...)
+			coretest.Train(t, n)
 			return flatParams(t, n), n
 		}
-		inline, _ := run(core.WithMaxEpochs(3), func(d core.Data) {
+		inline, _ := run(core.WithMaxEpochs(3), func(d prefetch.Data) {
 			for k, src := range d {
-				d[k] = core.NoPrefetch(src)
+				d[k] = prefetch.NoPrefetch(src)
 			}
 		})
 		for _, w := range []int{1, 2, 4} {
@@ -44,17 +45,17 @@ func TestPrefetchWorkersTrainBitwiseAlike(t *testing.T) {
 
 // TestPrefetchSettingsAreChecked: bad settings are a setup error naming the field.
 func TestPrefetchSettingsAreChecked(t *testing.T) {
-	err := newErr(t, &Reg{}, data(t, 0), core.WithPrefetch(prefetch.Options{Workers: 4, DeviceBatches: 1, HostBatches: 2}))
-	wantErr(t, err, "HostBatches")
+	err := newErr(t, &coretest.Reg{}, coretest.Data(t, 0), core.WithPrefetch(prefetch.Options{Workers: 4, DeviceBatches: 1, HostBatches: 2}))
+	coretest.WantErr(t, err, "HostBatches")
 }
 
 // TestEvalSplitThatDropsIsWarnedOnce: an evaluation split that drops its partial batch is
 // warned about at setup, naming the split and how many samples its metrics leave out.
 func TestEvalSplitThatDropsIsWarnedOnce(t *testing.T) {
 	var warnings []string
-	d := data(t, 0)
-	d["val"] = arrays(t, 40, 16, 2, core.ArrayOptions{DropPartial: true}) // 8 of 40 never evaluated
-	n := mustNew(t, &Reg{}, d, core.WithWarn(func(m string) { warnings = append(warnings, m) }))
+	d := coretest.Data(t, 0)
+	d["val"] = coretest.Arrays(t, 40, 16, 2, prefetch.ArrayOptions{DropPartial: true}) // 8 of 40 never evaluated
+	n := coretest.MustNew(t, &coretest.Reg{}, d, core.WithWarn(func(m string) { warnings = append(warnings, m) }))
 	if _, err := n.Validate(); err != nil {
 		t.Fatal(err)
 	}

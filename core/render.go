@@ -12,6 +12,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/monitors"
+	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/render"
 )
 
@@ -21,7 +22,7 @@ type VisualSamples struct {
 	Split string
 	Count int
 	// Batch is every field the split's batches carry, Count rows each.
-	Batch Batch
+	Batch prefetch.Batch
 	// Outputs is Forward's outputs for those rows in eval mode, Count rows each; nil unless
 	// Render was asked for predictions, so one Visualize can draw both kinds.
 	Outputs Prediction
@@ -123,7 +124,7 @@ func (n *Nitro) renderSamples(split string, count int, predictions bool) (Visual
 	if !ok {
 		return s, &SplitError{Split: split, Have: sortedKeys(n.data)}
 	}
-	var batches []Batch
+	var batches []prefetch.Batch
 	var preds []Prediction
 	width, rows := n.splitWidth[split], 0
 	if predictions {

@@ -12,11 +12,13 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // Vis is Reg with a Visualize hook that keeps what it was given and draws one pixel per sample.
 type Vis struct {
-	base
+	coretest.Base
 	got   []core.VisualSamples
 	fail  error
 	empty bool
@@ -35,7 +37,7 @@ func (e *Vis) Visualize(s core.VisualSamples) (image.Image, error) {
 }
 
 // WrongVis has a Visualize method of another signature.
-type WrongVis struct{ base }
+type WrongVis struct{ coretest.Base }
 
 func (*WrongVis) Visualize(n int) error { return nil }
 
@@ -49,7 +51,7 @@ func flat(t *testing.T, x *tensors.Tensor) []float32 {
 // no program, and writes what Visualize drew to <RunDir>/render/val-20.png.
 func TestRenderDataDrawsTheSplitHeadAndCompilesNothing(t *testing.T) {
 	cache, dir, e := newCache(), t.TempDir(), &Vis{}
-	n, err := core.New(e, goOpts(cache, core.WithData(data(t, 40)), core.WithRunDir(dir))...)
+	n, err := core.New(e, coretest.GoOpts(cache, core.WithData(coretest.Data(t, 40)), core.WithRunDir(dir))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,8 +72,8 @@ func TestRenderDataDrawsTheSplitHeadAndCompilesNothing(t *testing.T) {
 	if s.Split != "val" || s.Count != 20 || s.Outputs != nil || len(s.Batch) != 2 {
 		t.Fatalf("samples: split %q count %d outputs %v fields %v; want val, 20, nil, x and y", s.Split, s.Count, s.Outputs, keys(s.Batch))
 	}
-	x, y := synthetic(40, 2) // the val split's arrays
-	if got, want := flat(t, s.Batch["x"]), flat(t, x)[:20*features]; !slices.Equal(got, want) {
+	x, y := coretest.Synthetic(40, 2) // the val split's arrays
+	if got, want := flat(t, s.Batch["x"]), flat(t, x)[:20*coretest.Features]; !slices.Equal(got, want) {
 		t.Errorf("x is not the split's first 20 rows:\n got %v\nwant %v", got[:8], want[:8])
 	}
 	if got, want := flat(t, s.Batch["y"]), flat(t, y)[:20]; !slices.Equal(got, want) {
@@ -97,7 +99,7 @@ func TestRenderDataDrawsTheSplitHeadAndCompilesNothing(t *testing.T) {
 // and its outputs are Predict's for the same rows.
 func TestRenderPredictionsRunTheValidationProgram(t *testing.T) {
 	cache, e := newCache(), &Vis{}
-	n, err := core.New(e, goOpts(cache, core.WithData(data(t, 40)), core.WithRunDir(t.TempDir()))...)
+	n, err := core.New(e, coretest.GoOpts(cache, core.WithData(coretest.Data(t, 40)), core.WithRunDir(t.TempDir()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,8 +121,8 @@ func TestRenderPredictionsRunTheValidationProgram(t *testing.T) {
 	if out == nil || !slices.Equal(out["pred"].Shape().Dimensions, []int{40, 1}) {
 		t.Fatalf("outputs %v, want pred [40 1]", out)
 	}
-	x, _ := synthetic(40, 2)
-	want, err := n.Predict(core.Batch{"x": x})
+	x, _ := coretest.Synthetic(40, 2)
+	want, err := n.Predict(prefetch.Batch{"x": x})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +132,7 @@ func TestRenderPredictionsRunTheValidationProgram(t *testing.T) {
 }
 
 func TestRenderRefusals(t *testing.T) {
-	d := data(t, 40)
+	d := coretest.Data(t, 40)
 	cases := []struct {
 		name  string
 		e     any
@@ -138,7 +140,7 @@ func TestRenderRefusals(t *testing.T) {
 		count int
 		want  []string
 	}{
-		{"no hook", &Reg{}, "val", 4, []string{"experiment Reg has no Visualize hook", "func (e *Reg) Visualize(s core.VisualSamples) (image.Image, error)"}},
+		{"no hook", &coretest.Reg{}, "val", 4, []string{"experiment Reg has no Visualize hook", "func (e *Reg) Visualize(s core.VisualSamples) (image.Image, error)"}},
 		{"wrong hook", &WrongVis{}, "val", 4, []string{"WrongVis's Visualize hook is func(*core_test.WrongVis, int) error", "want func (e *WrongVis) Visualize(s core.VisualSamples) (image.Image, error)"}},
 		{"count 0", &Vis{}, "val", 0, []string{"count 0: draw at least 1 sample"}},
 		{"count over the split", &Vis{}, "val", 41, []string{`count 41 is more than split "val"'s 40 samples`}},
@@ -148,9 +150,9 @@ func TestRenderRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			n := mustNew(t, c.e, d, core.WithRunDir(t.TempDir()))
+			n := coretest.MustNew(t, c.e, d, core.WithRunDir(t.TempDir()))
 			path, err := n.Render(c.split, c.count)
-			wantErr(t, err, c.want...)
+			coretest.WantErr(t, err, c.want...)
 			if path != "" {
 				t.Errorf("a refused Render returned path %q", path)
 			}

@@ -5,7 +5,8 @@ import (
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // noPanic runs fn, turning a panic into a test error: a verb must return errors, never panic.
@@ -22,11 +23,11 @@ func noPanic(t *testing.T, what string, fn func() error) {
 }
 
 // withW is the synthetic task plus an all-zero "w" field (OptionalW's optional input).
-func withW(t testing.TB, n int, opts core.ArrayOptions) *core.ArrayBatches {
+func withW(t testing.TB, n int, opts prefetch.ArrayOptions) *prefetch.ArrayBatches {
 	t.Helper()
-	x, y := synthetic(n, 1)
-	w := tensors.FromFlatDataAndDimensions(make([]float32, n*features), n, features)
-	a, err := core.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y, "w": w}, 16, opts)
+	x, y := coretest.Synthetic(n, 1)
+	w := tensors.FromFlatDataAndDimensions(make([]float32, n*coretest.Features), n, coretest.Features)
+	a, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y, "w": w}, 16, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,23 +40,23 @@ func withW(t testing.TB, n int, opts core.ArrayOptions) *core.ArrayBatches {
 // program would wait for a "w" the split never sends).
 func TestOptionalFieldPresentInOnlySomeSplits(t *testing.T) {
 	t.Run("missing in train, present in val", func(t *testing.T) {
-		n := mustNew(t, &OptionalW{}, core.Data{
-			"train": arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}),
-			"val":   withW(t, 32, core.ArrayOptions{}),
+		n := coretest.MustNew(t, &OptionalW{}, prefetch.Data{
+			"train": coretest.Arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}),
+			"val":   withW(t, 32, prefetch.ArrayOptions{}),
 		})
 		noPanic(t, "Validate", func() error { _, err := n.Validate(); return err })
 		noPanic(t, "Train", n.Train)
 	})
 	t.Run("present in train, missing in val and in a Predict batch", func(t *testing.T) {
-		n := mustNew(t, &OptionalW{}, core.Data{
-			"train": withW(t, 64, core.ArrayOptions{DropPartial: true}),
-			"val":   arrays(t, 32, 16, 2, core.ArrayOptions{}),
+		n := coretest.MustNew(t, &OptionalW{}, prefetch.Data{
+			"train": withW(t, 64, prefetch.ArrayOptions{DropPartial: true}),
+			"val":   coretest.Arrays(t, 32, 16, 2, prefetch.ArrayOptions{}),
 		})
 		noPanic(t, "Train", n.Train)
 		noPanic(t, "Validate", func() error { _, err := n.Validate(); return err })
-		x, _ := synthetic(16, 3)
+		x, _ := coretest.Synthetic(16, 3)
 		noPanic(t, "Predict without the optional field", func() error {
-			p, err := n.Predict(core.Batch{"x": x})
+			p, err := n.Predict(prefetch.Batch{"x": x})
 			if err == nil && fmt.Sprint(p["pred"].Shape().Dimensions) != "[16 1]" {
 				return fmt.Errorf("pred shape %v", p["pred"].Shape())
 			}

@@ -62,7 +62,8 @@ func CheckRunDir(dir string) error {
 
 // WithOverwrite starts a fresh run in a run dir that holds an earlier run, which New otherwise
 // refuses: once the run is set up, before its first record, it removes what nitro wrote there
-// (metrics.jsonl, the checkpoints manifest.json lists, the manifest) and says so as a notice;
+// (metrics.jsonl, the checkpoints manifest.json lists, the manifest, the TensorBoard event files
+// in tb/) and says so as a notice;
 // every other file stays. With WithResume, which continues that run, New refuses it.
 func WithOverwrite() Option { return func(o *options) { o.overwrite = true } }
 
@@ -106,11 +107,14 @@ func (n *Nitro) checkRunDir() error {
 		return nil
 	}
 	held, _, err := heldRun(dir.value)
-	if err != nil || held == "" {
+	if err != nil {
 		return err
 	}
-	if o.overwrite {
+	if o.overwrite && (held != "" || heldEvents(dir.value)) {
 		n.overwriteDue = true
+		return nil
+	}
+	if held == "" {
 		return nil
 	}
 	return fmt.Errorf("RunDir %q (from %s) already holds a run (%s), and this is a fresh run: the two would share one metrics.jsonl and one top-K checkpoint ranking, so the record, its plots and the best checkpoint would mix two models; continue that run (core.WithResume(core.ResumeAuto), nitro train --resume auto), choose another run dir (core.WithRunDir, --run-dir), or discard it and start afresh (core.WithOverwrite(), nitro train --overwrite)",
@@ -210,8 +214,56 @@ func (su *setup) clearRunDir() error {
 		}
 		what = append(what, fmt.Sprintf("%s (%s)", MetricsFile, byteSize(fi.Size())))
 	}
+	events, err := clearEventFiles(dir)
+	if err != nil {
+		return err
+	}
+	if events > 0 {
+		what = append(what, fmt.Sprintf("%s/ (%d TensorBoard event file(s))", tensorBoardDir, events))
+	}
 	su.notice(fmt.Sprintf("overwrite: removed the earlier run from %s: %s; other files there stay", dir, strings.Join(what, ", ")))
 	return nil
+}
+
+// tensorBoardDir is the folder of the run dir the TensorBoard logger writes (tblog.DirName; core
+// does not import tblog, so that its protobuf stays out of core's graph; cmd/cli's
+// TestTrainTwiceIntoOneRunDir checks the two agree).
+const tensorBoardDir = "tb"
+
+// clearEventFiles removes the TensorBoard event files (names holding "tfevents", as TensorBoard
+// finds them) from <dir>/tb, and the folder when nothing else is in it: a new run's event file
+// beside the earlier run's would show in TensorBoard as one run mixing two. Other files stay.
+func clearEventFiles(dir string) (int, error) {
+	tb := filepath.Join(dir, tensorBoardDir)
+	entries, err := os.ReadDir(tb)
+	if err != nil {
+		return 0, nil // no folder (or not one): nothing of an earlier run to mix in
+	}
+	removed := 0
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !strings.Contains(e.Name(), "tfevents") {
+			continue
+		}
+		if err := os.Remove(filepath.Join(tb, e.Name())); err != nil {
+			return removed, fmt.Errorf("WithOverwrite: remove the earlier run's TensorBoard events %s: %w (remove %s by hand, or choose another run dir)", filepath.Join(tb, e.Name()), err, tb)
+		}
+		removed++
+	}
+	if removed > 0 {
+		os.Remove(tb) // only when empty: a file of the user's keeps it
+	}
+	return removed, nil
+}
+
+// heldEvents says whether <dir>/tb holds a TensorBoard event file.
+func heldEvents(dir string) bool {
+	entries, _ := os.ReadDir(filepath.Join(dir, tensorBoardDir))
+	for _, e := range entries {
+		if e.Type().IsRegular() && strings.Contains(e.Name(), "tfevents") {
+			return true
+		}
+	}
+	return false
 }
 
 // archiveRecord renames the run dir's metrics.jsonl to the first free metrics.attempt-N.jsonl,

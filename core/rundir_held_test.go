@@ -11,20 +11,21 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/dist"
 )
 
 // heldOpts write into dir the way a run does by default: the JSON Lines logger and the TopK
 // checkpointer, both in the run dir.
 func heldOpts(t *testing.T, dir string, more ...core.Option) []core.Option {
-	return append([]core.Option{core.WithBackend("go"), core.Quiet(), core.WithData(data(t, 32)),
+	return append([]core.Option{core.WithBackend("go"), core.Quiet(), core.WithData(coretest.Data(t, 32)),
 		core.WithRunDir(dir), core.WithMaxEpochs(1)}, more...)
 }
 
 // trainInto trains a Reg into dir with the default logger and checkpointer.
 func trainInto(t *testing.T, dir string, more ...core.Option) *core.Nitro {
 	t.Helper()
-	n, err := core.New(&Reg{}, heldOpts(t, dir, more...)...)
+	n, err := core.New(&coretest.Reg{}, heldOpts(t, dir, more...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,12 +51,12 @@ func paramsLines(t *testing.T, dir string) int {
 func TestFreshRunIntoHeldRunDirRefused(t *testing.T) {
 	dir := t.TempDir()
 	trainInto(t, dir)
-	_, err := core.New(&Reg{}, heldOpts(t, dir)...)
-	wantErr(t, err, `RunDir "`+dir+`" (from run option) already holds a run (1 checkpoint, a `, "B metrics.jsonl)",
+	_, err := core.New(&coretest.Reg{}, heldOpts(t, dir)...)
+	coretest.WantErr(t, err, `RunDir "`+dir+`" (from run option) already holds a run (1 checkpoint, a `, "B metrics.jsonl)",
 		"one metrics.jsonl and one top-K checkpoint ranking", "core.WithResume(core.ResumeAuto)", "--resume auto",
 		"core.WithRunDir", "--run-dir", "core.WithOverwrite()", "--overwrite")
-	_, err = core.New(&Reg{}, heldOpts(t, dir, core.WithCheckpoint(dir))...)
-	wantErr(t, err, "already holds a run")
+	_, err = core.New(&coretest.Reg{}, heldOpts(t, dir, core.WithCheckpoint(dir))...)
+	coretest.WantErr(t, err, "already holds a run")
 	if got := paramsLines(t, dir); got != 1 {
 		t.Fatalf("the refused runs wrote into %s: %d params lines, want 1", dir, got)
 	}
@@ -64,10 +65,10 @@ func TestFreshRunIntoHeldRunDirRefused(t *testing.T) {
 	if r.Epoch() != 2 {
 		t.Errorf("resume auto: epoch %d, want 2", r.Epoch())
 	}
-	if _, err := core.New(&Reg{}, heldOpts(t, dir, core.WithoutLogger(), core.WithoutCheckpoints())...); err != nil {
+	if _, err := core.New(&coretest.Reg{}, heldOpts(t, dir, core.WithoutLogger(), core.WithoutCheckpoints())...); err != nil {
 		t.Errorf("a run that writes nothing into the run dir was refused: %v", err)
 	}
-	if _, err := core.New(&Reg{}, heldOpts(t, dir, core.WithDist(dist.Dist{Rank: 1, WorldSize: 2}))...); err != nil {
+	if _, err := core.New(&coretest.Reg{}, heldOpts(t, dir, core.WithDist(dist.Dist{Rank: 1, WorldSize: 2}))...); err != nil {
 		t.Errorf("rank 1 writes nothing into the run dir, yet was refused: %v", err)
 	}
 }
@@ -91,7 +92,7 @@ func TestResumeAutoFindsNothingButARecord(t *testing.T) {
 		t.Fatal("a setup that failed moved the earlier record aside")
 	}
 	con := &core.MemoryConsole{}
-	n, err := core.New(&Reg{}, core.WithBackend("go"), core.WithConsole(con), core.WithData(data(t, 32)),
+	n, err := core.New(&coretest.Reg{}, core.WithBackend("go"), core.WithConsole(con), core.WithData(coretest.Data(t, 32)),
 		core.WithRunDir(dir), core.WithMaxEpochs(1), core.WithResume(core.ResumeAuto))
 	if err != nil {
 		t.Fatalf("resume auto over a record with no checkpoint: %v", err)
@@ -125,13 +126,13 @@ func TestResumeIntoAnotherHeldRunDir(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
 	file := trainInto(t, a).LastCheckpoint()
 	trainInto(t, b)
-	_, err := core.New(&Reg{}, heldOpts(t, b, core.WithResume(file), core.WithMaxEpochs(2))...)
-	wantErr(t, err, "resume from "+file+` into RunDir "`+b+`"`, "holds another run (1 checkpoint", "core.WithRunDir(\""+a+"\")")
+	_, err := core.New(&coretest.Reg{}, heldOpts(t, b, core.WithResume(file), core.WithMaxEpochs(2))...)
+	coretest.WantErr(t, err, "resume from "+file+` into RunDir "`+b+`"`, "holds another run (1 checkpoint", "core.WithRunDir(\""+a+"\")")
 	trainInto(t, t.TempDir(), core.WithResume(file), core.WithMaxEpochs(2))
 	trainInto(t, a, core.WithResume(file), core.WithMaxEpochs(2))
 }
 
-type failingBuild struct{ base }
+type failingBuild struct{ coretest.Base }
 
 func (*failingBuild) BuildModel(*context.Context) error { return errors.New("no model today") }
 
@@ -157,13 +158,13 @@ func TestOverwriteRemovesOnlyTheRun(t *testing.T) {
 		t.Fatalf("a failed setup with WithOverwrite removed the earlier run: manifest %v", got)
 	}
 
-	wantErr(t, func() error {
-		_, err := core.New(&Reg{}, heldOpts(t, dir, core.WithOverwrite(), core.WithResume(core.ResumeAuto))...)
+	coretest.WantErr(t, func() error {
+		_, err := core.New(&coretest.Reg{}, heldOpts(t, dir, core.WithOverwrite(), core.WithResume(core.ResumeAuto))...)
 		return err
 	}(), "WithOverwrite with WithResume", "drop one of them")
 
 	var out bytes.Buffer
-	n, err := core.New(&Reg{}, core.WithBackend("go"), core.WithOutput(&out), core.WithData(data(t, 32)),
+	n, err := core.New(&coretest.Reg{}, core.WithBackend("go"), core.WithOutput(&out), core.WithData(coretest.Data(t, 32)),
 		core.WithRunDir(dir), core.WithMaxEpochs(1), core.WithOverwrite())
 	if err != nil {
 		t.Fatal(err)
@@ -186,5 +187,54 @@ func TestOverwriteRemovesOnlyTheRun(t *testing.T) {
 	}
 	if p := paramsLines(t, dir); p != 1 {
 		t.Errorf("metrics.jsonl holds %d params lines after the overwrite, want 1", p)
+	}
+}
+
+// TestOverwriteClearsTensorBoardEvents: WithOverwrite also removes the earlier run's TensorBoard
+// event files from <run dir>/tb (a new run's file beside them would show as one run in
+// TensorBoard) and says so; a file of the user's there stays, and a run dir holding only event
+// files is cleared too.
+func TestOverwriteClearsTensorBoardEvents(t *testing.T) {
+	plant := func(t *testing.T, dir string, files ...string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(dir, "tb"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if err := os.WriteFile(filepath.Join(dir, "tb", f), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	events := []string{"events.out.tfevents.1700000000.host", "events.out.tfevents.1700000000.host.1"}
+
+	dir := t.TempDir()
+	trainInto(t, dir)
+	plant(t, dir, append(events, "mine.txt")...)
+	var out bytes.Buffer
+	if _, err := core.New(&coretest.Reg{}, core.WithBackend("go"), core.WithOutput(&out), core.WithData(coretest.Data(t, 32)),
+		core.WithRunDir(dir), core.WithMaxEpochs(1), core.WithOverwrite()); err != nil {
+		t.Fatal(err)
+	}
+	wantContains(t, "the notice", out.String(), "metrics.jsonl (", "tb/ (2 TensorBoard event file(s))")
+	for _, f := range events {
+		if _, err := os.Stat(filepath.Join(dir, "tb", f)); !os.IsNotExist(err) {
+			t.Errorf("the earlier run's %s is still there (%v)", f, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tb", "mine.txt")); err != nil {
+		t.Errorf("the user's tb/mine.txt: %v; want it kept", err)
+	}
+
+	only := t.TempDir()
+	plant(t, only, events[0])
+	out.Reset()
+	if _, err := core.New(&coretest.Reg{}, core.WithBackend("go"), core.WithOutput(&out), core.WithData(coretest.Data(t, 32)),
+		core.WithRunDir(only), core.WithMaxEpochs(1), core.WithOverwrite()); err != nil {
+		t.Fatal(err)
+	}
+	wantContains(t, "the notice", out.String(), "overwrite: removed the earlier run from "+only+": tb/ (1 TensorBoard event file(s))")
+	if _, err := os.Stat(filepath.Join(only, "tb")); !os.IsNotExist(err) {
+		t.Errorf("tb/ holding only the earlier run's events is still there (%v)", err)
 	}
 }

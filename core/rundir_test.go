@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 )
 
 // TestRunDirProbedAtSetup: a run dir that cannot hold the run's files is refused by New, naming
@@ -19,29 +20,29 @@ func TestRunDirProbedAtSetup(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := func(more ...core.Option) []core.Option {
-		return append([]core.Option{core.WithBackend("go"), core.Quiet(), core.WithData(data(t, 32))}, more...)
+		return append([]core.Option{core.WithBackend("go"), core.Quiet(), core.WithData(coretest.Data(t, 32))}, more...)
 	}
 	newErr := func(opts ...core.Option) error {
 		t.Helper()
-		n, err := core.New(&Reg{}, opts...)
+		n, err := core.New(&coretest.Reg{}, opts...)
 		if err == nil {
 			t.Fatalf("core.New accepted run dir options %d; want an error (%v)", len(opts), n != nil)
 		}
 		return err
 	}
 	// The default logger writes <run dir>/metrics.jsonl: a file as the run dir is refused.
-	wantErr(t, newErr(base(core.WithoutCheckpoints(), core.WithRunDir(file))...), `RunDir "`+file+`"`, "run option", "is a file, not a directory", "writable directory")
+	coretest.WantErr(t, newErr(base(core.WithoutCheckpoints(), core.WithRunDir(file))...), `RunDir "`+file+`"`, "run option", "is a file, not a directory", "writable directory")
 	// The default checkpointer writes there: a run dir under a file is refused.
 	under := filepath.Join(file, "sub")
-	wantErr(t, newErr(base(core.WithoutLogger(), core.WithRunDir(under))...), `RunDir "`+under+`"`, "cannot create it", "not a directory")
+	coretest.WantErr(t, newErr(base(core.WithoutLogger(), core.WithRunDir(under))...), `RunDir "`+under+`"`, "cannot create it", "not a directory")
 
 	// Nothing writes into the run dir: it is not probed.
-	if _, err := core.New(&Reg{}, base(core.WithoutLogger(), core.WithoutCheckpoints(), core.WithRunDir(file))...); err != nil {
+	if _, err := core.New(&coretest.Reg{}, base(core.WithoutLogger(), core.WithoutCheckpoints(), core.WithRunDir(file))...); err != nil {
 		t.Fatalf("with no logger and no checkpoints the run dir is not written, yet New failed: %v", err)
 	}
 	// A writable run dir that does not exist yet: probed, and nothing of the probe stays.
 	fresh := filepath.Join(dir, "new", "run")
-	if _, err := core.New(&Reg{}, base(core.WithoutLogger(), core.WithRunDir(fresh))...); err != nil {
+	if _, err := core.New(&coretest.Reg{}, base(core.WithoutLogger(), core.WithRunDir(fresh))...); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "new")); !os.IsNotExist(err) {
@@ -64,6 +65,6 @@ func TestCheckRunDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	for path, want := range map[string]string{file: "is a file", filepath.Join(file, "x", "y"): "cannot create it", "": "empty path"} {
-		wantErr(t, core.CheckRunDir(path), want)
+		coretest.WantErr(t, core.CheckRunDir(path), want)
 	}
 }

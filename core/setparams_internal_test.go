@@ -3,6 +3,7 @@ package core
 import (
 	"bytes"
 	"github.com/nitro-go/nitro/engine"
+	"github.com/nitro-go/nitro/prefetch"
 	"strings"
 	"testing"
 
@@ -13,7 +14,7 @@ import (
 // read back byte for byte as before (after training, so the moments are not zeros).
 func TestSetParametersLeavesTheOptimizerState(t *testing.T) {
 	n, err := New(&evalShare{}, WithBackend("go"), Quiet(), WithoutLogger(), WithoutCheckpoints(),
-		WithData(Data{"train": evalShareBatches(t, 64, 16, 1, ArrayOptions{DropPartial: true})}), WithMaxEpochs(1))
+		WithData(prefetch.Data{"train": evalShareBatches(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true})}), WithMaxEpochs(1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 )
 
 func asAny(m map[string]*tensors.Tensor) map[string]any {
@@ -20,8 +21,8 @@ func asAny(m map[string]*tensors.Tensor) map[string]any {
 // recompiles, and the parameters are uploaded once: Deep's one group is one flat buffer.
 func TestSetParametersNextRunUsesThem(t *testing.T) {
 	onBackends(t, func(t *testing.T, on []core.Option) {
-		a := newNitro(t, &Deep{}, append(goOpts(nil, core.WithData(data(t, 32)), core.WithMaxEpochs(2)), on...)...)
-		train(t, a)
+		a := coretest.New(t, &Deep{}, append(coretest.GoOpts(nil, core.WithData(coretest.Data(t, 32)), core.WithMaxEpochs(2)), on...)...)
+		coretest.Train(t, a)
 		want, err := a.Validate()
 		if err != nil {
 			t.Fatal(err)
@@ -31,7 +32,7 @@ func TestSetParametersNextRunUsesThem(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := newCache()
-		b := newNitro(t, &Deep{}, append(goOpts(c, core.WithData(data(t, 32))), on...)...)
+		b := coretest.New(t, &Deep{}, append(coretest.GoOpts(c, core.WithData(coretest.Data(t, 32))), on...)...)
 		fresh, err := b.Validate()
 		if err != nil {
 			t.Fatal(err)
@@ -72,7 +73,7 @@ func TestSetParametersNextRunUsesThem(t *testing.T) {
 // Setting one array of a group changes that array alone: the group's flat buffer is patched, its
 // other arrays keep their values bit for bit.
 func TestSetParametersSomeKeepsTheRest(t *testing.T) {
-	n := mustNew(t, &Deep{}, data(t, 32))
+	n := coretest.MustNew(t, &Deep{}, coretest.Data(t, 32))
 	before, err := n.Parameters()
 	if err != nil {
 		t.Fatal(err)
@@ -108,10 +109,10 @@ func TestSetParametersSomeKeepsTheRest(t *testing.T) {
 // A typed Go array sets a parameter; with the regression's true weights the loss is ~0, and one
 // step of training from there moves nothing measurable (the gradient is ~0).
 func TestSetParametersFromGoArrays(t *testing.T) {
-	n := mustNew(t, &Reg{}, data(t, 32))
-	w := make([][]float32, features)
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 32))
+	w := make([][]float32, coretest.Features)
 	for i := range w {
-		w[i] = []float32{trueW[i]}
+		w[i] = []float32{coretest.TrueW[i]}
 	}
 	if err := n.SetParameters(map[string]any{"dense_0/dense/weights": w, "dense_0/dense/biases": []float32{0.5}}); err != nil {
 		t.Fatal(err)
@@ -128,17 +129,17 @@ func TestSetParametersFromGoArrays(t *testing.T) {
 // Refusals name the parameter and both shapes (or the valid names), and change nothing, even
 // for the entries that were fine.
 func TestSetParametersRefusals(t *testing.T) {
-	n := mustNew(t, &Reg{}, data(t, 0))
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 0))
 	before, err := n.Parameters()
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = n.SetParameters(map[string]any{"dense_0/dense/biases": []float32{9}, "dense_0/dense/weights": []float32{1, 2, 3, 4}})
-	wantErr(t, err, "parameter dense_0/dense/weights is (Float32)[4 1], the value given is (Float32)[4]")
-	wantErr(t, n.SetParameters(map[string]any{"dense_0/dense/biases": []float64{1}}), "dense_0/dense/biases is (Float32)[1], the value given is (Float64)[1]")
-	wantErr(t, n.SetParameters(map[string]any{"dense_0/dense/weight": nil}), `no parameter "dense_0/dense/weight"`, "dense_0/dense/biases, dense_0/dense/weights")
-	wantErr(t, n.SetParameters(map[string]any{"dense_0/dense/biases": nil}), "dense_0/dense/biases: the value is nil")
-	wantErr(t, n.SetParameters(map[string]any{"dense_0/dense/biases": "x"}), "dense_0/dense/biases", "string")
+	coretest.WantErr(t, err, "parameter dense_0/dense/weights is (Float32)[4 1], the value given is (Float32)[4]")
+	coretest.WantErr(t, n.SetParameters(map[string]any{"dense_0/dense/biases": []float64{1}}), "dense_0/dense/biases is (Float32)[1], the value given is (Float64)[1]")
+	coretest.WantErr(t, n.SetParameters(map[string]any{"dense_0/dense/weight": nil}), `no parameter "dense_0/dense/weight"`, "dense_0/dense/biases, dense_0/dense/weights")
+	coretest.WantErr(t, n.SetParameters(map[string]any{"dense_0/dense/biases": nil}), "dense_0/dense/biases: the value is nil")
+	coretest.WantErr(t, n.SetParameters(map[string]any{"dense_0/dense/biases": "x"}), "dense_0/dense/biases", "string")
 	after, err := n.Parameters()
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // setup is what New fixes for a Nitro's life: the experiment and its resolved hooks, knobs and
@@ -20,8 +21,12 @@ type setup struct {
 	cfg      config
 	acc      accessors // the optional experiment accessors, resolved once (hyper.go)
 	backend  *backend.Resolved
-	cache    engine.Cache // nil: the process-level one
-	devs     devices      // n_devs (devices.go); the engine runs the mesh
+	// compiledAt is the process's compile counts (by the plugin, from disk) when the backend
+	// was resolved: the run's "compile cache:" line reports what moved since.
+	compiledAt    [2]int64
+	compileSecsAt float64
+	cache         engine.Cache // nil: the process-level one
+	devs          devices      // n_devs (devices.go); the engine runs the mesh
 
 	console Console // human-readable report; nil when Quiet (chosen from the options)
 
@@ -33,7 +38,7 @@ type setup struct {
 
 	evalm evalMetrics // where the evaluation metrics run, and HostMetrics (hostmetrics.go)
 
-	data         Data
+	data         prefetch.Data
 	trainWidth   int
 	splitWidth   map[string]int             // per split: batch 0's rows, the compiled width
 	prefetchFrom map[string]string          // per split: where its prefetch settings came from
@@ -61,6 +66,7 @@ func (n *Nitro) setUp() error {
 		n.resolveHooks,      // hooks.go: markers, traced hooks, BuildModel, optional accessors
 		n.resolveConfig,     // config.go: knobs and run options, validated together
 		n.checkDist,         // dist.go: the rank in [0, world size)
+		n.checkCollective,   // collective.go: the collective's rank and size are the Dist's
 		n.manualConfig,      // manual.go: what manual mode refuses (Accum, TrainMetrics)
 		n.checkRunDir,       // rundir.go: the run directory is usable
 		n.resolveBackend,    // config.go: the backend
@@ -68,6 +74,7 @@ func (n *Nitro) setUp() error {
 		n.derive,            // derive.go: Derive's values into the experiment; the GraphConst hash
 		n.checkSplits,       // splits.go: splits against the hooks; each declared for prefetch
 		n.resolveDevices,    // devices.go: n_devs, the batch divides over it
+		n.agree,             // collective.go: every process runs the same thing
 		n.manualSplits,      // manual.go: TrainStep's fields; something to validate with
 		n.buildModel,        // buildmodel.go: BuildModel, the engine, Device fields, shape trace, parameters on the device
 		n.setupOptimization, // hyper.go: each group's optimizer, its state on the device

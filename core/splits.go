@@ -13,10 +13,12 @@ import (
 func (n *Nitro) takeData() (err error) {
 	switch {
 	case n.specOnly():
-		n.data = Data{}
+		n.data = prefetch.Data{}
 		return nil
 	case n.opts.data != nil:
-		n.data = n.opts.data
+		if n.data, err = n.shardForCollective(n.opts.data); err != nil { // collective.go
+			return err
+		}
 	default:
 		if n.data, err = n.buildData(); err != nil { // dist.go: either BuildData form
 			return err
@@ -89,7 +91,7 @@ func (su *setup) checkData() error {
 			}
 			pd, ok := src.(prefetch.PartialDropper)
 			if !ok || !pd.DropsPartial() {
-				return fmt.Errorf("the train split must drop its partial final batch (a short batch would compile a second gradient program): build it with ArrayOptions{DropPartial: true} or implement DropsPartial() bool")
+				return fmt.Errorf("the train split must drop its partial final batch (a short batch would compile a second gradient program): build it with prefetch.ArrayOptions{DropPartial: true} or implement DropsPartial() bool")
 			}
 			if src.Len()%su.cfg.accum.value != 0 {
 				return fmt.Errorf("the train split has %d batches, not divisible by Accum = %d (%s): the horizon max_epochs*(batches/accum) must be exact; choose a batch size or accum that divides it", src.Len(), su.cfg.accum.value, su.cfg.accum.source)
@@ -145,7 +147,7 @@ func (su *setup) warnAbsentOptional(carried map[string]bool, where string) {
 
 // warnDroppedEval warns, once at setup, about an evaluation split that drops its partial final
 // batch: its metrics silently leave those samples out (padding would keep them).
-func (su *setup) warnDroppedEval(split string, src Source, width int) {
+func (su *setup) warnDroppedEval(split string, src prefetch.Source, width int) {
 	pd, ok := src.(prefetch.PartialDropper)
 	if !ok || !pd.DropsPartial() {
 		return

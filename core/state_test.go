@@ -7,13 +7,15 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // Counter has layer state: a non-trainable scalar that counts the training-mode forward passes,
 // returned as a per-row output so Predict can read it.
-type Counter struct{ base }
+type Counter struct{ coretest.Base }
 
-func (*Counter) Forward(ctx *context.Context, in In) core.Outputs {
+func (*Counter) Forward(ctx *context.Context, in coretest.In) core.Outputs {
 	g := in.X.Graph()
 	v := ctx.In("counter").VariableWithValue("count", float32(0)).SetTrainable(false)
 	c := v.ValueGraph(g)
@@ -31,12 +33,12 @@ func (*Counter) Forward(ctx *context.Context, in In) core.Outputs {
 // TestLayerStateAdvancesInTrainingOnly: the gradient program carries layer state from step to step
 // on the device; evaluation and prediction run in eval mode and discard what they compute.
 func TestLayerStateAdvancesInTrainingOnly(t *testing.T) {
-	n := mustNew(t, &Counter{}, data(t, 32), core.WithMaxEpochs(2), core.WithAccum(2))
+	n := coretest.MustNew(t, &Counter{}, coretest.Data(t, 32), core.WithMaxEpochs(2), core.WithAccum(2))
 	setup := n.Uploads()
-	x, _ := synthetic(4, 3)
+	x, _ := coretest.Synthetic(4, 3)
 	count := func() float32 {
 		t.Helper()
-		p, err := n.Predict(core.Batch{"x": x})
+		p, err := n.Predict(prefetch.Batch{"x": x})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +72,7 @@ func TestLayerStateAdvancesInTrainingOnly(t *testing.T) {
 // TestStatesReadsTheLayerStateAndRNG: States is the layer state on the host by variable name,
 // the counter as training left it and the context's RNG state beside it.
 func TestStatesReadsTheLayerStateAndRNG(t *testing.T) {
-	n := mustNew(t, &Counter{}, data(t, 0), core.WithMaxEpochs(1))
+	n := coretest.MustNew(t, &Counter{}, coretest.Data(t, 0), core.WithMaxEpochs(1))
 	if err := n.Train(); err != nil {
 		t.Fatal(err)
 	}

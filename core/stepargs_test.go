@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 )
 
 // A step uploads only the scalars that changed: the step count every step, a constant
@@ -19,13 +20,13 @@ func TestStepScalarsUploadOnlyWhatChanged(t *testing.T) {
 		hyper  int // Hyper uploads over the run
 		reason string
 	}{
-		{"two programs", &Reg{}, nil, 8, 8 + 1, "8 step counts + eta once"},
-		{"fused", &Reg{}, []core.Option{core.WithFusedStep()}, 8, 8 + 1, "8 step counts + eta once"},
-		{"accum 2", &Reg{}, []core.Option{core.WithAccum(2)}, 4, 4 + 1 + 2, "4 step counts + eta once + the first flag's two values"},
+		{"two programs", &coretest.Reg{}, nil, 8, 8 + 1, "8 step counts + eta once"},
+		{"fused", &coretest.Reg{}, []core.Option{core.WithFusedStep()}, 8, 8 + 1, "8 step counts + eta once"},
+		{"accum 2", &coretest.Reg{}, []core.Option{core.WithAccum(2)}, 4, 4 + 1 + 2, "4 step counts + eta once + the first flag's two values"},
 		{"scheduled eta", &Scheduled{}, nil, 8, 8 + 8, "8 step counts + 8 values of eta"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := mustNew(t, tc.e, data(t, 0), append([]core.Option{core.WithMaxEpochs(epochs)}, tc.opts...)...)
+			n := coretest.MustNew(t, tc.e, coretest.Data(t, 0), append([]core.Option{core.WithMaxEpochs(epochs)}, tc.opts...)...)
 			before := n.Uploads()
 			if err := n.Train(); err != nil {
 				t.Fatal(err)

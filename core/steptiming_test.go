@@ -6,16 +6,18 @@ import (
 	"time"
 
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/logjson"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // slowBatches sleeps before every batch: a validation split that takes a known minimum time.
 type slowBatches struct {
-	*core.ArrayBatches
+	*prefetch.ArrayBatches
 	d time.Duration
 }
 
-func (s slowBatches) BatchAt(i int) (core.Batch, error) {
+func (s slowBatches) BatchAt(i int) (prefetch.Batch, error) {
 	time.Sleep(s.d)
 	return s.ArrayBatches.BatchAt(i)
 }
@@ -28,9 +30,9 @@ func TestStepTimingExcludesValidation(t *testing.T) {
 	const nap = 60 * time.Millisecond
 	for _, every := range []int{1, 3} {
 		lg := &logjson.Memory{}
-		d := data(t, 0)
-		d["val"] = slowBatches{arrays(t, 32, 16, 2, core.ArrayOptions{}), nap}
-		n := mustNew(t, &Reg{}, d, core.WithMaxEpochs(2), core.WithLogger(lg), core.WithLogEvery(every))
+		d := coretest.Data(t, 0)
+		d["val"] = slowBatches{coretest.Arrays(t, 32, 16, 2, prefetch.ArrayOptions{}), nap}
+		n := coretest.MustNew(t, &coretest.Reg{}, d, core.WithMaxEpochs(2), core.WithLogger(lg), core.WithLogEvery(every))
 		if err := n.Train(); err != nil {
 			t.Fatal(err)
 		}

@@ -11,29 +11,32 @@ import (
 )
 
 // The batch stream: every split is a prefetch declaration (wrapped at the defaults at setup
-// unless it already is one, or NoPrefetch), and the train and eval loops consume one
+// unless it already is one, or prefetch.NoPrefetch), and the train and eval loops consume one
 // prefetch.Stream per epoch. Core gives it the engine's transfer (Place) and free; prefetch owns the
 // goroutines, ordering, credits and teardown.
 
 // batchStream starts split's stream for one epoch over batches [from, to) (to 0: all), placing
 // the routed fields and padding short batches to pad rows when pad > 0 (eval).
-func (n *Nitro) batchStream(src Source, epoch int, keys []string, pad, from, to int) (*prefetch.Stream[Batch], error) {
+func (n *Nitro) batchStream(src prefetch.Source, epoch int, keys []string, pad, from, to int) (*prefetch.Stream[prefetch.Batch], error) {
 	return prefetch.Start(context.Background(), src, epoch, n.streamConfig(keys, pad, from, to))
 }
 
 // streamConfig is batchStream's configuration.
-func (n *Nitro) streamConfig(keys []string, pad, from, to int) prefetch.StreamConfig[Batch] {
-	return prefetch.StreamConfig[Batch]{
-		Transfer: func(b Batch) (Batch, error) { placed, err := n.eng.Place(b, keys); return placed, err },
-		Free:     func(b Batch) error { return engine.FreeBatch(b, keys) },
-		Pad:      pad, From: from, To: to, Warn: n.warn,
+func (n *Nitro) streamConfig(keys []string, pad, from, to int) prefetch.StreamConfig[prefetch.Batch] {
+	return prefetch.StreamConfig[prefetch.Batch]{
+		Transfer: func(b prefetch.Batch) (prefetch.Batch, error) {
+			placed, err := n.eng.Place(b, keys)
+			return placed, err
+		},
+		Free: func(b prefetch.Batch) error { return engine.FreeBatch(b, keys) },
+		Pad:  pad, From: from, To: to, Warn: n.warn,
 	}
 }
 
 // next takes the stream's next placed batch, counting its uploads; running out early is an
 // internal error (the stream was bounded to whole optimizer steps). A failed batch is reported
 // as what (e.g. "train") batch i and its own error.
-func (n *Nitro) next(s *prefetch.Stream[Batch], keys []string, what string) (prefetch.Item[Batch], error) {
+func (n *Nitro) next(s *prefetch.Stream[prefetch.Batch], keys []string, what string) (prefetch.Item[prefetch.Batch], error) {
 	it, ok, err := s.Next()
 	var be *prefetch.BatchError
 	switch {
@@ -76,7 +79,7 @@ func (su *setup) wrapData() error {
 }
 
 // describePrefetch is a split's prefetch declaration in one line, for the binding report.
-func describePrefetch(src Source) string {
+func describePrefetch(src prefetch.Source) string {
 	if d, ok := src.(prefetch.Describer); ok {
 		return d.Describe()
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 )
 
 // RowsSuggested is Rows with the Checkpointer the checkpoint-metric error suggests for Rows,
@@ -43,8 +44,8 @@ func suggestedHook(t *testing.T, err error, typeName string) string {
 // exactly what RowsSuggested compiles, with a mode that fits the metric (min for an error), then
 // the one-run option and the way to turn checkpoints off.
 func TestCheckpointMetricSuggestionCompiles(t *testing.T) {
-	_, err := core.New(&Rows{}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)))...)
-	wantErr(t, err, `checkpoint metric "val_loss" (the default checkpointer, TopK by val_loss)`, "it reports val_mse, val_rows, val_sse",
+	_, err := core.New(&Rows{}, coretest.CkptOpts(t.TempDir(), core.WithData(coretest.Data(t, 16)))...)
+	coretest.WantErr(t, err, `checkpoint metric "val_loss" (the default checkpointer, TopK by val_loss)`, "it reports val_mse, val_rows, val_sse",
 		"in the experiment, so every run of it checkpoints the same way",
 		`or for one run, tk, err := checkpoint.NewTopK(3, "val_mse", "min", "", nil), then core.WithCheckpointer(tk)`, "core.WithoutCheckpoints()")
 	if strings.Contains(err.Error(), `"max"`) {
@@ -60,8 +61,8 @@ func TestCheckpointMetricSuggestionCompiles(t *testing.T) {
 	}
 	// And the pasted hook does what it says.
 	dir := t.TempDir()
-	train(t, newNitro(t, &RowsSuggested{}, ckptOpts(dir, core.WithData(data(t, 16)))...))
-	if tk, ok := newNitro(t, &RowsSuggested{}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)))...).Checkpointer().(*checkpoint.TopK); !ok || tk.Metric() != "val_mse" || tk.Mode() != "min" {
+	coretest.Train(t, coretest.New(t, &RowsSuggested{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)))...))
+	if tk, ok := coretest.New(t, &RowsSuggested{}, coretest.CkptOpts(t.TempDir(), core.WithData(coretest.Data(t, 16)))...).Checkpointer().(*checkpoint.TopK); !ok || tk.Metric() != "val_mse" || tk.Mode() != "min" {
 		t.Errorf("the suggested hook's checkpointer: %+v", tk)
 	}
 	if e, _ := checkpoint.ReadManifest(dir); len(e) != 1 || e[0].Metric != "val_mse" || e[0].Score == nil {
@@ -79,10 +80,10 @@ func (*RanksMissing) Checkpointer() checkpoint.Checkpointer {
 // TestCheckpointMetricErrorNamesItsSource: the error says where the ranking metric came from,
 // the experiment's hook or the run's option, and what to change there.
 func TestCheckpointMetricErrorNamesItsSource(t *testing.T) {
-	_, err := core.New(&RanksMissing{}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)))...)
-	wantErr(t, err, `checkpoint metric "val_accuracy" (from RanksMissing.Checkpointer())`, "Rank by one of them in the hook",
+	_, err := core.New(&RanksMissing{}, coretest.CkptOpts(t.TempDir(), core.WithData(coretest.Data(t, 16)))...)
+	coretest.WantErr(t, err, `checkpoint metric "val_accuracy" (from RanksMissing.Checkpointer())`, "Rank by one of them in the hook",
 		"func (e *RanksMissing) Checkpointer() checkpoint.Checkpointer {", `checkpoint.NewTopK(3, "val_mse", "min", "", nil)`)
-	_, err = core.New(&Rows{}, ckptOpts(t.TempDir(), core.WithData(data(t, 16)), core.WithCheckpointer(must(checkpoint.NewTopK(3, "val_mae", "min", "", nil))))...)
-	wantErr(t, err, `checkpoint metric "val_mae" (from WithCheckpointer)`,
+	_, err = core.New(&Rows{}, coretest.CkptOpts(t.TempDir(), core.WithData(coretest.Data(t, 16)), core.WithCheckpointer(must(checkpoint.NewTopK(3, "val_mae", "min", "", nil))))...)
+	coretest.WantErr(t, err, `checkpoint metric "val_mae" (from WithCheckpointer)`,
 		`Rank by one of them: tk, err := checkpoint.NewTopK(3, "val_mse", "min", "", nil), then core.WithCheckpointer(tk)`, "func (e *Rows) Checkpointer()")
 }

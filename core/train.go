@@ -35,6 +35,7 @@ func (n *Nitro) train(ctx context.Context) (err error) {
 		if err != nil {
 			n.setPhase(monitors.Failed{Err: err}, val)
 		} else {
+			n.reportCompiles()
 			n.setPhase(monitors.Done{}, val)
 		}
 		n.endLog(err) // after Done/Failed, so a monitor may still log on that transition
@@ -114,7 +115,7 @@ func (n *Nitro) train(ctx context.Context) (err error) {
 // trainEpoch runs one epoch's optimizer steps from train batch from (0, or where an interrupted
 // epoch stopped), logging each step's "train" line, and returns its summary (without
 // validation). An Interrupt ends the epoch at the next step boundary.
-func (n *Nitro) trainEpoch(train Source, ep, from int) (res EpochResult, err error) {
+func (n *Nitro) trainEpoch(train prefetch.Source, ep, from int) (res EpochResult, err error) {
 	keys := routed(n.splitAvail["train"], n.trainHooks()...)
 	accum := n.cfg.accum.value
 	to := from + (train.Len()-from)/accum*accum // whole optimizer steps
@@ -135,7 +136,7 @@ func (n *Nitro) trainEpoch(train Source, ep, from int) (res EpochResult, err err
 	for i := from; i < to; i += accum {
 		n.st.data = dataPosition{epoch: ep, batch: i}
 		sums.read = n.log.logs(n.st.step + 1)
-		loss, micro, err := n.optimizationStep(n.eng, stream, keys, &sums)
+		loss, micro, voted, err := n.optimizationStep(n.eng, stream, keys, &sums)
 		if err != nil {
 			return EpochResult{}, fmt.Errorf("epoch %d, step %d: %w", ep, n.st.step+1, err)
 		}
@@ -153,7 +154,7 @@ func (n *Nitro) trainEpoch(train Source, ep, from int) (res EpochResult, err err
 		n.tracker.SetLoss(loss)
 		n.tracker.Tick()
 		n.log.step(n.st.step, ep, &sums)
-		if n.interrupted.Load() || n.bound.atStep(n.st.step) {
+		if n.stepInterrupted(voted) || n.bound.atStep(n.st.step) { // collective.go
 			break // Interrupt (Ctrl+C) or TrainSteps: stop at this step boundary, then validate as usual
 		}
 	}
@@ -218,11 +219,12 @@ var _ stepper = (*engine.Engine)(nil)
 // optimizationStep runs the next optimizer step on the stream's batches: the step's scheduled
 // Device values, then the step itself (accum micro-batches and the update, or one fused or manual
 // program), whose values go into the sums. It returns the step's loss (its last micro-batch's)
-// and that micro-batch's 1-based number: the first non-finite loss stops there, before the update.
-func (n *Nitro) optimizationStep(s stepper, stream *prefetch.Stream[Batch], keys []string, sums *stepSums) (float64, int, error) {
+// and that micro-batch's 1-based number: the first non-finite loss stops there, before the update;
+// and, over several processes, whether any of them voted to stop after it (an Interrupt).
+func (n *Nitro) optimizationStep(s stepper, stream *prefetch.Stream[prefetch.Batch], keys []string, sums *stepSums) (float64, int, bool, error) {
 	step := n.st.step + 1
 	if err := n.applyDeviceSchedules(step); err != nil {
-		return 0, 0, err
+		return 0, 0, false, err
 	}
 	next := func() (map[string]*tensors.Tensor, error) {
 		it, err := n.next(stream, keys, "train")
@@ -230,12 +232,12 @@ func (n *Nitro) optimizationStep(s stepper, stream *prefetch.Stream[Batch], keys
 	}
 	vals, err := s.Step(step, keys, next, sums.read)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, false, err
 	}
 	for _, m := range vals.Micro {
 		sums.add(m)
 	}
-	return vals.Loss(), len(vals.Micro), nil
+	return vals.Loss(), len(vals.Micro), vals.Stop, nil
 }
 
 // endEpoch records a finished epoch: the epoch counter, the history, the logger's "validate" and

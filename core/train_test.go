@@ -7,14 +7,16 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/optimizers"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 func TestTrainLearnsAndRecordsHistory(t *testing.T) {
 	const epochs = 5
 	cache := newCache()
 	// 48 validation samples: three full batches, so one eval program.
-	n, err := core.New(&Reg{}, goOpts(cache, core.WithData(data(t, 48)), core.WithMaxEpochs(epochs), core.WithLearningRate(0.05))...)
+	n, err := core.New(&coretest.Reg{}, coretest.GoOpts(cache, core.WithData(coretest.Data(t, 48)), core.WithMaxEpochs(epochs), core.WithLearningRate(0.05))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +80,7 @@ func TestTrainLearnsAndRecordsHistory(t *testing.T) {
 }
 
 func TestAccumHalvesTheOptimizerSteps(t *testing.T) {
-	n := mustNew(t, &Reg{}, data(t, 0), core.WithMaxEpochs(3), core.WithAccum(2))
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 0), core.WithMaxEpochs(3), core.WithAccum(2))
 	if err := n.Train(); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +98,7 @@ func TestAccumHalvesTheOptimizerSteps(t *testing.T) {
 }
 
 // SGDOne is a Level 1 SGD regression, used to check one optimizer step against the host.
-type SGDOne struct{ base }
+type SGDOne struct{ coretest.Base }
 
 func (*SGDOne) OptimizerRule(group string) optimizers.Rule { return optimizers.SGD{} } // eta: LearningRate
 
@@ -106,11 +108,11 @@ func TestOneSGDStepMatchesTheHost(t *testing.T) {
 	const lr = 0.1
 	// One epoch of exactly one optimizer step: one batch, or two micro-batches with accum 2.
 	for _, accum := range []int{1, 2} {
-		tr := arrays(t, 16*accum, 16, 7, core.ArrayOptions{DropPartial: true})
-		n := mustNew(t, &SGDOne{}, core.Data{"train": tr}, core.WithLearningRate(lr), core.WithAccum(accum))
+		tr := coretest.Arrays(t, 16*accum, 16, 7, prefetch.ArrayOptions{DropPartial: true})
+		n := coretest.MustNew(t, &SGDOne{}, prefetch.Data{"train": tr}, core.WithLearningRate(lr), core.WithAccum(accum))
 		w0, b0 := linearParams(t, n)
 		// Expected: the mean over the step's micro-batches of each one's gradient.
-		gw, gb := make([]float64, features), 0.0
+		gw, gb := make([]float64, coretest.Features), 0.0
 		for i := 0; i < accum; i++ {
 			bw, bb := mseGrad(t, must(tr.BatchAt(i)), w0, b0)
 			for j := range gw {
@@ -139,13 +141,13 @@ func TestOneSGDStepMatchesTheHost(t *testing.T) {
 // nanSource serves the synthetic train split, except that in epoch nanEpoch batch nanBatch has
 // NaN targets.
 type nanSource struct {
-	*core.ArrayBatches
+	*prefetch.ArrayBatches
 	epoch, nanEpoch, nanBatch int
 }
 
 func (s *nanSource) BeginEpoch(e int) error { s.epoch = e; return s.ArrayBatches.BeginEpoch(e) }
 
-func (s *nanSource) BatchAt(i int) (core.Batch, error) {
+func (s *nanSource) BatchAt(i int) (prefetch.Batch, error) {
 	b, err := s.ArrayBatches.BatchAt(i)
 	if err == nil && s.epoch == s.nanEpoch && i == s.nanBatch {
 		b["y"].MutableFlatData(func(flat any) { flat.([]float32)[0] = float32(math.NaN()) })
@@ -154,24 +156,24 @@ func (s *nanSource) BatchAt(i int) (core.Batch, error) {
 }
 
 func TestNonFiniteLossStopsTrainNamingEpochAndStep(t *testing.T) {
-	src := &nanSource{ArrayBatches: arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}), nanEpoch: 2, nanBatch: 1}
-	n := mustNew(t, &Reg{}, core.Data{"train": src}, core.WithMaxEpochs(3))
+	src := &nanSource{ArrayBatches: coretest.Arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}), nanEpoch: 2, nanBatch: 1}
+	n := coretest.MustNew(t, &coretest.Reg{}, prefetch.Data{"train": src}, core.WithMaxEpochs(3))
 	err := n.Train()
 	// Epoch 1 takes steps 1-4; epoch 2's batch 1 is step 6.
-	wantErr(t, err, "non-finite loss", "epoch 2, step 6", "lower learning rate")
+	coretest.WantErr(t, err, "non-finite loss", "epoch 2, step 6", "lower learning rate")
 	if n.Step() != 5 || n.Epoch() != 1 || len(n.History()) != 1 {
 		t.Errorf("after the NaN: step %d epoch %d history %d; want 5, 1, 1", n.Step(), n.Epoch(), len(n.History()))
 	}
 
 	// With accum 2, the NaN micro-batch is named too.
-	src = &nanSource{ArrayBatches: arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}), nanEpoch: 1, nanBatch: 3}
-	n = mustNew(t, &Reg{}, core.Data{"train": src}, core.WithAccum(2))
-	wantErr(t, n.Train(), "non-finite loss", "epoch 1, step 2 (micro-batch 2)")
+	src = &nanSource{ArrayBatches: coretest.Arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}), nanEpoch: 1, nanBatch: 3}
+	n = coretest.MustNew(t, &coretest.Reg{}, prefetch.Data{"train": src}, core.WithAccum(2))
+	coretest.WantErr(t, n.Train(), "non-finite loss", "epoch 1, step 2 (micro-batch 2)")
 }
 
 // stopSource calls RequestStop on its Nitro when batch stopAt of epoch 1 is read.
 type stopSource struct {
-	*core.ArrayBatches
+	*prefetch.ArrayBatches
 	n      *core.Nitro
 	epoch  int
 	stopAt int
@@ -180,7 +182,7 @@ type stopSource struct {
 
 func (s *stopSource) BeginEpoch(e int) error { s.epoch = e; return s.ArrayBatches.BeginEpoch(e) }
 
-func (s *stopSource) BatchAt(i int) (core.Batch, error) {
+func (s *stopSource) BatchAt(i int) (prefetch.Batch, error) {
 	if s.n != nil {
 		s.served++
 		if s.epoch == 1 && i == s.stopAt {
@@ -191,8 +193,8 @@ func (s *stopSource) BatchAt(i int) (core.Batch, error) {
 }
 
 func TestRequestStopFromTheDataPath(t *testing.T) {
-	src := &stopSource{ArrayBatches: arrays(t, 64, 16, 1, core.ArrayOptions{DropPartial: true}), stopAt: 1}
-	n := mustNew(t, &Reg{}, core.Data{"train": src, "val": arrays(t, 40, 16, 2, core.ArrayOptions{})}, core.WithMaxEpochs(3))
+	src := &stopSource{ArrayBatches: coretest.Arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true}), stopAt: 1}
+	n := coretest.MustNew(t, &coretest.Reg{}, prefetch.Data{"train": src, "val": coretest.Arrays(t, 40, 16, 2, prefetch.ArrayOptions{})}, core.WithMaxEpochs(3))
 	src.n = n
 	if err := n.Train(); err != nil {
 		t.Fatalf("Train after RequestStop returned %v, want nil", err)
@@ -221,8 +223,8 @@ func TestRequestStopFromTheDataPath(t *testing.T) {
 }
 
 func TestTrainNeedsATrainSplit(t *testing.T) {
-	n := mustNew(t, &Reg{}, core.Data{"val": arrays(t, 40, 16, 2, core.ArrayOptions{})})
-	wantErr(t, n.Train(), `needs a "train" split`, "[val]")
+	n := coretest.MustNew(t, &coretest.Reg{}, prefetch.Data{"val": coretest.Arrays(t, 40, 16, 2, prefetch.ArrayOptions{})})
+	coretest.WantErr(t, n.Train(), `needs a "train" split`, "[val]")
 	// Evaluating works without one.
 	if _, err := n.Validate(); err != nil {
 		t.Errorf("Validate without a train split: %v", err)
@@ -279,7 +281,7 @@ func predictHost(x *tensors.Tensor, w []float64, b float64) []float64 {
 }
 
 // mseGrad is the gradient of mean((x·w + b - y)^2) over a batch.
-func mseGrad(t testing.TB, b core.Batch, w []float64, bias float64) ([]float64, float64) {
+func mseGrad(t testing.TB, b prefetch.Batch, w []float64, bias float64) ([]float64, float64) {
 	t.Helper()
 	pred := predictHost(b["x"], w, bias)
 	x := b["x"].Value().([][]float32)

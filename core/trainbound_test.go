@@ -6,6 +6,7 @@ import (
 
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/logjson"
 )
 
@@ -22,11 +23,11 @@ func stepsIn(h []core.EpochResult) int {
 // batch: three calls (one inside an epoch, one across an epoch boundary, one to the horizon) end
 // bit for bit where one Train does. shuffled has 8 steps per epoch; the horizon is 24.
 func TestTrainStepsComposesToOneRun(t *testing.T) {
-	straight := newNitro(t, &Groups{}, goOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(3))...)
-	train(t, straight)
+	straight := coretest.New(t, &Groups{}, coretest.GoOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(3))...)
+	coretest.Train(t, straight)
 
 	lg := &logjson.Memory{}
-	n := newNitro(t, &Groups{}, goOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(3), core.WithLogger(lg))...)
+	n := coretest.New(t, &Groups{}, coretest.GoOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(3), core.WithLogger(lg))...)
 	for _, c := range []struct{ to, epoch, epochs int }{{5, 1, 1}, {13, 2, 3}, {24, 3, 5}} {
 		if err := n.TrainSteps(c.to); err != nil {
 			t.Fatal(err)
@@ -50,16 +51,16 @@ func TestTrainStepsComposesToOneRun(t *testing.T) {
 	if err := n.TrainSteps(24); err != nil || n.Step() != 24 {
 		t.Errorf("TrainSteps(24) at step 24: %v, step %d", err, n.Step())
 	}
-	wantErr(t, n.TrainSteps(25), "TrainSteps(25)", "24 optimizer steps", "MaxEpochs 3")
+	coretest.WantErr(t, n.TrainSteps(25), "TrainSteps(25)", "24 optimizer steps", "MaxEpochs 3")
 }
 
 // TrainEpochs trains to the run's epoch count, finishing an epoch cut short first; one more epoch
 // is n.TrainEpochs(n.Epoch()+1). Past MaxEpochs is refused.
 func TestTrainEpochs(t *testing.T) {
-	straight := newNitro(t, &Groups{}, goOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(2))...)
-	train(t, straight)
+	straight := coretest.New(t, &Groups{}, coretest.GoOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(2))...)
+	coretest.Train(t, straight)
 
-	n := newNitro(t, &Groups{}, goOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(3))...)
+	n := coretest.New(t, &Groups{}, coretest.GoOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(3))...)
 	if err := n.TrainSteps(3); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +77,7 @@ func TestTrainEpochs(t *testing.T) {
 		t.Fatalf("one more epoch: step %d epoch %d, want 16 and 2", n.Step(), n.Epoch())
 	}
 	sameBits(t, "parameters after 3 steps, epoch 1, epoch 2", flatParams(t, n), flatParams(t, straight))
-	wantErr(t, n.TrainEpochs(4), "TrainEpochs(4)", "MaxEpochs 3")
+	coretest.WantErr(t, n.TrainEpochs(4), "TrainEpochs(4)", "MaxEpochs 3")
 	if err := n.TrainEpochs(2); err != nil || n.Step() != 16 {
 		t.Errorf("TrainEpochs(2) at epoch 2: %v, step %d (want a no-op)", err, n.Step())
 	}
@@ -86,16 +87,16 @@ func TestTrainEpochs(t *testing.T) {
 // resumed by the same call: it trains only the remaining steps and ends where an uninterrupted
 // run does, bit for bit.
 func TestTrainStepsResumesTheRemainingSteps(t *testing.T) {
-	straight := newNitro(t, &Groups{}, goOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(3))...)
+	straight := coretest.New(t, &Groups{}, coretest.GoOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(3))...)
 	if err := straight.TrainSteps(20); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	first := newNitro(t, &Groups{}, ckptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(3))...)
+	first := coretest.New(t, &Groups{}, coretest.CkptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(3))...)
 	if err := first.TrainSteps(11); err != nil {
 		t.Fatal(err)
 	}
-	second := newNitro(t, &Groups{}, ckptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(3), core.WithResume(core.ResumeAuto))...)
+	second := coretest.New(t, &Groups{}, coretest.CkptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(3), core.WithResume(core.ResumeAuto))...)
 	if second.Step() != 11 {
 		t.Fatalf("resumed at step %d, want 11 (the mid-epoch checkpoint)", second.Step())
 	}
@@ -121,7 +122,7 @@ func TestTrainStepsResumesTheRemainingSteps(t *testing.T) {
 // horizon it does nothing.
 func TestEndRunFinishesAnOpenRecord(t *testing.T) {
 	lg := &logjson.Memory{}
-	n := newNitro(t, &Groups{}, goOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(3), core.WithLogger(lg))...)
+	n := coretest.New(t, &Groups{}, coretest.GoOpts(nil, core.WithData(shuffled(t)), core.WithMaxEpochs(3), core.WithLogger(lg))...)
 	if err := n.TrainEpochs(1); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func TestEndRunFinishesAnOpenRecord(t *testing.T) {
 // third call.
 func TestTrainStepsEarlyStoppingCountsWholeEpochs(t *testing.T) {
 	es := core.WithEarlyStopping("val_loss", "min", 2, 1e9)
-	n := mustNew(t, &Reg{}, data(t, 16), core.WithMaxEpochs(10), es)
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 16), core.WithMaxEpochs(10), es)
 	for n.StopReason() != core.StopEarly && n.Step() < 40 {
 		if err := n.TrainSteps(n.Step() + 1); err != nil {
 			t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/monitors"
 	"go.uber.org/goleak"
 )
@@ -34,7 +35,7 @@ func TestTrainContextStopsAsInterruptDoes(t *testing.T) {
 		}
 		return nil
 	})
-	n = mustNew(t, &Reg{}, data(t, 32), core.WithMaxEpochs(3), core.WithMonitor(cancelOnce))
+	n = coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 32), core.WithMaxEpochs(3), core.WithMonitor(cancelOnce))
 	if err := n.TrainContext(ctx); err != nil {
 		t.Fatalf("TrainContext after its context was cancelled: %v, want nil (as after Interrupt)", err)
 	}
@@ -51,9 +52,9 @@ func TestTrainContextStopsAsInterruptDoes(t *testing.T) {
 // whatever the scheduler does; a nil one is refused, naming the fix.
 func TestTrainContextDoneBeforeTheCall(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	n := mustNew(t, &Reg{}, data(t, 32), core.WithMaxEpochs(3))
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 32), core.WithMaxEpochs(3))
 	var nilCtx context.Context
-	wantErr(t, n.TrainContext(nilCtx), "TrainContext", "nil", "context.Background()")
+	coretest.WantErr(t, n.TrainContext(nilCtx), "TrainContext", "nil", "context.Background()")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := n.TrainContext(ctx); err != nil {
@@ -67,7 +68,7 @@ func TestTrainContextDoneBeforeTheCall(t *testing.T) {
 // TestTrainContextBackgroundRunsWhole: a context never done changes nothing.
 func TestTrainContextBackgroundRunsWhole(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	n := mustNew(t, &Reg{}, data(t, 32), core.WithMaxEpochs(2))
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 32), core.WithMaxEpochs(2))
 	if err := n.TrainContext(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -8,13 +8,15 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
+	"github.com/nitro-go/nitro/engine"
 )
 
 // BatchLoss's Loss reads only the batch: no parameter can change it, and training it would run
 // every epoch without changing anything.
-type BatchLoss struct{ base }
+type BatchLoss struct{ coretest.Base }
 
-func (*BatchLoss) Loss(_ core.Outputs, in Tgt) *graph.Node {
+func (*BatchLoss) Loss(_ core.Outputs, in coretest.Tgt) *graph.Node {
 	return graph.ReduceAllMean(graph.Square(in.Y))
 }
 
@@ -22,7 +24,7 @@ func (*BatchLoss) Loss(_ core.Outputs, in Tgt) *graph.Node {
 // program is built on the first step) and the Nitro when New succeeded.
 func trainErr(t *testing.T, e any, opts ...core.Option) (*core.Nitro, error) {
 	t.Helper()
-	n, err := core.New(e, goOpts(nil, append([]core.Option{core.WithData(data(t, 0)), core.WithMaxEpochs(2)}, opts...)...)...)
+	n, err := core.New(e, coretest.GoOpts(nil, append([]core.Option{core.WithData(coretest.Data(t, 0)), core.WithMaxEpochs(2)}, opts...)...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +41,7 @@ func TestLossWithoutGradientPathIsRefused(t *testing.T) {
 			opts = append(opts, core.WithFusedStep())
 		}
 		n, err := trainErr(t, &BatchLoss{}, opts...)
-		wantErr(t, err, "Loss:", `parameter group "default"`, "dense_0/dense/weights", "gets no gradient",
+		coretest.WantErr(t, err, "Loss:", `parameter group "default"`, "dense_0/dense/weights", "gets no gradient",
 			"Loss must compute from Forward's outputs", "SetTrainable(false)")
 		if n != nil && n.Step() != 0 {
 			t.Errorf("fused=%v: %d steps were taken before the refusal", fused, n.Step())
@@ -50,7 +52,7 @@ func TestLossWithoutGradientPathIsRefused(t *testing.T) {
 // DeadHead creates a "head" group whose output Forward drops: the loss reaches the backbone only.
 type DeadHead struct{ Groups }
 
-func (*DeadHead) Forward(ctx *context.Context, in In) core.Outputs {
+func (*DeadHead) Forward(ctx *context.Context, in coretest.In) core.Outputs {
 	_ = layers.Dense(ctx.In("head"), in.X, true, 1)
 	return core.Outputs{"pred": layers.Dense(ctx.In("backbone"), in.X, true, 1)}
 }
@@ -59,7 +61,7 @@ func (*DeadHead) Forward(ctx *context.Context, in In) core.Outputs {
 // one is not.
 func TestDeadGroupIsRefusedByName(t *testing.T) {
 	_, err := trainErr(t, &DeadHead{})
-	wantErr(t, err, `parameter group "head"`, "head/dense/weights")
+	coretest.WantErr(t, err, `parameter group "head"`, "head/dense/weights")
 	if err != nil && strings.Contains(err.Error(), `"backbone"`) {
 		t.Errorf("the live backbone group is named in the refusal: %v", err)
 	}
@@ -68,7 +70,7 @@ func TestDeadGroupIsRefusedByName(t *testing.T) {
 // TestLiveLossTrains: the plain regression passes the check, trains and learns, with no warning.
 func TestLiveLossTrains(t *testing.T) {
 	var warned []string
-	n, err := trainErr(t, &Reg{}, core.WithWarn(func(m string) { warned = append(warned, m) }))
+	n, err := trainErr(t, &coretest.Reg{}, core.WithWarn(func(m string) { warned = append(warned, m) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,9 +83,9 @@ func TestLiveLossTrains(t *testing.T) {
 }
 
 // PartDead's group has one parameter nothing reads (an unused bias, say) beside live ones.
-type PartDead struct{ base }
+type PartDead struct{ coretest.Base }
 
-func (*PartDead) Forward(ctx *context.Context, in In) core.Outputs {
+func (*PartDead) Forward(ctx *context.Context, in coretest.In) core.Outputs {
 	ctx.In("dense_0").VariableWithValue("unused", float32(0))
 	return core.Outputs{"pred": layers.Dense(ctx.In("dense_0"), in.X, true, 1)}
 }
@@ -112,9 +114,9 @@ func TestPartlyDeadGroupTrainsWithOneWarning(t *testing.T) {
 
 // ZeroButLive's loss is a hinge that is flat for every batch: its gradient is zero in value, yet
 // the loss depends on the parameters, so the graph has a path and nothing is refused.
-type ZeroButLive struct{ base }
+type ZeroButLive struct{ coretest.Base }
 
-func (*ZeroButLive) Loss(out core.Outputs, in Tgt) *graph.Node {
+func (*ZeroButLive) Loss(out core.Outputs, in coretest.Tgt) *graph.Node {
 	below := graph.AddScalar(graph.Sub(out["pred"], in.Y), -1e6)
 	return graph.ReduceAllMean(graph.Max(below, graph.ZerosLike(below)))
 }
@@ -134,26 +136,26 @@ func TestNumericallyZeroGradientIsNotRefused(t *testing.T) {
 // to b: the manual step is refused naming the call and the group.
 type DuelCut struct{ Duel }
 
-func (*DuelCut) TrainStep(s *core.ManualStep, in DuelBatch) core.StepResult {
+func (*DuelCut) TrainStep(s *engine.ManualStep, in DuelBatch) engine.StepResult {
 	objective := func(ctx *context.Context) *graph.Node {
 		a, b := duelParam(ctx, "a", duelA0, in.U), graph.StopGradient(duelParam(ctx, "b", duelB0, in.U))
-		return mse(graph.Mul(graph.Mul(in.U, a), b), in.V)
+		return coretest.MSE(graph.Mul(graph.Mul(in.U, a), b), in.V)
 	}
 	lossA, ga := s.Backward(objective, "a")
 	s.StepOptimizer("a", ga)
 	lossB, gb := s.Backward(objective, "b")
 	s.StepOptimizer("b", gb)
-	return core.StepResult{Loss: graph.Add(lossA, lossB)}
+	return engine.StepResult{Loss: graph.Add(lossA, lossB)}
 }
 
 // TestManualBackwardWithoutPathIsRefused: Backward on a group its objective cannot reach is
 // refused when the manual step is built; the same objective on the group it reaches is not.
 func TestManualBackwardWithoutPathIsRefused(t *testing.T) {
-	n, err := core.New(&DuelCut{}, goOpts(nil, core.WithData(duelData(t)), core.WithMaxEpochs(1))...)
+	n, err := core.New(&DuelCut{}, coretest.GoOpts(nil, core.WithData(duelData(t)), core.WithMaxEpochs(1))...)
 	if err == nil {
 		err = n.Train()
 	}
-	wantErr(t, err, `Backward(f, "b")`, `parameter group "b"`, "b/w", "gets no gradient", "graph.StopGradient")
+	coretest.WantErr(t, err, `Backward(f, "b")`, `parameter group "b"`, "b/w", "gets no gradient", "graph.StopGradient")
 	if err != nil && strings.Contains(err.Error(), `group "a"`) {
 		t.Errorf("the reached group a is named in the refusal: %v", err)
 	}
@@ -166,5 +168,5 @@ func TestLossWithoutGradientPathIsRefusedOnAMesh(t *testing.T) {
 	if err == nil {
 		err = n.Train()
 	}
-	wantErr(t, err, `parameter group "default"`, "gets no gradient")
+	coretest.WantErr(t, err, `parameter group "default"`, "gets no gradient")
 }

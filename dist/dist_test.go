@@ -39,7 +39,7 @@ func TestFromEnv(t *testing.T) {
 		t.Errorf("unset: %v, %v; want rank 0 of 1", d, err)
 	}
 	d, err = FromEnv(env(map[string]string{EnvRank: "1", EnvWorldSize: "4"}))
-	if err != nil || d != (Dist{Rank: 1, WorldSize: 4}) {
+	if err != nil || d != (Dist{Rank: 1, WorldSize: 4, Source: SourceNitro}) {
 		t.Errorf("1 of 4: %v, %v", d, err)
 	}
 	for _, c := range []struct {

@@ -50,3 +50,14 @@ func ExampleDist_Validate() {
 	fmt.Println(dist.Dist{Rank: 2, WorldSize: 2}.Validate())
 	// Output: dist: Rank 2 with WorldSize 2: the rank must be in [0, 2)
 }
+
+func ExampleShardEval() {
+	src, _ := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": tensors.FromValue(make([]float32, 5))}, 1, prefetch.ArrayOptions{})
+	for r := range 2 {
+		s, _ := dist.ShardEval(src, dist.Dist{Rank: r, WorldSize: 2})
+		fmt.Println("rank", r, "evaluates", s.Len(), "of", src.Len(), "batches")
+	}
+	// Output:
+	// rank 0 evaluates 3 of 5 batches
+	// rank 1 evaluates 2 of 5 batches
+}

@@ -16,7 +16,17 @@ import (
 // With one process (W = 1) src comes back unchanged. Shard refuses an invalid d, a source with
 // fewer batches than ranks, and a source already declared for prefetch (prefetch.Prefetch,
 // NoPrefetch): shard first, then declare the shard.
-func Shard(src prefetch.Source, d Dist) (prefetch.Source, error) {
+func Shard(src prefetch.Source, d Dist) (prefetch.Source, error) { return shard(src, d, false) }
+
+// ShardEval is rank d.Rank's share of an evaluation source: batches Rank, Rank+W, … like
+// Shard, but every batch goes to some rank, so the lower ranks may get one more: evaluation
+// takes no collective per batch, and summing the ranks' (sum, count) accumulators then covers
+// the whole split, its short final batch included. A rank may get no batch at all (a source of
+// fewer batches than ranks). It refuses what Shard refuses, but for the batch count.
+func ShardEval(src prefetch.Source, d Dist) (prefetch.Source, error) { return shard(src, d, true) }
+
+// shard is Shard, or with all ShardEval.
+func shard(src prefetch.Source, d Dist, all bool) (prefetch.Source, error) {
 	if err := d.Validate(); err != nil {
 		return nil, err
 	}
@@ -29,10 +39,10 @@ func Shard(src prefetch.Source, d Dist) (prefetch.Source, error) {
 	if _, declared := src.(prefetch.Describer); declared {
 		return nil, fmt.Errorf("dist: Shard of a source already declared for prefetch (%T): shard the plain source, then declare the shard, e.g. prefetch.Prefetch(shard, opts)", src)
 	}
-	if n := src.Len(); n < d.WorldSize {
+	if n := src.Len(); n < d.WorldSize && !all {
 		return nil, fmt.Errorf("dist: a source of %d batches cannot give each of %d ranks a batch: use a smaller batch or fewer processes", n, d.WorldSize)
 	}
-	sh := &Sharded{src: src, d: d}
+	sh := &Sharded{src: src, d: d, all: all}
 	if _, ok := src.(prefetch.EpochSource); ok {
 		return &EpochSharded{sh}, nil
 	}
@@ -58,6 +68,7 @@ func ShardData(data prefetch.Data, d Dist) (prefetch.Data, error) {
 type Sharded struct {
 	src prefetch.Source
 	d   Dist
+	all bool // ShardEval's: the remainder goes to the lower ranks
 }
 
 // EpochSharded is a Shard over an EpochSource: BeginEpoch begins the wrapped source's epoch.
@@ -70,8 +81,14 @@ var (
 	_ prefetch.EpochSource    = (*EpochSharded)(nil)
 )
 
-// Len is the wrapped source's batch count divided by the world size, rounded down.
-func (s *Sharded) Len() int { return s.src.Len() / s.d.WorldSize }
+// Len is the wrapped source's batch count divided by the world size, rounded down (under
+// ShardEval, the count of indices Rank, Rank+W, … below it).
+func (s *Sharded) Len() int {
+	if s.all {
+		return (s.src.Len() - s.d.Rank + s.d.WorldSize - 1) / s.d.WorldSize
+	}
+	return s.src.Len() / s.d.WorldSize
+}
 
 // BatchAt is the wrapped source's batch i*WorldSize+Rank.
 func (s *Sharded) BatchAt(i int) (prefetch.Batch, error) {

@@ -138,3 +138,32 @@ func TestShardRefuses(t *testing.T) {
 		t.Errorf("ShardData: %v, want the split named", err)
 	}
 }
+
+// ShardEval hands every batch to exactly one rank, the remainder to the lower ranks.
+func TestShardEvalCoversEveryBatch(t *testing.T) {
+	src, _ := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": tensors.FromValue(make([]float32, 7))}, 1, prefetch.ArrayOptions{})
+	seen := map[int]int{}
+	for r := range 3 {
+		s, err := ShardEval(src, Dist{Rank: r, WorldSize: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []int{3, 2, 2}[r]; s.Len() != want {
+			t.Errorf("rank %d: Len %d, want %d", r, s.Len(), want)
+		}
+		for i := range s.Len() {
+			seen[s.(*EpochSharded).Index(i)]++
+		}
+	}
+	for i := range 7 {
+		if seen[i] != 1 {
+			t.Errorf("batch %d went to %d ranks", i, seen[i])
+		}
+	}
+	if s, _ := ShardEval(src, Dist{Rank: 0, WorldSize: 9}); s.Len() != 1 {
+		t.Errorf("rank 0 of 9 over 7 batches: Len %d", s.Len())
+	}
+	if s, _ := ShardEval(src, Dist{Rank: 8, WorldSize: 9}); s.Len() != 0 {
+		t.Errorf("rank 8 of 9 over 7 batches: Len %d", s.Len())
+	}
+}

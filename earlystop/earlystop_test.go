@@ -36,13 +36,13 @@ func TestCheck(t *testing.T) {
 		es   earlystop.EarlyStopping
 		want []string
 	}{
-		{earlystop.EarlyStopping{Patience: 3}, []string{"E.EarlyStop: no metric", "start from core.DefaultEarlyStopping()", "val_loss, min, patience 5, min_delta 0.0001"}},
+		{earlystop.EarlyStopping{Patience: 3}, []string{"E.EarlyStop: no metric", "start from earlystop.Default()", "val_loss, min, patience 5, min_delta 0.0001"}},
 		{earlystop.EarlyStopping{Metric: "val_loss", Mode: "down"}, []string{`E.EarlyStop("val_loss")`, `mode "down"`, `"min"`}},
 		{earlystop.EarlyStopping{Metric: "m", Mode: "max", Patience: -1}, []string{"patience -1", ">= 0"}},
 		{earlystop.EarlyStopping{Metric: "m", Mode: "min", MinDelta: math.NaN()}, []string{"minDelta NaN", "finite"}},
 		{earlystop.EarlyStopping{Metric: "m", Mode: "min", MinDelta: -1}, []string{"minDelta -1"}},
 	} {
-		err := c.es.Check("E.EarlyStop()", "core.DefaultEarlyStopping()")
+		err := c.es.Check("E.EarlyStop()", "earlystop.Default()")
 		if err == nil {
 			t.Errorf("%+v: accepted", c.es)
 			continue

@@ -14,7 +14,7 @@ const (
 
 // legacyBuiltinType is the built-in policy's type as records written before this package held
 // it name it; such a state is the built-in's.
-const legacyBuiltinType = "*core.EarlyStopping"
+const legacyBuiltinType = "*earlystop.EarlyStopping"
 
 // TypeName names p's Go type as a control state keeps it.
 func TypeName(p Policy) string { return fmt.Sprintf("%T", p) }

@@ -59,8 +59,8 @@ func TestSaveAndRestoreState(t *testing.T) {
 		t.Fatalf("another policy's state: %v %q %v (Restore saw %s)", ok, note, err, other.gotBack)
 	}
 
-	// Records written while the built-in lived in core name it *core.EarlyStopping.
-	legacy := map[string]json.RawMessage{earlystop.StateKey: ctl[earlystop.StateKey], earlystop.StateTypeKey: json.RawMessage(`"*core.EarlyStopping"`)}
+	// Records written while the built-in lived in core name it *earlystop.EarlyStopping.
+	legacy := map[string]json.RawMessage{earlystop.StateKey: ctl[earlystop.StateKey], earlystop.StateTypeKey: json.RawMessage(`"*earlystop.EarlyStopping"`)}
 	if ok, _, err := earlystop.RestoreState(earlystop.Default(), legacy); !ok || err != nil {
 		t.Fatalf("legacy type name: %v %v", ok, err)
 	}

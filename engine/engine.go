@@ -84,6 +84,13 @@ type Config struct {
 	Compiling func(phase monitors.Compiling, fn func() error) error
 	// Notice and Warn report to the caller's console.
 	Notice, Warn func(string)
+	// Reducer sums each step's gradients over the processes of a multi-process run (nil, or a
+	// Size of 1: this process alone). Above 1 the step must be two programs: the sum runs
+	// between them (allreduce.go).
+	Reducer AllReducer
+	// StopVote is this process's vote, taken in each step's sum, to stop after the step; every
+	// process learns whether any voted (StepValues.Stop), so all stop at the same step.
+	StopVote func() bool
 }
 
 // Engine owns the device side of a run. See doc.go.
@@ -121,6 +128,9 @@ type Engine struct {
 	st      state                      // parameters, optimizer and layer state on the device
 	uploads Uploads
 	scratch stepScratch
+	reducer AllReducer // nil: one process
+	vote    func() bool
+	reduce  reduceScratch
 }
 
 // Uploads counts host-to-device transfers by what was transferred, so tests can assert
@@ -158,6 +168,15 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if e.warn == nil {
 		e.warn = func(string) {}
+	}
+	if r := cfg.Reducer; r != nil && r.Size() > 1 {
+		switch {
+		case cfg.Hooks.TrainStep != nil:
+			return nil, fmt.Errorf("engine.New: a manual TrainStep is one program, with no point between the gradients and the update for the sum over %d processes: train it as one process", r.Size())
+		case cfg.Fused:
+			return nil, fmt.Errorf("engine.New: Config.Fused (WithFusedStep, --fused) is one program, with no point between the gradients and the update for the sum over %d processes: drop it for a multi-process run", r.Size())
+		}
+		e.reducer, e.vote = r, cfg.StopVote
 	}
 	if cfg.Devices > 1 {
 		m, err := mesh.New(cfg.Backend.Backend, cfg.Devices)

@@ -18,6 +18,7 @@ require (
 	github.com/nitro-go/nitro/precision v0.0.0
 	github.com/nitro-go/nitro/prefetch v0.0.0
 	github.com/nitro-go/nitro/tensorfile v0.0.0
+	github.com/nitro-go/nitro/pjrthook v0.0.0 // indirect
 )
 
 require (
@@ -38,6 +39,7 @@ require (
 )
 
 replace (
+	github.com/nitro-go/nitro/pjrthook => ../pjrthook
 	github.com/nitro-go/nitro/backend => ../backend
 	github.com/nitro-go/nitro/checkpoint => ../checkpoint
 	github.com/nitro-go/nitro/compilecache => ../compilecache

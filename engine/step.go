@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -19,8 +18,12 @@ type Micro struct {
 }
 
 // StepValues is one optimizer step's values, per micro-batch in order. A non-finite loss ends
-// the step at its micro-batch, before the update: it is then the last.
-type StepValues struct{ Micro []Micro }
+// the step at its micro-batch, before the update: it is then the last. Stop is set, in a run of
+// several processes, when any of them voted to stop after this step (Config.StopVote).
+type StepValues struct {
+	Micro []Micro
+	Stop  bool
+}
 
 // Loss is the step's loss: its last micro-batch's.
 func (s StepValues) Loss() float64 { return s.Micro[len(s.Micro)-1].Loss }
@@ -52,10 +55,25 @@ func (e *Engine) Step(step int, keys []string, next func() (map[string]*tensors.
 			return res, err
 		}
 		res.Micro = append(res.Micro, m)
-		if math.IsNaN(m.Loss) || math.IsInf(m.Loss, 0) {
+		// Across processes every rank must reach the collective: a local non-finite loss is
+		// summed in, so the stop below is taken on every rank alike.
+		if nonFinite(m.Loss) && e.reducer == nil {
 			return res, freeTensors(grads) // the caller stops on it, before the update
 		}
 		acc = grads
+	}
+	if e.reducer != nil { // allreduce.go: the step's gradients summed over the processes
+		reduced, err := e.reduceStep(acc, &res)
+		if err != nil {
+			return res, err
+		}
+		acc = reduced
+		for k, m := range res.Micro {
+			if nonFinite(m.Loss) {
+				res.Micro = res.Micro[:k+1]
+				return res, nil // the caller stops on it, before the update
+			}
+		}
 	}
 	return res, e.optimizerStep(acc, step)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/exportbundle"
+	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/tensorfile"
 )
 
@@ -33,7 +34,7 @@ type ExportSpec struct {
 	// program. The program then takes the WireInputs, in this order (the wire contract; each
 	// batch-first, with its dtype and per-row shape), and they are the bundle's inputs; Inputs
 	// must be empty.
-	WireInputs []core.InputSpec
+	WireInputs []prefetch.FieldSpec
 	// Preprocess receives the wire inputs by name, at the batch size being compiled, and returns
 	// the batch fields Forward reads. It obeys every rule a traced hook obeys: graph operations
 	// only, no data-dependent control flow; a panic in it is an error. It is given no view of
@@ -99,7 +100,8 @@ const PatchFile = "working_tree.patch"
 // trace, and the weights are the parameters and layer state Forward reads, read back from the
 // device, named as a checkpoint names them ("param/dense_0/weights"), in argument order.
 //
-// In order: the ExportSpec is checked against the hooks (names, the batch-first rule, echoes declared
+// The experiment's ExportContract method, when it has one and spec sets no contract field, gives
+// the contract fields (see Contract). In order: the ExportSpec is checked against the hooks (names, the batch-first rule, echoes declared
 // with From, client specs only with a Postprocess), and what the manifest will hold against the
 // bundle's own rules (exportbundle.CheckSpec), before anything is traced; a Preprocess is
 // called eagerly once and what it returns checked against Forward's fields; the provenance is
@@ -133,6 +135,9 @@ func Export(n *core.Nitro, dir string, spec ExportSpec) (*exportbundle.Bundle, e
 
 // export is Export inside the Nitro's ViewModel: m stays valid throughout.
 func export(m *core.ModelView, dir string, spec ExportSpec) (b *exportbundle.Bundle, err error) {
+	if spec, err = withContract(m, spec); err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
 	plan, err := planExport(m, spec)
 	if err != nil {
 		return nil, fmt.Errorf("export: %w", err)

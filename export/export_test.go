@@ -14,10 +14,12 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/export"
 	"github.com/nitro-go/nitro/exportbundle"
 	"github.com/nitro-go/nitro/internal/prereq"
 	"github.com/nitro-go/nitro/monitors"
+	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/tensorfile"
 )
 
@@ -30,7 +32,7 @@ func TestExportRefusesSpec(t *testing.T) {
 		phases = append(phases, p.String())
 		return nil
 	})
-	n := mustNew(t, &Reg{}, data(t, 0), core.WithMonitor(mon))
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 0), core.WithMonitor(mon))
 	ok := export.ExportSpec{Name: "reg"}
 	with := func(f func(s *export.ExportSpec)) export.ExportSpec {
 		s := ok
@@ -89,7 +91,7 @@ func TestExportRefusesSpec(t *testing.T) {
 			}
 			dir := filepath.Join(t.TempDir(), "bundle")
 			_, err := export.Export(n, dir, c.spec)
-			wantErr(t, err, c.want...)
+			coretest.WantErr(t, err, c.want...)
 			if _, serr := os.Stat(dir); !os.IsNotExist(serr) {
 				t.Errorf("the bundle directory exists after a refusal (%v)", serr)
 			}
@@ -106,35 +108,35 @@ func TestExportRefusesSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := export.Export(n, full, ok)
-	wantErr(t, err, "exists and is not empty")
+	coretest.WantErr(t, err, "exists and is not empty")
 	_, err = export.Export(nil, t.TempDir(), ok)
-	wantErr(t, err, "nil *Nitro")
+	coretest.WantErr(t, err, "nil *Nitro")
 }
 
 // Whole's Forward takes the whole batch, so export cannot tell its inputs from its targets.
-type Whole struct{ base }
+type Whole struct{ coretest.Base }
 
 func (*Whole) Forward(ctx *context.Context, in map[string]*graph.Node) core.Outputs {
 	return core.Outputs{"pred": layers.Dense(ctx.In("dense_0"), in["x"], true, 1)}
 }
 
 func TestExportWholeBatchForwardNeedsInputs(t *testing.T) {
-	n := mustNew(t, &Whole{}, data(t, 0))
+	n := coretest.MustNew(t, &Whole{}, coretest.Data(t, 0))
 	_, err := export.Export(n, filepath.Join(t.TempDir(), "b"), export.ExportSpec{Name: "whole"})
-	wantErr(t, err, "ExportSpec.Inputs is empty", "whole batch", "list the batch fields")
+	coretest.WantErr(t, err, "ExportSpec.Inputs is empty", "whole batch", "list the batch fields")
 	_, err = export.Export(n, filepath.Join(t.TempDir(), "b"), export.ExportSpec{Name: "whole", Inputs: []string{"x", "z"}})
-	wantErr(t, err, `ExportSpec.Inputs[1] "z": no split of the data has this field`)
+	coretest.WantErr(t, err, `ExportSpec.Inputs[1] "z": no split of the data has this field`)
 }
 
 // BadHook's ExportProvenance has the wrong type: export refuses it rather than ignoring it.
-type BadHook struct{ base }
+type BadHook struct{ coretest.Base }
 
 func (*BadHook) ExportProvenance() map[string]any { return nil }
 
 func TestExportRefusesMistypedProvenanceHook(t *testing.T) {
-	n := mustNew(t, &BadHook{}, data(t, 0))
+	n := coretest.MustNew(t, &BadHook{}, coretest.Data(t, 0))
 	_, err := export.Export(n, filepath.Join(t.TempDir(), "b"), export.ExportSpec{Name: "bad"})
-	wantErr(t, err, "experiment BadHook has an ExportProvenance method of type", "define func (e *BadHook) ExportProvenance() map[string]string")
+	coretest.WantErr(t, err, "experiment BadHook has an ExportProvenance method of type", "define func (e *BadHook) ExportProvenance() map[string]string")
 }
 
 // OptIn is Forward's batch with an optional field, for the Preprocess field checks.
@@ -144,7 +146,7 @@ type OptIn struct {
 }
 
 // Opt reads x and, when the batch has it, w.
-type Opt struct{ base }
+type Opt struct{ coretest.Base }
 
 func (*Opt) Forward(ctx *context.Context, in OptIn) core.Outputs {
 	x := in.X
@@ -165,8 +167,8 @@ func TestExportPreprocessEagerCheck(t *testing.T) {
 		phases = append(phases, p.String())
 		return nil
 	})
-	n := mustNew(t, &Opt{}, data(t, 0), core.WithMonitor(mon))
-	raw := []core.InputSpec{{Name: "raw", DType: dtypes.Uint8, Shape: []int{features}}}
+	n := coretest.MustNew(t, &Opt{}, coretest.Data(t, 0), core.WithMonitor(mon))
+	raw := []prefetch.FieldSpec{{Name: "raw", DType: dtypes.Uint8, Shape: []int{coretest.Features}}}
 	calls := 0
 	toF32 := func(w map[string]*graph.Node) *graph.Node {
 		calls++
@@ -187,7 +189,7 @@ func TestExportPreprocessEagerCheck(t *testing.T) {
 			return map[string]*graph.Node{"x": graph.Slice(toF32(w), graph.AxisRange(), graph.AxisRange(0, 3))}
 		}), []string{`batch field "x" is Float32[3] per row`, "Float32[4] per row"}},
 		{"batch not first", pre(func(w map[string]*graph.Node) map[string]*graph.Node {
-			return map[string]*graph.Node{"x": graph.Reshape(toF32(w), features)}
+			return map[string]*graph.Node{"x": graph.Reshape(toF32(w), coretest.Features)}
 		}), []string{`batch field "x" has shape [4] for 1 rows of wire input`, "batch-first"}},
 		{"undeclared field", pre(func(w map[string]*graph.Node) map[string]*graph.Node {
 			return map[string]*graph.Node{"x": toF32(w), "z": toF32(w)}
@@ -207,9 +209,9 @@ func TestExportPreprocessEagerCheck(t *testing.T) {
 		{"wire inputs without preprocess", export.ExportSpec{Name: "pre", WireInputs: raw}, []string{"ExportSpec.WireInputs given without a Preprocess"}},
 		{"inputs with preprocess", export.ExportSpec{Name: "pre", Inputs: []string{"x"}, WireInputs: raw, Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
 			[]string{"ExportSpec.Inputs [x] and a Preprocess both given"}},
-		{"wire dtype", export.ExportSpec{Name: "pre", WireInputs: []core.InputSpec{{Name: "raw", Shape: []int{features}}}, Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
+		{"wire dtype", export.ExportSpec{Name: "pre", WireInputs: []prefetch.FieldSpec{{Name: "raw", Shape: []int{coretest.Features}}}, Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
 			[]string{`ExportSpec.WireInputs[0] "raw": dtype InvalidDType`}},
-		{"wire dimension 0", export.ExportSpec{Name: "pre", WireInputs: []core.InputSpec{{Name: "raw", DType: dtypes.Uint8, Shape: []int{0}}}, Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
+		{"wire dimension 0", export.ExportSpec{Name: "pre", WireInputs: []prefetch.FieldSpec{{Name: "raw", DType: dtypes.Uint8, Shape: []int{0}}}, Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
 			[]string{`ExportSpec.WireInputs[0] "raw": Shape [0]: dimension 0 is 0`}},
 		{"wire name twice", export.ExportSpec{Name: "pre", WireInputs: append(slices.Clone(raw), raw[0]), Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node { return w }},
 			[]string{`ExportSpec.WireInputs[1] "raw": declared twice (also ExportSpec.WireInputs[0])`}},
@@ -221,7 +223,7 @@ func TestExportPreprocessEagerCheck(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "bundle")
 			_, err := export.Export(n, dir, c.spec)
-			wantErr(t, err, c.want...)
+			coretest.WantErr(t, err, c.want...)
 			if _, serr := os.Stat(dir); !os.IsNotExist(serr) {
 				t.Errorf("the bundle directory exists after a refusal (%v)", serr)
 			}
@@ -245,10 +247,10 @@ func TestExportPreprocessEagerCheck(t *testing.T) {
 		t.Fatal("the Preprocess was not called")
 	}
 	if err != nil {
-		wantErr(t, err, "no plugin found")
+		coretest.WantErr(t, err, "no plugin found")
 		prereq.XLAPlugin.Absent(t, fmt.Errorf("the eager check passed, the capture was not tried: %w", err))
 	}
-	if len(b.Inputs) != 1 || b.Inputs[0].Name != "raw" || b.Inputs[0].DType != tensorfile.U8 || !slices.Equal(b.Inputs[0].Shape, []int{-1, features}) {
+	if len(b.Inputs) != 1 || b.Inputs[0].Name != "raw" || b.Inputs[0].DType != tensorfile.U8 || !slices.Equal(b.Inputs[0].Shape, []int{-1, coretest.Features}) {
 		t.Errorf("bundle inputs %+v, want the wire input raw U8 [-1 4]", b.Inputs)
 	}
 	if len(b.Outputs) != 2 || b.Outputs[1].Name != "raw_echo" || b.Outputs[1].DType != tensorfile.U8 {
@@ -275,7 +277,7 @@ func TestExportPreprocessEagerCheck(t *testing.T) {
 
 // Baked has a GraphConst field, for the drift refusal.
 type Baked struct {
-	base
+	coretest.Base
 	Width int `nitro:"graphconst"`
 }
 
@@ -283,12 +285,57 @@ type Baked struct {
 // verb does), naming the field, before anything is written.
 func TestExportRefusesGraphConstDrift(t *testing.T) {
 	e := &Baked{Width: 4}
-	n := mustNew(t, e, data(t, 0))
+	n := coretest.MustNew(t, e, coretest.Data(t, 0))
 	e.Width = 8
 	dir := filepath.Join(t.TempDir(), "b")
 	_, err := export.Export(n, dir, export.ExportSpec{Name: "b"})
-	wantErr(t, err, "Export refused", "GraphConst field Width (4 at New, now 8) of Baked was assigned after core.New")
+	coretest.WantErr(t, err, "Export refused", "GraphConst field Width (4 at New, now 8) of Baked was assigned after core.New")
 	if _, serr := os.Stat(dir); !os.IsNotExist(serr) {
 		t.Errorf("the bundle directory exists after a refusal (%v)", serr)
 	}
+}
+
+// Declared declares its export contract: an output renamed, a client-side postprocess.
+type Declared struct {
+	coretest.Base
+	contract export.Contract
+	calls    int
+}
+
+func (e *Declared) ExportContract() export.Contract {
+	e.calls++
+	if e.contract.Postprocess == "panic" {
+		panic("no contract today")
+	}
+	return e.contract
+}
+
+// MistypedContract has an ExportContract method export cannot use.
+type MistypedContract struct{ coretest.Base }
+
+func (*MistypedContract) ExportContract() map[string]any { return nil }
+
+// The experiment's ExportContract fills an ExportSpec that sets no contract field (its outputs
+// are checked as the spec's would be, naming ExportSpec's field); a spec that sets one is used as
+// given and the method is not called; a panicking or mistyped method is an error naming it.
+func TestExportContract(t *testing.T) {
+	e := &Declared{contract: export.Contract{Outputs: []export.ExportOutput{{Name: "scores", From: "pred"}, {Name: "scores", From: "pred"}}}}
+	n := coretest.MustNew(t, e, coretest.Data(t, 0))
+	_, err := export.Export(n, filepath.Join(t.TempDir(), "b"), export.ExportSpec{Name: "declared"})
+	coretest.WantErr(t, err, `ExportSpec.Outputs[1] "scores": the name appears twice`)
+	if e.calls != 1 {
+		t.Errorf("ExportContract called %d times, want once", e.calls)
+	}
+	_, err = export.Export(n, filepath.Join(t.TempDir(), "b"), export.ExportSpec{Name: "declared", Outputs: []export.ExportOutput{{Name: "pred"}, {Name: "pred"}}})
+	coretest.WantErr(t, err, `ExportSpec.Outputs[1] "pred": the name appears twice`)
+	if e.calls != 1 {
+		t.Errorf("ExportContract called although the spec sets Outputs (%d calls)", e.calls)
+	}
+	e.contract.Postprocess = "panic"
+	_, err = export.Export(n, filepath.Join(t.TempDir(), "b"), export.ExportSpec{Name: "declared"})
+	coretest.WantErr(t, err, "ExportContract", "no contract today")
+
+	m := coretest.MustNew(t, &MistypedContract{}, coretest.Data(t, 0))
+	_, err = export.Export(m, filepath.Join(t.TempDir(), "b"), export.ExportSpec{Name: "mistyped"})
+	coretest.WantErr(t, err, "experiment MistypedContract has an ExportContract method of type", "define func (e *MistypedContract) ExportContract() export.Contract")
 }

@@ -4,6 +4,7 @@ go 1.26
 
 require (
 	github.com/nitro-go/nitro/dist v0.0.0 // indirect
+	github.com/nitro-go/nitro/collective v0.0.0 // indirect
 	github.com/nitro-go/nitro/metrics v0.0.0 // indirect
 	github.com/nitro-go/nitro/dotgrad v0.0.0
 	github.com/nitro-go/nitro/precision v0.0.0
@@ -19,6 +20,7 @@ require (
 	github.com/nitro-go/nitro/markers v0.0.0
 	github.com/nitro-go/nitro/monitors v0.0.0
 	github.com/nitro-go/nitro/tensorfile v0.0.0
+	github.com/nitro-go/nitro/pjrthook v0.0.0 // indirect
 )
 
 require (
@@ -30,7 +32,7 @@ require (
 	github.com/nitro-go/nitro/earlystop v0.0.0 // indirect
 	github.com/nitro-go/nitro/logjson v0.0.0 // indirect
 	github.com/nitro-go/nitro/optimizers v0.0.0 // indirect
-	github.com/nitro-go/nitro/prefetch v0.0.0 // indirect
+	github.com/nitro-go/nitro/prefetch v0.0.0
 	github.com/nitro-go/nitro/render v0.0.0 // indirect
 	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
@@ -48,7 +50,9 @@ require (
 )
 
 replace (
+	github.com/nitro-go/nitro/pjrthook => ../pjrthook
 	github.com/nitro-go/nitro/dist => ../dist
+	github.com/nitro-go/nitro/collective => ../collective
 	github.com/nitro-go/nitro/dotgrad => ../dotgrad
 	github.com/nitro-go/nitro/precision => ../precision
 	github.com/nitro-go/nitro/engine => ../engine

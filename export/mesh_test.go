@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/export"
 )
 
@@ -14,8 +15,8 @@ import (
 // single-device ones.
 func TestExportFromMesh(t *testing.T) {
 	t.Setenv("NITRO_CPU_DEVICES", "4")
-	n := newNitro(t, &Reg{}, goOpts(nil, core.WithBackend("xla"), core.WithDevices(4), core.WithData(data(t, 0)), core.WithMaxEpochs(2))...)
-	train(t, n)
+	n := coretest.New(t, &coretest.Reg{}, coretest.GoOpts(nil, core.WithBackend("xla"), core.WithDevices(4), core.WithData(coretest.Data(t, 0)), core.WithMaxEpochs(2))...)
+	coretest.Train(t, n)
 	b, err := export.Export(n, filepath.Join(t.TempDir(), "bundle"), export.ExportSpec{Name: "mesh"})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/exportbundle"
+	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/tensorfile"
 )
 
@@ -111,7 +112,7 @@ func planInputs(m *core.ModelView, spec ExportSpec, p *exportPlan) error {
 	case spec.Preprocess != nil && spec.Inputs != nil:
 		return fmt.Errorf("ExportSpec.Inputs %v and a Preprocess both given: with a Preprocess the program takes the WireInputs, and Preprocess makes Forward's batch fields from them; drop Inputs", spec.Inputs)
 	case spec.Preprocess != nil:
-		if err := core.CheckInputSpecs("ExportSpec.WireInputs", spec.WireInputs); err != nil {
+		if err := prefetch.CheckFieldSpecs("ExportSpec.WireInputs", spec.WireInputs); err != nil {
 			return fmt.Errorf("%w (with a Preprocess, WireInputs declare what a client sends: name, dtype, per-row shape)", err)
 		}
 		for _, w := range spec.WireInputs {

@@ -14,8 +14,10 @@ import (
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/export"
 	"github.com/nitro-go/nitro/internal/prereq"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 func fileSHA256(t *testing.T, path string) string {
@@ -63,8 +65,8 @@ func exportOrSkipLocally(t *testing.T, n *core.Nitro, dir string) map[string]str
 // directory kept as the argument given; a file argument is recorded as itself.
 func TestExportProvenanceNamesTheRestoredFile(t *testing.T) {
 	runDir := t.TempDir()
-	trained := newNitro(t, &Reg{}, ckptOpts(runDir, core.WithData(data(t, 16)), core.WithMaxEpochs(2))...)
-	train(t, trained)
+	trained := coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(runDir, core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(2))...)
+	coretest.Train(t, trained)
 	newest, err := core.NewestCheckpoint(runDir)
 	if err != nil {
 		t.Fatal(err)
@@ -72,8 +74,8 @@ func TestExportProvenanceNamesTheRestoredFile(t *testing.T) {
 	newest, _ = filepath.Abs(newest)
 	absDir, _ := filepath.Abs(runDir)
 
-	spec := core.InputSpec{Name: "x", DType: dtypes.Float32, Shape: []int{features}}
-	n := newNitro(t, &Reg{}, goOpts(nil, core.WithInputSpecs(spec), core.WithCheckpoint(runDir))...)
+	spec := prefetch.FieldSpec{Name: "x", DType: dtypes.Float32, Shape: []int{coretest.Features}}
+	n := coretest.New(t, &coretest.Reg{}, coretest.GoOpts(nil, core.WithInputSpecs(spec), core.WithCheckpoint(runDir))...)
 	prov := exportOrSkipLocally(t, n, filepath.Join(t.TempDir(), "from_dir"))
 	if prov["checkpoint"] != newest {
 		t.Errorf("provenance checkpoint = %q, want the restored file %q", prov["checkpoint"], newest)
@@ -99,7 +101,7 @@ func TestExportProvenanceNamesTheRestoredFile(t *testing.T) {
 	if other == "" {
 		t.Fatalf("want a second checkpoint in %s: %v", runDir, entries)
 	}
-	n2 := newNitro(t, &Reg{}, goOpts(nil, core.WithInputSpecs(spec), core.WithCheckpoint(other))...)
+	n2 := coretest.New(t, &coretest.Reg{}, coretest.GoOpts(nil, core.WithInputSpecs(spec), core.WithCheckpoint(other))...)
 	prov2 := exportOrSkipLocally(t, n2, filepath.Join(t.TempDir(), "from_file"))
 	if prov2["checkpoint"] != other || prov2["checkpoint_sha256"] != fileSHA256(t, other) {
 		t.Errorf("provenance checkpoint %q sha256 %q, want %q %q", prov2["checkpoint"], prov2["checkpoint_sha256"], other, fileSHA256(t, other))
@@ -109,7 +111,7 @@ func TestExportProvenanceNamesTheRestoredFile(t *testing.T) {
 	}
 
 	// A resumed run names the file it resumed from, and its hash.
-	r := newNitro(t, &Reg{}, ckptOpts(runDir, core.WithData(data(t, 16)), core.WithMaxEpochs(2), core.WithResume(core.ResumeAuto))...)
+	r := coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(runDir, core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(2), core.WithResume(core.ResumeAuto))...)
 	prov3 := exportOrSkipLocally(t, r, filepath.Join(t.TempDir(), "resumed"))
 	if prov3["resumed_from"] != newest || prov3["resumed_from_sha256"] != fileSHA256(t, newest) {
 		t.Errorf("resumed provenance %v, want resumed_from %s with its sha256", prov3, newest)
@@ -127,15 +129,15 @@ func TestExportNamesTheCheckpointEpoch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	train(t, newNitro(t, &Reg{}, ckptOpts(dir, core.WithData(data(t, 16)), core.WithMaxEpochs(2), core.WithCheckpointer(every))...))
+	coretest.Train(t, coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(dir, core.WithData(coretest.Data(t, 16)), core.WithMaxEpochs(2), core.WithCheckpointer(every))...))
 	entries, err := checkpoint.ReadManifest(dir)
 	if err != nil || len(entries) != 2 {
 		t.Fatalf("manifest %+v, %v; want 2 checkpoints", entries, err)
 	}
-	w := newNitro(t, &Reg{}, goOpts(nil, core.WithData(data(t, 16)), core.WithCheckpoint(dir))...)
+	w := coretest.New(t, &coretest.Reg{}, coretest.GoOpts(nil, core.WithData(coretest.Data(t, 16)), core.WithCheckpoint(dir))...)
 	b, err := export.Export(w, filepath.Join(t.TempDir(), "bundle"), export.ExportSpec{Name: "reg"})
 	if err != nil {
-		wantErr(t, err, "no plugin found")
+		coretest.WantErr(t, err, "no plugin found")
 		prereq.XLAPlugin.Absent(t, fmt.Errorf("export needs the XLA plugin: %w", err))
 	}
 	last := entries[1]

@@ -9,9 +9,7 @@ import (
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/backends/stablehlo"
-	"github.com/gomlx/gopjrt/pjrt"
-
-	"github.com/nitro-go/nitro/exportbundle/internal/shim"
+	"github.com/nitro-go/nitro/pjrthook"
 )
 
 // Program is one program exactly as it was handed to the PJRT plugin's Compile: Format is the
@@ -22,23 +20,16 @@ type Program struct {
 	Code   []byte
 }
 
-// capturePrefix makes the shim's registered name an absolute path, which GoMLX's stablehlo backend
-// passes to gopjrt's GetPlugin as is (no plugin-directory search), and GetPlugin finds the shim by
-// that name among the plugins already loaded.
-const capturePrefix = "/nitro-exportbundle-capture"
+// captureMu serializes captures: the interposer's recording is process-wide.
+var captureMu sync.Mutex
 
-var (
-	captureMu sync.Mutex
-	shimNames = map[string]string{} // real plugin path -> name registered with gopjrt
-)
-
-// Capture runs build on a fresh GoMLX stablehlo backend whose PJRT plugin is a recording shim
-// over realPlugin (a path to a PJRT plugin .so), and returns every program build compiled on it,
+// Capture runs build on a fresh GoMLX stablehlo backend whose PJRT plugin is nitro's interposer
+// (package pjrthook) recording every compile over realPlugin (a path to a PJRT plugin .so), and returns every program build compiled on it,
 // in compile order. The backend executes normally (every call is forwarded to the real plugin), so
 // build may also run what it compiles; it is finalized when build returns, and must not be kept.
 //
-// Captures are serialized within a process, and one process can capture through one real plugin
-// only (a second, different path is an error). A panic in build (GoMLX reports most graph errors
+// Captures are serialized within a process; the interposer binds at most four different plugins
+// per process (the one training runs on included). A panic in build (GoMLX reports most graph errors
 // by panicking) is returned as an error.
 func Capture(realPlugin string, build func(backend backends.Backend) error) ([]Program, error) {
 	if build == nil {
@@ -59,45 +50,26 @@ func Capture(realPlugin string, build func(backend backends.Backend) error) ([]P
 
 	captureMu.Lock()
 	defer captureMu.Unlock()
-	name, err := registerShim(abs)
+	name, err := pjrthook.Register(abs)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("exportbundle: Capture: %w", err)
 	}
-	shim.Arm()
-	defer shim.Disarm()
+	pjrthook.Arm()
+	defer pjrthook.Disarm()
 	backend, err := stablehlo.NewWithOptions(name, nil)
 	if err != nil {
-		return nil, fmt.Errorf("exportbundle: Capture: backend over the shim for %s: %w", abs, err)
+		return nil, fmt.Errorf("exportbundle: Capture: backend over the interposer for %s: %w", abs, err)
 	}
 	defer backend.Finalize()
 	if err := runBuild(build, backend); err != nil {
 		return nil, fmt.Errorf("exportbundle: Capture: %w", err)
 	}
-	recorded := shim.Recorded()
+	recorded := pjrthook.Recorded()
 	out := make([]Program, len(recorded))
 	for i, p := range recorded {
 		out[i] = Program{Format: p.Format, Code: p.Code}
 	}
 	return out, nil
-}
-
-// registerShim registers, once per real plugin, the shim's table with gopjrt under an absolute
-// name, so that GoMLX's stablehlo backend takes it as a plugin path and gopjrt's GetPlugin finds
-// it among the loaded plugins. Called with captureMu held.
-func registerShim(abs string) (string, error) {
-	if name, ok := shimNames[abs]; ok {
-		return name, nil
-	}
-	api, err := shim.API(abs)
-	if err != nil {
-		return "", fmt.Errorf("exportbundle: Capture: shim over %s: %w", abs, err)
-	}
-	name := capturePrefix + abs
-	if err := pjrt.RegisterPreloadedPlugin(name, api); err != nil {
-		return "", fmt.Errorf("exportbundle: Capture: registering the shim over %s: %w", abs, err)
-	}
-	shimNames[abs] = name
-	return name, nil
 }
 
 func runBuild(build func(backends.Backend) error, b backends.Backend) (err error) {

@@ -16,12 +16,12 @@ func affineSoftmax(x, w, b *graph.Node) *graph.Node {
 	return graph.Softmax(graph.Add(graph.Dot(x, w), graph.InsertAxes(b, 0)))
 }
 
-// TestCaptureRunsWithGopjrtAlone captures softmax(x@w+b) through the shim while an ordinary GoMLX
+// TestCaptureRunsWithGopjrtAlone captures softmax(x@w+b) through the interposer while an ordinary GoMLX
 // backend on the same plugin is alive, then compiles and runs the captured text with gopjrt
 // alone and compares it with GoMLX's own execution.
 func TestCaptureRunsWithGopjrtAlone(t *testing.T) {
 	plugin := requirePlugin(t)
-	ref := gomlxBackend(t) // the main backend exists first: the shim shares its plugin
+	ref := gomlxBackend(t) // the main backend exists first: the interposer shares its plugin
 	x := mlpInput(2, 3)
 	ws := mlpWeights()
 	w, b := ws[0].Tensor, ws[1].Tensor // [4,8] and [8]
@@ -85,7 +85,7 @@ func TestCaptureRunsWithGopjrtAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	gotF, _ := Values[float32](got)
-	for name, ref := range map[string][]float32{"GoMLX (main backend)": flatF32(want), "GoMLX (shim backend)": viaShim} {
+	for name, ref := range map[string][]float32{"GoMLX (main backend)": flatF32(want), "GoMLX (interposer backend)": viaShim} {
 		d, err := maxAbsDiff(gotF, ref)
 		if err != nil || d > 1e-6 {
 			t.Errorf("gopjrt-alone output vs %s: max |diff| %g (%v)", name, d, err)
@@ -117,13 +117,13 @@ func TestCaptureErrors(t *testing.T) {
 	if progs, err := Capture(plugin, ok); err != nil || len(progs) != 0 {
 		t.Errorf("empty build: %d programs, %v", len(progs), err)
 	}
-	// The shim is bound to one real plugin per process.
+	// A file that is not a plugin is refused by the interposer, naming it.
 	other := filepath.Join(t.TempDir(), "pjrt_c_api_other_plugin.so")
 	if err := os.WriteFile(other, []byte("not a plugin"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Capture(other, ok); err == nil || !strings.Contains(err.Error(), "already forwards") {
-		t.Errorf("second real plugin: got %v", err)
+	if _, err := Capture(other, ok); err == nil || !strings.Contains(err.Error(), other) {
+		t.Errorf("a file that is not a plugin: got %v", err)
 	}
 	// A symlink to the bound plugin is the same plugin.
 	link := filepath.Join(t.TempDir(), pluginFile)

@@ -54,22 +54,10 @@ type decoder struct {
 // decodeRequest reads one {"inputs": {...}} body against specs; batches (ascending, not empty) bound the batch axis.
 // The error is a *syntaxError, a *readError or an *InputError naming the input.
 func decodeRequest(body io.Reader, specs []TensorSpec, batches []int) (map[string]Tensor, error) {
-	br := readers.Get().(*bufio.Reader)
-	br.Reset(body)
-	defer func() {
-		br.Reset(nil)
-		readers.Put(br)
-	}()
-	d := &decoder{br: br}
-	c, err := d.next()
-	if err == io.EOF {
-		return nil, &syntaxError{"the body is empty (it must be {\"inputs\": {...}})"}
-	}
+	d, release, err := openBody(body, `{"inputs": {...}}`)
+	defer release()
 	if err != nil {
 		return nil, err
-	}
-	if c != '{' {
-		return nil, d.syntax("the body is not a JSON object (it must be {\"inputs\": {...}})")
 	}
 	var inputs map[string]Tensor
 	seen := false
@@ -106,6 +94,49 @@ func decodeRequest(body io.Reader, specs []TensorSpec, batches []int) (map[strin
 		return nil, &syntaxError{`no "inputs" object`}
 	}
 	return inputs, nil
+}
+
+// openBody is a decoder on body, through a pooled buffer that release gives back, past the
+// body's opening '{' (want is what the body must be, for the errors).
+func openBody(body io.Reader, want string) (d *decoder, release func(), err error) {
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(body)
+	release = func() {
+		br.Reset(nil)
+		readers.Put(br)
+	}
+	d = &decoder{br: br}
+	c, err := d.next()
+	if err == io.EOF {
+		return nil, release, &syntaxError{"the body is empty (it must be " + want + ")"}
+	}
+	if err != nil {
+		return nil, release, err
+	}
+	if c != '{' {
+		return nil, release, d.syntax("the body is not a JSON object (it must be " + want + ")")
+	}
+	return d, release, nil
+}
+
+// open consumes the next byte, which must be want ('[' or '{'); else the error names field.
+func (d *decoder) open(field string, want byte) error {
+	c, err := d.nextIn()
+	if err != nil {
+		return err
+	}
+	if c != want {
+		return &fieldError{field, map[byte]string{'[': "not an array", '{': "not an object", '"': "not a string"}[want]}
+	}
+	return nil
+}
+
+// stringField reads a string value of at most limit bytes; field names it in errors.
+func (d *decoder) stringField(field string, limit int) (string, error) {
+	if err := d.open(field, '"'); err != nil {
+		return "", err
+	}
+	return d.str(limit, field)
 }
 
 func (d *decoder) syntax(msg string) error {
@@ -425,40 +456,7 @@ func (d *decoder) value(st *inputState, depth int) error {
 		return err
 	}
 	if depth == rank { // an element
-		var v any
-		switch c {
-		case '[':
-			v = []any{}
-		case '{':
-			v = map[string]any{}
-		case '"':
-			d.skip()
-			s, err := d.str(maxStringBytes, "a string element")
-			if err != nil {
-				var se *syntaxError
-				if errors.As(err, &se) && strings.Contains(se.msg, "of over") {
-					return fmt.Errorf("a string of over %d bytes is not an element (dtype %s)", maxStringBytes, st.spec.DType)
-				}
-				return err
-			}
-			v = s
-		case 't':
-			v, err = true, d.literal("true")
-		case 'f':
-			v, err = false, d.literal("false")
-		case 'n':
-			v, err = nil, d.literal("null")
-		default: // a number: the common case, appended without boxing it
-			if st.num, err = d.number(st.num); err != nil {
-				return err
-			}
-			st.data, err = appendNumber(st.data, string(st.num), st.spec.DType)
-			return err
-		}
-		if err != nil {
-			return err
-		}
-		st.data, err = appendScalar(st.data, v, st.spec.DType)
+		st.data, err = d.element(st.data, &st.num, st.spec.DType)
 		return err
 	}
 	if c != '[' {
@@ -517,6 +515,48 @@ func (d *decoder) value(st *inputState, depth int) error {
 		return fmt.Errorf("ragged: the array at %s holds %d elements, the first along axis %d holds %d", st.where(depth), n, depth, want)
 	}
 	return nil
+}
+
+// element reads one element (its first byte next) and appends it to dst as dtype dt; num is
+// the scratch buffer for a number's text.
+func (d *decoder) element(dst []byte, num *[]byte, dt tensorfile.DType) ([]byte, error) {
+	c, err := d.peek()
+	if err != nil {
+		return nil, err
+	}
+	var v any
+	switch c {
+	case '[':
+		v = []any{}
+	case '{':
+		v = map[string]any{}
+	case '"':
+		d.skip()
+		s, err := d.str(maxStringBytes, "a string element")
+		if err != nil {
+			var se *syntaxError
+			if errors.As(err, &se) && strings.Contains(se.msg, "of over") {
+				return nil, fmt.Errorf("a string of over %d bytes is not an element (dtype %s)", maxStringBytes, dt)
+			}
+			return nil, err
+		}
+		v = s
+	case 't':
+		v, err = true, d.literal("true")
+	case 'f':
+		v, err = false, d.literal("false")
+	case 'n':
+		v, err = nil, d.literal("null")
+	default: // a number: the common case, appended without boxing it
+		if *num, err = d.number(*num); err != nil {
+			return nil, err
+		}
+		return appendNumber(dst, string(*num), dt)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return appendScalar(dst, v, dt)
 }
 
 func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, readBufBytes) }

@@ -1,6 +1,7 @@
 // Package exportbundle writes, verifies and runs export bundles, the form a trained model leaves
 // nitro in: StableHLO programs and safetensors weights, run with gopjrt alone (nitro run-bundle,
-// nitro serve's POST /predict). Guide: docs/export.md.
+// nitro serve's POST /predict and the Open Inference Protocol's /v2 REST API, binary tensor data
+// included, for one bundle or several by name: ServeModels). Guide: docs/export.md.
 //
 // A bundle is one StableHLO program per batch size (program-b<N>.mlir), the weights in
 // weights.safetensors, an optional postprocess.txt, and a manifest.json (input/output specs,
@@ -8,10 +9,11 @@
 // program takes the inputs, then the weights, in manifest order.
 //
 // Capture obtains the programs. GoMLX v0.25 (v0.26 too) builds StableHLO text and hands it straight
-// to PJRT's Client_Compile, with no accessor, so Capture interposes: a few dozen lines of C in
-// internal/shim (cgo, no XLA code) copy the real plugin's PJRT_Api table, wrap PJRT_Client_Compile to
-// record each program's format and bytes before forwarding it, and register the copy through gopjrt's
-// public RegisterPreloadedPlugin; a fresh GoMLX stablehlo backend on it compiles the caller's graphs.
+// to PJRT's Client_Compile, with no accessor, so Capture interposes: nitro's one PJRT interposer
+// (module pjrthook: cgo, no XLA code) copies the real plugin's PJRT_Api table, wraps
+// PJRT_Client_Compile, and registers the copy through gopjrt's public RegisterPreloadedPlugin; its
+// capture piece records each program's format and bytes, and a fresh GoMLX stablehlo backend on
+// it compiles the caller's graphs.
 // The bundle holds exactly what XLA compiled. Rejected: a separate shim .so (a compiler at run time;
 // a Go c-shared library cannot be loaded into a Go process), moving the GoMLX/gopjrt pins, reading
 // unexported fields through unsafe, parsing GoMLX's V(2) log, copying GoMLX's builder.
@@ -23,7 +25,9 @@
 //
 // Errors: Read and Open return *FormatError naming the file (wrapping ErrNewerFormat for a newer
 // format); CheckSpec returns *SpecError naming the manifest field; Run returns *InputError naming
-// the input; RunJSON returns *RequestError with the status and message Handler answers with.
-// Captures are serialized in a process (one real plugin per process); a Runner is safe for
+// the input; RunJSON returns *RequestError with the status and message Handler answers with. The
+// /v2 infer path shares /predict's bounds and streaming decoder; its refusals name the protocol's
+// field (inputs[i].shape, Inference-Header-Content-Length, ...).
+// Captures are serialized in a process (at most four real plugins per process); a Runner is safe for
 // concurrent use; a Bundle is plain data, not synchronized.
 package exportbundle

@@ -6,6 +6,7 @@ require (
 	github.com/gomlx/gomlx v0.25.0
 	github.com/gomlx/gopjrt v0.10.0
 	github.com/nitro-go/nitro/internal/prereq v0.0.0
+	github.com/nitro-go/nitro/pjrthook v0.0.0
 	github.com/nitro-go/nitro/runstatus v0.0.0 // indirect
 	github.com/nitro-go/nitro/tensorfile v0.0.0
 	github.com/x448/float16 v0.8.4
@@ -22,6 +23,7 @@ require (
 )
 
 replace (
+	github.com/nitro-go/nitro/pjrthook => ../pjrthook
 	github.com/nitro-go/nitro/internal/prereq => ../internal/prereq
 	github.com/nitro-go/nitro/runstatus => ../runstatus
 	github.com/nitro-go/nitro/tensorfile => ../tensorfile

@@ -208,6 +208,20 @@ func mlpBundleDir(t testing.TB) (string, *Bundle) {
 
 var tmpDirs []string
 
+// openMLP opens the MLP bundle on the plugin, closed when the test ends, and returns the plugin
+// path and the bundle as written too.
+func openMLP(t testing.TB) (*Runner, string, *Bundle) {
+	t.Helper()
+	plugin := requirePlugin(t)
+	dir, b := mlpBundleDir(t)
+	r, err := Open(dir, plugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r, plugin, b
+}
+
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(rssChildEnv); dir != "" { // BenchmarkServeRSS's server
 		os.Exit(rssChild(dir))

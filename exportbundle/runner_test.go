@@ -12,13 +12,7 @@ import (
 // TestEndToEnd: the MLP captured at batch sizes 1 and 4, written with its weights, opened with the
 // runner (gopjrt alone) and run; the outputs equal GoMLX's own execution to 1e-5.
 func TestEndToEnd(t *testing.T) {
-	plugin := requirePlugin(t)
-	dir, b := mlpBundleDir(t)
-	r, err := Open(dir, plugin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r, _, b := openMLP(t)
 	if got := r.BatchSizes(); len(got) != 2 || got[0] != 1 || got[1] != 4 {
 		t.Fatalf("batch sizes %v", got)
 	}

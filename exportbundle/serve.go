@@ -11,6 +11,9 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,11 +53,26 @@ type ServeConfig struct {
 	WriteTimeout time.Duration
 	// IdleTimeout is how long a keep-alive connection may wait for its next request. Default 60s.
 	IdleTimeout time.Duration
+	// Observer, when set, is told of every inference request (/predict, /v2/.../infer) to a
+	// served model: when it begins and how it was answered. Nil: none.
+	Observer ServeObserver
 	// ShutdownStall is, during Shutdown, how long a client that is still sending its request
 	// (headers or body) has to finish it before it is cut, however fast it sends: a request not
 	// read whole is not one the server owes an answer. Requests already read are always
 	// answered. Default 2s.
 	ShutdownStall time.Duration
+}
+
+// ServeObserver is told of a server's inference requests (ServeConfig.Observer): metrics, say.
+// It is called on each request's goroutine, so it must be safe for concurrent use and quick.
+type ServeObserver interface {
+	// RequestStarted: a request for a served model began (its headers are read).
+	RequestStarted()
+	// RequestDone: that request was answered with status, d after it began. protocol is
+	// "predict" or "v2"; limit names the server bound that refused it, "" for none:
+	// "max_reading" (503), "max_request_bytes" (413), "body_timeout" (408: a body stalled or
+	// under the minimum rate).
+	RequestDone(model, protocol string, status int, limit string, d time.Duration)
 }
 
 // DefaultMaxConcurrent is twice GOMAXPROCS, at least 4: enough to keep every core busy while
@@ -162,13 +180,26 @@ func Serve(r *Runner, addr string) (*Server, net.Addr, error) {
 }
 
 // ServeWith answers HTTP on addr (e.g. "127.0.0.1:8080"; port 0 picks one) with r's /predict
-// (see Handler) under cfg's bounds, in a goroutine, and returns the server (stop it with
-// Shutdown or Close) and the address it listens on. It batches nothing: each request is one Run.
+// (see Handler) and the Open Inference Protocol (see ModelsHandler) under cfg's bounds, in a
+// goroutine, and returns the server (stop it with Shutdown or Close) and the address it listens
+// on. It batches nothing: each request is one Run.
 func ServeWith(r *Runner, addr string, cfg ServeConfig) (*Server, net.Addr, error) {
 	if r == nil {
 		return nil, nil, errors.New("exportbundle: Serve: nil Runner")
 	}
+	return ServeModels([]*Runner{r}, addr, cfg)
+}
+
+// ServeModels is ServeWith for several bundles, each served by its name (Runner.Name) on the
+// Open Inference Protocol's /v2/models/{name}/...; /predict answers only when there is one. Two
+// runners of one name are refused. The bounds of cfg are shared by all the models: a read or run
+// slot is the server's, not a model's.
+func ServeModels(rs []*Runner, addr string, cfg ServeConfig) (*Server, net.Addr, error) {
 	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, nil, err
+	}
+	svc, err := newService(rs, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -178,7 +209,7 @@ func ServeWith(r *Runner, addr string, cfg ServeConfig) (*Server, net.Addr, erro
 	}
 	s := &Server{cfg: cfg, conns: map[*trackedConn]struct{}{}}
 	s.http = &http.Server{
-		Handler:           newHandler(r, cfg),
+		Handler:           svc.mux(),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
@@ -285,7 +316,17 @@ func Handler(r *Runner) http.Handler {
 	return newHandler(r, cfg)
 }
 
-// A /predict request goes through two bounds, one for reading and one for running:
+// newHandler is one runner's handler under cfg (filled).
+func newHandler(r *Runner, cfg ServeConfig) http.Handler {
+	svc, err := newService([]*Runner{r}, cfg)
+	if err != nil { // one runner has no name to clash with
+		panic(err)
+	}
+	return svc.mux()
+}
+
+// A request with a body (/predict, /v2/.../infer) goes through two bounds, one for reading and
+// one for running:
 //
 //	headers ─▶ reading: body streamed into tensors ─▶ waiting ─▶ running: Run, encode, answer
 //	           └─────── a read slot (MaxReading) ───────────┘ └──── a run slot (MaxConcurrent) ───┘
@@ -297,73 +338,150 @@ func Handler(r *Runner) http.Handler {
 // for so long: silent for BodyTimeout, or under MinBodyRate past it, it is cut. Memory: a body
 // being read holds the decoder's 32 KiB buffer and what it has decoded, which the decoder
 // refuses past the bundle's largest batch, so bodies cost at most MaxReading+MaxConcurrent of
-// those, whatever their clients send.
-func newHandler(r *Runner, cfg ServeConfig) http.Handler {
-	reading := make(chan struct{}, cfg.MaxReading)
-	running := make(chan struct{}, cfg.MaxConcurrent)
+// those, whatever their clients send. The slots are the server's, shared by its models.
+type service struct {
+	cfg              ServeConfig
+	models           map[string]*Runner
+	names            []string // sorted
+	reading, running chan struct{}
+}
+
+func newService(rs []*Runner, cfg ServeConfig) (*service, error) {
+	if len(rs) == 0 {
+		return nil, errors.New("exportbundle: Serve: no models")
+	}
+	s := &service{cfg: cfg, models: map[string]*Runner{}, reading: make(chan struct{}, cfg.MaxReading), running: make(chan struct{}, cfg.MaxConcurrent)}
+	for i, r := range rs {
+		if r == nil {
+			return nil, fmt.Errorf("exportbundle: Serve: runner %d is nil", i)
+		}
+		if _, dup := s.models[r.Name()]; dup {
+			return nil, fmt.Errorf("exportbundle: Serve: two bundles are named %q: a model is served by its manifest name, so rename one (nitro export --name)", r.Name())
+		}
+		s.models[r.Name()] = r
+		s.names = append(s.names, r.Name())
+	}
+	slices.Sort(s.names)
+	return s, nil
+}
+
+func (s *service) mux() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/predict", func(w http.ResponseWriter, req *http.Request) {
-		defer func() {
-			if p := recover(); p != nil {
-				writeError(w, http.StatusInternalServerError, fmt.Sprintf("internal error: %v", p))
-			}
-		}()
-		if req.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			writeError(w, http.StatusMethodNotAllowed, "use POST")
-			return
+	mux.HandleFunc("/predict", s.predict)
+	s.routeV2(mux)
+	return mux
+}
+
+// answer is a successful request's response: its body, Content-Type, and for the binary tensor
+// data extension the length of the JSON header that starts the body (0: none).
+type answer struct {
+	body        []byte
+	contentType string
+	headerLen   int
+}
+
+// bodyRun decodes a request's body (calling read once it is read whole and accepted: an error
+// from read is the answer), runs it and encodes the answer.
+type bodyRun func(body io.Reader, read func() *RequestError) (answer, *RequestError)
+
+func (s *service) predict(w http.ResponseWriter, req *http.Request) {
+	if req.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, "use POST")
+		return
+	}
+	if len(s.names) != 1 {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("/predict serves a single model; this server has %d (%s): use POST /v2/models/{name}/infer",
+			len(s.names), strings.Join(s.names, ", ")))
+		return
+	}
+	r := s.models[s.names[0]]
+	s.bounded(w, req, r.Name(), "predict", func(body io.Reader, read func() *RequestError) (answer, *RequestError) {
+		out, rerr := runJSON(r, body, read, s.cfg.BodyTimeout)
+		return answer{body: out, contentType: "application/json"}, rerr
+	})
+}
+
+// bounded answers one request with a body for model under the server's bounds (see service): a
+// read slot, the body timeouts and MaxRequestBytes while run decodes, then a run slot. It tells
+// the Observer, if any, how the request went.
+func (s *service) bounded(w http.ResponseWriter, req *http.Request, model, protocol string, run bodyRun) {
+	status, limit := http.StatusOK, ""
+	if o := s.cfg.Observer; o != nil {
+		start := time.Now()
+		o.RequestStarted()
+		defer func() { o.RequestDone(model, protocol, status, limit, time.Since(start)) }()
+	}
+	fail := func(code int, msg string) {
+		status = code
+		switch code {
+		case http.StatusRequestEntityTooLarge:
+			limit = "max_request_bytes"
+		case http.StatusRequestTimeout:
+			limit = "body_timeout"
+		}
+		writeError(w, code, msg)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			fail(http.StatusInternalServerError, fmt.Sprintf("internal error: %v", p))
+		}
+	}()
+	select {
+	case s.reading <- struct{}{}:
+	default:
+		w.Header().Set("Retry-After", "1")
+		status, limit = http.StatusServiceUnavailable, "max_reading"
+		writeError(w, status, fmt.Sprintf("busy: %d request bodies being read or waiting to run, the server's bound (retry after 1s)", cap(s.reading)))
+		return
+	}
+	held := true // the read slot, until the run slot replaces it
+	defer func() {
+		if held {
+			<-s.reading
+		} else {
+			<-s.running
+		}
+	}()
+	cfg := s.cfg
+	body := &stallReader{r: http.MaxBytesReader(w, req.Body, MaxRequestBytes), rc: http.NewResponseController(w),
+		stall: cfg.BodyTimeout, minRate: cfg.MinBodyRate, start: time.Now(), end: time.Now().Add(cfg.ReadTimeout)}
+	tc, _ := req.Context().Value(connKey{}).(*trackedConn)
+	out, rerr := run(body, func() *RequestError {
+		body.done()
+		if tc != nil {
+			tc.answered.Store(true)
 		}
 		select {
-		case reading <- struct{}{}:
-		default:
-			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("busy: %d request bodies being read or waiting to run, the server's bound (retry after 1s)", cap(reading)))
-			return
+		case s.running <- struct{}{}:
+		case <-req.Context().Done(): // the client left: no one to answer
+			return &RequestError{Status: http.StatusServiceUnavailable, Msg: "the client left while its request waited to run", Err: req.Context().Err()}
 		}
-		held := true // the read slot, until the run slot replaces it
-		defer func() {
-			if held {
-				<-reading
-			} else {
-				<-running
-			}
-		}()
-		body := &stallReader{r: http.MaxBytesReader(w, req.Body, MaxRequestBytes), rc: http.NewResponseController(w),
-			stall: cfg.BodyTimeout, minRate: cfg.MinBodyRate, start: time.Now(), end: time.Now().Add(cfg.ReadTimeout)}
-		tc, _ := req.Context().Value(connKey{}).(*trackedConn)
-		out, rerr := runJSON(r, body, func() *RequestError {
-			body.done()
-			if tc != nil {
-				tc.answered.Store(true)
-			}
-			select {
-			case running <- struct{}{}:
-			case <-req.Context().Done(): // the client left: no one to answer
-				return &RequestError{Status: http.StatusServiceUnavailable, Msg: "the client left while its request waited to run", Err: req.Context().Err()}
-			}
-			<-reading
-			held = false
-			return nil
-		}, cfg.BodyTimeout)
-		if rerr != nil && rerr.Status == http.StatusBadRequest && body.rc.EnableFullDuplex() == nil {
-			// Refused before its end, a body is still arriving. Closing on it resets the
-			// connection, and a client that reads only once it has sent everything (Python's
-			// requests, for one) never sees the 400: answer first, then read the rest and drop
-			// it, under the same bounds (MaxRequestBytes, the body and read timeouts) and still
-			// holding the read slot. Without full duplex net/http would drop the body unread.
-			writeError(w, rerr.Status, rerr.Msg)
-			body.rc.Flush()
-			io.Copy(io.Discard, body)
-			return
-		}
-		if rerr != nil {
-			writeError(w, rerr.Status, rerr.Msg)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(out)
+		<-s.reading
+		held = false
+		return nil
 	})
-	return mux
+	if rerr != nil && rerr.Status == http.StatusBadRequest && body.rc.EnableFullDuplex() == nil {
+		// Refused before its end, a body is still arriving. Closing on it resets the
+		// connection, and a client that reads only once it has sent everything (Python's
+		// requests, for one) never sees the 400: answer first, then read the rest and drop
+		// it, under the same bounds (MaxRequestBytes, the body and read timeouts) and still
+		// holding the read slot. Without full duplex net/http would drop the body unread.
+		fail(rerr.Status, rerr.Msg)
+		body.rc.Flush()
+		io.Copy(io.Discard, body)
+		return
+	}
+	if rerr != nil {
+		fail(rerr.Status, rerr.Msg)
+		return
+	}
+	w.Header().Set("Content-Type", out.contentType)
+	if out.headerLen > 0 {
+		w.Header().Set(inferenceHeaderLength, strconv.Itoa(out.headerLen))
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(out.body)))
+	w.Write(out.body)
 }
 
 // stallReader gives each read of a body its own deadline, BodyTimeout from now (never past the
@@ -506,7 +624,10 @@ func decodeFailure(err error, stall time.Duration) *RequestError {
 	var ie *InputError
 	var se *syntaxError
 	var slow *slowBodyError
+	var fe *fieldError
 	switch {
+	case errors.As(err, &fe):
+		return &RequestError{Status: http.StatusBadRequest, Msg: fe.Error(), Err: err}
 	case errors.As(err, &slow):
 		return &RequestError{Status: http.StatusRequestTimeout, Msg: slow.Error(), Err: err}
 	case errors.As(err, &tooBig):

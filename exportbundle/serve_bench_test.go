@@ -28,6 +28,9 @@ import (
 // features, 128 hidden (tanh), 10 classes, at batch sizes 1 and 32.
 const benchIn, benchHidden, benchOut = 784, 128, 10
 
+// benchName is the benchmark bundle's name, its /v2 model name.
+const benchName = "mnist_mlp"
+
 var (
 	benchOnce sync.Once
 	benchDir  string
@@ -82,7 +85,7 @@ func benchBundleDir(tb testing.TB) string {
 		tmpDirs = append(tmpDirs, tmp)
 		benchDir = filepath.Join(tmp, "mnist_mlp")
 		benchErr = Write(benchDir, &Bundle{
-			Name:    "mnist_mlp",
+			Name:    benchName,
 			Inputs:  []TensorSpec{{Name: "image", DType: tensorfile.F32, Shape: []int{-1, benchIn}, BatchAxis: 0}},
 			Outputs: []TensorSpec{{Name: "logits", DType: tensorfile.F32, Shape: []int{-1, benchOut}, BatchAxis: 0}, {Name: "probs", DType: tensorfile.F32, Shape: []int{-1, benchOut}, BatchAxis: 0}},
 			Weights: ws, Programs: progs,
@@ -119,6 +122,22 @@ func benchBody(batch int, seed uint64) ([]byte, Tensor) {
 	b.WriteString("]}}")
 	t, _ := NewTensor([]int{batch, benchIn}, v)
 	return b.Bytes(), t
+}
+
+// serveBench opens the benchmark bundle and serves it on loopback with MaxConcurrent 8, both
+// closed when b ends; it returns the runner and the server's address.
+func serveBench(b *testing.B) (*Runner, string) {
+	r, err := Open(benchBundleDir(b), requirePlugin(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { r.Close() })
+	srv, addr, err := ServeWith(r, "127.0.0.1:0", ServeConfig{MaxConcurrent: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.Close() })
+	return r, addr.String()
 }
 
 type loadResult struct {
@@ -174,18 +193,8 @@ func load(tb testing.TB, clients int, d time.Duration, do func() error) loadResu
 //
 //	go test -run '^$' -bench BenchmarkServeLoad -benchtime 1x ./exportbundle/
 func BenchmarkServeLoad(b *testing.B) {
-	dir := benchBundleDir(b)
-	r, err := Open(dir, requirePlugin(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer r.Close()
-	srv, addr, err := ServeWith(r, "127.0.0.1:0", ServeConfig{MaxConcurrent: 8})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
-	url := "http://" + addr.String() + "/predict"
+	r, addr := serveBench(b)
+	url := "http://" + addr + "/predict"
 	cfg := DefaultServeConfig()
 	cfg.MaxConcurrent = 8
 	h := newHandler(r, cfg)
@@ -417,9 +426,23 @@ func hostileBody(size, width int) io.Reader {
 		strings.NewReader(row+"]}}"))
 }
 
+// hostileV2Body is an infer body of about size bytes whose flat data runs past its shape.
+func hostileV2Body(size int) io.Reader {
+	head := `{"inputs": [{"name": "image", "shape": [32, ` + strconv.Itoa(benchIn) + `], "datatype": "FP32", "data": [`
+	return io.MultiReader(strings.NewReader(head), io.LimitReader(&repeat{s: "0.123,"}, int64(size)), strings.NewReader("0.5]}]}"))
+}
+
+// hostileV2Binary is a binary infer body: a JSON header declaring batch 32's binary_data_size,
+// then about size bytes, far more than it declared.
+func hostileV2Binary(size int) (string, io.Reader) {
+	head := fmt.Sprintf(`{"inputs": [{"name": "image", "shape": [32, %d], "datatype": "FP32", "parameters": {"binary_data_size": %d}}]}`, benchIn, 32*benchIn*4)
+	return head, io.LimitReader(&repeat{s: "\x00\x01\x02\x03"}, int64(size))
+}
+
 // BenchmarkServeRSS runs a server as a child process and prints its peak resident memory
 // (VmHWM, from /proc) after a warm-up request, after one 60 MB wrong-shape body, after one 60 MB
-// body past the largest batch, and after 16 concurrent 10 MB bodies, each as a growth over the
+// body past the largest batch, after 16 concurrent 10 MB bodies, and on /v2 after a 60 MB JSON
+// body and a 60 MB binary body each past its declared size, each as a growth over the
 // warm base and as a multiple of the body. The goal is a growth of at most twice the body.
 //
 //	go test -run '^$' -bench BenchmarkServeRSS -benchtime 1x ./exportbundle/
@@ -486,6 +509,29 @@ func BenchmarkServeRSS(b *testing.B) {
 			}
 			wg.Wait()
 			report("16 concurrent 10 MB bodies past batch 32", small, fmt.Sprintf("status counts %v", codes))
+			// The Open Inference Protocol's infer path, under the same bounds: flat JSON data past
+			// the declared shape, and a binary body whose bytes run past its binary_data_size.
+			v2 := strings.TrimSuffix(url, "/predict") + "/v2/models/" + benchName + "/infer"
+			v2post := func(body io.Reader, header string) (int, string) {
+				req, _ := http.NewRequest(http.MethodPost, v2, body)
+				if header != "" {
+					req.Header.Set(inferenceHeaderLength, header)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return 0, err.Error()
+				}
+				defer resp.Body.Close()
+				data, _ := io.ReadAll(resp.Body)
+				var m map[string]string
+				json.Unmarshal(data, &m)
+				return resp.StatusCode, m["error"]
+			}
+			code, msg = v2post(hostileV2Body(big), "")
+			report("/v2: one 60 MB JSON body, data past the shape", big, fmt.Sprintf("%d %.60s", code, msg))
+			head, raw := hostileV2Binary(big)
+			code, msg = v2post(io.MultiReader(strings.NewReader(head), raw), strconv.Itoa(len(head)))
+			report("/v2: one 60 MB binary body past its size", big, fmt.Sprintf("%d %.60s", code, msg))
 			stdin.Close()
 			cmd.Wait()
 			fmt.Print(out.String())

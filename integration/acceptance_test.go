@@ -7,6 +7,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // The acceptance check of spec/recompilation.txt, each count against a fresh private cache:
@@ -66,10 +67,10 @@ func TestAcceptanceCounts(t *testing.T) {
 func predictAddsNothing(t *testing.T, n *core.Nitro, c *compilecache.Cache, before compilecache.Stats) {
 	t.Helper()
 	x, y := synthetic(32, 3)
-	if _, err := n.Predict(core.Batch{"x": x}); err != nil {
+	if _, err := n.Predict(prefetch.Batch{"x": x}); err != nil {
 		t.Fatal(err)
 	}
-	src, err := core.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y}, 32, core.ArrayOptions{})
+	src, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y}, 32, prefetch.ArrayOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

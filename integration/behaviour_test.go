@@ -9,6 +9,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // HostReader's Forward reads a Host field: the value would bake into the program without keying it.
@@ -18,7 +19,7 @@ type HostReader struct {
 }
 
 func (e *HostReader) BuildModel(ctx *context.Context) error { return nil }
-func (e *HostReader) BuildData() (core.Data, error)         { return splits(64, 0, 32) }
+func (e *HostReader) BuildData() (prefetch.Data, error)     { return splits(64, 0, 32) }
 func (e *HostReader) Forward(ctx *context.Context, in Inputs) core.Outputs {
 	return core.Outputs{"logits": graph.MulScalar(mlp(ctx, in.X, e.Width), e.Scale)}
 }
@@ -148,7 +149,7 @@ func TestShortFinalBatchMetrics(t *testing.T) {
 }
 
 // mustSplit rebuilds one of the experiment's splits (deterministic, so equal to the Nitro's own).
-func mustSplit(t testing.TB, e *ClfMetrics, split string) core.Source {
+func mustSplit(t testing.TB, e *ClfMetrics, split string) prefetch.Source {
 	t.Helper()
 	d, err := e.BuildData()
 	if err != nil {
@@ -163,7 +164,7 @@ type NaNLoss struct {
 }
 
 func (e *NaNLoss) BuildModel(ctx *context.Context) error { return nil }
-func (e *NaNLoss) BuildData() (core.Data, error)         { return splits(64, 0, 32) }
+func (e *NaNLoss) BuildData() (prefetch.Data, error)     { return splits(64, 0, 32) }
 func (e *NaNLoss) Forward(ctx *context.Context, in Inputs) core.Outputs {
 	return core.Outputs{"logits": mlp(ctx, in.X, e.Width)}
 }
@@ -191,12 +192,12 @@ func TestNonFiniteLossStopsTraining(t *testing.T) {
 
 // stopAt is a train source that asks its Nitro to stop when batch `at` is fetched.
 type stopAt struct {
-	*core.ArrayBatches
+	*prefetch.ArrayBatches
 	at int
 	n  *core.Nitro
 }
 
-func (s *stopAt) BatchAt(i int) (core.Batch, error) {
+func (s *stopAt) BatchAt(i int) (prefetch.Batch, error) {
 	if s.n != nil && i == s.at {
 		s.n.RequestStop()
 	}
@@ -209,7 +210,7 @@ func TestRequestStopFinishesTheEpochAndValidates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := &stopAt{ArrayBatches: d["train"].(*core.ArrayBatches), at: 2}
+	src := &stopAt{ArrayBatches: d["train"].(*prefetch.ArrayBatches), at: 2}
 	d["train"] = src
 	n := build(t, newClf(t, nil), core.WithCache(compilecache.New()), core.WithData(d), core.WithMaxEpochs(3))
 	src.n = n
@@ -285,7 +286,7 @@ func TestPredict(t *testing.T) {
 		t.Errorf("Predict's refusal does not name Forward's declared field x: %v", err)
 	}
 	// Wrapped, it is accepted.
-	if p, err := n.Predict(core.Batch{"x": x}); err != nil || p["logits"].Shape().Dimensions[0] != 4 {
-		t.Errorf("Predict(core.Batch{x}) = %v, %v; want 4 rows of logits", p, err)
+	if p, err := n.Predict(prefetch.Batch{"x": x}); err != nil || p["logits"].Shape().Dimensions[0] != 4 {
+		t.Errorf("Predict(prefetch.Batch{x}) = %v, %v; want 4 rows of logits", p, err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nitro-go/nitro/backend"
+	"github.com/nitro-go/nitro/prefetch"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -54,7 +55,7 @@ type BenchMLP struct {
 }
 
 func (e *BenchMLP) BuildModel(ctx *context.Context) error { return nil }
-func (e *BenchMLP) BuildData() (core.Data, error) {
+func (e *BenchMLP) BuildData() (prefetch.Data, error) {
 	return nil, fmt.Errorf("BenchMLP's data is supplied with core.WithData")
 }
 func (e *BenchMLP) Forward(ctx *context.Context, in Inputs) core.Outputs {
@@ -99,11 +100,11 @@ func BenchmarkStepRatio(b *testing.B) {
 	r := requireXLA(b)
 	n := benchSteps * benchBatch
 	xs, ys := mlpBenchData(n, 7)
-	newSource := func() *core.ArrayBatches {
-		src, err := core.NewArrayBatches(map[string]*tensors.Tensor{
+	newSource := func() *prefetch.ArrayBatches {
+		src, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{
 			"x": tensors.FromFlatDataAndDimensions(slices.Clone(xs), n, benchIn),
 			"y": tensors.FromFlatDataAndDimensions(slices.Clone(ys), n),
-		}, benchBatch, core.ArrayOptions{DropPartial: true})
+		}, benchBatch, prefetch.ArrayOptions{DropPartial: true})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -117,7 +118,7 @@ func BenchmarkStepRatio(b *testing.B) {
 	nitroSide := func(cache *compilecache.Cache, opts ...core.Option) (*core.Nitro, func() (float64, float64)) {
 		clock := &stepClock{}
 		opts = append([]core.Option{core.WithBackend("xla"), core.Quiet(), core.WithCache(cache), core.WithLogger(clock), core.WithoutCheckpoints(),
-			core.WithData(core.Data{"train": newSource(), "test": newSource()}), core.WithMaxEpochs(1000)}, opts...)
+			core.WithData(prefetch.Data{"train": newSource(), "test": newSource()}), core.WithMaxEpochs(1000)}, opts...)
 		nt, err := core.New(&BenchMLP{Hidden: benchHidden}, opts...)
 		if err != nil {
 			b.Fatal(err)

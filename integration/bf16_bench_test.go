@@ -20,6 +20,7 @@ import (
 	"github.com/nitro-go/nitro/cmd/examples/mnist"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // BenchCNN is the Flax MNIST example's CNN: conv 32 3x3 (same padding) relu, 2x2 mean pool,
@@ -27,7 +28,7 @@ import (
 type BenchCNN struct{}
 
 func (*BenchCNN) BuildModel(*context.Context) error { return nil }
-func (*BenchCNN) BuildData() (core.Data, error) {
+func (*BenchCNN) BuildData() (prefetch.Data, error) {
 	return nil, fmt.Errorf("BenchCNN's data is supplied with core.WithData")
 }
 
@@ -75,11 +76,11 @@ func BenchmarkMixedPrecisionStepRatio(b *testing.B) {
 	for i := range ys {
 		ys[i] = int32(rng.IntN(benchOut))
 	}
-	source := func() *core.ArrayBatches {
-		src, err := core.NewArrayBatches(map[string]*tensors.Tensor{
+	source := func() *prefetch.ArrayBatches {
+		src, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{
 			"x": tensors.FromFlatDataAndDimensions(slices.Clone(xs), n, benchIn),
 			"y": tensors.FromFlatDataAndDimensions(slices.Clone(ys), n),
-		}, benchBatch, core.ArrayOptions{DropPartial: true})
+		}, benchBatch, prefetch.ArrayOptions{DropPartial: true})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -88,7 +89,7 @@ func BenchmarkMixedPrecisionStepRatio(b *testing.B) {
 	side := func(e any, mode string) (func() float64, *compilecache.Cache) {
 		clock, cache := &stepClock{}, compilecache.New()
 		nt, err := core.New(e, core.WithBackend("xla"), core.Quiet(), core.WithCache(cache), core.WithLogger(clock), core.WithoutCheckpoints(),
-			core.WithData(core.Data{"train": source()}), core.WithMaxEpochs(1000), core.WithMixedPrecision(mode))
+			core.WithData(prefetch.Data{"train": source()}), core.WithMaxEpochs(1000), core.WithMixedPrecision(mode))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -180,8 +181,8 @@ func BenchmarkMixedPrecisionMNISTCNN(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	split := func(s *mnist.Set, shuffle bool) *core.ArrayBatches {
-		a, err := core.NewArrayBatches(map[string]*tensors.Tensor{"x": s.Images, "y": s.Labels}, benchBatch, core.ArrayOptions{Shuffle: shuffle, Seed: 3, DropPartial: shuffle})
+	split := func(s *mnist.Set, shuffle bool) *prefetch.ArrayBatches {
+		a, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": s.Images, "y": s.Labels}, benchBatch, prefetch.ArrayOptions{Shuffle: shuffle, Seed: 3, DropPartial: shuffle})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -190,7 +191,7 @@ func BenchmarkMixedPrecisionMNISTCNN(b *testing.B) {
 	acc := map[string]float64{}
 	for _, mode := range []string{"f32", "bf16"} {
 		nt, err := core.New(&BenchCNN{}, core.WithBackend("xla"), core.Quiet(), core.WithCache(compilecache.New()), core.WithoutLogger(), core.WithoutCheckpoints(),
-			core.WithData(core.Data{"train": split(rest, true), "val": split(val, false), "test": split(test, false)}), core.WithMaxEpochs(epochs), core.WithMixedPrecision(mode))
+			core.WithData(prefetch.Data{"train": split(rest, true), "val": split(val, false), "test": split(test, false)}), core.WithMaxEpochs(epochs), core.WithMixedPrecision(mode))
 		if err != nil {
 			b.Fatal(err)
 		}

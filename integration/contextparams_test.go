@@ -8,6 +8,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // CtxParam hands a Host field to Forward through a context hyperparameter set in BuildModel, the
@@ -21,7 +22,7 @@ func (e *CtxParam) BuildModel(ctx *context.Context) error {
 	ctx.SetParam("scale", e.Scale)
 	return nil
 }
-func (e *CtxParam) BuildData() (core.Data, error) { return splits(64, 64, 32) }
+func (e *CtxParam) BuildData() (prefetch.Data, error) { return splits(64, 64, 32) }
 func (e *CtxParam) Forward(ctx *context.Context, in Inputs) core.Outputs {
 	s := context.GetParamOr(ctx, "scale", 1.0)
 	return core.Outputs{"logits": graph.MulScalar(mlp(ctx, in.X, e.Width), s)}
@@ -44,7 +45,7 @@ func TestContextParamIsKeyed(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Scale %v: core.New: %v (a Host value passed through the context is keyed, not refused)", s, err)
 		}
-		p, err := n.Predict(core.Batch{"x": x})
+		p, err := n.Predict(prefetch.Batch{"x": x})
 		if err != nil {
 			t.Fatal(err)
 		}

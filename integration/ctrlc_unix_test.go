@@ -43,23 +43,8 @@ func TestCtrlCStopsAProgramGracefully(t *testing.T) {
 	c := exec.CommandContext(ctx, bin)
 	c.Dir = dir
 	c.Env = append(os.Environ(), "NITRO_PJRT_DIR="+pjrtDir)
-	var out bytes.Buffer
-	c.Stdout, c.Stderr = &out, &out
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- c.Wait() }()
-
-	// Training once metrics.jsonl has a train line; polled, as the program says nothing else.
 	runDir := filepath.Join(dir, "runs", "Curve")
-	for !hasTrainLine(filepath.Join(runDir, "metrics.jsonl")) {
-		select {
-		case err := <-exited:
-			t.Fatalf("the program exited (%v) before it trained:\n%s", err, tail(out.Bytes()))
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	out, exited := startTraining(t, c, runDir)
 	if err := c.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -92,6 +77,27 @@ func TestCtrlCStopsAProgramGracefully(t *testing.T) {
 	if !strings.Contains(out.String(), "stopped: requested") {
 		t.Errorf("the program does not report the requested stop:\n%s", tail(out.Bytes()))
 	}
+}
+
+// startTraining starts c and returns once runDir's metrics.jsonl has a train line (polled, as
+// the program says nothing else), with c's output so far and a channel that gets c.Wait's error.
+func startTraining(t *testing.T, c *exec.Cmd, runDir string) (*bytes.Buffer, <-chan error) {
+	t.Helper()
+	out := &bytes.Buffer{}
+	c.Stdout, c.Stderr = out, out
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- c.Wait() }()
+	for !hasTrainLine(filepath.Join(runDir, "metrics.jsonl")) {
+		select {
+		case err := <-exited:
+			t.Fatalf("the program exited (%v) before it trained:\n%s", err, tail(out.Bytes()))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return out, exited
 }
 
 // hasTrainLine reports whether a metrics.jsonl holds a "train" metrics line yet.

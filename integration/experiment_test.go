@@ -16,6 +16,7 @@ import (
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // The synthetic task: Dim-dimensional Gaussian points labelled by the side of a fixed hyperplane
@@ -47,17 +48,17 @@ func synthetic(n int, seed uint64) (x, y *tensors.Tensor) {
 
 // splits builds a train split (dropping its partial batch, as nitro requires) and, when valN > 0,
 // a val split (keeping its short final batch) of the synthetic task.
-func splits(trainN, valN, batch int) (core.Data, error) {
-	d := core.Data{}
+func splits(trainN, valN, batch int) (prefetch.Data, error) {
+	d := prefetch.Data{}
 	x, y := synthetic(trainN, 1)
-	tr, err := core.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y}, batch, core.ArrayOptions{DropPartial: true})
+	tr, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y}, batch, prefetch.ArrayOptions{DropPartial: true})
 	if err != nil {
 		return nil, err
 	}
 	d["train"] = tr
 	if valN > 0 {
 		vx, vy := synthetic(valN, 2)
-		va, err := core.NewArrayBatches(map[string]*tensors.Tensor{"x": vx, "y": vy}, batch, core.ArrayOptions{})
+		va, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": vx, "y": vy}, batch, prefetch.ArrayOptions{})
 		if err != nil {
 			return nil, err
 		}
@@ -102,7 +103,7 @@ type Clf struct {
 
 func (e *Clf) BuildModel(ctx *context.Context) error { return nil }
 
-func (e *Clf) BuildData() (core.Data, error) { return splits(e.TrainN, e.ValN, e.Batch) }
+func (e *Clf) BuildData() (prefetch.Data, error) { return splits(e.TrainN, e.ValN, e.Batch) }
 
 func (e *Clf) Forward(ctx *context.Context, in Inputs) core.Outputs {
 	logits := mlp(ctx, in.X, e.Width)
@@ -126,7 +127,7 @@ type ClfMetrics struct {
 
 func (e *ClfMetrics) BuildModel(ctx *context.Context) error { return nil }
 
-func (e *ClfMetrics) BuildData() (core.Data, error) { return splits(e.TrainN, e.ValN, e.Batch) }
+func (e *ClfMetrics) BuildData() (prefetch.Data, error) { return splits(e.TrainN, e.ValN, e.Batch) }
 
 func (e *ClfMetrics) Forward(ctx *context.Context, in Inputs) core.Outputs {
 	return core.Outputs{"logits": mlp(ctx, in.X, e.Width)}

@@ -17,6 +17,7 @@ import (
 	"github.com/nitro-go/nitro/exportbundle"
 	"github.com/nitro-go/nitro/internal/prereq"
 	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/tensorfile"
 )
 
@@ -72,7 +73,7 @@ func TestExportPreprocessMNIST(t *testing.T) {
 	_, err := export.Export(n, dir, export.ExportSpec{
 		Name:       "mnist_u8",
 		BatchSizes: []int{1, 32},
-		WireInputs: []core.InputSpec{{Name: "pixels", DType: dtypes.Uint8, Shape: []int{784}}},
+		WireInputs: []prefetch.FieldSpec{{Name: "pixels", DType: dtypes.Uint8, Shape: []int{784}}},
 		Preprocess: func(w map[string]*graph.Node) map[string]*graph.Node {
 			eager++
 			return map[string]*graph.Node{"image": graph.DivScalar(graph.ConvertDType(w["pixels"], dtypes.Float32), 255)}
@@ -112,7 +113,7 @@ func TestExportPreprocessMNIST(t *testing.T) {
 	worst := 0.0
 	check := func(size, from int) {
 		x := rowsOf(test.Images, from, from+size)
-		want, err := n.Predict(core.Batch{"image": x})
+		want, err := n.Predict(prefetch.Batch{"image": x})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,8 +142,10 @@ func TestExportPreprocessMNIST(t *testing.T) {
 // TestExportFromCheckpointNoData: a Nitro built from a checkpoint with no data (WithInputSpecs
 // and WithCheckpoint; its DataDir points nowhere, so BuildData would fail if it were called)
 // predicts and exports what the trained Nitro predicts: its Predict equals the trained one's,
-// and its bundle's outputs equal them to 1e-5 at batch sizes 1 and 32. The bundle's provenance
-// names the checkpoint.
+// and its bundle's outputs equal them to 1e-5 at batch sizes 1 and 32. The bundle is the MLP's
+// declared ExportContract (the spec sets only a name and batch sizes): uint8 pixels in, the
+// probabilities and the class out, the class exactly Predict's. The bundle's provenance names
+// the checkpoint.
 func TestExportFromCheckpointNoData(t *testing.T) {
 	r := requireXLA(t)
 	dataDir := mnistData(t)
@@ -160,7 +163,7 @@ func TestExportFromCheckpointNoData(t *testing.T) {
 	e.DataDir = filepath.Join(t.TempDir(), "no-mnist-here")
 	n, err := core.New(e, core.WithBackend("xla"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(),
 		core.WithCache(compilecache.New()), core.WithPreset("tiny"),
-		core.WithInputSpecs(core.InputSpec{Name: "image", DType: dtypes.Float32, Shape: []int{784}}),
+		core.WithInputSpecs(prefetch.FieldSpec{Name: "image", DType: dtypes.Float32, Shape: []int{784}}),
 		core.WithCheckpoint(runDir))
 	if err != nil {
 		t.Fatal(err)
@@ -174,8 +177,11 @@ func TestExportFromCheckpointNoData(t *testing.T) {
 	if abs, _ := filepath.Abs(runDir); b.Provenance["checkpoint_arg"] != abs || filepath.Dir(b.Provenance["checkpoint"]) != abs || len(b.Provenance["checkpoint_sha256"]) != 64 {
 		t.Errorf("provenance checkpoint %q (sha256 %q, argument %q), want a file in %q with its sha256", b.Provenance["checkpoint"], b.Provenance["checkpoint_sha256"], b.Provenance["checkpoint_arg"], abs)
 	}
-	if len(b.Inputs) != 1 || b.Inputs[0].Name != "image" || !slices.Equal(b.Inputs[0].Shape, []int{-1, 784}) {
-		t.Errorf("inputs %+v, want image [-1 784]", b.Inputs)
+	if len(b.Inputs) != 1 || b.Inputs[0].Name != "pixels" || b.Inputs[0].DType != tensorfile.U8 || !slices.Equal(b.Inputs[0].Shape, []int{-1, 784}) {
+		t.Errorf("inputs %+v, want the contract's pixels U8 [-1 784]", b.Inputs)
+	}
+	if len(b.Outputs) != 2 || b.Outputs[0].Name != "probs" || b.Outputs[1].Name != "class" || b.Outputs[1].DType != tensorfile.I32 {
+		t.Errorf("outputs %+v, want the contract's probs, then class I32", b.Outputs)
 	}
 
 	run, err := exportbundle.Open(dir, r.Plugin)
@@ -190,11 +196,11 @@ func TestExportFromCheckpointNoData(t *testing.T) {
 	worst, predWorst := 0.0, 0.0
 	check := func(size, from int) {
 		x := rowsOf(test.Images, from, from+size)
-		want, err := trained.Predict(core.Batch{"image": x})
+		want, err := trained.Predict(prefetch.Batch{"image": x})
 		if err != nil {
 			t.Fatal(err)
 		}
-		mine, err := n.Predict(core.Batch{"image": x})
+		mine, err := n.Predict(prefetch.Batch{"image": x})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,14 +209,17 @@ func TestExportFromCheckpointNoData(t *testing.T) {
 		if pd > 1e-5 {
 			t.Errorf("batch %d at %d: the no-data Nitro's Predict differs from the trained one's by %g", size, from, pd)
 		}
-		out, err := run.Run(size, map[string]exportbundle.Tensor{"image": f32Tensor(t, x)})
+		out, err := run.Run(size, map[string]exportbundle.Tensor{"pixels": pixels(t, x)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := maxAbsDiff(t, fmt.Sprintf("batch %d at %d", size, from), out["logits"], want["logits"])
+		d := maxAbsDiff(t, fmt.Sprintf("batch %d at %d", size, from), out["probs"], want["probs"])
 		worst = max(worst, d)
 		if d > 1e-5 {
 			t.Errorf("batch size %d, images %d..%d: no-data bundle vs the trained Nitro's Predict: max |diff| %g > 1e-5", size, from, from+size, d)
+		}
+		if class := tensors.MustCopyFlatData[int32](want["class"]); fmt.Sprint(mustValues[int32](t, out["class"])) != fmt.Sprint(class) {
+			t.Errorf("batch size %d, images %d..%d: the bundle's classes %v, Predict's %v", size, from, from+size, mustValues[int32](t, out["class"]), class)
 		}
 	}
 	check(32, 0)
@@ -222,4 +231,14 @@ func TestExportFromCheckpointNoData(t *testing.T) {
 	if err := n.Train(); err == nil {
 		t.Error("Train on the no-data Nitro succeeded")
 	}
+}
+
+// mustValues is a bundle tensor's elements as T.
+func mustValues[T exportbundle.Element](t testing.TB, x exportbundle.Tensor) []T {
+	t.Helper()
+	v, err := exportbundle.Values[T](x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/nitro-go/nitro/internal/prereq"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/monitors"
+	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/tensorfile"
 )
 
@@ -135,7 +136,11 @@ func TestExportMNIST(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "mnist_tiny")
 	before, k := n.Phase(), phases.len()
-	b, err := export.Export(n, dir, export.ExportSpec{Name: "mnist_tiny", BatchSizes: []int{32, 1}})
+	// The call site chooses the batch-field contract over the MLP's declared one (uint8 pixels in,
+	// probabilities and class out; TestExportFromCheckpointNoData exports that): a spec that sets
+	// a contract field is used as given.
+	b, err := export.Export(n, dir, export.ExportSpec{Name: "mnist_tiny", BatchSizes: []int{32, 1},
+		Inputs: []string{"image"}, Outputs: []export.ExportOutput{{Name: "logits"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +198,7 @@ func TestExportMNIST(t *testing.T) {
 	worst := 0.0
 	check := func(size, from int) {
 		x := rowsOf(test.Images, from, from+size)
-		want, err := n.Predict(core.Batch{"image": x})
+		want, err := n.Predict(prefetch.Batch{"image": x})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -233,7 +238,7 @@ func newTempered() *Tempered {
 }
 
 func (e *Tempered) BuildModel(ctx *context.Context) error { return nil }
-func (e *Tempered) BuildData() (core.Data, error)         { return splits(64, 0, 16) }
+func (e *Tempered) BuildData() (prefetch.Data, error)     { return splits(64, 0, 16) }
 
 func (e *Tempered) Forward(ctx *context.Context, in Inputs) core.Outputs {
 	logits := graph.Mul(mlp(ctx, in.X, 8), e.Scale.Node())
@@ -269,7 +274,7 @@ func TestExportFreezesDeviceFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	x, _ := synthetic(4, 9)
-	want, err := n.Predict(core.Batch{"x": x})
+	want, err := n.Predict(prefetch.Batch{"x": x})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +349,7 @@ func TestExportFreezesDeviceFields(t *testing.T) {
 	if err := n.SetDevice("Scale", float32(1)); err != nil {
 		t.Fatal(err)
 	}
-	now, err := n.Predict(core.Batch{"x": x})
+	now, err := n.Predict(prefetch.Batch{"x": x})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +461,7 @@ func TestExportSiteProvenance(t *testing.T) {
 type Normed struct{}
 
 func (e *Normed) BuildModel(ctx *context.Context) error { return nil }
-func (e *Normed) BuildData() (core.Data, error)         { return splits(64, 0, 16) }
+func (e *Normed) BuildData() (prefetch.Data, error)     { return splits(64, 0, 16) }
 
 func (e *Normed) Forward(ctx *context.Context, in Inputs) core.Outputs {
 	h := layers.Dense(ctx.In("hidden"), in.X, true, 8)
@@ -510,7 +515,7 @@ func TestExportLayerState(t *testing.T) {
 	worst := 0.0
 	for _, size := range []int{2, 8} {
 		xs := rowsOf(x, 0, size)
-		want, err := n.Predict(core.Batch{"x": xs})
+		want, err := n.Predict(prefetch.Batch{"x": xs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -538,7 +543,7 @@ func TestExportFromCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	x, _ := synthetic(4, 21)
-	want, err := first.Predict(core.Batch{"x": x})
+	want, err := first.Predict(prefetch.Batch{"x": x})
 	if err != nil {
 		t.Fatal(err)
 	}

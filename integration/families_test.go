@@ -20,6 +20,7 @@ import (
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/logjson"
 	nopt "github.com/nitro-go/nitro/optimizers"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // The three model families `make bench` compares nitro on (BenchmarkFamilies) and that
@@ -96,7 +97,7 @@ func famLoss(logits, labels *graph.Node, classes int) *graph.Node {
 type FamCNN struct{}
 
 func (e *FamCNN) BuildModel(ctx *context.Context) error { return nil }
-func (e *FamCNN) BuildData() (core.Data, error) {
+func (e *FamCNN) BuildData() (prefetch.Data, error) {
 	return nil, fmt.Errorf("FamCNN's data is supplied with core.WithData")
 }
 func (e *FamCNN) Forward(ctx *context.Context, in Inputs) core.Outputs {
@@ -113,7 +114,7 @@ func (e *FamCNN) OptimizerRule(string) nopt.Rule { return nopt.Momentum{Rho: 0.9
 type FamTransformer struct{}
 
 func (e *FamTransformer) BuildModel(ctx *context.Context) error { return nil }
-func (e *FamTransformer) BuildData() (core.Data, error) {
+func (e *FamTransformer) BuildData() (prefetch.Data, error) {
 	return nil, fmt.Errorf("FamTransformer's data is supplied with core.WithData")
 }
 func (e *FamTransformer) Forward(ctx *context.Context, in Inputs) core.Outputs {
@@ -281,8 +282,8 @@ func (d *famBatches) tensors() map[string]*tensors.Tensor {
 }
 
 // source is nitro's view of the same rows, in order (no shuffle), full batches only.
-func (d *famBatches) source(batch int) (*core.ArrayBatches, error) {
-	return core.NewArrayBatches(d.tensors(), batch, core.ArrayOptions{DropPartial: true})
+func (d *famBatches) source(batch int) (*prefetch.ArrayBatches, error) {
+	return prefetch.NewArrayBatches(d.tensors(), batch, prefetch.ArrayOptions{DropPartial: true})
 }
 
 // batch copies batch i (of size b) into fresh host tensors.
@@ -446,7 +447,7 @@ func newFamNitro(f *family, d *famBatches, batch int, cache *compilecache.Cache,
 	}
 	clock := &famLossClock{}
 	opts = append([]core.Option{core.WithBackend("xla"), core.Quiet(), core.WithCache(cache), core.WithLogger(clock), core.WithoutCheckpoints(),
-		core.WithData(core.Data{"train": train, "test": test}), core.WithMaxEpochs(1 << 20), core.WithLearningRate(f.lr)}, opts...)
+		core.WithData(prefetch.Data{"train": train, "test": test}), core.WithMaxEpochs(1 << 20), core.WithLearningRate(f.lr)}, opts...)
 	nt, err := core.New(f.newExp(), opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("family %s: %w", f.name, err)

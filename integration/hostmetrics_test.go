@@ -9,6 +9,7 @@ import (
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/metrics"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // ClfHost is ClfMetrics plus HostMetrics, the same accuracy and rows computed in Go from the
@@ -27,7 +28,7 @@ func (e *ClfHost) clf() *ClfMetrics {
 }
 
 func (e *ClfHost) BuildModel(ctx *context.Context) error { return nil }
-func (e *ClfHost) BuildData() (core.Data, error)         { return e.clf().BuildData() }
+func (e *ClfHost) BuildData() (prefetch.Data, error)     { return e.clf().BuildData() }
 func (e *ClfHost) Forward(ctx *context.Context, in Inputs) core.Outputs {
 	return e.clf().Forward(ctx, in)
 }
@@ -36,7 +37,7 @@ func (e *ClfHost) Metrics(out core.Outputs, in Labels) map[string]core.Metric {
 	return e.clf().Metrics(out, in)
 }
 
-func (e *ClfHost) HostMetrics(out core.Prediction, b core.Batch) (map[string]metrics.Metric, error) {
+func (e *ClfHost) HostMetrics(out core.Prediction, b prefetch.Batch) (map[string]metrics.Metric, error) {
 	logits := out["logits"]
 	pred, err := metrics.ArgMaxRows(tensors.MustCopyFlatData[float32](logits), logits.Shape().Dimensions[1])
 	if err != nil {

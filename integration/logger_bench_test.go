@@ -14,6 +14,7 @@ import (
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/logjson"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // unfinished is a JSONLogger whose Finish waits for the benchmark's end: each timed repeat is
@@ -31,15 +32,15 @@ func BenchmarkStepLogger(b *testing.B) {
 	const n = benchSteps * benchBatch
 	xs, ys := mlpBenchData(n, 8)
 	side := func(opts ...core.Option) (*core.Nitro, func() float64) {
-		src, err := core.NewArrayBatches(map[string]*tensors.Tensor{
+		src, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{
 			"x": tensors.FromFlatDataAndDimensions(slices.Clone(xs), n, benchIn),
 			"y": tensors.FromFlatDataAndDimensions(slices.Clone(ys), n),
-		}, benchBatch, core.ArrayOptions{DropPartial: true})
+		}, benchBatch, prefetch.ArrayOptions{DropPartial: true})
 		if err != nil {
 			b.Fatal(err)
 		}
 		opts = append([]core.Option{core.WithBackend("xla"), core.Quiet(), core.WithCache(compilecache.New()), core.WithoutCheckpoints(),
-			core.WithData(core.Data{"train": src}), core.WithMaxEpochs(1000)}, opts...)
+			core.WithData(prefetch.Data{"train": src}), core.WithMaxEpochs(1000)}, opts...)
 		nt, err := core.New(&BenchMLP{Hidden: benchHidden}, opts...)
 		if err != nil {
 			b.Fatal(err)

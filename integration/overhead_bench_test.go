@@ -21,6 +21,7 @@ import (
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 	nitroopt "github.com/nitro-go/nitro/optimizers"
+	"github.com/nitro-go/nitro/prefetch"
 	"k8s.io/klog/v2"
 )
 
@@ -139,7 +140,7 @@ type benchMLPAdam struct {
 }
 
 func (e *benchMLPAdam) BuildModel(ctx *context.Context) error { return nil }
-func (e *benchMLPAdam) BuildData() (core.Data, error) {
+func (e *benchMLPAdam) BuildData() (prefetch.Data, error) {
 	return nil, fmt.Errorf("benchMLPAdam's data is supplied with core.WithData")
 }
 func (e *benchMLPAdam) Forward(ctx *context.Context, in Inputs) core.Outputs {
@@ -170,16 +171,16 @@ func mlpBenchData(n int, seed uint64) ([]float32, []int32) {
 // BenchmarkStepRatio's nitro sides: seconds per step between the first and the last step's end.
 func ovhNitro(b *testing.B, cache *compilecache.Cache, e any, xs []float32, ys []int32, steps, batch int, opts ...core.Option) func() float64 {
 	n := steps * batch
-	src, err := core.NewArrayBatches(map[string]*tensors.Tensor{
+	src, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{
 		"x": tensors.FromFlatDataAndDimensions(slices.Clone(xs), n, benchIn),
 		"y": tensors.FromFlatDataAndDimensions(slices.Clone(ys), n),
-	}, batch, core.ArrayOptions{DropPartial: true})
+	}, batch, prefetch.ArrayOptions{DropPartial: true})
 	if err != nil {
 		b.Fatal(err)
 	}
 	clock := &stepClock{}
 	opts = append([]core.Option{core.WithBackend("xla"), core.Quiet(), core.WithCache(cache), core.WithLogger(clock),
-		core.WithoutCheckpoints(), core.WithData(core.Data{"train": src}), core.WithMaxEpochs(1 << 20)}, opts...)
+		core.WithoutCheckpoints(), core.WithData(prefetch.Data{"train": src}), core.WithMaxEpochs(1 << 20)}, opts...)
 	nt, err := core.New(e, opts...)
 	if err != nil {
 		b.Fatal(err)

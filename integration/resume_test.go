@@ -19,6 +19,7 @@ import (
 	"github.com/nitro-go/nitro/internal/prereq"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/optimizers"
+	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/schedules"
 )
 
@@ -33,18 +34,18 @@ type Anchored struct {
 
 func (e *Anchored) BuildModel(ctx *context.Context) error { return nil }
 
-func (e *Anchored) BuildData() (core.Data, error) {
+func (e *Anchored) BuildData() (prefetch.Data, error) {
 	x, y := synthetic(256, 1)
-	tr, err := core.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y}, 16, core.ArrayOptions{DropPartial: true, Shuffle: true, Seed: 5})
+	tr, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": x, "y": y}, 16, prefetch.ArrayOptions{DropPartial: true, Shuffle: true, Seed: 5})
 	if err != nil {
 		return nil, err
 	}
 	vx, vy := synthetic(72, 2)
-	va, err := core.NewArrayBatches(map[string]*tensors.Tensor{"x": vx, "y": vy}, 32, core.ArrayOptions{})
+	va, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": vx, "y": vy}, 32, prefetch.ArrayOptions{})
 	if err != nil {
 		return nil, err
 	}
-	return core.Data{"train": tr, "val": va}, nil
+	return prefetch.Data{"train": tr, "val": va}, nil
 }
 
 func (e *Anchored) Forward(ctx *context.Context, in Inputs) core.Outputs {
@@ -95,12 +96,12 @@ func (e *Anchored) Schedules() map[string]any {
 // interrupted there would have. The run keeps its full MaxEpochs, so a schedule's horizon is the
 // uninterrupted run's.
 type stopAfter struct {
-	*core.ArrayBatches
+	*prefetch.ArrayBatches
 	k int
 	n **core.Nitro
 }
 
-func (s stopAfter) BatchAt(i int) (core.Batch, error) {
+func (s stopAfter) BatchAt(i int) (prefetch.Batch, error) {
 	if i == s.Len()-1 && (*s.n).Epoch() == s.k-1 {
 		(*s.n).RequestStop()
 	}
@@ -140,7 +141,7 @@ func sameParams(t testing.TB, what string, got, want map[string][]byte) {
 type resumeRun struct {
 	name      string
 	mk        func() any
-	data      func(e any) core.Data
+	data      func(e any) prefetch.Data
 	requested bool
 	opts      []core.Option
 }
@@ -172,7 +173,7 @@ func (r resumeRun) check(t *testing.T, total int, ks ...int) {
 			var first *core.Nitro
 			if r.requested {
 				data := r.data(e1)
-				data["train"] = stopAfter{ArrayBatches: data["train"].(*core.ArrayBatches), k: k, n: &first}
+				data["train"] = stopAfter{ArrayBatches: data["train"].(*prefetch.ArrayBatches), k: k, n: &first}
 				opts = []core.Option{core.WithData(data), core.WithRunDir(dir), ckpt(), core.WithMaxEpochs(total)}
 			} else {
 				opts = append(opts, core.WithMaxEpochs(k))
@@ -235,7 +236,7 @@ func TestExactResume(t *testing.T) {
 	// (b) two groups, w0 decay, accum 2, dropout: first with MaxEpochs = k (constant rate), then
 	// interrupted by a stop request in a run whose cosine schedule spans all the epochs.
 	anchored := func(cosine bool) func() any { return func() any { return &Anchored{Width: 16, Cosine: cosine} } }
-	anchoredData := func(e any) core.Data {
+	anchoredData := func(e any) prefetch.Data {
 		d, err := e.(*Anchored).BuildData()
 		if err != nil {
 			t.Fatal(err)

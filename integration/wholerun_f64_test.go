@@ -15,6 +15,7 @@ import (
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/optimizers"
+	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/schedules"
 )
 
@@ -91,7 +92,7 @@ func wrTensor(dt dtypes.DType, v []float64, dims ...int) *tensors.Tensor {
 	return t
 }
 
-func (e *WholeRun) BuildData() (core.Data, error) {
+func (e *WholeRun) BuildData() (prefetch.Data, error) {
 	n := wrSteps * wrBatch * max(e.Accum, 1)
 	r := rand.New(rand.NewPCG(42, 4242))
 	teacher := make([]float64, wrIn*wrClasses)
@@ -117,14 +118,14 @@ func (e *WholeRun) BuildData() (core.Data, error) {
 		}
 		ys[i] = int32(best)
 	}
-	tr, err := core.NewArrayBatches(map[string]*tensors.Tensor{
+	tr, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{
 		"x": tensors.FromFlatDataAndDimensions(xs, n, wrIn),
 		"y": tensors.FromFlatDataAndDimensions(ys, n),
-	}, wrBatch, core.ArrayOptions{DropPartial: true})
+	}, wrBatch, prefetch.ArrayOptions{DropPartial: true})
 	if err != nil {
 		return nil, err
 	}
-	return core.Data{"train": tr}, nil
+	return prefetch.Data{"train": tr}, nil
 }
 
 func (e *WholeRun) Forward(ctx *context.Context, in Inputs) core.Outputs {

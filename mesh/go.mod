@@ -7,6 +7,7 @@ require (
 	github.com/gomlx/gopjrt v0.10.0
 	github.com/nitro-go/nitro/backend v0.0.0
 	github.com/nitro-go/nitro/internal/prereq v0.0.0
+	github.com/nitro-go/nitro/pjrthook v0.0.0 // indirect
 )
 
 require (
@@ -20,6 +21,7 @@ require (
 )
 
 replace (
+	github.com/nitro-go/nitro/pjrthook => ../pjrthook
 	github.com/nitro-go/nitro/backend => ../backend
 	github.com/nitro-go/nitro/internal/prereq => ../internal/prereq
 )

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"sort"
 )
@@ -127,4 +128,60 @@ func (a *Accumulator) Result() Result {
 		}
 	}
 	return r
+}
+
+// Reduce makes the accumulator the whole run's over world processes: sum adds a flat buffer
+// over them in place (every process calls Reduce at the same point), holding, names sorted, each
+// Mean's sum and count, each Total's sum and each Summed array's values, then the batch count.
+// Its first element is a hash of that layout (names, kinds, shapes): after the sum it must be
+// world times this process's, or the processes accumulated different metrics and Reduce refuses
+// rather than add unrelated numbers. A Collected metric is refused, naming it: its values need
+// gathering, not summing.
+func (a *Accumulator) Reduce(world int, sum func([]float64) error) error {
+	names := make([]string, 0, len(a.kinds))
+	for k := range a.kinds {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	layout := fnv.New32a()
+	buf := []float64{0}
+	for _, name := range names {
+		fmt.Fprintf(layout, "%s %v", name, a.kinds[name])
+		switch a.kinds[name] {
+		case KindMean:
+			buf = append(buf, a.sums[name], a.counts[name])
+		case KindTotal:
+			buf = append(buf, a.sums[name])
+		case KindSummed:
+			fmt.Fprintf(layout, " %v", a.arrays[name].Shape)
+			buf = append(buf, a.arrays[name].Data...)
+		case KindCollected:
+			return fmt.Errorf("metrics: metric %q is Collected: its values cannot be summed over %d processes; make it a Mean, Total or Summed array, or run one process", name, world)
+		}
+		layout.Write([]byte{0})
+	}
+	buf[0] = float64(layout.Sum32())
+	buf = append(buf, float64(a.batches))
+	mine := buf[0]
+	if err := sum(buf); err != nil {
+		return err
+	}
+	if buf[0] != float64(world)*mine {
+		return fmt.Errorf("metrics: the %d processes accumulated different metrics (names, kinds or array shapes; this one has %v): every process must evaluate the same metrics", world, names)
+	}
+	i := 1
+	for _, name := range names {
+		switch a.kinds[name] {
+		case KindMean:
+			a.sums[name], a.counts[name] = buf[i], buf[i+1]
+			i += 2
+		case KindTotal:
+			a.sums[name] = buf[i]
+			i++
+		case KindSummed:
+			i += copy(a.arrays[name].Data, buf[i:])
+		}
+	}
+	a.batches = int(buf[i])
+	return nil
 }

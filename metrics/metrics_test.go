@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"strings"
@@ -127,5 +128,67 @@ func TestAUC(t *testing.T) {
 	}
 	if _, err := metrics.AUC([]float64{math.NaN(), 2}, []bool{true, false}); err == nil {
 		t.Error("AUC ranked a NaN")
+	}
+}
+
+// pairSum is two processes' sum functions for Reduce: each sends its buffer and adds the other's.
+func pairSum() (func([]float64) error, func([]float64) error) {
+	a, b := make(chan []float64, 1), make(chan []float64, 1)
+	f := func(mine, theirs chan []float64) func([]float64) error {
+		return func(buf []float64) error {
+			mine <- slices.Clone(buf)
+			o := <-theirs
+			for i := range buf {
+				buf[i] += o[i]
+			}
+			return nil
+		}
+	}
+	return f(a, b), f(b, a)
+}
+
+// Reduce over two processes gives, on each, what one accumulator of both processes' batches
+// gives; a different layout and a Collected metric are refused.
+func TestAccumulatorReduce(t *testing.T) {
+	batch := func(k float64) map[string]metrics.Metric {
+		a, _ := metrics.NewArray([]float64{k, 2 * k}, 2)
+		return map[string]metrics.Metric{"acc": metrics.Mean(k, 10), "n": metrics.Total(k), "conf": metrics.Summed(a)}
+	}
+	var p0, p1, both metrics.Accumulator
+	for _, b := range []map[string]metrics.Metric{batch(1), batch(2)} {
+		_ = p0.Add(b)
+		_ = both.Add(b)
+	}
+	_ = p1.Add(batch(5))
+	_ = both.Add(batch(5))
+	s0, s1 := pairSum()
+	errs := make(chan error, 1)
+	go func() { errs <- p1.Reduce(2, s1) }()
+	if err := errors.Join(p0.Reduce(2, s0), <-errs); err != nil {
+		t.Fatal(err)
+	}
+	want := both.Result()
+	for _, acc := range []*metrics.Accumulator{&p0, &p1} {
+		got := acc.Result()
+		if got.Scalars["acc"] != want.Scalars["acc"] || got.Scalars["n"] != want.Scalars["n"] ||
+			!slices.Equal(got.Arrays["conf"].Data, want.Arrays["conf"].Data) || acc.Batches() != 3 {
+			t.Errorf("reduced %+v (%d batches), want %+v (3)", got, acc.Batches(), want)
+		}
+	}
+	var q, r metrics.Accumulator
+	_ = q.Add(map[string]metrics.Metric{"acc": metrics.Mean(1, 1)})
+	_ = r.Add(map[string]metrics.Metric{"loss": metrics.Mean(1, 1)})
+	s0, s1 = pairSum()
+	go func() { errs <- r.Reduce(2, s1) }()
+	err := q.Reduce(2, s0)
+	for _, err := range []error{err, <-errs} {
+		if err == nil || !strings.Contains(err.Error(), "accumulated different metrics") {
+			t.Errorf("layout mismatch: %v", err)
+		}
+	}
+	var c metrics.Accumulator
+	_ = c.Add(map[string]metrics.Metric{"scores": metrics.Collected([]float64{1})})
+	if err := c.Reduce(2, func([]float64) error { return nil }); err == nil || !strings.Contains(err.Error(), `metric "scores" is Collected`) {
+		t.Errorf("Collected: %v", err)
 	}
 }

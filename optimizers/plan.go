@@ -2,6 +2,7 @@ package optimizers
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -44,6 +45,10 @@ type PlanSpec struct {
 	OptimizerChain    ChainFactory               // Level 2
 	// Schedules maps schedule keys to a number or a schedules.Factory (see package schedules).
 	Schedules map[string]any
+	// RunSchedules are one run's schedules over the experiment's (schedules.Override: each
+	// replaces the entry of the same target, the others stay); the binding report marks them
+	// "run option". Their keys must bind, as Schedules' must.
+	RunSchedules map[string]any
 }
 
 // Plan is a resolved optimization: per group its final chain and the base value of every
@@ -56,6 +61,9 @@ type Plan struct {
 	groups   []*GroupPlan
 	bound    *schedules.Bound // nil when nothing is scheduled
 	devSched []string         // scheduled Device fields, in target order
+
+	runKeys  map[string]bool   // the schedule keys RunSchedules gave (flattened)
+	replaced map[string]string // the experiment's schedule keys a run key replaced, to that key
 
 	mu     sync.Mutex
 	at     schedules.Values
@@ -78,6 +86,8 @@ type GroupPlan struct {
 	rate   float64 // LearningRateGroup(group), when that accessor exists
 	ratio  float64 // rate / the default group's rate; 1 without LearningRateGroup
 	base   map[string]float64
+	// etaReplaced says which eta schedule replaces the rule's own non-zero Eta ("" when none).
+	etaReplaced string
 }
 
 // Resolve resolves levels, rates, decay and schedules for every group and builds each group's
@@ -185,7 +195,7 @@ func (p *Plan) buildChain(g *GroupPlan, scheduled []string) (*Chain, error) {
 // chains' fields (schedulable or not, so a nonschedulable one is refused with its reason).
 func (p *Plan) resolveSchedules() error {
 	s := p.spec
-	if len(s.Schedules) == 0 {
+	if len(s.Schedules) == 0 && len(s.RunSchedules) == 0 {
 		return nil
 	}
 	space := schedules.Space{DeviceFields: s.DeviceFields, Nonschedulable: map[string]string{}, GroupLambdaAccessors: s.LambdaGroup != nil}
@@ -215,7 +225,11 @@ func (p *Plan) resolveSchedules() error {
 		space.RuleFields = append(space.RuleFields, f)
 	}
 	sort.Strings(space.RuleFields)
-	b, err := schedules.Resolve(s.Schedules, space, max(s.TotalSteps, 1))
+	entries, err := p.overrideSchedules(space)
+	if err != nil {
+		return err
+	}
+	b, err := schedules.Resolve(entries, space, max(s.TotalSteps, 1))
 	if err != nil {
 		return err
 	}
@@ -232,6 +246,25 @@ func (p *Plan) resolveSchedules() error {
 		}
 	}
 	return nil
+}
+
+// overrideSchedules lays the run's schedules over the experiment's, remembering which keys the
+// run gave (the report's "run option") and which of the experiment's they replaced.
+func (p *Plan) overrideSchedules(space schedules.Space) (map[string]any, error) {
+	s := p.spec
+	if len(s.RunSchedules) == 0 {
+		return s.Schedules, nil
+	}
+	merged, replaced, err := schedules.Override(s.Schedules, s.RunSchedules, space)
+	if err != nil {
+		return nil, fmt.Errorf("the run's schedules (run option): %w", err)
+	}
+	p.replaced, p.runKeys = replaced, map[string]bool{}
+	over, _, _ := schedules.Override(nil, s.RunSchedules, space) // its keys, flattened
+	for k := range over {
+		p.runKeys[k] = true
+	}
+	return merged, nil
 }
 
 // roundingZero is the largest magnitude of a negative eta or lambda taken as a schedule's rounding
@@ -304,14 +337,15 @@ func (p *Plan) finishGroup(g *GroupPlan) error {
 // checkRuleOverrides refuses a Level 1 rule whose eta the plan replaces with the resolved
 // learning rate (LearningRate, or the group's LearningRateGroup) while the rule holds a different
 // non-zero value: the rule's value would be silently ignored and the run would train at another
-// rate than the rule reads. Zero means unset; a value equal to the resolved one is accepted. A
-// schedule of eta is the user's own declaration of where eta comes from, and a schedule
-// replacing a rule's value is the precedence for every rule field (the rule's value is the
-// default when no schedule drives it), so a scheduled eta is not checked here.
+// rate than the rule reads. Zero means unset; a value equal to the resolved one is accepted.
+//
+// A schedule of eta is the user's own declaration of where eta comes from, and a schedule
+// replacing a rule's value is the precedence for every rule field, so a scheduled eta is not
+// refused (manual mode relies on it: its rules' Eta are the groups' rates, which the schedule
+// scales). It is said instead (Notices, and a note on the eta row), unless the rule's Eta is
+// the group's LearningRateGroup rate, which the schedule keeps as the group's ratio.
 func (p *Plan) checkRuleOverrides(g *GroupPlan) error {
-	if slices.Contains(p.Scheduled(g.Name), EtaField) {
-		return nil
-	}
+	scheduled := slices.Contains(p.Scheduled(g.Name), EtaField)
 	fields, err := RuleFields(g.rule)
 	if err != nil {
 		return err
@@ -325,6 +359,14 @@ func (p *Plan) checkRuleOverrides(g *GroupPlan) error {
 			continue
 		}
 		where, field := fmt.Sprintf("OptimizerRule(%q)", g.Name), rt.Name()+"."+f.GoName
+		if scheduled {
+			if p.spec.LearningRateGroup == nil || f.Value != g.rate {
+				t, _ := p.scheduleTarget(g.Name, EtaField)
+				key, _ := p.bound.Key(t)
+				g.etaReplaced = fmt.Sprintf("schedule %s replaces %s=%g", key, field, f.Value)
+			}
+			continue
+		}
 		if p.spec.LearningRateGroup != nil {
 			if f.Value != g.rate {
 				return fmt.Errorf("%s: %s is %g but group %q's resolved learning rate is %g (accessor LearningRateGroup(%s)), which the framework feeds the rule's eta in its place: set it in LearningRateGroup instead, or leave %s zero",
@@ -338,6 +380,23 @@ func (p *Plan) checkRuleOverrides(g *GroupPlan) error {
 		}
 	}
 	return nil
+}
+
+// Notices are what the plan resolved that a reader should hear about, one sentence each, in
+// order: the experiment's schedule keys a run option replaced, then per group a Level 1 rule's
+// own non-zero Eta that an eta schedule replaces, naming the group, the schedule, the field, its
+// value and the fix. The caller prints them once.
+func (p *Plan) Notices() []string {
+	var out []string
+	for _, key := range slices.Sorted(maps.Keys(p.replaced)) {
+		out = append(out, fmt.Sprintf("schedules: the run option's %s replaces the experiment's Schedules() key %s for this run", p.replaced[key], key))
+	}
+	for _, g := range p.groups {
+		if g.etaReplaced != "" {
+			out = append(out, fmt.Sprintf("group %s: eta: %s, which the group does not train at: leave Eta zero to take the rate from the schedule, or drop the eta schedule to train at the rule's Eta (and set LearningRate to it)", g.Name, g.etaReplaced))
+		}
+	}
+	return out
 }
 
 // Groups lists the groups' plans, in the order of PlanSpec.Groups.

@@ -3,6 +3,7 @@ package optimizers
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/nitro-go/nitro/schedules"
 )
@@ -13,10 +14,19 @@ func (p *Plan) DeviceBinding(name, value string) schedules.Binding {
 	b := schedules.Binding{Name: name, Value: value, Source: "field " + name}
 	t := schedules.Target{Scope: schedules.ScopeDevice, Name: name}
 	if p.bound != nil && p.bound.Has(t) {
-		key, _ := p.bound.Key(t)
-		b.Value, b.Source, b.Scheduled = p.scheduleValue(t), "schedule "+key, true
+		b.Value, b.Source, b.Scheduled = p.scheduleValue(t), p.scheduleSource(t), true
 	}
 	return b
+}
+
+// scheduleSource is a bound target's source in the report: "schedule <key>", and "(run option)"
+// when the run's schedules gave it rather than the experiment's.
+func (p *Plan) scheduleSource(t schedules.Target) string {
+	key, _ := p.bound.Key(t)
+	if p.runKeys[key] {
+		return "schedule " + key + " (run option)"
+	}
+	return "schedule " + key
 }
 
 // GroupBindings are the groups' rows of the binding report: per group its chain and level, every
@@ -31,8 +41,7 @@ func (p *Plan) GroupBindings() []schedules.Binding {
 		}
 		for _, f := range g.Binding.Unused {
 			t, _ := p.scheduleTarget(g.Name, f)
-			key, _ := p.bound.Key(t)
-			bs = append(bs, schedules.Binding{Group: g.Name, Name: f, Value: p.scheduleValue(t), Source: "schedule " + key, Scheduled: true, Unread: true})
+			bs = append(bs, schedules.Binding{Group: g.Name, Name: f, Value: p.scheduleValue(t), Source: p.scheduleSource(t), Scheduled: true, Unread: true})
 		}
 		if g.Chain.HasDecay() {
 			src := "default"
@@ -66,12 +75,14 @@ func (p *Plan) fieldBinding(g *GroupPlan, f string) schedules.Binding {
 		b.Value, b.Source = fmt.Sprint(g.base[f]), "rule field "+f
 	}
 	if t, ok := p.scheduleTarget(g.Name, f); ok {
-		key, _ := p.bound.Key(t)
-		b.Value, b.Source, b.Scheduled = p.scheduleValue(t), "schedule "+key, true
+		b.Value, b.Source, b.Scheduled = p.scheduleValue(t), p.scheduleSource(t), true
 		if g.ratio != 1 && f == EtaField {
 			// The group runs at the schedule times its ratio: show the rate it really gets.
 			b.Value, b.Source = p.scaledScheduleValue(t, g.ratio), b.Source+" x ratio"
 		}
+	}
+	if f == EtaField && g.etaReplaced != "" {
+		b.Note = strings.TrimPrefix(b.Note+"; "+g.etaReplaced, "; ")
 	}
 	return b
 }

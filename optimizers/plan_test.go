@@ -1,6 +1,7 @@
 package optimizers_test
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"slices"
@@ -270,5 +271,115 @@ func TestPlanVaryingOptKeys(t *testing.T) {
 	}
 	if got := p.VaryingOptKeys(); len(got) != 0 {
 		t.Errorf("nothing scheduled: VaryingOptKeys = %v", got)
+	}
+}
+
+// An eta schedule replacing a Level 1 rule's own non-zero Eta is said, not refused: one notice
+// for the group naming the schedule, the field, its value and the fix, and a note on the group's
+// eta row. A rule with Eta unset, or with Eta equal to the group's LearningRateGroup rate (which
+// the schedule keeps as the ratio, as manual mode's rules do), gets neither.
+func TestScheduleReplacingRuleEtaIsSaid(t *testing.T) {
+	spec := func(rule optimizers.Rule, rates map[string]float64) optimizers.PlanSpec {
+		s := optimizers.PlanSpec{
+			LearningRate:  optimizers.Setting{Value: 1e-3, Source: "default"},
+			Groups:        []*optimizers.Layout{groupLayout(t, "backbone"), groupLayout(t, "default")},
+			TotalSteps:    10,
+			OptimizerRule: func(string) optimizers.Rule { return rule },
+			Schedules:     map[string]any{"eta": schedules.Cosine(0.05, 0)},
+		}
+		if rates != nil {
+			s.LearningRateGroup = func(g string) float64 { return rates[g] }
+		}
+		return s
+	}
+	etaNote := func(p *optimizers.Plan, group string) string {
+		for _, b := range p.GroupBindings() {
+			if b.Group == group && b.Name == "eta" {
+				return b.Note
+			}
+		}
+		t.Fatalf("no eta row for group %s", group)
+		return ""
+	}
+	for _, c := range []struct {
+		name   string
+		rule   optimizers.Rule
+		rates  map[string]float64
+		groups []string // the groups said to lose their rule's Eta
+	}{
+		{"Eta set", optimizers.Momentum{Eta: 0.5, Rho: 0.9}, nil, []string{"backbone", "default"}},
+		{"Eta unset", optimizers.Momentum{Rho: 0.9}, nil, nil},
+		{"Eta is one group's rate", optimizers.SGD{Eta: 1e-3}, map[string]float64{"backbone": 1e-4, "default": 1e-3}, []string{"backbone"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := optimizers.Resolve(spec(c.rule, c.rates))
+			if err != nil {
+				t.Fatal(err)
+			}
+			notices := p.Notices()
+			if len(notices) != len(c.groups) {
+				t.Fatalf("notices %q; want one for each of %v", notices, c.groups)
+			}
+			for i, g := range c.groups {
+				field := strings.TrimPrefix(fmt.Sprintf("%T", c.rule), "optimizers.")
+				want := fmt.Sprintf("group %s: eta: schedule eta replaces %s.Eta=%g, which the group does not train at: leave Eta zero", g, field, map[string]float64{"Momentum": 0.5, "SGD": 1e-3}[field])
+				if !strings.HasPrefix(notices[i], want) {
+					t.Errorf("notice %q; want it to start %q", notices[i], want)
+				}
+				if note := etaNote(p, g); !strings.Contains(note, fmt.Sprintf("schedule eta replaces %s.Eta=", field)) {
+					t.Errorf("group %s's eta row note %q does not say the schedule replaces the rule's Eta", g, note)
+				}
+			}
+			for _, g := range []string{"backbone", "default"} {
+				if !slices.Contains(c.groups, g) && strings.Contains(etaNote(p, g), "replaces") {
+					t.Errorf("group %s's eta row note %q says a replacement there is none", g, etaNote(p, g))
+				}
+			}
+		})
+	}
+}
+
+// A run's schedules override the experiment's by target for that run: the group's eta follows
+// the run's curve, the experiment's other schedules stay, the report marks the run's rows "run
+// option", a notice names the key replaced, and a run key that binds nothing is refused by name.
+func TestRunSchedulesOverride(t *testing.T) {
+	spec := twoGroupSpec(t, map[string]int{})
+	spec.Schedules["opt.eta"] = spec.Schedules["eta"] // the experiment's spelling differs from the run's
+	delete(spec.Schedules, "eta")
+	spec.RunSchedules = map[string]any{"eta": schedules.Constant(0.02)}
+	p, err := optimizers.Resolve(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := p.Hyper("default", 5)
+	if err != nil || h["eta"] != 0.02 || h["rho"] != 0.8 {
+		t.Errorf("default group at step 5: %v, %v; want eta 0.02 (the run's) and rho 0.8 (the experiment's)", h, err)
+	}
+	var etaSrc, rhoSrc string
+	for _, b := range p.GroupBindings() {
+		if b.Group == "default" && b.Name == "eta" {
+			etaSrc = b.Source
+		}
+		if b.Group == "default" && b.Name == "rho" {
+			rhoSrc = b.Source
+		}
+	}
+	if etaSrc != "schedule eta (run option)" || rhoSrc != "schedule rho" {
+		t.Errorf("sources: eta %q, rho %q; want the run's eta marked run option, the experiment's rho not", etaSrc, rhoSrc)
+	}
+	if dev := p.DeviceBinding("Temperature", "1"); dev.Source != "schedule Temperature" || !dev.Scheduled {
+		t.Errorf("Temperature row %+v: want the experiment's schedule kept", dev)
+	}
+	want := "schedules: the run option's eta replaces the experiment's Schedules() key opt.eta for this run"
+	if n := p.Notices(); len(n) != 1 || n[0] != want {
+		t.Errorf("notices %q; want [%q]", n, want)
+	}
+
+	spec.RunSchedules = map[string]any{"lr": 0.01, "beta9": 1}
+	_, err = optimizers.Resolve(spec)
+	for _, w := range []string{"the run's schedules (run option)", "unknown schedule key beta9", "unknown schedule key lr", "the learning-rate key is eta"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v lacks %q", err, w)
+		}
 	}
 }

@@ -6,8 +6,10 @@
 // nitro_step, nitro_epoch, nitro_loss, nitro_steps_per_second, nitro_steps_per_epoch,
 // nitro_validation_metric{metric}, nitro_data_wait_fraction, nitro_phase{phase} (one series per
 // phase leaf, 1 for the phase of the last transition, all 0 before the first),
-// nitro_run_status{status} (1 for the first Finish status), and, read at scrape time,
-// nitro_progress_counter and nitro_compile_cache_hits/misses (Options.CacheStats).
+// nitro_run_status{status} (1 for the first Finish status), and, read at scrape time, the
+// counters nitro_progress_total and nitro_compile_cache_hits_total/misses_total
+// (Options.CacheStats). NewServeMetrics is a model server's: request and failure counters, a
+// latency histogram per model, the in-flight gauge, the rejected-by-limit counter.
 //
 // Left to the caller: registering the Exporter as a monitor (Tracker.Register or
 // monitors.Register) and passing it as, or inside logjson.Multi with, the run's logger; calling

@@ -1,18 +1,13 @@
 package promexport
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"reflect"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/monitors"
@@ -26,8 +21,8 @@ type Options struct {
 	// Registry receives the nitro_* collectors and is what /metrics serves; nil means a fresh
 	// registry. Close unregisters the collectors again.
 	Registry *prometheus.Registry
-	// CacheStats, when set, is called at every scrape for nitro_compile_cache_hits and
-	// nitro_compile_cache_misses; it must be safe for concurrent use. When nil, those two
+	// CacheStats, when set, is called at every scrape for nitro_compile_cache_hits_total and
+	// nitro_compile_cache_misses_total (counters); it must be safe for concurrent use. When nil, those two
 	// series are absent.
 	CacheStats func() (hits, misses uint64)
 }
@@ -61,10 +56,7 @@ var statuses = []logjson.Status{
 type Exporter struct {
 	reg        *prometheus.Registry
 	collectors []prometheus.Collector
-	srv        *http.Server
-	addr       string
-	done       chan struct{} // closed when Serve has returned
-	serveErr   error         // Serve's unexpected error; read after done is closed
+	ep         *endpoint
 
 	closeOnce sync.Once
 	closeErr  error
@@ -112,9 +104,6 @@ var (
 // opts.Addr and serves /metrics from its own goroutine until Close. An empty or unusable
 // address, or a registry that already holds nitro_* collectors, is an error.
 func New(opts Options) (*Exporter, error) {
-	if opts.Addr == "" {
-		return nil, errors.New(`promexport: listen on "": no address (want host:port, e.g. 127.0.0.1:9090)`)
-	}
 	reg := opts.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -123,21 +112,12 @@ func New(opts Options) (*Exporter, error) {
 	if err := e.register(); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", opts.Addr)
+	ep, err := listen(opts.Addr, reg)
 	if err != nil {
 		e.unregister()
-		return nil, fmt.Errorf("promexport: listen on %q: %w", opts.Addr, err)
+		return nil, err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
-	e.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	e.addr = ln.Addr().String()
-	go func() {
-		defer close(e.done)
-		if err := e.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			e.serveErr = fmt.Errorf("promexport: serving on %s: %w", e.addr, err)
-		}
-	}()
+	e.ep = ep
 	return e, nil
 }
 
@@ -150,7 +130,6 @@ func newExporter(reg *prometheus.Registry, cacheStats func() (uint64, uint64)) *
 	}
 	e := &Exporter{
 		reg:    reg,
-		done:   make(chan struct{}),
 		now:    time.Now,
 		phases: map[string]bool{},
 
@@ -172,8 +151,8 @@ func newExporter(reg *prometheus.Registry, cacheStats func() (uint64, uint64)) *
 	for _, s := range statuses {
 		e.status.WithLabelValues(string(s)).Set(0)
 	}
-	progress := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "nitro_progress_counter",
+	progress := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "nitro_progress_total",
 		Help: "The process progress counter (one per optimizer step and per eval batch), read at scrape time.",
 	}, e.progressCounter)
 	e.collectors = []prometheus.Collector{
@@ -205,7 +184,7 @@ func (e *Exporter) unregister() {
 }
 
 // Addr is the address the exporter listens on, with the port it bound (useful after ":0").
-func (e *Exporter) Addr() string { return e.addr }
+func (e *Exporter) Addr() string { return e.ep.addr }
 
 // Registry is the registry /metrics serves; a caller may register more collectors on it.
 func (e *Exporter) Registry() *prometheus.Registry { return e.reg }
@@ -215,16 +194,8 @@ func (e *Exporter) Registry() *prometheus.Registry { return e.reg }
 // return the first call's result. The Exporter still accepts events afterwards, unserved.
 func (e *Exporter) Close() error {
 	e.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
-		defer cancel()
-		var errs []error
-		if err := e.srv.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("promexport: shutting down %s (connections closed forcibly): %w", e.addr, err))
-			_ = e.srv.Close()
-		}
-		<-e.done
+		e.closeErr = e.ep.shutdown()
 		e.unregister()
-		e.closeErr = errors.Join(append([]error{e.serveErr}, errs...)...)
 	})
 	return e.closeErr
 }
@@ -387,8 +358,8 @@ type cacheCollector struct {
 func newCacheCollector(stats func() (uint64, uint64)) *cacheCollector {
 	return &cacheCollector{
 		stats:  stats,
-		hits:   prometheus.NewDesc("nitro_compile_cache_hits", "Compile-cache hits, read at scrape time.", nil, nil),
-		misses: prometheus.NewDesc("nitro_compile_cache_misses", "Compile-cache misses, read at scrape time.", nil, nil),
+		hits:   prometheus.NewDesc("nitro_compile_cache_hits_total", "Compile-cache hits, read at scrape time.", nil, nil),
+		misses: prometheus.NewDesc("nitro_compile_cache_misses_total", "Compile-cache misses, read at scrape time.", nil, nil),
 	}
 }
 
@@ -406,8 +377,8 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(c.misses, err)
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(c.hits, prometheus.GaugeValue, float64(hits))
-	ch <- prometheus.MustNewConstMetric(c.misses, prometheus.GaugeValue, float64(misses))
+	ch <- prometheus.MustNewConstMetric(c.hits, prometheus.CounterValue, float64(hits))
+	ch <- prometheus.MustNewConstMetric(c.misses, prometheus.CounterValue, float64(misses))
 }
 
 func (c *cacheCollector) read() (hits, misses uint64, err error) {

@@ -105,9 +105,23 @@ next:
 				continue next
 			}
 		}
+		if fam.GetType() == dto.MetricType_COUNTER {
+			return m.GetCounter().GetValue(), true
+		}
 		return m.GetGauge().GetValue(), true
 	}
 	return 0, false
+}
+
+// wantTypes checks Prometheus's naming conventions on every family served: a counter's name
+// ends in _total, and a name ending in _total is a counter.
+func (s scraped) wantTypes(t *testing.T) {
+	t.Helper()
+	for name, fam := range s {
+		if counter := fam.GetType() == dto.MetricType_COUNTER; counter != strings.HasSuffix(name, "_total") {
+			t.Errorf("%s is TYPE %s: a counter, and only a counter, is named *_total", name, fam.GetType())
+		}
+	}
 }
 
 func (s scraped) want(t *testing.T, want float64, name string, labels ...string) {
@@ -175,9 +189,10 @@ func TestShortRun(t *testing.T) {
 	mid.want(t, 1, "nitro_epoch")
 	mid.want(t, 0.125, "nitro_loss")
 	mid.want(t, 7/1.75, "nitro_steps_per_second") // steps 1..8 over the train lines' 1.75 s
-	mid.want(t, float64(counter0+8), "nitro_progress_counter")
-	mid.want(t, 3, "nitro_compile_cache_hits")
-	mid.want(t, 2, "nitro_compile_cache_misses")
+	mid.wantTypes(t)
+	mid.want(t, float64(counter0+8), "nitro_progress_total")
+	mid.want(t, 3, "nitro_compile_cache_hits_total")
+	mid.want(t, 2, "nitro_compile_cache_misses_total")
 	for _, s := range statuses {
 		mid.want(t, 0, "nitro_run_status", "status", string(s))
 	}
@@ -206,8 +221,8 @@ func TestShortRun(t *testing.T) {
 	epoch2.want(t, 0.3, "nitro_validation_metric", "metric", "val_loss")
 	epoch2.want(t, 0.99, "nitro_validation_metric", "metric", "val_top5")
 	epoch2.want(t, 0.05, "nitro_data_wait_fraction")
-	epoch2.want(t, float64(counter0+11), "nitro_progress_counter")
-	epoch2.want(t, 5, "nitro_compile_cache_hits") // read at scrape time
+	epoch2.want(t, float64(counter0+11), "nitro_progress_total")
+	epoch2.want(t, 5, "nitro_compile_cache_hits_total") // read at scrape time
 	if n := len(epoch2["nitro_validation_metric"].GetMetric()); n != 3 {
 		t.Errorf("nitro_validation_metric has %d series, want 3 (Info.Metrics names join the val_* ones)", n)
 	}
@@ -236,8 +251,8 @@ func TestFreshExporter(t *testing.T) {
 	for _, name := range []string{"nitro_step", "nitro_epoch", "nitro_loss", "nitro_steps_per_second", "nitro_data_wait_fraction"} {
 		s.want(t, 0, name)
 	}
-	s.want(t, float64(monitors.ProgressCounter()), "nitro_progress_counter") // no run yet: the process counter
-	for _, name := range []string{"nitro_compile_cache_hits", "nitro_compile_cache_misses", "nitro_validation_metric"} {
+	s.want(t, float64(monitors.ProgressCounter()), "nitro_progress_total") // no run yet: the process counter
+	for _, name := range []string{"nitro_compile_cache_hits_total", "nitro_compile_cache_misses_total", "nitro_validation_metric"} {
 		if _, ok := s[name]; ok {
 			t.Errorf("%s present without a source", name)
 		}
@@ -395,8 +410,8 @@ func TestCacheStatsPanic(t *testing.T) {
 	_ = e.LogMetrics(train(4, 1, 0.5))
 	s := scrape(t, e.Addr())
 	s.want(t, 4, "nitro_step")
-	if _, ok := s["nitro_compile_cache_hits"]; ok {
-		t.Error("nitro_compile_cache_hits served although CacheStats panicked")
+	if _, ok := s["nitro_compile_cache_hits_total"]; ok {
+		t.Error("nitro_compile_cache_hits_total served although CacheStats panicked")
 	}
 }
 

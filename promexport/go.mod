@@ -3,6 +3,7 @@ module github.com/nitro-go/nitro/promexport
 go 1.26
 
 require (
+	github.com/nitro-go/nitro/internal/prereq v0.0.0
 	github.com/nitro-go/nitro/logjson v0.0.0
 	github.com/nitro-go/nitro/monitors v0.0.0
 	github.com/nitro-go/nitro/runstatus v0.0.0 // indirect
@@ -30,6 +31,7 @@ require (
 )
 
 replace (
+	github.com/nitro-go/nitro/internal/prereq => ../internal/prereq
 	github.com/nitro-go/nitro/logjson => ../logjson
 	github.com/nitro-go/nitro/monitors => ../monitors
 	github.com/nitro-go/nitro/runstatus => ../runstatus

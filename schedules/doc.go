@@ -4,7 +4,7 @@
 //
 // Every entry is a Factory of the horizon: called once at setup with total = TotalSteps(max_epochs,
 // batches_per_epoch, accum), it returns a Schedule of the 1-based optimizer step (not the micro-batch).
-// A bare number is a constant. Resolve binds each key against the union of Device field names and rule
+// A bare number is a constant; Parse reads one written as text (cosine:0.05,0), for a flag. Resolve binds each key against the union of Device field names and rule
 // field names (the learning-rate key is eta): a name that is both must be qualified as device.x or opt.x,
 // and opt.<group>.x binds one parameter group's base curve. Bound.At evaluates every schedule on the host,
 // once per optimizer step, for the caller to upload once.

@@ -163,3 +163,32 @@ func ExampleReport() {
 	//   eta       1e-3  accessor LearningRate
 	//   momentum  0.9   schedule momentum      scheduled; NOT READ by this group's chain: the schedule does nothing here
 }
+
+func ExampleParse() {
+	_, err := schedules.Parse("cosine:1")
+	fmt.Println(err)
+	p, err := schedules.Parse("warmup_cosine:0.25,1,0")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(p)
+	printSteps(p.Factory, 8)
+	// Output:
+	// schedule "cosine:1": cosine takes 2 arguments (peak,floor), got 1
+	// warmup_cosine:0.25,1,0
+	// 0.5 1 0.933 0.75 0.5 0.25 0.067 0
+}
+
+func ExampleOverride() {
+	space := schedules.Space{DeviceFields: []string{"Temperature"}, RuleFields: []string{"eta"}}
+	experiment := map[string]any{"opt.eta": schedules.Cosine(0.1, 0), "Temperature": 2.0}
+	run := map[string]any{"eta": 0.01}
+	merged, replaced, err := schedules.Override(experiment, run, space)
+	fmt.Println(len(merged), merged["eta"], merged["Temperature"], replaced, err)
+	_, _, err = schedules.Override(experiment, map[string]any{"lr": 0.01}, space)
+	fmt.Println(err)
+	// Output:
+	// 2 0.01 2 map[opt.eta:eta] <nil>
+	// unknown schedule key lr: valid keys are the Device fields [Temperature] and the optimizer rule fields [eta] (qualify one that is both as device.<field> or opt.<field>); the learning-rate key is eta
+}

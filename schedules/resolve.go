@@ -60,8 +60,8 @@ type Bound struct {
 }
 
 // Resolve binds every entry of a schedule map to its Target and calls each factory once with total.
-// Values: a number (constant), a Factory or func(int) Schedule (factory of the horizon), or a Schedule or
-// func(int) float64 (ignores the horizon). Keys: "x" (a Device field or a rule field; one that is both must
+// Values: a number (constant), a Factory or func(int) Schedule (factory of the horizon), a Parsed (text,
+// see Parse), or a Schedule or func(int) float64 (ignores the horizon). Keys: "x" (a Device field or a rule field; one that is both must
 // be qualified), "device.x", "opt.x", "opt.<group>.x". A map[string]any value nests: {"opt": {"backbone":
 // {"eta": f}}} is "opt.backbone.eta". Every invalid key is reported, joined in key order.
 func Resolve(entries map[string]any, space Space, total int) (*Bound, error) {
@@ -71,25 +71,10 @@ func Resolve(entries map[string]any, space Space, total int) (*Bound, error) {
 	flat := map[string]any{}
 	var errs []error
 	flatten("", entries, flat, &errs)
-	keys := make([]string, 0, len(flat))
-	for k := range flat {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-
-	byTarget := map[Target]string{}
+	keys, targets := space.bind(flat, &errs)
 	b := &Bound{total: total}
 	for _, key := range keys {
-		t, err := space.resolveKey(key)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if prev, ok := byTarget[t]; ok {
-			errs = append(errs, fmt.Errorf("schedule keys %s and %s both bind %s: keep one", prev, key, t))
-			continue
-		}
-		byTarget[t] = key
+		t := targets[key]
 		sched, constant, err := normalize(key, flat[key], total)
 		if err != nil {
 			errs = append(errs, err)
@@ -102,6 +87,29 @@ func Resolve(entries map[string]any, space Space, total int) (*Bound, error) {
 	}
 	sort.Slice(b.items, func(i, j int) bool { return targetLess(b.items[i].target, b.items[j].target) })
 	return b, nil
+}
+
+// bind resolves the keys of a flat map to their targets, in key order: it returns the keys that
+// bound and each one's target; a key that does not bind, or binds a target an earlier key bound,
+// is added to errs.
+func (s Space) bind(flat map[string]any, errs *[]error) ([]string, map[string]Target) {
+	var keys []string
+	targets, byTarget := map[string]Target{}, map[Target]string{}
+	for _, key := range sortedKeys(flat) {
+		t, err := s.resolveKey(key)
+		if err != nil {
+			*errs = append(*errs, err)
+			continue
+		}
+		if prev, ok := byTarget[t]; ok {
+			*errs = append(*errs, fmt.Errorf("schedule keys %s and %s both bind %s: keep one", prev, key, t))
+			continue
+		}
+		byTarget[t] = key
+		keys = append(keys, key)
+		targets[key] = t
+	}
+	return keys, targets
 }
 
 // flatten turns nested maps into dotted keys; a key given both nested and dotted is an error.
@@ -214,6 +222,11 @@ func normalize(key string, v any, total int) (sched Schedule, constant bool, err
 		}
 	}()
 	switch f := v.(type) {
+	case Parsed:
+		if f.Factory == nil {
+			return nil, false, fmt.Errorf("schedule key %s: a Parsed with no Factory: build it with schedules.Parse", key)
+		}
+		sched = f.Factory(total)
 	case Factory:
 		sched = f(total)
 	case func(int) Schedule:
@@ -366,4 +379,51 @@ func (v Values) Opt(group, name string) (value float64, from Target, ok bool) {
 func (v Values) Device(name string) (float64, bool) {
 	x, ok := v[Target{Scope: ScopeDevice, Name: name}]
 	return x, ok
+}
+
+// Override lays a run's schedule map over an experiment's, by target: each entry of over
+// replaces the base entry that binds the same target, whatever its spelling ("eta" replaces
+// "opt.eta"), and the base's other entries stay, so a run that changes the learning-rate curve
+// keeps the experiment's Device schedules. merged is flat (dotted keys); replaced maps each base
+// key dropped to the over key that replaced it. An entry of over that does not bind (unknown,
+// ambiguous, a baked field) is an error naming it, every one joined; a base key that does not
+// bind is left in merged for Resolve to report as before (a malformed base path is an error here).
+func Override(base, over map[string]any, space Space) (merged map[string]any, replaced map[string]string, err error) {
+	var errs []error
+	flatOver, flatBase := map[string]any{}, map[string]any{}
+	flatten("", over, flatOver, &errs)
+	_, targets := space.bind(flatOver, &errs)
+	byTarget := map[Target]string{}
+	for key, t := range targets {
+		byTarget[t] = key
+	}
+	if len(errs) > 0 {
+		return nil, nil, errors.Join(errs...)
+	}
+	if flatten("", base, flatBase, &errs); len(errs) > 0 {
+		return nil, nil, fmt.Errorf("the experiment's schedules: %w", errors.Join(errs...))
+	}
+	merged, replaced = map[string]any{}, map[string]string{}
+	for key, v := range flatBase {
+		if t, err := space.resolveKey(key); err == nil {
+			if by, ok := byTarget[t]; ok {
+				replaced[key] = by
+				continue
+			}
+		}
+		merged[key] = v
+	}
+	for key, v := range flatOver {
+		merged[key] = v
+	}
+	return merged, replaced, nil
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

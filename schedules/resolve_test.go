@@ -232,3 +232,28 @@ func TestAtErrors(t *testing.T) {
 	_, err = b.At(3)
 	wantErr(t, err, "schedule opt.eta (key eta) returned +Inf at optimizer step 3", "must be finite")
 }
+
+// Override replaces the experiment's entry of each target the run schedules, whatever its
+// spelling, keeps the rest, and refuses a run key that binds nothing, by name.
+func TestOverride(t *testing.T) {
+	space := schedules.Space{DeviceFields: []string{"Temperature"}, RuleFields: []string{"eta", "rho"}, Groups: []string{"head"}}
+	base := map[string]any{"opt.eta": 0.1, "Temperature": 2.0, "opt": map[string]any{"head": map[string]any{"rho": 0.8}}}
+	merged, replaced, err := schedules.Override(base, map[string]any{"eta": 0.5, "opt.head.eta": 0.3}, space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"eta": 0.5, "opt.head.eta": 0.3, "Temperature": 2.0, "opt.head.rho": 0.8}
+	if !reflect.DeepEqual(merged, want) || !reflect.DeepEqual(replaced, map[string]string{"opt.eta": "eta"}) {
+		t.Errorf("merged %v, replaced %v; want %v, {opt.eta: eta}", merged, replaced, want)
+	}
+	_, _, err = schedules.Override(base, map[string]any{"lr": 0.5, "opt.tail.eta": 1}, space)
+	for _, w := range []string{"unknown schedule key lr", "the learning-rate key is eta", "schedule key opt.tail.eta: tail is not a parameter group"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v lacks %q", err, w)
+		}
+	}
+	_, _, err = schedules.Override(nil, map[string]any{"eta": 0.5, "opt.eta": 0.4}, space)
+	if err == nil || !strings.Contains(err.Error(), "schedule keys eta and opt.eta both bind opt.eta") {
+		t.Errorf("two run keys on one target: %v", err)
+	}
+}

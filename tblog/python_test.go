@@ -2,7 +2,6 @@ package tblog
 
 import (
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -27,13 +26,7 @@ type readBack struct {
 // tensorboardRead runs testdata/read_events.py on path with $NITRO_TENSORBOARD_PYTHON.
 func tensorboardRead(t *testing.T, path string) readBack {
 	t.Helper()
-	py := os.Getenv("NITRO_TENSORBOARD_PYTHON")
-	if py == "" {
-		prereq.TensorBoardPython.Absent(t, "NITRO_TENSORBOARD_PYTHON is not set")
-	}
-	if _, err := os.Stat(py); err != nil {
-		prereq.TensorBoardPython.Need(t, err)
-	}
+	py := prereq.TensorBoardPython.Interpreter(t, "NITRO_TENSORBOARD_PYTHON")
 	out, err := exec.Command(py, "testdata/read_events.py", path).Output()
 	if err != nil {
 		var stderr []byte

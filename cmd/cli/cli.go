@@ -104,6 +104,7 @@ var commands = []struct {
 	{"board", newBoardCmd},
 	{"data", stdoutOnly(newDataCmd)},
 	{"setup", newSetupCmd},
+	{"cache", stdoutOnly(newCacheCmd)},
 	{"new", newNewCmd},
 }
 

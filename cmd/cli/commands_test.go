@@ -181,6 +181,28 @@ func TestPlotCommand(t *testing.T) {
 	checkNotBlank(t, filepath.Join(other, "train_loss.png"))
 }
 
+// TestPlotSaysSkippedLinesOnce: nitro plot on a record holding torn lines (failed writes) draws
+// the whole lines and says once, on stderr, how many it skipped and where the first was.
+func TestPlotSaysSkippedLinesOnce(t *testing.T) {
+	dir := t.TempDir()
+	train := func(step int, loss float64) string {
+		return fmt.Sprintf(`{"type":"metrics","context":"train","epoch":1,"step":%d,"loss":%g}`, step, loss)
+	}
+	record := strings.Join([]string{`{"type":"params","seed":1}`, train(1, 2), train(2, 1)[:25], train(2, 1), train(3, 0.5)[:40],
+		train(3, 0.5), `{"type":"finish","status":"completed"}`}, "\n") + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "metrics.jsonl"), []byte(record), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI("plot", "--out", filepath.Join(dir, "figs"), dir)
+	if code != 0 || !strings.Contains(out, "train_loss.png") {
+		t.Fatalf("plot: exit %d: %s\n%s", code, errs, out)
+	}
+	want := "nitro: plot: warning: metrics.jsonl: skipped 2 malformed lines (first at line 3)"
+	if strings.Count(errs, want) != 1 || strings.Count(errs, "skipped") != 1 {
+		t.Errorf("stderr %q: want %q exactly once", errs, want)
+	}
+}
+
 // checkNotBlank decodes the PNG at path and checks it shows something: more than one colour, and
 // at least 0.2% of the pixels differ from the background (the most common colour).
 func checkNotBlank(t *testing.T, path string) {
@@ -311,7 +333,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	if validate["nitro_step"] < 1 || validate["nitro_loss"] <= 0 || validate["nitro_epoch"] != 1 {
 		t.Errorf("by the first validation the exporter should have the epoch's steps and loss: %v", validate)
 	}
-	if _, ok := validate["nitro_compile_cache_misses"]; !ok {
+	if _, ok := validate["nitro_compile_cache_misses_total"]; !ok {
 		t.Errorf("no compile cache gauges: %v", validate)
 	}
 	if _, err := client.Get(url); err == nil {

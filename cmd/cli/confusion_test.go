@@ -79,7 +79,7 @@ func TestTinyMNISTConfusion(t *testing.T) {
 	if !strings.Contains(out, " test_accuracy_9 ") || !strings.HasPrefix(table, "test confusion matrix (rows: true class, columns: predicted):\n      0   1") {
 		t.Fatalf("train did not print the test metrics per digit and the matrix:\n%s", out)
 	}
-	table = table[:strings.Index(table, "\ncompile cache")]
+	table = table[:strings.Index(table, "\nin-process compile cache")]
 	code, eout, errs := runCLI("evaluate", "mnist-mlp", "--preset", "tiny", "--set", "TestLimit=1000", "--checkpoint", dir, "--quiet")
 	if code != 0 {
 		t.Fatalf("evaluate: exit %d: %s\n%s", code, errs, eout)

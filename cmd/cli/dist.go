@@ -2,19 +2,46 @@ package cli
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/dist"
+	"github.com/nitro-go/nitro/mpi"
 )
 
-// distOption is the run's core.WithDist from NITRO_RANK and NITRO_WORLD_SIZE (dist.FromEnv), as
-// a launcher sets them for each process of a multi-host run; neither set is one process.
-func distOption() (core.Option, error) {
+// distOption is the run's core.WithDist from the launcher's variables (dist.FromEnv: NITRO_*,
+// JAX_*, Open MPI, Slurm, torchrun, an indexed Job), as a launcher sets them for each process of
+// a multi-process run; none set is one process.
+//
+// Under Open MPI with more than one process, train and evaluate also run over MPI
+// (core.WithCollective with package mpi's Comm, libmpi loaded only now): gradients and
+// validation are summed across the ranks. end must run when the command is done: it finalizes
+// MPI after a success; after a failure it reports the error with the rank and aborts the whole
+// run (MPI_Abort), since the other ranks may be waiting for this one in a collective.
+func distOption(cmd string, stderr io.Writer) (opts []core.Option, end func(error), err error) {
+	end = func(error) {}
 	d, err := dist.FromEnv(nil)
 	if err != nil {
-		return nil, fmt.Errorf("the process's rank: %w", err)
+		return nil, end, fmt.Errorf("the process's rank: %w", err)
 	}
-	return core.WithDist(d), nil
+	opts = []core.Option{core.WithDist(d)}
+	if d.Source != dist.SourceOpenMPI || d.WorldSize == 1 || (cmd != "train" && cmd != "evaluate") {
+		return opts, end, nil
+	}
+	comm, err := mpi.Open("")
+	if err != nil {
+		return nil, end, fmt.Errorf("%s under mpirun (%s): %w", cmd, d.Describe(), err)
+	}
+	end = func(err error) {
+		if err == nil {
+			err = comm.Close()
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "nitro: %s: %v\nnitro: %s: stopping every rank (MPI_Abort)\n", d, err, d)
+			comm.Abort(1)
+		}
+	}
+	return append(opts, core.WithCollective(comm)), end, nil
 }
 
 // exportDist is distOption for nitro export, which refuses a rank other than 0 before any setup
@@ -25,7 +52,7 @@ func exportDist() (core.Option, error) {
 		return nil, fmt.Errorf("the process's rank: %w", err)
 	}
 	if !d.IsRank0() {
-		return nil, fmt.Errorf("nitro export on %s (%s=%d): only rank 0 writes exports; run it where %s is 0, or unset %s and %s", d, dist.EnvRank, d.Rank, dist.EnvRank, dist.EnvRank, dist.EnvWorldSize)
+		return nil, fmt.Errorf("nitro export on %s: only rank 0 writes exports; run it as one process (outside the launcher, or with %s=0 and %s=1)", d.Describe(), dist.EnvRank, dist.EnvWorldSize)
 	}
 	return core.WithDist(d), nil
 }

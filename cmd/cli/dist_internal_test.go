@@ -3,16 +3,17 @@ package cli
 import (
 	"testing"
 
-	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/dist"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 type plainBuilder struct{}
 
-func (*plainBuilder) BuildData() (core.Data, error) { return nil, nil }
+func (*plainBuilder) BuildData() (prefetch.Data, error) { return nil, nil }
 
 type rankedBuilder struct{}
 
-func (*rankedBuilder) BuildData(core.Dist) (core.Data, error) { return nil, nil }
+func (*rankedBuilder) BuildData(dist.Dist) (prefetch.Data, error) { return nil, nil }
 
 // After training, the CLI evaluates the test split of an experiment that builds its data, in
 // either BuildData form.

@@ -20,7 +20,7 @@ func TestDistFromEnv(t *testing.T) {
 		{"2", "2", []string{"train", "mnist-mlp", "--preset", "tiny", "--max-epochs", "1", "--run-dir", runDir}, []string{`NITRO_RANK="2" with NITRO_WORLD_SIZE=2: want an integer in [0, 2)`}},
 		{"0", "", []string{"evaluate", "mnist-mlp", "--preset", "tiny", "--run-dir", runDir}, []string{`NITRO_RANK="0" is set and NITRO_WORLD_SIZE is not`}},
 		{"1", "2", []string{"export", "mnist-mlp", "--checkpoint", "nowhere", "--out", filepath.Join(t.TempDir(), "b")},
-			[]string{"nitro export on rank 1 of 2 (NITRO_RANK=1): only rank 0 writes exports"}},
+			[]string{"nitro export on rank 1 of 2 (nitro): only rank 0 writes exports"}},
 	} {
 		t.Setenv("NITRO_RANK", c.rank)
 		if c.world == "" {

@@ -16,6 +16,7 @@ import (
 	"github.com/nitro-go/nitro/cmd/cli"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/monitors"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // sigintEval is a one-layer regression whose test split (8 batches of 4, fed inline) sends the
@@ -40,7 +41,7 @@ type sigintTgt struct {
 	Y *graph.Node `batch:"y"`
 }
 
-func (*sigintEval) BuildData() (core.Data, error) {
+func (*sigintEval) BuildData() (prefetch.Data, error) {
 	const n, width = 32, 4
 	xs, ys := make([]float32, n*width), make([]float32, n)
 	for i := range xs {
@@ -49,14 +50,14 @@ func (*sigintEval) BuildData() (core.Data, error) {
 	for i := range ys {
 		ys[i] = float32(i % 5)
 	}
-	src, err := core.NewArrayBatches(map[string]*tensors.Tensor{
+	src, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{
 		"x": tensors.FromFlatDataAndDimensions(xs, n, width),
 		"y": tensors.FromFlatDataAndDimensions(ys, n, 1),
-	}, 4, core.ArrayOptions{})
+	}, 4, prefetch.ArrayOptions{})
 	if err != nil {
 		return nil, err
 	}
-	return core.Data{"test": core.NoPrefetch(&sigintSource{Source: src, at: 2})}, nil
+	return prefetch.Data{"test": prefetch.NoPrefetch(&sigintSource{Source: src, at: 2})}, nil
 }
 
 func (*sigintEval) BuildModel(*context.Context) error { return nil }
@@ -70,11 +71,11 @@ func (*sigintEval) Loss(out core.Outputs, in sigintTgt) *graph.Node {
 }
 
 type sigintSource struct {
-	core.Source
+	prefetch.Source
 	at int
 }
 
-func (s *sigintSource) BatchAt(i int) (core.Batch, error) {
+func (s *sigintSource) BatchAt(i int) (prefetch.Batch, error) {
 	if i == s.at && sigintArmed.CompareAndSwap(true, false) {
 		run, _ := sigintRun.Load().(*monitors.Tracker) // the Run core hands monitors is its tracker
 		if run == nil {

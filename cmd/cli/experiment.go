@@ -18,6 +18,7 @@ import (
 	"github.com/nitro-go/nitro/monitors"
 	"github.com/nitro-go/nitro/precision"
 	"github.com/nitro-go/nitro/promexport"
+	"github.com/nitro-go/nitro/schedules"
 )
 
 // expFlags are the flags of train and evaluate; each command defines the ones it takes.
@@ -46,6 +47,8 @@ type expFlags struct {
 	overwrite   bool
 	noCkpt      bool
 	metricsAddr string
+	schedules   []string       // --schedule KEY=SCHEDULE, as given
+	runSched    map[string]any // --schedule parsed (checkFlags), for core.WithSchedules
 
 	// evaluate and render
 	split    string
@@ -99,6 +102,7 @@ var foreignFlags = map[string]map[string]string{
 		"clip-norm":      "--accum and --clip-norm are train flags; evaluation takes no optimizer step",
 		"max-epochs":     "--max-epochs and --fused are train flags; evaluation takes no optimizer step",
 		"fused":          "--max-epochs and --fused are train flags; evaluation takes no optimizer step",
+		"schedule":       "--schedule is a train flag; evaluation takes no optimizer step",
 		"predictions":    "--predictions is a render flag: nitro render <experiment> --predictions",
 	},
 	"render": {
@@ -110,6 +114,7 @@ var foreignFlags = map[string]map[string]string{
 		"clip-norm":    "--accum and --clip-norm are train flags; render takes no optimizer step",
 		"max-epochs":   "--max-epochs and --fused are train flags; render takes no optimizer step",
 		"fused":        "--max-epochs and --fused are train flags; render takes no optimizer step",
+		"schedule":     "--schedule is a train flag; render takes no optimizer step",
 	},
 }
 
@@ -156,7 +161,8 @@ func newExperimentCmd(name string, stdout, stderr io.Writer) *cobra.Command {
 		fs.IntVar(&f.accum, "accum", 0, "accumulate the gradients of `N` >= 1 micro-batches per optimizer step (default: the experiment's Accum, else 1)")
 		fs.Float64Var(&f.clipNorm, "clip-norm", 0, "clip the gradients' global norm to `X` > 0; 0 is off (default: the experiment's GradientClipNorm, else off)")
 		fs.StringVar(&f.resume, "resume", "", "continue a run from `WHERE`: auto (the run dir's newest checkpoint; none: a fresh run) or a checkpoint PATH")
-		fs.BoolVar(&f.overwrite, "overwrite", false, "start afresh in a run dir that holds an earlier run: remove its metrics.jsonl, checkpoints and manifest (and plots/, when nitro plot drew it) first; other files stay")
+		fs.BoolVar(&f.overwrite, "overwrite", false, "start afresh in a run dir that holds an earlier run: remove its metrics.jsonl, checkpoints and manifest, the TensorBoard event files in tb/ (and plots/, when nitro plot drew it) first; other files stay")
+		fs.StringArrayVar(&f.schedules, "schedule", nil, "override the experiment's schedule of one key for this run: `KEY=SCHEDULE` (repeatable), e.g. eta=cosine:0.05,0; SCHEDULE is a number, constant:v, linear:from,to, cosine:peak,floor, warmup_cosine:frac,peak,floor, warmup_cosine_steps:steps,peak,floor, step_decay:initial,factor,every or piecewise:v,step,v[,step,v...]")
 		fs.BoolVar(&f.noCkpt, "no-checkpoints", false, "write no checkpoints")
 		fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus gauges on http://`ADDR`/metrics while training (e.g. 127.0.0.1:9090; port 0 picks one)")
 	} else {
@@ -238,6 +244,9 @@ func checkFlags(c *cobra.Command, f *expFlags) error {
 	if err := checkRenderFlags(c, f); err != nil {
 		return err
 	}
+	if err := parseScheduleFlags(f); err != nil {
+		return err
+	}
 	if err := checkLogFormat(f.logFormat); err != nil {
 		return err
 	}
@@ -260,7 +269,7 @@ func cacheStats() (hits, misses uint64) {
 	return uint64(s.Hits), uint64(s.Misses)
 }
 
-func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, stderr io.Writer) error {
+func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, stderr io.Writer) (err error) {
 	ent, err := lookup(expName)
 	if err != nil {
 		return err
@@ -268,10 +277,11 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 	if err := checkFlags(c, f); err != nil {
 		return err
 	}
-	withDist, err := distOption() // dist.go: the rank, before any work
+	withDist, endDist, err := distOption(cmd, stderr) // dist.go: the rank (and MPI), before any work
 	if err != nil {
 		return err
 	}
+	defer func() { endDist(err) }()
 	// Given a checkpoint, the experiment is the one it was trained with (fromckpt.go), built with
 	// the Nitro below; else, or with --weights-only, the flags build it now.
 	from, resume, err := checkpointSource(ent, f)
@@ -309,7 +319,7 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 	if err != nil {
 		return err
 	}
-	opts = append(opts, withDist)
+	opts = append(opts, withDist...)
 
 	watch, err := startMonitors(monitorFlags{progress: !f.noProgress && !f.quiet, heartbeat: f.heartbeat, stall: f.stall, stopOnStall: f.stopOnStall}, stderr)
 	if err != nil {
@@ -361,8 +371,11 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 		return err
 	}
 	s := compilecache.Default().Stats()
-	res.say(fmt.Sprintf("compile cache: %d misses, %d hits, %d entries", s.Misses, s.Hits, s.Entries),
-		"compile cache", zap.Int("misses", s.Misses), zap.Int("hits", s.Hits), zap.Int("entries", s.Entries))
+	// The in-process cache's counts, then the plugin's: compiled, or loaded from the disk cache.
+	compiled, fromDisk := backend.CompileCounts()
+	res.say(fmt.Sprintf("in-process compile cache: %d misses, %d hits, %d entries; plugin: %d compiled, %d from disk", s.Misses, s.Hits, s.Entries, compiled, fromDisk),
+		"compile cache", zap.Int("misses", s.Misses), zap.Int("hits", s.Hits), zap.Int("entries", s.Entries),
+		zap.Int64("compiled", compiled), zap.Int64("from_disk", fromDisk))
 	if p := n.MetricsPath(); p != "" {
 		res.say("metrics: "+p, "metrics file", zap.String("path", p))
 	}
@@ -427,7 +440,35 @@ func runOptions(c *cobra.Command, f *expFlags) []core.Option {
 	if f.overwrite {
 		opts = append(opts, core.WithOverwrite())
 	}
+	if len(f.runSched) > 0 {
+		opts = append(opts, core.WithSchedules(f.runSched))
+	}
 	return opts
+}
+
+// parseScheduleFlags reads each --schedule KEY=SCHEDULE into f.runSched: the text through
+// schedules.Parse, a key given twice refused. Whether the key binds is core's to say, as for the
+// experiment's own Schedules().
+func parseScheduleFlags(f *expFlags) error {
+	for _, kv := range f.schedules {
+		key, text, ok := strings.Cut(kv, "=")
+		key = strings.TrimSpace(key)
+		if !ok || key == "" {
+			return fmt.Errorf("--schedule %q: write KEY=SCHEDULE, e.g. --schedule eta=cosine:0.05,0", kv)
+		}
+		if _, dup := f.runSched[key]; dup {
+			return fmt.Errorf("--schedule %s is given twice: keep one", key)
+		}
+		p, err := schedules.Parse(text)
+		if err != nil {
+			return fmt.Errorf("--schedule %s: %w", key, err)
+		}
+		if f.runSched == nil {
+			f.runSched = map[string]any{}
+		}
+		f.runSched[key] = p
+	}
+	return nil
 }
 
 // loggerOptions are the run's loggers: a training run keeps the record its experiment chooses

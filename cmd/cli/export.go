@@ -22,6 +22,8 @@ import (
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/export"
 	"github.com/nitro-go/nitro/exportbundle"
+	"github.com/nitro-go/nitro/prefetch"
+	"github.com/nitro-go/nitro/promexport"
 )
 
 const exportLong = `Builds the experiment a checkpoint was trained with (--checkpoint FILE, or a run dir: its
@@ -52,6 +54,16 @@ const serveLong = `Loads an export bundle with gopjrt alone and answers HTTP POS
 body, a missing or unknown input, a wrong shape or dtype is a 400 naming the input. It prints the
 address it listens on (port 0 picks one) and runs until SIGINT or SIGTERM, then stops accepting,
 finishes the requests in flight and exits.
+
+It also speaks the Open Inference Protocol (KServe v2, as Triton's and KServe's clients do):
+GET /v2/health/live, /v2/health/ready, /v2, /v2/models/NAME[/versions/1][/ready], and
+POST /v2/models/NAME[/versions/1]/infer, with the binary tensor data extension. Given a folder
+of bundles (a model repository: every folder under it holding a manifest.json), it serves each by
+its manifest name on /v2, refuses two bundles of one name, and prints each model it serves;
+/predict answers only when it serves one bundle.
+
+--metrics-addr serves Prometheus metrics on their own address, as train's does: a scrape never
+waits behind the inference bounds, and the inference port shows clients nothing of the server.
 
 A client cannot take it down: a body is read as a stream and refused (400) at the first byte that
 breaks the bundle's declared shapes, so a request costs at most its largest batch in memory,
@@ -228,8 +240,8 @@ func joinInts(xs []int) string { return strings.Trim(fmt.Sprint(xs), "[]") }
 
 // parseInputSpecs parses --input-spec values, NAME=DTYPE:DIMS (DIMS per row, joined by x; empty
 // for one scalar per row). It returns nil when there are none.
-func parseInputSpecs(values []string) ([]core.InputSpec, error) {
-	var specs []core.InputSpec
+func parseInputSpecs(values []string) ([]prefetch.FieldSpec, error) {
+	var specs []prefetch.FieldSpec
 	for _, v := range values {
 		bad := func(why string) error {
 			return fmt.Errorf("--input-spec %q: %s (want NAME=DTYPE:DIMS, e.g. image=float32:784 or img=uint8:28x28x1)", v, why)
@@ -246,7 +258,7 @@ func parseInputSpecs(values []string) ([]core.InputSpec, error) {
 		if !ok {
 			return nil, bad(fmt.Sprintf("unknown dtype %q", dt))
 		}
-		s := core.InputSpec{Name: name, DType: d, Shape: []int{}}
+		s := prefetch.FieldSpec{Name: name, DType: d, Shape: []int{}}
 		if dims != "" {
 			for _, x := range strings.Split(dims, "x") {
 				k, err := strconv.Atoi(x)
@@ -281,6 +293,30 @@ func openBundle(dir string) (*exportbundle.Runner, error) {
 		return nil, fmt.Errorf("running a bundle needs the XLA CPU PJRT plugin, and none was found (searched %s): %s", strings.Join(searched, ", "), backend.SetupHint)
 	}
 	return exportbundle.Open(dir, plugin)
+}
+
+// openRepository opens every bundle under dir (dir itself when it is one), refusing two of one
+// name: a model is served by its manifest name. It returns the runners opened so far even on an
+// error, for the caller to close.
+func openRepository(dir string) ([]*exportbundle.Runner, []string, error) {
+	dirs, err := exportbundle.FindBundles(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	var rs []*exportbundle.Runner
+	from := map[string]string{}
+	for _, d := range dirs {
+		r, err := openBundle(d)
+		if err != nil {
+			return rs, nil, fmt.Errorf("%s: %w", d, err)
+		}
+		rs = append(rs, r)
+		if first, dup := from[r.Name()]; dup {
+			return rs, nil, fmt.Errorf("two bundles are named %q (%s and %s): a model is served by its manifest name: export one again with another --name, or serve them apart", r.Name(), first, d)
+		}
+		from[r.Name()] = d
+	}
+	return rs, dirs, nil
 }
 
 func newRunBundleCmd(stdout io.Writer) *cobra.Command {
@@ -389,18 +425,21 @@ const shutdownGrace = 30 * time.Second
 // unit (1ns for 1s).
 const minServeTimeout = time.Millisecond
 
+// The serve metrics are told by the server through its observer interface.
+var _ exportbundle.ServeObserver = (*promexport.ServeMetrics)(nil)
+
 func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
-	var addr string
+	var addr, metricsAddr string
 	cfg := exportbundle.DefaultServeConfig()
 	c := &cobra.Command{
-		Use:                   "serve <bundle dir> [--addr ADDR] [--max-concurrent N] [--max-reading N] [--read-timeout D] ...",
-		Short:                 "answer HTTP POST /predict with an export bundle until SIGINT or SIGTERM",
+		Use:                   "serve <bundle dir | model repository> [--addr ADDR] [--max-concurrent N] [--max-reading N] [--read-timeout D] ...",
+		Short:                 "answer HTTP (POST /predict, Open Inference Protocol /v2) with export bundles until SIGINT or SIGTERM",
 		Long:                  serveLong,
 		DisableFlagsInUseLine: true,
 		ValidArgsFunction:     dirsOnly,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return fmt.Errorf("serve needs one bundle folder (nitro export writes one), got %d arguments", len(args))
+				return fmt.Errorf("serve needs one bundle folder (nitro export writes one) or a folder of them, got %d arguments", len(args))
 			}
 			return nil
 		},
@@ -429,18 +468,34 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 					return fmt.Errorf("--%s %v: under %v no request could be served in time: give a timeout such as 10s", d.flag, d.v, minServeTimeout)
 				}
 			}
-			r, err := openBundle(args[0])
+			rs, dirs, err := openRepository(args[0])
+			for _, r := range rs {
+				defer r.Close()
+			}
 			if err != nil {
 				return err
 			}
-			defer r.Close()
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			srv, bound, err := exportbundle.ServeWith(r, addr, cfg)
+			if metricsAddr != "" {
+				m, err := promexport.NewServeMetrics(promexport.Options{Addr: metricsAddr})
+				if err != nil {
+					return fmt.Errorf("--metrics-addr: %w", err)
+				}
+				defer m.Close()
+				cfg.Observer = m
+				fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", m.Addr())
+			}
+			srv, bound, err := exportbundle.ServeModels(rs, addr, cfg)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "serving %s (batch sizes %s) on http://%s/predict\n", r.Name(), joinInts(r.BatchSizes()), bound)
+			if len(rs) == 1 {
+				fmt.Fprintf(stdout, "serving %s (batch sizes %s) on http://%s/predict\n", rs[0].Name(), joinInts(rs[0].BatchSizes()), bound)
+			}
+			for i, r := range rs {
+				fmt.Fprintf(stdout, "serving %s (batch sizes %s, from %s) on http://%s/v2/models/%s/infer\n", r.Name(), joinInts(r.BatchSizes()), dirs[i], bound, r.Name())
+			}
 			<-ctx.Done()
 			stop() // a second signal kills, as usual
 			fmt.Fprintln(stderr, "nitro: serve: stopping (finishing the requests in flight)")
@@ -462,6 +517,7 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 	fs := c.Flags()
 	fs.SortFlags = false
 	fs.StringVar(&addr, "addr", "127.0.0.1:8080", "listen on `ADDR` (host:port; port 0 picks one)")
+	fs.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics (requests, failures, latency per model, in flight, rejected by a bound) on http://`ADDR`/metrics, apart from --addr")
 	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", cfg.MaxConcurrent, "run at most `N` requests at once; requests whose body is read wait for one to finish")
 	fs.IntVar(&cfg.MaxReading, "max-reading", cfg.MaxReading, "read at most `N` request bodies at once (each holds up to the bundle's largest batch); more are answered 503 with Retry-After")
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", cfg.ReadHeaderTimeout, "cut a client whose request headers take longer than `D`")

@@ -25,6 +25,8 @@ import (
 	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/cmd/cli"
 	"github.com/nitro-go/nitro/cmd/examples/mnist"
+	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/export"
 	"github.com/nitro-go/nitro/exportbundle"
 	"github.com/nitro-go/nitro/internal/prereq"
 )
@@ -57,9 +59,20 @@ func testImages(t *testing.T, k int) (*tensors.Tensor, []int32) {
 	return s.Images, tensors.MustCopyFlatData[int32](s.Labels)
 }
 
-// nested writes rows of a [N, D] float32 tensor as JSON nested arrays (shortest round-trip text).
+// pixelsOf is the uint8 pixels [N, 784] the float32 images [N, 784] were normalized from (p/255):
+// what a client of the MNIST bundle sends.
+func pixelsOf(images *tensors.Tensor) *tensors.Tensor {
+	flat := tensors.MustCopyFlatData[float32](images)
+	px := make([]uint8, len(flat))
+	for i, v := range flat {
+		px[i] = uint8(math.Round(float64(v) * 255))
+	}
+	return tensors.FromFlatDataAndDimensions(px, images.Shape().Dimensions...)
+}
+
+// nested writes rows of a [N, D] uint8 tensor as JSON nested arrays.
 func nested(x *tensors.Tensor) string {
-	flat := tensors.MustCopyFlatData[float32](x)
+	flat := tensors.MustCopyFlatData[uint8](x)
 	d := x.Shape().Dimensions[1]
 	var b strings.Builder
 	b.WriteByte('[')
@@ -72,7 +85,7 @@ func nested(x *tensors.Tensor) string {
 			if j > 0 {
 				b.WriteByte(',')
 			}
-			b.WriteString(strconv.FormatFloat(float64(v), 'g', -1, 32))
+			b.WriteString(strconv.Itoa(int(v)))
 		}
 		b.WriteByte(']')
 	}
@@ -80,36 +93,45 @@ func nested(x *tensors.Tensor) string {
 	return b.String()
 }
 
-// outputsOf parses {"outputs": {"logits": [[...]]}} into the logits rows.
-func outputsOf(t *testing.T, body []byte) [][]float64 {
+// answer is the MNIST bundle's outputs as JSON gives them: the probabilities' rows and the classes.
+type answer struct {
+	probs [][]float64
+	class []int32
+}
+
+// outputsOf parses {"outputs": {"probs": [[...]], "class": [...]}}.
+func outputsOf(t *testing.T, body []byte) answer {
 	t.Helper()
 	var resp struct {
-		Outputs map[string][][]float64 `json:"outputs"`
+		Outputs struct {
+			Probs [][]float64 `json:"probs"`
+			Class []int32     `json:"class"`
+		} `json:"outputs"`
 	}
 	if err := json.Unmarshal(body, &resp); err != nil {
 		t.Fatalf("the outputs are not JSON: %v: %.300s", err, body)
 	}
-	logits, ok := resp.Outputs["logits"]
-	if !ok {
-		t.Fatalf("no logits in %.300s", body)
+	if resp.Outputs.Probs == nil || len(resp.Outputs.Class) != len(resp.Outputs.Probs) {
+		t.Fatalf("no probs and class rows in %.300s", body)
 	}
-	return logits
+	return answer{resp.Outputs.Probs, resp.Outputs.Class}
 }
 
-// compareLogits returns the largest |a-b| between JSON logits and a runner's, and how many rows'
-// argmax equal the labels.
-func compareLogits(t *testing.T, got [][]float64, want exportbundle.Tensor, labels []int32) (maxDiff float64, correct int) {
+// compareOutputs returns the largest |a-b| between JSON probabilities and a runner's, and how
+// many rows' class equals the label; a class that is not the argmax of its row's probabilities
+// fails the test.
+func compareOutputs(t *testing.T, got answer, want exportbundle.Tensor, labels []int32) (maxDiff float64, correct int) {
 	t.Helper()
 	w, err := exportbundle.Values[float32](want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != want.Shape[0] {
-		t.Fatalf("%d rows of logits, the runner gave %d", len(got), want.Shape[0])
+	if len(got.probs) != want.Shape[0] {
+		t.Fatalf("%d rows of probs, the runner gave %d", len(got.probs), want.Shape[0])
 	}
-	for i, row := range got {
+	for i, row := range got.probs {
 		if len(row) != 10 {
-			t.Fatalf("row %d has %d logits", i, len(row))
+			t.Fatalf("row %d has %d probabilities", i, len(row))
 		}
 		best := 0
 		for j, v := range row {
@@ -118,7 +140,10 @@ func compareLogits(t *testing.T, got [][]float64, want exportbundle.Tensor, labe
 				best = j
 			}
 		}
-		if int32(best) == labels[i] {
+		if int32(best) != got.class[i] {
+			t.Errorf("row %d: class %d, the argmax of its probabilities is %d", i, got.class[i], best)
+		}
+		if got.class[i] == labels[i] {
 			correct++
 		}
 	}
@@ -128,13 +153,14 @@ func compareLogits(t *testing.T, got [][]float64, want exportbundle.Tensor, labe
 // TestExportRunBundleServe trains the tiny preset into a temporary run dir, exports its newest
 // checkpoint at batch sizes 1 and 32 (once from the data, once from --input-spec with a DataDir
 // that does not exist: no data read, the same bundle outputs), runs the bundle with run-bundle on
-// a JSON file of 32 test images (the logits equal the runner's called directly, and the argmax
+// a JSON file of the uint8 pixels of 32 test images, the MNIST contract's wire input (the probabilities and classes equal the runner's called directly, and the class
 // agrees with most labels), then serves it on 127.0.0.1:0 through MainContext: POST /predict over
-// loopback answers the runner's logits, a malformed body and a wrong shape get a 400 naming the
+// loopback answers the runner's probabilities, a malformed body and a wrong shape get a 400 naming the
 // fault, and cancelling the context shuts the server down with no goroutine left behind.
 func TestExportRunBundleServe(t *testing.T) {
 	plugin := needPlugin(t)
 	images, labels := testImages(t, 32)
+	pixels := pixelsOf(images)
 	runDir := t.TempDir()
 	tiny := []string{"--preset", "tiny", "--set", "TestLimit=500"}
 	code, out, errs := runCLI(append([]string{"train", "mnist-mlp", "--no-progress", "--no-log", "--run-dir", runDir}, tiny...)...)
@@ -152,7 +178,7 @@ func TestExportRunBundleServe(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("export: exit %d: %s\n%s", code, errs, out)
 	}
-	for _, w := range []string{"bundle: " + bundle + "\n", "batch sizes: 1 32\n", "input:  image F32 [-1 784]\n", "output: logits F32 [-1 10]\n",
+	for _, w := range []string{"bundle: " + bundle + "\n", "batch sizes: 1 32\n", "input:  pixels U8 [-1 784]\n", "output: probs F32 [-1 10]\n", "output: class I32 [-1]\n",
 		"file:   " + filepath.Join(bundle, "manifest.json") + " (", filepath.Join(bundle, "program-b1.mlir"), filepath.Join(bundle, "program-b32.mlir"), filepath.Join(bundle, "weights.safetensors")} {
 		if !strings.Contains(out, w) {
 			t.Errorf("export output lacks %q:\n%s", w, out)
@@ -185,11 +211,37 @@ func TestExportRunBundleServe(t *testing.T) {
 		t.Errorf("export output lacks %q:\n%s", w, out)
 	}
 
+	// The experiment owns its contract: export.Export from Go on the same checkpoint, given only a
+	// name and the batch sizes, writes the bundle nitro export wrote (the same inputs, outputs,
+	// weights and program text; only the provenance may differ).
+	goBundle := filepath.Join(t.TempDir(), "go_export")
+	n, err := core.NewFromCheckpoint[mnist.MLP](ckpt[1], nil, core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gb, err := export.Export(n, goBundle, export.ExportSpec{Name: "mnist_tiny", BatchSizes: []int{1, 32}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(gb.Inputs, gb.Outputs) != fmt.Sprint(b.Inputs, b.Outputs) || len(gb.Programs) != len(b.Programs) ||
+		!bytes.Equal(gb.Programs[1].Code, b.Programs[1].Code) || !bytes.Equal(gb.Programs[32].Code, b.Programs[32].Code) {
+		t.Errorf("export.Export wrote inputs %v outputs %v (programs equal: %v, %v); nitro export wrote %v %v",
+			gb.Inputs, gb.Outputs, bytes.Equal(gb.Programs[1].Code, b.Programs[1].Code), bytes.Equal(gb.Programs[32].Code, b.Programs[32].Code), b.Inputs, b.Outputs)
+	}
+	if len(gb.Weights) != len(b.Weights) || len(b.Weights) == 0 {
+		t.Errorf("export.Export wrote %d weights, nitro export %d", len(gb.Weights), len(b.Weights))
+	}
+	for i, w := range gb.Weights {
+		if i >= len(b.Weights) || w.Name != b.Weights[i].Name || !bytes.Equal(w.Tensor.Data, b.Weights[i].Tensor.Data) {
+			t.Errorf("export.Export's weight %d (%s) differs from nitro export's", i, w.Name)
+		}
+	}
+
 	// The same export from specs alone: BuildData would fail on this DataDir.
 	specBundle := filepath.Join(t.TempDir(), "from_specs")
 	code, out, errs = runCLI(append([]string{"export", "mnist-mlp", "--checkpoint", ckpt[1], "--out", specBundle, "--batch-sizes", "32", "--name", "tiny_specs",
 		"--input-spec", "image=float32:784", "--set", "DataDir=" + filepath.Join(t.TempDir(), "nowhere")}, tiny...)...)
-	if code != 0 || !strings.Contains(out, "input:  image F32 [-1 784]") {
+	if code != 0 || !strings.Contains(out, "input:  pixels U8 [-1 784]") {
 		t.Fatalf("export --input-spec: exit %d: %s\n%s", code, errs, out)
 	}
 
@@ -199,11 +251,11 @@ func TestExportRunBundleServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	x, err := exportbundle.NewTensor([]int{32, 784}, tensors.MustCopyFlatData[float32](images))
+	x, err := exportbundle.NewTensor([]int{32, 784}, tensors.MustCopyFlatData[uint8](pixels))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := r.Run(32, map[string]exportbundle.Tensor{"image": x})
+	ref, err := r.Run(32, map[string]exportbundle.Tensor{"pixels": x})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,52 +263,53 @@ func TestExportRunBundleServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromSpecs, err := rs.Run(32, map[string]exportbundle.Tensor{"image": x})
+	fromSpecs, err := rs.Run(32, map[string]exportbundle.Tensor{"pixels": x})
 	rs.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(fromSpecs["logits"].Data, ref["logits"].Data) {
-		t.Errorf("the bundle exported from --input-spec (no data) answers other logits than the one exported with data")
+	if !bytes.Equal(fromSpecs["probs"].Data, ref["probs"].Data) || !bytes.Equal(fromSpecs["class"].Data, ref["class"].Data) {
+		t.Errorf("the bundle exported from --input-spec (no data) answers other outputs than the one exported with data")
 	}
 
 	// run-bundle: the whole request in a file, one input per file, and on stdin.
-	body := `{"inputs": {"image": ` + nested(images) + `}}`
+	body := `{"inputs": {"pixels": ` + nested(pixels) + `}}`
 	reqFile := filepath.Join(t.TempDir(), "request.json")
-	imgFile := filepath.Join(t.TempDir(), "image.json")
+	imgFile := filepath.Join(t.TempDir(), "pixels.json")
 	if err := os.WriteFile(reqFile, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(imgFile, []byte(nested(images)), 0o644); err != nil {
+	if err := os.WriteFile(imgFile, []byte(nested(pixels)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{{"run-bundle", bundle, "--inputs", reqFile}, {"run-bundle", "--input", "image=" + imgFile, bundle}} {
+	for _, args := range [][]string{{"run-bundle", bundle, "--inputs", reqFile}, {"run-bundle", "--input", "pixels=" + imgFile, bundle}} {
 		code, out, errs = runCLI(args...)
 		if code != 0 {
 			t.Fatalf("%v: exit %d: %s", args, code, errs)
 		}
-		d, correct := compareLogits(t, outputsOf(t, []byte(out)), ref["logits"], labels)
+		d, correct := compareOutputs(t, outputsOf(t, []byte(out)), ref["probs"], labels)
 		if d != 0 {
-			t.Errorf("%v: run-bundle's logits differ from the runner's by %g", args, d)
+			t.Errorf("%v: run-bundle's probabilities differ from the runner's by %g", args, d)
 		}
 		if correct < 24 {
 			t.Errorf("%v: the argmax agrees with %d of 32 labels", args, correct)
 		}
 		t.Logf("%v: max |diff| vs the runner %g; argmax = label for %d of 32", args[2:], d, correct)
 	}
-	stdinOut := withStdin(t, `{"inputs": {"image": `+nested(rowsOf(images, 0, 1))+`}}`, func() (int, string, string) { return runCLI("run-bundle", bundle) })
-	if d, _ := compareLogits(t, outputsOf(t, []byte(stdinOut)), rowsOfBundle(ref["logits"], 1), labels); d > 1e-5 {
+	stdinOut := withStdin(t, `{"inputs": {"pixels": `+nested(rowsOf(pixels, 0, 1))+`}}`, func() (int, string, string) { return runCLI("run-bundle", bundle) })
+	if d, _ := compareOutputs(t, outputsOf(t, []byte(stdinOut)), rowsOfBundle(ref["probs"], 1), labels); d > 1e-5 {
 		t.Errorf("run-bundle on stdin, batch 1: max |diff| %g from the batch-32 runner", d)
 	}
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"run-bundle", bundle, "--input", "image=" + writeTemp(t, nested(rowsOf(images, 0, 5)))}, "batch size 5: the bundle has programs for batch sizes [1 32]"},
-		{[]string{"run-bundle", bundle, "--input", "image=" + writeTemp(t, `[[1,2,3]]`)}, `input "image": shape [1 3], the bundle takes [1 784]`},
-		{[]string{"run-bundle", bundle, "--inputs", writeTemp(t, `{"inputs": {"pixels": [[1]]}}`)}, `input "pixels": not an input of this bundle`},
+		{[]string{"run-bundle", bundle, "--input", "pixels=" + writeTemp(t, nested(rowsOf(pixels, 0, 5)))}, "batch size 5: the bundle has programs for batch sizes [1 32]"},
+		{[]string{"run-bundle", bundle, "--input", "pixels=" + writeTemp(t, `[[1,2,3]]`)}, `input "pixels": shape [1 3], the bundle takes [1 784]`},
+		{[]string{"run-bundle", bundle, "--input", "pixels=" + writeTemp(t, `[[256]]`)}, `input "pixels": 256 is not a 8-bit unsigned integer (dtype U8)`},
+		{[]string{"run-bundle", bundle, "--inputs", writeTemp(t, `{"inputs": {"image": [[1]]}}`)}, `input "image": not an input of this bundle`},
 		{[]string{"run-bundle", bundle, "--inputs", writeTemp(t, `{"inputs": `)}, "malformed body"},
-		{[]string{"run-bundle", bundle, "--inputs", reqFile, "--input", "image=" + imgFile}, "--inputs and --input both given"},
+		{[]string{"run-bundle", bundle, "--inputs", reqFile, "--input", "pixels=" + imgFile}, "--inputs and --input both given"},
 		{[]string{"run-bundle", t.TempDir(), "--inputs", reqFile}, "manifest.json"},
 		{[]string{"export", "mnist-mlp", "--out", filepath.Join(t.TempDir(), "b")}, "export needs --checkpoint"},
 		{[]string{"export", "mnist-mlp", "--checkpoint", runDir}, "export needs --out"},
@@ -311,14 +364,14 @@ func TestExportRunBundleServe(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("POST %s: %d %s", url, status, resp)
 	}
-	if d, _ := compareLogits(t, outputsOf(t, resp), ref["logits"], labels); d != 0 {
-		t.Errorf("serve's logits differ from the runner's by %g", d)
+	if d, _ := compareOutputs(t, outputsOf(t, resp), ref["probs"], labels); d != 0 {
+		t.Errorf("serve's probabilities differ from the runner's by %g", d)
 	}
 	for _, c := range []struct{ body, want string }{
-		{`{"inputs": {"image": [[1, 2`, "malformed body"},
-		{`{"inputs": {"image": [[1, 2, 3]]}}`, `input \"image\": shape [1 3], the bundle takes [1 784]`},
-		{`{"inputs": {"image": [["a"]]}}`, `input \"image\"`},
-		{`{"inputs": {}}`, `input \"image\": missing`},
+		{`{"inputs": {"pixels": [[1, 2`, "malformed body"},
+		{`{"inputs": {"pixels": [[1, 2, 3]]}}`, `input \"pixels\": shape [1 3], the bundle takes [1 784]`},
+		{`{"inputs": {"pixels": [["a"]]}}`, `input \"pixels\"`},
+		{`{"inputs": {}}`, `input \"pixels\": missing`},
 	} {
 		if status, resp := post(c.body); status != http.StatusBadRequest || !strings.Contains(string(resp), c.want) {
 			t.Errorf("POST %.40s: %d %s; want 400 with %q", c.body, status, resp, c.want)
@@ -353,13 +406,13 @@ func TestExportRunBundleServe(t *testing.T) {
 	}
 
 	// serve again, stopped by SIGTERM while a request is in its handler.
-	serveSIGTERM(t, bundle, body, ref["logits"], labels)
+	serveSIGTERM(t, bundle, body, ref["probs"], labels)
 }
 
-// rowsOf keeps rows [from, to) of a [N, D] float32 tensor.
+// rowsOf keeps rows [from, to) of a [N, D] uint8 tensor.
 func rowsOf(x *tensors.Tensor, from, to int) *tensors.Tensor {
 	d := x.Shape().Dimensions[1]
-	flat := tensors.MustCopyFlatData[float32](x)
+	flat := tensors.MustCopyFlatData[uint8](x)
 	return tensors.FromFlatDataAndDimensions(slices.Clone(flat[from*d:to*d]), to-from, d)
 }
 

@@ -52,7 +52,7 @@ func TestCheckpointRebuildsItsExperiment(t *testing.T) {
 	for name, extra := range bundles {
 		b := filepath.Join(t.TempDir(), name)
 		code, ex, errs := runCLI(append([]string{"export", "mnist-mlp", "--checkpoint", dir, "--out", b}, extra...)...)
-		if code != 0 || !strings.Contains(ex, "input:  image F32 [-1 784]") {
+		if code != 0 || !strings.Contains(ex, "input:  pixels U8 [-1 784]") {
 			t.Fatalf("export %v: exit %d (%s):\n%s", extra, code, errs, ex)
 		}
 		w, err := os.ReadFile(filepath.Join(b, exportbundle.WeightsFile))

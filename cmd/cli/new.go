@@ -348,7 +348,7 @@ func projectFor(dir, module, root string) (project, error) {
 	}
 	sort.Slice(p.Replaces, func(i, j int) bool { return p.Replaces[i].Path < p.Replaces[j].Path })
 	// What the generated code imports directly; tidy adds the rest.
-	for _, mod := range []string{nitroModulePrefix + "cmd", nitroModulePrefix + "core", nitroModulePrefix + "markers", "github.com/gomlx/gomlx"} {
+	for _, mod := range []string{nitroModulePrefix + "cmd", nitroModulePrefix + "core", nitroModulePrefix + "markers", nitroModulePrefix + "prefetch", "github.com/gomlx/gomlx"} {
 		v := requires[mod]
 		if mod == nitroModulePrefix+"cmd" {
 			v = "v0.0.0"

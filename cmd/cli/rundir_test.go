@@ -8,11 +8,14 @@ import (
 
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/logjson"
+	"github.com/nitro-go/nitro/tblog"
 )
 
 // TestTrainTwiceIntoOneRunDir: a second fresh train into a run dir that holds a run is refused,
 // naming the ways out; --overwrite starts afresh, removing the earlier run's files (and the
-// plots nitro plot drew) but no other; --overwrite with --resume is refused.
+// plots nitro plot drew, and the TensorBoard events in tb/) but no other; --overwrite with
+// --resume is refused.
 func TestTrainTwiceIntoOneRunDir(t *testing.T) {
 	t.Cleanup(compilecache.Default().Reset)
 	dir := t.TempDir()
@@ -37,6 +40,15 @@ func TestTrainTwiceIntoOneRunDir(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The earlier run's TensorBoard events, as the tblog logger writes them.
+	tb := tblog.ForRun(dir)
+	if err := tb.LogParams(map[string]any{"Hidden": 8}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Finish(logjson.StatusCompleted); err != nil {
+		t.Fatal(err)
+	}
+
 	code, _, errs = runCLI(append(tiny, "--overwrite", "--resume", "auto")...)
 	if code != 1 || !strings.Contains(errs, "--overwrite with --resume auto") {
 		t.Errorf("--overwrite --resume auto: exit %d, stderr %q; want the two refused together", code, errs)
@@ -47,13 +59,16 @@ func TestTrainTwiceIntoOneRunDir(t *testing.T) {
 		t.Fatalf("train --overwrite: exit %d: %s\n%s", code, errs, out)
 	}
 	for _, w := range []string{"overwrite: removed the earlier run from " + dir + ": 1 checkpoint file(s), manifest.json, metrics.jsonl (",
-		"overwrite: removed " + filepath.Join(dir, "plots")} {
+		"tb/ (1 TensorBoard event file(s))", "overwrite: removed " + filepath.Join(dir, "plots")} {
 		if !strings.Contains(out, w) {
 			t.Errorf("train --overwrite does not say %q:\n%s", w, out)
 		}
 	}
 	if b, err := os.ReadFile(foreign); err != nil || string(b) != "mine" {
 		t.Errorf("--overwrite touched %s: %q, %v", foreign, b, err)
+	}
+	if _, err := os.Stat(tb.Dir()); !os.IsNotExist(err) {
+		t.Errorf("the earlier run's TensorBoard folder %s is still there (%v)", tb.Dir(), err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "plots")); !os.IsNotExist(err) {
 		t.Errorf("the earlier run's plots are still there (%v)", err)

@@ -15,13 +15,18 @@ import (
 // its StableHLO written by hand: a bundle in milliseconds, with no training and no GoMLX.
 func addBundle(t *testing.T) string {
 	t.Helper()
+	return addBundleAt(t, filepath.Join(t.TempDir(), "add"), "add")
+}
+
+// addBundleAt writes addBundle's bundle at dir under the manifest name name.
+func addBundleAt(t *testing.T, dir, name string) string {
+	t.Helper()
 	w, err := exportbundle.NewTensor([]int{2}, []float32{10, 20})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(t.TempDir(), "add")
 	err = exportbundle.Write(dir, &exportbundle.Bundle{
-		Name:    "add",
+		Name:    name,
 		Inputs:  []exportbundle.TensorSpec{{Name: "x", DType: tensorfile.F32, Shape: []int{-1, 2}, BatchAxis: 0}},
 		Outputs: []exportbundle.TensorSpec{{Name: "y", DType: tensorfile.F32, Shape: []int{-1, 2}, BatchAxis: 0}},
 		Weights: []exportbundle.Weight{{Name: "w", Tensor: w}},

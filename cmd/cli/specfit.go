@@ -8,6 +8,7 @@ import (
 
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // specMisfit explains a checkpoint that does not fit the model --input-spec built: with specs
@@ -17,7 +18,7 @@ import (
 // gave and, where one parameter axis tells (a Dense layer's input width), the shape the
 // checkpoint's model reads. When the --input-spec values alone do not build the model, it says
 // so, naming them; any other failure along the way leaves the original error as it was.
-func specMisfit(ent entry, f *exportFlags, specs []core.InputSpec, orig error) error {
+func specMisfit(ent entry, f *exportFlags, specs []prefetch.FieldSpec, orig error) error {
 	misfit := strings.Contains(orig.Error(), "does not fit this model")
 	given := strings.Join(f.inputSpecs, " --input-spec ")
 	path := f.checkpoint

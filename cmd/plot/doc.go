@@ -8,7 +8,8 @@
 //
 // It leaves to the caller which file to read and where to draw (nitro plot <run dir> reads
 // <run dir>/metrics.jsonl), and what to do with Run.Warnings: what was tolerated or left out,
-// such as a truncated line a crash left or a figure the file has no data for.
+// such as the torn lines a crash or a failed write left (skipped, counted in Run.Torn, one
+// warning per file) or a figure the file has no data for.
 //
 // Errors: Read refuses a malformed line with a *LineError naming the line (errors.Is
 // ErrMalformed); Write refuses a bad Options and returns the paths it wrote before a failure.

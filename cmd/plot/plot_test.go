@@ -266,7 +266,7 @@ func TestTruncatedLastLine(t *testing.T) {
 		if err != nil {
 			t.Fatalf("cut at %d (%q): %v", cut, last[:cut], err)
 		}
-		if !hasWarning(run, "line 68 is truncated (the run crashed mid-write?)") || !hasWarning(run, "no finish line") {
+		if !hasWarning(run, "input: skipped 1 malformed line (first at line 68): cut short by a crash or a failed write; the last line is one") || !hasWarning(run, "no finish line") {
 			t.Fatalf("cut at %d: warnings %q", cut, run.Warnings)
 		}
 		if run.Status != "" || len(run.Data["data_wait_frac"]) != 2 {
@@ -275,7 +275,7 @@ func TestTruncatedLastLine(t *testing.T) {
 	}
 	// A complete last line without its newline is simply read.
 	run, err := Parse(strings.NewReader(strings.Join(lines, "\n")))
-	if err != nil || len(run.Data["data_wait_frac"]) != 3 || hasWarning(run, "truncated") {
+	if err != nil || len(run.Data["data_wait_frac"]) != 3 || hasWarning(run, "skipped") || run.Torn != 0 {
 		t.Fatalf("complete last line: err %v, data %v, warnings %q", err, run.Data, run.Warnings)
 	}
 }
@@ -299,7 +299,7 @@ func TestTruncatedLineThenResume(t *testing.T) {
 	if !reflect.DeepEqual(run.Train["loss"], want) {
 		t.Errorf("loss = %v, want %v", run.Train["loss"], want)
 	}
-	if !hasWarning(run, "line 3 is truncated (a crash, then a resumed run") || !hasWarning(run, "1 train lines repeat") {
+	if !hasWarning(run, "input: skipped 1 malformed line (first at line 3)") || !hasWarning(run, "1 train lines repeat") {
 		t.Errorf("warnings %q", run.Warnings)
 	}
 	if !reflect.DeepEqual(run.EpochEnds, []EpochEnd{{1, 3}}) {
@@ -458,5 +458,39 @@ func TestTicks(t *testing.T) {
 		if !reflect.DeepEqual(got, c.want) {
 			t.Errorf("ticks(integer %v) over %v..%v = %v, want %v", c.integer, c.lo, c.hi, got, c.want)
 		}
+	}
+}
+
+// Torn lines, as failed writes leave them (the logger starts its next line on a new one), are
+// skipped and reported once for the file, with their count and the first one's line.
+func TestTornLinesCountedOnce(t *testing.T) {
+	lines := []string{
+		`{"type":"params","seed":1}`,
+		`{"type":"metrics","context":"train","epoch":1,"step":1,"loss":2}`,
+		`{"type":"metrics","context":"train","epoch":1,"st`,
+		`{"type":"metrics","context":"train","epoch":1,"step":2,"loss":1.9}`,
+		`{"type":"metrics","context":"train","epoch":1,"step":3,"loss":1`,
+		`{"type":"metrics","context":"train","epoch":1,"step":3,"loss":1.7}`,
+		`{"type":"finish","status":"completed"}`,
+	}
+	run, err := Read(writeLines(t, lines, "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Torn != 2 || run.FirstTorn != 3 {
+		t.Errorf("Torn %d, FirstTorn %d; want 2, 3", run.Torn, run.FirstTorn)
+	}
+	var about []string
+	for _, w := range run.Warnings {
+		if strings.Contains(w, "skipped") || strings.Contains(w, "cut short") {
+			about = append(about, w)
+		}
+	}
+	want := "metrics.jsonl: skipped 2 malformed lines (first at line 3): cut short by a crash or a failed write"
+	if len(about) != 1 || about[0] != want {
+		t.Errorf("warnings %q; want exactly one about the torn lines: %q", run.Warnings, want)
+	}
+	if got := run.Train["loss"]; len(got) != 3 {
+		t.Errorf("loss = %v; want the 3 whole lines' points", got)
 	}
 }

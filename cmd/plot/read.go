@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -75,6 +76,9 @@ type Run struct {
 	Confusions []Confusion
 	Status     string   // the last finish line's status; "" when there is none
 	Warnings   []string // what was tolerated or left out, one sentence each
+	// Torn counts the lines skipped because they are the start of a JSON object cut short (a
+	// crash or a failed write); FirstTorn is the first one's line number (0 when none).
+	Torn, FirstTorn int
 }
 
 // Read parses the metrics.jsonl at path; see Parse.
@@ -95,8 +99,9 @@ func Read(path string) (*Run, error) {
 // Parse reads JSON Lines as the logjson module writes them, treating them as untrusted: a line
 // longer than MaxLineBytes, a line that is not one JSON object, and a metrics line whose fields
 // have the wrong types are errors (a *LineError naming the line). Unknown line types and
-// contexts are ignored. A truncated line (the start of an object, as a crash mid-write leaves)
-// is tolerated with a warning: the last line of a crashed run, or a line the run resumed after.
+// contexts are ignored. A truncated line (the start of an object, as a crash mid-write or a failed
+// write leaves) is skipped and counted (Run.Torn), with one warning for the file naming the count
+// and the first such line.
 func Parse(r io.Reader) (*Run, error) { return parse(r, "") }
 
 func parse(r io.Reader, path string) (*Run, error) {
@@ -119,15 +124,45 @@ func parse(r io.Reader, path string) (*Run, error) {
 		err = p.line(line)
 		switch {
 		case err == nil:
-		case errors.Is(err, errTruncated) && !terminated:
-			p.warnf("line %d is truncated (the run crashed mid-write?); it was ignored", n)
 		case errors.Is(err, errTruncated):
-			p.warnf("line %d is truncated (a crash, then a resumed run appended to the file); it was ignored", n)
+			p.torn(n, terminated)
 		default:
 			return nil, &LineError{Path: path, Line: n, Err: err}
 		}
 	}
+	p.tornWarning(path)
 	return p.finish(), nil
+}
+
+// torn counts a line cut short, skipped: a crash mid-write leaves one as the last line, and a
+// failed write leaves one the logger's next line starts after.
+func (p *parser) torn(line int, terminated bool) {
+	if p.run.Torn == 0 {
+		p.run.FirstTorn = line
+	}
+	p.run.Torn++
+	p.tornLast = !terminated
+}
+
+// tornWarning says once per file how many torn lines were skipped and where the first was, so a
+// record with many is one sentence rather than one per line.
+func (p *parser) tornWarning(path string) {
+	if p.run.Torn == 0 {
+		return
+	}
+	name := "input"
+	if path != "" {
+		name = filepath.Base(path)
+	}
+	lines := "lines"
+	if p.run.Torn == 1 {
+		lines = "line"
+	}
+	msg := fmt.Sprintf("%s: skipped %d malformed %s (first at line %d): cut short by a crash or a failed write", name, p.run.Torn, lines, p.run.FirstTorn)
+	if p.tornLast {
+		msg += "; the last line is one, so the run crashed mid-write or is still writing"
+	}
+	p.warnf("%s", msg)
 }
 
 // readLine appends the next line to buf and returns it without its line ending; terminated
@@ -169,6 +204,7 @@ type parser struct {
 	validateSeen, dataSeen map[int]bool
 	repeats                map[string]int // context -> lines that repeated a step or an epoch
 	finishes               int
+	tornLast               bool // the last line read was torn (it has no newline)
 }
 
 func newParser() *parser {

@@ -7,7 +7,10 @@
 // import cycle runs between modules (Go modules tolerate module-level cycles; we do not, since
 // each module must be usable alone); and the training path (core's packages and everything they
 // import) holds no exportbundle package and no workspace package using cgo, so a program that
-// only trains links neither the bundle code nor its capture shim. Run from the repository root:
+// only trains links neither the bundle code nor any cgo of ours but the one PJRT interposer
+// (pjrthook, which the disk compile cache hooks), nor mpi, the Open MPI binding, which only cmd and
+// integration import; a test-support package (such as core/coretest) is imported by tests alone,
+// and is no part of the training path. Run from the repository root:
 // go run ./integration/depcheck
 package main
 
@@ -17,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -27,8 +31,25 @@ import (
 // it back: the training path stays free of exportbundle).
 var mayImportCore = map[string]bool{"cmd": true, "export": true, "integration": true}
 
+// cgoOnTrainingPath is the one cgo package of ours training may link, by module folder (its root
+// package only), with the reason: the PJRT interposer, through which the backend starts the
+// plugin so the disk compile cache sees every compile. It is one small package with a Go-side
+// contract; any other cgo stays off the training path.
+var cgoOnTrainingPath = map[string]string{
+	"pjrthook": "the PJRT interposer the disk compile cache hooks (on by default, so training links it)",
+}
+
 // trainingPathOff lists the modules no package of the training path may come from.
-var trainingPathOff = map[string]bool{"exportbundle": true}
+var trainingPathOff = map[string]bool{"exportbundle": true, "mpi": true}
+
+// mayImportMPI lists the modules allowed to depend on mpi, the cgo binding of Open MPI: the CLI
+// (which opens it under mpirun) and the tests. A library module takes a collective through the
+// consumer's interface (core.Collective, engine.AllReducer) instead, so it links no cgo.
+var mayImportMPI = map[string]bool{"cmd": true, "integration": true}
+
+// testSupport lists the packages written for tests: only _test.go files may import them, so no
+// program links them.
+var testSupport = map[string]bool{"github.com/nitro-go/nitro/core/coretest": true}
 
 // bottom lists the modules that import no workspace module: every module may import them.
 var bottom = map[string]bool{"earlystop": true, "idx": true, "internal/prereq": true, "runstatus": true, "tensorfile": true}
@@ -60,11 +81,14 @@ func main() {
 	if err == nil {
 		err = CheckTrainingPath(deps)
 	}
+	if err == nil {
+		err = CheckTestSupport(root)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "depcheck:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("depcheck: %d modules, layering ok; training path: %d workspace packages, no exportbundle, no cgo\n", len(graph), len(deps))
+	fmt.Printf("depcheck: %d modules, layering ok; training path: %d workspace packages, no exportbundle, no cgo but pjrthook\n", len(graph), len(deps))
 }
 
 // Dep is one workspace package of the training path.
@@ -75,25 +99,26 @@ type Dep struct {
 }
 
 // TrainingPath lists the workspace packages core's packages import, directly or not, core's own
-// included (tests excluded: a test binary is no training program).
+// included (tests and test support excluded: a test binary is no training program).
 func TrainingPath(root string) ([]Dep, error) {
 	paths, err := workspacePaths(root)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("go", "list", "-e", "-deps", "-f", "{{.ImportPath}} {{len .CgoFiles}}", "./...")
-	cmd.Dir = filepath.Join(root, "core")
+	var roots []string
+	for _, p := range listPackages(root, "core") {
+		if !testSupport[p] {
+			roots = append(roots, p)
+		}
+	}
 	// cgo files count only where cgo is enabled: list them as a cgo build (the default with a C
 	// compiler, and how gopjrt's XLA backend is built) sees them.
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := goList(root, "core", []string{"CGO_ENABLED=1"}, append([]string{"-deps", "-f", "{{.ImportPath}} {{len .CgoFiles}}"}, roots...)...)
 	if err != nil {
-		return nil, fmt.Errorf("go list -deps in core: %v: %s", err, stderr.String())
+		return nil, err
 	}
 	var deps []Dep
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Fields(line)
 		if len(f) != 2 {
 			continue
@@ -107,17 +132,74 @@ func TrainingPath(root string) ([]Dep, error) {
 	return deps, nil
 }
 
+// listPackages is the import paths of the packages in module folder dir (none when go list fails:
+// the listing that follows reports the failure).
+func listPackages(root, dir string) []string {
+	out, _ := goList(root, dir, nil, "./...")
+	return strings.Fields(out)
+}
+
+// goList runs go list -e with args in module folder dir, env added to the environment.
+func goList(root, dir string, env []string, args ...string) (string, error) {
+	cmd := exec.Command("go", append([]string{"list", "-e"}, args...)...)
+	cmd.Dir = filepath.Join(root, dir)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go list in %s: %v: %s", dir, err, stderr.String())
+	}
+	return string(out), nil
+}
+
+// CheckTestSupport refuses a package, in any workspace module, whose non-test files import a
+// test-support package.
+func CheckTestSupport(root string) error {
+	dirs, err := workModules(filepath.Join(root, "go.work"))
+	if err != nil {
+		return err
+	}
+	var problems []string
+	for _, d := range dirs {
+		out, err := goList(root, d, nil, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
+		if err != nil {
+			return err
+		}
+		problems = append(problems, testSupportImports(out)...)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// testSupportImports reads go list lines (a package, then its non-test imports) and names each
+// import of a test-support package.
+func testSupportImports(listing string) []string {
+	var problems []string
+	for _, line := range strings.Split(strings.TrimSpace(listing), "\n") {
+		f := strings.Fields(line)
+		for _, imp := range f[min(1, len(f)):] {
+			if testSupport[imp] {
+				problems = append(problems, fmt.Sprintf("package %s imports %s outside its tests: a test-support package is for _test.go files only; move the helper the program needs into a package of its own", f[0], imp))
+			}
+		}
+	}
+	return problems
+}
+
 // CheckTrainingPath refuses an exportbundle package and a workspace package using cgo on the
-// training path. The rule names workspace packages only: gopjrt, which runs the XLA backend
+// training path, but for the root package of a module in cgoOnTrainingPath. The rule names workspace packages only: gopjrt, which runs the XLA backend
 // through the PJRT C API, uses cgo itself, so runtime/cgo is on every path that trains on XLA.
 func CheckTrainingPath(deps []Dep) error {
 	var problems []string
 	for _, d := range deps {
 		if trainingPathOff[d.Module] {
-			problems = append(problems, fmt.Sprintf("core's import graph holds %s (module %s): training must not link the bundle code; move what core needs below core, or the use into the export module", d.Path, d.Module))
+			problems = append(problems, fmt.Sprintf("core's import graph holds %s (module %s): training must link neither the bundle code nor the MPI binding; move what core needs below core, or the use above it (export, cmd)", d.Path, d.Module))
 		}
-		if d.Cgo {
-			problems = append(problems, fmt.Sprintf("core's import graph holds %s, which uses cgo: training must link no cgo of ours; put the cgo code in a module only export imports", d.Path))
+		if d.Cgo && !(cgoOnTrainingPath[d.Module] != "" && path.Base(d.Path) == d.Module) {
+			problems = append(problems, fmt.Sprintf("core's import graph holds %s, which uses cgo: training must link no cgo of ours; put the cgo code in a module only export, cmd or integration imports", d.Path))
 		}
 	}
 	if len(problems) > 0 {
@@ -135,16 +217,12 @@ func Collect(root string) (map[string][]string, error) {
 	}
 	graph := map[string][]string{}
 	for _, d := range paths {
-		cmd := exec.Command("go", "list", "-e", "-f", "{{join .Imports \"\\n\"}}\n{{join .TestImports \"\\n\"}}\n{{join .XTestImports \"\\n\"}}", "./...")
-		cmd.Dir = filepath.Join(root, d)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
+		out, err := goList(root, d, nil, "-f", "{{join .Imports \"\\n\"}}\n{{join .TestImports \"\\n\"}}\n{{join .XTestImports \"\\n\"}}", "./...")
 		if err != nil {
-			return nil, fmt.Errorf("go list in %s: %v: %s", d, err, stderr.String())
+			return nil, err
 		}
 		seen := map[string]bool{}
-		for _, imp := range strings.Fields(string(out)) {
+		for _, imp := range strings.Fields(out) {
 			for p, dep := range paths {
 				if (imp == p || strings.HasPrefix(imp, p+"/")) && dep != d && !seen[dep] {
 					seen[dep] = true
@@ -178,6 +256,9 @@ func Check(graph map[string][]string) error {
 			}
 			if dep == "core" && !mayImportCore[m] {
 				problems = append(problems, fmt.Sprintf("module %s imports core: only cmd, export and integration may; move the shared code into %s or a lower module", m, m))
+			}
+			if dep == "mpi" && !mayImportMPI[m] {
+				problems = append(problems, fmt.Sprintf("module %s imports mpi (cgo, Open MPI): only cmd and integration may; take a core.Collective or an engine.AllReducer instead", m))
 			}
 		}
 	}

@@ -42,6 +42,13 @@ func TestCheckTrainingPath(t *testing.T) {
 	if err := CheckTrainingPath(clean); err != nil {
 		t.Fatalf("a clean training path was refused: %v", err)
 	}
+	// The interposer's root package is the one cgo allowed; a package below it is not.
+	if err := CheckTrainingPath(append(clean, Dep{Path: "x/pjrthook", Module: "pjrthook", Cgo: true})); err != nil {
+		t.Fatalf("the interposer was refused: %v", err)
+	}
+	if err := CheckTrainingPath(append(clean, Dep{Path: "x/pjrthook/more", Module: "pjrthook", Cgo: true})); err == nil {
+		t.Fatal("a second cgo package in the interposer's module was allowed")
+	}
 	bad := append(clean, Dep{Path: "x/exportbundle", Module: "exportbundle"}, Dep{Path: "x/monitors/shim", Module: "monitors", Cgo: true})
 	err := CheckTrainingPath(bad)
 	if err == nil || !strings.Contains(err.Error(), "holds x/exportbundle (module exportbundle)") || !strings.Contains(err.Error(), "holds x/monitors/shim, which uses cgo") {
@@ -195,5 +202,41 @@ func TestWorkspaceTensorfileEdges(t *testing.T) {
 	}
 	if err := Check(g); err != nil {
 		t.Errorf("the workspace breaks the layering: %v", err)
+	}
+}
+
+// TestTestSupportIsForTestsOnly: a program's import of core/coretest is named; a test's, which go
+// list reports apart, is not seen; and this workspace keeps the rule.
+func TestTestSupportIsForTestsOnly(t *testing.T) {
+	listing := "x/cmd/tool fmt github.com/nitro-go/nitro/core/coretest\nx/cmd/other fmt\nx/empty\n"
+	got := testSupportImports(listing)
+	if len(got) != 1 || !strings.Contains(got[0], "package x/cmd/tool imports github.com/nitro-go/nitro/core/coretest outside its tests") {
+		t.Fatalf("want x/cmd/tool's import named, got %q", got)
+	}
+	if err := CheckTestSupport(filepath.Join("..", "..")); err != nil {
+		t.Error(err)
+	}
+	deps, err := TrainingPath(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range deps {
+		if testSupport[d.Path] {
+			t.Errorf("the training path holds the test-support package %s", d.Path)
+		}
+	}
+}
+
+// Only cmd and integration import mpi (cgo): a library module, core included, is refused.
+func TestCheckKeepsMPIAtTheTop(t *testing.T) {
+	err := Check(map[string][]string{"core": {"mpi"}, "mpi": nil})
+	if err == nil || !strings.Contains(err.Error(), "module core imports mpi (cgo, Open MPI): only cmd and integration may") {
+		t.Errorf("core -> mpi: %v", err)
+	}
+	if err := Check(map[string][]string{"cmd": {"mpi", "core"}, "integration": {"mpi"}, "core": nil, "mpi": nil}); err != nil {
+		t.Errorf("cmd, integration -> mpi: %v", err)
+	}
+	if err := CheckTrainingPath([]Dep{{Path: "x/mpi", Module: "mpi"}}); err == nil || !strings.Contains(err.Error(), "holds x/mpi (module mpi)") {
+		t.Errorf("mpi on the training path: %v", err)
 	}
 }

@@ -37,11 +37,15 @@ var (
 		"run `make ckpt-venv`, then set NITRO_SAFETENSORS_PYTHON=$PWD/.nitro/ckpt-venv/bin/python (`make test` does both)"}
 	TensorBoardPython = Prereq{"a Python with tensorboard, named by $NITRO_TENSORBOARD_PYTHON",
 		"run `make tb-venv`, then set NITRO_TENSORBOARD_PYTHON=$PWD/.nitro/tb-venv/bin/python (`make test` does both)"}
+	ServePython = Prereq{"a Python with tritonclient[http], kserve and prometheus_client, named by $NITRO_SERVE_PYTHON",
+		"run `make serve-venv`, then set NITRO_SERVE_PYTHON=$PWD/.nitro/serve-venv/bin/python (`make test` does both)"}
 	Git          = Prereq{"git on $PATH", "install git (e.g. `apt-get install git`)"}
 	CCompiler    = Prereq{"a C compiler ($CC, else gcc on $PATH)", "install gcc, or set $CC to a C compiler"}
 	GopjrtHeader = Prereq{"gopjrt's source with pjrt_c_api.h, in the Go module cache", "run `make setup` (it downloads every module)"}
 	PinnedWheel  = Prereq{"the pinned plugin wheel in .nitro/cache", "run `make setup` (it keeps the wheel there)"}
-	Chromium     = Prereq{"a Chromium browser on $PATH (chromium, for the board's browser test)",
+	OpenMPI      = Prereq{"Open MPI (mpirun on $PATH and libmpi.so.40, for the multi-process tests)",
+		"install it: `apt-get install -y openmpi-bin libopenmpi-dev` (Debian; `make setup` and .ci/run do this)"}
+	Chromium = Prereq{"a Chromium browser on $PATH (chromium, for the board's browser test)",
 		"install it: `apt-get install -y --no-install-recommends chromium` (Debian; .ci/run does this)"}
 )
 
@@ -77,6 +81,19 @@ func (p Prereq) Need(t testing.TB, err error) {
 	default:
 		p.Broken(t, err)
 	}
+}
+
+// Interpreter returns the file the environment variable env names (a venv's python), or stops
+// the test: Absent when env is unset or names no file, Broken when the file cannot be read.
+func (p Prereq) Interpreter(t testing.TB, env string) string {
+	t.Helper()
+	path := os.Getenv(env)
+	if path == "" {
+		p.Absent(t, env+" is not set")
+	}
+	_, err := os.Stat(path)
+	p.Need(t, err)
+	return path
 }
 
 // ErrAbsent marks an error as "the prerequisite is not there" for Need; wrap it with %w.

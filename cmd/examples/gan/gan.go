@@ -27,8 +27,10 @@ import (
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/metrics"
 	"github.com/nitro-go/nitro/optimizers"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // GAN is the experiment. The target's shape (Modes, Radius, Std) is GraphConst because the
@@ -98,7 +100,7 @@ func ModeCenters(modes int, radius float64) [][2]float64 {
 }
 
 // BuildData draws the training points and noise, and the val and test noise, from Seed.
-func (e *GAN) BuildData() (core.Data, error) {
+func (e *GAN) BuildData() (prefetch.Data, error) {
 	if err := e.check(); err != nil {
 		return nil, err
 	}
@@ -117,15 +119,15 @@ func (e *GAN) BuildData() (core.Data, error) {
 		}
 		return tensors.FromFlatDataAndDimensions(z, n, e.NoiseDim)
 	}
-	train, err := core.NewArrayBatches(map[string]*tensors.Tensor{
+	train, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{
 		"x": tensors.FromFlatDataAndDimensions(x, e.Samples, 2), "z": noise(e.Samples),
-	}, e.BatchSize, core.ArrayOptions{Shuffle: true, Seed: uint64(e.Seed), DropPartial: true})
+	}, e.BatchSize, prefetch.ArrayOptions{Shuffle: true, Seed: uint64(e.Seed), DropPartial: true})
 	if err != nil {
 		return nil, err
 	}
-	d := core.Data{"train": train}
+	d := prefetch.Data{"train": train}
 	for _, split := range []string{"val", "test"} {
-		if d[split], err = core.NewArrayBatches(map[string]*tensors.Tensor{"z": noise(e.EvalSamples)}, 500, core.ArrayOptions{}); err != nil {
+		if d[split], err = prefetch.NewArrayBatches(map[string]*tensors.Tensor{"z": noise(e.EvalSamples)}, 500, prefetch.ArrayOptions{}); err != nil {
 			return nil, err
 		}
 	}
@@ -188,7 +190,7 @@ func (e *GAN) Forward(ctx *context.Context, in Noise) core.Outputs {
 
 // TrainStep is one adversarial step. The discriminator learns real -> 1, generated -> 0 (logistic
 // loss), then the generator learns to make the updated discriminator say 1 (non-saturating).
-func (e *GAN) TrainStep(s *core.ManualStep, in Batch) core.StepResult {
+func (e *GAN) TrainStep(s *engine.ManualStep, in Batch) engine.StepResult {
 	fake := e.Forward(s.Ctx, Noise{Z: in.Z})["x"]
 	var dReal, dFake *graph.Node
 	dLoss, dGrads := s.Backward(func(ctx *context.Context) *graph.Node {
@@ -200,7 +202,7 @@ func (e *GAN) TrainStep(s *core.ManualStep, in Batch) core.StepResult {
 		return graph.ReduceAllMean(graph.Softplus(graph.Neg(e.discriminate(ctx, e.generate(ctx, in.Z)))))
 	}, "gen")
 	s.StepOptimizer("gen", gGrads)
-	return core.StepResult{Loss: graph.Add(dLoss, gLoss), Stats: map[string]*graph.Node{
+	return engine.StepResult{Loss: graph.Add(dLoss, gLoss), Stats: map[string]*graph.Node{
 		"d_loss": dLoss, "g_loss": gLoss,
 		"d_real": graph.ReduceAllMean(graph.Sigmoid(dReal)), "d_fake": graph.ReduceAllMean(graph.Sigmoid(dFake)),
 	}}

@@ -9,6 +9,7 @@ import (
 	"github.com/nitro-go/nitro/cmd/examples/mnist"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/metrics"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // TestConfusionMatrixIsTrueByPredicted: the test split's confusion matrix is the host's own count
@@ -41,7 +42,7 @@ func TestConfusionMatrixIsTrueByPredicted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := n.Predict(core.Batch{"image": test.Images})
+	p, err := n.Predict(prefetch.Batch{"image": test.Images})
 	if err != nil {
 		t.Fatal(err)
 	}

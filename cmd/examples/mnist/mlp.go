@@ -17,7 +17,9 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/export"
 	"github.com/nitro-go/nitro/optimizers"
+	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/schedules"
 )
 
@@ -159,7 +161,7 @@ func (e *MLP) BuildModel(ctx *context.Context) error {
 // BuildData reads MNIST: train (shuffled each epoch, partial batch dropped), val (carved from
 // train by a fixed seed) and test, from the idx files or, with Format "parquet", from Parquet
 // files (buildParquet), sample for sample the same batches.
-func (e *MLP) BuildData() (core.Data, error) {
+func (e *MLP) BuildData() (prefetch.Data, error) {
 	if err := e.check(); err != nil {
 		return nil, err
 	}
@@ -186,19 +188,19 @@ func (e *MLP) BuildData() (core.Data, error) {
 	if err != nil {
 		return nil, err
 	}
-	trainSrc, err := core.NewArrayBatches(fields(train), e.BatchSize, core.ArrayOptions{Shuffle: true, Seed: uint64(e.Seed), DropPartial: true})
+	trainSrc, err := prefetch.NewArrayBatches(fields(train), e.BatchSize, prefetch.ArrayOptions{Shuffle: true, Seed: uint64(e.Seed), DropPartial: true})
 	if err != nil {
 		return nil, err
 	}
-	valSrc, err := core.NewArrayBatches(fields(val), e.EvalBatchSize, core.ArrayOptions{})
+	valSrc, err := prefetch.NewArrayBatches(fields(val), e.EvalBatchSize, prefetch.ArrayOptions{})
 	if err != nil {
 		return nil, err
 	}
-	testSrc, err := core.NewArrayBatches(fields(test), e.EvalBatchSize, core.ArrayOptions{})
+	testSrc, err := prefetch.NewArrayBatches(fields(test), e.EvalBatchSize, prefetch.ArrayOptions{})
 	if err != nil {
 		return nil, err
 	}
-	return core.Data{"train": trainSrc, "val": valSrc, "test": testSrc}, nil
+	return prefetch.Data{"train": trainSrc, "val": valSrc, "test": testSrc}, nil
 }
 
 func fields(s *Set) map[string]*tensors.Tensor {
@@ -213,13 +215,29 @@ type Labels struct {
 	Label *graph.Node `batch:"label"`
 }
 
-// Forward maps images [B, 784] to logits [B, 10].
+// Forward maps images [B, 784] to logits [B, 10], and for a client the class probabilities
+// (softmax) and the most probable class [B] (int32).
 func (e *MLP) Forward(ctx *context.Context, in Inputs) core.Outputs {
 	x := in.Image
 	for i := 0; i < e.Depth; i++ {
 		x = activations.Relu(layers.Dense(ctx.In(fmt.Sprintf("hidden_%d", i)), x, true, e.Hidden))
 	}
-	return core.Outputs{"logits": layers.Dense(ctx.In("output"), x, true, 10)}
+	logits := layers.Dense(ctx.In("output"), x, true, 10)
+	return core.Outputs{"logits": logits, "probs": graph.Softmax(logits, -1), "class": graph.ArgMax(logits, -1, dtypes.Int32)}
+}
+
+// ExportContract is what the exported program takes and returns, whoever exports it (nitro
+// export or export.Export): a client sends the raw pixels, uint8 [B, 784], normalized inside
+// the program as the training data is (p / 255), and gets the class probabilities and the
+// argmax class.
+func (e *MLP) ExportContract() export.Contract {
+	return export.Contract{
+		WireInputs: []prefetch.FieldSpec{{Name: "pixels", DType: dtypes.Uint8, Shape: []int{784}}},
+		Preprocess: func(wire map[string]*graph.Node) map[string]*graph.Node {
+			return map[string]*graph.Node{"image": graph.DivScalar(graph.ConvertDType(wire["pixels"], dtypes.Float32), 255)}
+		},
+		Outputs: []export.ExportOutput{{Name: "probs"}, {Name: "class"}},
+	}
 }
 
 // crossEntropy is the per-example softmax cross-entropy of logits [B, 10] against labels [B].

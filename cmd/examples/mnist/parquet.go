@@ -10,7 +10,6 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gopjrt/dtypes"
-	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/idx"
 	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/prefetch/parquet"
@@ -138,7 +137,7 @@ func ParquetDir(dir string) (string, error) {
 // carved by the same permutation (Split's) give the same train and val samples in the same
 // order; shuffled from the same seed (parquet.Source draws ArrayBatches' permutation), they
 // make the same batches.
-func (e *MLP) buildParquet() (core.Data, error) {
+func (e *MLP) buildParquet() (prefetch.Data, error) {
 	dir, err := ParquetDir(e.DataDir)
 	if err != nil {
 		return nil, err
@@ -178,7 +177,7 @@ func (e *MLP) buildParquet() (core.Data, error) {
 	if err != nil {
 		return nil, err
 	}
-	return core.Data{"train": train, "val": val, "test": test}, nil
+	return prefetch.Data{"train": train, "val": val, "test": test}, nil
 }
 
 // parquetSamples counts a file's rows (its footer says; nothing is decoded).

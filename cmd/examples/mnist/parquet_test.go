@@ -103,7 +103,7 @@ func TestParquetServesTheIdxBatches(t *testing.T) {
 				t.Fatalf("%s: Len %d/%d, DropsPartial %v/%v", split, a.Len(), b.Len(), dropsPartial(a), dropsPartial(b))
 			}
 			for ep := range 2 {
-				for _, s := range []core.Source{a, b} {
+				for _, s := range []prefetch.Source{a, b} {
 					if es, ok := s.(prefetch.EpochSource); ok {
 						if err := es.BeginEpoch(ep); err != nil {
 							t.Fatal(err)
@@ -131,7 +131,7 @@ func TestParquetServesTheIdxBatches(t *testing.T) {
 	}
 }
 
-func dropsPartial(s core.Source) bool {
+func dropsPartial(s prefetch.Source) bool {
 	d, ok := s.(prefetch.PartialDropper)
 	return ok && d.DropsPartial()
 }

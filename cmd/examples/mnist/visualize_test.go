@@ -9,6 +9,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/cmd/examples/mnist"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/render"
 )
 
@@ -21,7 +22,7 @@ func samples(preds bool) core.VisualSamples {
 			pix[i*784+j] = 1
 		}
 	}
-	s := core.VisualSamples{Split: "test", Count: 3, Batch: core.Batch{
+	s := core.VisualSamples{Split: "test", Count: 3, Batch: prefetch.Batch{
 		"image": tensors.FromFlatDataAndDimensions(pix, 3, 784),
 		"label": tensors.FromFlatDataAndDimensions([]int32{1, 2, 3}, 3),
 	}}

@@ -18,6 +18,7 @@ import (
 	"github.com/nitro-go/nitro/cmd/examples/mnist"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/schedules"
 )
 
@@ -73,7 +74,7 @@ func (e *CNN) BuildModel(ctx *context.Context) error { return e.check() }
 
 // BuildData reads MNIST as the MLP example does: image [N, 784] in [0, 1], label [N] int32;
 // train shuffled each epoch with the partial batch dropped, val carved from train by Seed.
-func (e *CNN) BuildData() (core.Data, error) {
+func (e *CNN) BuildData() (prefetch.Data, error) {
 	if err := e.check(); err != nil {
 		return nil, err
 	}
@@ -82,7 +83,7 @@ func (e *CNN) BuildData() (core.Data, error) {
 
 // mnistData is this example's one dependency on the MNIST example: its BuildData, given this
 // experiment's data fields (the MLP's model fields keep their defaults and are not used).
-func mnistData(e *CNN) (core.Data, error) {
+func mnistData(e *CNN) (prefetch.Data, error) {
 	m, err := markers.New[mnist.MLP](map[string]any{
 		"BatchSize": e.BatchSize, "EvalBatchSize": e.EvalBatchSize, "Seed": e.Seed, "ValSize": e.ValSize,
 		"TrainLimit": e.TrainLimit, "TestLimit": e.TestLimit, "DataDir": e.DataDir, "Format": e.Format,

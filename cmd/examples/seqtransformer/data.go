@@ -9,7 +9,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/cmd/examples/internal/gendata"
-	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // tasks map a task's name to its target: out is filled from in (both of one sequence's length).
@@ -52,7 +52,7 @@ func Generate(task string, n, length, vocab int, seed, stream uint64) (tokens, t
 
 // BuildData generates the three splits (gendata.Splits): train shuffled each epoch with its
 // partial batch dropped, val and test in order.
-func (e *Transformer) BuildData() (core.Data, error) {
+func (e *Transformer) BuildData() (prefetch.Data, error) {
 	if err := e.check(); err != nil {
 		return nil, err
 	}

@@ -38,6 +38,7 @@ import (
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/optimizers"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // Features is the number of input columns the formula reads from (x0..x7).
@@ -136,7 +137,7 @@ func Generate(n int, noise float64, seed, stream uint64) (x, y *tensors.Tensor, 
 
 // BuildData generates the three splits (gendata.Splits): train shuffled each epoch with its
 // partial batch dropped, val and test in order.
-func (e *Regression) BuildData() (core.Data, error) {
+func (e *Regression) BuildData() (prefetch.Data, error) {
 	if err := e.check(); err != nil {
 		return nil, err
 	}

@@ -26,7 +26,7 @@ type Batch struct{ X, Y *graph.Node }
 
 func (e *Curve) BuildModel(ctx *context.Context) error { return nil }
 
-func (e *Curve) BuildData() (core.Data, error) {
+func (e *Curve) BuildData() (prefetch.Data, error) {
 	x, y := make([]float32, 3000), make([]float32, 3000)
 	for i := range x {
 		x[i] = float32(i)/1500 - 1

@@ -2,12 +2,12 @@
 // examples whose data are generated. Each split draws from its own PCG stream of the random seed (train 1,
 // val 2, test 3), so the data are the same on every run with the same seed and changing one
 // split's size never changes another's samples. Safe for concurrent use; errors are the
-// generator's and core.NewArrayBatches'.
+// generator's and prefetch.NewArrayBatches'.
 package gendata
 
 import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // The split streams.
@@ -23,25 +23,25 @@ type Generator func(n int, stream uint64) (map[string]*tensors.Tensor, error)
 
 // Splits generates train (trainN samples, shuffled each epoch by the random seed, batches of batch, the
 // partial one dropped), val and test (valN and testN, in order, batches of evalBatch).
-func Splits(gen Generator, trainN, valN, testN, batch, evalBatch int, seed uint64) (core.Data, error) {
-	split := func(n int, stream uint64, batch int, opts core.ArrayOptions) (*core.ArrayBatches, error) {
+func Splits(gen Generator, trainN, valN, testN, batch, evalBatch int, seed uint64) (prefetch.Data, error) {
+	split := func(n int, stream uint64, batch int, opts prefetch.ArrayOptions) (*prefetch.ArrayBatches, error) {
 		fields, err := gen(n, stream)
 		if err != nil {
 			return nil, err
 		}
-		return core.NewArrayBatches(fields, batch, opts)
+		return prefetch.NewArrayBatches(fields, batch, opts)
 	}
-	train, err := split(trainN, StreamTrain, batch, core.ArrayOptions{Shuffle: true, Seed: seed, DropPartial: true})
+	train, err := split(trainN, StreamTrain, batch, prefetch.ArrayOptions{Shuffle: true, Seed: seed, DropPartial: true})
 	if err != nil {
 		return nil, err
 	}
-	val, err := split(valN, StreamVal, evalBatch, core.ArrayOptions{})
+	val, err := split(valN, StreamVal, evalBatch, prefetch.ArrayOptions{})
 	if err != nil {
 		return nil, err
 	}
-	test, err := split(testN, StreamTest, evalBatch, core.ArrayOptions{})
+	test, err := split(testN, StreamTest, evalBatch, prefetch.ArrayOptions{})
 	if err != nil {
 		return nil, err
 	}
-	return core.Data{"train": train, "val": val, "test": test}, nil
+	return prefetch.Data{"train": train, "val": val, "test": test}, nil
 }

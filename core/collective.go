@@ -1,0 +1,290 @@
+package core
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nitro-go/nitro/dist"
+	"github.com/nitro-go/nitro/engine"
+	"github.com/nitro-go/nitro/metrics"
+	"github.com/nitro-go/nitro/prefetch"
+)
+
+// Collective is what a run of several processes does across them: every process calls the
+// same operations in the same order with buffers of the same length, and each call returns when
+// all have made it. Package collective's Local (in-memory, for tests) and package mpi's Comm
+// (Open MPI, under mpirun) implement it.
+type Collective interface {
+	engine.AllReducer                     // AllReduceSum(float32) in place; Size
+	AllReduceSum64(buf []float64) error   // the same over float64 (validation accumulators)
+	Broadcast(buf []byte, root int) error // rank root's bytes into every rank's buf
+	Rank() int                            // this process, in [0, Size())
+}
+
+// WithCollective trains this process as one rank of a data-parallel run over several processes
+// (WithDist gives its rank and world size, which c must agree with). Each step's gradients are
+// summed over the processes between the gradient and the optimizer program and divided by the
+// world size: the global batch is the world size times each process's batch, and the result is
+// what one process on that many devices computes with that global batch (engine/allreduce.go).
+// Validation's (sum, count) accumulators are summed before they are finalized, so every rank
+// sees the same metrics and takes the same early-stopping decision; at setup the ranks compare
+// what they are about to run and refuse a difference. A plain BuildData's splits (and WithData's)
+// are sharded here: train with dist.Shard, the others with dist.ShardEval. The fused and the
+// manual step are refused (one program: no point for the sum).
+func WithCollective(c Collective) Option { return func(o *options) { o.collective = c } }
+
+// multi is the run's collective when it spans more than one process, else nil.
+func (su *setup) multi() Collective {
+	if c := su.opts.collective; c != nil && c.Size() > 1 {
+		return c
+	}
+	return nil
+}
+
+// checkCollective is setup's collective phase: the collective's rank and size are WithDist's.
+func (n *Nitro) checkCollective() error {
+	c := n.opts.collective
+	if c == nil {
+		return nil
+	}
+	if d := n.Dist(); c.Size() != d.WorldSize || c.Rank() != d.Rank {
+		return fmt.Errorf("WithCollective: the collective is rank %d of %d, WithDist says %s: pass the launcher's Dist (dist.FromEnv) to both", c.Rank(), c.Size(), d)
+	}
+	return nil
+}
+
+// shardForCollective shards data the experiment did not shard itself, under a collective.
+func (su *setup) shardForCollective(data prefetch.Data) (prefetch.Data, error) {
+	if su.multi() == nil {
+		return data, nil
+	}
+	d := distOf(su.opts)
+	out := make(prefetch.Data, len(data))
+	for name, src := range data {
+		shard := dist.ShardEval
+		if name == "train" {
+			shard = dist.Shard
+		}
+		s, err := shard(src, d)
+		if err != nil {
+			return nil, fmt.Errorf("WithCollective: split %q: %w", name, err)
+		}
+		out[name] = s
+	}
+	return out, nil
+}
+
+// reduceSplit sums a split's accumulators over the processes before they are finalized.
+func (su *setup) reduceSplit(acc *metrics.Accumulator, split string) error {
+	c := su.multi()
+	if c == nil {
+		return nil
+	}
+	if err := acc.Reduce(c.Size(), c.AllReduceSum64); err != nil {
+		return fmt.Errorf("split %q over %d processes: %w", split, c.Size(), err)
+	}
+	return nil
+}
+
+// agree is setup's agreement phase: the ranks compare what they are about to run (the
+// experiment type, every field's value and knob as the params line records them, the world
+// size, the backend and plugin, the local devices) by a hash of it from rank 0. When any rank
+// differs, the first such rank's description and rank 0's are broadcast, and every rank refuses
+// with the same error naming the first differing field and both values: two ranks launched with
+// different settings must never train two models into one record.
+func (n *Nitro) agree() error {
+	c := n.multi()
+	if c == nil {
+		return nil
+	}
+	desc := n.runDescription()
+	h := sha256.Sum256(desc)
+	root := h
+	if err := c.Broadcast(root[:], 0); err != nil {
+		return fmt.Errorf("WithCollective: comparing the ranks' runs: %w", err)
+	}
+	differs := make([]float64, c.Size())
+	if root != h {
+		differs[c.Rank()] = 1
+	}
+	if err := c.AllReduceSum64(differs); err != nil {
+		return fmt.Errorf("WithCollective: comparing the ranks' runs: %w", err)
+	}
+	first := slices.IndexFunc(differs, func(v float64) bool { return v != 0 })
+	if first < 0 {
+		return nil
+	}
+	theirs, err := broadcastBytes(c, desc, 0)
+	if err == nil {
+		var other []byte
+		other, err = broadcastBytes(c, desc, first)
+		if err == nil {
+			return disagreement(theirs, other, first)
+		}
+	}
+	return fmt.Errorf("WithCollective: rank %d runs something else than rank 0, and reading what: %w", first, err)
+}
+
+// runDescription is this rank's run, one "name=value" line per field, sorted.
+func (n *Nitro) runDescription() []byte {
+	p := n.runParams()
+	p["experiment"] = n.typeName
+	p["world_size"] = n.Dist().WorldSize
+	p["backend"] = n.backend.Name
+	p["plugin"] = pluginIdentity(n.backend.Plugin)
+	p["devices"] = n.devs.n.value
+	var b bytes.Buffer
+	for _, k := range slices.Sorted(maps.Keys(p)) {
+		v, err := json.Marshal(p[k])
+		if err != nil {
+			v = fmt.Appendf(nil, "%#v", p[k])
+		}
+		fmt.Fprintf(&b, "%s=%s\n", k, v)
+	}
+	return b.Bytes()
+}
+
+// pluginIdentity is the plugin file's name and size: hosts install it at different paths, so the
+// path would refuse ranks that run the same plugin, while another version is another size.
+func pluginIdentity(path string) string {
+	if path == "" {
+		return ""
+	}
+	if fi, err := os.Stat(path); err == nil {
+		return fmt.Sprintf("%s (%d bytes)", filepath.Base(path), fi.Size())
+	}
+	return filepath.Base(path)
+}
+
+// broadcastBytes is root's mine on every rank: its length first, then its bytes.
+func broadcastBytes(c Collective, mine []byte, root int) ([]byte, error) {
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(mine)))
+	if err := c.Broadcast(n[:], root); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, binary.LittleEndian.Uint64(n[:]))
+	copy(buf, mine)
+	return buf, c.Broadcast(buf, root)
+}
+
+// disagreement names the first line where rank r's description differs from rank 0's.
+func disagreement(zero, other []byte, r int) error {
+	field := func(lines map[string]string, k string) string {
+		if v, ok := lines[k]; ok {
+			return v
+		}
+		return "(absent)"
+	}
+	a, b := descLines(zero), descLines(other)
+	keys := slices.Sorted(maps.Keys(a))
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if field(a, k) != field(b, k) {
+			return fmt.Errorf("WithCollective: rank 0 and rank %d would run different things: %s is %s on rank 0 and %s on rank %d; launch every rank with the same experiment, preset and --set values", r, k, field(a, k), field(b, k), r)
+		}
+	}
+	return fmt.Errorf("WithCollective: rank 0 and rank %d would run different things (their descriptions hash differently, line for line equal)", r)
+}
+
+func descLines(desc []byte) map[string]string {
+	out := map[string]string{}
+	for line := range strings.SplitSeq(strings.TrimSuffix(string(desc), "\n"), "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		out[k] = v
+	}
+	return out
+}
+
+// reducer is the engine's AllReducer: the collective when the run spans processes, else nil (a
+// nil Collective in an interface would not be nil).
+func (su *setup) reducer() engine.AllReducer {
+	if c := su.multi(); c != nil {
+		return c
+	}
+	return nil
+}
+
+// worldSizeKey is where a record's control state keeps the world size of a run of more than one
+// process (absent: one).
+const worldSizeKey = "world_size"
+
+// recordWorldSize adds the world size to a record's control state when the run spans processes.
+func (n *Nitro) recordWorldSize(control json.RawMessage) (json.RawMessage, error) {
+	w := n.Dist().WorldSize
+	if w == 1 {
+		return control, nil
+	}
+	ctl := map[string]json.RawMessage{}
+	if len(control) > 0 {
+		if err := json.Unmarshal(control, &ctl); err != nil {
+			return nil, err
+		}
+	}
+	ctl[worldSizeKey] = json.RawMessage(strconv.Itoa(w))
+	return json.Marshal(ctl)
+}
+
+// checkWorldSize refuses a resume under another world size than the record's: the data
+// position is counted in each rank's shard batches, so under another world size it names other
+// samples and the run would see some twice and skip others. A weights-only load
+// (WithCheckpoint) takes no position and is not refused.
+func (n *Nitro) checkWorldSize(ctl map[string]json.RawMessage, path string) error {
+	recorded := 1
+	if raw, ok := ctl[worldSizeKey]; ok {
+		if err := json.Unmarshal(raw, &recorded); err != nil || recorded < 1 {
+			return fmt.Errorf("checkpoint %s: control state: %s is %s: want an integer >= 1", path, worldSizeKey, raw)
+		}
+	}
+	if w := n.Dist().WorldSize; w != recorded {
+		return fmt.Errorf("checkpoint %s was written by a run of %d process(es) and this run has %d: resuming across world sizes is not supported (the data position is per rank's shard); resume with %d, or load its weights alone (WithCheckpoint, --weights-only)", path, recorded, w, recorded)
+	}
+	return nil
+}
+
+// stepInterrupted is whether the epoch stops at this step boundary for an Interrupt. One process
+// reads its own flag. Over several, every rank must stop at the same step (one that stopped alone
+// would leave the others waiting in the next step's sum), so the step's vote decides, and a rank
+// that learns of another's Interrupt takes it as its own; one that arrives here after its vote was
+// taken counts at the next step.
+func (n *Nitro) stepInterrupted(voted bool) bool {
+	if n.multi() == nil {
+		return n.interrupted.Load()
+	}
+	if voted && !n.interrupted.Load() {
+		n.Interrupt()
+	}
+	return voted
+}
+
+// agreeStop is the epoch's stop request over every rank: one process's own, or over several
+// whether any rank's tracker was asked to stop (a monitor, RequestStop), so that all end after the
+// same epoch.
+func (n *Nitro) agreeStop(mine bool) (bool, error) {
+	c := n.multi()
+	if c == nil {
+		return mine, nil
+	}
+	v := []float64{0}
+	if mine {
+		v[0] = 1
+	}
+	if err := c.AllReduceSum64(v); err != nil {
+		return false, fmt.Errorf("agreeing on the stop over %d processes: %w", c.Size(), err)
+	}
+	return v[0] > 0, nil
+}

@@ -1,0 +1,19 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/nitro-go/nitro/backend"
+)
+
+// reportCompiles prints, after a run, how many programs the plugin compiled and how many the
+// disk cache loaded in this process since New: the line that shows a second start compiling
+// nothing. The pure-Go backend compiles nothing to disk and prints no line.
+func (n *Nitro) reportCompiles() {
+	if n.console == nil || n.backend == nil || n.backend.Name == backend.Go {
+		return
+	}
+	compiled, fromDisk := backend.CompileCounts()
+	n.console.Notice(fmt.Sprintf("compile cache: %d compiled, %d from disk (%.2fs)", compiled-n.compiledAt[0], fromDisk-n.compiledAt[1],
+		backend.CompileSeconds()-n.compileSecsAt))
+}

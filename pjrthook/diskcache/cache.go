@@ -1,0 +1,477 @@
+package diskcache
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nitro-go/nitro/tensorfile"
+)
+
+// Call is one compile the interposer intercepted, as the cache needs it.
+type Call interface {
+	Program() (format string, code []byte)
+	Options() []byte         // the serialized compile options
+	Plugin() string          // the real plugin's file
+	Target() (Target, error) // where the program runs
+	Compile() error          // the plugin's own compile; its result stays in the call
+	Serialize() ([]byte, error)
+	Load(exe []byte) error // deserialize and load exe as the call's result
+}
+
+// DefaultMaxBytes is the size cap when Options.MaxBytes is 0.
+const DefaultMaxBytes = 4 << 30
+
+// Options configure a Cache.
+type Options struct {
+	Dir      string       // the folder; created if absent
+	MaxBytes int64        // entries past this total are evicted, least recently used first; 0: DefaultMaxBytes
+	Rank     int          // this process's rank in a multi-process run; only rank 0 writes
+	Notice   func(string) // warnings and miss explanations; nil: standard error
+}
+
+// Cache is a folder of compiled executables. Safe for concurrent use, and for several processes
+// sharing the folder: each entry is written whole under its key's name or not at all.
+type Cache struct {
+	dir    string
+	max    int64
+	rank   int
+	notice func(string)
+	fsys   tensorfile.FS // the durable writer; tests substitute a full disk
+
+	mu      sync.Mutex
+	said    map[string]bool
+	noWrite bool
+	plugins map[string]*pluginHash // plugin file -> its SHA-256, computed once
+	cpu     string
+}
+
+// Open makes (if needed) and opens the cache folder. An error means the folder cannot be used at
+// all; the caller warns and runs uncached.
+func Open(o Options) (*Cache, error) {
+	if o.Dir == "" {
+		return nil, errors.New("compile cache: no folder given")
+	}
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("compile cache folder %q: %w", o.Dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("compile cache folder: %w", err)
+	}
+	c := &Cache{dir: dir, max: o.MaxBytes, rank: o.Rank, notice: o.Notice, fsys: tensorfile.OS{Perm: 0o644},
+		said: map[string]bool{}, plugins: map[string]*pluginHash{}}
+	if c.max <= 0 {
+		c.max = DefaultMaxBytes
+	}
+	if c.notice == nil {
+		c.notice = func(s string) { fmt.Fprintln(os.Stderr, "nitro: "+s) }
+	}
+	return c, nil
+}
+
+// Dir is the cache's folder (absolute).
+func (c *Cache) Dir() string { return c.dir }
+
+// say reports msg once per process per topic.
+func (c *Cache) say(topic, msg string) {
+	c.mu.Lock()
+	seen := c.said[topic]
+	c.said[topic] = true
+	c.mu.Unlock()
+	if !seen {
+		c.notice("compile cache: " + msg)
+	}
+}
+
+// Compile answers call from the cache or compiles it and writes the entry. fromDisk tells which.
+// A failure of the cache itself is never the caller's: an unreadable or refused entry is deleted
+// and compiled anew, a folder that cannot be written is warned about once and left alone. err is
+// only the plugin's own compile error.
+func (c *Cache) Compile(call Call) (fromDisk bool, err error) {
+	// The client is asked every time (a few calls into the plugin): two clients of one plugin
+	// in a process may differ in their devices.
+	target, err := call.Target()
+	if err != nil {
+		c.say("key", fmt.Sprintf("cannot key compiles (asking the plugin for its platform: %v): compiling without the cache", err))
+		return false, call.Compile()
+	}
+	parts, err := c.parts(call, target)
+	if err != nil {
+		c.say("key", fmt.Sprintf("cannot key compiles (%v): compiling without the cache", err))
+		return false, call.Compile()
+	}
+	key := parts.Key()
+	path := c.entryPath(key)
+	format, code := call.Program()
+	name := programName(format, code)
+	if exe, ok := c.read(path, key); ok {
+		if lerr := call.Load(exe); lerr == nil {
+			now := time.Now()
+			_ = os.Chtimes(path, now, now) // the LRU clock; a read-only folder keeps its order
+			return true, nil
+		} else {
+			c.drop(path, fmt.Sprintf("the plugin refused its executable (%v)", lerr))
+		}
+	} else {
+		c.explainMiss(name, key, parts)
+	}
+	if err := call.Compile(); err != nil {
+		return false, err
+	}
+	// A client of a multi-process run knows its process index even when Options.Rank was left 0.
+	if target.ProcessIndex == 0 {
+		c.write(call, path, Meta{Key: key, Program: name, Parts: parts, Created: time.Now().Unix()})
+	}
+	return false, nil
+}
+
+func (c *Cache) entryPath(key string) string { return filepath.Join(c.dir, key+EntryExt) }
+
+// parts computes the key's components for call.
+func (c *Cache) parts(call Call, target Target) (Parts, error) {
+	format, code := call.Program()
+	plugin, err := c.pluginSum(call.Plugin())
+	if err != nil {
+		return Parts{}, err
+	}
+	c.mu.Lock()
+	if c.cpu == "" {
+		c.cpu = digest([]byte(cpuFeatures()))
+	}
+	cpu := c.cpu
+	c.mu.Unlock()
+	return Parts{
+		Program:  digest([]byte(format), code),
+		Options:  digest(call.Options()),
+		Plugin:   plugin,
+		Platform: platformPart(target),
+		CPU:      cpu,
+		Flags:    os.Getenv("XLA_FLAGS"),
+		Build:    buildPart,
+	}, nil
+}
+
+// pluginHash is one plugin file's SHA-256, computed once per process and cache.
+type pluginHash struct {
+	once sync.Once
+	sum  string
+	err  error
+}
+
+// Prepare starts hashing plugin in the background, so that the first compile finds the sum
+// ready: a 200 MB plugin takes a noticeable part of a cold start to hash.
+func (c *Cache) Prepare(plugin string) { go c.pluginSum(plugin) }
+
+// pluginSum is the plugin file's SHA-256. The sum is also remembered in the folder under the
+// file's path, size, modification time and inode (a plugin replaced in place changes at least one
+// of them), so a later process reads it instead of hashing again.
+func (c *Cache) pluginSum(path string) (string, error) {
+	c.mu.Lock()
+	h, ok := c.plugins[path]
+	if !ok {
+		h = &pluginHash{}
+		c.plugins[path] = h
+	}
+	c.mu.Unlock()
+	h.once.Do(func() { h.sum, h.err = c.hashPlugin(path) })
+	return h.sum, h.err
+}
+
+func (c *Cache) hashPlugin(path string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("plugin file: %w", err)
+	}
+	var ino uint64
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		ino = uint64(sys.Ino)
+	}
+	stamp := digest([]byte(path), []byte(fmt.Sprint(st.Size(), st.ModTime().UnixNano(), ino)))
+	memo := filepath.Join(c.dir, "plugin-"+stamp[:32]+".sha256")
+	if b, err := os.ReadFile(memo); err == nil && len(strings.TrimSpace(string(b))) == 64 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("plugin file: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("hashing the plugin file: %w", err)
+	}
+	s := hex.EncodeToString(h.Sum(nil))
+	_ = tensorfile.WriteFS(c.fsys, memo, func(w io.Writer) error { _, err := io.WriteString(w, s+"\n"); return err })
+	return s, nil
+}
+
+// read returns the entry's executable when the file is there and whole. A file that is there but
+// cannot be trusted is deleted (and said once); ok false means compile.
+func (c *Cache) read(path, key string) (exe []byte, ok bool) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false
+	}
+	if err != nil {
+		c.say("read "+path, fmt.Sprintf("cannot read %s (%v): compiling", path, err))
+		return nil, false
+	}
+	_, exe, err = decodeEntry(data, key)
+	if err != nil {
+		c.drop(path, err.Error())
+		return nil, false
+	}
+	return exe, true
+}
+
+// drop deletes an entry that failed, saying why once.
+func (c *Cache) drop(path, why string) {
+	msg := fmt.Sprintf("dropped %s: %s; compiling it anew", filepath.Base(path), why)
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		msg += fmt.Sprintf(" (and it could not be deleted: %v)", err)
+	}
+	c.say("drop "+path, msg)
+}
+
+// write stores call's executable under path: only from rank 0, only while the folder takes writes.
+func (c *Cache) write(call Call, path string, m Meta) {
+	c.mu.Lock()
+	skip := c.noWrite || c.rank != 0
+	c.mu.Unlock()
+	if skip {
+		return
+	}
+	exe, err := call.Serialize()
+	if err != nil {
+		c.say("serialize", fmt.Sprintf("the plugin cannot serialize executables (%v): nothing is written", err))
+		return
+	}
+	data, err := encodeEntry(m, exe)
+	if err != nil {
+		return
+	}
+	if int64(len(data)) > c.max {
+		c.say("too big "+m.Program, fmt.Sprintf("an entry of %d bytes for %s exceeds the %d-byte cap: not written", len(data), m.Program, c.max))
+		return
+	}
+	if err := tensorfile.WriteFS(c.fsys, path, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
+		c.mu.Lock()
+		c.noWrite = true
+		c.mu.Unlock()
+		c.say("write", fmt.Sprintf("cannot write to %s (%v): this process runs uncached from here on (free space or fix the folder's permissions, or set NITRO_COMPILE_CACHE to another folder or off)", c.dir, err))
+		return
+	}
+	c.evict()
+}
+
+// evict removes the least recently used entries until the folder is within the cap.
+func (c *Cache) evict() {
+	entries, total, err := scan(c.dir)
+	if err != nil || total <= c.max {
+		return
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Used.Before(entries[j].Used) })
+	for _, e := range entries {
+		if total <= c.max {
+			break
+		}
+		if os.Remove(filepath.Join(c.dir, e.File)) == nil {
+			total -= e.Size
+		}
+	}
+}
+
+// explainMiss names what moved when an entry of the same program name exists under another key;
+// said once per program name. A cold folder says nothing.
+func (c *Cache) explainMiss(name, key string, p Parts) {
+	if name == "" {
+		return
+	}
+	c.mu.Lock()
+	seen := c.said["miss "+name]
+	c.mu.Unlock()
+	if seen {
+		return
+	}
+	entries, _, err := scan(c.dir)
+	if err != nil {
+		return
+	}
+	var best []string
+	for _, e := range entries {
+		if e.Key == key {
+			continue
+		}
+		m, err := readMeta(filepath.Join(c.dir, e.File))
+		if err != nil || m.Program != name {
+			continue
+		}
+		if d := p.diff(m.Parts); len(d) > 0 && (best == nil || len(d) < len(best)) {
+			best = d
+		}
+	}
+	if best == nil {
+		return
+	}
+	for i, d := range best {
+		if d == "program changed" {
+			best[i] = "program changed (graph " + name + ")"
+		}
+	}
+	c.say("miss "+name, fmt.Sprintf("miss for %s: %s", name, strings.Join(best, ", ")))
+}
+
+// Entry is one entry file as `nitro cache ls` shows it.
+type Entry struct {
+	File    string
+	Key     string
+	Size    int64
+	Used    time.Time // last hit or write (the file's modification time)
+	Program string    // from the entry's metadata; empty when unreadable
+}
+
+// scan lists the folder's entries (temporary files and other files left out) and their total size.
+func scan(dir string) ([]Entry, int64, error) {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []Entry
+	var total int64
+	for _, de := range des {
+		n := de.Name()
+		if !strings.HasSuffix(n, EntryExt) || tensorfile.IsTemp(n) || !de.Type().IsRegular() {
+			continue
+		}
+		info, err := de.Info()
+		if err != nil {
+			continue
+		}
+		out = append(out, Entry{File: n, Key: strings.TrimSuffix(n, EntryExt), Size: info.Size(), Used: info.ModTime()})
+		total += info.Size()
+	}
+	return out, total, nil
+}
+
+func readMeta(path string) (Meta, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Meta{}, err
+	}
+	defer f.Close()
+	head := make([]byte, 64<<10)
+	n, _ := io.ReadFull(f, head)
+	m, _, err := decodeMeta(head[:n])
+	return m, err
+}
+
+// List returns the folder's entries, most recently used first, and their total size.
+func List(dir string) ([]Entry, int64, error) {
+	entries, total, err := scan(dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	for i := range entries {
+		if m, err := readMeta(filepath.Join(dir, entries[i].File)); err == nil {
+			entries[i].Program = m.Program
+		}
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Used.After(entries[j].Used) })
+	return entries, total, nil
+}
+
+// Size is the folder's total entry size and count; an absent folder is empty.
+func Size(dir string) (bytes int64, count int, err error) {
+	entries, total, err := scan(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, 0, nil
+	}
+	return total, len(entries), err
+}
+
+// Problem is an entry Verify refused, and why.
+type Problem struct {
+	File string
+	Why  string
+}
+
+// Verify reads every entry whole (checksum, length, key) without loading it; it deletes the
+// entries it refuses when remove is set. It cannot tell whether the plugin would load an
+// executable: a refused one is dropped at its next use.
+func Verify(dir string, remove bool) (ok int, bad []Problem, err error) {
+	entries, _, err := scan(dir)
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, e := range entries {
+		path := filepath.Join(dir, e.File)
+		data, err := os.ReadFile(path)
+		if err == nil {
+			_, _, err = decodeEntry(data, e.Key)
+		}
+		if err != nil {
+			bad = append(bad, Problem{File: e.File, Why: err.Error()})
+			if remove {
+				_ = os.Remove(path)
+			}
+			continue
+		}
+		ok++
+	}
+	return ok, bad, nil
+}
+
+// Clear deletes every entry, the remembered plugin sums and any temporary file left by a crash;
+// other files in the folder are left alone.
+func Clear(dir string) (removed int, bytes int64, err error) {
+	des, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, de := range des {
+		n := de.Name()
+		ours := strings.HasSuffix(n, EntryExt) || tensorfile.IsTemp(n) || (strings.HasPrefix(n, "plugin-") && strings.HasSuffix(n, ".sha256"))
+		if !ours || !de.Type().IsRegular() {
+			continue
+		}
+		info, ierr := de.Info()
+		if rerr := os.Remove(filepath.Join(dir, n)); rerr != nil {
+			return removed, bytes, rerr
+		}
+		if strings.HasSuffix(n, EntryExt) {
+			removed++
+			if ierr == nil {
+				bytes += info.Size()
+			}
+		}
+	}
+	return removed, bytes, nil
+}
+
+// FormatSize prints a byte count for reports ("12.3 MB").
+func FormatSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return strconv.FormatFloat(float64(n)/(1<<30), 'f', 1, 64) + " GB"
+	case n >= 1<<20:
+		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MB"
+	case n >= 1<<10:
+		return strconv.FormatFloat(float64(n)/(1<<10), 'f', 1, 64) + " KB"
+	}
+	return strconv.FormatInt(n, 10) + " B"
+}

@@ -1,0 +1,438 @@
+package diskcache
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nitro-go/nitro/tensorfile"
+)
+
+// fakeCall is a plugin that "compiles" a program into its reversed bytes and loads only what it
+// serialized itself (a "exe:" prefix), so a test sees which path a call took.
+type fakeCall struct {
+	format, code string
+	opts         string
+	plugin       string
+	target       Target
+	refuse       bool // Load refuses every executable
+
+	compiled, loaded bool
+	result           string
+}
+
+func (f *fakeCall) Program() (string, []byte) { return f.format, []byte(f.code) }
+func (f *fakeCall) Options() []byte           { return []byte(f.opts) }
+func (f *fakeCall) Plugin() string            { return f.plugin }
+func (f *fakeCall) Target() (Target, error)   { return f.target, nil }
+func (f *fakeCall) Compile() error {
+	if strings.Contains(f.code, "bad") {
+		return errors.New("plugin: bad program")
+	}
+	f.compiled, f.result = true, "exe:"+f.code
+	return nil
+}
+func (f *fakeCall) Serialize() ([]byte, error) { return []byte(f.result), nil }
+func (f *fakeCall) Load(exe []byte) error {
+	if f.refuse || !bytes.HasPrefix(exe, []byte("exe:")) {
+		return errors.New("plugin: not an executable of mine")
+	}
+	f.loaded, f.result = true, string(exe)
+	return nil
+}
+
+var _ Call = (*fakeCall)(nil)
+
+func pluginFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "plugin.so")
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+type notices struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (n *notices) add(s string) { n.mu.Lock(); n.msgs = append(n.msgs, s); n.mu.Unlock() }
+func (n *notices) all() string  { n.mu.Lock(); defer n.mu.Unlock(); return strings.Join(n.msgs, "\n") }
+
+func open(t *testing.T, dir string, o Options) (*Cache, *notices) {
+	t.Helper()
+	n := &notices{}
+	o.Dir, o.Notice = dir, n.add
+	c, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, n
+}
+
+func newCall(plugin, code string) *fakeCall {
+	return &fakeCall{format: "mlir", code: "module @" + code + " {}", opts: "o1", plugin: plugin,
+		target: Target{Platform: "cpu", PlatformVersion: "v1", APIVersion: "0.81", Devices: 1, DeviceKind: "cpu"}}
+}
+
+func TestMissWritesThenHitLoads(t *testing.T) {
+	dir, plugin := t.TempDir(), pluginFile(t, "plugin A")
+	c, _ := open(t, dir, Options{})
+	first := newCall(plugin, "g")
+	if hit, err := c.Compile(first); err != nil || hit || !first.compiled {
+		t.Fatalf("cold: hit=%v err=%v compiled=%v", hit, err, first.compiled)
+	}
+	entries, _, _ := List(dir)
+	if len(entries) != 1 || entries[0].Program != "g" {
+		t.Fatalf("after one compile the folder holds %+v, want one entry for g", entries)
+	}
+	// A second cache on the folder is a second process.
+	c2, _ := open(t, dir, Options{})
+	second := newCall(plugin, "g")
+	if hit, err := c2.Compile(second); err != nil || !hit || second.compiled || second.result != first.result {
+		t.Fatalf("warm: hit=%v err=%v compiled=%v result %q want %q", hit, err, second.compiled, second.result, first.result)
+	}
+}
+
+func TestEveryKeyPartSeparatesEntries(t *testing.T) {
+	dir, plugin := t.TempDir(), pluginFile(t, "plugin A")
+	c, _ := open(t, dir, Options{})
+	base := newCall(plugin, "g")
+	if _, err := c.Compile(base); err != nil {
+		t.Fatal(err)
+	}
+	other := pluginFile(t, "plugin A\x00") // a copy differing by one appended byte
+	variants := map[string]func(f *fakeCall){
+		"program":  func(f *fakeCall) { f.code += " " },
+		"format":   func(f *fakeCall) { f.format = "hlo" },
+		"options":  func(f *fakeCall) { f.opts = "o2" },
+		"plugin":   func(f *fakeCall) { f.plugin = other },
+		"platform": func(f *fakeCall) { f.target.PlatformVersion = "v2" },
+		"devices":  func(f *fakeCall) { f.target.Devices = 2 },
+		"kind":     func(f *fakeCall) { f.target.DeviceKind = "gpu" },
+		"api":      func(f *fakeCall) { f.target.APIVersion = "0.82" },
+	}
+	variants["XLA_FLAGS"] = func(*fakeCall) { t.Setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=true") }
+	for name, change := range variants {
+		t.Setenv("XLA_FLAGS", "")
+		f := newCall(plugin, "g")
+		change(f)
+		fresh, _ := open(t, dir, Options{}) // per-process memos start empty
+		if hit, err := fresh.Compile(f); err != nil || hit {
+			t.Errorf("%s changed, yet hit=%v err=%v: an entry served a different compile", name, hit, err)
+		}
+	}
+}
+
+func TestKeyIsStableAndCoversCPU(t *testing.T) {
+	p := Parts{Program: "a", Options: "b", Plugin: "c", Platform: "d", CPU: "e", Build: buildPart}
+	if p.Key() != p.Key() || len(p.Key()) != 64 {
+		t.Fatalf("key %q is not a stable SHA-256", p.Key())
+	}
+	q := p
+	q.CPU = "f"
+	if q.Key() == p.Key() {
+		t.Fatal("the CPU features are not in the key")
+	}
+	if got := q.diff(p); len(got) != 1 || got[0] != "CPU features differ" {
+		t.Fatalf("diff = %v", got)
+	}
+	// Quoting keeps part boundaries: moving a character between parts changes the key.
+	r := Parts{Program: "ab", Options: "", Plugin: "c", Platform: "d", CPU: "e", Build: buildPart}
+	s := Parts{Program: "a", Options: "b", Plugin: "c", Platform: "d", CPU: "e", Build: buildPart}
+	if r.Key() == s.Key() {
+		t.Fatal("two part lists share a key")
+	}
+	if !strings.Contains(cpuFeatures(), "/") {
+		t.Fatalf("cpuFeatures() = %q, want at least GOOS/GOARCH", cpuFeatures())
+	}
+}
+
+// corrupt writes one entry, damages it, and checks the next compile drops it, says so once, and
+// compiles.
+func TestCorruptEntriesAreMissesThatDeleteAndSaySo(t *testing.T) {
+	cases := map[string]func(t *testing.T, path string, data []byte){
+		"truncated": func(t *testing.T, path string, data []byte) { write(t, path, data[:len(data)/2]) },
+		"bit flipped": func(t *testing.T, path string, data []byte) {
+			d := append([]byte(nil), data...)
+			d[len(d)-sumSize-3] ^= 0x10
+			write(t, path, d)
+		},
+		"empty":  func(t *testing.T, path string, data []byte) { write(t, path, nil) },
+		"padded": func(t *testing.T, path string, data []byte) { write(t, path, append(append([]byte(nil), data...), 0)) },
+		"foreign": func(t *testing.T, path string, data []byte) {
+			// A whole, checksummed entry of another key, under this key's name.
+			m, exe, err := decodeEntry(data, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Key = strings.Repeat("0", 64)
+			d, _ := encodeEntry(m, exe)
+			write(t, path, d)
+		},
+		"plugin refuses": func(t *testing.T, path string, data []byte) {
+			m, _, _ := decodeEntry(data, "")
+			d, _ := encodeEntry(m, []byte("garbage the plugin refuses"))
+			write(t, path, d)
+		},
+	}
+	for name, damage := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir, plugin := t.TempDir(), pluginFile(t, "plugin A")
+			c, _ := open(t, dir, Options{})
+			if _, err := c.Compile(newCall(plugin, "g")); err != nil {
+				t.Fatal(err)
+			}
+			entries, _, _ := List(dir)
+			path := filepath.Join(dir, entries[0].File)
+			data, _ := os.ReadFile(path)
+			damage(t, path, data)
+
+			c2, said := open(t, dir, Options{})
+			f := newCall(plugin, "g")
+			hit, err := c2.Compile(f)
+			if err != nil || hit || !f.compiled {
+				t.Fatalf("hit=%v err=%v compiled=%v: a damaged entry must be a miss that compiles", hit, err, f.compiled)
+			}
+			if msg := said.all(); strings.Count(msg, "dropped") != 1 {
+				t.Fatalf("notices %q: want the drop said exactly once", msg)
+			}
+			// The rewritten entry is whole again.
+			if ok, bad, _ := Verify(dir, false); ok != 1 || len(bad) != 0 {
+				t.Fatalf("after the recompile verify says ok=%d bad=%v", ok, bad)
+			}
+			f3 := newCall(plugin, "g")
+			if hit, _ := c2.Compile(f3); !hit {
+				t.Fatal("the rewritten entry is not hit")
+			}
+		})
+	}
+}
+
+func write(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOnlyRankZeroWrites(t *testing.T) {
+	dir, plugin := t.TempDir(), pluginFile(t, "plugin A")
+	c, _ := open(t, dir, Options{Rank: 1})
+	if _, err := c.Compile(newCall(plugin, "g")); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, _ := Size(dir); n != 0 {
+		t.Fatalf("rank 1 wrote %d bytes", n)
+	}
+	// A client that says it is process 2 keeps rank-0 options from writing too.
+	c2, _ := open(t, dir, Options{})
+	g := newCall(plugin, "g")
+	g.target.ProcessIndex = 2
+	if _, err := c2.Compile(g); err != nil {
+		t.Fatal(err)
+	}
+	if _, n, _ := Size(dir); n != 0 {
+		t.Fatalf("process index 2 wrote %d entries", n)
+	}
+	c3, _ := open(t, dir, Options{})
+	if _, err := c3.Compile(newCall(plugin, "g")); err != nil {
+		t.Fatal(err)
+	}
+	if _, n, _ := Size(dir); n != 1 {
+		t.Fatalf("rank 0 wrote %d entries, want 1", n)
+	}
+}
+
+func TestLeastRecentlyUsedIsEvicted(t *testing.T) {
+	dir, plugin := t.TempDir(), pluginFile(t, "plugin A")
+	c, _ := open(t, dir, Options{})
+	for _, g := range []string{"a", "b", "c"} {
+		if _, err := c.Compile(newCall(plugin, g)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, total, _ := List(dir)
+	if len(entries) != 3 {
+		t.Fatalf("%d entries", len(entries))
+	}
+	// Age them a, b, c; then hit a, so b is the least recently used.
+	old := time.Now().Add(-time.Hour)
+	for i, name := range []string{"a", "b", "c"} {
+		for _, e := range entries {
+			if e.Program == name {
+				os.Chtimes(filepath.Join(dir, e.File), old.Add(time.Duration(i)*time.Minute), old.Add(time.Duration(i)*time.Minute))
+			}
+		}
+	}
+	if hit, _ := c.Compile(newCall(plugin, "a")); !hit {
+		t.Fatal("a was not hit")
+	}
+	per := total / 3
+	small, _ := open(t, dir, Options{MaxBytes: 3*per + per/2})
+	if _, err := small.Compile(newCall(plugin, "d")); err != nil {
+		t.Fatal(err)
+	}
+	entries, total, _ = List(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Program)
+	}
+	if len(entries) != 3 || strings.Contains(strings.Join(names, ","), "b") || total > 3*per+per/2 {
+		t.Fatalf("after evicting to %d bytes the folder holds %v (%d bytes); want a, c, d", 3*per+per/2, names, total)
+	}
+}
+
+// fullDisk is a durable writer whose every write fails as a full disk does.
+type fullDisk struct{ tensorfile.OS }
+
+func (fullDisk) CreateTemp(dir, prefix string) (tensorfile.File, error) {
+	return nil, &fs.PathError{Op: "write", Path: dir, Err: syscall.ENOSPC}
+}
+
+func TestFullOrReadOnlyFolderWarnsOnceAndRunsUncached(t *testing.T) {
+	plugin := pluginFile(t, "plugin A")
+	check := func(t *testing.T, c *Cache, said *notices) {
+		for _, g := range []string{"a", "b"} {
+			f := newCall(plugin, g)
+			if hit, err := c.Compile(f); err != nil || hit || !f.compiled {
+				t.Fatalf("hit=%v err=%v compiled=%v: the compile must go through", hit, err, f.compiled)
+			}
+		}
+		if msg := said.all(); strings.Count(msg, "cannot write") != 1 || !strings.Contains(msg, "uncached") {
+			t.Fatalf("notices %q: want one warning that the run goes uncached", msg)
+		}
+	}
+	t.Run("full", func(t *testing.T) {
+		c, said := open(t, t.TempDir(), Options{})
+		c.fsys = fullDisk{tensorfile.OS{Perm: 0o644}}
+		check(t, c, said)
+	})
+	t.Run("read-only", func(t *testing.T) {
+		if os.Geteuid() == 0 {
+			// root writes through a folder's mode bits: stand in a folder that is not a folder.
+			dir := t.TempDir()
+			c, said := open(t, dir, Options{})
+			c.dir = filepath.Join(dir, "file")
+			write(t, c.dir, nil)
+			check(t, c, said)
+			return
+		}
+		dir := t.TempDir()
+		c, said := open(t, dir, Options{})
+		if err := os.Chmod(dir, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod(dir, 0o755) })
+		check(t, c, said)
+	})
+}
+
+func TestCompileErrorIsThePlugins(t *testing.T) {
+	dir, plugin := t.TempDir(), pluginFile(t, "plugin A")
+	c, _ := open(t, dir, Options{})
+	_, err := c.Compile(newCall(plugin, "bad"))
+	if err == nil || err.Error() != "plugin: bad program" {
+		t.Fatalf("err = %v, want the plugin's own", err)
+	}
+	if _, n, _ := Size(dir); n != 0 {
+		t.Fatal("a failed compile wrote an entry")
+	}
+}
+
+func TestMissExplainsWhatMoved(t *testing.T) {
+	dir := t.TempDir()
+	a, b := pluginFile(t, "plugin A"), pluginFile(t, "plugin B")
+	c, _ := open(t, dir, Options{})
+	if _, err := c.Compile(newCall(a, "g")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		change func(f *fakeCall)
+		want   string
+	}{
+		{func(f *fakeCall) { f.plugin = b }, "miss for g: plugin changed"},
+		{func(f *fakeCall) { f.opts = "o2" }, "miss for g: compile options changed"},
+		{func(f *fakeCall) { f.code = "module @g { changed }" }, "miss for g: program changed (graph g)"},
+	} {
+		c2, said := open(t, dir, Options{Rank: 1}) // rank 1: leave the folder as it is
+		f := newCall(a, "g")
+		tc.change(f)
+		if _, err := c2.Compile(f); err != nil {
+			t.Fatal(err)
+		}
+		if got := said.all(); !strings.Contains(got, tc.want) {
+			t.Errorf("notices %q, want %q", got, tc.want)
+		}
+	}
+}
+
+func TestVerifyAndClear(t *testing.T) {
+	dir, plugin := t.TempDir(), pluginFile(t, "plugin A")
+	c, _ := open(t, dir, Options{})
+	for _, g := range []string{"a", "b"} {
+		c.Compile(newCall(plugin, g))
+	}
+	entries, _, _ := List(dir)
+	write(t, filepath.Join(dir, entries[0].File), []byte("NITROXC1junk"))
+	write(t, filepath.Join(dir, "notes.txt"), []byte("mine"))
+	ok, bad, err := Verify(dir, true)
+	if err != nil || ok != 1 || len(bad) != 1 || bad[0].File != entries[0].File {
+		t.Fatalf("verify: ok=%d bad=%v err=%v", ok, bad, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, entries[0].File)); !os.IsNotExist(err) {
+		t.Fatal("verify with remove left the bad entry")
+	}
+	n, _, err := Clear(dir)
+	if err != nil || n != 1 {
+		t.Fatalf("clear removed %d (%v), want 1", n, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "notes.txt")); err != nil {
+		t.Fatalf("clear removed a file that is not the cache's: %v", err)
+	}
+	if b, n, _ := Size(dir); b != 0 || n != 0 {
+		t.Fatalf("after clear: %d bytes in %d entries", b, n)
+	}
+}
+
+func TestConcurrentWritersLeaveOneWholeEntry(t *testing.T) {
+	dir, plugin := t.TempDir(), pluginFile(t, "plugin A")
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := Open(Options{Dir: dir, Notice: func(string) {}})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := c.Compile(newCall(plugin, "g")); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	ok, bad, _ := Verify(dir, false)
+	des, _ := os.ReadDir(dir)
+	var names []string
+	for _, d := range des {
+		names = append(names, d.Name())
+	}
+	if ok != 1 || len(bad) != 0 {
+		t.Fatalf("eight writers of one key left ok=%d bad=%v; folder %v", ok, bad, names)
+	}
+	for _, n := range names {
+		if tensorfile.IsTemp(n) {
+			t.Fatalf("a temporary file was left: %v", names)
+		}
+	}
+}

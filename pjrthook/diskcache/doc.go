@@ -1,0 +1,19 @@
+// Package diskcache is nitro's persistent compile cache: a folder of compiled executables, one
+// file per key, that outlives the process, so a program compiles once per machine. It is plain Go
+// over a small Call interface (the interposer in package pjrthook implements it over the PJRT
+// C API; tests use a fake), so every policy below is tested without a plugin.
+//
+// The key is SHA-256 over: the program's format and bytes, the serialized compile options, the
+// plugin file's SHA-256, the PJRT API version, platform name and version, device count and kind,
+// the host CPU's feature flags, $XLA_FLAGS (the plugin reads it when it compiles), and the
+// entry format. An entry is magic, metadata (the key, the
+// program's name, each part's digest), the executable and a SHA-256 over all of it, written
+// durably (temporary file, fsync, rename), so concurrent writers of one key leave one whole entry.
+//
+// Any read failure (truncated, flipped, foreign, an executable the plugin refuses) is a miss that
+// deletes the entry and says so once; it is never an error or a wrong program. Only rank 0 (the
+// option, and the client's own process index) writes. A folder that cannot be written is warned
+// about once and the process runs uncached. Past MaxBytes the least recently used entries go.
+// A miss next to an entry of the same program name says what moved ("plugin changed", "CPU
+// features differ", "compile options changed", "program changed (graph g)").
+package diskcache

@@ -1,0 +1,215 @@
+package pjrthook
+
+/*
+#cgo LDFLAGS: -ldl
+#include <stdlib.h>
+#include "hook.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/gomlx/gopjrt/pjrt"
+
+	"github.com/nitro-go/nitro/pjrthook/diskcache"
+)
+
+// namePrefix makes a registered name an absolute path: GoMLX's stablehlo backend hands such a
+// name to gopjrt's GetPlugin as is (no plugin-directory search), and GetPlugin finds it among
+// the plugins already registered.
+const namePrefix = "/nitro-pjrthook"
+
+var (
+	regMu   sync.Mutex
+	regName = map[string]string{} // real plugin path -> registered name
+	regIdx  = map[int]string{}    // binding index -> real plugin path
+)
+
+// Register binds the interposer over the PJRT plugin at realPlugin (an absolute path to the
+// .so) and registers it with gopjrt; it returns the plugin name to hand to GoMLX (for example
+// stablehlo.NewWithOptions(name, opts)). Registering the same path again returns the same name;
+// a process can interpose at most four different plugins.
+func Register(realPlugin string) (string, error) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if name, ok := regName[realPlugin]; ok {
+		return name, nil
+	}
+	cpath := C.CString(realPlugin)
+	defer C.free(unsafe.Pointer(cpath))
+	var buf [512]C.char
+	var index C.int
+	api := C.nitro_hook_bind(cpath, &index, &buf[0], C.size_t(len(buf)))
+	if api == nil {
+		return "", fmt.Errorf("pjrthook: interposing %s: %s", realPlugin, C.GoString(&buf[0]))
+	}
+	name := namePrefix + realPlugin
+	if err := pjrt.RegisterPreloadedPlugin(name, uintptr(api)); err != nil {
+		return "", fmt.Errorf("pjrthook: registering the interposer over %s: %w", realPlugin, err)
+	}
+	regName[realPlugin] = name
+	regIdx[int(index)] = realPlugin
+	return name, nil
+}
+
+// Plugins lists the real plugins interposed so far.
+func Plugins() []string {
+	regMu.Lock()
+	defer regMu.Unlock()
+	out := make([]string, 0, len(regIdx))
+	for i := 0; i < len(regIdx); i++ {
+		out = append(out, regIdx[i])
+	}
+	return out
+}
+
+func pluginPath(index int) string {
+	regMu.Lock()
+	defer regMu.Unlock()
+	return regIdx[index]
+}
+
+// nitroHookCompile is PJRT_Client_Compile of every interposed plugin: the capture piece sees the
+// program, the disk cache (when one is on) answers from disk or compiles and writes, and the real
+// plugin's own error, if any, goes back to PJRT's caller unchanged.
+//
+//export nitroHookCompile
+func nitroHookCompile(index C.int, args *C.nitro_pjrt_compile_args) unsafe.Pointer {
+	start := time.Now()
+	c := &cgoCall{index: int(index), args: args}
+	var err error
+	fromDisk := false
+	if d := Disk(); d != nil {
+		fromDisk, err = d.Compile(c)
+	} else {
+		err = c.Compile()
+	}
+	if err == nil {
+		count(fromDisk, time.Since(start))
+		capture.record(c)
+		return nil
+	}
+	var pe *pjrtError
+	if errors.As(err, &pe) && pe.ptr != nil {
+		return pe.ptr
+	}
+	return nil // unreachable: only the real compile fails a call
+}
+
+// pjrtError is an error the real plugin returned; ptr goes back to PJRT's caller, who owns it.
+type pjrtError struct {
+	ptr unsafe.Pointer
+	msg string
+}
+
+func (e *pjrtError) Error() string { return e.msg }
+
+// cgoCall is one intercepted compile, over the real plugin at index.
+type cgoCall struct {
+	index int
+	args  *C.nitro_pjrt_compile_args
+	prog  *Program
+}
+
+var _ diskcache.Call = (*cgoCall)(nil)
+
+// Program copies the program handed to Compile (once per call).
+func (c *cgoCall) Program() (format string, code []byte) {
+	if c.prog == nil {
+		p := c.args.program
+		c.prog = &Program{}
+		if p != nil {
+			c.prog.Format = string(C.GoBytes(unsafe.Pointer(p.format), C.int(p.format_size)))
+			c.prog.Code = C.GoBytes(unsafe.Pointer(p.code), C.int(p.code_size))
+		}
+	}
+	return c.prog.Format, c.prog.Code
+}
+
+func (c *cgoCall) Options() []byte {
+	return C.GoBytes(unsafe.Pointer(c.args.compile_options), C.int(c.args.compile_options_size))
+}
+
+func (c *cgoCall) Plugin() string { return pluginPath(c.index) }
+
+// message reads a PJRT error's text; destroy frees it when the error stays with us.
+func (c *cgoCall) message(e unsafe.Pointer, destroy bool) string {
+	var buf [1024]C.char
+	C.nitro_hook_error_message(C.int(c.index), e, &buf[0], C.size_t(len(buf)))
+	if destroy {
+		C.nitro_hook_error_destroy(C.int(c.index), e)
+	}
+	return C.GoString(&buf[0])
+}
+
+func (c *cgoCall) Compile() error {
+	if e := C.nitro_hook_real_compile(C.int(c.index), c.args); e != nil {
+		return &pjrtError{ptr: e, msg: c.message(e, false)}
+	}
+	return nil
+}
+
+func (c *cgoCall) Serialize() ([]byte, error) {
+	var bytes *C.char
+	var size C.size_t
+	if e := C.nitro_hook_serialize(C.int(c.index), c.args.executable, &bytes, &size); e != nil {
+		return nil, errors.New(c.message(e, true))
+	}
+	if bytes == nil {
+		return nil, errors.New("the plugin does not serialize executables")
+	}
+	defer C.free(unsafe.Pointer(bytes))
+	return C.GoBytes(unsafe.Pointer(bytes), C.int(size)), nil
+}
+
+func (c *cgoCall) Load(blob []byte) error {
+	if len(blob) == 0 {
+		return errors.New("empty executable")
+	}
+	cb := C.CBytes(blob)
+	defer C.free(cb)
+	var loaded unsafe.Pointer
+	if e := C.nitro_hook_deserialize(C.int(c.index), c.args.client, (*C.char)(cb), C.size_t(len(blob)), &loaded); e != nil {
+		return errors.New(c.message(e, true))
+	}
+	if loaded == nil {
+		return errors.New("the plugin loaded no executable")
+	}
+	c.args.executable = loaded
+	return nil
+}
+
+func (c *cgoCall) Target() (diskcache.Target, error) {
+	var platform, version, kind *C.char
+	var platformSize, versionSize, kindSize, devices C.size_t
+	var process C.int
+	if e := C.nitro_hook_client_facts(C.int(c.index), c.args.client, &platform, &platformSize, &version,
+		&versionSize, &process, &devices, &kind, &kindSize); e != nil {
+		return diskcache.Target{}, errors.New(c.message(e, true))
+	}
+	var major, minor C.int
+	C.nitro_hook_api_version(C.int(c.index), &major, &minor)
+	return diskcache.Target{
+		Platform:        C.GoStringN(platform, C.int(platformSize)),
+		PlatformVersion: C.GoStringN(version, C.int(versionSize)),
+		APIVersion:      fmt.Sprintf("%d.%d", int(major), int(minor)),
+		Devices:         int(devices),
+		DeviceKind:      C.GoStringN(kind, C.int(kindSize)),
+		ProcessIndex:    int(process),
+	}, nil
+}
+
+// slotOffset and friends report the layout the C side assumes, for the layout test.
+func slotOffset(slot int) uintptr    { return uintptr(C.nitro_offset_slot(C.int(slot))) }
+func programInArgsOffset() uintptr   { return uintptr(C.nitro_offset_program_in_args()) }
+func formatInProgramOffset() uintptr { return uintptr(C.nitro_offset_format_in_program()) }
+func executableInArgsOffset() uintptr {
+	return uintptr(C.nitro_offset_executable_in_args())
+}
+
+func argLayout(i int) uintptr { return uintptr(C.nitro_arg_layout(C.int(i))) }
