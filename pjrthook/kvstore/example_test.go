@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nitro-go/nitro/dist/kvstore"
+	"github.com/nitro-go/nitro/pjrthook/kvstore"
 )
 
 func Example() {
