@@ -216,12 +216,22 @@ func get(name, plugin, reason string) (*Resolved, error) {
 		}
 		interposeWarning = warning
 	case CUDA:
+		undo, note, derr := spanProcesses()
+		if derr != nil {
+			return nil, fmt.Errorf("starting backend %s: %w", reason, derr)
+		}
+		reason += note
 		name, warning := interposed(plugin)
+		if note != "" && name == plugin {
+			undo()
+			return nil, fmt.Errorf("starting backend %s: the plugin spans processes only under nitro's interposer, which did not bind: %s", reason, warning)
+		}
 		b, err = startCUDA(name) // device memory: no host aliasing
-		if err != nil && name != plugin {
+		if err != nil && name != plugin && note == "" {
 			b, err = startCUDA(plugin)
 			warning = "the compile cache is off: the plugin did not start under the interposer"
 		}
+		undo()
 		interposeWarning = warning
 	default:
 		// ops_sequential: GoMLX v0.25's pure-Go executor, left to run independent ops in parallel,

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/backends/simplego"
@@ -222,6 +224,12 @@ const childEnv = "NITRO_TEST_CUDA_CHILD"
 // without a GPU, forcing cuda must fail with the no-device message; on a GPU host it must start.
 func TestRealCUDAPluginNoDevice(t *testing.T) {
 	if os.Getenv(childEnv) != "" {
+		if addr := os.Getenv(childDistEnv); addr != "" {
+			if err := backend.Distribute(backend.Distribution{Rank: 0, WorldSize: 2, Coordinator: addr}); err != nil {
+				fmt.Printf("DISTRIBUTE-ERROR: %v\n", err)
+				return
+			}
+		}
 		r, err := backend.Resolve("cuda")
 		if err != nil {
 			fmt.Printf("RESOLVE-ERROR: %v (is ErrNoCUDADevice: %v)\n", err, errors.Is(err, backend.ErrNoCUDADevice))
@@ -264,13 +272,38 @@ func TestRealCUDAPluginNoDevice(t *testing.T) {
 		}
 		return
 	}
-	for _, want := range []string{"RESOLVE-ERROR: backend cuda: no CUDA device visible", plugin, "No visible GPU devices",
-		"no NVIDIA kernel driver is loaded", "NITRO_BACKEND=xla", "is ErrNoCUDADevice: true"} {
+	wants := []string{"RESOLVE-ERROR: backend cuda: no CUDA device visible", plugin, "No visible GPU devices",
+		"no NVIDIA kernel driver is loaded", "NITRO_BACKEND=xla", "is ErrNoCUDADevice: true"}
+	for _, want := range wants {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("child output lacks %q:\n%s", want, out)
 		}
 	}
+	// Rank 0 of 2: the plugin starts under the client-create piece (node_id, num_nodes, the
+	// store) and still refuses at once, naming the host, rather than waiting for rank 1.
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // a free port for rank 0's store
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd = exec.Command(os.Args[0], "-test.run=^TestRealCUDAPluginNoDevice$", "-test.count=1")
+	cmd.Env = append(os.Environ(), childEnv+"=1", childDistEnv+"="+addr, backend.EnvPluginPath+"="+filepath.Dir(plugin), backend.EnvBackend+"=")
+	start := time.Now()
+	out, err = cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child as rank 0 of 2: %v\n%s", err, out)
+	}
+	t.Logf("child as rank 0 of 2 (%s):\n%s", time.Since(start).Round(time.Millisecond), out)
+	for _, want := range append(wants, "process 0 of 2", addr) {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("rank 0 of 2: child output lacks %q:\n%s", want, out)
+		}
+	}
 }
+
+// childDistEnv makes the real-plugin child rank 0 of 2, its coordinator at the value.
+const childDistEnv = "NITRO_TEST_CUDA_DIST"
 
 func extractMember(t *testing.T, wheel, member, dst string) {
 	t.Helper()
