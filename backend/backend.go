@@ -27,7 +27,10 @@
 // A PJRT plugin starts under nitro's interposer (module pjrthook), so that the disk compile cache
 // sees every compile: ResolveWithCache (and Resolve, from $NITRO_COMPILE_CACHE) chooses its
 // folder, and CompileCounts reports compiles and loads from disk (docs/compilecache.md). An
-// interposer that cannot bind leaves the plugin started as it is, with a warning.
+// interposer that cannot bind leaves the plugin started as it is, with a warning. Distribute makes
+// the next CUDA client one process of several (XLA's distributed runtime, through the
+// interposer's client-create piece; docs/multihost.md); there an interposer that cannot bind, or
+// no coordinator address, is an error.
 // Backends are created once per process and shared: a PJRT
 // client is expensive and owns the device memory. Resolve is safe for concurrent use.
 package backend
