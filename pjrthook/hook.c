@@ -182,7 +182,12 @@ static void *hook_create(int index, nitro_pjrt_client_create_args *args) {
 	memcpy(&a, args, args->struct_size < sizeof(a) ? args->struct_size : sizeof(a));
 	a.struct_size = sizeof(a);
 	nitro_pjrt_named_value *opts = calloc(a.num_options + 2, sizeof(*opts));
-	if (opts == NULL) return call(index, NITRO_SLOT_CLIENT_CREATE, args); // cannot happen in practice
+	if (opts == NULL) {
+		// No PJRT_Error can be made here (the plugin's constructor is not ours), and a client
+		// started as one process while the launcher says several would train apart: stop.
+		fprintf(stderr, "nitro pjrthook: out of memory adding the distributed options to PJRT_Client_Create\n");
+		abort();
+	}
 	size_t k = 0;
 	for (size_t i = 0; i < a.num_options; i++) {
 		// Ours win: the process's place in the run is the launcher's, not the caller's guess.
