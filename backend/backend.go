@@ -27,7 +27,10 @@
 // A PJRT plugin starts under nitro's interposer (module pjrthook), so that the disk compile cache
 // sees every compile: ResolveWithCache (and Resolve, from $NITRO_COMPILE_CACHE) chooses its
 // folder, and CompileCounts reports compiles and loads from disk (docs/compilecache.md). An
-// interposer that cannot bind leaves the plugin started as it is, with a warning.
+// interposer that cannot bind leaves the plugin started as it is, with a warning. Distribute makes
+// the next CUDA client one process of several (XLA's distributed runtime, through the
+// interposer's client-create piece; docs/multihost.md); there an interposer that cannot bind, or
+// no coordinator address, is an error.
 // Backends are created once per process and shared: a PJRT
 // client is expensive and owns the device memory. Resolve is safe for concurrent use.
 package backend
@@ -216,12 +219,22 @@ func get(name, plugin, reason string) (*Resolved, error) {
 		}
 		interposeWarning = warning
 	case CUDA:
+		undo, note, derr := spanProcesses()
+		if derr != nil {
+			return nil, fmt.Errorf("starting backend %s: %w", reason, derr)
+		}
+		reason += note
 		name, warning := interposed(plugin)
+		if note != "" && name == plugin {
+			undo()
+			return nil, fmt.Errorf("starting backend %s: the plugin spans processes only under nitro's interposer, which did not bind: %s", reason, warning)
+		}
 		b, err = startCUDA(name) // device memory: no host aliasing
-		if err != nil && name != plugin {
+		if err != nil && name != plugin && note == "" {
 			b, err = startCUDA(plugin)
 			warning = "the compile cache is off: the plugin did not start under the interposer"
 		}
+		undo()
 		interposeWarning = warning
 	default:
 		// ops_sequential: GoMLX v0.25's pure-Go executor, left to run independent ops in parallel,

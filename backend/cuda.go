@@ -80,7 +80,7 @@ func getCUDA(f pluginsearch.Found, forced string) (*Resolved, error) {
 	if inner := errors.Unwrap(err); inner != nil {
 		err = inner // gopjrt's own error: the message below names the plugin and its source once
 	}
-	return nil, cudaError(err, f.Path, how)
+	return nil, cudaError(err, f.Path, how+distributionNote())
 }
 
 // cudaError explains a CUDA plugin that failed to start: which devices the host shows, what

@@ -15,3 +15,14 @@ func ExampleCUDAPlugin() {
 	// jax-cuda12-pjrt==0.11.2 -> pjrt_c_api_cuda_plugin.so
 	// 12 NVIDIA library wheels, the first nvidia-cublas-cu12==12.9.3.13
 }
+
+// Distribute before Resolve makes a CUDA client one process of several; a rank outside the world
+// is refused.
+func ExampleDistribute() {
+	err := backend.Distribute(backend.Distribution{Rank: 2, WorldSize: 2, Coordinator: "node0:7070"})
+	fmt.Println(err)
+	fmt.Println(backend.Distribute(backend.Distribution{})) // one process again
+	// Output:
+	// backend: rank 2 is outside [0, 2)
+	// <nil>
+}

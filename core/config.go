@@ -39,6 +39,16 @@ func (su *setup) resolveBackend() (err error) {
 	if su.opts.dist != nil {
 		cache.Rank, cache.RankSet = su.opts.dist.Rank, true
 	}
+	// A run of several processes with no collective of ours (no MPI) spans them on the GPU through
+	// XLA's own distributed runtime: the CUDA client starts as one of them. The CPU plugin ignores
+	// this, and a run over MPI keeps one client per process.
+	d, span := distOf(su.opts), backend.Distribution{}
+	if su.opts.collective == nil {
+		span = backend.Distribution{Rank: d.Rank, WorldSize: d.WorldSize, Coordinator: d.Coordinator}
+	}
+	if err := backend.Distribute(span); err != nil {
+		return err
+	}
 	if su.backend, err = backend.ResolveWithCache(su.opts.backend, cache); err != nil {
 		return err
 	}

@@ -12,7 +12,8 @@ type Dist struct {
 	// Source is the launcher FromEnv read (SourceOpenMPI, ...); SourceNone for Single() and a
 	// Dist written by hand.
 	Source string
-	// Coordinator is the address the launcher gives for rank 0 (JAX's, torchrun's), or "".
+	// Coordinator is the address the launcher gives for rank 0 (JAX's, torchrun's), else
+	// $NITRO_COORDINATOR, else "".
 	Coordinator string
 }
 

@@ -12,6 +12,9 @@ import (
 const (
 	EnvRank      = "NITRO_RANK"
 	EnvWorldSize = "NITRO_WORLD_SIZE"
+	// EnvCoordinator is rank 0's host:port for launchers that give none (NITRO_*, Open MPI,
+	// Slurm, an indexed Job): the GPU plugin's processes meet there.
+	EnvCoordinator = "NITRO_COORDINATOR"
 
 	EnvJAXProcessID   = "JAX_PROCESS_ID"          // Kubeflow Trainer's JAX runtime
 	EnvJAXProcesses   = "JAX_NUM_PROCESSES"       //
@@ -116,6 +119,9 @@ func FromEnv(lookup func(string) (string, bool)) (Dist, error) {
 		}
 	}
 	d.Coordinator = coordinator(d.Source, lookup)
+	if a, ok := lookup(EnvCoordinator); ok && d.Coordinator == "" {
+		d.Coordinator = a
+	}
 	return d, nil
 }
 

@@ -22,6 +22,11 @@ func TestFromEnvEachLauncher(t *testing.T) {
 		{"torchrun", map[string]string{EnvTorchRank: "1", EnvTorchWorldSize: "2", EnvTorchLocalRank: "1", EnvMasterAddr: "10.0.0.1", EnvMasterPort: "29500"},
 			Dist{Rank: 1, WorldSize: 2, LocalRank: 1, Source: SourceTorchrun, Coordinator: "10.0.0.1:29500"}},
 		{"indexed job", map[string]string{EnvJobIndex: "3", EnvWorldSize: "4"}, Dist{Rank: 3, WorldSize: 4, Source: SourceJob}},
+		// NITRO_COORDINATOR fills in for launchers that give no address, never over one that does.
+		{"slurm with coordinator", map[string]string{EnvSlurmProcID: "1", EnvSlurmNTasks: "2", EnvCoordinator: "node0:7000"},
+			Dist{Rank: 1, WorldSize: 2, Source: SourceSlurm, Coordinator: "node0:7000"}},
+		{"jax address wins", map[string]string{EnvJAXProcessID: "0", EnvJAXProcesses: "2", EnvJAXCoordinator: "host0:1234", EnvCoordinator: "other:1"},
+			Dist{Rank: 0, WorldSize: 2, Source: SourceJAX, Coordinator: "host0:1234"}},
 		// Agreeing launchers: the first in the order is the one named.
 		{"nitro over openmpi", map[string]string{EnvRank: "1", EnvWorldSize: "2", EnvOMPIRank: "1", EnvOMPISize: "2"}, Dist{Rank: 1, WorldSize: 2, Source: SourceNitro}},
 		// mpirun inside a Slurm allocation: every rank inherits the batch step's SLURM_PROCID=0.

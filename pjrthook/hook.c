@@ -116,6 +116,125 @@ HOOK_COMPILE(3)
 static void *const compile_fns[NITRO_HOOK_MAX_PLUGINS] = {
 	(void *)hook_compile_0, (void *)hook_compile_1, (void *)hook_compile_2, (void *)hook_compile_3};
 
+// The client-create piece. dist_nodes <= 1: a single process, creates pass through untouched.
+static int dist_node, dist_nodes;
+
+void nitro_hook_set_distributed(int node_id, int num_nodes) {
+	pthread_mutex_lock(&mu);
+	dist_node = node_id;
+	dist_nodes = num_nodes;
+	pthread_mutex_unlock(&mu);
+}
+
+// Values handed to the plugin are malloc'd by cgo (C.CBytes); the plugin copies and frees them
+// through this deleter, as the callback's contract asks.
+static void free_value(char *v) { free(v); }
+
+static void *kv_error(nitro_callback_error *make, int code, const char *msg) {
+	// A plugin that hands no error constructor cannot be told of a failure; abort rather than
+	// let it read a missing value as a success.
+	if (make == NULL || *make == NULL) abort();
+	return (*make)(code, msg, strlen(msg));
+}
+
+// kv_fetch serves both gets: the value goes to the plugin with free_value as its deleter.
+static void *kv_fetch(const char *key, size_t key_size, int timeout_ms, int try, nitro_callback_error *make,
+		      char **value, size_t *size, void (**deleter)(char *)) {
+	char msg[512] = {0};
+	char *v = NULL;
+	size_t n = 0;
+	int code = nitroKVGet((char *)key, key_size, timeout_ms, try, &v, &n, msg, sizeof msg);
+	if (code != 0) return kv_error(make, code, msg);
+	*value = v;
+	*size = n;
+	*deleter = free_value;
+	return NULL;
+}
+
+static void *kv_get(nitro_kv_get_args *a) {
+	return kv_fetch(a->key, a->key_size, a->timeout_in_ms, 0, a->callback_error, &a->value, &a->value_size,
+			&a->value_deleter_callback);
+}
+
+static void *kv_try_get(nitro_kv_try_get_args *a) {
+	return kv_fetch(a->key, a->key_size, 0, 1, a->callback_error, &a->value, &a->value_size,
+			&a->value_deleter_callback);
+}
+
+static void *kv_put(nitro_kv_put_args *a) {
+	char msg[512] = {0};
+	int code = nitroKVPut((char *)a->key, a->key_size, (char *)a->value, a->value_size, msg, sizeof msg);
+	if (code != 0) return kv_error(a->callback_error, code, msg);
+	return NULL;
+}
+
+static int named(const nitro_pjrt_named_value *v, const char *name) {
+	return v->name_size == strlen(name) && memcmp(v->name, name, v->name_size) == 0;
+}
+
+static void *hook_create(int index, nitro_pjrt_client_create_args *args) {
+	pthread_mutex_lock(&mu);
+	int node = dist_node, nodes = dist_nodes;
+	pthread_mutex_unlock(&mu);
+	if (nodes <= 1) return call(index, NITRO_SLOT_CLIENT_CREATE, args);
+	// A caller built against an older header may hand a shorter struct: work on a full copy.
+	nitro_pjrt_client_create_args a = {0};
+	memcpy(&a, args, args->struct_size < sizeof(a) ? args->struct_size : sizeof(a));
+	a.struct_size = sizeof(a);
+	nitro_pjrt_named_value *opts = calloc(a.num_options + 2, sizeof(*opts));
+	if (opts == NULL) {
+		// No PJRT_Error can be made here (the plugin's constructor is not ours), and a client
+		// started as one process while the launcher says several would train apart: stop.
+		fprintf(stderr, "nitro pjrthook: out of memory adding the distributed options to PJRT_Client_Create\n");
+		abort();
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < a.num_options; i++) {
+		// Ours win: the process's place in the run is the launcher's, not the caller's guess.
+		if (named(&a.create_options[i], "node_id") || named(&a.create_options[i], "num_nodes")) continue;
+		opts[k++] = a.create_options[i];
+	}
+	const char *names[2] = {"node_id", "num_nodes"};
+	int64_t values[2] = {node, nodes};
+	for (int j = 0; j < 2; j++, k++) {
+		opts[k].struct_size = sizeof(opts[k]);
+		opts[k].name = names[j];
+		opts[k].name_size = strlen(names[j]);
+		opts[k].type = NITRO_NAMED_INT64;
+		opts[k].int64_value = values[j];
+		opts[k].value_size = 1;
+	}
+	a.create_options = opts;
+	a.num_options = k;
+	// All three or none: a plugin given only some ignores the store.
+	a.kv_get_callback = kv_get;
+	a.kv_try_get_callback = kv_try_get;
+	a.kv_put_callback = kv_put;
+	a.kv_get_user_arg = a.kv_try_get_user_arg = a.kv_put_user_arg = NULL;
+	void *err = call(index, NITRO_SLOT_CLIENT_CREATE, &a);
+	free(opts); // the plugin reads options only during the call
+	args->client = a.client;
+	return err;
+}
+
+#define HOOK_CREATE(i) \
+	static void *hook_create_##i(nitro_pjrt_client_create_args *args) { return hook_create(i, args); }
+HOOK_CREATE(0)
+HOOK_CREATE(1)
+HOOK_CREATE(2)
+HOOK_CREATE(3)
+static void *const create_fns[NITRO_HOOK_MAX_PLUGINS] = {
+	(void *)hook_create_0, (void *)hook_create_1, (void *)hook_create_2, (void *)hook_create_3};
+
+void *nitro_hook_create_through(int index, const char *name, int64_t value, void **client) {
+	nitro_pjrt_named_value opt = {sizeof(opt), NULL, name, strlen(name), NITRO_NAMED_INT64, {0}, 1};
+	opt.int64_value = value;
+	nitro_pjrt_client_create_args a = {sizeof(a), NULL, &opt, 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+	void *err = ((pjrt_fn)bound[index].copy->slot[NITRO_SLOT_CLIENT_CREATE])(&a);
+	*client = a.client;
+	return err;
+}
+
 const void *nitro_hook_bind(const char *real_path, int *index, char *err, size_t err_len) {
 	const void *out = NULL;
 	pthread_mutex_lock(&mu);
@@ -173,6 +292,7 @@ const void *nitro_hook_bind(const char *real_path, int *index, char *err, size_t
 	}
 	memcpy(copy, real, real->struct_size);
 	copy->slot[NITRO_SLOT_CLIENT_COMPILE] = compile_fns[n_bound];
+	if (real->slot[NITRO_SLOT_CLIENT_CREATE] != NULL) copy->slot[NITRO_SLOT_CLIENT_CREATE] = create_fns[n_bound];
 	bound[n_bound].path = path;
 	bound[n_bound].real = real;
 	bound[n_bound].copy = copy;
@@ -298,6 +418,28 @@ size_t nitro_arg_layout(int i) {
 	case 10: return offsetof(serialize_args, deleter);
 	case 11: return sizeof(deserialize_args);
 	case 12: return offsetof(deserialize_args, loaded);
+	case 13: return sizeof(nitro_pjrt_named_value);
+	case 14: return offsetof(nitro_pjrt_named_value, type);
+	case 15: return offsetof(nitro_pjrt_named_value, int64_value);
+	case 16: return offsetof(nitro_pjrt_named_value, value_size);
+	case 17: return sizeof(nitro_pjrt_client_create_args);
+	case 18: return offsetof(nitro_pjrt_client_create_args, kv_get_callback);
+	case 19: return offsetof(nitro_pjrt_client_create_args, kv_put_callback);
+	case 20: return offsetof(nitro_pjrt_client_create_args, client);
+	case 21: return offsetof(nitro_pjrt_client_create_args, kv_try_get_callback);
+	case 22: return sizeof(nitro_kv_get_args);
+	case 23: return offsetof(nitro_kv_get_args, timeout_in_ms);
+	case 24: return offsetof(nitro_kv_get_args, callback_error);
+	case 25: return offsetof(nitro_kv_get_args, value);
+	case 26: return offsetof(nitro_kv_get_args, value_deleter_callback);
+	case 27: return sizeof(nitro_kv_try_get_args);
+	case 28: return offsetof(nitro_kv_try_get_args, callback_error);
+	case 29: return offsetof(nitro_kv_try_get_args, value);
+	case 30: return offsetof(nitro_kv_try_get_args, value_deleter_callback);
+	case 31: return sizeof(nitro_kv_put_args);
+	case 32: return offsetof(nitro_kv_put_args, value);
+	case 33: return offsetof(nitro_kv_put_args, callback_error);
+	case 34: return offsetof(nitro_kv_put_args, user_arg);
 	}
 	return 0;
 }

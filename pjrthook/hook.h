@@ -6,6 +6,7 @@
 #define NITRO_PJRTHOOK_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct {
 	size_t struct_size;
@@ -35,12 +36,82 @@ typedef struct {
 	void *executable; // out: a PJRT_LoadedExecutable*
 } nitro_pjrt_compile_args;
 
+// PJRT_NamedValue: one create option.
+enum { NITRO_NAMED_STRING = 0, NITRO_NAMED_INT64 = 1 };
+typedef struct {
+	size_t struct_size;
+	void *extension_start;
+	const char *name;
+	size_t name_size;
+	int type; // PJRT_NamedValue_Type
+	union {
+		const char *string_value;
+		int64_t int64_value;
+		const void *other; // int64 list, float, bool: copied through, never read
+	};
+	size_t value_size;
+} nitro_pjrt_named_value;
+
+// PJRT_CallbackError: the plugin's own error constructor, handed to each key-value callback.
+typedef void *(*nitro_callback_error)(int code, const char *message, size_t message_size);
+
+// The key-value callbacks' arguments (PJRT_KeyValueGetCallback_Args and friends).
+typedef struct {
+	size_t struct_size;
+	void *extension_start;
+	const char *key;
+	size_t key_size;
+	int timeout_in_ms;
+	nitro_callback_error *callback_error;
+	void *user_arg;
+	char *value;                        // out
+	size_t value_size;                  // out
+	void (*value_deleter_callback)(char *); // out
+} nitro_kv_get_args;
+typedef struct {
+	size_t struct_size;
+	void *extension_start;
+	const char *key;
+	size_t key_size;
+	nitro_callback_error *callback_error;
+	void *user_arg;
+	char *value;                        // out
+	size_t value_size;                  // out
+	void (*value_deleter_callback)(char *); // out
+} nitro_kv_try_get_args;
+typedef struct {
+	size_t struct_size;
+	void *extension_start;
+	const char *key;
+	size_t key_size;
+	const char *value;
+	size_t value_size;
+	nitro_callback_error *callback_error;
+	void *user_arg;
+} nitro_kv_put_args;
+
+// PJRT_Client_Create_Args.
+typedef struct {
+	size_t struct_size;
+	void *extension_start;
+	const nitro_pjrt_named_value *create_options;
+	size_t num_options;
+	void *(*kv_get_callback)(nitro_kv_get_args *);
+	void *kv_get_user_arg;
+	void *(*kv_put_callback)(nitro_kv_put_args *);
+	void *kv_put_user_arg;
+	void *client; // out
+	void *(*kv_try_get_callback)(nitro_kv_try_get_args *);
+	void *kv_try_get_user_arg;
+} nitro_pjrt_client_create_args;
+
 // The function-pointer slots of PJRT_Api the interposer uses, by position after the version
 // field. The C API only appends slots, so these positions hold for every major-version-0 plugin
 // whose table is long enough (nitro_hook_bind checks struct_size).
 enum {
 	NITRO_SLOT_ERROR_DESTROY = 0,
 	NITRO_SLOT_ERROR_MESSAGE = 1,
+	NITRO_SLOT_CLIENT_CREATE = 10,
 	NITRO_SLOT_CLIENT_PLATFORM_NAME = 12,
 	NITRO_SLOT_CLIENT_PROCESS_INDEX = 13,
 	NITRO_SLOT_CLIENT_PLATFORM_VERSION = 14,
@@ -85,6 +156,14 @@ void *nitro_hook_client_facts(int index, void *client, const char **platform, si
 void nitro_hook_error_message(int index, void *error, char *buf, size_t len);
 void nitro_hook_error_destroy(int index, void *error);
 void nitro_hook_api_version(int index, int *major, int *minor);
+
+// nitro_hook_set_distributed makes every later PJRT_Client_Create through the interposer one
+// process of num_nodes: it adds the options node_id and num_nodes and the three key-value
+// callbacks, which call the Go store. num_nodes <= 1 turns that off.
+void nitro_hook_set_distributed(int node_id, int num_nodes);
+// nitro_hook_create_through calls the interposed table's PJRT_Client_Create at index as a caller
+// would, with one option of its own (name = value), and destroys nothing: the test's entry.
+void *nitro_hook_create_through(int index, const char *name, int64_t value, void **client);
 
 // Offsets the layout test compares with pjrt_c_api.h.
 size_t nitro_offset_slot(int slot);

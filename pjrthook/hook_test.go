@@ -11,10 +11,8 @@ import (
 	"github.com/nitro-go/nitro/internal/prereq"
 )
 
-// TestLayoutMatchesPJRTHeader compiles a probe against the pjrt_c_api.h gopjrt (at the pinned
-// version) builds with, and checks that every slot and field the interposer uses lies where that
-// header puts it.
-func TestLayoutMatchesPJRTHeader(t *testing.T) {
+// pjrtHeader is the folder of the pjrt_c_api.h gopjrt (at the pinned version) builds with.
+func pjrtHeader(t *testing.T) string {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/gomlx/gopjrt").Output()
 	if err != nil {
 		prereq.GopjrtHeader.Absent(t, fmt.Sprintf("go list gopjrt: %v", err))
@@ -23,6 +21,11 @@ func TestLayoutMatchesPJRTHeader(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(header, "pjrt_c_api.h")); err != nil {
 		prereq.GopjrtHeader.Absent(t, err)
 	}
+	return header
+}
+
+// cCompiler is $CC, or gcc.
+func cCompiler(t *testing.T) string {
 	cc := os.Getenv("CC")
 	if cc == "" {
 		cc = "gcc"
@@ -30,11 +33,20 @@ func TestLayoutMatchesPJRTHeader(t *testing.T) {
 	if _, err := exec.LookPath(cc); err != nil {
 		prereq.CCompiler.Absent(t, err)
 	}
+	return cc
+}
+
+// TestLayoutMatchesPJRTHeader compiles a probe against the pjrt_c_api.h gopjrt (at the pinned
+// version) builds with, and checks that every slot and field the interposer uses lies where that
+// header puts it.
+func TestLayoutMatchesPJRTHeader(t *testing.T) {
+	header, cc := pjrtHeader(t), cCompiler(t)
 	slots := []struct {
 		name string
 		slot int
 	}{
-		{"PJRT_Error_Destroy", 0}, {"PJRT_Error_Message", 1}, {"PJRT_Client_PlatformName", 12},
+		{"PJRT_Error_Destroy", 0}, {"PJRT_Error_Message", 1}, {"PJRT_Client_Create", 10},
+		{"PJRT_Client_PlatformName", 12},
 		{"PJRT_Client_ProcessIndex", 13}, {"PJRT_Client_PlatformVersion", 14},
 		{"PJRT_Client_AddressableDevices", 16}, {"PJRT_Client_Compile", 20},
 		{"PJRT_DeviceDescription_Kind", 26}, {"PJRT_Device_GetDescription", 29},
@@ -65,6 +77,26 @@ func TestLayoutMatchesPJRTHeader(t *testing.T) {
 		{"offsetof(PJRT_Executable_Serialize_Args, serialized_executable_deleter)", arg(10)},
 		{"sizeof(PJRT_Executable_DeserializeAndLoad_Args)", arg(11)},
 		{"offsetof(PJRT_Executable_DeserializeAndLoad_Args, loaded_executable)", arg(12)},
+		{"sizeof(PJRT_NamedValue)", arg(13)}, {"offsetof(PJRT_NamedValue, type)", arg(14)},
+		{"offsetof(PJRT_NamedValue, int64_value)", arg(15)}, {"offsetof(PJRT_NamedValue, value_size)", arg(16)},
+		{"sizeof(PJRT_Client_Create_Args)", arg(17)},
+		{"offsetof(PJRT_Client_Create_Args, kv_get_callback)", arg(18)},
+		{"offsetof(PJRT_Client_Create_Args, kv_put_callback)", arg(19)},
+		{"offsetof(PJRT_Client_Create_Args, client)", arg(20)},
+		{"offsetof(PJRT_Client_Create_Args, kv_try_get_callback)", arg(21)},
+		{"sizeof(PJRT_KeyValueGetCallback_Args)", arg(22)},
+		{"offsetof(PJRT_KeyValueGetCallback_Args, timeout_in_ms)", arg(23)},
+		{"offsetof(PJRT_KeyValueGetCallback_Args, callback_error)", arg(24)},
+		{"offsetof(PJRT_KeyValueGetCallback_Args, value)", arg(25)},
+		{"offsetof(PJRT_KeyValueGetCallback_Args, value_deleter_callback)", arg(26)},
+		{"sizeof(PJRT_KeyValueTryGetCallback_Args)", arg(27)},
+		{"offsetof(PJRT_KeyValueTryGetCallback_Args, callback_error)", arg(28)},
+		{"offsetof(PJRT_KeyValueTryGetCallback_Args, value)", arg(29)},
+		{"offsetof(PJRT_KeyValueTryGetCallback_Args, value_deleter_callback)", arg(30)},
+		{"sizeof(PJRT_KeyValuePutCallback_Args)", arg(31)},
+		{"offsetof(PJRT_KeyValuePutCallback_Args, value)", arg(32)},
+		{"offsetof(PJRT_KeyValuePutCallback_Args, callback_error)", arg(33)},
+		{"offsetof(PJRT_KeyValuePutCallback_Args, user_arg)", arg(34)},
 		{"PJRT_API_MAJOR", "0"},
 	}
 	for _, f := range fields {

@@ -35,6 +35,29 @@ step "check: the real CUDA plugin starts and runs a program (backend's TestRealC
 go test -count=1 -v -run '^TestRealCUDAPluginNoDevice$' ./backend/ >"$out/check.log" 2>&1
 grep -E 'RESOLVED|RAN|RESOLVE-ERROR|^(ok|FAIL|---)' "$out/check.log" || tail -20 "$out/check.log"
 
+# Two processes, one GPU each, as a launcher would start them on two hosts: the CUDA client of each
+# starts as its process of 2 (pjrthook's client-create piece; rank 0 serves the store at
+# NITRO_COORDINATOR). The check above already started the plugin so when the host has 2+ GPUs.
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+step "two processes, one GPU each (XLA's distributed runtime through the interposer)"
+if (( ngpu >= 2 )); then
+  grep -E 'rank [01] of 2|process [01] of 2|RAN' "$out/check.log"
+  go build -o "$out/nitro" ./cmd/nitro
+  port=$((20000 + RANDOM % 20000))
+  for r in 0 1; do
+    CUDA_VISIBLE_DEVICES=$r NITRO_RANK=$r NITRO_WORLD_SIZE=2 NITRO_COORDINATOR=127.0.0.1:$port NITRO_BACKEND=cuda \
+      timeout 600 "$out/nitro" train mnist-mlp --preset tiny --max-epochs 1 --no-checkpoints --no-log --no-progress \
+      --run-dir "$out/2proc" >"$out/2proc-$r.log" 2>&1 &
+  done
+  wait
+  for r in 0 1; do
+    echo "rank $r:"
+    grep -E '^  backend |^epoch 1/|rror' "$out/2proc-$r.log" || tail -20 "$out/2proc-$r.log"
+  done
+else
+  echo "$ngpu GPU(s): the two-process run needs 2 or more"
+fi
+
 # nitro's side: two epochs (epoch 1 includes compiling), the fused step; epoch 2's steps/s is the
 # figure. Each step also uploads a fresh batch and reads the loss back, as the JAX peer's does.
 for exp in mnist-mlp mnist-cnn; do

@@ -1,0 +1,126 @@
+// A fake PJRT plugin for the client-create test, built against the real pjrt_c_api.h. Its
+// PJRT_Client_Create writes what it was given to $FAKE_PJRT_REPORT (one fact a line) and, when it
+// got node_id, num_nodes and all three key-value callbacks, swaps a value with every other node
+// through them, as XLA's GPU plugin swaps its topology.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pjrt_c_api.h"
+
+struct PJRT_Error {
+	PJRT_Error_Code code;
+	char message[512];
+};
+
+static PJRT_Error *new_error(PJRT_Error_Code code, const char *msg, size_t n) {
+	PJRT_Error *e = calloc(1, sizeof(*e));
+	e->code = code;
+	if (n > sizeof(e->message) - 1) n = sizeof(e->message) - 1;
+	memcpy(e->message, msg, n);
+	return e;
+}
+
+static PJRT_CallbackError make_error = new_error;
+
+static void error_destroy(PJRT_Error_Destroy_Args *a) { free(a->error); }
+static void error_message(PJRT_Error_Message_Args *a) {
+	a->message = a->error->message;
+	a->message_size = strlen(a->error->message);
+}
+static PJRT_Error *error_get_code(PJRT_Error_GetCode_Args *a) {
+	a->code = a->error->code;
+	return NULL;
+}
+static PJRT_Error *compile(PJRT_Client_Compile_Args *a) {
+	(void)a;
+	return new_error(PJRT_Error_Code_UNIMPLEMENTED, "fake plugin compiles nothing", 28);
+}
+
+static PJRT_Error *plugin_initialize(PJRT_Plugin_Initialize_Args *a) {
+	(void)a;
+	return NULL;
+}
+static PJRT_Error *plugin_attributes(PJRT_Plugin_Attributes_Args *a) {
+	a->attributes = NULL;
+	a->num_attributes = 0;
+	return NULL;
+}
+
+static int client_object;
+
+static PJRT_Error *client_create(PJRT_Client_Create_Args *a) {
+	const char *path = getenv("FAKE_PJRT_REPORT");
+	FILE *f = fopen(path ? path : "/dev/null", "w");
+	if (f == NULL) return new_error(PJRT_Error_Code_INTERNAL, "cannot write the report", 23);
+	long long node = -1, nodes = -1;
+	for (size_t i = 0; i < a->num_options; i++) {
+		const PJRT_NamedValue *o = &a->create_options[i];
+		if (o->type != PJRT_NamedValue_kInt64) {
+			fprintf(f, "option %.*s type %d\n", (int)o->name_size, o->name, (int)o->type);
+			continue;
+		}
+		fprintf(f, "option %.*s %lld\n", (int)o->name_size, o->name, (long long)o->int64_value);
+		if (o->name_size == 7 && memcmp(o->name, "node_id", 7) == 0) node = o->int64_value;
+		if (o->name_size == 9 && memcmp(o->name, "num_nodes", 9) == 0) nodes = o->int64_value;
+	}
+	fprintf(f, "callbacks get=%d try_get=%d put=%d\n", a->kv_get_callback != NULL,
+		a->kv_try_get_callback != NULL, a->kv_put_callback != NULL);
+	if (node >= 0 && nodes > 1 && a->kv_get_callback && a->kv_try_get_callback && a->kv_put_callback) {
+		char key[64], value[64];
+		snprintf(key, sizeof key, "fake/%lld", node);
+		snprintf(value, sizeof value, "from node %lld", node);
+		PJRT_KeyValuePutCallback_Args p = {PJRT_KeyValuePutCallback_Args_STRUCT_SIZE, NULL, key, strlen(key),
+						   value, strlen(value), &make_error, a->kv_put_user_arg};
+		PJRT_Error *e = a->kv_put_callback(&p);
+		fprintf(f, "put %s %s\n", key, e ? e->message : "ok");
+		for (long long other = 0; other < nodes; other++) {
+			if (other == node) continue;
+			snprintf(key, sizeof key, "fake/%lld", other);
+			PJRT_KeyValueGetCallback_Args g = {PJRT_KeyValueGetCallback_Args_STRUCT_SIZE, NULL, key, strlen(key),
+							   30000, &make_error, a->kv_get_user_arg, NULL, 0, NULL};
+			e = a->kv_get_callback(&g);
+			if (e != NULL) {
+				fprintf(f, "get %s error %d %s\n", key, (int)e->code, e->message);
+				free(e);
+				continue;
+			}
+			fprintf(f, "get %s %.*s deleter=%d\n", key, (int)g.value_size, g.value, g.value_deleter_callback != NULL);
+			if (g.value_deleter_callback) g.value_deleter_callback(g.value);
+		}
+		PJRT_KeyValueTryGetCallback_Args t = {PJRT_KeyValueTryGetCallback_Args_STRUCT_SIZE, NULL, "fake/absent", 11,
+						      &make_error, a->kv_try_get_user_arg, NULL, 0, NULL};
+		e = a->kv_try_get_callback(&t);
+		fprintf(f, "try_get fake/absent code %d\n", e ? (int)e->code : 0);
+		free(e);
+		snprintf(key, sizeof key, "fake/%lld", node);
+		PJRT_KeyValueTryGetCallback_Args own = {PJRT_KeyValueTryGetCallback_Args_STRUCT_SIZE, NULL, key, strlen(key),
+							&make_error, a->kv_try_get_user_arg, NULL, 0, NULL};
+		e = a->kv_try_get_callback(&own);
+		if (e == NULL) {
+			fprintf(f, "try_get %s %.*s\n", key, (int)own.value_size, own.value);
+			if (own.value_deleter_callback) own.value_deleter_callback(own.value);
+		}
+		free(e);
+	}
+	fclose(f);
+	a->client = (PJRT_Client *)&client_object;
+	return NULL;
+}
+
+static PJRT_Api api;
+
+const PJRT_Api *GetPjrtApi(void) {
+	api.struct_size = PJRT_Api_STRUCT_SIZE;
+	api.pjrt_api_version.struct_size = PJRT_Api_Version_STRUCT_SIZE;
+	api.pjrt_api_version.major_version = PJRT_API_MAJOR;
+	api.pjrt_api_version.minor_version = PJRT_API_MINOR;
+	api.PJRT_Error_Destroy = error_destroy;
+	api.PJRT_Error_Message = error_message;
+	api.PJRT_Error_GetCode = error_get_code;
+	api.PJRT_Plugin_Initialize = plugin_initialize;
+	api.PJRT_Plugin_Attributes = plugin_attributes;
+	api.PJRT_Client_Create = client_create;
+	api.PJRT_Client_Compile = compile;
+	return &api;
+}
