@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -88,13 +89,48 @@ type famResult struct {
 // per step (all its threads) is printed, which other work on a shared machine moves far less, and
 // each ratio with its per-repeat spread; a missed goal that the best repeat and the CPU ratio both
 // meet is marked as this run's noise.
+//
+// $NITRO_BENCH_FAMILIES narrows the run: a comma list of family names, each optionally at another
+// batch (name@batch), e.g. "transformer@32,transformer@128"; unset runs every family at its own.
 func BenchmarkFamilies(b *testing.B) {
+	fams, err := selectFamilies(os.Getenv(famSelectEnv))
+	if err != nil {
+		b.Fatal(err)
+	}
 	r := requireXLA(b)
 	var results []*famResult
-	for _, f := range families() {
+	for _, f := range fams {
 		results = append(results, benchFamily(b, r, f))
 	}
 	printFamilySummary(results)
+}
+
+const famSelectEnv = "NITRO_BENCH_FAMILIES"
+
+// selectFamilies parses $NITRO_BENCH_FAMILIES (see BenchmarkFamilies); empty: every family.
+func selectFamilies(spec string) ([]*family, error) {
+	all := families()
+	if strings.TrimSpace(spec) == "" {
+		return all, nil
+	}
+	var out []*family
+	for _, item := range strings.Split(spec, ",") {
+		name, batch, hasBatch := strings.Cut(strings.TrimSpace(item), "@")
+		i := slices.IndexFunc(all, func(f *family) bool { return f.name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("$%s: unknown family %q in %q (want mlp, cnn or transformer, optionally @batch)", famSelectEnv, name, spec)
+		}
+		f := *all[i]
+		if hasBatch {
+			n, err := strconv.Atoi(batch)
+			if err != nil || n <= 0 {
+				return nil, fmt.Errorf("$%s: batch %q of %q is not a positive integer", famSelectEnv, batch, item)
+			}
+			f.batch = n
+		}
+		out = append(out, &f)
+	}
+	return out, nil
 }
 
 // benchFamily runs one family's sides and prints its table.
@@ -148,10 +184,11 @@ func benchFamily(b *testing.B, r *backend.Resolved, f *family) *famResult {
 		peer.quit() // so the next family's sides run with no peer process alive
 	}
 	printFamily(res)
-	b.ReportMetric(median(res.fused.t)*1e3, f.name+"-fused-ms/step")
-	b.ReportMetric(famPair(res.fused, res.gomlx), f.name+"-fused/gomlx")
+	label := fmt.Sprintf("%s@%d", f.name, f.batch)
+	b.ReportMetric(median(res.fused.t)*1e3, label+"-fused-ms/step")
+	b.ReportMetric(famPair(res.fused, res.gomlx), label+"-fused/gomlx")
 	if res.jx != nil {
-		b.ReportMetric(famPair(res.fused, res.jx), f.name+"-fused/jax")
+		b.ReportMetric(famPair(res.fused, res.jx), label+"-fused/jax")
 	}
 	return res
 }
@@ -502,7 +539,7 @@ func printFamilySummary(results []*famResult) {
 			cj = fmt.Sprintf("%.2f", r.fused.cpuPerStep()/r.jx.cpuPerStep())
 		}
 		q := famPair(r.fused, r.gomlx)
-		fmt.Printf("  %-12s %8.2f %8.2f %8.2f %8s %8.2f   %-20s %-20s %7s %7.2f\n", r.f.name, median(r.two.t)*1e3, median(r.fused.t)*1e3, median(r.gomlx.t)*1e3,
+		fmt.Printf("  %-12s %8.2f %8.2f %8.2f %8s %8.2f   %-20s %-20s %7s %7.2f\n", fmt.Sprintf("%s@%d", r.f.name, r.f.batch), median(r.two.t)*1e3, median(r.fused.t)*1e3, median(r.gomlx.t)*1e3,
 			jm, famPair(r.two, r.fused), fj, fmt.Sprintf("%.2f %s", q, verdict(q <= goalNitroGoMLX, goalNitroGoMLX)), cj, r.fused.cpuPerStep()/r.gomlx.cpuPerStep())
 	}
 }
