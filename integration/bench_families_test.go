@@ -46,6 +46,9 @@ type famSide struct {
 	// shared with other work, CPU per step moves far less than wall time per step.
 	cpu   time.Duration
 	steps int
+	// workerCPU is the part of cpu spent on XLA's intra-op pool threads (named tf_XLAEigen in
+	// both processes): the rest is the calling thread's dispatch and the host's own work.
+	workerCPU time.Duration
 }
 
 // famResult is what one family's run measured, for the summary table.
@@ -208,12 +211,18 @@ func runRounds(b *testing.B, f *family, sides []*famSide, peer *famPeer) {
 				own = peer.cpu
 			}
 		}
+		ownPID := os.Getpid()
+		if peer != nil && !s.isGo {
+			ownPID = peer.cmd.Process.Pid
+		}
+		workersBefore := xlaWorkerCPU(ownPID)
 		ownBefore, before, start := own(), other(), time.Now()
 		sec, err := s.run()
 		if err != nil {
 			b.Fatalf("%s, %s: %v", f.name, s.name, err)
 		}
 		s.cpu += own() - ownBefore
+		s.workerCPU += xlaWorkerCPU(ownPID) - workersBefore
 		s.steps += f.steps
 		if peer != nil {
 			s.otherCPU += other() - before
@@ -223,7 +232,7 @@ func runRounds(b *testing.B, f *family, sides []*famSide, peer *famPeer) {
 	}
 	for _, s := range sides {
 		runSide(s)
-		s.otherCPU, s.wall, s.cpu, s.steps = 0, 0, 0, 0
+		s.otherCPU, s.wall, s.cpu, s.steps, s.workerCPU = 0, 0, 0, 0, 0
 	}
 	for rep := range f.repeats {
 		for k := range sides {
@@ -239,7 +248,7 @@ func printFamily(res *famResult) {
 	gf := func(s *famSide) float64 { return res.flops / median(s.t) / 1e9 }
 	fmt.Printf("\n%s (batch %d, %s), steps 2..%d of each repeat, median of %d repeats (order rotating), %.2f GFLOP per step, backend %s:\n",
 		f.name, f.batch, f.opt, f.steps, f.repeats, res.flops/1e9, res.backend)
-	fmt.Printf("  %-22s %8s %8s %10s %12s %16s\n", "side", "ms/step", "GFLOP/s", "/roofline", "CPU ms/step", "idle side's CPU")
+	fmt.Printf("  %-22s %8s %8s %10s %12s %14s %16s\n", "side", "ms/step", "GFLOP/s", "/roofline", "CPU ms/step", "XLA pool ms", "idle side's CPU")
 	for _, s := range res.sides {
 		roof := res.goRoof
 		if !s.isGo {
@@ -249,7 +258,7 @@ func printFamily(res *famResult) {
 		if s.wall > 0 {
 			idle = fmt.Sprintf("%.1f%% of wall", 100*s.otherCPU.Seconds()/s.wall.Seconds())
 		}
-		fmt.Printf("  %-22s %8.2f %8.1f %10.2f %12.2f %16s\n", s.name, median(s.t)*1e3, gf(s), gf(s)/roof, s.cpuPerStep(), idle)
+		fmt.Printf("  %-22s %8.2f %8.1f %10.2f %12.2f %14.2f %16s\n", s.name, median(s.t)*1e3, gf(s), gf(s)/roof, s.cpuPerStep(), ms(s.workerCPU)/float64(s.steps), idle)
 	}
 	fmt.Printf("  matmul roofline [%d,%d]@[%d,%d]: GoMLX %.1f GFLOP/s", famRoofSize, famRoofSize, famRoofSize, famRoofSize, res.goRoof)
 	if res.jx != nil {
@@ -418,6 +427,39 @@ func (p *famPeer) cpu() time.Duration {
 			p.b.Fatalf("parsing the JAX peer's /proc stat %q: %v", f, err)
 		}
 		ticks += v
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
+}
+
+// xlaWorkerCPU is the user+system CPU time so far of a process's threads named tf_XLAEigen (XLA's
+// CPU intra-op pool), from /proc/<pid>/task/*/stat; 0 where that cannot be read. A pool thread that
+// exited in between is not counted, so a repeat's difference may fall short, never exceed.
+func xlaWorkerCPU(pid int) time.Duration {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var ticks int64
+	for _, t := range tasks {
+		raw, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		st := string(raw)
+		open, end := strings.IndexByte(st, '('), strings.LastIndexByte(st, ')')
+		if open < 0 || end < open || !strings.HasPrefix(st[open+1:end], "tf_XLAEigen") {
+			continue
+		}
+		fields := strings.Fields(st[end+1:])
+		if len(fields) < 13 {
+			continue
+		}
+		for _, f := range fields[11:13] { // utime, stime
+			if v, err := strconv.ParseInt(f, 10, 64); err == nil {
+				ticks += v
+			}
+		}
 	}
 	return time.Duration(ticks) * 10 * time.Millisecond
 }
