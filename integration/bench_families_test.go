@@ -89,9 +89,9 @@ type famResult struct {
 // shows the peers did not share the cores. Ratios are medians of per-repeat ratios. The roofline
 // is a [1024,1024]@[1024,1024] matmul looped on device-resident inputs, through GoMLX on the same
 // plugin for the Go sides and through JAX for the peer. Beside wall time, each side's own CPU time
-// per step (all its threads) is printed, which other work on a shared machine moves far less, and
-// each ratio with its per-repeat spread; a missed goal that the best repeat and the CPU ratio both
-// meet is marked as this run's noise.
+// per step is printed (all its threads, then the part on XLA's intra-op pool), which other work on
+// a shared machine moves far less, and each ratio with its per-repeat spread; a missed goal that
+// the best repeat and the CPU ratio both meet is marked as this run's noise.
 //
 // $NITRO_BENCH_FAMILIES narrows the run: a comma list of family names, each optionally at another
 // batch (name@batch), e.g. "transformer@32,transformer@128"; unset runs every family at its own.
