@@ -47,3 +47,27 @@ func TestTransformerValueLeft(t *testing.T) {
 		}
 	}
 }
+
+// TestSelectFamilies: $NITRO_BENCH_FAMILIES picks families by name, optionally at another batch,
+// and refuses an unknown name or a batch that is not a positive integer.
+func TestSelectFamilies(t *testing.T) {
+	all, err := selectFamilies(" ")
+	if err != nil || len(all) != 3 {
+		t.Fatalf("blank: %d families, %v; want all 3", len(all), err)
+	}
+	got, err := selectFamilies("transformer@128, mlp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].name != "transformer" || got[0].batch != 128 || got[1].name != "mlp" || got[1].batch != benchBatch {
+		t.Fatalf("got %d families %+v, want transformer@128 and mlp at its own batch", len(got), got)
+	}
+	if families()[2].batch != 32 {
+		t.Fatal("selecting at another batch changed the family's own batch")
+	}
+	for _, bad := range []string{"rnn", "mlp@0", "cnn@x", "transformer@-4"} {
+		if _, err := selectFamilies(bad); err == nil {
+			t.Errorf("%q: accepted, want an error", bad)
+		}
+	}
+}
