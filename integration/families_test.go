@@ -179,7 +179,7 @@ func tfModelOrdered(ctx *context.Context, tok *graph.Node, vLeft bool) *graph.No
 		att := graph.Softmax(graph.MulScalar(graph.Einsum("bqhd,bkhd->bhqk", q, k), 1/math.Sqrt(float64(dh))), -1)
 		// v is the dot's left operand (out [b,h,d,q], then transposed) so that v's gradient is a
 		// plain row-major matmul the CPU plugin's fast path takes; att·v the other way round
-		// leaves that gradient contracting the operands' second-minor axes, a slow generic dot.
+		// leaves that gradient contracting the operands' second-minor axes, a generic dot outside that path.
 		var o *graph.Node
 		if vLeft {
 			o = graph.Einsum("bkhd,bhqk->bqhd", v, att)
