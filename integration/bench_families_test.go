@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -45,6 +46,9 @@ type famSide struct {
 	// shared with other work, CPU per step moves far less than wall time per step.
 	cpu   time.Duration
 	steps int
+	// workerCPU is the part of cpu spent on XLA's intra-op pool threads (named tf_XLAEigen in
+	// both processes): the rest is the calling thread's dispatch and the host's own work.
+	workerCPU time.Duration
 }
 
 // famResult is what one family's run measured, for the summary table.
@@ -85,16 +89,51 @@ type famResult struct {
 // shows the peers did not share the cores. Ratios are medians of per-repeat ratios. The roofline
 // is a [1024,1024]@[1024,1024] matmul looped on device-resident inputs, through GoMLX on the same
 // plugin for the Go sides and through JAX for the peer. Beside wall time, each side's own CPU time
-// per step (all its threads) is printed, which other work on a shared machine moves far less, and
-// each ratio with its per-repeat spread; a missed goal that the best repeat and the CPU ratio both
-// meet is marked as this run's noise.
+// per step is printed (all its threads, then the part on XLA's intra-op pool), which other work on
+// a shared machine moves far less, and each ratio with its per-repeat spread; a missed goal that
+// the best repeat and the CPU ratio both meet is marked as this run's noise.
+//
+// $NITRO_BENCH_FAMILIES narrows the run: a comma list of family names, each optionally at another
+// batch (name@batch), e.g. "transformer@32,transformer@128"; unset runs every family at its own.
 func BenchmarkFamilies(b *testing.B) {
+	fams, err := selectFamilies(os.Getenv(famSelectEnv))
+	if err != nil {
+		b.Fatal(err)
+	}
 	r := requireXLA(b)
 	var results []*famResult
-	for _, f := range families() {
+	for _, f := range fams {
 		results = append(results, benchFamily(b, r, f))
 	}
 	printFamilySummary(results)
+}
+
+const famSelectEnv = "NITRO_BENCH_FAMILIES"
+
+// selectFamilies parses $NITRO_BENCH_FAMILIES (see BenchmarkFamilies); empty: every family.
+func selectFamilies(spec string) ([]*family, error) {
+	all := families()
+	if strings.TrimSpace(spec) == "" {
+		return all, nil
+	}
+	var out []*family
+	for _, item := range strings.Split(spec, ",") {
+		name, batch, hasBatch := strings.Cut(strings.TrimSpace(item), "@")
+		i := slices.IndexFunc(all, func(f *family) bool { return f.name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("$%s: unknown family %q in %q (want mlp, cnn or transformer, optionally @batch)", famSelectEnv, name, spec)
+		}
+		f := *all[i]
+		if hasBatch {
+			n, err := strconv.Atoi(batch)
+			if err != nil || n <= 0 {
+				return nil, fmt.Errorf("$%s: batch %q of %q is not a positive integer", famSelectEnv, batch, item)
+			}
+			f.batch = n
+		}
+		out = append(out, &f)
+	}
+	return out, nil
 }
 
 // benchFamily runs one family's sides and prints its table.
@@ -148,10 +187,11 @@ func benchFamily(b *testing.B, r *backend.Resolved, f *family) *famResult {
 		peer.quit() // so the next family's sides run with no peer process alive
 	}
 	printFamily(res)
-	b.ReportMetric(median(res.fused.t)*1e3, f.name+"-fused-ms/step")
-	b.ReportMetric(famPair(res.fused, res.gomlx), f.name+"-fused/gomlx")
+	label := fmt.Sprintf("%s@%d", f.name, f.batch)
+	b.ReportMetric(median(res.fused.t)*1e3, label+"-fused-ms/step")
+	b.ReportMetric(famPair(res.fused, res.gomlx), label+"-fused/gomlx")
 	if res.jx != nil {
-		b.ReportMetric(famPair(res.fused, res.jx), f.name+"-fused/jax")
+		b.ReportMetric(famPair(res.fused, res.jx), label+"-fused/jax")
 	}
 	return res
 }
@@ -171,12 +211,18 @@ func runRounds(b *testing.B, f *family, sides []*famSide, peer *famPeer) {
 				own = peer.cpu
 			}
 		}
+		ownPID := os.Getpid()
+		if peer != nil && !s.isGo {
+			ownPID = peer.cmd.Process.Pid
+		}
+		workersBefore := xlaWorkerCPU(ownPID)
 		ownBefore, before, start := own(), other(), time.Now()
 		sec, err := s.run()
 		if err != nil {
 			b.Fatalf("%s, %s: %v", f.name, s.name, err)
 		}
 		s.cpu += own() - ownBefore
+		s.workerCPU += xlaWorkerCPU(ownPID) - workersBefore
 		s.steps += f.steps
 		if peer != nil {
 			s.otherCPU += other() - before
@@ -186,7 +232,7 @@ func runRounds(b *testing.B, f *family, sides []*famSide, peer *famPeer) {
 	}
 	for _, s := range sides {
 		runSide(s)
-		s.otherCPU, s.wall, s.cpu, s.steps = 0, 0, 0, 0
+		s.otherCPU, s.wall, s.cpu, s.steps, s.workerCPU = 0, 0, 0, 0, 0
 	}
 	for rep := range f.repeats {
 		for k := range sides {
@@ -202,7 +248,7 @@ func printFamily(res *famResult) {
 	gf := func(s *famSide) float64 { return res.flops / median(s.t) / 1e9 }
 	fmt.Printf("\n%s (batch %d, %s), steps 2..%d of each repeat, median of %d repeats (order rotating), %.2f GFLOP per step, backend %s:\n",
 		f.name, f.batch, f.opt, f.steps, f.repeats, res.flops/1e9, res.backend)
-	fmt.Printf("  %-22s %8s %8s %10s %12s %16s\n", "side", "ms/step", "GFLOP/s", "/roofline", "CPU ms/step", "idle side's CPU")
+	fmt.Printf("  %-22s %8s %8s %10s %12s %14s %16s\n", "side", "ms/step", "GFLOP/s", "/roofline", "CPU ms/step", "XLA pool ms", "idle side's CPU")
 	for _, s := range res.sides {
 		roof := res.goRoof
 		if !s.isGo {
@@ -212,7 +258,7 @@ func printFamily(res *famResult) {
 		if s.wall > 0 {
 			idle = fmt.Sprintf("%.1f%% of wall", 100*s.otherCPU.Seconds()/s.wall.Seconds())
 		}
-		fmt.Printf("  %-22s %8.2f %8.1f %10.2f %12.2f %16s\n", s.name, median(s.t)*1e3, gf(s), gf(s)/roof, s.cpuPerStep(), idle)
+		fmt.Printf("  %-22s %8.2f %8.1f %10.2f %12.2f %14.2f %16s\n", s.name, median(s.t)*1e3, gf(s), gf(s)/roof, s.cpuPerStep(), ms(s.workerCPU)/float64(s.steps), idle)
 	}
 	fmt.Printf("  matmul roofline [%d,%d]@[%d,%d]: GoMLX %.1f GFLOP/s", famRoofSize, famRoofSize, famRoofSize, famRoofSize, res.goRoof)
 	if res.jx != nil {
@@ -385,6 +431,39 @@ func (p *famPeer) cpu() time.Duration {
 	return time.Duration(ticks) * 10 * time.Millisecond
 }
 
+// xlaWorkerCPU is the user+system CPU time so far of a process's threads named tf_XLAEigen (XLA's
+// CPU intra-op pool), from /proc/<pid>/task/*/stat; 0 where that cannot be read. A pool thread that
+// exited in between is not counted, so a repeat's difference may fall short, never exceed.
+func xlaWorkerCPU(pid int) time.Duration {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var ticks int64
+	for _, t := range tasks {
+		raw, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		st := string(raw)
+		open, end := strings.IndexByte(st, '('), strings.LastIndexByte(st, ')')
+		if open < 0 || end < open || !strings.HasPrefix(st[open+1:end], "tf_XLAEigen") {
+			continue
+		}
+		fields := strings.Fields(st[end+1:])
+		if len(fields) < 13 {
+			continue
+		}
+		for _, f := range fields[11:13] { // utime, stime
+			if v, err := strconv.ParseInt(f, 10, 64); err == nil {
+				ticks += v
+			}
+		}
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
+}
+
 // selfCPU is this process's user+system CPU time so far.
 func selfCPU() time.Duration {
 	var ru syscall.Rusage
@@ -502,7 +581,7 @@ func printFamilySummary(results []*famResult) {
 			cj = fmt.Sprintf("%.2f", r.fused.cpuPerStep()/r.jx.cpuPerStep())
 		}
 		q := famPair(r.fused, r.gomlx)
-		fmt.Printf("  %-12s %8.2f %8.2f %8.2f %8s %8.2f   %-20s %-20s %7s %7.2f\n", r.f.name, median(r.two.t)*1e3, median(r.fused.t)*1e3, median(r.gomlx.t)*1e3,
+		fmt.Printf("  %-12s %8.2f %8.2f %8.2f %8s %8.2f   %-20s %-20s %7s %7.2f\n", fmt.Sprintf("%s@%d", r.f.name, r.f.batch), median(r.two.t)*1e3, median(r.fused.t)*1e3, median(r.gomlx.t)*1e3,
 			jm, famPair(r.two, r.fused), fj, fmt.Sprintf("%.2f %s", q, verdict(q <= goalNitroGoMLX, goalNitroGoMLX)), cj, r.fused.cpuPerStep()/r.gomlx.cpuPerStep())
 	}
 }

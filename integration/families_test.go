@@ -157,6 +157,13 @@ func layerNorm(ctx *context.Context, x *graph.Node) *graph.Node {
 }
 
 func tfModel(ctx *context.Context, tok *graph.Node) *graph.Node {
+	return tfModelOrdered(ctx, tok, true)
+}
+
+// tfModelOrdered is tfModel with the attention's att·v product written either way round: vLeft
+// (the benchmark's) makes v the dot's left operand; false is the order the einsum reads in, kept
+// for TestTransformerValueLeft, which checks both train alike.
+func tfModelOrdered(ctx *context.Context, tok *graph.Node, vLeft bool) *graph.Node {
 	g, b := tok.Graph(), tok.Shape().Dimensions[0]
 	dh := tfDModel / tfHeads
 	emb := ctx.In("embed").VariableWithShape("tokens", shapes.Make(dtypes.Float32, tfVocab, tfDModel)).ValueGraph(g)
@@ -170,7 +177,16 @@ func tfModel(ctx *context.Context, tok *graph.Node) *graph.Node {
 		h := layerNorm(c.In("ln_0"), x)
 		q, k, v := heads(c.In("q"), h), heads(c.In("k"), h), heads(c.In("v"), h)
 		att := graph.Softmax(graph.MulScalar(graph.Einsum("bqhd,bkhd->bhqk", q, k), 1/math.Sqrt(float64(dh))), -1)
-		o := graph.Reshape(graph.Einsum("bhqk,bkhd->bqhd", att, v), b, tfSeq, tfDModel)
+		// v is the dot's left operand (out [b,h,d,q], then transposed) so that v's gradient is a
+		// plain row-major matmul the CPU plugin's fast path takes; att·v the other way round
+		// leaves that gradient contracting the operands' second-minor axes, a generic dot outside that path.
+		var o *graph.Node
+		if vLeft {
+			o = graph.Einsum("bkhd,bhqk->bqhd", v, att)
+		} else {
+			o = graph.Einsum("bhqk,bkhd->bqhd", att, v)
+		}
+		o = graph.Reshape(o, b, tfSeq, tfDModel)
 		x = graph.Add(x, layers.Dense(c.In("attn_out"), o, true, tfDModel))
 		h = activations.Relu(layers.Dense(c.In("mlp_0"), layerNorm(c.In("ln_1"), x), true, tfMLP))
 		x = graph.Add(x, layers.Dense(c.In("mlp_1"), h, true, tfDModel))

