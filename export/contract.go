@@ -27,7 +27,7 @@ type Contract struct {
 // ExportContracter is the optional experiment method Export reads the Contract from, once, on
 // the host. An ExportSpec that sets any contract field (Inputs, WireInputs, Preprocess, Outputs,
 // Postprocess, ClientInputs, ClientOutputs) is the call site choosing another contract: the
-// method is then not called, and the spec is used as given.
+// method is then not called, and the ExportSpec is used as given.
 type ExportContracter interface {
 	ExportContract() Contract
 }

@@ -316,7 +316,7 @@ type MistypedContract struct{ coretest.Base }
 func (*MistypedContract) ExportContract() map[string]any { return nil }
 
 // The experiment's ExportContract fills an ExportSpec that sets no contract field (its outputs
-// are checked as the spec's would be, naming ExportSpec's field); a spec that sets one is used as
+// are checked as the ExportSpec's would be, naming its field); an ExportSpec that sets one is used as
 // given and the method is not called; a panicking or mistyped method is an error naming it.
 func TestExportContract(t *testing.T) {
 	e := &Declared{contract: export.Contract{Outputs: []export.ExportOutput{{Name: "scores", From: "pred"}, {Name: "scores", From: "pred"}}}}
@@ -329,7 +329,7 @@ func TestExportContract(t *testing.T) {
 	_, err = export.Export(n, filepath.Join(t.TempDir(), "b"), export.ExportSpec{Name: "declared", Outputs: []export.ExportOutput{{Name: "pred"}, {Name: "pred"}}})
 	coretest.WantErr(t, err, `ExportSpec.Outputs[1] "pred": the name appears twice`)
 	if e.calls != 1 {
-		t.Errorf("ExportContract called although the spec sets Outputs (%d calls)", e.calls)
+		t.Errorf("ExportContract called although the ExportSpec sets Outputs (%d calls)", e.calls)
 	}
 	e.contract.Postprocess = "panic"
 	_, err = export.Export(n, filepath.Join(t.TempDir(), "b"), export.ExportSpec{Name: "declared"})

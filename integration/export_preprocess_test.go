@@ -143,7 +143,7 @@ func TestExportPreprocessMNIST(t *testing.T) {
 // and WithCheckpoint; its DataDir points nowhere, so BuildData would fail if it were called)
 // predicts and exports what the trained Nitro predicts: its Predict equals the trained one's,
 // and its bundle's outputs equal them to 1e-5 at batch sizes 1 and 32. The bundle is the MLP's
-// declared ExportContract (the spec sets only a name and batch sizes): uint8 pixels in, the
+// declared ExportContract (the ExportSpec sets only a name and batch sizes): uint8 pixels in, the
 // probabilities and the class out, the class exactly Predict's. The bundle's provenance names
 // the checkpoint.
 func TestExportFromCheckpointNoData(t *testing.T) {
