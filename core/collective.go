@@ -54,6 +54,12 @@ func (su *setup) multi() Collective {
 func (n *Nitro) checkCollective() error {
 	c := n.opts.collective
 	if c == nil {
+		// Ranks that share no collective train one model each: a user who launched several
+		// processes for one model must hear that the others' work is not in rank 0's record.
+		if d := n.Dist(); d.WorldSize > 1 {
+			n.warn(fmt.Sprintf("%s with no collective: each process trains its own model on its own shard and only rank 0's is written; "+
+				"for one model over all processes launch under mpirun (nitro train sums the gradients there) or pass core.WithCollective (docs/multihost.md)", d))
+		}
 		return nil
 	}
 	if d := n.Dist(); c.Size() != d.WorldSize || c.Rank() != d.Rank {

@@ -231,3 +231,23 @@ func TestDistSetupErrors(t *testing.T) {
 		t.Errorf("the missing-hook error is prefixed as the hook's own: %v", err)
 	}
 }
+
+// TestNoCollectiveIsSaid: several processes with no collective train one model each; the run
+// says so as a warning and in the config report, and a single process says nothing of it.
+func TestNoCollectiveIsSaid(t *testing.T) {
+	dataTrain = coretest.Arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true})
+	for _, d := range []dist.Dist{{Rank: 0, WorldSize: 2}, dist.Single()} {
+		var warned []string
+		n, err := core.New(&PlainData{}, core.WithBackend("go"), core.Quiet(), core.WithCache(newCache()),
+			core.WithWarn(func(m string) { warned = append(warned, m) }),
+			core.WithoutLogger(), core.WithoutCheckpoints(), core.WithDist(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		said := slices.ContainsFunc(warned, func(m string) bool { return strings.Contains(m, "each process trains its own model") })
+		inReport := strings.Contains(n.ConfigReport(), "no collective: each process trains its own model")
+		if want := d.WorldSize > 1; said != want || inReport != want {
+			t.Errorf("%s: warned %v (%q), in the config report %v; want both %v", d, said, warned, inReport, want)
+		}
+	}
+}

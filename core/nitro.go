@@ -174,6 +174,8 @@ func (n *Nitro) ConfigReport() string {
 	procs := n.Dist().Describe() // the rank and world size, and the launcher they came from
 	if c := n.multi(); c != nil {
 		procs += fmt.Sprintf(", gradients and validation summed over %d processes (WithCollective)", c.Size())
+	} else if n.Dist().WorldSize > 1 {
+		procs += ", no collective: each process trains its own model"
 	}
 	row("processes", procs)
 	names := n.eng.GroupNames()

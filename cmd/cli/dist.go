@@ -63,3 +63,10 @@ func hasBuildData(e any) bool {
 	_, ranked := e.(core.DistDataBuilder)
 	return plain || ranked
 }
+
+// probesRunDir reports whether this process is the one that writes the run dir, rank 0 (also when
+// the launcher's variables cannot be read: distOption reports that error itself).
+func probesRunDir() bool {
+	d, err := dist.FromEnv(nil)
+	return err != nil || d.IsRank0()
+}

@@ -254,8 +254,10 @@ func checkFlags(c *cobra.Command, f *expFlags) error {
 		return fmt.Errorf("--mixed-precision: %w", err)
 	}
 	// The run dir is probed now, before the data, the compiles and an epoch, when this run writes
-	// there (metrics.jsonl, checkpoints); core probes it again, under its own name, RunDir.
-	if f.runDir != "" && c.Name() == "train" && (!f.noLog || !f.noCkpt) {
+	// there (metrics.jsonl, checkpoints); core probes it again, under its own name, RunDir. Only
+	// rank 0 writes there, and only rank 0 probes: the probe removes the folders it created, so
+	// two ranks probing a new run dir at once could remove it under each other's probe.
+	if f.runDir != "" && c.Name() == "train" && (!f.noLog || !f.noCkpt) && probesRunDir() {
 		if err := core.CheckRunDir(f.runDir); err != nil {
 			return fmt.Errorf("--run-dir %s: %w; the run's metrics.jsonl and checkpoints go there: give a writable directory (or --no-log and --no-checkpoints to write nothing)", f.runDir, err)
 		}
