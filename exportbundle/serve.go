@@ -144,6 +144,7 @@ type Server struct {
 	conns map[*trackedConn]struct{}
 
 	unread, idle atomic.Int64 // connections Shutdown cut mid-request, and idle ones it closed
+	stopping     atomic.Bool  // Shutdown has begun
 }
 
 // trackedConn is an accepted connection with what Shutdown needs to tell a client still sending
@@ -152,6 +153,7 @@ type trackedConn struct {
 	net.Conn
 	state    atomic.Int32 // its http.ConnState
 	answered atomic.Bool  // its request is read: the server owes it the answer
+	handled  atomic.Bool  // its request reached a handler (net/http drops one read during shutdown)
 	cut      atomic.Bool
 }
 
@@ -209,7 +211,7 @@ func ServeModels(rs []*Runner, addr string, cfg ServeConfig) (*Server, net.Addr,
 	}
 	s := &Server{cfg: cfg, conns: map[*trackedConn]struct{}{}}
 	s.http = &http.Server{
-		Handler:           svc.mux(),
+		Handler:           markHandled(svc.mux()),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
@@ -222,11 +224,17 @@ func ServeModels(rs []*Runner, addr string, cfg ServeConfig) (*Server, net.Addr,
 			if !ok {
 				return
 			}
-			tc.state.Store(int32(st))
+			prev := http.ConnState(tc.state.Swap(int32(st)))
 			switch st {
 			case http.StateIdle:
 				tc.answered.Store(false)
+				tc.handled.Store(false)
 			case http.StateClosed, http.StateHijacked:
+				// net/http closes, unanswered, a connection whose request it reads once
+				// Shutdown has begun: that client was still sending its request too.
+				if s.stopping.Load() && !tc.cut.Load() && !tc.handled.Load() && (prev == http.StateNew || prev == http.StateActive) {
+					s.unread.Add(1)
+				}
 				s.mu.Lock()
 				delete(s.conns, tc)
 				s.mu.Unlock()
@@ -247,6 +255,7 @@ func (s *Server) Close() error { return s.http.Close() }
 // left are still open: Close them). Cut reports what it cut.
 func (s *Server) Shutdown(ctx context.Context) error {
 	start := time.Now()
+	s.stopping.Store(true)
 	s.mu.Lock()
 	for c := range s.conns {
 		if http.ConnState(c.state.Load()) == http.StateIdle {
@@ -290,9 +299,21 @@ func (s *Server) cutUnread() {
 	}
 }
 
-// Cut reports what Shutdown cut: connections whose client was still sending its request, and
-// idle keep-alive connections it closed.
+// Cut reports what Shutdown cut: connections whose client was still sending its request (those
+// it cut ShutdownStall in, and those closed unanswered because their request arrived after it
+// began), and idle keep-alive connections it closed.
 func (s *Server) Cut() (unread, idle int) { return int(s.unread.Load()), int(s.idle.Load()) }
+
+// markHandled marks the connection of each request that reaches h, so that Shutdown can tell a
+// request net/http dropped unread from one a handler answered.
+func markHandled(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if tc, ok := req.Context().Value(connKey{}).(*trackedConn); ok {
+			tc.handled.Store(true)
+		}
+		h.ServeHTTP(w, req)
+	})
+}
 
 // Config is the server's configuration, its defaults filled.
 func (s *Server) Config() ServeConfig { return s.cfg }
