@@ -153,6 +153,11 @@ func TestRecordEdits(t *testing.T) {
 		{"step twice", `\"step\":4500,`, `\"step\":4500,\"step\":1,`, "nitro.record", `key "step": duplicate`},
 		{"position.batch renamed", `\"batch\":0}`, `\"batsh\":0}`, "nitro.record", `unknown field "batsh"`},
 		{"position.batch removed", `,\"batch\":0}`, `}`, "nitro.record.position", `key "batch": missing`},
+		{"position.global_batch alone", `\"batch\":0}`, `\"batch\":0,\"global_batch\":8}`, "nitro.record.position", "both are set or neither"},
+		{"position.global_batch misspelt", `\"batch\":0}`, `\"batch\":0,\"global_bacth\":8}`, "nitro.record", `unknown field "global_bacth"`},
+		{"position.global_batch negative", `\"batch\":0}`, `\"batch\":0,\"global_batch\":-8,\"epoch_batches\":4}`, "nitro.record.position.global_batch", "negative"},
+		{"position.batch past the epoch", `\"batch\":0}`, `\"batch\":9,\"global_batch\":8,\"epoch_batches\":4}`, "nitro.record.position.batch", "past the epoch's 4 batches"},
+		{"position samples past the bound", `\"batch\":0}`, `\"batch\":4,\"global_batch\":4503599627370496,\"epoch_batches\":4}`, "nitro.record.position.batch", "past the bound"},
 		{"epoch past the bound", `\"epoch\":6,`, `\"epoch\":9223372036854775807,`, "nitro.record.epoch", "past the bound"},
 		{"step negative", `\"step\":4500,`, `\"step\":-1,`, "nitro.record.step", "negative"},
 	} {
