@@ -302,7 +302,12 @@ func (n *Nitro) resumePosition(rec *checkpoint.Record, ctl map[string]json.RawMe
 	case g == 0:
 		return dataPosition{}, fmt.Errorf("checkpoint %s was written by a run of %d process(es) and this run of %d shards its data itself (BuildData(d dist.Dist)) or has no collective: its global data position cannot be placed in this run's shards; resume with %d process(es), let core shard the data (BuildData() under WithCollective), or load its weights alone (WithCheckpoint, --weights-only)", path, recorded, w, recorded)
 	}
-	q, err := p.Rebatch(g, n.data["train"].Len(), n.cfg.accum.value)
+	train := n.data["train"]
+	if was := p.GlobalBatch / recorded; was != n.trainWidth && !prefetch.OrdersSamples(train) {
+		return dataPosition{}, fmt.Errorf("resume from %s: each process's train batch was %d samples and is %d now, and the train split's source (%T) does not say that its batch i of width B is samples iB to iB+B-1 of one order whatever B is (prefetch.SampleOrderer), so the recorded position names no sample of this run; resume with a train batch of %d per process, or give the source a SampleOrdered() bool method when that holds",
+			path, was, n.trainWidth, train, was)
+	}
+	q, err := p.Rebatch(g, train.Len(), n.cfg.accum.value)
 	if err != nil {
 		return dataPosition{}, fmt.Errorf("resume from %s (written by %d process(es), global batch %d; this run: %d process(es) x batch %d): %w", path, recorded, p.GlobalBatch, w, n.trainWidth, err)
 	}

@@ -156,3 +156,30 @@ func sameParams(t *testing.T, got, want *core.Nitro, tol float64) {
 		}
 	}
 }
+
+// unordered is a train source that makes no promise about its order of samples (no
+// SampleOrdered): only its own batch size can resume it at a sample.
+type unordered struct{ prefetch.Source }
+
+func (unordered) DropsPartial() bool { return true }
+
+// A source that does not promise one order of samples whatever its batch size resumes under
+// another world size only at its own batch size: 2 ranks of 8 stopped after step 2 (4 source
+// batches) resume on 1 process of 8 at batch 4 (4 more steps, then 8), and are refused on 1
+// process of 16, naming the batch sizes and the fix.
+func TestResumeUnderAnotherBatchSizeNeedsSampleOrder(t *testing.T) {
+	dir := t.TempDir()
+	data := func(batch int) core.Option {
+		d := shuffledData(t, batch)
+		d["train"] = unordered{d["train"]}
+		return core.WithData(d)
+	}
+	trainWorld(t, 2, dir, trainSteps(2), data(8))
+	_, err := core.New(&coretest.Reg{}, coretest.CkptOpts(dir, data(16), core.WithMaxEpochs(2), core.WithResume(core.ResumeAuto))...)
+	coretest.WantErr(t, err, "each process's train batch was 8 samples and is 16 now", "(prefetch.SampleOrderer)", "resume with a train batch of 8 per process")
+	n := coretest.New(t, &coretest.Reg{}, coretest.CkptOpts(dir, data(8), core.WithMaxEpochs(2), core.WithResume(core.ResumeAuto))...)
+	coretest.Train(t, n)
+	if h := n.History(); n.Step() != 14 || len(h) != 2 || h[0].Steps != 4 {
+		t.Errorf("ended at step %d after epochs %+v; want step 14, the first epoch's last 4 steps", n.Step(), h)
+	}
+}
