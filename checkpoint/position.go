@@ -54,7 +54,7 @@ func (p Position) Rebatch(globalBatch, epochBatches, accum int) (Position, error
 	if !p.Global() {
 		return Position{}, fmt.Errorf("position.batch %d counts one process's shard batches (the record has no position.global_batch): it names the same samples only under the world size and batch size that wrote it", p.Batch)
 	}
-	if f, msg := p.inconsistent(); f != "" {
+	if f, msg := outOfBounds(0, 0, p); f != "" {
 		return Position{}, fmt.Errorf("%s: %s", f, msg)
 	}
 	q := Position{Epoch: p.Epoch, GlobalBatch: globalBatch, EpochBatches: epochBatches}

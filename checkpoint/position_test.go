@@ -34,6 +34,7 @@ func TestRebatch(t *testing.T) {
 		{"past this run's epoch", rec(2, 128, 10, 19), 128, 15, 1, 0, "past this run's epoch of 15 batches"},
 		{"shard batches (an older record)", Position{Epoch: 3, Batch: 7}, 256, 19, 1, 0, "counts one process's shard batches"},
 		{"inconsistent", Position{Epoch: 3, Batch: 7, GlobalBatch: 256}, 256, 19, 1, 0, "both are set or neither"},
+		{"a negative batch", Position{Epoch: 3, Batch: -2, GlobalBatch: 256, EpochBatches: 19}, 128, 39, 1, 0, "position.batch: -2 is negative"},
 		{"a zero global batch asked", rec(2, 128, 7, 19), 0, 19, 1, 0, "each >= 1"},
 	} {
 		got, err := tc.from.Rebatch(tc.global, tc.batches, tc.accum)
