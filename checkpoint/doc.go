@@ -3,11 +3,12 @@
 // newest; EveryN; Memory for tests) and listed in the manifest.json beside it.
 // Guide: docs/checkpoints.md.
 //
-// A Record (tensors as little-endian bytes; epoch, step, metrics, run, experiment values, logger,
-// RNG and data-position state; the caller's opaque Control JSON) is stored as metadata JSON under
-// the header's "__metadata__" key "nitro.record", with a CRC-32C of the data and, first, a SHA-256
-// of the header, so a record read alone is verified too. The codec is tensorfile's (not
-// nlpodyssey/safetensors, which lets a duplicate tensor name silently win and reads whole files).
+// A Record (tensors as little-endian bytes; epoch, step, metrics, run, experiment values, logger
+// and RNG state; the data Position in global batches, which Rebatch maps onto another batch size;
+// the caller's opaque Control JSON) is stored as metadata JSON under the header's "__metadata__"
+// key "nitro.record", with a CRC-32C of the data and, first, a SHA-256 of the header, so a record
+// read alone is verified too. The codec is tensorfile's (not nlpodyssey/safetensors, which lets a
+// duplicate tensor name silently win and reads whole files).
 // Checkpointer is the seam; Ranker (the metric TopK ranks by) and Adopter (take the run's
 // directory) are optional sides; ReadOnly views one for a process that shares the writer's
 // directory. Files go through FS and tensorfile.WriteFS: temp file, fsync, rename, fsync of the

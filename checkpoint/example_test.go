@@ -183,3 +183,17 @@ func ExampleWithIORetry() {
 	fmt.Println(path, err)
 	// Output: /run/epoch-0001-step-750-val_loss=0.5.safetensors <nil>
 }
+
+// A run of 2 processes with batch 128 each (a global batch of 256) stopped after 7 global
+// batches, sample 1792 of its epoch. Resumed on 1 process with batch 128, that sample starts
+// batch 14; with a global batch of 384 no batch starts there, and the resume is refused.
+func ExamplePosition_Rebatch() {
+	p := checkpoint.Position{Epoch: 1, Batch: 7, GlobalBatch: 256, EpochBatches: 19}
+	q, err := p.Rebatch(128, 39, 1)
+	fmt.Println(q.Batch, q.Samples(), err)
+	_, err = p.Rebatch(384, 13, 1)
+	fmt.Println(err != nil)
+	// Output:
+	// 14 1792 <nil>
+	// true
+}

@@ -210,6 +210,7 @@ var (
 	recordOptional = []string{"metrics", "stop_reason", "preset", "run_id", "run_url", "derived",
 		"anchor_checksums", "logger_type", "logger_state", "rng_state", "build", "control", "mixed_precision", "accum"}
 	positionRequired = []string{"epoch", "batch"}
+	positionOptional = []string{"global_batch", "epoch_batches"}
 )
 
 // decodeRecordMeta decodes the record JSON refusing a duplicate, unknown or missing key (naming
@@ -233,7 +234,7 @@ func decodeRecordMeta(file string, raw []byte) (*recordMeta, error) {
 	}
 	var top map[string]json.RawMessage
 	json.Unmarshal(raw, &top) // checkKeys parsed it already
-	if err := checkKeys(top["position"], positionRequired, nil); err != nil {
+	if err := checkKeys(top["position"], positionRequired, positionOptional); err != nil {
 		return nil, formatErr(file, field+".position", "%v", err)
 	}
 	if f, msg := outOfBounds(m.Epoch, m.Step, m.Position); f != "" {
@@ -303,17 +304,19 @@ const (
 )
 
 // outOfBounds names the first counter outside [0, MaxEpoch] or [0, MaxStep] ("epoch", "step",
-// "position.epoch", "position.batch") and says why; "" when all are in bounds.
+// "position.epoch", "position.batch", ...) or the position field that disagrees with the others
+// (Position.inconsistent), and says why; "" when all are in bounds.
 func outOfBounds(epoch, step int, pos Position) (field, msg string) {
 	for _, c := range []struct {
 		name   string
 		v, max int
-	}{{"epoch", epoch, MaxEpoch}, {"step", step, MaxStep}, {"position.epoch", pos.Epoch, MaxEpoch}, {"position.batch", pos.Batch, MaxStep}} {
+	}{{"epoch", epoch, MaxEpoch}, {"step", step, MaxStep}, {"position.epoch", pos.Epoch, MaxEpoch}, {"position.batch", pos.Batch, MaxStep},
+		{"position.global_batch", pos.GlobalBatch, MaxStep}, {"position.epoch_batches", pos.EpochBatches, MaxStep}} {
 		if c.v < 0 || c.v > c.max {
 			return c.name, boundMsg(c.v, c.max)
 		}
 	}
-	return "", ""
+	return pos.inconsistent()
 }
 
 func boundMsg(v, max int) string {

@@ -65,7 +65,7 @@ func sampleRecord() *Record {
 		LoggerType:      "logjson.Logger",
 		LoggerState:     json.RawMessage(`{"offset":1234,"path":"runs/x/log.jsonl"}`),
 		RNGState:        []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24},
-		Position:        Position{Epoch: 7, Batch: 0},
+		Position:        Position{Epoch: 7, Batch: 0, GlobalBatch: 256, EpochBatches: 19},
 		Build:           "github.com/nitro-go/nitro/cmd@v0.0.0 vcs.revision=abc",
 	}
 }

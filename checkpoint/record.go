@@ -22,12 +22,6 @@ type Values struct {
 	Host       map[string]string `json:"host,omitempty"`
 }
 
-// Position is where the data stream stands: the epoch and the next batch within it.
-type Position struct {
-	Epoch int `json:"epoch"`
-	Batch int `json:"batch"`
-}
-
 // Record is one checkpoint: the tensors, in the order given (the file keeps it), and the
 // metadata a resume or a reader needs. Strings must be valid UTF-8; LoggerState and Control
 // must be JSON (they are stored compacted).

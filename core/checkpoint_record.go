@@ -70,7 +70,7 @@ func (n *Nitro) record(res EpochResult, reason runstatus.Status) (*checkpoint.Re
 		RunURL:   logjson.RunURL(n.log.l),
 		Values:   n.recordValues(),
 		Derived:  n.derived,
-		Position: checkpoint.Position{Epoch: n.st.data.epoch, Batch: n.st.data.batch},
+		Position: n.recordPosition(), // collective.go
 		Build:    engine.BuildIdentity(),
 	}
 	if n.cfg.precision.value.Casts() { // a float32 record stays as it was before modes

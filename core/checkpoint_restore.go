@@ -246,8 +246,9 @@ func (n *Nitro) restore(rec *checkpoint.Record, path string, full bool) error {
 	if err != nil {
 		return err
 	}
+	var at dataPosition
 	if full {
-		if err := n.restoreProgress(rec, path); err != nil {
+		if at, err = n.restoreProgress(rec, path); err != nil {
 			return err
 		}
 	}
@@ -256,37 +257,37 @@ func (n *Nitro) restore(rec *checkpoint.Record, path string, full bool) error {
 	}
 	if full {
 		n.st.step, n.st.epoch = rec.Step, rec.Epoch
-		n.st.data = dataPosition{epoch: rec.Position.Epoch, batch: rec.Position.Batch}
+		n.st.data = at
 	}
 	return nil
 }
 
 // restoreProgress is what a resume takes back besides the tensors: the control state (checked on
 // every resume, early stopping on or off: a record whose control does not parse is damaged,
-// whatever part of it this run would use), early stopping's progress, and the logger's state.
-func (n *Nitro) restoreProgress(rec *checkpoint.Record, path string) error {
+// whatever part of it this run would use), early stopping's progress, the logger's state, and
+// the data position in this run's batches.
+func (n *Nitro) restoreProgress(rec *checkpoint.Record, path string) (dataPosition, error) {
+	var ctl map[string]json.RawMessage
 	if len(rec.Control) > 0 {
-		var ctl map[string]json.RawMessage
 		if err := json.Unmarshal(rec.Control, &ctl); err != nil {
-			return fmt.Errorf("checkpoint %s: control state: %w", path, err)
+			return dataPosition{}, fmt.Errorf("checkpoint %s: control state: %w", path, err)
 		}
-		if err := n.checkWorldSize(ctl, path); err != nil { // collective.go
-			return err
-		}
-	} else if err := n.checkWorldSize(nil, path); err != nil {
-		return err
+	}
+	at, err := n.resumePosition(rec, ctl, path) // collective.go
+	if err != nil {
+		return dataPosition{}, err
 	}
 	if n.ck.es != nil {
 		// Resume runs only in New, so a failure after this leaves no Nitro behind to hold a
 		// half-restored policy.
 		if err := n.restoreEarlyStop(rec.Control, path); err != nil {
-			return err
+			return dataPosition{}, err
 		}
 	}
 	if n.log.l != nil {
 		if err := logjson.Reattach(n.log.l, rec.LoggerType, rec.LoggerState); err != nil {
-			return fmt.Errorf("resume from %s: %w", path, err)
+			return dataPosition{}, fmt.Errorf("resume from %s: %w", path, err)
 		}
 	}
-	return nil
+	return at, nil
 }

@@ -116,7 +116,7 @@ func TestDefaultCheckpointer(t *testing.T) {
 		t.Errorf("param/backbone/dense/weights is %s%v, want F32[4 8]", w.DType, w.Shape)
 	}
 	if rec.Epoch != 5 || rec.Step != 40 || rec.StopReason != core.StopCompleted || rec.Preset != "tiny" ||
-		rec.Position != (checkpoint.Position{Epoch: 5, Batch: 8}) || !strings.Contains(rec.Build, "github.com/nitro-go/nitro/core@") {
+		rec.Position != (checkpoint.Position{Epoch: 5, Batch: 8, GlobalBatch: 8, EpochBatches: 8}) || !strings.Contains(rec.Build, "github.com/nitro-go/nitro/core@") {
 		t.Errorf("record metadata: epoch %d step %d stop %q preset %q position %+v build %q", rec.Epoch, rec.Step, rec.StopReason, rec.Preset, rec.Position, rec.Build)
 	}
 	for _, m := range []string{"val_loss", "train_loss"} {
@@ -213,7 +213,7 @@ func TestResumeFinishesAnInterruptedEpoch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h.StopReason != core.StopRequested || h.Position != (checkpoint.Position{Epoch: 1, Batch: 4}) {
+		if h.StopReason != core.StopRequested || h.Position != (checkpoint.Position{Epoch: 1, Batch: 4, GlobalBatch: 8, EpochBatches: 8}) {
 			t.Fatalf("interrupted checkpoint: stop %q position %+v", h.StopReason, h.Position)
 		}
 		second := coretest.New(t, &Groups{}, append(coretest.CkptOpts(dir, core.WithData(shuffled(t)), core.WithMaxEpochs(2), core.WithResume(core.ResumeAuto)), on...)...)

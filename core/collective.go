@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/dist"
 	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/metrics"
@@ -86,6 +87,7 @@ func (su *setup) shardForCollective(data prefetch.Data) (prefetch.Data, error) {
 		}
 		out[name] = s
 	}
+	su.sharded = true
 	return out, nil
 }
 
@@ -245,21 +247,75 @@ func (n *Nitro) recordWorldSize(control json.RawMessage) (json.RawMessage, error
 	return json.Marshal(ctl)
 }
 
-// checkWorldSize refuses a resume under another world size than the record's: the data
-// position is counted in each rank's shard batches, so under another world size it names other
-// samples and the run would see some twice and skip others. A weights-only load
-// (WithCheckpoint) takes no position and is not refused.
-func (n *Nitro) checkWorldSize(ctl map[string]json.RawMessage, path string) error {
+// recordedWorldSize is the world size a record's control state names (absent: one).
+func recordedWorldSize(ctl map[string]json.RawMessage, path string) (int, error) {
 	recorded := 1
 	if raw, ok := ctl[worldSizeKey]; ok {
 		if err := json.Unmarshal(raw, &recorded); err != nil || recorded < 1 {
-			return fmt.Errorf("checkpoint %s: control state: %s is %s: want an integer >= 1", path, worldSizeKey, raw)
+			return 0, fmt.Errorf("checkpoint %s: control state: %s is %s: want an integer >= 1", path, worldSizeKey, raw)
 		}
 	}
-	if w := n.Dist().WorldSize; w != recorded {
-		return fmt.Errorf("checkpoint %s was written by a run of %d process(es) and this run has %d: resuming across world sizes is not supported (the data position is per rank's shard); resume with %d, or load its weights alone (WithCheckpoint, --weights-only)", path, recorded, w, recorded)
+	return recorded, nil
+}
+
+// globalBatch is the samples one train batch index takes over every process (the world size
+// times this process's batch), when the processes' batches i make one global batch i of a
+// single order: one process, or train data core sharded itself (dist.Shard's strides). 0 when
+// the experiment sharded its own (BuildData(d dist.Dist)) or the processes share no collective.
+func (n *Nitro) globalBatch() int {
+	if _, ok := n.data["train"]; !ok || (n.Dist().WorldSize > 1 && !n.sharded) {
+		return 0
 	}
-	return nil
+	return n.Dist().WorldSize * n.trainWidth
+}
+
+// recordPosition is the data position as a record keeps it: in global batches when the run
+// has them (globalBatch), so that another world size or batch size can resume it.
+func (n *Nitro) recordPosition() checkpoint.Position {
+	p := checkpoint.Position{Epoch: n.st.data.epoch, Batch: n.st.data.batch}
+	if g := n.globalBatch(); g > 0 {
+		p.GlobalBatch, p.EpochBatches = g, n.data["train"].Len()
+	}
+	return p
+}
+
+// resumePosition is the record's data position in this run's batches. The same world size and
+// global batch take it as written (a record from before global positions included). Another
+// world size or global batch maps the record's consumed samples onto this run's batches
+// (checkpoint.Position.Rebatch), exactly or not at all; a position counted in one process's
+// shard batches cannot be mapped, and is refused under another world size. A weights-only load
+// (WithCheckpoint) takes no position and is not refused.
+func (n *Nitro) resumePosition(rec *checkpoint.Record, ctl map[string]json.RawMessage, path string) (dataPosition, error) {
+	recorded, err := recordedWorldSize(ctl, path)
+	if err != nil {
+		return dataPosition{}, err
+	}
+	p, w, g := rec.Position, n.Dist().WorldSize, n.globalBatch()
+	if p.Global() && p.GlobalBatch%recorded != 0 {
+		return dataPosition{}, fmt.Errorf("checkpoint %s: position.global_batch %d is not a multiple of the %d processes (control state %s) that wrote it: the record is damaged", path, p.GlobalBatch, recorded, worldSizeKey)
+	}
+	switch {
+	case w == recorded && (!p.Global() || p.GlobalBatch == g):
+		return dataPosition{epoch: p.Epoch, batch: p.Batch}, nil
+	case !p.Global():
+		return dataPosition{}, fmt.Errorf("checkpoint %s was written by a run of %d process(es) and this run has %d: its data position counts each rank's shard batches (no position.global_batch: written by an older nitro, or by a run whose BuildData(d dist.Dist) shards its own data), which name other samples under another world size; resume with %d, or load its weights alone (WithCheckpoint, --weights-only)", path, recorded, w, recorded)
+	case g == 0:
+		return dataPosition{}, fmt.Errorf("checkpoint %s was written by a run of %d process(es) and this run of %d shards its data itself (BuildData(d dist.Dist)) or has no collective: its global data position cannot be placed in this run's shards; resume with %d process(es), let core shard the data (BuildData() under WithCollective), or load its weights alone (WithCheckpoint, --weights-only)", path, recorded, w, recorded)
+	}
+	train := n.data["train"]
+	if was := p.GlobalBatch / recorded; was != n.trainWidth && !prefetch.OrdersSamples(train) {
+		return dataPosition{}, fmt.Errorf("resume from %s: each process's train batch was %d samples and is %d now, and the train split's source (%T) does not say that its batch i of width B is samples iB to iB+B-1 of one order whatever B is (prefetch.SampleOrderer), so the recorded position names no sample of this run; resume with a train batch of %d per process, or give the source a SampleOrdered() bool method when that holds",
+			path, was, n.trainWidth, train, was)
+	}
+	q, err := p.Rebatch(g, train.Len(), n.cfg.accum.value)
+	if err != nil {
+		return dataPosition{}, fmt.Errorf("resume from %s (written by %d process(es), global batch %d; this run: %d process(es) x batch %d): %w", path, recorded, p.GlobalBatch, w, n.trainWidth, err)
+	}
+	if p.GlobalBatch != g {
+		n.notice(fmt.Sprintf("resume: the global batch was %d samples and is %d now (%d process(es) x batch %d): steps per epoch change with it", p.GlobalBatch, g, w, n.trainWidth))
+	}
+	n.notice(fmt.Sprintf("resume: data position of %d process(es), epoch %d batch %d of %d samples, is batch %d of %d samples over %d process(es)", recorded, p.Epoch, p.Batch, p.GlobalBatch, q.Batch, g, w))
+	return dataPosition{epoch: q.Epoch, batch: q.Batch}, nil
 }
 
 // stepInterrupted is whether the epoch stops at this step boundary for an Interrupt. One process

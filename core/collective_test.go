@@ -8,7 +8,6 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/collective"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/core/coretest"
@@ -34,6 +33,11 @@ func runRanks(t *testing.T, world int, opts func(r int) []core.Option, started .
 
 // runRanksOf is runRanks on the experiments mk makes.
 func runRanksOf(t *testing.T, mk func() any, world int, opts func(r int) []core.Option, started ...func(r int, n *core.Nitro)) ([]*core.Nitro, []error) {
+	return runRanksTo(t, mk, world, opts, (*core.Nitro).Train, started...)
+}
+
+// runRanksTo is runRanksOf with train, not Train, as each rank's verb (a TrainSteps call).
+func runRanksTo(t *testing.T, mk func() any, world int, opts func(r int) []core.Option, train func(n *core.Nitro) error, started ...func(r int, n *core.Nitro)) ([]*core.Nitro, []error) {
 	ranks, err := collective.Local(world)
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +52,7 @@ func runRanksOf(t *testing.T, mk func() any, world int, opts func(r int) []core.
 				for _, f := range started {
 					f(r, n)
 				}
-				err = n.Train()
+				err = train(n)
 			}
 			if err != nil {
 				ranks[r].Leave(err) // as a process that exits: the others stop instead of waiting
@@ -145,37 +149,6 @@ func TestCollectiveRefusesTheFusedStep(t *testing.T) {
 	ranks, _ := collective.Local(2)
 	_, err := core.New(&coretest.Reg{}, coretest.GoOpts(nil, core.WithData(collectiveData(t, 8)), core.WithCollective(ranks[1]))...)
 	coretest.WantErr(t, err, "WithCollective: the collective is rank 1 of 2, WithDist says rank 0 of 1")
-}
-
-// A checkpoint of a 2-process run resumes on 2 processes and is refused on 1, naming both world
-// sizes: its data position counts each rank's shard batches.
-func TestCollectiveResumeKeepsTheWorldSize(t *testing.T) {
-	dir := t.TempDir()
-	topK := func() core.Option {
-		c, err := checkpoint.NewTopK(3, "val_loss", "min", dir, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return core.WithCheckpointer(c)
-	}
-	_, errs := runRanks(t, 2, func(r int) []core.Option {
-		return []core.Option{core.WithData(collectiveData(t, 8)), core.WithMaxEpochs(1), core.WithRunDir(dir), topK()}
-	})
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
-	_, err := core.New(&coretest.Reg{}, coretest.CkptOpts(dir, core.WithData(collectiveData(t, 16)), core.WithMaxEpochs(2), core.WithResume(core.ResumeAuto))...)
-	coretest.WantErr(t, err, "was written by a run of 2 process(es) and this run has 1: resuming across world sizes is not supported")
-	ns, errs := runRanks(t, 2, func(r int) []core.Option {
-		return []core.Option{core.WithData(collectiveData(t, 8)), core.WithMaxEpochs(2), core.WithRunDir(dir), topK(), core.WithResume(core.ResumeAuto)}
-	})
-	for r, err := range errs {
-		if err != nil || ns[r].Epoch() != 2 {
-			t.Errorf("rank %d resumed on 2 processes: %v (epoch %d)", r, err, ns[r].Epoch())
-		}
-	}
 }
 
 // interrupting is a train source that interrupts its Nitro when batch at is read: an Interrupt

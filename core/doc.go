@@ -30,7 +30,9 @@
 // BuildData and, on every rank but 0, writes nothing: no logger, a read-only checkpointer, no
 // export. With WithCollective (a Collective: package mpi's Comm under mpirun) the processes
 // train one model: gradients and validation summed across them, setup refused when they
-// disagree on what they run (collective.go, docs/multihost.md).
+// disagree on what they run (collective.go, docs/multihost.md). A checkpoint's data position
+// counts global batches, so a resume under another world size or batch size continues at the
+// same sample (checkpoint.Position.Rebatch) or is refused.
 //
 // WithInputSpecs builds a Nitro for export or predict with no data. Core never imports
 // exportbundle: training links neither it nor its cgo capture shim.

@@ -39,6 +39,7 @@ type setup struct {
 	evalm evalMetrics // where the evaluation metrics run, and HostMetrics (hostmetrics.go)
 
 	data         prefetch.Data
+	sharded      bool // core cut the splits into this rank's shards (shardForCollective)
 	trainWidth   int
 	splitWidth   map[string]int             // per split: batch 0's rows, the compiled width
 	prefetchFrom map[string]string          // per split: where its prefetch settings came from

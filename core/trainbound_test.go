@@ -113,8 +113,8 @@ func TestTrainStepsResumesTheRemainingSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.StopReason != "" || h.Position != (checkpoint.Position{Epoch: 3, Batch: 4}) {
-		t.Errorf("checkpoint at step 20 of 24: stop reason %q, position %+v; want none and epoch 3 batch 4", h.StopReason, h.Position)
+	if h.StopReason != "" || h.Position != (checkpoint.Position{Epoch: 3, Batch: 4, GlobalBatch: 8, EpochBatches: 8}) {
+		t.Errorf("checkpoint at step 20 of 24: stop reason %q, position %+v; want none and epoch 3 batch 4 of 8 (8 samples each)", h.StopReason, h.Position)
 	}
 }
 

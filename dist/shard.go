@@ -78,6 +78,7 @@ type EpochSharded struct{ *Sharded }
 
 var (
 	_ prefetch.PartialDropper = (*Sharded)(nil)
+	_ prefetch.SampleOrderer  = (*Sharded)(nil)
 	_ prefetch.EpochSource    = (*EpochSharded)(nil)
 )
 
@@ -113,6 +114,10 @@ func (s *Sharded) DropsPartial() bool {
 	pd, ok := s.src.(prefetch.PartialDropper)
 	return ok && pd.DropsPartial()
 }
+
+// SampleOrdered is the wrapped source's answer (false when it gives none): the shards of all
+// ranks together serve the wrapped source's batches, so they keep its order of samples.
+func (s *Sharded) SampleOrdered() bool { return prefetch.OrdersSamples(s.src) }
 
 // Dist is the rank and world size the shard was cut for.
 func (s *Sharded) Dist() Dist { return s.d }

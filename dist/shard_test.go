@@ -167,3 +167,25 @@ func TestShardEvalCoversEveryBatch(t *testing.T) {
 		t.Errorf("rank 8 of 9 over 7 batches: Len %d", s.Len())
 	}
 }
+
+// A shard keeps its source's answer to SampleOrdered: the ranks' shards together serve the
+// source's batches.
+func TestShardKeepsSampleOrder(t *testing.T) {
+	d := Dist{Rank: 1, WorldSize: 2}
+	src, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": tensors.FromFlatDataAndDimensions(make([]float32, 16), 16)}, 4, prefetch.ArrayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		src  prefetch.Source
+		want bool
+	}{{src, true}, {struct{ prefetch.Source }{src}, false}} {
+		sh, err := Shard(c.src, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := prefetch.OrdersSamples(sh); got != c.want {
+			t.Errorf("a shard of %T orders samples: %v, want %v", c.src, got, c.want)
+		}
+	}
+}

@@ -120,20 +120,113 @@ func TestMPIMatchesOneProcessOnLocalDevices(t *testing.T) {
 			if got.params != 1 {
 				t.Errorf("%d params lines, want 1: only rank 0 writes", got.params)
 			}
-			if len(got.loss) != len(want.loss) || len(got.loss) == 0 {
-				t.Fatalf("%d train lines, one process %d", len(got.loss), len(want.loss))
-			}
-			for i := range got.loss {
-				if got.steps[i] != i+1 {
-					t.Fatalf("train line %d is step %d: one train line per step, from one rank", i, got.steps[i])
-				}
-				if math.Abs(got.loss[i]-want.loss[i]) > 1e-5 {
-					t.Errorf("step %d: loss %.8g over %d processes, %.8g on %d devices", i+1, got.loss[i], c.world, want.loss[i], c.world*c.devs)
-				}
-			}
+			sameSteps(t, got, want, fmt.Sprintf("over %d processes", c.world), fmt.Sprintf("on %d devices", c.world*c.devs))
 			compareFinal(t, multi, single)
 		})
 	}
+}
+
+// TestMPIResumeAcrossWorldSizes: a run stopped part-way through its first epoch (a SIGINT: the
+// ranks vote to stop at one step boundary and checkpoint there) resumes under another world size
+// at the same global batch: `mpirun -np 2` (BatchSize 16 each) on 1 process with 2 local devices
+// (BatchSize 32), and the other way round. The run dir's record then holds every step of the
+// uninterrupted run once (no batch trained twice or skipped), each loss within 1e-5 of the
+// uninterrupted run's on 1 process with 2 devices, and the final checkpoint's tensors within 1e-5.
+func TestMPIResumeAcrossWorldSizes(t *testing.T) {
+	m := newMPIRun(t)
+	ctx, cancel := context.WithTimeout(context.Background(), docTimeout)
+	defer cancel()
+	dir := t.TempDir()
+	single := func(runDir string, more ...string) *exec.Cmd {
+		return m.command(ctx, m.bin, trainArgs(runDir, append([]string{"--set", "BatchSize=32", "--devices", "2"}, more...)...)...)
+	}
+	multi := func(runDir string, more ...string) *exec.Cmd {
+		args := append(append(slices.Clone(mpirunArgs), "-np", "2", m.bin), trainArgs(runDir, append([]string{"--set", "BatchSize=16"}, more...)...)...)
+		return m.command(ctx, m.mpirun, args...)
+	}
+	ref := filepath.Join(dir, "ref")
+	if out, err := single(ref).CombinedOutput(); err != nil {
+		t.Fatalf("uninterrupted run: %v\n%s", err, tail(out))
+	}
+	want := readRecord(t, ref)
+	for _, c := range []struct {
+		name          string
+		first, second func(runDir string, more ...string) *exec.Cmd
+		from, to      int // world sizes
+	}{{"np2-to-1-process-2-devices", multi, single, 2, 1}, {"1-process-2-devices-to-np2", single, multi, 1, 2}} {
+		t.Run(c.name, func(t *testing.T) {
+			runDir := stopPartWay(t, c.first, filepath.Join(dir, c.name), c.from)
+			out, err := c.second(runDir, "--resume", "auto").CombinedOutput()
+			if err != nil {
+				t.Fatalf("resume: %v\n%s", err, tail(out))
+			}
+			if note := fmt.Sprintf("resume: data position of %d process(es), epoch 1 batch", c.from); !bytes.Contains(out, []byte(note)) {
+				t.Errorf("the resume does not say it moved the data position (%q):\n%s", note, tail(out))
+			}
+			got := readRecord(t, runDir)
+			sameSteps(t, got, want, "stopped and resumed", "uninterrupted")
+			compareFinal(t, runDir, ref)
+		})
+	}
+}
+
+// sameSteps requires got to hold one train line per step of want's, in order (a step taken twice,
+// or by two ranks, or skipped fails), each loss within 1e-5 of want's; a and b name the runs.
+func sameSteps(t *testing.T, got, want record, a, b string) {
+	t.Helper()
+	if len(got.steps) != len(want.steps) || len(want.steps) == 0 {
+		t.Fatalf("%d train lines %s, %d %s", len(got.steps), a, len(want.steps), b)
+	}
+	for i := range got.steps {
+		if got.steps[i] != i+1 {
+			t.Fatalf("train line %d is step %d: one train line per step, from one rank, each step once", i, got.steps[i])
+		}
+		if math.Abs(got.loss[i]-want.loss[i]) > 1e-5 {
+			t.Errorf("step %d: loss %.8g %s, %.8g %s", i+1, got.loss[i], a, want.loss[i], b)
+		}
+	}
+}
+
+// stopPartWay starts cmd into a fresh run dir under dir (world processes), sends rank 0 a
+// SIGINT once it has trained, and returns the run dir once the run has stopped gracefully with
+// a checkpoint part-way through epoch 1. A stop that lands on the epoch's last step (there are
+// 156) is retried, twice at most.
+func stopPartWay(t *testing.T, cmd func(runDir string, more ...string) *exec.Cmd, dir string, world int) string {
+	t.Helper()
+	for try := range 3 {
+		runDir := filepath.Join(dir, strconv.Itoa(try))
+		c := cmd(runDir)
+		out, exited := startTraining(t, c, runDir)
+		pid := c.Process.Pid
+		if world > 1 {
+			pid = rankPID(t, pid, 0)
+		}
+		if err := syscall.Kill(pid, syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-exited; err != nil {
+			t.Fatalf("after SIGINT: %v (want a graceful stop)\n%s", err, tail(out.Bytes()))
+		}
+		path, ok, err := checkpoint.Newest(runDir)
+		if err != nil || !ok {
+			t.Fatalf("no checkpoint after the stop (%v):\n%s", err, tail(out.Bytes()))
+		}
+		h, err := checkpoint.Info(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := h.Position
+		if h.StopReason != "requested" || !p.Global() || p.GlobalBatch != 32 {
+			t.Fatalf("the stop's checkpoint: stop reason %q, position %+v; want requested, in global batches of 32", h.StopReason, p)
+		}
+		if p.Epoch == 1 && p.Batch > 0 && p.Batch < p.EpochBatches {
+			t.Logf("stopped at epoch 1, batch %d of %d", p.Batch, p.EpochBatches)
+			return runDir
+		}
+		t.Logf("the stop landed at epoch %d, batch %d of %d, not part-way through epoch 1: again", p.Epoch, p.Batch, p.EpochBatches)
+	}
+	t.Fatal("three SIGINTs never stopped the run part-way through epoch 1")
+	return ""
 }
 
 // rankEpochLines is each rank's "epoch" lines, from mpirun's --tag-output "[job,rank]<stdout>:".
@@ -206,11 +299,11 @@ func readRecord(t testing.TB, runDir string) record {
 func compareFinal(t *testing.T, a, b string) {
 	t.Helper()
 	last := func(dir string) *checkpoint.Record {
-		m, err := checkpoint.ReadManifest(dir)
-		if err != nil || len(m) == 0 {
-			t.Fatalf("%s: manifest %v, %v", dir, m, err)
+		path, ok, err := checkpoint.Newest(dir)
+		if err != nil || !ok {
+			t.Fatalf("%s: no newest checkpoint (%v)", dir, err)
 		}
-		rec, err := checkpoint.Read(filepath.Join(dir, m[len(m)-1].File))
+		rec, err := checkpoint.Read(path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -71,6 +71,10 @@ func (a *ArrayBatches) Len() int {
 // Samples is the number of samples in the source.
 func (a *ArrayBatches) Samples() int { return a.n }
 
+// SampleOrdered is true: batch i is samples iB to iB+B-1 of the stored order or, shuffled, of the
+// epoch's permutation of the samples, which does not depend on B.
+func (a *ArrayBatches) SampleOrdered() bool { return true }
+
 // DropsPartial reports the option.
 func (a *ArrayBatches) DropsPartial() bool { return a.opts.DropPartial }
 

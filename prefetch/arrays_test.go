@@ -310,3 +310,31 @@ func wantErr(t testing.TB, err error, want ...string) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// SampleOrdered's promise: the epoch's order of samples does not depend on the batch size, so
+// batch i of 8 is batches 2i and 2i+1 of 4, shuffled or not; declarations pass the answer through.
+func TestArrayBatchesOrderSamplesWhateverTheBatchSize(t *testing.T) {
+	for _, opts := range []prefetch.ArrayOptions{{}, {Shuffle: true, Seed: 5, DropPartial: true}} {
+		four, eight := indexed(t, 70, 4, opts), indexed(t, 70, 8, opts)
+		for _, a := range []*prefetch.ArrayBatches{four, eight} {
+			if err := a.BeginEpoch(3); err != nil {
+				t.Fatal(err)
+			}
+		}
+		byFour, byEight := order(t, four), order(t, eight)
+		n := min(len(byFour), len(byEight))
+		if n < 64 || !slices.Equal(byFour[:n], byEight[:n]) {
+			t.Errorf("%+v: batches of 4 serve %v, of 8 %v", opts, byFour, byEight)
+		}
+		it, err := prefetch.Prefetch(eight, prefetch.Defaults())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !prefetch.OrdersSamples(eight) || !prefetch.OrdersSamples(it) || !prefetch.OrdersSamples(prefetch.NoPrefetch(eight)) {
+			t.Errorf("ArrayBatches or a declaration of it does not say it orders samples")
+		}
+	}
+	if prefetch.OrdersSamples(prefetch.NoPrefetch(struct{ prefetch.Source }{indexed(t, 8, 4, prefetch.ArrayOptions{})})) {
+		t.Error("a source that does not say is taken to order samples")
+	}
+}

@@ -5,7 +5,7 @@
 // Guide: docs/data.md.
 //
 // It owns the data contract between a batch source and the training loop (Batch,
-// the index-addressable Source with its EpochSource and PartialDropper refinements, Data,
+// the index-addressable Source with its EpochSource, PartialDropper and SampleOrderer refinements, Data,
 // ArrayBatches, SplitArrays, BatchWidth, PadRows, and FieldSpec with CheckFieldSpecs for a field declared
 // without data) and the pipeline that keeps the device fed from it.
 // Prefetch declares a source with its settings and NoPrefetch declines; both pass BatchAt

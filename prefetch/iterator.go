@@ -59,9 +59,9 @@ func (o Options) Validate() error {
 // Iterator is a prefetch declaration: a source and its settings,
 // nothing else. It starts no goroutine; Start realizes it once the caller's transfer exists.
 //
-// It is itself a Source: Len, BatchAt, BeginEpoch and DropsPartial pass straight through to the
-// wrapped source, so iterating it by hand yields the source's own batches in order, with no
-// goroutine to leak. BeginEpoch is a no-op returning nil when the source has none; that makes
+// It is itself a Source: Len, BatchAt, BeginEpoch, DropsPartial and SampleOrdered pass straight
+// through to the wrapped source, so iterating it by hand yields the source's own batches in
+// order, with no goroutine to leak. BeginEpoch is a no-op returning nil when the source has none; that makes
 // every Iterator an EpochSource by type, so ask FanoutCapable, not a type assertion, whether
 // the source underneath can fan out.
 type Iterator struct {
@@ -73,6 +73,7 @@ type Iterator struct {
 var (
 	_ EpochSource    = (*Iterator)(nil)
 	_ PartialDropper = (*Iterator)(nil)
+	_ SampleOrderer  = (*Iterator)(nil)
 )
 
 // Prefetch declares that src is fed through the prefetch pipeline with opts; the settings are
@@ -105,6 +106,9 @@ func (it *Iterator) BeginEpoch(epoch int) error { return beginEpoch(it.src, epoc
 
 // DropsPartial is the source's DropsPartial, or false when it does not say.
 func (it *Iterator) DropsPartial() bool { return dropsPartial(it.src) }
+
+// SampleOrdered is the source's SampleOrdered, or false when it does not say.
+func (it *Iterator) SampleOrdered() bool { return OrdersSamples(it.src) }
 
 // Path is the path Start takes for this declaration: PathFanout when Workers > 1 and the
 // source is FanoutCapable, PathProducer otherwise.
@@ -163,6 +167,9 @@ func (n *NoPrefetchSource) BeginEpoch(epoch int) error { return beginEpoch(n.src
 
 // DropsPartial is the source's DropsPartial, or false when it does not say.
 func (n *NoPrefetchSource) DropsPartial() bool { return dropsPartial(n.src) }
+
+// SampleOrdered is the source's SampleOrdered, or false when it does not say.
+func (n *NoPrefetchSource) SampleOrdered() bool { return OrdersSamples(n.src) }
 
 // Describe is the declaration in one line, for the binding report.
 func (n *NoPrefetchSource) Describe() string { return "prefetch: inline (NoPrefetch)" }

@@ -36,5 +36,20 @@ type PartialDropper interface {
 	DropsPartial() bool
 }
 
+// SampleOrderer says whether a source's epoch is one order of samples whatever its batch size:
+// batch i of width B holds samples iB to iB+B-1 of that order (for a shuffled source, the epoch's
+// permutation of the samples, drawn without the batch size). Two such sources over the same data
+// at different batch sizes then serve the same samples in the same order, which is what lets a
+// resume under another batch size, or another number of processes, continue at the same sample.
+type SampleOrderer interface {
+	SampleOrdered() bool
+}
+
+// OrdersSamples is src's SampleOrdered, or false when it does not say.
+func OrdersSamples(src Source) bool {
+	so, ok := src.(SampleOrderer)
+	return ok && so.SampleOrdered()
+}
+
 // Data is what a model's BuildData returns: splits by name ("train", "val", "test", ...).
 type Data map[string]Source

@@ -39,7 +39,11 @@ func checkpointInfo(path string, stdout io.Writer) error {
 		row("run url", h.RunURL)
 	}
 	row("stop reason", orNone(string(h.StopReason)))
-	row("position", fmt.Sprintf("epoch %d, batch %d", h.Position.Epoch, h.Position.Batch))
+	pos := fmt.Sprintf("epoch %d, batch %d", h.Position.Epoch, h.Position.Batch)
+	if p := h.Position; p.Global() {
+		pos += fmt.Sprintf(" of %d (global batches of %d samples)", p.EpochBatches, p.GlobalBatch)
+	}
+	row("position", pos)
 	names := make([]string, 0, len(h.Metrics))
 	for k := range h.Metrics {
 		names = append(names, k)

@@ -100,3 +100,25 @@ func TestLsRefusesAnAbsurdManifest(t *testing.T) {
 		t.Errorf("ls: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 }
+
+// TestInfoSaysTheGlobalPosition: info prints a position counted in global batches with the
+// epoch's count and the global batch, and one counted in a process's shard batches as before.
+func TestInfoSaysTheGlobalPosition(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		pos  checkpoint.Position
+		want string
+	}{
+		{checkpoint.Position{Epoch: 1, Batch: 19, GlobalBatch: 32, EpochBatches: 156}, "position     epoch 1, batch 19 of 156 (global batches of 32 samples)\n"},
+		{checkpoint.Position{Epoch: 1, Batch: 19}, "position     epoch 1, batch 19\n"},
+	} {
+		path := filepath.Join(dir, "c.safetensors")
+		rec := &checkpoint.Record{Epoch: 1, Step: 19, Position: c.pos, Tensors: []checkpoint.Tensor{{Name: "w", DType: tensorfile.U8, Shape: []int{1}, Data: []byte{1}}}}
+		if err := checkpoint.Write(path, rec); err != nil {
+			t.Fatal(err)
+		}
+		if code, out, errs := runCLI("info", path); code != 0 || !strings.Contains(out, c.want) {
+			t.Errorf("info of %+v: exit %d (%s), want %q in\n%s", c.pos, code, errs, c.want, out)
+		}
+	}
+}

@@ -318,6 +318,10 @@ func (s *Source) Len() int {
 // Samples is the number of samples served per epoch (before dropping a partial batch).
 func (s *Source) Samples() int { return s.n }
 
+// SampleOrdered is true: batch i is samples iB to iB+B-1 of the epoch's plan (Rows, or the
+// permutation Config.Shuffle draws), which does not depend on B.
+func (s *Source) SampleOrdered() bool { return true }
+
 // DropsPartial reports Config.DropPartial.
 func (s *Source) DropsPartial() bool { return s.dropPartial }
 

@@ -205,19 +205,21 @@ func openPixels(path string, cfg parquet.Config) (*pixelSource, error) {
 }
 
 // pixelSource serves an MNIST Parquet source's batches with the image as Load makes it: float32
-// p/255. It passes Len, BeginEpoch and DropsPartial through, and walks Sequential through the
-// same conversion, so prefetch.CheckBatchAt checks the whole path.
+// p/255. It passes Len, BeginEpoch, DropsPartial and SampleOrdered through, and walks Sequential
+// through the same conversion, so prefetch.CheckBatchAt checks the whole path.
 type pixelSource struct{ src *parquet.Source }
 
 var (
 	_ prefetch.SequentialSource = (*pixelSource)(nil)
 	_ prefetch.EpochSource      = (*pixelSource)(nil)
 	_ prefetch.PartialDropper   = (*pixelSource)(nil)
+	_ prefetch.SampleOrderer    = (*pixelSource)(nil)
 )
 
 func (p *pixelSource) Len() int                   { return p.src.Len() }
 func (p *pixelSource) BeginEpoch(epoch int) error { return p.src.BeginEpoch(epoch) }
 func (p *pixelSource) DropsPartial() bool         { return p.src.DropsPartial() }
+func (p *pixelSource) SampleOrdered() bool        { return p.src.SampleOrdered() }
 
 // Samples is the number of samples per epoch.
 func (p *pixelSource) Samples() int { return p.src.Samples() }
