@@ -133,6 +133,10 @@ func (e *Engine) uploadSegmentsFrom(buf []float32) ([]*tensors.Tensor, error) {
 	be, out, off := e.backend.Backend, e.reduce.out[:0], 0
 	for _, g := range e.groups {
 		for s, seg := range g.segs {
+			if seg.size == 0 { // nothing to move, and PJRT's host transfer wants an element
+				out = append(out, tensors.FromShape(g.segShape(s)))
+				continue
+			}
 			b, err := be.BufferFromFlatData(0, buf[off:off+seg.size], g.segShape(s))
 			var t *tensors.Tensor
 			if err == nil {
