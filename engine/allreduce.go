@@ -61,6 +61,9 @@ func (e *Engine) reduceStep(grads []*tensors.Tensor, res *StepValues) ([]*tensor
 	if err = errors.Join(err, freeTensors(grads)); err != nil {
 		return nil, err
 	}
+	if off != n-len(scalars) { // the upload cuts the buffer by the groups' segments: they must match
+		return nil, fmt.Errorf("internal: the gradient program returned %d gradient elements, the parameter groups' segments hold %d", off, n-len(scalars))
+	}
 	copy(buf[off:], scalars)
 	if err := e.reducer.AllReduceSum(buf); err != nil {
 		return nil, fmt.Errorf("multi-process step: summing the gradients over %d processes: %w", e.reducer.Size(), err)
