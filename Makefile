@@ -92,7 +92,8 @@ bench-venv:
 
 ## bench: benchmarks that print ratios measured in one run (the step against GoMLX and JAX, on the MLP
 ## and on three model families: MLP, CNN, transformer; the
-## optimizer program against a one-pass copy, and its layouts at 6/60/600 arrays; the engine's
+## optimizer program against a one-pass copy, the all-reduce's share of the step at 2 processes (mpirun) on the
+## MNIST MLP and the three families with the network model it feeds, and its layouts at 6/60/600 arrays; the engine's
 ## compiles and steps at 6/60/600 arrays against the per-array optimizer program; the JSON logger;
 ## checkpoint I/O; the prefetch pipeline and the Parquet source; the server's load over loopback
 ## against the in-process runner, /predict against /v2 JSON and binary from Go and through the real

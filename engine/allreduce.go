@@ -1,10 +1,10 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
-	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gopjrt/dtypes"
 )
@@ -18,14 +18,19 @@ type AllReducer interface {
 }
 
 // reduceScratch is the one host buffer a step's gradients cross processes in, and the step's
-// scalars before they join it: allocated on the first step, reused by every later one.
-type reduceScratch struct{ buf, scalars []float32 }
+// scalars before they join it, and the slice of the reduced segments handed to the optimizer:
+// allocated on the first step, reused by every later one.
+type reduceScratch struct {
+	buf, scalars []float32
+	out          []*tensors.Tensor
+}
 
 // reduceStep sums the step's gradients (already reduced over this process's devices) and its
 // micro-batch scalars over the processes, in one collective over one contiguous buffer: the
-// gradients in parameter order, then per micro-batch its loss and its train metrics when they
-// were read (by name, sorted), then this process's stop vote (1 or 0), so that every process
-// learns in the same call whether any wants to stop after this step.
+// gradient segments in group order (each group's flat buffers, flat.go), then per micro-batch its
+// loss and its train metrics when they were read (by name, sorted), then this process's stop vote
+// (1 or 0), so that every process learns in the same call whether any wants to stop after this
+// step.
 //
 // The rule: each process's gradient is that of its mean loss over its own batch, so the mean
 // over the W processes, sum/W, is the gradient of the mean loss over the global batch of W x the
@@ -34,12 +39,60 @@ type reduceScratch struct{ buf, scalars []float32 }
 // non-finite on every rank when it is on one). The optimizer then runs on every rank with the
 // same inputs, keeping the parameters identical.
 //
-// The device gradients are freed; the reduced ones come back as host tensors the optimizer
-// program uploads (and donates).
+// Each segment is copied device -> buffer and buffer -> device directly, with no host tensor in
+// between: the host holds the gradients once, in the buffer, whatever the step count. The device
+// gradients are freed; the reduced ones come back as device tensors the optimizer program donates.
 func (e *Engine) reduceStep(grads []*tensors.Tensor, res *StepValues) ([]*tensors.Tensor, error) {
-	micro := res.Micro
+	scalars := e.stepScalars(res)
+	n := len(scalars)
+	for _, g := range e.groups {
+		if dtypeOf(g.dtype) != dtypes.Float32 {
+			return nil, fmt.Errorf("multi-process step: parameter group %q is %s; the all-reduce sums float32 gradients only: keep the parameters float32", g.name, g.dtype)
+		}
+		for _, s := range g.segs {
+			n += s.size
+		}
+	}
+	if cap(e.reduce.buf) < n {
+		e.reduce.buf = make([]float32, n)
+	}
+	buf := e.reduce.buf[:n]
+	off, err := e.downloadSegments(grads, buf)
+	if err = errors.Join(err, freeTensors(grads)); err != nil {
+		return nil, err
+	}
+	if off != n-len(scalars) { // the upload cuts the buffer by the groups' segments: they must match
+		return nil, fmt.Errorf("internal: the gradient program returned %d gradient elements, the parameter groups' segments hold %d", off, n-len(scalars))
+	}
+	copy(buf[off:], scalars)
+	if err := e.reducer.AllReduceSum(buf); err != nil {
+		return nil, fmt.Errorf("multi-process step: summing the gradients over %d processes: %w", e.reducer.Size(), err)
+	}
+	inv := 1 / float32(e.reducer.Size())
+	for i := range buf {
+		buf[i] *= inv
+	}
+	out, err := e.uploadSegmentsFrom(buf)
+	if err != nil {
+		return nil, err
+	}
+	for i := range res.Micro {
+		res.Micro[i].Loss = float64(buf[off])
+		off++
+		for _, k := range sortedKeys(res.Micro[i].Metrics) {
+			res.Micro[i].Metrics[k] = float64(buf[off])
+			off++
+		}
+	}
+	res.Stop = buf[off] > 0
+	return out, nil
+}
+
+// stepScalars lays the step's micro-batch losses and read metrics, then the stop vote, out in
+// the reused scalars slice.
+func (e *Engine) stepScalars(res *StepValues) []float32 {
 	scalars := e.reduce.scalars[:0]
-	for _, m := range micro {
+	for _, m := range res.Micro {
 		scalars = append(scalars, float32(m.Loss))
 		for _, k := range sortedKeys(m.Metrics) {
 			scalars = append(scalars, float32(m.Metrics[k]))
@@ -49,57 +102,58 @@ func (e *Engine) reduceStep(grads []*tensors.Tensor, res *StepValues) ([]*tensor
 	if e.vote != nil && e.vote() {
 		vote = 1
 	}
-	scalars = append(scalars, vote)
-	e.reduce.scalars = scalars
-	n := len(scalars)
-	shaped := make([]shapes.Shape, len(grads)) // kept: a freed tensor has no shape
-	for i, t := range grads {
-		shaped[i] = t.Shape()
-		if t.DType() != dtypes.Float32 {
-			return nil, fmt.Errorf("multi-process step: a gradient is %s (%s); the all-reduce sums float32 gradients only: keep the parameters float32", t.DType(), t.Shape())
-		}
-		n += t.Shape().Size()
-	}
-	if cap(e.reduce.buf) < n {
-		e.reduce.buf = make([]float32, n)
-	}
-	buf := e.reduce.buf[:n]
-	off := 0
+	e.reduce.scalars = append(scalars, vote)
+	return e.reduce.scalars
+}
+
+// downloadSegments copies each gradient segment, on device 0, into buf end to end, in group
+// order; it returns where the segments end.
+func (e *Engine) downloadSegments(grads []*tensors.Tensor, buf []float32) (int, error) {
+	be, off := e.backend.Backend, 0
 	for _, t := range grads {
-		var err error
-		if t.Shape().Size() > 0 {
-			err = t.ConstFlatData(func(flat any) { off += copy(buf[off:], flat.([]float32)) })
+		n := t.Shape().Size()
+		if n == 0 {
+			continue
+		}
+		if off+n > len(buf) {
+			return 0, fmt.Errorf("internal: the gradient segments hold more than the parameters' %d elements", len(buf))
+		}
+		b, err := t.Buffer(be, 0) // a program output: already on device 0, nothing moves
+		if err == nil {
+			err = be.BufferToFlatData(b, buf[off:off+n])
 		}
 		if err != nil {
-			return nil, fmt.Errorf("multi-process step: reading a gradient %s back: %w", t.Shape(), err)
+			return 0, fmt.Errorf("multi-process step: reading a gradient segment %s back: %w", t.Shape(), err)
+		}
+		off += n
+	}
+	return off, nil
+}
+
+// uploadSegmentsFrom places each group's segments on device 0 from buf (laid out as
+// downloadSegments left it), counted as parameter-sized uploads.
+func (e *Engine) uploadSegmentsFrom(buf []float32) ([]*tensors.Tensor, error) {
+	be, out, off := e.backend.Backend, e.reduce.out[:0], 0
+	for _, g := range e.groups {
+		for s, seg := range g.segs {
+			if seg.size == 0 { // nothing to move, and PJRT's host transfer wants an element
+				out = append(out, tensors.FromShape(g.segShape(s)))
+				continue
+			}
+			b, err := be.BufferFromFlatData(0, buf[off:off+seg.size], g.segShape(s))
+			var t *tensors.Tensor
+			if err == nil {
+				t, err = tensors.FromBuffer(be, b)
+			}
+			if err != nil {
+				return nil, errors.Join(fmt.Errorf("multi-process step: uploading group %q's reduced gradient segment %d: %w", g.name, s, err), freeTensors(out))
+			}
+			e.uploads.Params++
+			out = append(out, t)
+			off += seg.size
 		}
 	}
-	copy(buf[off:], scalars)
-	if err := freeTensors(grads); err != nil {
-		return nil, err
-	}
-	if err := e.reducer.AllReduceSum(buf); err != nil {
-		return nil, fmt.Errorf("multi-process step: summing the gradients over %d processes: %w", e.reducer.Size(), err)
-	}
-	inv := 1 / float32(e.reducer.Size())
-	for i := range buf {
-		buf[i] *= inv
-	}
-	out := make([]*tensors.Tensor, len(grads))
-	off = 0
-	for i, sh := range shaped {
-		out[i] = tensors.FromFlatDataAndDimensions(buf[off:off+sh.Size()], sh.Dimensions...)
-		off += sh.Size()
-	}
-	for i := range micro {
-		micro[i].Loss = float64(buf[off])
-		off++
-		for _, k := range sortedKeys(micro[i].Metrics) {
-			micro[i].Metrics[k] = float64(buf[off])
-			off++
-		}
-	}
-	res.Stop = buf[off] > 0
+	e.reduce.out = out
 	return out, nil
 }
 

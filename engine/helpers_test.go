@@ -25,6 +25,7 @@ type testRun struct {
 	backend string                 // "go" or "xla"
 	accum   int
 	cache   *compilecache.Cache
+	reducer AllReducer // nil: one process
 }
 
 // newTestEngine sets an engine up as a caller does: the model traced and initialized, the
@@ -67,8 +68,8 @@ func newTestEngine(t testing.TB, r testRun) *Engine {
 		Experiment: r.exp, TypeName: "test", Backend: be, Cache: r.cache, Ctx: ctx, Devices: 1,
 		Accum: r.accum, TrainWidth: width, GraphConstHash: hash, GraphConst: values, FieldShapes: fields,
 		Hooks:   Hooks{Forward: r.forward, Loss: r.loss, Route: func(_ string, keys []string) []string { return keys }},
-		Grouper: r.grouper,
-		Hyper:   func(group string, step int) (map[string]float64, error) { return plan.Hyper(group, step) },
+		Grouper: r.grouper, Reducer: r.reducer,
+		Hyper: func(group string, step int) (map[string]float64, error) { return plan.Hyper(group, step) },
 	})
 	if err != nil {
 		t.Fatal(err)

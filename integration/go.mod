@@ -3,7 +3,7 @@ module github.com/nitro-go/nitro/integration
 go 1.26
 
 require (
-	github.com/nitro-go/nitro/dist v0.0.0 // indirect
+	github.com/nitro-go/nitro/dist v0.0.0
 	github.com/nitro-go/nitro/collective v0.0.0 // indirect
 	github.com/nitro-go/nitro/mpi v0.0.0
 	github.com/nitro-go/nitro/metrics v0.0.0 // indirect

@@ -425,16 +425,14 @@ func rankPID(t *testing.T, parent, rank int) int {
 // BenchmarkMPIStep: per step of `mpirun -np 2 nitro train mnist-mlp --preset tiny` (batch 128
 // per rank), the all-reduce's bytes and time (timed alone, by integration/testdata/allreduce,
 // on the step's buffer: the gradient, the loss and the stop vote) against the step's wall time,
-// and the step of one process on the same per-rank batch.
+// and the step of one process on the same per-rank batch. Then the same for BenchmarkFamilies'
+// families ($NITRO_BENCH_FAMILIES selects, as there; default all) at their batch per rank, each
+// run as 2 ranks and as 1 by mpiFamilyRank, where the all-reduce is also timed inside the step;
+// last, the network model those figures feed (docs/multihost.md's table).
 func BenchmarkMPIStep(b *testing.B) {
 	m := newMPIRun(b)
 	ctx, dir := m.run(b)
-	tool := filepath.Join(b.TempDir(), "allreduce")
-	build := exec.Command("go", "build", "-o", tool, "./integration/testdata/allreduce")
-	build.Dir, _ = filepath.Abs("..")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("go build ./integration/testdata/allreduce: %v\n%s", err, out)
-	}
+	tool := buildAllReduceTool(b)
 	const values = 784*64 + 64 + 64*10 + 10 // the tiny preset's parameters
 	for b.Loop() {
 		multi, single := dir+"-np2", dir+"-np1"
@@ -445,24 +443,22 @@ func BenchmarkMPIStep(b *testing.B) {
 		if out, err := m.command(ctx, m.bin, trainArgs(single, "--max-epochs", "1")...).CombinedOutput(); err != nil {
 			b.Fatalf("one process: %v\n%s", err, tail(out))
 		}
-		out, err := m.command(ctx, m.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2", tool, "-n", strconv.Itoa(values+2)).CombinedOutput()
-		if err != nil {
-			b.Fatalf("allreduce: %v\n%s", err, out)
-		}
-		g := regexp.MustCompile(`bytes=(\d+) median_s=(\S+)`).FindSubmatch(out)
-		if g == nil {
-			b.Fatalf("allreduce printed %q", out)
-		}
-		bytesPer, _ := strconv.Atoi(string(g[1]))
-		reduce, _ := strconv.ParseFloat(string(g[2]), 64)
+		reduce := allReduceAlone(b, m, tool, values+2)
 		step2 := median(readRecord(b, multi).seconds[1:]) // the first step compiles
 		step1 := median(readRecord(b, single).seconds[1:])
-		b.ReportMetric(float64(bytesPer), "allreduce-bytes/step")
+		b.ReportMetric(float64(4*(values+2)), "allreduce-bytes/step")
 		b.ReportMetric(reduce*1e6, "allreduce-us/step")
 		b.ReportMetric(step2*1e3, "np2-ms/step")
 		b.ReportMetric(step1*1e3, "np1-ms/step")
 		b.ReportMetric(reduce/step2, "allreduce/step")
 		_ = os.RemoveAll(multi)
 		_ = os.RemoveAll(single)
+		rows := benchMPIFamilies(b, m, tool)
+		rows = append([]mpiFamilyFigures{{name: "mnist-mlp tiny (CLI)", values: values + 2, step2: step2, step1: step1,
+			reduceIn: reduce, reduceAlone: reduce}}, rows...) // the CLI's step is not instrumented: the alone figure stands in
+		printMPIFamilies(rows)
+		for _, r := range rows[1:] {
+			b.ReportMetric(r.reduceIn/r.step2, r.name+"-allreduce/step")
+		}
 	}
 }
