@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -90,29 +91,43 @@ func startTraining(t *testing.T, c *exec.Cmd, runDir string) (*bytes.Buffer, <-c
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- c.Wait() }()
-	for !hasTrainLine(filepath.Join(runDir, "metrics.jsonl")) {
-		select {
-		case err := <-exited:
-			t.Fatalf("the program exited (%v) before it trained:\n%s", err, tail(out.Bytes()))
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	waitUntil(t, exited, out, "trained", func() bool { return hasTrainLine(filepath.Join(runDir, "metrics.jsonl")) })
 	return out, exited
 }
 
+// waitUntil polls done every 20 ms until it holds; the program ending first (exited) fails the
+// test, saying what it had not done yet.
+func waitUntil(t *testing.T, exited <-chan error, out *bytes.Buffer, what string, done func() bool) {
+	t.Helper()
+	for !done() {
+		select {
+		case err := <-exited:
+			t.Fatalf("the program exited (%v) before it %s:\n%s", err, what, tail(out.Bytes()))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // hasTrainLine reports whether a metrics.jsonl holds a "train" metrics line yet.
-func hasTrainLine(path string) bool {
+func hasTrainLine(path string) bool { return lastTrainStep(path) > 0 }
+
+// lastTrainStep is the step of a metrics.jsonl's last "train" metrics line so far (0: none yet).
+// It reads a file still being written: a line that does not parse is skipped (readRecord, once the
+// run has ended, refuses one).
+func lastTrainStep(path string) int {
 	f, err := os.Open(path)
 	if err != nil {
-		return false
+		return 0
 	}
 	defer f.Close()
+	step := 0
 	s := bufio.NewScanner(f)
 	s.Buffer(nil, 1<<20)
 	for s.Scan() {
-		if bytes.Contains(s.Bytes(), []byte(`"type":"metrics"`)) && bytes.Contains(s.Bytes(), []byte(`"context":"train"`)) {
-			return true
+		var line recordLine
+		if json.Unmarshal(s.Bytes(), &line) == nil && line.isTrain() {
+			step = line.Step
 		}
 	}
-	return false
+	return step
 }
