@@ -13,6 +13,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -133,21 +134,38 @@ func TestMPIMatchesOneProcessOnLocalDevices(t *testing.T) {
 // (BatchSize 32), and the other way round. The run dir's record then holds every step of the
 // uninterrupted run once (no batch trained twice or skipped), each loss within 1e-5 of the
 // uninterrupted run's on 1 process with 2 devices, and the final checkpoint's tensors within 1e-5.
-func TestMPIResumeAcrossWorldSizes(t *testing.T) { resumeAcrossWorldSizes(t, syscall.SIGINT) }
+func TestMPIResumeAcrossWorldSizes(t *testing.T) {
+	resumeAcrossWorldSizes(t, []stops{{"", []syscall.Signal{syscall.SIGINT}}})
+}
 
-// TestMPIResumeAfterKillAcrossWorldSizes: the same for a run SIGKILLed part-way through its second
-// epoch: under mpirun rank 0 is killed (the rank that writes the record and the checkpoints), and
-// mpirun must then end rank 1 within 30 s. The CLI checkpoints only at an epoch's end and at a
-// graceful stop (no step-interval policy), so the resume starts from the end of epoch 1 (its step
-// named), and the record, append-only, holds the steps after it twice, the killed run's lines then
-// the resumed run's: steps 1..K, then epoch 1's last step + 1 up to the end. Every line's loss (a
-// step's last one included) is within 1e-5 of the uninterrupted run's, the final tensors too, and
-// the run dir holds no temporary file and exactly the checkpoints its manifest lists.
-func TestMPIResumeAfterKillAcrossWorldSizes(t *testing.T) { resumeAcrossWorldSizes(t, syscall.SIGKILL) }
+// TestMPIResumeAfterKillAcrossWorldSizes: the same for a run SIGKILLed part-way through an epoch:
+// under mpirun rank 0 is killed (the rank that writes the record and the checkpoints), and mpirun
+// must then end rank 1 within 30 s. The resume starts from the newest checkpoint the kill left
+// (its step named), and the record, append-only, holds the steps after it twice, the killed run's
+// lines then the resumed run's: steps 1..K, then the checkpoint's step + 1 up to the end. Every
+// line's loss (a step's last one included) is within 1e-5 of the uninterrupted run's, the final
+// tensors too, and the run dir holds no temporary file and exactly the checkpoints its manifest
+// lists. The CLI checkpoints only at an epoch's end and at a graceful stop (no step-interval
+// policy), so the newest checkpoint is either epoch 1's end (the kill lands in epoch 2) or, for a
+// run stopped by SIGINT part-way through epoch 1 and resumed in the same world size before the
+// kill, that stop's: the position the resume maps onto the other world size is then mid-epoch.
+func TestMPIResumeAfterKillAcrossWorldSizes(t *testing.T) {
+	resumeAcrossWorldSizes(t, []stops{
+		{"epoch-end-checkpoint", []syscall.Signal{syscall.SIGKILL}},
+		{"mid-epoch-checkpoint", []syscall.Signal{syscall.SIGINT, syscall.SIGKILL}},
+	})
+}
 
-// resumeAcrossWorldSizes is both tests: the uninterrupted run, then per direction a run stopped
-// part-way by sig (stopPartWay) and resumed under the other world size with --resume auto.
-func resumeAcrossWorldSizes(t *testing.T, sig syscall.Signal) {
+// stops names a way to stop a run part-way: the signals stopPartWay sends, in turn.
+type stops struct {
+	name string
+	sigs []syscall.Signal
+}
+
+// resumeAcrossWorldSizes is both tests: the uninterrupted run, then per direction and per way to
+// stop, a run stopped part-way (stopPartWay) and resumed under the other world size with
+// --resume auto.
+func resumeAcrossWorldSizes(t *testing.T, ways []stops) {
 	m := newMPIRun(t)
 	ctx, cancel := context.WithTimeout(context.Background(), docTimeout)
 	defer cancel()
@@ -164,32 +182,35 @@ func resumeAcrossWorldSizes(t *testing.T, sig syscall.Signal) {
 		t.Fatalf("uninterrupted run: %v\n%s", err, tail(out))
 	}
 	want := readRecord(t, ref)
-	for _, c := range []struct {
-		name          string
-		first, second func(runDir string, more ...string) *exec.Cmd
-		from, to      int // world sizes
-	}{{"np2-to-1-process-2-devices", multi, single, 2, 1}, {"1-process-2-devices-to-np2", single, multi, 1, 2}} {
-		t.Run(c.name, func(t *testing.T) {
-			at := stopPartWay(t, c.first, filepath.Join(dir, c.name), c.from, sig)
-			noLeftovers(t, at.runDir)
-			out, err := c.second(at.runDir, "--resume", "auto").CombinedOutput()
-			if err != nil {
-				t.Fatalf("resume: %v\n%s", err, tail(out))
-			}
-			if note := fmt.Sprintf("resumed from %s: epoch %d, step %d", at.ckpt, at.Epoch, at.Step); !bytes.Contains(out, []byte(note)) {
-				t.Errorf("the resume does not say it starts from the newest checkpoint (%q):\n%s", note, tail(out))
-			}
-			// The global batch stays 32 samples, so the batch the resume starts from keeps its number.
-			p := at.Position
-			if note := fmt.Sprintf("resume: data position of %d process(es), epoch %d batch %d of 32 samples, is batch %d of 32 samples over %d process(es)",
-				c.from, p.Epoch, p.Batch, p.Batch, c.to); !bytes.Contains(out, []byte(note)) {
-				t.Errorf("the resume does not say it moved the data position (%q):\n%s", note, tail(out))
-			}
-			got := readRecord(t, at.runDir)
-			sameSteps(t, got, want, append(stepRange(1, at.logged), stepRange(at.Step+1, len(want.steps))...), "stopped and resumed", "uninterrupted")
-			compareFinal(t, at.runDir, ref)
-			noLeftovers(t, at.runDir)
-		})
+	for _, way := range ways {
+		for _, c := range []struct {
+			name          string
+			first, second func(runDir string, more ...string) *exec.Cmd
+			from, to      int // world sizes
+		}{{"np2-to-1-process-2-devices", multi, single, 2, 1}, {"1-process-2-devices-to-np2", single, multi, 1, 2}} {
+			name := path.Join(way.name, c.name)
+			t.Run(name, func(t *testing.T) {
+				at := stopPartWay(t, c.first, filepath.Join(dir, name), c.from, way.sigs...)
+				noLeftovers(t, at.runDir)
+				out, err := c.second(at.runDir, "--resume", "auto").CombinedOutput()
+				if err != nil {
+					t.Fatalf("resume: %v\n%s", err, tail(out))
+				}
+				if note := fmt.Sprintf("resumed from %s: epoch %d, step %d", at.ckpt, at.Epoch, at.Step); !bytes.Contains(out, []byte(note)) {
+					t.Errorf("the resume does not say it starts from the newest checkpoint (%q):\n%s", note, tail(out))
+				}
+				// The global batch stays 32 samples, so the batch the resume starts from keeps its number.
+				p := at.Position
+				if note := fmt.Sprintf("resume: data position of %d process(es), epoch %d batch %d of 32 samples, is batch %d of 32 samples over %d process(es)",
+					c.from, p.Epoch, p.Batch, p.Batch, c.to); !bytes.Contains(out, []byte(note)) {
+					t.Errorf("the resume does not say it moved the data position (%q):\n%s", note, tail(out))
+				}
+				got := readRecord(t, at.runDir)
+				sameSteps(t, got, want, append(stepRange(1, at.logged), stepRange(at.Step+1, len(want.steps))...), "stopped and resumed", "uninterrupted")
+				compareFinal(t, at.runDir, ref)
+				noLeftovers(t, at.runDir)
+			})
+		}
 	}
 }
 
@@ -247,67 +268,105 @@ type stopped struct {
 	logged int
 }
 
-// stopPartWay starts cmd into a fresh run dir under dir (world processes) and sends sig to rank
-// 0 (the one process, or under mpirun the rank that writes the record and the checkpoints):
-//   - SIGINT once it has trained: the run stops gracefully, checkpointing the step it stops on,
-//     part-way through epoch 1, in global batches of 32;
-//   - SIGKILL once its manifest lists a checkpoint and its record steps past it: the run dies
-//     (killedRunEnds bounds how long the other ranks take), its newest checkpoint is an epoch's
-//     end and the record's last step is part-way through the next epoch.
+// stopPartWay starts cmd into a fresh run dir under dir (world processes) and sends the first
+// signal to rank 0 (the one process, or under mpirun the rank that writes the record and the
+// checkpoints); each further signal goes to the run resumed after the last stop (--resume auto,
+// the same world size). A signal stops the run:
+//   - SIGINT once it has trained: gracefully, checkpointing the step it stops on, part-way
+//     through an epoch, in global batches of 32;
+//   - SIGKILL once its newest checkpoint is listed and its record has steps past it: the run
+//     dies (killedRunEnds bounds how long the other ranks take), its record's last step
+//     part-way through the epoch after that checkpoint.
 //
-// A stop that lands elsewhere (on an epoch's last step, after the run ended) is retried, twice
-// at most.
-func stopPartWay(t *testing.T, cmd func(runDir string, more ...string) *exec.Cmd, dir string, world int, sig syscall.Signal) stopped {
+// It returns what the last stop left. Stops that land elsewhere (on an epoch's last step, after
+// the run ended) are tried again from a fresh run dir, twice at most.
+func stopPartWay(t *testing.T, cmd func(runDir string, more ...string) *exec.Cmd, dir string, world int, sigs ...syscall.Signal) stopped {
 	t.Helper()
 	for try := range 3 {
 		runDir := filepath.Join(dir, strconv.Itoa(try))
-		c := cmd(runDir)
-		out, exited := startTraining(t, c, runDir)
-		pids := []int{c.Process.Pid}
-		if world > 1 {
-			pids = nil
-			for r := range world {
-				pids = append(pids, rankPID(t, c.Process.Pid, r))
+		var at stopped
+		landed := true
+		for i, sig := range sigs {
+			var more []string
+			if i > 0 {
+				more = []string{"--resume", "auto"}
+			}
+			prev := at.ckpt
+			if at, landed = stopOnce(t, cmd(runDir, more...), runDir, world, sig); !landed {
+				break
+			}
+			// A resumed run must stop before it checkpoints again: the newest checkpoint, where
+			// the test's resume starts, stays the previous stop's.
+			if landed = i == 0 || at.ckpt == prev; !landed {
+				t.Logf("the resumed run checkpointed (%s) before the stop: again", at.ckpt)
+				break
 			}
 		}
-		if sig == syscall.SIGKILL {
-			waitUntil(t, exited, out, "trained past a checkpoint", func() bool { return pastCheckpoint(runDir) })
-		}
-		// ESRCH: the run ended first; what it left says so below.
-		if err := syscall.Kill(pids[0], sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-			t.Fatal(err)
-		}
-		var err error
-		if sig == syscall.SIGKILL {
-			err = killedRunEnds(t, c, exited, out, pids[1:])
-		} else if err = <-exited; err != nil {
-			t.Fatalf("after SIGINT: %v (want a graceful stop)\n%s", err, tail(out.Bytes()))
-		}
-		path, ok, nerr := checkpoint.Newest(runDir)
-		if nerr != nil || !ok {
-			t.Fatalf("no checkpoint after the stop (%v):\n%s", nerr, tail(out.Bytes()))
-		}
-		h, ierr := checkpoint.Info(path)
-		if ierr != nil {
-			t.Fatal(ierr)
-		}
-		at := stopped{runDir: runDir, ckpt: path, Header: h, logged: lastTrainStep(filepath.Join(runDir, "metrics.jsonl"))}
-		p := h.Position
-		if !p.Global() || p.GlobalBatch != 32 || (sig == syscall.SIGINT && h.StopReason != "requested") {
-			t.Fatalf("the newest checkpoint after %v: stop reason %q, position %+v; want global batches of 32 (and after SIGINT, requested)", sig, h.StopReason, p)
-		}
-		switch {
-		case sig == syscall.SIGINT && p.Epoch == 1 && p.Batch > 0 && p.Batch < p.EpochBatches && at.logged == h.Step:
-			t.Logf("stopped at epoch 1, batch %d of %d", p.Batch, p.EpochBatches)
-			return at
-		case sig == syscall.SIGKILL && err != nil && p.Batch == p.EpochBatches && h.Step < at.logged && at.logged < h.Step+p.EpochBatches:
-			t.Logf("killed at step %d, part-way through epoch %d; the newest checkpoint is epoch %d's end, step %d", at.logged, p.Epoch+1, p.Epoch, h.Step)
+		if landed {
 			return at
 		}
-		t.Logf("the stop (%v) landed at step %d, the newest checkpoint at epoch %d, batch %d of %d (step %d), not part-way through an epoch: again", err, at.logged, p.Epoch, p.Batch, p.EpochBatches, h.Step)
 	}
-	t.Fatalf("three tries never stopped the run (%v) part-way through an epoch", sig)
+	t.Fatalf("three tries never stopped the run (%v) part-way through an epoch", sigs)
 	return stopped{}
+}
+
+// stopOnce starts c, training into runDir, sends sig as stopPartWay says, and returns what the
+// stop left and whether it landed part-way through an epoch.
+func stopOnce(t *testing.T, c *exec.Cmd, runDir string, world int, sig syscall.Signal) (stopped, bool) {
+	t.Helper()
+	out, exited := startTraining(t, c, runDir)
+	if sig == syscall.SIGKILL {
+		// Also past the lines of a run this one resumes: its processes are up by then.
+		waitUntil(t, exited, out, "trained past a checkpoint", func() bool { return pastCheckpoint(runDir) })
+	}
+	pids := []int{c.Process.Pid}
+	if world > 1 {
+		pids = nil
+		for r := range world {
+			pids = append(pids, rankPID(t, c.Process.Pid, r))
+		}
+	}
+	// ESRCH: the run ended first; what it left says so below.
+	if err := syscall.Kill(pids[0], sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		t.Fatal(err)
+	}
+	var err error
+	if sig == syscall.SIGKILL {
+		err = killedRunEnds(t, c, exited, out, pids[1:])
+	} else if err = <-exited; err != nil {
+		t.Fatalf("after SIGINT: %v (want a graceful stop)\n%s", err, tail(out.Bytes()))
+	}
+	newest, ok, nerr := checkpoint.Newest(runDir)
+	if nerr != nil || !ok {
+		t.Fatalf("no checkpoint after the stop (%v):\n%s", nerr, tail(out.Bytes()))
+	}
+	h, ierr := checkpoint.Info(newest)
+	if ierr != nil {
+		t.Fatal(ierr)
+	}
+	at := stopped{runDir: runDir, ckpt: newest, Header: h, logged: lastTrainStep(filepath.Join(runDir, "metrics.jsonl"))}
+	p := h.Position
+	if !p.Global() || p.GlobalBatch != 32 || (sig == syscall.SIGINT && h.StopReason != "requested") {
+		t.Fatalf("the newest checkpoint after %v: stop reason %q, position %+v; want global batches of 32 (and after SIGINT, requested)", sig, h.StopReason, p)
+	}
+	// The step the epoch after the checkpoint ends on (one batch a step): the rest of a partial
+	// epoch, or all of the next one.
+	epochEnd, epoch := h.Step+p.EpochBatches-p.Batch, p.Epoch
+	if p.Batch == p.EpochBatches {
+		epochEnd, epoch = h.Step+p.EpochBatches, p.Epoch+1
+	}
+	switch {
+	case sig == syscall.SIGINT && p.Batch > 0 && p.Batch < p.EpochBatches && at.logged == h.Step:
+		t.Logf("stopped at epoch %d, batch %d of %d (step %d)", p.Epoch, p.Batch, p.EpochBatches, h.Step)
+		return at, true
+	case sig == syscall.SIGKILL && err != nil && h.Step < at.logged && at.logged < epochEnd:
+		t.Logf("killed at step %d, part-way through epoch %d; the newest checkpoint is at epoch %d, batch %d of %d (step %d)",
+			at.logged, epoch, p.Epoch, p.Batch, p.EpochBatches, h.Step)
+		return at, true
+	}
+	t.Logf("the stop (%v: %v) landed at step %d, the newest checkpoint at epoch %d, batch %d of %d (step %d), not part-way through an epoch: again",
+		sig, err, at.logged, p.Epoch, p.Batch, p.EpochBatches, h.Step)
+	return at, false
 }
 
 // pastCheckpoint reports whether runDir's manifest lists a checkpoint and its record logs steps
