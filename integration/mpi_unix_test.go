@@ -135,7 +135,7 @@ func TestMPIMatchesOneProcessOnLocalDevices(t *testing.T) {
 // uninterrupted run once (no batch trained twice or skipped), each loss within 1e-5 of the
 // uninterrupted run's on 1 process with 2 devices, and the final checkpoint's tensors within 1e-5.
 func TestMPIResumeAcrossWorldSizes(t *testing.T) {
-	resumeAcrossWorldSizes(t, []stops{{"", []syscall.Signal{syscall.SIGINT}}})
+	resumeAcrossWorldSizes(t, []wayToStop{{"", []syscall.Signal{syscall.SIGINT}}})
 }
 
 // TestMPIResumeAfterKillAcrossWorldSizes: the same for a run SIGKILLed part-way through an epoch:
@@ -150,14 +150,15 @@ func TestMPIResumeAcrossWorldSizes(t *testing.T) {
 // run stopped by SIGINT part-way through epoch 1 and resumed in the same world size before the
 // kill, that stop's: the position the resume maps onto the other world size is then mid-epoch.
 func TestMPIResumeAfterKillAcrossWorldSizes(t *testing.T) {
-	resumeAcrossWorldSizes(t, []stops{
+	resumeAcrossWorldSizes(t, []wayToStop{
 		{"epoch-end-checkpoint", []syscall.Signal{syscall.SIGKILL}},
 		{"mid-epoch-checkpoint", []syscall.Signal{syscall.SIGINT, syscall.SIGKILL}},
 	})
 }
 
-// stops names a way to stop a run part-way: the signals stopPartWay sends, in turn.
-type stops struct {
+// wayToStop is a way to stop a run part-way: the signals stopPartWay sends, in turn, and the
+// subtests' name for it.
+type wayToStop struct {
 	name string
 	sigs []syscall.Signal
 }
@@ -165,7 +166,7 @@ type stops struct {
 // resumeAcrossWorldSizes is both tests: the uninterrupted run, then per direction and per way to
 // stop, a run stopped part-way (stopPartWay) and resumed under the other world size with
 // --resume auto.
-func resumeAcrossWorldSizes(t *testing.T, ways []stops) {
+func resumeAcrossWorldSizes(t *testing.T, ways []wayToStop) {
 	m := newMPIRun(t)
 	ctx, cancel := context.WithTimeout(context.Background(), docTimeout)
 	defer cancel()
