@@ -125,14 +125,14 @@ func (c *Cache) Compile(call Call) (fromDisk bool, err error) {
 			c.drop(path, fmt.Sprintf("the plugin refused its executable (%v)", lerr))
 		}
 	} else {
-		c.explainMiss(name, key, parts)
+		c.explainMiss(name, key, parts, signature(format, code))
 	}
 	if err := call.Compile(); err != nil {
 		return false, err
 	}
 	// A client of a multi-process run knows its process index even when Options.Rank was left 0.
 	if target.ProcessIndex == 0 {
-		c.write(call, path, Meta{Key: key, Program: name, Parts: parts, Created: time.Now().Unix()})
+		c.write(call, path, Meta{Key: key, Program: name, Parts: parts, Signature: signature(format, code), Created: time.Now().Unix()})
 	}
 	return false, nil
 }
@@ -293,9 +293,14 @@ func (c *Cache) evict() {
 	}
 }
 
-// explainMiss names what moved when an entry of the same program name exists under another key;
-// said once per program name. A cold folder says nothing.
-func (c *Cache) explainMiss(name, key string, p Parts) {
+// explainMiss names what moved when entries of the same program name exist under other keys;
+// said once per program name. A cold folder says nothing. The entry compared against is the
+// nearest: fewest parts moved, then one with the same signature, then the smallest key, so the
+// words are the same whatever order the folder lists in. Every experiment's gradient program has
+// one name, so "program changed" alone would be said of a folder holding another experiment's
+// entries: it is said only against an entry of the same signature, and a program whose signature
+// no entry of its name shares is called new.
+func (c *Cache) explainMiss(name, key string, p Parts, sig string) {
 	if name == "" {
 		return
 	}
@@ -309,7 +314,8 @@ func (c *Cache) explainMiss(name, key string, p Parts) {
 	if err != nil {
 		return
 	}
-	var best []string
+	var best *missCandidate
+	named := 0
 	for _, e := range entries {
 		if e.Key == key {
 			continue
@@ -318,19 +324,57 @@ func (c *Cache) explainMiss(name, key string, p Parts) {
 		if err != nil || m.Program != name {
 			continue
 		}
-		if d := p.diff(m.Parts); len(d) > 0 && (best == nil || len(d) < len(best)) {
-			best = d
+		d := p.diff(m.Parts)
+		if len(d) == 0 {
+			continue
+		}
+		named++
+		cand := &missCandidate{key: m.Key, moved: d, same: sig != "" && m.Signature == sig}
+		if best == nil || cand.nearer(best) {
+			best = cand
 		}
 	}
 	if best == nil {
 		return
 	}
-	for i, d := range best {
-		if d == "program changed" {
-			best[i] = "program changed (graph " + name + ")"
-		}
+	of := fmt.Sprintf("nearest of %d entries named %s: %.12s", named, name, best.key)
+	if named == 1 {
+		of = fmt.Sprintf("the entry named %s: %.12s", name, best.key)
 	}
-	c.say("miss "+name, fmt.Sprintf("miss for %s: %s", name, strings.Join(best, ", ")))
+	var msg string
+	switch {
+	case len(best.moved) == 1 && best.moved[0] == "program changed" && !best.same:
+		msg = fmt.Sprintf("a new program (graph %s: no entry of that name has its inputs and outputs; another experiment or another shape; %s)", name, of)
+	default:
+		for i, d := range best.moved {
+			if d == "program changed" {
+				best.moved[i] = "program changed (graph " + name + ", same inputs and outputs: a constant, an op or a hook's code differs)"
+				if !best.same {
+					best.moved[i] = "program changed (graph " + name + ", other inputs or outputs)"
+				}
+			}
+		}
+		msg = strings.Join(best.moved, ", ") + " (against " + of + ")"
+	}
+	c.say("miss "+name, fmt.Sprintf("miss for %s: %s", name, msg))
+}
+
+// missCandidate is an entry of the missed program's name, as a miss explanation compares it.
+type missCandidate struct {
+	key   string
+	moved []string // the parts that differ, in diff's words
+	same  bool     // the same signature as the missed program
+}
+
+// nearer orders candidates: fewer parts moved, then the same signature, then the smaller key.
+func (m *missCandidate) nearer(o *missCandidate) bool {
+	if len(m.moved) != len(o.moved) {
+		return len(m.moved) < len(o.moved)
+	}
+	if m.same != o.same {
+		return m.same
+	}
+	return m.key < o.key
 }
 
 // Entry is one entry file as `nitro cache ls` shows it.
