@@ -55,6 +55,31 @@ type Cache struct {
 	noWrite bool
 	plugins map[string]*pluginHash // plugin file -> its SHA-256, computed once
 	cpu     string
+	costs   Costs
+}
+
+// Costs are the seconds the cache itself has spent, apart from the plugin's compiles and loads:
+// what a cold folder adds to a start. Hash runs in the background from Prepare, so it costs a
+// start CPU time rather than waiting, unless the first compile finds it unfinished.
+type Costs struct {
+	Hash      time.Duration // reading and hashing the plugin file (none when its sum is remembered)
+	Serialize time.Duration // the plugin serializing executables to write
+	Write     time.Duration // encoding, checksumming and durably writing entries, and the eviction scan
+	Explain   time.Duration // reading other entries' metadata to explain misses
+}
+
+// Costs returns what the cache has spent so far.
+func (c *Cache) Costs() Costs {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.costs
+}
+
+// spent adds the time since start to the cost *d points at.
+func (c *Cache) spent(d *time.Duration, start time.Time) {
+	c.mu.Lock()
+	*d += time.Since(start)
+	c.mu.Unlock()
 }
 
 // Open makes (if needed) and opens the cache folder. An error means the folder cannot be used at
@@ -203,6 +228,7 @@ func (c *Cache) hashPlugin(path string) (string, error) {
 	if b, err := os.ReadFile(memo); err == nil && len(strings.TrimSpace(string(b))) == 64 {
 		return strings.TrimSpace(string(b)), nil
 	}
+	defer c.spent(&c.costs.Hash, time.Now())
 	f, err := os.Open(path)
 	if err != nil {
 		return "", fmt.Errorf("plugin file: %w", err)
@@ -253,11 +279,14 @@ func (c *Cache) write(call Call, path string, m Meta) {
 	if skip {
 		return
 	}
+	start := time.Now()
 	exe, err := call.Serialize()
+	c.spent(&c.costs.Serialize, start)
 	if err != nil {
 		c.say("serialize", fmt.Sprintf("the plugin cannot serialize executables (%v): nothing is written", err))
 		return
 	}
+	defer c.spent(&c.costs.Write, time.Now())
 	data, err := encodeEntry(m, exe)
 	if err != nil {
 		return
@@ -310,6 +339,7 @@ func (c *Cache) explainMiss(name, key string, p Parts, sig string) {
 	if seen {
 		return
 	}
+	defer c.spent(&c.costs.Explain, time.Now())
 	entries, _, err := scan(c.dir)
 	if err != nil {
 		return

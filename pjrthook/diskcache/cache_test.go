@@ -508,3 +508,33 @@ func TestConcurrentWritersLeaveOneWholeEntry(t *testing.T) {
 		}
 	}
 }
+
+// A cold folder's costs are counted, and a second cache over the folder hashes no plugin: the
+// sum is remembered under the file's path, size, modification time and inode.
+func TestCostsAndTheRememberedPluginSum(t *testing.T) {
+	dir, plugin := t.TempDir(), pluginFile(t, "plugin A")
+	c, _ := open(t, dir, Options{})
+	if _, err := c.Compile(newCall(plugin, "g")); err != nil {
+		t.Fatal(err)
+	}
+	if k := c.Costs(); k.Hash <= 0 || k.Write <= 0 {
+		t.Fatalf("cold costs %+v: want the plugin hashed and an entry written", k)
+	}
+	c2, _ := open(t, dir, Options{})
+	if hit, err := c2.Compile(newCall(plugin, "g")); err != nil || !hit {
+		t.Fatalf("hit=%v err=%v", hit, err)
+	}
+	if k := c2.Costs(); k.Hash != 0 || k.Write != 0 || k.Serialize != 0 {
+		t.Fatalf("second cache's costs %+v: want no hash (remembered) and nothing written", k)
+	}
+	if err := os.WriteFile(plugin, []byte("plugin A, replaced"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c3, _ := open(t, dir, Options{})
+	if hit, _ := c3.Compile(newCall(plugin, "g")); hit {
+		t.Fatal("a replaced plugin's compile was answered by the old plugin's entry")
+	}
+	if c3.Costs().Hash <= 0 {
+		t.Fatal("a replaced plugin file was not hashed again")
+	}
+}
