@@ -85,6 +85,7 @@ func startChild(name string) {
 // startRun is one start as the parent saw it.
 type startRun struct {
 	toStep, compile  float64 // seconds: process start to the first step's end; in compiles
+	cpu              float64 // user and system seconds of the whole process, to its exit
 	compiled, loaded int64
 	costs            [4]float64 // nitro only: the disk cache's hash, serialize, write and explain seconds
 }
@@ -156,6 +157,7 @@ func runStart(b *testing.B, s *starter, cache string) startRun {
 	if err := cmd.Wait(); err != nil || !strings.HasPrefix(line, "START ") {
 		b.Fatalf("%s start (cache %s): %v %s", s.name, cache, err, line)
 	}
+	r.cpu = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
 	f := strings.Fields(line)
 	if len(f) < 5 {
 		b.Fatalf("%s start: %q: want START end compiled loaded seconds", s.name, line)
@@ -222,7 +224,7 @@ func BenchmarkDiskCacheStart(b *testing.B) {
 	requireXLA(b)
 	type row struct {
 		off, cold, warm []startRun
-		ratios          []float64 // each round's cold/off start
+		ratios, cpu     []float64 // each round's cold/off start, and CPU seconds
 	}
 	starters := startRows(b)
 	rows := map[string]*row{}
@@ -251,6 +253,7 @@ func BenchmarkDiskCacheStart(b *testing.B) {
 				}
 				r.off, r.cold, r.warm = append(r.off, off), append(r.cold, cold), append(r.warm, warm)
 				r.ratios = append(r.ratios, cold.toStep/off.toStep)
+				r.cpu = append(r.cpu, cold.cpu/off.cpu)
 			}
 		}
 	}
@@ -278,6 +281,14 @@ func BenchmarkDiskCacheStart(b *testing.B) {
 	}
 	fmt.Println("  goals: second start's compile seconds <= 5% of the cold start's; cold start with the cache <= 1.03x without it")
 	fmt.Println("  cold/off rounds: the median and [min, max] of each round's own ratio")
+	fmt.Println("CPU seconds per process (user and system, exec to exit: what the cache adds, less moved than the wall clock by other work on the machine), medians:")
+	cpu := func(r startRun) float64 { return r.cpu }
+	for _, s := range starters {
+		if r := rows[s.name]; r != nil {
+			fmt.Printf("  %-12s off %6.2fs  cold %6.2fs  second %6.2fs | cold/off %.3fx; rounds %.3fx [%.3f, %.3f]\n", s.name, pick(r.off, cpu), pick(r.cold, cpu), pick(r.warm, cpu),
+				pick(r.cold, cpu)/pick(r.off, cpu), median(r.cpu), slices.Min(r.cpu), slices.Max(r.cpu))
+		}
+	}
 	fmt.Println("nitro's cold starts: the disk cache's own seconds, medians (plugin hash in the background; serialize; write with fsync; miss explanations):")
 	for _, s := range starters {
 		if r := rows[s.name]; r != nil && !s.peer {

@@ -199,9 +199,10 @@ type pluginHash struct {
 // ready: a 200 MB plugin takes a noticeable part of a cold start to hash.
 func (c *Cache) Prepare(plugin string) { go c.pluginSum(plugin) }
 
-// pluginSum is the plugin file's SHA-256. The sum is also remembered in the folder under the
-// file's path, size, modification time and inode (a plugin replaced in place changes at least one
-// of them), so a later process reads it instead of hashing again.
+// pluginSum is the plugin file's SHA-256. The sum is also remembered under the file's path,
+// size, modification time and inode (a plugin replaced in place changes at least one of them),
+// in the folder and beside the plugin file, so a later process reads it instead of hashing
+// again, on a new folder too.
 func (c *Cache) pluginSum(path string) (string, error) {
 	c.mu.Lock()
 	h, ok := c.plugins[path]
@@ -220,13 +221,18 @@ func (c *Cache) hashPlugin(path string) (string, error) {
 		return "", fmt.Errorf("plugin file: %w", err)
 	}
 	var ino uint64
+	var uid uint32
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		ino = uint64(sys.Ino)
+		ino, uid = uint64(sys.Ino), sys.Uid
 	}
 	stamp := digest([]byte(path), []byte(fmt.Sprint(st.Size(), st.ModTime().UnixNano(), ino)))
 	memo := filepath.Join(c.dir, "plugin-"+stamp[:32]+".sha256")
-	if b, err := os.ReadFile(memo); err == nil && len(strings.TrimSpace(string(b))) == 64 {
+	if b, err := os.ReadFile(memo); err == nil && isSum(strings.TrimSpace(string(b))) {
 		return strings.TrimSpace(string(b)), nil
+	}
+	beside := besideMemo(path)
+	if s, ok := readBesideMemo(beside, stamp, uid); ok {
+		return s, nil // the folder's own memo would cost a durable write, and adds nothing
 	}
 	defer c.spent(&c.costs.Hash, time.Now())
 	f, err := os.Open(path)
@@ -240,7 +246,49 @@ func (c *Cache) hashPlugin(path string) (string, error) {
 	}
 	s := hex.EncodeToString(h.Sum(nil))
 	_ = tensorfile.WriteFS(c.fsys, memo, func(w io.Writer) error { _, err := io.WriteString(w, s+"\n"); return err })
+	// Best effort: a plugin's folder that is not ours to write keeps no memo.
+	_ = tensorfile.WriteFile(beside, []byte(stamp+" "+s+"\n"), 0o644)
 	return s, nil
+}
+
+// besideMemo is the file beside a plugin that remembers its sum for every cache folder.
+func besideMemo(plugin string) string {
+	return filepath.Join(filepath.Dir(plugin), "."+filepath.Base(plugin)+".nitro-sha256")
+}
+
+// readBesideMemo returns the sum a memo beside the plugin holds for stamp. The memo is trusted
+// only when the plugin's owner owns it: whoever else could write it could not replace the
+// plugin, and a wrong sum would key another plugin's executables as this one's.
+func readBesideMemo(memo, stamp string, owner uint32) (string, bool) {
+	st, err := os.Stat(memo)
+	if err != nil || !st.Mode().IsRegular() || st.Size() > 256 {
+		return "", false
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || sys.Uid != owner {
+		return "", false
+	}
+	b, err := os.ReadFile(memo)
+	if err != nil {
+		return "", false
+	}
+	got, sum, ok := strings.Cut(strings.TrimSpace(string(b)), " ")
+	if !ok || got != stamp || !isSum(sum) {
+		return "", false
+	}
+	return sum, true
+}
+
+// isSum reports whether s is a SHA-256 in lower-case hex.
+func isSum(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, r := range s {
+		if (r < '0' || r > '9') && (r < 'a' || r > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // read returns the entry's executable when the file is there and whole. A file that is there but

@@ -509,8 +509,9 @@ func TestConcurrentWritersLeaveOneWholeEntry(t *testing.T) {
 	}
 }
 
-// A cold folder's costs are counted, and a second cache over the folder hashes no plugin: the
-// sum is remembered under the file's path, size, modification time and inode.
+// A cold folder's costs are counted, and a later cache hashes no plugin, over another folder
+// too: the sum is remembered under the file's path, size, modification time and inode, in the
+// folder and beside the plugin. A memo that does not match the file is not believed.
 func TestCostsAndTheRememberedPluginSum(t *testing.T) {
 	dir, plugin := t.TempDir(), pluginFile(t, "plugin A")
 	c, _ := open(t, dir, Options{})
@@ -527,14 +528,42 @@ func TestCostsAndTheRememberedPluginSum(t *testing.T) {
 	if k := c2.Costs(); k.Hash != 0 || k.Write != 0 || k.Serialize != 0 {
 		t.Fatalf("second cache's costs %+v: want no hash (remembered) and nothing written", k)
 	}
+	other := t.TempDir()
+	c3, _ := open(t, other, Options{})
+	if _, err := c3.Compile(newCall(plugin, "g")); err != nil {
+		t.Fatal(err)
+	}
+	if k := c3.Costs(); k.Hash != 0 {
+		t.Fatalf("a new folder's costs %+v: want the sum remembered beside the plugin read, not hashed", k)
+	}
+	// The sum read back keys alike: the new folder's entry has the first folder's name.
+	a, _, _ := List(dir)
+	b, _, _ := List(other)
+	if len(a) != 1 || len(b) != 1 || a[0].Key != b[0].Key {
+		t.Fatalf("entries %v and %v: want one key", a, b)
+	}
+
+	// A memo beside the plugin with another file's stamp, or a sum that is not one, is hashed over.
+	memo := besideMemo(plugin)
+	for _, bogus := range []string{"0123 " + strings.Repeat("ab", 32) + "\n", "junk"} {
+		write(t, memo, []byte(bogus))
+		c4, _ := open(t, t.TempDir(), Options{})
+		if _, err := c4.Compile(newCall(plugin, "g")); err != nil {
+			t.Fatal(err)
+		}
+		if c4.Costs().Hash <= 0 {
+			t.Fatalf("memo %q was believed", bogus)
+		}
+	}
+
 	if err := os.WriteFile(plugin, []byte("plugin A, replaced"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c3, _ := open(t, dir, Options{})
-	if hit, _ := c3.Compile(newCall(plugin, "g")); hit {
+	c5, _ := open(t, dir, Options{})
+	if hit, _ := c5.Compile(newCall(plugin, "g")); hit {
 		t.Fatal("a replaced plugin's compile was answered by the old plugin's entry")
 	}
-	if c3.Costs().Hash <= 0 {
+	if c5.Costs().Hash <= 0 {
 		t.Fatal("a replaced plugin file was not hashed again")
 	}
 }
