@@ -99,7 +99,8 @@ bench-venv:
 ## against the in-process runner, /predict against /v2 JSON and binary from Go and through the real
 ## clients (tritonclient), and its peak RSS under hostile bodies, on /v2 too). -timeout 30m: the families
 ## alone run minutes on a loaded machine, past go test's default 10m per package; fresh processes' start to
-## the first optimizer step and compile seconds with the disk compile cache off, cold and warm
+## the first optimizer step and compile seconds with the disk compile cache off, cold and warm, beside
+## JAX's persistent cache on the same MLP (scripts/bench/jax_start.py)
 # NITRO_COMPILE_CACHE=off: every benchmark's compile times stay compiles (the disk cache's own
 # benchmark points each of its processes at its own folders).
 bench: setup bench-venv serve-venv

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/pjrthook/diskcache"
 	"github.com/nitro-go/nitro/prefetch"
 )
 
@@ -103,6 +105,17 @@ func TestDiskCacheAcrossProcesses(t *testing.T) {
 	}
 	if !regexp.MustCompile(`compile cache +` + regexp.QuoteMeta(dir) + ` \(\d+ entries, `).MatchString(first) {
 		t.Fatalf("the config report does not name the folder %s:\n%s", dir, first)
+	}
+	// Every entry of a real program records its signature (the entry function's header as GoMLX
+	// prints it): without one a miss could never be called a changed program, only a new one.
+	entries, _, err := diskcache.List(dir)
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("entries %v, %v", entries, err)
+	}
+	for _, e := range entries {
+		if m, _, err := diskcache.ReadEntry(filepath.Join(dir, e.File)); err != nil || m.Signature == "" {
+			t.Errorf("entry %s (%s): %v, signature %q: want one", e.File, m.Program, err, m.Signature)
+		}
 	}
 	stale := runDiskChild(t, dir, 3)
 	if !strings.Contains(stale, "hostread=true") {

@@ -28,7 +28,7 @@ require (
 	github.com/nitro-go/nitro/runstatus v0.0.0 // indirect
 	github.com/nitro-go/nitro/tensorfile v0.0.0
 	github.com/nitro-go/nitro/render v0.0.0
-	github.com/nitro-go/nitro/pjrthook v0.0.0 // indirect
+	github.com/nitro-go/nitro/pjrthook v0.0.0
 )
 
 require (

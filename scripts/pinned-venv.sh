@@ -8,6 +8,10 @@
 # linger), and the stamp is written last, so an interrupted install is redone next time.
 set -euo pipefail
 name="$1" venv="$2" req="$3" check="$4"
+# The venv is made at its physical path: a venv records where it was made in its entry scripts'
+# first lines, and a path through a git worktree's .nitro link dies with that worktree.
+mkdir -p "$(dirname "$venv")"
+venv="$(cd "$(dirname "$venv")" && pwd -P)/$(basename "$venv")"
 stamp="$venv/.requirements.sha256"
 want="$(sha256sum "$req" | cut -d' ' -f1)"
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] && "$venv/bin/python" -c "$check" 2>/dev/null; then
@@ -16,5 +20,5 @@ fi
 echo "$name: installing $(grep -v '^#' "$req" | tr '\n' ' ')into $venv"
 rm -rf "$venv"
 "${PYTHON:-python3}" -m venv "$venv"
-"$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req"
 echo "$want" > "$stamp"

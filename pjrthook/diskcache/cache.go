@@ -55,6 +55,31 @@ type Cache struct {
 	noWrite bool
 	plugins map[string]*pluginHash // plugin file -> its SHA-256, computed once
 	cpu     string
+	costs   Costs
+}
+
+// Costs are the seconds the cache itself has spent, apart from the plugin's compiles and loads:
+// what a cold folder adds to a start. Hash runs in the background from Prepare, so it costs a
+// start CPU time rather than waiting, unless the first compile finds it unfinished.
+type Costs struct {
+	Hash      time.Duration // reading and hashing the plugin file (none when its sum is remembered)
+	Serialize time.Duration // the plugin serializing executables to write
+	Write     time.Duration // encoding, checksumming and durably writing entries, and the eviction scan
+	Explain   time.Duration // reading other entries' metadata to explain misses
+}
+
+// Costs returns what the cache has spent so far.
+func (c *Cache) Costs() Costs {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.costs
+}
+
+// spent adds the time since start to the cost *d points at.
+func (c *Cache) spent(d *time.Duration, start time.Time) {
+	c.mu.Lock()
+	*d += time.Since(start)
+	c.mu.Unlock()
 }
 
 // Open makes (if needed) and opens the cache folder. An error means the folder cannot be used at
@@ -125,14 +150,14 @@ func (c *Cache) Compile(call Call) (fromDisk bool, err error) {
 			c.drop(path, fmt.Sprintf("the plugin refused its executable (%v)", lerr))
 		}
 	} else {
-		c.explainMiss(name, key, parts)
+		c.explainMiss(name, key, parts, signature(format, code))
 	}
 	if err := call.Compile(); err != nil {
 		return false, err
 	}
 	// A client of a multi-process run knows its process index even when Options.Rank was left 0.
 	if target.ProcessIndex == 0 {
-		c.write(call, path, Meta{Key: key, Program: name, Parts: parts, Created: time.Now().Unix()})
+		c.write(call, path, Meta{Key: key, Program: name, Parts: parts, Signature: signature(format, code), Created: time.Now().Unix()})
 	}
 	return false, nil
 }
@@ -174,9 +199,10 @@ type pluginHash struct {
 // ready: a 200 MB plugin takes a noticeable part of a cold start to hash.
 func (c *Cache) Prepare(plugin string) { go c.pluginSum(plugin) }
 
-// pluginSum is the plugin file's SHA-256. The sum is also remembered in the folder under the
-// file's path, size, modification time and inode (a plugin replaced in place changes at least one
-// of them), so a later process reads it instead of hashing again.
+// pluginSum is the plugin file's SHA-256. The sum is also remembered under the file's path,
+// size, modification time and inode (a plugin replaced in place changes at least one of them),
+// in the folder and beside the plugin file, so a later process reads it instead of hashing
+// again, on a new folder too.
 func (c *Cache) pluginSum(path string) (string, error) {
 	c.mu.Lock()
 	h, ok := c.plugins[path]
@@ -195,14 +221,20 @@ func (c *Cache) hashPlugin(path string) (string, error) {
 		return "", fmt.Errorf("plugin file: %w", err)
 	}
 	var ino uint64
+	var uid uint32
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		ino = uint64(sys.Ino)
+		ino, uid = uint64(sys.Ino), sys.Uid
 	}
 	stamp := digest([]byte(path), []byte(fmt.Sprint(st.Size(), st.ModTime().UnixNano(), ino)))
 	memo := filepath.Join(c.dir, "plugin-"+stamp[:32]+".sha256")
-	if b, err := os.ReadFile(memo); err == nil && len(strings.TrimSpace(string(b))) == 64 {
+	if b, err := os.ReadFile(memo); err == nil && isSum(strings.TrimSpace(string(b))) {
 		return strings.TrimSpace(string(b)), nil
 	}
+	beside := besideMemo(path)
+	if s, ok := readBesideMemo(beside, stamp, uid); ok {
+		return s, nil // the folder's own memo would cost a durable write, and adds nothing
+	}
+	defer c.spent(&c.costs.Hash, time.Now())
 	f, err := os.Open(path)
 	if err != nil {
 		return "", fmt.Errorf("plugin file: %w", err)
@@ -214,7 +246,49 @@ func (c *Cache) hashPlugin(path string) (string, error) {
 	}
 	s := hex.EncodeToString(h.Sum(nil))
 	_ = tensorfile.WriteFS(c.fsys, memo, func(w io.Writer) error { _, err := io.WriteString(w, s+"\n"); return err })
+	// Best effort: a plugin's folder that is not ours to write keeps no memo.
+	_ = tensorfile.WriteFile(beside, []byte(stamp+" "+s+"\n"), 0o644)
 	return s, nil
+}
+
+// besideMemo is the file beside a plugin that remembers its sum for every cache folder.
+func besideMemo(plugin string) string {
+	return filepath.Join(filepath.Dir(plugin), "."+filepath.Base(plugin)+".nitro-sha256")
+}
+
+// readBesideMemo returns the sum a memo beside the plugin holds for stamp. The memo is trusted
+// only when the plugin's owner owns it: whoever else could write it could not replace the
+// plugin, and a wrong sum would key another plugin's executables as this one's.
+func readBesideMemo(memo, stamp string, owner uint32) (string, bool) {
+	st, err := os.Stat(memo)
+	if err != nil || !st.Mode().IsRegular() || st.Size() > 256 {
+		return "", false
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || sys.Uid != owner {
+		return "", false
+	}
+	b, err := os.ReadFile(memo)
+	if err != nil {
+		return "", false
+	}
+	got, sum, ok := strings.Cut(strings.TrimSpace(string(b)), " ")
+	if !ok || got != stamp || !isSum(sum) {
+		return "", false
+	}
+	return sum, true
+}
+
+// isSum reports whether s is a SHA-256 in lower-case hex.
+func isSum(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, r := range s {
+		if (r < '0' || r > '9') && (r < 'a' || r > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // read returns the entry's executable when the file is there and whole. A file that is there but
@@ -253,11 +327,14 @@ func (c *Cache) write(call Call, path string, m Meta) {
 	if skip {
 		return
 	}
+	start := time.Now()
 	exe, err := call.Serialize()
+	c.spent(&c.costs.Serialize, start)
 	if err != nil {
 		c.say("serialize", fmt.Sprintf("the plugin cannot serialize executables (%v): nothing is written", err))
 		return
 	}
+	defer c.spent(&c.costs.Write, time.Now())
 	data, err := encodeEntry(m, exe)
 	if err != nil {
 		return
@@ -293,9 +370,14 @@ func (c *Cache) evict() {
 	}
 }
 
-// explainMiss names what moved when an entry of the same program name exists under another key;
-// said once per program name. A cold folder says nothing.
-func (c *Cache) explainMiss(name, key string, p Parts) {
+// explainMiss names what moved when entries of the same program name exist under other keys;
+// said once per program name. A cold folder says nothing. The entry compared against is the
+// nearest: fewest parts moved, then one with the same signature, then the smallest key, so the
+// words are the same whatever order the folder lists in. Every experiment's gradient program has
+// one name, so "program changed" alone would be said of a folder holding another experiment's
+// entries: it is said only against an entry of the same signature, and a program whose signature
+// no entry of its name shares is called new.
+func (c *Cache) explainMiss(name, key string, p Parts, sig string) {
 	if name == "" {
 		return
 	}
@@ -305,11 +387,13 @@ func (c *Cache) explainMiss(name, key string, p Parts) {
 	if seen {
 		return
 	}
+	defer c.spent(&c.costs.Explain, time.Now())
 	entries, _, err := scan(c.dir)
 	if err != nil {
 		return
 	}
-	var best []string
+	var best *missCandidate
+	named := 0
 	for _, e := range entries {
 		if e.Key == key {
 			continue
@@ -318,19 +402,57 @@ func (c *Cache) explainMiss(name, key string, p Parts) {
 		if err != nil || m.Program != name {
 			continue
 		}
-		if d := p.diff(m.Parts); len(d) > 0 && (best == nil || len(d) < len(best)) {
-			best = d
+		d := p.diff(m.Parts)
+		if len(d) == 0 {
+			continue
+		}
+		named++
+		cand := &missCandidate{key: m.Key, moved: d, same: sig != "" && m.Signature == sig}
+		if best == nil || cand.nearer(best) {
+			best = cand
 		}
 	}
 	if best == nil {
 		return
 	}
-	for i, d := range best {
-		if d == "program changed" {
-			best[i] = "program changed (graph " + name + ")"
-		}
+	of := fmt.Sprintf("nearest of %d entries named %s: %.12s", named, name, best.key)
+	if named == 1 {
+		of = fmt.Sprintf("the entry named %s: %.12s", name, best.key)
 	}
-	c.say("miss "+name, fmt.Sprintf("miss for %s: %s", name, strings.Join(best, ", ")))
+	var msg string
+	switch {
+	case len(best.moved) == 1 && best.moved[0] == "program changed" && !best.same:
+		msg = fmt.Sprintf("a new program (graph %s: no entry of that name has its inputs and outputs; another experiment or another shape; %s)", name, of)
+	default:
+		for i, d := range best.moved {
+			if d == "program changed" {
+				best.moved[i] = "program changed (graph " + name + ", same inputs and outputs: a constant, an op or a hook's code differs)"
+				if !best.same {
+					best.moved[i] = "program changed (graph " + name + ", other inputs or outputs)"
+				}
+			}
+		}
+		msg = strings.Join(best.moved, ", ") + " (against " + of + ")"
+	}
+	c.say("miss "+name, fmt.Sprintf("miss for %s: %s", name, msg))
+}
+
+// missCandidate is an entry of the missed program's name, as a miss explanation compares it.
+type missCandidate struct {
+	key   string
+	moved []string // the parts that differ, in diff's words
+	same  bool     // the same signature as the missed program
+}
+
+// nearer orders candidates: fewer parts moved, then the same signature, then the smaller key.
+func (m *missCandidate) nearer(o *missCandidate) bool {
+	if len(m.moved) != len(o.moved) {
+		return len(m.moved) < len(o.moved)
+	}
+	if m.same != o.same {
+		return m.same
+	}
+	return m.key < o.key
 }
 
 // Entry is one entry file as `nitro cache ls` shows it.

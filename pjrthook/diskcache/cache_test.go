@@ -348,30 +348,102 @@ func TestCompileErrorIsThePlugins(t *testing.T) {
 	}
 }
 
+// withMain is a program named g with an entry function of the given argument type and body.
+func withMain(g, arg, body string) string {
+	return "module @" + g + " {\n  func.func public @main(%a: " + arg + ") -> " + arg + " {\n    " + body + "\n  }\n}"
+}
+
 func TestMissExplainsWhatMoved(t *testing.T) {
 	dir := t.TempDir()
 	a, b := pluginFile(t, "plugin A"), pluginFile(t, "plugin B")
 	c, _ := open(t, dir, Options{})
-	if _, err := c.Compile(newCall(a, "g")); err != nil {
+	first := newCall(a, "")
+	first.code = withMain("g", "tensor<2xf32>", "return %a")
+	if _, err := c.Compile(first); err != nil {
 		t.Fatal(err)
 	}
+	entries, _, _ := List(dir)
+	key := entries[0].Key[:12]
 	for _, tc := range []struct {
 		change func(f *fakeCall)
 		want   string
 	}{
-		{func(f *fakeCall) { f.plugin = b }, "miss for g: plugin changed"},
-		{func(f *fakeCall) { f.opts = "o2" }, "miss for g: compile options changed"},
-		{func(f *fakeCall) { f.code = "module @g { changed }" }, "miss for g: program changed (graph g)"},
+		{func(f *fakeCall) { f.plugin = b }, "miss for g: plugin changed (against the entry named g: " + key + ")"},
+		{func(f *fakeCall) { f.opts = "o2" }, "miss for g: compile options changed (against the entry named g: " + key + ")"},
+		{func(f *fakeCall) { f.code = withMain("g", "tensor<2xf32>", "return %b") },
+			"miss for g: program changed (graph g, same inputs and outputs: a constant, an op or a hook's code differs) (against the entry named g: " + key + ")"},
+		{func(f *fakeCall) { f.code = withMain("g", "tensor<3xf32>", "return %a") },
+			"miss for g: a new program (graph g: no entry of that name has its inputs and outputs; another experiment or another shape; the entry named g: " + key + ")"},
+		{func(f *fakeCall) { f.code, f.opts = withMain("g", "tensor<3xf32>", "return %a"), "o2" },
+			"miss for g: compile options changed, program changed (graph g, other inputs or outputs) (against the entry named g: " + key + ")"},
 	} {
 		c2, said := open(t, dir, Options{Rank: 1}) // rank 1: leave the folder as it is
-		f := newCall(a, "g")
+		f := newCall(a, "")
+		f.code = first.code
 		tc.change(f)
 		if _, err := c2.Compile(f); err != nil {
 			t.Fatal(err)
 		}
-		if got := said.all(); !strings.Contains(got, tc.want) {
-			t.Errorf("notices %q, want %q", got, tc.want)
+		if got := said.all(); got != "compile cache: "+tc.want {
+			t.Errorf("notices %q,\nwant %q", got, "compile cache: "+tc.want)
 		}
+	}
+}
+
+// Another experiment's entries of the same program name must not make a miss read as an edit,
+// and the entry compared against is the nearest whatever order the folder lists in.
+func TestMissExplanationPicksTheNearestEntry(t *testing.T) {
+	dir := t.TempDir()
+	a, b := pluginFile(t, "plugin A"), pluginFile(t, "plugin B")
+	c, _ := open(t, dir, Options{})
+	mine := withMain("nitro_gradient", "tensor<784x512xf32>", "return %a")
+	others := []string{withMain("nitro_gradient", "tensor<3x3xf32>", "return %a"), withMain("nitro_gradient", "tensor<5xf32>", "return %a")}
+	for _, code := range others {
+		f := newCall(a, "")
+		f.code = code
+		if _, err := c.Compile(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two other experiments' gradients only: this one is new, not changed.
+	c2, said := open(t, dir, Options{Rank: 1})
+	f := newCall(a, "")
+	f.code = mine
+	if _, err := c2.Compile(f); err != nil {
+		t.Fatal(err)
+	}
+	// Both moved as much, neither shares the signature: the smaller key is named.
+	entries, _, _ := List(dir)
+	smaller := min(entries[0].Key, entries[1].Key)
+	want := "compile cache: miss for nitro_gradient: a new program (graph nitro_gradient: no entry of that name has its inputs and outputs; another experiment or another shape; nearest of 2 entries named nitro_gradient: " + smaller[:12] + ")"
+	if got := said.all(); got != want {
+		t.Fatalf("notices %q,\nwant %q", got, want)
+	}
+	// This experiment's own entry, under another plugin: that is the nearest (one part moved).
+	f = newCall(b, "")
+	f.code = mine
+	if _, err := c.Compile(f); err != nil {
+		t.Fatal(err)
+	}
+	entries, _, _ = List(dir)
+	var own string
+	for _, e := range entries {
+		if m, _, err := ReadEntry(filepath.Join(dir, e.File)); err == nil && m.Signature == signature("mlir", []byte(mine)) {
+			own = e.Key
+		}
+	}
+	if own == "" {
+		t.Fatal("no entry records this program's signature")
+	}
+	c3, said := open(t, dir, Options{Rank: 1})
+	f = newCall(a, "")
+	f.code = mine
+	if _, err := c3.Compile(f); err != nil {
+		t.Fatal(err)
+	}
+	want = "compile cache: miss for nitro_gradient: plugin changed (against nearest of 3 entries named nitro_gradient: " + own[:12] + ")"
+	if got := said.all(); got != want {
+		t.Fatalf("notices %q,\nwant %q", got, want)
 	}
 }
 
@@ -434,5 +506,64 @@ func TestConcurrentWritersLeaveOneWholeEntry(t *testing.T) {
 		if tensorfile.IsTemp(n) {
 			t.Fatalf("a temporary file was left: %v", names)
 		}
+	}
+}
+
+// A cold folder's costs are counted, and a later cache hashes no plugin, over another folder
+// too: the sum is remembered under the file's path, size, modification time and inode, in the
+// folder and beside the plugin. A memo that does not match the file is not believed.
+func TestCostsAndTheRememberedPluginSum(t *testing.T) {
+	dir, plugin := t.TempDir(), pluginFile(t, "plugin A")
+	c, _ := open(t, dir, Options{})
+	if _, err := c.Compile(newCall(plugin, "g")); err != nil {
+		t.Fatal(err)
+	}
+	if k := c.Costs(); k.Hash <= 0 || k.Write <= 0 {
+		t.Fatalf("cold costs %+v: want the plugin hashed and an entry written", k)
+	}
+	c2, _ := open(t, dir, Options{})
+	if hit, err := c2.Compile(newCall(plugin, "g")); err != nil || !hit {
+		t.Fatalf("hit=%v err=%v", hit, err)
+	}
+	if k := c2.Costs(); k.Hash != 0 || k.Write != 0 || k.Serialize != 0 {
+		t.Fatalf("second cache's costs %+v: want no hash (remembered) and nothing written", k)
+	}
+	other := t.TempDir()
+	c3, _ := open(t, other, Options{})
+	if _, err := c3.Compile(newCall(plugin, "g")); err != nil {
+		t.Fatal(err)
+	}
+	if k := c3.Costs(); k.Hash != 0 {
+		t.Fatalf("a new folder's costs %+v: want the sum remembered beside the plugin read, not hashed", k)
+	}
+	// The sum read back keys alike: the new folder's entry has the first folder's name.
+	a, _, _ := List(dir)
+	b, _, _ := List(other)
+	if len(a) != 1 || len(b) != 1 || a[0].Key != b[0].Key {
+		t.Fatalf("entries %v and %v: want one key", a, b)
+	}
+
+	// A memo beside the plugin with another file's stamp, or a sum that is not one, is hashed over.
+	memo := besideMemo(plugin)
+	for _, bogus := range []string{"0123 " + strings.Repeat("ab", 32) + "\n", "junk"} {
+		write(t, memo, []byte(bogus))
+		c4, _ := open(t, t.TempDir(), Options{})
+		if _, err := c4.Compile(newCall(plugin, "g")); err != nil {
+			t.Fatal(err)
+		}
+		if c4.Costs().Hash <= 0 {
+			t.Fatalf("memo %q was believed", bogus)
+		}
+	}
+
+	if err := os.WriteFile(plugin, []byte("plugin A, replaced"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c5, _ := open(t, dir, Options{})
+	if hit, _ := c5.Compile(newCall(plugin, "g")); hit {
+		t.Fatal("a replaced plugin's compile was answered by the old plugin's entry")
+	}
+	if c5.Costs().Hash <= 0 {
+		t.Fatal("a replaced plugin file was not hashed again")
 	}
 }

@@ -14,6 +14,7 @@
 // deletes the entry and says so once; it is never an error or a wrong program. Only rank 0 (the
 // option, and the client's own process index) writes. A folder that cannot be written is warned
 // about once and the process runs uncached. Past MaxBytes the least recently used entries go.
-// A miss next to an entry of the same program name says what moved ("plugin changed", "CPU
-// features differ", "compile options changed", "program changed (graph g)").
+// A miss next to entries of the same program name says what moved against the nearest of them
+// and names its key ("plugin changed", "compile options changed", "program changed" only when an
+// entry has the program's inputs and outputs, else "a new program").
 package diskcache

@@ -30,7 +30,10 @@ type Meta struct {
 	Key     string `json:"key"`
 	Program string `json:"program"` // the module name in the program text, or ""
 	Parts   Parts  `json:"parts"`
-	Created int64  `json:"created"` // unix seconds
+	// Signature digests the program's entry function header ("" in entries written before it
+	// was recorded, or for a program without one): see signature.
+	Signature string `json:"signature,omitempty"`
+	Created   int64  `json:"created"` // unix seconds
 }
 
 // errCorrupt marks an entry that is present but cannot be trusted.

@@ -1,6 +1,7 @@
 package diskcache
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -126,6 +127,28 @@ func programName(format string, code []byte) string {
 	}
 	if m := moduleName.FindSubmatch(head); m != nil {
 		return string(m[1])
+	}
+	return ""
+}
+
+// signature is a digest of the program's entry function header (its arguments' and results'
+// types), "" when there is none to find. Two programs of one name and one signature are most
+// likely one model edited; two of other signatures are two models (every experiment's gradient
+// program bears the same name), which is what a miss explanation needs to tell apart.
+func signature(format string, code []byte) string {
+	if format != "mlir" {
+		return ""
+	}
+	for _, head := range [][]byte{[]byte("func.func public @main("), []byte("func.func @main(")} {
+		i := bytes.Index(code, head)
+		if i < 0 {
+			continue
+		}
+		line := code[i:]
+		if j := bytes.IndexByte(line, '\n'); j >= 0 {
+			line = line[:j]
+		}
+		return digest(line)
 	}
 	return ""
 }

@@ -122,27 +122,7 @@ def main(argv):
     x_host = rng.standard_normal((n, a.n_in), dtype=np.float32)
     y_host = rng.integers(0, a.out, size=n, dtype=np.int32)
 
-    sizes = [a.n_in, a.hidden, a.hidden, a.out]
-    params = []
-    for k, m in zip(sizes[:-1], sizes[1:]):
-        w = rng.standard_normal((k, m), dtype=np.float32) * np.float32(1.0 / math.sqrt(k))
-        params.append({"w": jax.device_put(w), "b": jax.device_put(np.zeros(m, np.float32))})
-
-    opt = optax.radam(a.lr)  # b1=0.9, b2=0.999, eps=1e-8: optax's defaults
-    opt_state = opt.init(params)
-
-    def loss_fn(params, x, y):
-        h = x
-        for i, layer in enumerate(params):
-            h = h @ layer["w"] + layer["b"]
-            if i < len(params) - 1:
-                h = jax.nn.relu(h)
-        return optax.softmax_cross_entropy_with_integer_labels(h, y).mean()
-
-    def train_step(params, opt_state, x, y):
-        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
-        updates, opt_state = opt.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
+    params, opt_state, train_step = mlp(a, rng)
 
     def batch(i):
         lo = i * a.batch
@@ -197,6 +177,39 @@ def main(argv):
             return
         else:
             die(f"unknown command {cmd!r} (want step, matmul, flops or quit)")
+
+
+def mlp(a, rng):
+    """The MLP problem from flags a (n_in, hidden, out, lr): its parameters placed on the device,
+    the optimizer state, and the training step train_step(params, opt_state, x, y) -> (params,
+    opt_state, loss), not yet jitted. Imports jax: call it after the environment is set."""
+    import numpy as np
+    import jax
+    import optax
+
+    sizes = [a.n_in, a.hidden, a.hidden, a.out]
+    params = []
+    for k, m in zip(sizes[:-1], sizes[1:]):
+        w = rng.standard_normal((k, m), dtype=np.float32) * np.float32(1.0 / math.sqrt(k))
+        params.append({"w": jax.device_put(w), "b": jax.device_put(np.zeros(m, np.float32))})
+
+    opt = optax.radam(a.lr)  # b1=0.9, b2=0.999, eps=1e-8: optax's defaults
+    opt_state = opt.init(params)
+
+    def loss_fn(params, x, y):
+        h = x
+        for i, layer in enumerate(params):
+            h = h @ layer["w"] + layer["b"]
+            if i < len(params) - 1:
+                h = jax.nn.relu(h)
+        return optax.softmax_cross_entropy_with_integer_labels(h, y).mean()
+
+    def train_step(params, opt_state, x, y):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        updates, opt_state = opt.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    return params, opt_state, train_step
 
 
 def time_matmul(matmul, ma, mb, seconds, min_iters):

@@ -16,7 +16,11 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 req="$here/requirements.txt"
-venv="$root/.nitro/bench-venv"
+# The venv's physical path: a venv records where it was made in its entry scripts' first lines,
+# and a path through a git worktree's .nitro link dies with that worktree. (Nothing here runs
+# those scripts: pip runs as python -m pip.)
+mkdir -p "$root/.nitro"
+venv="$(cd "$root/.nitro" && pwd -P)/bench-venv"
 stamp="$venv/.requirements.sha256"
 py="${PYTHON:-python3}"
 
