@@ -46,7 +46,7 @@ type famHeldOut struct {
 	n    int // variables the scorer was built with
 }
 
-func newFamHeldOut(r *backend.Resolved, f *family) *famHeldOut {
+func newFamHeldOut(r *backend.Resolved, f *family) (*famHeldOut, error) {
 	x, y := newFamBatches(f, famHeldOutSeed, f.batch).batch(0, f.batch)
 	h := &famHeldOut{f: f, x: x, y: y}
 	h.ctx = context.New()
@@ -58,9 +58,9 @@ func newFamHeldOut(r *backend.Resolved, f *family) *famHeldOut {
 		return []*graph.Node{f.loss(logits, y), acc}
 	})
 	if err != nil {
-		panic(fmt.Sprintf("the held-out scorer of %s: %v", f.name, err)) // a programming error: the exec is built before any call
+		return nil, fmt.Errorf("the held-out scorer of %s: %w", f.name, err)
 	}
-	return h
+	return h, nil
 }
 
 // predictions is the number of predictions the accuracy averages over.
@@ -184,7 +184,10 @@ func famAccTol(median float64, n int) float64 {
 // scoreSides scores every training side of a family on the held-out batch (the gradient-only
 // loop trains nothing and is left out) and flags the ones whose accuracy is off the others'.
 func scoreSides(b *testing.B, r *backend.Resolved, res *famResult, peer *famPeer) {
-	h := newFamHeldOut(r, res.f)
+	h, err := newFamHeldOut(r, res.f)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, s := range res.sides {
 		var sc famScore
 		var err error

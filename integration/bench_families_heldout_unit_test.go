@@ -45,7 +45,10 @@ func TestFamHeldOutRefusesOtherParameters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newFamHeldOut(r, f)
+	h, err := newFamHeldOut(r, f)
+	if err != nil {
+		t.Fatal(err)
+	}
 	first, err := h.score(ps)
 	if err != nil {
 		t.Fatal(err)
