@@ -162,7 +162,7 @@ func (h *famHeldOut) writeFile(dir string) (string, error) {
 	return path, werr
 }
 
-// evalPeer asks the JAX peer to score its parameters on the held-out batch in path.
+// eval asks the JAX peer to score its parameters on the held-out batch in path.
 func (p *famPeer) eval(path string) (famScore, error) {
 	if _, err := io.WriteString(p.in, "eval "+path+"\n"); err != nil {
 		return famScore{}, err
