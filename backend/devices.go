@@ -3,6 +3,7 @@ package backend
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -10,9 +11,13 @@ import (
 )
 
 // EnvCPUDevices sets how many devices the XLA CPU plugin presents ("4"); empty keeps the plugin's
-// own count. The CPU devices share the machine's cores, so more of them is a way to run and test
-// data-parallel programs, not a speedup; a Nitro uses one unless told otherwise (Devices).
+// own count (pluginCPUDevices), or one per CPU on a machine with fewer CPUs than that. The CPU
+// devices share the machine's cores, so more of them is a way to run and test data-parallel
+// programs, not a speedup; a Nitro uses one unless told otherwise (Devices).
 const EnvCPUDevices = "NITRO_CPU_DEVICES"
+
+// pluginCPUDevices is how many devices the pinned CPU plugin presents when not told.
+const pluginCPUDevices = 4
 
 // MaxCPUDevices bounds $NITRO_CPU_DEVICES. The plugin builds every device before it answers, at
 // about 1 ms and 85 KB each here (4,096 devices: 5 s and 350 MB more than one), so a typo such as
@@ -24,8 +29,19 @@ const MaxCPUDevices = 1024
 // integer, or one above MaxCPUDevices, is an error naming the variable.
 func cpuClientOptions(name string) (pjrt.NamedValuesMap, string, error) {
 	s := strings.TrimSpace(os.Getenv(EnvCPUDevices))
-	if s == "" || name != XLA {
+	if name != XLA {
 		return nil, "", nil
+	}
+	if s == "" {
+		// The pinned plugin presents pluginCPUDevices devices unless told, and its intra-op pool
+		// runs a thread per device when they outnumber the CPUs: on 2 cores, 4 threads took
+		// turns on them and a step cost more CPU than with 2 (docs/profiling.md, the plugin's
+		// threads). So a machine with fewer CPUs gets one device per CPU, the pool one thread each.
+		n := runtime.NumCPU()
+		if n >= pluginCPUDevices {
+			return nil, "", nil
+		}
+		s = strconv.Itoa(n)
 	}
 	k, err := strconv.Atoi(s)
 	if err != nil || k < 1 {

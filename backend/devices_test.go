@@ -1,6 +1,8 @@
 package backend
 
 import (
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -32,5 +34,32 @@ func TestCPUDevicesEnvRefused(t *testing.T) {
 	t.Setenv(EnvCPUDevices, "four")
 	if _, err := Resolve(Go); err != nil {
 		t.Fatalf("the pure-Go backend has no CPU device count and must ignore %s: %v", EnvCPUDevices, err)
+	}
+}
+
+// Unset, the count is the plugin's own, except on a machine with fewer CPUs than that: one device
+// per CPU there, so the plugin's intra-op pool (a thread per device) does not outnumber the cores.
+func TestCPUDevicesDefault(t *testing.T) {
+	t.Setenv(EnvCPUDevices, "")
+	opts, key, err := cpuClientOptions(XLA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := runtime.NumCPU()
+	if n >= pluginCPUDevices {
+		if opts != nil || key != "" {
+			t.Fatalf("%d CPUs: options %v, key %q; want the plugin's own count", n, opts, key)
+		}
+		return
+	}
+	if got, ok := opts["cpu_device_count"].(int64); !ok || got != int64(n) || key != ":cpu_devices="+strconv.Itoa(n) {
+		t.Fatalf("%d CPUs: options %v, key %q; want cpu_device_count %d", n, opts, key, n)
+	}
+	r, err := Resolve(XLA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Backend.NumDevices(); got != n {
+		t.Fatalf("%d CPUs, %s unset: the backend has %d devices, want %d", n, EnvCPUDevices, got, n)
 	}
 }

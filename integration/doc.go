@@ -13,8 +13,9 @@
 // to a missing file, a CLI command or go.work module missing from the README's tables, and a first
 // experiment that does not build pasted into a `nitro new` project.
 // The benchmarks (`make bench`) print nitro's step time against a GoMLX loop and JAX + optax,
-// measured in one run, on the MLP and on each family, and the all-reduce's share of a step at 2
-// processes under mpirun (the test binary's TestMain turns a copy of it into one rank when
+// measured in one run, on the MLP and on each family (with the held-out loss and accuracy each
+// family's sides reached, a side off the others flagged), and the all-reduce's share of a step at
+// 2 processes under mpirun (the test binary's TestMain turns a copy of it into one rank when
 // NITRO_MPI_BENCH_FAMILY names a family).
 //
 // In CI (CI=true) a missing plugin fails the run; elsewhere the tests that need it say loudly

@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -333,12 +332,8 @@ func newFamLoop(r *backend.Resolved, f *family, init map[string]*tensors.Tensor)
 	ctx := context.New()
 	ctx.SetRNGStateFromSeed(42)
 	for kp, t := range init {
-		parts := strings.Split(kp, "/")
-		c := ctx
-		for _, p := range parts[:len(parts)-1] {
-			c = c.In(p)
-		}
-		c.VariableWithValue(parts[len(parts)-1], t)
+		c, name := ctxAt(ctx, kp)
+		c.VariableWithValue(name, t)
 	}
 	exec, err := context.NewExec(r.Backend, ctx.Checked(false), func(ctx *context.Context, x, y *graph.Node) *graph.Node {
 		g := x.Graph()

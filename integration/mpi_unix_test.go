@@ -56,7 +56,10 @@ func newMPIRun(t testing.TB) mpiRun {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/nitro: %v\n%s", err, out)
 	}
-	env := append(os.Environ(), "NITRO_PJRT_DIR="+filepath.Dir(prereq.Plugin(t)))
+	// The one-process reference runs on 4 devices and the ranks on 2: unless told, the plugin
+	// presents one per CPU the process may run on when that is under 4 (backend.EnvCPUDevices),
+	// and mpirun binds each rank to one core, so it is told.
+	env := append(os.Environ(), "NITRO_PJRT_DIR="+filepath.Dir(prereq.Plugin(t)), "NITRO_CPU_DEVICES=4")
 	return mpiRun{bin: bin, mpirun: mpirun, env: env}
 }
 

@@ -39,6 +39,10 @@ Protocol: one command per line on stdin, one answer line per command on stdout, 
   "flops"   -> "step_flops=<n>": matmul and convolution flops of one training step (2*M*N*K
                each; forward, weight gradient and input gradient per layer, less the input gradient
                of a layer whose input is data). Must equal the Go side's count.
+  "eval P"  -> "eval_loss=<x> eval_acc=<a>": the loss and the accuracy (argmax against the label,
+               over every prediction) of the current params on the batch in file P: the Go side's
+               held-out batch, x's values then y's (int32), little-endian, row-major, sized
+               --batch rows of the family's shapes (x float32, the transformer's int32).
   "quit"    -> no answer; exits 0. End of input also exits 0. Blank lines are ignored.
 Any error prints "error <message>" on stdout and exits 1.
 """
@@ -129,13 +133,13 @@ def main(argv):
         params = [dense(k, m) for k, m in zip(MLP_DIMS[:-1], MLP_DIMS[1:])]
         opt = optax.radam(a.lr)
 
-        def loss_fn(params, x, y):
+        def logits_fn(params, x):
             h = x
             for i, p in enumerate(params):
                 h = linear(p, h)
                 if i < len(params) - 1:
                     h = jax.nn.relu(h)
-            return xent(h, y)
+            return h
 
     elif a.family == "cnn":
         x_host = rng.standard_normal((n, 28, 28, 1), dtype=np.float32)
@@ -154,10 +158,10 @@ def main(argv):
             # flax.linen.avg_pool: a summing reduce_window over 2x2, stride 2, divided by 4
             return lax.reduce_window(h, 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") / 4.0
 
-        def loss_fn(params, x, y):
+        def logits_fn(params, x):
             h = conv_pool(params["c1"], conv_pool(params["c0"], x))
             h = jax.nn.relu(linear(params["d0"], h.reshape(h.shape[0], -1)))
-            return xent(linear(params["d1"], h), y)
+            return linear(params["d1"], h)
 
     else:
         x_host = rng.integers(0, VOCAB, size=(n, SEQ), dtype=np.int32)
@@ -181,7 +185,7 @@ def main(argv):
         opt = optax.adam(a.lr)
         dh = D // HEADS
 
-        def loss_fn(params, x, y):
+        def logits_fn(params, x):
             b = x.shape[0]
             h = jnp.take(params["tok"], x, axis=0) + params["pos"][None]
             for p in params["blocks"]:
@@ -191,7 +195,14 @@ def main(argv):
                 o = jnp.einsum("bhqk,bkhd->bqhd", att, v).reshape(b, SEQ, D)
                 h = h + linear(p["o"], o)
                 h = h + linear(p["m1"], jax.nn.relu(linear(p["m0"], layer_norm(p["ln1"], h))))
-            return xent(linear(params["head"], layer_norm(params["lnf"], h)), y)
+            return linear(params["head"], layer_norm(params["lnf"], h))
+
+    def loss_fn(params, x, y):
+        return xent(logits_fn(params, x), y)
+
+    def score(params, x, y):
+        logits = logits_fn(params, x)
+        return xent(logits, y), (jnp.argmax(logits, -1) == y).mean(dtype=jnp.float32)
 
     opt_state = opt.init(params)
 
@@ -225,6 +236,32 @@ def main(argv):
     matmul = jax.jit(jnp.matmul).lower(ma, mb).compile()
     matmul(ma, mb).block_until_ready()
 
+    x_row = x_host.shape[1:]
+    y_row = y_host.shape[1:]
+    score_jit = jax.jit(score)
+
+    def held_out(path):
+        """Reads the Go side's held-out batch (x then y, little-endian, row-major) and scores on it."""
+        xn, yn = a.batch * math.prod(x_row), a.batch * math.prod(y_row)
+        want = 4 * (xn + yn)
+        try:
+            raw = open(path, "rb").read()
+        except OSError as e:
+            die(f"eval: reading the held-out batch: {e}")
+        if len(raw) != want:
+            die(f"eval: {path} holds {len(raw)} bytes, want {want} (x {(a.batch,) + x_row} {x_host.dtype}, y {(a.batch,) + y_row} int32)")
+        xs = np.frombuffer(raw[:4 * xn], dtype=x_host.dtype.newbyteorder("<")).reshape((a.batch,) + x_row)
+        ys = np.frombuffer(raw[4 * xn:], dtype=np.dtype("<i4")).reshape((a.batch,) + y_row)
+        classes = VOCAB if a.family == "transformer" else MLP_DIMS[-1]
+        if ys.size and (ys.min() < 0 or ys.max() >= classes):
+            die(f"eval: a label in {path} is outside [0, {classes})")
+        if a.family == "transformer" and xs.size and (xs.min() < 0 or xs.max() >= VOCAB):
+            die(f"eval: a token in {path} is outside [0, {VOCAB})")
+        if a.family != "transformer" and not np.isfinite(xs).all():
+            die(f"eval: {path} holds a non-finite input")
+        loss, acc = score_jit(params, jax.device_put(xs.astype(x_host.dtype)), jax.device_put(ys.astype(np.int32)))
+        return float(loss), float(acc)
+
     say(f"ready compile_ms={compile_ms:.1f} jax={jax.__version__} jaxlib={jaxlib.__version__} "
         f"optax={optax.__version__} threads={threads}")
 
@@ -232,6 +269,7 @@ def main(argv):
         cmd = line.strip()
         if not cmd:
             continue
+        cmd, _, arg = cmd.partition(" ")
         if cmd == "step":
             run_step(0)
             t0 = time.perf_counter()
@@ -243,10 +281,13 @@ def main(argv):
             say(f"matmul_gflops={2.0 * m * m * m * iters / secs / 1e9:.2f}")
         elif cmd == "flops":
             say(f"step_flops={step_flops(a.family, a.batch)}")
+        elif cmd == "eval" and arg:
+            loss, acc = held_out(arg)
+            say(f"eval_loss={loss:.6f} eval_acc={acc:.6f}")
         elif cmd == "quit":
             return
         else:
-            die(f"unknown command {cmd!r} (want step, matmul, flops or quit)")
+            die(f"unknown command {line.strip()!r} (want step, matmul, flops, eval PATH or quit)")
 
 
 if __name__ == "__main__":
