@@ -10,6 +10,8 @@ import (
 // TestTrainTinyMNISTDevices: --devices 2 trains the tiny preset data-parallel on two of the CPU
 // plugin's devices (the report says so) and it learns; --devices 0 is refused by name.
 func TestTrainTinyMNISTDevices(t *testing.T) {
+	// Unset, a machine with one CPU presents one device; this test needs two.
+	t.Setenv("NITRO_CPU_DEVICES", "2")
 	code, out, errs := runCLI("train", "mnist-mlp", "--preset", "tiny", "--devices", "2", "--fused", "--set", "TrainLimit=3000", "--set", "TestLimit=1000",
 		"--run-dir", t.TempDir(), "--no-log", "--no-checkpoints")
 	if code != 0 {
