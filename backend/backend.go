@@ -46,7 +46,6 @@ import (
 	"github.com/gomlx/gomlx/backends/stablehlo"
 
 	"github.com/nitro-go/nitro/internal/prereq/pluginsearch"
-	"github.com/nitro-go/nitro/pjrthook"
 )
 
 // Names of the backends nitro knows.
@@ -211,8 +210,6 @@ func get(name, plugin, reason string) (*Resolved, error) {
 		// memory, which gopjrt only turns on by itself for a plugin named plainly "cpu". The
 		// plugin starts under the interposer (the disk compile cache's hook), whose name is an
 		// absolute path too.
-		// The CPU plugin's buffers are the C heap's: kept pages spare each step its page faults.
-		pjrthook.RetainFreedMemory()
 		name, warning := interposed(plugin)
 		b, err = stablehlo.NewWithOptions(name+",shared_buffers", opts)
 		if err != nil && name != plugin {

@@ -11,8 +11,6 @@
 // node_id and num_nodes and the three key-value callbacks, served by a Store (StoreOf over a
 // client of package kvstore's coordinator, which rank 0 serves), so XLA's GPU plugin spans them.
 //
-// RetainFreedMemory (no hook) makes glibc's heap keep freed pages: the CPU plugin's step buffers
-// then reuse them instead of faulting in fresh ones ($NITRO_MALLOC_RETAIN=off opts out).
 // The package is this workspace's only cgo on the training path: the backend trains through it
 // when the disk cache is on (the default). The C half declares only the ABI slots it calls (from
 // pjrt_c_api.h, major version 0; the layout test checks each against the header), keeps no Go

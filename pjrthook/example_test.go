@@ -21,11 +21,3 @@ func ExampleSetDistributed() {
 	// 1 2
 	// 0 1
 }
-
-// A process about to start the XLA CPU plugin keeps the C heap's freed pages (backend does this
-// itself); under glibc it reports true.
-func ExampleRetainFreedMemory() {
-	if !pjrthook.RetainFreedMemory() {
-		fmt.Println("the C heap gives freed pages back: each step faults its buffers in afresh")
-	}
-}
