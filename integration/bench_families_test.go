@@ -526,7 +526,7 @@ func explainFamily(res *famResult) {
 			famDiff(fused, gm), res.arrays, noiseNote(fused, gm, goalNitroGoMLX))
 	}
 	if q := famPair(two, gm); q > goalNitroGoMLX {
-		fmt.Printf("  MISSED two-program/GoMLX: %.2f; the second program costs %.2f ms/step (every parameter, gradient and state array crosses a program boundary); WithFusedStep removes it (the fused row), a flat buffer per group at the boundary would shrink it (core/optimizer.go)%s\n",
+		fmt.Printf("  MISSED two-program/GoMLX: %.2f; the second program costs %.2f ms/step (its gradients are outputs allocated and freed each step, and a second pass over parameter-sized arrays: docs/profiling.md); WithFusedStep removes it (the fused row)%s\n",
 			q, famDiff(two, gr), noiseNote(two, gm, goalNitroGoMLX))
 	}
 	if res.jx == nil {
