@@ -1,6 +1,7 @@
 package diskcache
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -155,5 +156,35 @@ func TestHolderOtherRankQueuesNothing(t *testing.T) {
 	c.Flush()
 	if h.held != nil || entryCount(t, dir) != 0 {
 		t.Fatalf("rank 1: held=%v entries=%d, want no write", h.held != nil, entryCount(t, dir))
+	}
+}
+
+// Flush while other compiles keep queueing writes: no misuse panic, and every entry lands.
+func TestFlushWhileCompilesQueue(t *testing.T) {
+	dir, plugin := t.TempDir(), pluginFile(t, "plugin A")
+	c, _ := open(t, dir, Options{})
+	const n = 40
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			h := newHeld(plugin, fmt.Sprintf("g%d", i))
+			close(h.release)
+			if _, err := c.Compile(h); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	for flushing := true; flushing; {
+		select {
+		case <-done:
+			flushing = false
+		default:
+			c.Flush()
+		}
+	}
+	c.Flush()
+	if k := entryCount(t, dir); k != n {
+		t.Fatalf("%d entries, want %d", k, n)
 	}
 }

@@ -80,8 +80,11 @@ type Cache struct {
 	cpu     string
 	costs   Costs
 
-	writers chan struct{}  // a slot per background serialization running
-	pending sync.WaitGroup // background writes not yet done
+	writers chan struct{} // a slot per background serialization running
+	// Background writes not yet done, and their end's signal. Not a WaitGroup: a compile may
+	// queue a write while Flush waits, which a WaitGroup forbids.
+	pending int
+	settled *sync.Cond // on mu
 }
 
 // Costs are the seconds the cache itself has spent, apart from the plugin's compiles and loads:
@@ -123,6 +126,7 @@ func Open(o Options) (*Cache, error) {
 	}
 	c := &Cache{dir: dir, max: o.MaxBytes, rank: o.Rank, notice: o.Notice, fsys: tensorfile.OS{Perm: 0o644},
 		said: map[string]bool{}, plugins: map[string]*pluginHash{}, writers: make(chan struct{}, backgroundWriters)}
+	c.settled = sync.NewCond(&c.mu)
 	if c.max <= 0 {
 		c.max = DefaultMaxBytes
 	}
@@ -207,10 +211,17 @@ func (c *Cache) writeLater(h Holder, call Call, path string, m Meta) {
 		}()
 		c.write(call, path, m)
 	}}
-	c.pending.Add(1)
+	c.mu.Lock()
+	c.pending++
+	c.mu.Unlock()
 	h.Hold(w)
 	go func() {
-		defer c.pending.Done()
+		defer func() {
+			c.mu.Lock()
+			c.pending--
+			c.settled.Broadcast()
+			c.mu.Unlock()
+		}()
 		c.writers <- struct{}{}
 		defer func() { <-c.writers }()
 		w.Finish()
@@ -220,7 +231,13 @@ func (c *Cache) writeLater(h Holder, call Call, path string, m Meta) {
 // Flush returns once every entry this cache queued in the background is written (or has failed
 // and been said). Without it a process that exits early leaves those entries missing, never
 // torn: each is renamed into place whole.
-func (c *Cache) Flush() { c.pending.Wait() }
+func (c *Cache) Flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.pending > 0 {
+		c.settled.Wait()
+	}
+}
 
 // writing reports whether this process writes entries: rank 0, and a folder that takes writes.
 func (c *Cache) writing() bool {
