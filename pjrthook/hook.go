@@ -156,13 +156,18 @@ func (c *cgoCall) Hold(w *diskcache.PendingWrite) {
 func nitroHookRelease(index C.int, obj unsafe.Pointer, isClient C.int) {
 	var todo []*diskcache.PendingWrite
 	heldMu.Lock()
-	for k, h := range held {
-		if k.index != int(index) {
-			continue
-		}
-		if (isClient != 0 && h.client == uintptr(obj)) || (isClient == 0 && k.loaded == uintptr(obj)) {
+	if isClient == 0 {
+		k := heldKey{int(index), uintptr(obj)}
+		if h, ok := held[k]; ok {
 			todo = append(todo, h.w)
 			delete(held, k)
+		}
+	} else {
+		for k, h := range held {
+			if k.index == int(index) && h.client == uintptr(obj) {
+				todo = append(todo, h.w)
+				delete(held, k)
+			}
 		}
 	}
 	heldMu.Unlock()
