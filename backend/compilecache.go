@@ -145,6 +145,12 @@ func CompileCounts() (compiled, fromDisk int64) {
 	return s.Compiled, s.FromDisk
 }
 
+// FlushCompileCache returns once the disk compile cache's entries still being written in the
+// background are written. The interposer serializes each compiled program off the compile's
+// path, so a process that exits without this leaves those entries out (compiled again next
+// time, never torn). Cheap when nothing is pending.
+func FlushCompileCache() { pjrthook.Flush() }
+
 // CompileSeconds is the time the process has spent in compiles through the interposer so far,
 // loads from the disk cache included.
 func CompileSeconds() float64 { return pjrthook.Stats().Seconds }

@@ -17,3 +17,11 @@ func (n *Nitro) reportCompiles() {
 	n.console.Notice(fmt.Sprintf("compile cache: %d compiled, %d from disk (%.2fs)", compiled-n.compiledAt[0], fromDisk-n.compiledAt[1],
 		backend.CompileSeconds()-n.compileSecsAt))
 }
+
+// finishRun ends the run: the compile cache's entries still being written in the background
+// land first (a process usually exits right after its run, which would drop them), then the
+// record is finished.
+func (n *Nitro) finishRun(err error) {
+	backend.FlushCompileCache()
+	n.log.finish(n.stopReason, err)
+}

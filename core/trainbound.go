@@ -66,7 +66,7 @@ func (n *Nitro) EndRun() error {
 	}
 	n.bound.openLog = false
 	n.stopReason = StopRequested
-	n.log.finish(n.stopReason, nil)
+	n.finishRun(nil)
 	return nil
 }
 
@@ -108,7 +108,7 @@ func (n *Nitro) endLog(err error) {
 		return
 	}
 	n.bound.openLog = false
-	n.log.finish(n.stopReason, err)
+	n.finishRun(err)
 }
 
 // partialEpoch says the last epoch ended part-way (an Interrupt, a TrainSteps bound).

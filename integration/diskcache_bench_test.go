@@ -70,6 +70,10 @@ func startChild(name string) {
 			fmt.Println("START-ERROR:", err)
 			return
 		}
+		// The entries are serialized in the background and the run is left open: write them
+		// before the process exits (after the step's end, so the start does not wait for them,
+		// but inside the process's CPU seconds), so the second start finds them.
+		backend.FlushCompileCache()
 		c, l := backend.CompileCounts()
 		var k diskcache.Costs
 		if dc := pjrthook.Disk(); dc != nil {

@@ -144,34 +144,6 @@ func nitroKVPut(key *C.char, keySize C.size_t, value *C.char, valueSize C.size_t
 	return 0
 }
 
-// createThrough calls PJRT_Client_Create on the interposed table of plugin (registered before)
-// with one option of the caller's own, as gopjrt would: the fake-plugin test's entry. It returns
-// the plugin's error message, if any.
-func createThrough(plugin, option string, value int64) error {
-	regMu.Lock()
-	index := -1
-	for i, p := range regIdx {
-		if p == plugin {
-			index = i
-		}
-	}
-	regMu.Unlock()
-	if index < 0 {
-		return fmt.Errorf("pjrthook: %s is not registered", plugin)
-	}
-	name := C.CString(option)
-	defer C.free(unsafe.Pointer(name))
-	var client unsafe.Pointer
-	if e := C.nitro_hook_create_through(C.int(index), name, C.int64_t(value), &client); e != nil {
-		c := &cgoCall{index: index}
-		return fmt.Errorf("PJRT_Client_Create: %s", c.message(e, true))
-	}
-	if client == nil {
-		return fmt.Errorf("PJRT_Client_Create returned no client")
-	}
-	return nil
-}
-
 // StoreOf is the Store over a client of rank 0's coordinator (package kvstore).
 func StoreOf(c *kvstore.Client) Store { return kvStore{c} }
 

@@ -63,7 +63,7 @@ func runFakeRank() error {
 	if err := SetDistributed(rank, world, StoreOf(c)); err != nil {
 		return err
 	}
-	if err := createThrough(plugin, "caller_option", 7); err != nil {
+	if _, err := createThrough(plugin, "caller_option", 7); err != nil {
 		return err
 	}
 	if err := c.Put(fmt.Sprintf("done/%d", rank), nil); err != nil {
@@ -157,7 +157,7 @@ func TestClientCreateUntouchedForOneProcess(t *testing.T) {
 	if err := SetDistributed(0, 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := createThrough(so, "caller_option", 3); err != nil {
+	if _, err := createThrough(so, "caller_option", 3); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(report)

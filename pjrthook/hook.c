@@ -82,7 +82,7 @@ typedef struct {
 	size_t struct_size;
 	void *extension_start;
 	void *executable;
-} destroy_args; // Executable_Destroy and LoadedExecutable_Destroy
+} destroy_args; // Executable_Destroy, LoadedExecutable_Destroy and _Delete, Client_Destroy
 typedef struct {
 	size_t struct_size;
 	void *extension_start;
@@ -115,6 +115,30 @@ HOOK_COMPILE(2)
 HOOK_COMPILE(3)
 static void *const compile_fns[NITRO_HOOK_MAX_PLUGINS] = {
 	(void *)hook_compile_0, (void *)hook_compile_1, (void *)hook_compile_2, (void *)hook_compile_3};
+
+// The release hooks: an executable (or its client) may still be read by a background
+// serialization, so the Go side finishes that first; then the real plugin frees it. The three
+// argument structs share destroy_args's shape (the object's pointer after the header).
+static void *release(int index, int slot, destroy_args *args) {
+	nitroHookRelease(index, args->executable, slot == NITRO_SLOT_CLIENT_DESTROY);
+	return call(index, slot, args);
+}
+
+#define HOOK_RELEASE(i)                                                                                        \
+	static void *hook_destroy_loaded_##i(destroy_args *a) { return release(i, NITRO_SLOT_LOADED_EXECUTABLE_DESTROY, a); } \
+	static void *hook_delete_loaded_##i(destroy_args *a) { return release(i, NITRO_SLOT_LOADED_EXECUTABLE_DELETE, a); }  \
+	static void *hook_destroy_client_##i(destroy_args *a) { return release(i, NITRO_SLOT_CLIENT_DESTROY, a); }
+HOOK_RELEASE(0)
+HOOK_RELEASE(1)
+HOOK_RELEASE(2)
+HOOK_RELEASE(3)
+static void *const release_fns[NITRO_HOOK_MAX_PLUGINS][3] = {
+	{(void *)hook_destroy_loaded_0, (void *)hook_delete_loaded_0, (void *)hook_destroy_client_0},
+	{(void *)hook_destroy_loaded_1, (void *)hook_delete_loaded_1, (void *)hook_destroy_client_1},
+	{(void *)hook_destroy_loaded_2, (void *)hook_delete_loaded_2, (void *)hook_destroy_client_2},
+	{(void *)hook_destroy_loaded_3, (void *)hook_delete_loaded_3, (void *)hook_destroy_client_3}};
+static const int release_slots[3] = {NITRO_SLOT_LOADED_EXECUTABLE_DESTROY, NITRO_SLOT_LOADED_EXECUTABLE_DELETE,
+				     NITRO_SLOT_CLIENT_DESTROY};
 
 // The client-create piece. dist_nodes <= 1: a single process, creates pass through untouched.
 static int dist_node, dist_nodes;
@@ -235,6 +259,19 @@ void *nitro_hook_create_through(int index, const char *name, int64_t value, void
 	return err;
 }
 
+void *nitro_hook_compile_through(int index, void *client, const char *code, size_t code_size, void **loaded) {
+	nitro_pjrt_program p = {sizeof(p), NULL, (char *)code, code_size, "mlir", 4};
+	nitro_pjrt_compile_args a = {sizeof(a), NULL, client, &p, NULL, 0, NULL};
+	void *err = ((pjrt_fn)bound[index].copy->slot[NITRO_SLOT_CLIENT_COMPILE])(&a);
+	*loaded = a.executable;
+	return err;
+}
+
+void *nitro_hook_release_through(int index, int slot, void *obj) {
+	destroy_args d = {sizeof(d), NULL, obj};
+	return ((pjrt_fn)bound[index].copy->slot[slot])(&d);
+}
+
 const void *nitro_hook_bind(const char *real_path, int *index, char *err, size_t err_len) {
 	const void *out = NULL;
 	pthread_mutex_lock(&mu);
@@ -293,6 +330,9 @@ const void *nitro_hook_bind(const char *real_path, int *index, char *err, size_t
 	memcpy(copy, real, real->struct_size);
 	copy->slot[NITRO_SLOT_CLIENT_COMPILE] = compile_fns[n_bound];
 	if (real->slot[NITRO_SLOT_CLIENT_CREATE] != NULL) copy->slot[NITRO_SLOT_CLIENT_CREATE] = create_fns[n_bound];
+	for (int r = 0; r < 3; r++) {
+		if (real->slot[release_slots[r]] != NULL) copy->slot[release_slots[r]] = release_fns[n_bound][r];
+	}
 	bound[n_bound].path = path;
 	bound[n_bound].real = real;
 	bound[n_bound].copy = copy;
@@ -440,6 +480,7 @@ size_t nitro_arg_layout(int i) {
 	case 32: return offsetof(nitro_kv_put_args, value);
 	case 33: return offsetof(nitro_kv_put_args, callback_error);
 	case 34: return offsetof(nitro_kv_put_args, user_arg);
+	case 35: return offsetof(destroy_args, executable);
 	}
 	return 0;
 }

@@ -109,14 +109,90 @@ type pjrtError struct {
 
 func (e *pjrtError) Error() string { return e.msg }
 
-// cgoCall is one intercepted compile, over the real plugin at index.
+// cgoCall is one intercepted compile, over the real plugin at index. args is the caller's and
+// valid only during the compile; loaded and client outlive it, for a background serialization.
 type cgoCall struct {
-	index int
-	args  *C.nitro_pjrt_compile_args
-	prog  *Program
+	index  int
+	args   *C.nitro_pjrt_compile_args
+	prog   *Program
+	loaded unsafe.Pointer // the PJRT_LoadedExecutable compiled or loaded
+	client unsafe.Pointer
 }
 
-var _ diskcache.Call = (*cgoCall)(nil)
+var (
+	_ diskcache.Call   = (*cgoCall)(nil)
+	_ diskcache.Holder = (*cgoCall)(nil)
+)
+
+// held are the background writes of executables still alive, by plugin index and
+// PJRT_LoadedExecutable: its destroy (or its client's) finishes the write first.
+var (
+	heldMu sync.Mutex
+	held   = map[heldKey]heldWrite{}
+)
+
+type heldKey struct {
+	index  int
+	loaded uintptr
+}
+
+type heldWrite struct {
+	client uintptr
+	w      *diskcache.PendingWrite
+}
+
+// Hold keeps the executable alive for w: the release hooks finish w before the plugin frees it.
+func (c *cgoCall) Hold(w *diskcache.PendingWrite) {
+	heldMu.Lock()
+	held[heldKey{c.index, uintptr(c.loaded)}] = heldWrite{client: uintptr(c.client), w: w}
+	heldMu.Unlock()
+}
+
+// nitroHookRelease runs in the interposed PJRT_LoadedExecutable_Destroy and _Delete (obj is the
+// executable) and PJRT_Client_Destroy (obj is the client, isClient set) before the real one: it
+// finishes the background writes that still read what is about to be freed.
+//
+//export nitroHookRelease
+func nitroHookRelease(index C.int, obj unsafe.Pointer, isClient C.int) {
+	var todo []*diskcache.PendingWrite
+	heldMu.Lock()
+	if isClient == 0 {
+		k := heldKey{int(index), uintptr(obj)}
+		if h, ok := held[k]; ok {
+			todo = append(todo, h.w)
+			delete(held, k)
+		}
+	} else {
+		for k, h := range held {
+			if k.index == int(index) && h.client == uintptr(obj) {
+				todo = append(todo, h.w)
+				delete(held, k)
+			}
+		}
+	}
+	heldMu.Unlock()
+	for _, w := range todo {
+		w.Finish()
+	}
+}
+
+// Flush writes every compiled executable's entry still queued in the background, and returns
+// once they are on disk (or failed, and said). Call it before a process ends normally: one that
+// exits first leaves those entries missing (a compile next time), never torn.
+func Flush() {
+	heldMu.Lock()
+	todo := make([]*diskcache.PendingWrite, 0, len(held))
+	for _, h := range held {
+		todo = append(todo, h.w)
+	}
+	heldMu.Unlock()
+	for _, w := range todo {
+		w.Finish()
+	}
+	if d := Disk(); d != nil {
+		d.Flush()
+	}
+}
 
 // Program copies the program handed to Compile (once per call).
 func (c *cgoCall) Program() (format string, code []byte) {
@@ -151,13 +227,14 @@ func (c *cgoCall) Compile() error {
 	if e := C.nitro_hook_real_compile(C.int(c.index), c.args); e != nil {
 		return &pjrtError{ptr: e, msg: c.message(e, false)}
 	}
+	c.loaded, c.client = c.args.executable, c.args.client
 	return nil
 }
 
 func (c *cgoCall) Serialize() ([]byte, error) {
 	var bytes *C.char
 	var size C.size_t
-	if e := C.nitro_hook_serialize(C.int(c.index), c.args.executable, &bytes, &size); e != nil {
+	if e := C.nitro_hook_serialize(C.int(c.index), c.loaded, &bytes, &size); e != nil {
 		return nil, errors.New(c.message(e, true))
 	}
 	if bytes == nil {
@@ -181,6 +258,7 @@ func (c *cgoCall) Load(blob []byte) error {
 		return errors.New("the plugin loaded no executable")
 	}
 	c.args.executable = loaded
+	c.loaded, c.client = loaded, c.args.client
 	return nil
 }
 

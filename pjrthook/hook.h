@@ -112,6 +112,7 @@ enum {
 	NITRO_SLOT_ERROR_DESTROY = 0,
 	NITRO_SLOT_ERROR_MESSAGE = 1,
 	NITRO_SLOT_CLIENT_CREATE = 10,
+	NITRO_SLOT_CLIENT_DESTROY = 11,
 	NITRO_SLOT_CLIENT_PLATFORM_NAME = 12,
 	NITRO_SLOT_CLIENT_PROCESS_INDEX = 13,
 	NITRO_SLOT_CLIENT_PLATFORM_VERSION = 14,
@@ -123,6 +124,7 @@ enum {
 	NITRO_SLOT_EXECUTABLE_SERIALIZE = 49,
 	NITRO_SLOT_LOADED_EXECUTABLE_DESTROY = 50,
 	NITRO_SLOT_LOADED_EXECUTABLE_GET_EXECUTABLE = 51,
+	NITRO_SLOT_LOADED_EXECUTABLE_DELETE = 53,
 	NITRO_SLOT_EXECUTABLE_DESERIALIZE_AND_LOAD = 56,
 	NITRO_SLOTS_USED = 57 // slots 0..56 must exist
 };
@@ -138,7 +140,9 @@ typedef struct {
 #define NITRO_HOOK_MAX_PLUGINS 4
 
 // nitro_hook_bind dlopens the real plugin at real_path and returns a copy of its PJRT_Api table
-// whose PJRT_Client_Compile calls the Go side (nitroHookCompile) with the plugin's index. Binding
+// whose PJRT_Client_Compile calls the Go side (nitroHookCompile) with the plugin's index, and
+// whose PJRT_LoadedExecutable_Destroy, PJRT_LoadedExecutable_Delete and PJRT_Client_Destroy first
+// let the Go side finish a background serialization of what they free (nitroHookRelease). Binding
 // the same path again returns the same table. NULL on error, with a message in err.
 const void *nitro_hook_bind(const char *real_path, int *index, char *err, size_t err_len);
 
@@ -164,6 +168,12 @@ void nitro_hook_set_distributed(int node_id, int num_nodes);
 // nitro_hook_create_through calls the interposed table's PJRT_Client_Create at index as a caller
 // would, with one option of its own (name = value), and destroys nothing: the test's entry.
 void *nitro_hook_create_through(int index, const char *name, int64_t value, void **client);
+
+// nitro_hook_compile_through compiles code through the interposed table at index as gopjrt would;
+// nitro_hook_release_through calls one of its destroy-shaped slots (a release hook's) on obj.
+// The lifetime test's entries.
+void *nitro_hook_compile_through(int index, void *client, const char *code, size_t code_size, void **loaded);
+void *nitro_hook_release_through(int index, int slot, void *obj);
 
 // Offsets the layout test compares with pjrt_c_api.h.
 size_t nitro_offset_slot(int slot);

@@ -46,12 +46,14 @@ func TestLayoutMatchesPJRTHeader(t *testing.T) {
 		slot int
 	}{
 		{"PJRT_Error_Destroy", 0}, {"PJRT_Error_Message", 1}, {"PJRT_Client_Create", 10},
+		{"PJRT_Client_Destroy", 11},
 		{"PJRT_Client_PlatformName", 12},
 		{"PJRT_Client_ProcessIndex", 13}, {"PJRT_Client_PlatformVersion", 14},
 		{"PJRT_Client_AddressableDevices", 16}, {"PJRT_Client_Compile", 20},
 		{"PJRT_DeviceDescription_Kind", 26}, {"PJRT_Device_GetDescription", 29},
 		{"PJRT_Executable_Destroy", 40}, {"PJRT_Executable_Serialize", 49},
 		{"PJRT_LoadedExecutable_Destroy", 50}, {"PJRT_LoadedExecutable_GetExecutable", 51},
+		{"PJRT_LoadedExecutable_Delete", 53},
 		{"PJRT_Executable_DeserializeAndLoad", 56},
 	}
 	var probe strings.Builder
@@ -73,6 +75,11 @@ func TestLayoutMatchesPJRTHeader(t *testing.T) {
 		{"sizeof(PJRT_Client_AddressableDevices_Args)", arg(4)}, {"sizeof(PJRT_Device_GetDescription_Args)", arg(5)},
 		{"sizeof(PJRT_DeviceDescription_Kind_Args)", arg(6)}, {"sizeof(PJRT_LoadedExecutable_GetExecutable_Args)", arg(7)},
 		{"sizeof(PJRT_Executable_Destroy_Args)", arg(8)}, {"sizeof(PJRT_LoadedExecutable_Destroy_Args)", arg(8)},
+		// The release hooks read the freed object's pointer through destroy_args.
+		{"sizeof(PJRT_LoadedExecutable_Delete_Args)", arg(8)}, {"sizeof(PJRT_Client_Destroy_Args)", arg(8)},
+		{"offsetof(PJRT_LoadedExecutable_Destroy_Args, executable)", arg(35)},
+		{"offsetof(PJRT_LoadedExecutable_Delete_Args, executable)", arg(35)},
+		{"offsetof(PJRT_Client_Destroy_Args, client)", arg(35)},
 		{"sizeof(PJRT_Executable_Serialize_Args)", arg(9)},
 		{"offsetof(PJRT_Executable_Serialize_Args, serialized_executable_deleter)", arg(10)},
 		{"sizeof(PJRT_Executable_DeserializeAndLoad_Args)", arg(11)},

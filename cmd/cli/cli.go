@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/markers"
 )
@@ -68,6 +69,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // MainContext is Main under ctx: a command that runs until stopped (serve) also stops, as on
 // SIGINT or SIGTERM, when ctx is done.
 func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// The command's programs compiled after its run finished (the test split's evaluation,
+	// export, predict) are still being written to the disk cache: the process exits next.
+	defer backend.FlushCompileCache()
 	root := newRoot(stdout, stderr)
 	if args == nil {
 		args = []string{} // cobra reads os.Args when given nil

@@ -30,6 +30,29 @@ type Call interface {
 	Load(exe []byte) error // deserialize and load exe as the call's result
 }
 
+// Holder is a Call whose compiled executable outlives Compile and stays valid until its owner
+// destroys it. The cache then returns at once and serializes and writes the entry in the
+// background; Hold hands the Call's owner the pending write, which the owner must Finish before
+// the executable is destroyed (a serialization reads the executable). A Call that is not a
+// Holder is written before Compile returns.
+type Holder interface {
+	Hold(w *PendingWrite)
+}
+
+// PendingWrite is one entry's serialization and write, queued in the background.
+type PendingWrite struct {
+	once sync.Once
+	do   func()
+}
+
+// Finish runs the write now when it has not started, waits for it when it is running, and
+// returns at once when it is done. Safe to call from any goroutine, any number of times.
+func (w *PendingWrite) Finish() { w.once.Do(func() { w.do(); w.do = nil }) }
+
+// backgroundWriters bounds the serializations running at once: each takes a core that the
+// start's own compiles want.
+const backgroundWriters = 1
+
 // DefaultMaxBytes is the size cap when Options.MaxBytes is 0.
 const DefaultMaxBytes = 4 << 30
 
@@ -56,6 +79,12 @@ type Cache struct {
 	plugins map[string]*pluginHash // plugin file -> its SHA-256, computed once
 	cpu     string
 	costs   Costs
+
+	writers chan struct{} // a slot per background serialization running
+	// Background writes not yet done, and their end's signal. Not a WaitGroup: a compile may
+	// queue a write while Flush waits, which a WaitGroup forbids.
+	pending int
+	settled *sync.Cond // on mu
 }
 
 // Costs are the seconds the cache itself has spent, apart from the plugin's compiles and loads:
@@ -96,7 +125,8 @@ func Open(o Options) (*Cache, error) {
 		return nil, fmt.Errorf("compile cache folder: %w", err)
 	}
 	c := &Cache{dir: dir, max: o.MaxBytes, rank: o.Rank, notice: o.Notice, fsys: tensorfile.OS{Perm: 0o644},
-		said: map[string]bool{}, plugins: map[string]*pluginHash{}}
+		said: map[string]bool{}, plugins: map[string]*pluginHash{}, writers: make(chan struct{}, backgroundWriters)}
+	c.settled = sync.NewCond(&c.mu)
 	if c.max <= 0 {
 		c.max = DefaultMaxBytes
 	}
@@ -157,9 +187,63 @@ func (c *Cache) Compile(call Call) (fromDisk bool, err error) {
 	}
 	// A client of a multi-process run knows its process index even when Options.Rank was left 0.
 	if target.ProcessIndex == 0 {
-		c.write(call, path, Meta{Key: key, Program: name, Parts: parts, Signature: signature(format, code), Created: time.Now().Unix()})
+		m := Meta{Key: key, Program: name, Parts: parts, Signature: signature(format, code), Created: time.Now().Unix()}
+		if h, ok := call.(Holder); ok {
+			c.writeLater(h, call, path, m)
+		} else {
+			c.write(call, path, m)
+		}
 	}
 	return false, nil
+}
+
+// writeLater queues the entry's write in the background and hands it to the call's owner.
+func (c *Cache) writeLater(h Holder, call Call, path string, m Meta) {
+	if !c.writing() {
+		return
+	}
+	w := &PendingWrite{do: func() {
+		// A failure here is the cache's, never the caller's: said once, like a failed write.
+		defer func() {
+			if r := recover(); r != nil {
+				c.say("background", fmt.Sprintf("writing %s failed (%v): it compiles again next time", m.Program, r))
+			}
+		}()
+		c.write(call, path, m)
+	}}
+	c.mu.Lock()
+	c.pending++
+	c.mu.Unlock()
+	h.Hold(w)
+	go func() {
+		defer func() {
+			c.mu.Lock()
+			c.pending--
+			c.settled.Broadcast()
+			c.mu.Unlock()
+		}()
+		c.writers <- struct{}{}
+		defer func() { <-c.writers }()
+		w.Finish()
+	}()
+}
+
+// Flush returns once every entry this cache queued in the background is written (or has failed
+// and been said). Without it a process that exits early leaves those entries missing, never
+// torn: each is renamed into place whole.
+func (c *Cache) Flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.pending > 0 {
+		c.settled.Wait()
+	}
+}
+
+// writing reports whether this process writes entries: rank 0, and a folder that takes writes.
+func (c *Cache) writing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.noWrite && c.rank == 0
 }
 
 func (c *Cache) entryPath(key string) string { return filepath.Join(c.dir, key+EntryExt) }
@@ -321,10 +405,7 @@ func (c *Cache) drop(path, why string) {
 
 // write stores call's executable under path: only from rank 0, only while the folder takes writes.
 func (c *Cache) write(call Call, path string, m Meta) {
-	c.mu.Lock()
-	skip := c.noWrite || c.rank != 0
-	c.mu.Unlock()
-	if skip {
+	if !c.writing() {
 		return
 	}
 	start := time.Now()

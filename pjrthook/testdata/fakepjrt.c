@@ -1,10 +1,17 @@
-// A fake PJRT plugin for the client-create test, built against the real pjrt_c_api.h. Its
+// A fake PJRT plugin for the interposer's tests, built against the real pjrt_c_api.h. Its
 // PJRT_Client_Create writes what it was given to $FAKE_PJRT_REPORT (one fact a line) and, when it
 // got node_id, num_nodes and all three key-value callbacks, swaps a value with every other node
 // through them, as XLA's GPU plugin swaps its topology.
+//
+// Its compile makes an executable that its destroy marks dead (never frees); its serialize waits
+// until the file $FAKE_PJRT_GATE exists, then appends "serialized" (or "serialized a destroyed
+// executable") to $FAKE_PJRT_EVENTS, as its destroys append theirs: the order of the lines is the
+// lifetime the interposer keeps.
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pjrt_c_api.h"
 
@@ -32,9 +39,80 @@ static PJRT_Error *error_get_code(PJRT_Error_GetCode_Args *a) {
 	a->code = a->error->code;
 	return NULL;
 }
+struct PJRT_LoadedExecutable {
+	int alive;
+};
+struct PJRT_Executable {
+	PJRT_LoadedExecutable *of;
+};
+
+static pthread_mutex_t events_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void event(const char *what) {
+	const char *path = getenv("FAKE_PJRT_EVENTS");
+	if (path == NULL) return;
+	pthread_mutex_lock(&events_mu);
+	FILE *f = fopen(path, "a");
+	if (f != NULL) {
+		fprintf(f, "%s\n", what);
+		fclose(f);
+	}
+	pthread_mutex_unlock(&events_mu);
+}
+
 static PJRT_Error *compile(PJRT_Client_Compile_Args *a) {
+	a->executable = calloc(1, sizeof(PJRT_LoadedExecutable));
+	a->executable->alive = 1;
+	event("compiled");
+	return NULL;
+}
+static PJRT_Error *loaded_destroy(PJRT_LoadedExecutable_Destroy_Args *a) {
+	a->executable->alive = 0;
+	event("destroyed");
+	return NULL;
+}
+static PJRT_Error *get_executable(PJRT_LoadedExecutable_GetExecutable_Args *a) {
+	a->executable = calloc(1, sizeof(PJRT_Executable));
+	a->executable->of = a->loaded_executable;
+	return NULL;
+}
+static PJRT_Error *executable_destroy(PJRT_Executable_Destroy_Args *a) {
+	free(a->executable);
+	return NULL;
+}
+static PJRT_Error *serialize(PJRT_Executable_Serialize_Args *a) {
+	const char *gate = getenv("FAKE_PJRT_GATE");
+	for (int i = 0; gate != NULL && access(gate, F_OK) != 0 && i < 6000; i++) usleep(10000);
+	event(a->executable->of->alive ? "serialized" : "serialized a destroyed executable");
+	a->serialized_bytes = "fake executable";
+	a->serialized_bytes_size = 15;
+	a->serialized_executable = NULL;
+	a->serialized_executable_deleter = NULL;
+	return NULL;
+}
+static PJRT_Error *platform_name(PJRT_Client_PlatformName_Args *a) {
+	a->platform_name = "fake";
+	a->platform_name_size = 4;
+	return NULL;
+}
+static PJRT_Error *platform_version(PJRT_Client_PlatformVersion_Args *a) {
+	a->platform_version = "1";
+	a->platform_version_size = 1;
+	return NULL;
+}
+static PJRT_Error *process_index(PJRT_Client_ProcessIndex_Args *a) {
+	a->process_index = 0;
+	return NULL;
+}
+static PJRT_Error *addressable_devices(PJRT_Client_AddressableDevices_Args *a) {
+	a->addressable_devices = NULL;
+	a->num_addressable_devices = 0;
+	return NULL;
+}
+static PJRT_Error *client_destroy(PJRT_Client_Destroy_Args *a) {
 	(void)a;
-	return new_error(PJRT_Error_Code_UNIMPLEMENTED, "fake plugin compiles nothing", 28);
+	event("client destroyed");
+	return NULL;
 }
 
 static PJRT_Error *plugin_initialize(PJRT_Plugin_Initialize_Args *a) {
@@ -122,5 +200,14 @@ const PJRT_Api *GetPjrtApi(void) {
 	api.PJRT_Plugin_Attributes = plugin_attributes;
 	api.PJRT_Client_Create = client_create;
 	api.PJRT_Client_Compile = compile;
+	api.PJRT_Client_Destroy = client_destroy;
+	api.PJRT_Client_PlatformName = platform_name;
+	api.PJRT_Client_PlatformVersion = platform_version;
+	api.PJRT_Client_ProcessIndex = process_index;
+	api.PJRT_Client_AddressableDevices = addressable_devices;
+	api.PJRT_LoadedExecutable_Destroy = loaded_destroy;
+	api.PJRT_LoadedExecutable_GetExecutable = get_executable;
+	api.PJRT_Executable_Destroy = executable_destroy;
+	api.PJRT_Executable_Serialize = serialize;
 	return &api;
 }
