@@ -304,12 +304,16 @@ func (c *Cache) hashPlugin(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("plugin file: %w", err)
 	}
+	// The stamp names this very file: a memo under it is trusted instead of hashing. The
+	// change time is in it because a rewrite in place may keep size, mtime (cp -p, touch -r)
+	// and inode, but always moves ctime, which no user can set back.
 	var ino uint64
 	var uid uint32
+	var ctime int64
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		ino, uid = uint64(sys.Ino), sys.Uid
+		ino, uid, ctime = uint64(sys.Ino), sys.Uid, sys.Ctim.Nano()
 	}
-	stamp := digest([]byte(path), []byte(fmt.Sprint(st.Size(), st.ModTime().UnixNano(), ino)))
+	stamp := digest([]byte(path), []byte(fmt.Sprint(st.Size(), st.ModTime().UnixNano(), ino, ctime)))
 	memo := filepath.Join(c.dir, "plugin-"+stamp[:32]+".sha256")
 	if b, err := os.ReadFile(memo); err == nil && isSum(strings.TrimSpace(string(b))) {
 		return strings.TrimSpace(string(b)), nil

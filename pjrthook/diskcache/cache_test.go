@@ -510,7 +510,7 @@ func TestConcurrentWritersLeaveOneWholeEntry(t *testing.T) {
 }
 
 // A cold folder's costs are counted, and a later cache hashes no plugin, over another folder
-// too: the sum is remembered under the file's path, size, modification time and inode, in the
+// too: the sum is remembered under the file's path, size, modification and change times and inode, in the
 // folder and beside the plugin. A memo that does not match the file is not believed.
 func TestCostsAndTheRememberedPluginSum(t *testing.T) {
 	dir, plugin := t.TempDir(), pluginFile(t, "plugin A")
@@ -565,5 +565,26 @@ func TestCostsAndTheRememberedPluginSum(t *testing.T) {
 	}
 	if c5.Costs().Hash <= 0 {
 		t.Fatal("a replaced plugin file was not hashed again")
+	}
+
+	// Rewritten in place with the same size, its mtime set back and its inode kept, the file is
+	// still hashed again (its change time moved), and the old plugin's entry is not loaded.
+	st, err := os.Stat(plugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if err := os.WriteFile(plugin, []byte("plugin B, replaced"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(plugin, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	c6, _ := open(t, t.TempDir(), Options{})
+	if _, err := c6.Compile(newCall(plugin, "g")); err != nil {
+		t.Fatal(err)
+	}
+	if c6.Costs().Hash <= 0 {
+		t.Fatal("a plugin rewritten in place with its size, mtime and inode kept was answered by the remembered sum")
 	}
 }
