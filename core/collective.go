@@ -295,7 +295,14 @@ func (n *Nitro) resumePosition(rec *checkpoint.Record, ctl map[string]json.RawMe
 		return dataPosition{}, fmt.Errorf("checkpoint %s: position.global_batch %d is not a multiple of the %d processes (control state %s) that wrote it: the record is damaged", path, p.GlobalBatch, recorded, worldSizeKey)
 	}
 	switch {
-	case w == recorded && (!p.Global() || p.GlobalBatch == g):
+	case w == recorded && !p.Global():
+		// A shard position records no batch width, so a changed batch size cannot be mapped;
+		// one that leaves the position past this run's epoch is at least refused.
+		if train, ok := n.data["train"]; ok && p.Batch > train.Len() {
+			return dataPosition{}, fmt.Errorf("checkpoint %s: position.batch %d is past this run's epoch of %d train batches: the record counts batches of the size that wrote it (no position.global_batch), and the train batch size or split changed since; resume with the recorded ones, or load its weights alone (WithCheckpoint, --weights-only)", path, p.Batch, train.Len())
+		}
+		return dataPosition{epoch: p.Epoch, batch: p.Batch}, nil
+	case w == recorded && p.GlobalBatch == g:
 		return dataPosition{epoch: p.Epoch, batch: p.Batch}, nil
 	case !p.Global():
 		return dataPosition{}, fmt.Errorf("checkpoint %s was written by a run of %d process(es) and this run has %d: its data position counts each rank's shard batches (no position.global_batch: written by an older nitro, or by a run whose BuildData(d dist.Dist) shards its own data), which name other samples under another world size; resume with %d, or load its weights alone (WithCheckpoint, --weights-only)", path, recorded, w, recorded)

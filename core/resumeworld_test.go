@@ -134,6 +134,17 @@ func TestResumeOfShardPositionsKeepsTheWorldSize(t *testing.T) {
 	if global.Step() != shard.Step() || global.Step() != 8 {
 		t.Errorf("steps %d (global position) and %d (shard position), want 8", global.Step(), shard.Step())
 	}
+
+	// A shard position past this run's epoch (the batch size grew since) is refused, not taken.
+	rec.Position.Batch = 1000
+	past := dir + "/past.safetensors"
+	if err := checkpoint.Write(past, rec); err != nil {
+		t.Fatal(err)
+	}
+	_, errs := runRanksTo(t, func() any { return &coretest.Reg{} }, 2, func(int) []core.Option {
+		return []core.Option{core.WithData(shuffledData(t, 8)), core.WithMaxEpochs(2), core.WithRunDir(dir), core.WithResume(past)}
+	}, (*core.Nitro).Train)
+	coretest.WantErr(t, errs[0], "position.batch 1000 is past this run's epoch", "--weights-only")
 }
 
 // sameParams fails the test unless got's parameters are want's, each within tol (0: bit for bit).
