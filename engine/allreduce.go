@@ -109,6 +109,20 @@ func (e *Engine) stepScalars(res *StepValues) []float32 {
 // downloadSegments copies each gradient segment, on device 0, into buf end to end, in group
 // order; it returns where the segments end.
 func (e *Engine) downloadSegments(grads []*tensors.Tensor, buf []float32) (int, error) {
+	// The upload cuts buf by the groups' segments: each gradient must be its segment, in order,
+	// or the sums would land in other parameters' places.
+	i := 0
+	for _, g := range e.groups {
+		for _, seg := range g.segs {
+			if i >= len(grads) || grads[i].Shape().Size() != seg.size {
+				return 0, fmt.Errorf("internal: the gradient program's outputs do not match parameter group %q's segments (output %d of %d)", g.name, i, len(grads))
+			}
+			i++
+		}
+	}
+	if i != len(grads) {
+		return 0, fmt.Errorf("internal: the gradient program returned %d gradients, the parameter groups have %d segments", len(grads), i)
+	}
 	be, off := e.backend.Backend, 0
 	for _, t := range grads {
 		n := t.Shape().Size()

@@ -4,12 +4,15 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
+	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/prefetch"
 )
@@ -159,4 +162,31 @@ func paramElems(e *Engine) int {
 		}
 	}
 	return n
+}
+
+// Gradients whose sizes add up to the segments' but come in another order are refused: the
+// upload cuts the buffer by the segments, so the sums would land in other parameters' places.
+func TestReduceStepRefusesMisplacedSegments(t *testing.T) {
+	src := wideData(t)
+	e := newWideEngine(t, src, &twinRanks{w: 2}, nil)
+	var grads []*tensors.Tensor
+	for _, g := range e.groups {
+		for _, seg := range g.segs {
+			grads = append(grads, tensors.FromShape(shapes.Make(dtypes.Float32, seg.size)))
+		}
+	}
+	if len(grads) < 2 {
+		t.Fatalf("%d segments: the test needs two of different sizes", len(grads))
+	}
+	buf := make([]float32, paramElems(e))
+	if _, err := e.downloadSegments(grads, buf); err != nil {
+		t.Fatalf("segments in order: %v", err)
+	}
+	grads[0], grads[len(grads)-1] = grads[len(grads)-1], grads[0]
+	if _, err := e.downloadSegments(grads, buf); err == nil || !strings.Contains(err.Error(), "do not match parameter group") {
+		t.Fatalf("segments out of order: %v; want a refusal naming the group", err)
+	}
+	if _, err := e.downloadSegments(grads[1:], buf); err == nil {
+		t.Fatal("one segment short: no error")
+	}
 }
