@@ -63,8 +63,14 @@ func runFakeRank() error {
 	if err := SetDistributed(rank, world, StoreOf(c)); err != nil {
 		return err
 	}
-	if _, err := createThrough(plugin, "caller_option", 7); err != nil {
+	client, err := createThrough(plugin, "caller_option", 7)
+	if err != nil {
 		return err
+	}
+	if os.Getenv(envFakeCompile) != "" {
+		if err := compileFakeXProcess(plugin, client, os.Getenv(envFakeWidenings)); err != nil {
+			return err
+		}
 	}
 	if err := c.Put(fmt.Sprintf("done/%d", rank), nil); err != nil {
 		return err
@@ -96,21 +102,23 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// Two real processes create a client of the fake plugin through the interposer: each create gets
-// node_id and num_nodes from the launcher's rank and world, keeps the caller's own option, and
-// gets all three callbacks, through which each rank reads the other's value.
-func TestClientCreateSpansTwoProcesses(t *testing.T) {
+// runFakeRanks starts world copies of the test binary as the ranks of a fake-plugin run (each
+// with the variables extra gives it) and waits for them; each writes its report into dir.
+func runFakeRanks(t *testing.T, world int, extra func(rank int) []string) (dir string) {
 	so := buildFakePlugin(t)
-	addr, dir := freeAddr(t), t.TempDir()
+	addr := freeAddr(t)
+	dir = t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	const world = 2
 	cmds := make([]*exec.Cmd, world)
 	outs := make([]strings.Builder, world)
 	for r := range world {
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), envFakeRank+"="+strconv.Itoa(r), envFakeWorld+"="+strconv.Itoa(world),
 			envFakeAddr+"="+addr, envFakePlugin+"="+so, envFakeReport+"="+filepath.Join(dir, fmt.Sprintf("report-%d", r)))
+		if extra != nil {
+			cmd.Env = append(cmd.Env, extra(r)...)
+		}
 		cmd.Stdout, cmd.Stderr = &outs[r], &outs[r]
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -122,6 +130,15 @@ func TestClientCreateSpansTwoProcesses(t *testing.T) {
 			t.Fatalf("rank %d: %v\n%s", r, err, outs[r].String())
 		}
 	}
+	return dir
+}
+
+// Two real processes create a client of the fake plugin through the interposer: each create gets
+// node_id and num_nodes from the launcher's rank and world, keeps the caller's own option, and
+// gets all three callbacks, through which each rank reads the other's value.
+func TestClientCreateSpansTwoProcesses(t *testing.T) {
+	const world = 2
+	dir := runFakeRanks(t, world, nil)
 	for r := range world {
 		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("report-%d", r)))
 		if err != nil {
