@@ -68,6 +68,11 @@ func runFakeRank() error {
 		return err
 	}
 	if os.Getenv(envFakeCompile) != "" {
+		// As the backend does once its client is up: later creates are single-process again,
+		// while this client still swaps through the store.
+		if err := SetDistributed(0, 1, nil); err != nil {
+			return err
+		}
 		if err := compileFakeXProcess(plugin, client, os.Getenv(envFakeWidenings)); err != nil {
 			return err
 		}
@@ -125,10 +130,19 @@ func runFakeRanks(t *testing.T, world int, extra func(rank int) []string) (dir s
 		}
 		cmds[r] = cmd
 	}
+	failed := false
 	for r, cmd := range cmds {
 		if err := cmd.Wait(); err != nil {
-			t.Fatalf("rank %d: %v\n%s", r, err, outs[r].String())
+			t.Errorf("rank %d: %v\n%s", r, err, outs[r].String())
+			failed = true
 		}
+	}
+	if failed {
+		for r := range world {
+			b, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("report-%d", r)))
+			t.Logf("rank %d's plugin report:\n%s", r, b)
+		}
+		t.FailNow()
 	}
 	return dir
 }

@@ -156,7 +156,7 @@ func TestXProcessWidenedOverTwoProcesses(t *testing.T) {
 	for r := range dirs {
 		dirs[r] = t.TempDir()
 	}
-	runFakeRanks(t, world, func(r int) []string {
+	dir := runFakeRanks(t, world, func(r int) []string {
 		return []string{envFakeCompile + "=1", envFakeWidenings + "=" + filepath.Join(dirs[r], "widenings"),
 			envFakeOptions + "=" + filepath.Join(dirs[r], "options")}
 	})
@@ -180,6 +180,13 @@ func TestXProcessWidenedOverTwoProcesses(t *testing.T) {
 		}
 		if b := read(3); !bytes.Equal(b, malformedOpts) {
 			t.Errorf("rank %d: malformed options reached the plugin as %x, given %x", r, b, malformedOpts)
+		}
+		report, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("report-%d", r)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("compile 1 got compile 1 of node %d\n", 1-r); !strings.Contains(string(report), want) {
+			t.Errorf("rank %d: after SetDistributed(0, 1, nil) the client's callbacks no longer reach the store: the report lacks %q:\n%s", r, want, report)
 		}
 		w, err := os.ReadFile(filepath.Join(dirs[r], "widenings"))
 		if err != nil {

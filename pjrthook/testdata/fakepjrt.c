@@ -64,6 +64,45 @@ static void event(const char *what) {
 
 static int compiles;
 
+// The node this process's client was created as, and how many: 0 of 1 until a create says else.
+static long long the_node = 0, the_nodes = 1;
+
+// The key-value callbacks a distributed create got, kept: a compile swaps a value through them
+// again, as the GPU plugin swaps its communicators' ids when a program first runs a collective.
+static PJRT_KeyValueGetCallback kept_get;
+static PJRT_KeyValuePutCallback kept_put;
+static void *kept_get_arg, *kept_put_arg;
+
+static void swap_at_compile(int n) {
+	const char *path = getenv("FAKE_PJRT_REPORT");
+	if (kept_get == NULL || kept_put == NULL || the_nodes < 2 || path == NULL) return;
+	FILE *f = fopen(path, "a");
+	if (f == NULL) return;
+	char key[64], value[64];
+	snprintf(key, sizeof key, "fake/compile/%d/%lld", n, the_node);
+	snprintf(value, sizeof value, "compile %d of node %lld", n, the_node);
+	PJRT_KeyValuePutCallback_Args p = {PJRT_KeyValuePutCallback_Args_STRUCT_SIZE, NULL, key, strlen(key),
+					   value, strlen(value), &make_error, kept_put_arg};
+	PJRT_Error *e = kept_put(&p);
+	if (e != NULL) {
+		fprintf(f, "compile %d put error %s\n", n, e->message);
+		free(e);
+	}
+	long long other = (the_node + 1) % the_nodes;
+	snprintf(key, sizeof key, "fake/compile/%d/%lld", n, other);
+	PJRT_KeyValueGetCallback_Args g = {PJRT_KeyValueGetCallback_Args_STRUCT_SIZE, NULL, key, strlen(key),
+					   30000, &make_error, kept_get_arg, NULL, 0, NULL};
+	e = kept_get(&g);
+	if (e != NULL) {
+		fprintf(f, "compile %d get error %s\n", n, e->message);
+		free(e);
+	} else {
+		fprintf(f, "compile %d got %.*s\n", n, (int)g.value_size, g.value);
+		if (g.value_deleter_callback) g.value_deleter_callback(g.value);
+	}
+	fclose(f);
+}
+
 static PJRT_Error *compile(PJRT_Client_Compile_Args *a) {
 	const char *opts = getenv("FAKE_PJRT_OPTIONS");
 	if (opts != NULL) {
@@ -74,6 +113,7 @@ static PJRT_Error *compile(PJRT_Client_Compile_Args *a) {
 		fwrite(a->compile_options, 1, a->compile_options_size, f);
 		fclose(f);
 	}
+	swap_at_compile(opts != NULL ? compiles : ++compiles);
 	a->executable = calloc(1, sizeof(PJRT_LoadedExecutable));
 	a->executable->alive = 1;
 	event("compiled");
@@ -113,8 +153,6 @@ static PJRT_Error *platform_version(PJRT_Client_PlatformVersion_Args *a) {
 	a->platform_version_size = 1;
 	return NULL;
 }
-// The node this process's client was created as, and how many: 0 of 1 until a create says else.
-static long long the_node = 0, the_nodes = 1;
 
 struct PJRT_Device {
 	int id, process;
@@ -246,6 +284,10 @@ static PJRT_Error *client_create(PJRT_Client_Create_Args *a) {
 	if (node >= 0 && nodes > 1 && nodes <= FAKE_MAX_NODES && node < nodes) {
 		the_node = node;
 		the_nodes = nodes;
+		kept_get = a->kv_get_callback;
+		kept_put = a->kv_put_callback;
+		kept_get_arg = a->kv_get_user_arg;
+		kept_put_arg = a->kv_put_user_arg;
 	}
 	place_devices();
 	a->client = (PJRT_Client *)&client_object;
