@@ -21,7 +21,10 @@ const (
 	envFakeWorld  = "NITRO_PJRTHOOK_FAKE_WORLD"
 	envFakeAddr   = "NITRO_PJRTHOOK_FAKE_ADDR"
 	envFakePlugin = "NITRO_PJRTHOOK_FAKE_PLUGIN"
-	envFakeReport = "FAKE_PJRT_REPORT" // read by testdata/fakepjrt.c
+	// Rank 0 keeps serving the store until this file exists: the test writes it once the other
+	// ranks have exited, so none reads a closed connection on its last answer.
+	envFakeRelease = "NITRO_PJRTHOOK_FAKE_RELEASE"
+	envFakeReport  = "FAKE_PJRT_REPORT" // read by testdata/fakepjrt.c
 )
 
 func TestMain(m *testing.M) {
@@ -85,6 +88,13 @@ func runFakeRank() error {
 			return err
 		}
 	}
+	for deadline := time.Now().Add(60 * time.Second); rank == 0; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(os.Getenv(envFakeRelease)); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			return fmt.Errorf("the test never released rank 0: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -113,6 +123,7 @@ func runFakeRanks(t *testing.T, world int, extra func(rank int) []string) (dir s
 	so := buildFakePlugin(t)
 	addr := freeAddr(t)
 	dir = t.TempDir()
+	release := filepath.Join(dir, "release")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmds := make([]*exec.Cmd, world)
@@ -120,7 +131,8 @@ func runFakeRanks(t *testing.T, world int, extra func(rank int) []string) (dir s
 	for r := range world {
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), envFakeRank+"="+strconv.Itoa(r), envFakeWorld+"="+strconv.Itoa(world),
-			envFakeAddr+"="+addr, envFakePlugin+"="+so, envFakeReport+"="+filepath.Join(dir, fmt.Sprintf("report-%d", r)))
+			envFakeAddr+"="+addr, envFakePlugin+"="+so, envFakeReport+"="+filepath.Join(dir, fmt.Sprintf("report-%d", r)),
+			envFakeRelease+"="+release)
 		if extra != nil {
 			cmd.Env = append(cmd.Env, extra(r)...)
 		}
@@ -131,8 +143,14 @@ func runFakeRanks(t *testing.T, world int, extra func(rank int) []string) (dir s
 		cmds[r] = cmd
 	}
 	failed := false
-	for r, cmd := range cmds {
-		if err := cmd.Wait(); err != nil {
+	for r := range world { // rank 0 last: it serves the others until released
+		r = (r + 1) % world
+		if r == 0 {
+			if err := os.WriteFile(release, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cmds[r].Wait(); err != nil {
 			t.Errorf("rank %d: %v\n%s", r, err, outs[r].String())
 			failed = true
 		}
