@@ -184,7 +184,12 @@ func (x *XProcess) executable(ins []xinput, mean bool) (*pjrt.LoadedExecutable, 
 		return exe, nil
 	}
 	before := pjrthook.LastWidening()
-	exe, err := x.client.Compile().WithStableHLO([]byte(xprocessProgram(ins, x.world, mean))).Done()
+	// One replica on one device, and not portable, so that gopjrt executes it with one argument
+	// list and no device of its own choosing: the plugin then runs the replicas of the widened
+	// program on this process's devices, as it runs any program spanning processes. The device id
+	// here is only a placeholder: the interposer replaces the assignment with the processes'
+	// first devices (gopjrt cannot name another process's device).
+	exe, err := x.client.Compile().WithStableHLO([]byte(xprocessProgram(ins, x.world, mean))).WithDeviceAssignment([]int{0}).Done()
 	if err != nil {
 		return nil, fmt.Errorf("backend: compiling the cross-process sum (%d inputs over %d processes): %w", len(ins), x.world, err)
 	}

@@ -10,6 +10,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/gomlx/gopjrt/pjrt"
+
+	"github.com/nitro-go/nitro/pjrthook"
 )
 
 // cpuXProcess is the sum on 4 CPU devices of one process: world 1, its client reached as the
@@ -128,6 +130,7 @@ func TestXProcessMarshalsOneProcess(t *testing.T) {
 			}
 		}
 	}
+	before := pjrthook.LastWidening()
 	for range 2 {
 		out, means, err := x.AllReduceMean(grads, []float32{0.25, 3})
 		if err != nil {
@@ -148,6 +151,11 @@ func TestXProcessMarshalsOneProcess(t *testing.T) {
 	}
 	if len(x.progs) != 1 {
 		t.Fatalf("%d programs compiled for one signature", len(x.progs))
+	}
+	// The interposer saw the one compile as the reserved program, and could widen the options
+	// gopjrt serialized for it (over one process it leaves them as they are).
+	if w := pjrthook.LastWidening(); w.Seq != before.Seq+1 || w.Err != nil || w.Replicas != 0 {
+		t.Fatalf("the interposer's record after the compile: %+v (before: seq %d)", w, before.Seq)
 	}
 	f := []float32{1.5, -2}
 	d := []float64{1e300, 3}

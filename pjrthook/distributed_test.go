@@ -28,6 +28,13 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	if plugin := os.Getenv(envRealWiden); plugin != "" {
+		if err := realWiden(plugin); err != nil {
+			fmt.Fprintln(os.Stderr, "real widen:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(envFakeRank) != "" {
 		if err := runFakeRank(); err != nil {
 			fmt.Fprintln(os.Stderr, "rank:", err)

@@ -88,6 +88,10 @@ func (c *cgoCall) compileXProcess() unsafe.Pointer {
 	var widened []byte
 	if err == nil && len(assignment) > 1 {
 		widened, err = widenOptions(c.Options(), assignment)
+	} else if err == nil {
+		// One process: nothing to widen, but the options are still read as they would be, so a
+		// single-process test proves that what its caller serializes can be widened.
+		_, err = widenOptions(c.Options(), []int64{0, 1})
 	}
 	switch {
 	case err != nil:
@@ -114,10 +118,17 @@ func (c *cgoCall) compileXProcess() unsafe.Pointer {
 	return nil
 }
 
+// assignmentOverride, when set, stands for the client's processes: the test that hands the real
+// CPU plugin (one process, several devices) a widened program sets it.
+var assignmentOverride func() []int64
+
 // processAssignment is, per process of the client in index order, the global id of its first
 // device (the lowest id it holds); nil for a client of one process. This process's entry must be
 // its first addressable device, the one GoMLX calls device 0 and the engine's buffers live on.
 func (c *cgoCall) processAssignment() ([]int64, error) {
+	if assignmentOverride != nil {
+		return assignmentOverride(), nil
+	}
 	capacity := 64
 	for {
 		ids := make([]int64, capacity)
@@ -195,8 +206,9 @@ const (
 
 // widenOptions rewrites serialized compile options for one replica per entry of assignment (a
 // global device id each), one partition, and not portable; every other field is kept as it was.
-// Options that do not parse, or that already ask for several replicas or partitions, are
-// refused: the program is compiled as one device and widened here only.
+// Options that do not parse, or that ask for several partitions or for a number of replicas
+// other than one or the assignment's, are refused: the program is compiled as one device and
+// widened here only.
 func widenOptions(opts []byte, assignment []int64) ([]byte, error) {
 	var out, build []byte
 	foundBuild := false
@@ -231,7 +243,8 @@ func widenOptions(opts []byte, assignment []int64) ([]byte, error) {
 			if typ != protowire.VarintType {
 				return fmt.Errorf("field %d has wire type %d, want varint", num, typ)
 			}
-			if v, _ := protowire.ConsumeVarint(field[tagLen(field):]); v > 1 {
+			v, _ := protowire.ConsumeVarint(field[tagLen(field):])
+			if v > 1 && (num == buildPartitions || v != uint64(len(assignment))) {
 				return fmt.Errorf("the program was compiled for %d replicas or partitions (field %d); it must be compiled as one device", v, num)
 			}
 			return nil
