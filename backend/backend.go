@@ -30,7 +30,8 @@
 // interposer that cannot bind leaves the plugin started as it is, with a warning. Distribute makes
 // the next CUDA client one process of several (XLA's distributed runtime, through the
 // interposer's client-create piece; docs/multihost.md); there an interposer that cannot bind, or
-// no coordinator address, is an error.
+// no coordinator address, is an error, and NewXProcess is the sum over the processes of such a
+// client, on the device.
 // Backends are created once per process and shared: a PJRT
 // client is expensive and owns the device memory. Resolve is safe for concurrent use.
 package backend

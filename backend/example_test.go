@@ -26,3 +26,16 @@ func ExampleDistribute() {
 	// backend: rank 2 is outside [0, 2)
 	// <nil>
 }
+
+// NewXProcess is the sum over the processes of a run whose PJRT client spans them (core takes it
+// as the run's collective on the CUDA plugin); a backend that cannot span them is refused.
+func ExampleNewXProcess() {
+	r, err := backend.Resolve(backend.Go)
+	if err != nil {
+		panic(err)
+	}
+	_, err = backend.NewXProcess(r, 0, 2)
+	fmt.Println(err)
+	// Output:
+	// backend SimpleGo (go) is not a PJRT backend: the cross-process sum runs on an XLA client
+}

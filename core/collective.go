@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/dist"
 	"github.com/nitro-go/nitro/engine"
@@ -52,21 +53,49 @@ func (su *setup) multi() Collective {
 }
 
 // checkCollective is setup's collective phase: the collective's rank and size are WithDist's.
+// Its warning for ranks with no collective comes with the backend (spanCollective).
 func (n *Nitro) checkCollective() error {
 	c := n.opts.collective
 	if c == nil {
-		// Ranks that share no collective train one model each: a user who launched several
-		// processes for one model must hear that the others' work is not in rank 0's record.
-		if d := n.Dist(); d.WorldSize > 1 {
-			n.warn(fmt.Sprintf("%s with no collective: each process trains its own model on its own shard and only rank 0's is written; "+
-				"for one model over all processes launch under mpirun (nitro train sums the gradients there) or pass core.WithCollective (docs/multihost.md)", d))
-		}
-		return nil
+		return nil // the backend's client may span the processes (spanCollective)
 	}
 	if d := n.Dist(); c.Size() != d.WorldSize || c.Rank() != d.Rank {
 		return fmt.Errorf("WithCollective: the collective is rank %d of %d, WithDist says %s: pass the launcher's Dist (dist.FromEnv) to both", c.Rank(), c.Size(), d)
 	}
 	return nil
+}
+
+// spanCollective is the backend phase's last step: a run of several processes with no collective
+// of its own whose backend's client spans them (the CUDA plugin started under the launcher's
+// rank and world size) takes that client as its collective, so the gradients, the validation
+// sums, the agreement and the stop votes cross the processes on the device (backend.XProcess),
+// and the run trains one model. A client that does not span them is refused there.
+func (su *setup) spanCollective() error {
+	d := distOf(su.opts)
+	if su.opts.collective != nil || d.WorldSize <= 1 {
+		return nil
+	}
+	if su.backend.Name == backend.CUDA {
+		x, err := backend.NewXProcess(su.backend, d.Rank, d.WorldSize)
+		if err != nil {
+			return fmt.Errorf("%s on the CUDA plugin: %w", d, err)
+		}
+		su.opts.collective = x
+		return nil
+	}
+	// Ranks that share no collective train one model each: a user who launched several
+	// processes for one model must hear that the others' work is not in rank 0's record.
+	su.warn(fmt.Sprintf("%s with no collective: each process trains its own model on its own shard and only rank 0's is written; "+
+		"for one model over all processes launch under mpirun (nitro train sums the gradients there), on the CUDA plugin, or pass core.WithCollective (docs/multihost.md)", d))
+	return nil
+}
+
+// collectiveVia names the run's collective in the config report: its own words when it has them.
+func collectiveVia(c Collective) string {
+	if v, ok := c.(interface{ Via() string }); ok {
+		return v.Via()
+	}
+	return "WithCollective"
 }
 
 // shardForCollective shards data the experiment did not shard itself, under a collective.

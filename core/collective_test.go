@@ -38,6 +38,11 @@ func runRanksOf(t *testing.T, mk func() any, world int, opts func(r int) []core.
 
 // runRanksTo is runRanksOf with train, not Train, as each rank's verb (a TrainSteps call).
 func runRanksTo(t *testing.T, mk func() any, world int, opts func(r int) []core.Option, train func(n *core.Nitro) error, started ...func(r int, n *core.Nitro)) ([]*core.Nitro, []error) {
+	return runRanksOver(t, mk, world, func(r *collective.Rank) core.Collective { return r }, opts, train, started...)
+}
+
+// runRanksOver is runRanksTo with each rank's collective made by wrap from its in-memory rank.
+func runRanksOver(t *testing.T, mk func() any, world int, wrap func(*collective.Rank) core.Collective, opts func(r int) []core.Option, train func(n *core.Nitro) error, started ...func(r int, n *core.Nitro)) ([]*core.Nitro, []error) {
 	ranks, err := collective.Local(world)
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +51,7 @@ func runRanksTo(t *testing.T, mk func() any, world int, opts func(r int) []core.
 	var wg sync.WaitGroup
 	for r := range world {
 		wg.Go(func() {
-			o := append(coretest.GoOpts(nil, core.WithDist(dist.Dist{Rank: r, WorldSize: world}), core.WithCollective(ranks[r])), opts(r)...)
+			o := append(coretest.GoOpts(nil, core.WithDist(dist.Dist{Rank: r, WorldSize: world}), core.WithCollective(wrap(ranks[r]))), opts(r)...)
 			n, err := core.New(mk(), o...)
 			if err == nil {
 				for _, f := range started {
@@ -74,11 +79,20 @@ func (*TrainMSE) TrainMetrics(out core.Outputs, in coretest.Tgt) map[string]*gra
 // Two ranks of batch 8 summing their gradients train what one process trains on batch 16: the
 // same parameters, train losses, train metrics and val metrics, on both ranks.
 func TestCollectiveMatchesOneProcessOnTheGlobalBatch(t *testing.T) {
+	ns := matchesOneProcess(t, func(r *collective.Rank) core.Collective { return r })
+	if !strings.Contains(ns[1].ConfigReport(), "rank 1 of 2 (no launcher), gradients and validation summed over 2 processes (WithCollective)") {
+		t.Errorf("config report:\n%s", ns[1].ConfigReport())
+	}
+}
+
+// matchesOneProcess trains two ranks of batch 8 over the collectives wrap makes, and one process
+// on batch 16, and checks that they agree (see TestCollectiveMatchesOneProcessOnTheGlobalBatch).
+func matchesOneProcess(t *testing.T, wrap func(*collective.Rank) core.Collective) []*core.Nitro {
 	ref := coretest.MustNew(t, &TrainMSE{}, collectiveData(t, 16), core.WithMaxEpochs(3))
 	coretest.Train(t, ref)
-	ns, errs := runRanksOf(t, func() any { return &TrainMSE{} }, 2, func(int) []core.Option {
+	ns, errs := runRanksOver(t, func() any { return &TrainMSE{} }, 2, wrap, func(int) []core.Option {
 		return []core.Option{core.WithData(collectiveData(t, 8)), core.WithMaxEpochs(3)}
-	})
+	}, (*core.Nitro).Train)
 	for r, err := range errs {
 		if err != nil {
 			t.Fatalf("rank %d: %v", r, err)
@@ -114,9 +128,7 @@ func TestCollectiveMatchesOneProcessOnTheGlobalBatch(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(ns[1].ConfigReport(), "rank 1 of 2 (no launcher), gradients and validation summed over 2 processes (WithCollective)") {
-		t.Errorf("config report:\n%s", ns[1].ConfigReport())
-	}
+	return ns
 }
 
 // Ranks set up differently are refused before the first step, on every rank, naming the first

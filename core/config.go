@@ -40,8 +40,9 @@ func (su *setup) resolveBackend() (err error) {
 		cache.Rank, cache.RankSet = su.opts.dist.Rank, true
 	}
 	// A run of several processes with no collective of ours (no MPI) spans them on the GPU through
-	// XLA's own distributed runtime: the CUDA client starts as one of them. The CPU plugin ignores
-	// this, and a run over MPI keeps one client per process.
+	// XLA's own distributed runtime: the CUDA client starts as one of them, and then sums over
+	// them (spanCollective). The CPU plugin ignores this, and a run over MPI keeps one client per
+	// process.
 	d, span := distOf(su.opts), backend.Distribution{}
 	if su.opts.collective == nil {
 		span = backend.Distribution{Rank: d.Rank, WorldSize: d.WorldSize, Coordinator: d.Coordinator}
@@ -50,6 +51,9 @@ func (su *setup) resolveBackend() (err error) {
 		return err
 	}
 	if su.backend, err = backend.ResolveWithCache(su.opts.backend, cache); err != nil {
+		return err
+	}
+	if err := su.spanCollective(); err != nil { // collective.go: a client spanning the processes sums over them
 		return err
 	}
 	su.compiledAt[0], su.compiledAt[1] = backend.CompileCounts()

@@ -173,7 +173,7 @@ func (n *Nitro) ConfigReport() string {
 	row("devices", n.deviceReport())
 	procs := n.Dist().Describe() // the rank and world size, and the launcher they came from
 	if c := n.multi(); c != nil {
-		procs += fmt.Sprintf(", gradients and validation summed over %d processes (WithCollective)", c.Size())
+		procs += fmt.Sprintf(", gradients and validation summed over %d processes (%s)", c.Size(), collectiveVia(c))
 	} else if n.Dist().WorldSize > 1 {
 		procs += ", no collective: each process trains its own model"
 	}

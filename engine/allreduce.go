@@ -17,6 +17,18 @@ type AllReducer interface {
 	Size() int
 }
 
+// DeviceAllReducer is an AllReducer that can also take a step's gradients where they are, on
+// device 0, and return their mean over the processes there, with the mean of the step's scalars:
+// the gradients never cross to the host (backend.XProcess, over a PJRT client spanning the
+// processes). The engine takes this path when its Reducer is one.
+type DeviceAllReducer interface {
+	// AllReduceMean returns, for each float32 tensor of grads and for scalars, the element-wise
+	// sum over the processes divided by Size(), as new tensors on device 0 (grads are left to
+	// the caller) and a new slice.
+	AllReduceMean(grads []*tensors.Tensor, scalars []float32) ([]*tensors.Tensor, []float32, error)
+	Size() int
+}
+
 // reduceScratch is the one host buffer a step's gradients cross processes in, and the step's
 // scalars before they join it, and the slice of the reduced segments handed to the optimizer:
 // allocated on the first step, reused by every later one.
@@ -45,10 +57,13 @@ type reduceScratch struct {
 func (e *Engine) reduceStep(grads []*tensors.Tensor, res *StepValues) ([]*tensors.Tensor, error) {
 	scalars := e.stepScalars(res)
 	n := len(scalars)
+	if err := e.checkReducible(grads); err != nil {
+		return nil, errors.Join(err, freeTensors(grads))
+	}
+	if d, ok := e.reducer.(DeviceAllReducer); ok {
+		return e.reduceOnDevice(d, grads, res, scalars)
+	}
 	for _, g := range e.groups {
-		if dtypeOf(g.dtype) != dtypes.Float32 {
-			return nil, fmt.Errorf("multi-process step: parameter group %q is %s; the all-reduce sums float32 gradients only: keep the parameters float32", g.name, g.dtype)
-		}
 		for _, s := range g.segs {
 			n += s.size
 		}
@@ -76,6 +91,27 @@ func (e *Engine) reduceStep(grads []*tensors.Tensor, res *StepValues) ([]*tensor
 	if err != nil {
 		return nil, err
 	}
+	takeScalars(res, buf[off:])
+	return out, nil
+}
+
+// reduceOnDevice is reduceStep over a DeviceAllReducer: the same means, the gradients kept on the
+// device.
+func (e *Engine) reduceOnDevice(d DeviceAllReducer, grads []*tensors.Tensor, res *StepValues, scalars []float32) ([]*tensors.Tensor, error) {
+	out, means, err := d.AllReduceMean(grads, scalars)
+	if err = errors.Join(err, freeTensors(grads)); err != nil {
+		return nil, errors.Join(fmt.Errorf("multi-process step: the mean of the gradients over %d processes: %w", d.Size(), err), freeTensors(out))
+	}
+	if len(out) != len(grads) || len(means) != len(scalars) {
+		return nil, errors.Join(fmt.Errorf("internal: the device all-reduce returned %d gradients and %d scalars for %d and %d", len(out), len(means), len(grads), len(scalars)), freeTensors(out))
+	}
+	takeScalars(res, means)
+	return out, nil
+}
+
+// takeScalars writes the reduced scalars (laid out by stepScalars) back into the step's values.
+func takeScalars(res *StepValues, buf []float32) {
+	off := 0
 	for i := range res.Micro {
 		res.Micro[i].Loss = float64(buf[off])
 		off++
@@ -85,7 +121,28 @@ func (e *Engine) reduceStep(grads []*tensors.Tensor, res *StepValues) ([]*tensor
 		}
 	}
 	res.Stop = buf[off] > 0
-	return out, nil
+}
+
+// checkReducible refuses what the all-reduce cannot sum (a group that is not float32) and
+// gradients that are not the groups' segments, in order: the sums would land in other
+// parameters' places.
+func (e *Engine) checkReducible(grads []*tensors.Tensor) error {
+	i := 0
+	for _, g := range e.groups {
+		if dtypeOf(g.dtype) != dtypes.Float32 {
+			return fmt.Errorf("multi-process step: parameter group %q is %s; the all-reduce sums float32 gradients only: keep the parameters float32", g.name, g.dtype)
+		}
+		for _, seg := range g.segs {
+			if i >= len(grads) || grads[i].Shape().Size() != seg.size {
+				return fmt.Errorf("internal: the gradient program's outputs do not match parameter group %q's segments (output %d of %d)", g.name, i, len(grads))
+			}
+			i++
+		}
+	}
+	if i != len(grads) {
+		return fmt.Errorf("internal: the gradient program returned %d gradients, the parameter groups have %d segments", len(grads), i)
+	}
+	return nil
 }
 
 // stepScalars lays the step's micro-batch losses and read metrics, then the stop vote, out in
@@ -107,22 +164,8 @@ func (e *Engine) stepScalars(res *StepValues) []float32 {
 }
 
 // downloadSegments copies each gradient segment, on device 0, into buf end to end, in group
-// order; it returns where the segments end.
+// order (checkReducible checked them against the segments); it returns where the segments end.
 func (e *Engine) downloadSegments(grads []*tensors.Tensor, buf []float32) (int, error) {
-	// The upload cuts buf by the groups' segments: each gradient must be its segment, in order,
-	// or the sums would land in other parameters' places.
-	i := 0
-	for _, g := range e.groups {
-		for _, seg := range g.segs {
-			if i >= len(grads) || grads[i].Shape().Size() != seg.size {
-				return 0, fmt.Errorf("internal: the gradient program's outputs do not match parameter group %q's segments (output %d of %d)", g.name, i, len(grads))
-			}
-			i++
-		}
-	}
-	if i != len(grads) {
-		return 0, fmt.Errorf("internal: the gradient program returned %d gradients, the parameter groups have %d segments", len(grads), i)
-	}
 	be, off := e.backend.Backend, 0
 	for _, t := range grads {
 		n := t.Shape().Size()

@@ -182,11 +182,14 @@ func TestReduceStepRefusesMisplacedSegments(t *testing.T) {
 	if _, err := e.downloadSegments(grads, buf); err != nil {
 		t.Fatalf("segments in order: %v", err)
 	}
+	if err := e.checkReducible(grads); err != nil {
+		t.Fatalf("segments in order: %v", err)
+	}
 	grads[0], grads[len(grads)-1] = grads[len(grads)-1], grads[0]
-	if _, err := e.downloadSegments(grads, buf); err == nil || !strings.Contains(err.Error(), "do not match parameter group") {
+	if err := e.checkReducible(grads); err == nil || !strings.Contains(err.Error(), "do not match parameter group") {
 		t.Fatalf("segments out of order: %v; want a refusal naming the group", err)
 	}
-	if _, err := e.downloadSegments(grads[1:], buf); err == nil {
+	if err := e.checkReducible(grads[1:]); err == nil {
 		t.Fatal("one segment short: no error")
 	}
 }

@@ -86,7 +86,8 @@ type Config struct {
 	Notice, Warn func(string)
 	// Reducer sums each step's gradients over the processes of a multi-process run (nil, or a
 	// Size of 1: this process alone). Above 1 the step must be two programs: the sum runs
-	// between them (allreduce.go).
+	// between them (allreduce.go). A Reducer that is also a DeviceAllReducer takes the gradients
+	// on the device; any other, through one host buffer.
 	Reducer AllReducer
 	// StopVote is this process's vote, taken in each step's sum, to stop after the step; every
 	// process learns whether any voted (StepValues.Stop), so all stop at the same step.

@@ -48,8 +48,10 @@ var (
 // SetDistributed makes every PJRT client created from now on through the interposer process rank
 // of world: its create gets the options node_id = rank and num_nodes = world and the three
 // key-value callbacks, backed by store. This is how XLA's GPU plugin spans processes (the
-// all-reduce inside the programs becomes NCCL's across them). world <= 1 turns it off (store may
-// then be nil). Clients created before are unchanged.
+// all-reduce inside the programs becomes NCCL's across them). world <= 1 turns it off for later
+// creates (store may then be nil). Clients created before are unchanged, and keep calling the
+// store they were created with: the plugin swaps its communicators' ids through it at the first
+// collective a program runs, long after the create.
 func SetDistributed(rank, world int, store Store) error {
 	if world > 1 && (rank < 0 || rank >= world) {
 		return fmt.Errorf("pjrthook: rank %d is outside [0, %d): the launcher's rank and world size disagree", rank, world)
@@ -63,7 +65,7 @@ func SetDistributed(rank, world int, store Store) error {
 	distMu.Lock()
 	defer distMu.Unlock()
 	if world <= 1 {
-		rank, world, store = 0, 1, nil
+		rank, world, store = 0, 1, distStore // the clients already spanning still need it
 	}
 	distRank, distWorld, distStore = rank, world, store
 	C.nitro_hook_set_distributed(C.int(rank), C.int(world))
@@ -100,7 +102,7 @@ func nitroKVGet(key *C.char, keySize C.size_t, timeoutMS C.int, try C.int, value
 	s := store()
 	k := C.GoStringN(key, C.int(keySize))
 	if s == nil {
-		kvMessage(msg, msgLen, "nitro: the client-create piece has no store (SetDistributed was undone)")
+		kvMessage(msg, msgLen, "nitro: the client-create piece has no store (SetDistributed never gave one)")
 		return codeUnavailable
 	}
 	var v []byte
@@ -134,7 +136,7 @@ func nitroKVPut(key *C.char, keySize C.size_t, value *C.char, valueSize C.size_t
 	s := store()
 	k := C.GoStringN(key, C.int(keySize))
 	if s == nil {
-		kvMessage(msg, msgLen, "nitro: the client-create piece has no store (SetDistributed was undone)")
+		kvMessage(msg, msgLen, "nitro: the client-create piece has no store (SetDistributed never gave one)")
 		return codeUnavailable
 	}
 	if err := s.Put(storePrefix+k, C.GoBytes(unsafe.Pointer(value), C.int(valueSize))); err != nil {

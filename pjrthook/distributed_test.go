@@ -21,10 +21,20 @@ const (
 	envFakeWorld  = "NITRO_PJRTHOOK_FAKE_WORLD"
 	envFakeAddr   = "NITRO_PJRTHOOK_FAKE_ADDR"
 	envFakePlugin = "NITRO_PJRTHOOK_FAKE_PLUGIN"
-	envFakeReport = "FAKE_PJRT_REPORT" // read by testdata/fakepjrt.c
+	// Rank 0 keeps serving the store until this file exists: the test writes it once the other
+	// ranks have exited, so none reads a closed connection on its last answer.
+	envFakeRelease = "NITRO_PJRTHOOK_FAKE_RELEASE"
+	envFakeReport  = "FAKE_PJRT_REPORT" // read by testdata/fakepjrt.c
 )
 
 func TestMain(m *testing.M) {
+	if plugin := os.Getenv(envRealWiden); plugin != "" {
+		if err := realWiden(plugin); err != nil {
+			fmt.Fprintln(os.Stderr, "real widen:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(envFakeRank) != "" {
 		if err := runFakeRank(); err != nil {
 			fmt.Fprintln(os.Stderr, "rank:", err)
@@ -63,8 +73,19 @@ func runFakeRank() error {
 	if err := SetDistributed(rank, world, StoreOf(c)); err != nil {
 		return err
 	}
-	if _, err := createThrough(plugin, "caller_option", 7); err != nil {
+	client, err := createThrough(plugin, "caller_option", 7)
+	if err != nil {
 		return err
+	}
+	if os.Getenv(envFakeCompile) != "" {
+		// As the backend does once its client is up: later creates are single-process again,
+		// while this client still swaps through the store.
+		if err := SetDistributed(0, 1, nil); err != nil {
+			return err
+		}
+		if err := compileFakeXProcess(plugin, client, os.Getenv(envFakeWidenings)); err != nil {
+			return err
+		}
 	}
 	if err := c.Put(fmt.Sprintf("done/%d", rank), nil); err != nil {
 		return err
@@ -72,6 +93,13 @@ func runFakeRank() error {
 	for r := 0; rank == 0 && r < world; r++ {
 		if _, err := c.Get(fmt.Sprintf("done/%d", r), 30*time.Second); err != nil {
 			return err
+		}
+	}
+	for deadline := time.Now().Add(60 * time.Second); rank == 0; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(os.Getenv(envFakeRelease)); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			return fmt.Errorf("the test never released rank 0: %w", err)
 		}
 	}
 	return nil
@@ -96,32 +124,60 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// Two real processes create a client of the fake plugin through the interposer: each create gets
-// node_id and num_nodes from the launcher's rank and world, keeps the caller's own option, and
-// gets all three callbacks, through which each rank reads the other's value.
-func TestClientCreateSpansTwoProcesses(t *testing.T) {
+// runFakeRanks starts world copies of the test binary as the ranks of a fake-plugin run (each
+// with the variables extra gives it) and waits for them; each writes its report into dir.
+func runFakeRanks(t *testing.T, world int, extra func(rank int) []string) (dir string) {
 	so := buildFakePlugin(t)
-	addr, dir := freeAddr(t), t.TempDir()
+	addr := freeAddr(t)
+	dir = t.TempDir()
+	release := filepath.Join(dir, "release")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	const world = 2
 	cmds := make([]*exec.Cmd, world)
 	outs := make([]strings.Builder, world)
 	for r := range world {
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), envFakeRank+"="+strconv.Itoa(r), envFakeWorld+"="+strconv.Itoa(world),
-			envFakeAddr+"="+addr, envFakePlugin+"="+so, envFakeReport+"="+filepath.Join(dir, fmt.Sprintf("report-%d", r)))
+			envFakeAddr+"="+addr, envFakePlugin+"="+so, envFakeReport+"="+filepath.Join(dir, fmt.Sprintf("report-%d", r)),
+			envFakeRelease+"="+release)
+		if extra != nil {
+			cmd.Env = append(cmd.Env, extra(r)...)
+		}
 		cmd.Stdout, cmd.Stderr = &outs[r], &outs[r]
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		cmds[r] = cmd
 	}
-	for r, cmd := range cmds {
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("rank %d: %v\n%s", r, err, outs[r].String())
+	failed := false
+	for r := range world { // rank 0 last: it serves the others until released
+		r = (r + 1) % world
+		if r == 0 {
+			if err := os.WriteFile(release, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cmds[r].Wait(); err != nil {
+			t.Errorf("rank %d: %v\n%s", r, err, outs[r].String())
+			failed = true
 		}
 	}
+	if failed {
+		for r := range world {
+			b, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("report-%d", r)))
+			t.Logf("rank %d's plugin report:\n%s", r, b)
+		}
+		t.FailNow()
+	}
+	return dir
+}
+
+// Two real processes create a client of the fake plugin through the interposer: each create gets
+// node_id and num_nodes from the launcher's rank and world, keeps the caller's own option, and
+// gets all three callbacks, through which each rank reads the other's value.
+func TestClientCreateSpansTwoProcesses(t *testing.T) {
+	const world = 2
+	dir := runFakeRanks(t, world, nil)
 	for r := range world {
 		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("report-%d", r)))
 		if err != nil {

@@ -10,7 +10,9 @@
 // Destroy and Delete, Client_Destroy) finish such a write before the plugin frees what it reads;
 // Flush finishes them all before a process ends. Stats counts compiles and loads from disk. The
 // client-create piece (SetDistributed) adds node_id, num_nodes and the key-value callbacks (a
-// Store, StoreOf over package kvstore's client) when the process is one rank of several.
+// Store, StoreOf over package kvstore's client) when the process is one rank of several; the
+// cross-process piece widens the one program named XProcessModule (compiled as one device) to one
+// replica per process of the client, and says what it did in LastWidening.
 //
 // This is the workspace's only cgo on the training path. The C half declares only the ABI slots
 // it calls (pjrt_c_api.h, major version 0; the layout test checks each against the header), keeps

@@ -21,3 +21,12 @@ func ExampleSetDistributed() {
 	// 1 2
 	// 0 1
 }
+
+// The program named XProcessModule is widened over the client's processes when compiled through
+// the interposer; LastWidening says how the last such compile went (no fault here).
+func ExampleLastWidening() {
+	w := pjrthook.LastWidening()
+	fmt.Println(pjrthook.XProcessModule, w.Err)
+	// Output:
+	// nitro_xprocess_allreduce <nil>
+}

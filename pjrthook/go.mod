@@ -6,6 +6,7 @@ require (
 	github.com/gomlx/gopjrt v0.10.0
 	github.com/nitro-go/nitro/internal/prereq v0.0.0
 	github.com/nitro-go/nitro/tensorfile v0.0.0
+	google.golang.org/protobuf v1.36.10
 )
 
 require (
@@ -13,7 +14,6 @@ require (
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	golang.org/x/exp v0.0.0-20250819193227-8b4c13bb791b // indirect
-	google.golang.org/protobuf v1.36.10 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 )
 

@@ -69,6 +69,12 @@ typedef struct {
 	size_t struct_size;
 	void *extension_start;
 	void *description;
+	int value;
+} description_int_args; // DeviceDescription_Id and _ProcessIndex share this shape
+typedef struct {
+	size_t struct_size;
+	void *extension_start;
+	void *description;
 	const char *kind;
 	size_t kind_size;
 } description_kind_args;
@@ -259,9 +265,10 @@ void *nitro_hook_create_through(int index, const char *name, int64_t value, void
 	return err;
 }
 
-void *nitro_hook_compile_through(int index, void *client, const char *code, size_t code_size, void **loaded) {
+void *nitro_hook_compile_through(int index, void *client, const char *code, size_t code_size, const char *options,
+				 size_t options_size, void **loaded) {
 	nitro_pjrt_program p = {sizeof(p), NULL, (char *)code, code_size, "mlir", 4};
-	nitro_pjrt_compile_args a = {sizeof(a), NULL, client, &p, NULL, 0, NULL};
+	nitro_pjrt_compile_args a = {sizeof(a), NULL, client, &p, options, options_size, NULL};
 	void *err = ((pjrt_fn)bound[index].copy->slot[NITRO_SLOT_CLIENT_COMPILE])(&a);
 	*loaded = a.executable;
 	return err;
@@ -418,6 +425,50 @@ void *nitro_hook_client_facts(int index, void *client, const char **platform, si
 	return NULL;
 }
 
+static void *description_int(int index, int slot, void *device, int *out) {
+	device_description_args g = {sizeof(g), NULL, device, NULL};
+	void *err = call(index, NITRO_SLOT_DEVICE_GET_DESCRIPTION, &g);
+	if (err != NULL) return err;
+	description_int_args d = {sizeof(d), NULL, g.description, 0};
+	if ((err = call(index, slot, &d)) != NULL) return err;
+	*out = d.value;
+	return NULL;
+}
+
+void *nitro_hook_client_devices(int index, void *client, int64_t *ids, int *procs, size_t cap, size_t *n,
+				int *process_index, int64_t *first_addressable) {
+	*n = 0;
+	*first_addressable = -1;
+	const nitro_pjrt_api_head *real = bound[index].real;
+	if (real->slot[NITRO_SLOT_CLIENT_DEVICES] == NULL || real->slot[NITRO_SLOT_DEVICE_DESCRIPTION_ID] == NULL ||
+	    real->slot[NITRO_SLOT_DEVICE_DESCRIPTION_PROCESS_INDEX] == NULL ||
+	    real->slot[NITRO_SLOT_DEVICE_GET_DESCRIPTION] == NULL)
+		return NULL; // no device list: n stays 0 and the caller says so
+	client_process_index_args p = {sizeof(p), NULL, client, 0};
+	void *err = call(index, NITRO_SLOT_CLIENT_PROCESS_INDEX, &p);
+	if (err != NULL) return err;
+	*process_index = p.process_index;
+	client_devices_args d = {sizeof(d), NULL, client, NULL, 0};
+	if ((err = call(index, NITRO_SLOT_CLIENT_DEVICES, &d)) != NULL) return err;
+	*n = d.num_devices;
+	for (size_t i = 0; i < d.num_devices && i < cap; i++) {
+		int id = 0, proc = 0;
+		if ((err = description_int(index, NITRO_SLOT_DEVICE_DESCRIPTION_ID, d.devices[i], &id)) != NULL) return err;
+		if ((err = description_int(index, NITRO_SLOT_DEVICE_DESCRIPTION_PROCESS_INDEX, d.devices[i], &proc)) != NULL)
+			return err;
+		ids[i] = id;
+		procs[i] = proc;
+	}
+	client_devices_args a = {sizeof(a), NULL, client, NULL, 0};
+	if ((err = call(index, NITRO_SLOT_CLIENT_ADDRESSABLE_DEVICES, &a)) != NULL) return err;
+	if (a.num_devices > 0) {
+		int id = 0;
+		if ((err = description_int(index, NITRO_SLOT_DEVICE_DESCRIPTION_ID, a.devices[0], &id)) != NULL) return err;
+		*first_addressable = id;
+	}
+	return NULL;
+}
+
 void nitro_hook_error_message(int index, void *error, char *buf, size_t len) {
 	error_message_args a = {sizeof(a), NULL, error, NULL, 0};
 	((void (*)(void *))bound[index].real->slot[NITRO_SLOT_ERROR_MESSAGE])(&a);
@@ -481,6 +532,8 @@ size_t nitro_arg_layout(int i) {
 	case 33: return offsetof(nitro_kv_put_args, callback_error);
 	case 34: return offsetof(nitro_kv_put_args, user_arg);
 	case 35: return offsetof(destroy_args, executable);
+	case 36: return sizeof(description_int_args);
+	case 37: return offsetof(description_int_args, value);
 	}
 	return 0;
 }

@@ -80,8 +80,11 @@ func pluginPath(index int) string {
 //
 //export nitroHookCompile
 func nitroHookCompile(index C.int, args *C.nitro_pjrt_compile_args) unsafe.Pointer {
-	start := time.Now()
 	c := &cgoCall{index: int(index), args: args}
+	if c.isXProcess() { // xprocess.go: widened over the processes, never from disk
+		return c.compileXProcess()
+	}
+	start := time.Now()
 	var err error
 	fromDisk := false
 	if d := Disk(); d != nil {

@@ -116,8 +116,11 @@ enum {
 	NITRO_SLOT_CLIENT_PLATFORM_NAME = 12,
 	NITRO_SLOT_CLIENT_PROCESS_INDEX = 13,
 	NITRO_SLOT_CLIENT_PLATFORM_VERSION = 14,
+	NITRO_SLOT_CLIENT_DEVICES = 15,
 	NITRO_SLOT_CLIENT_ADDRESSABLE_DEVICES = 16,
 	NITRO_SLOT_CLIENT_COMPILE = 20,
+	NITRO_SLOT_DEVICE_DESCRIPTION_ID = 23,
+	NITRO_SLOT_DEVICE_DESCRIPTION_PROCESS_INDEX = 24,
 	NITRO_SLOT_DEVICE_DESCRIPTION_KIND = 26,
 	NITRO_SLOT_DEVICE_GET_DESCRIPTION = 29,
 	NITRO_SLOT_EXECUTABLE_DESTROY = 40,
@@ -156,6 +159,12 @@ void nitro_hook_destroy_loaded(int index, void *loaded);
 void *nitro_hook_client_facts(int index, void *client, const char **platform, size_t *platform_size,
 			      const char **version, size_t *version_size, int *process_index,
 			      size_t *devices, const char **kind, size_t *kind_size);
+// nitro_hook_client_devices lists every device of the client (PJRT_Client_Devices, all
+// processes'): up to cap of their global ids and process indices into ids and procs, their count
+// into n (which may exceed cap: call again with room), the client's process index, and the id of
+// its first addressable device (-1 when it has none).
+void *nitro_hook_client_devices(int index, void *client, int64_t *ids, int *procs, size_t cap, size_t *n,
+				int *process_index, int64_t *first_addressable);
 // nitro_hook_error_message copies at most len-1 bytes of the error's message into buf.
 void nitro_hook_error_message(int index, void *error, char *buf, size_t len);
 void nitro_hook_error_destroy(int index, void *error);
@@ -172,7 +181,8 @@ void *nitro_hook_create_through(int index, const char *name, int64_t value, void
 // nitro_hook_compile_through compiles code through the interposed table at index as gopjrt would;
 // nitro_hook_release_through calls one of its destroy-shaped slots (a release hook's) on obj.
 // The lifetime test's entries.
-void *nitro_hook_compile_through(int index, void *client, const char *code, size_t code_size, void **loaded);
+void *nitro_hook_compile_through(int index, void *client, const char *code, size_t code_size, const char *options,
+				 size_t options_size, void **loaded);
 void *nitro_hook_release_through(int index, int slot, void *obj);
 
 // Offsets the layout test compares with pjrt_c_api.h.

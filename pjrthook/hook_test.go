@@ -49,7 +49,9 @@ func TestLayoutMatchesPJRTHeader(t *testing.T) {
 		{"PJRT_Client_Destroy", 11},
 		{"PJRT_Client_PlatformName", 12},
 		{"PJRT_Client_ProcessIndex", 13}, {"PJRT_Client_PlatformVersion", 14},
+		{"PJRT_Client_Devices", 15},
 		{"PJRT_Client_AddressableDevices", 16}, {"PJRT_Client_Compile", 20},
+		{"PJRT_DeviceDescription_Id", 23}, {"PJRT_DeviceDescription_ProcessIndex", 24},
 		{"PJRT_DeviceDescription_Kind", 26}, {"PJRT_Device_GetDescription", 29},
 		{"PJRT_Executable_Destroy", 40}, {"PJRT_Executable_Serialize", 49},
 		{"PJRT_LoadedExecutable_Destroy", 50}, {"PJRT_LoadedExecutable_GetExecutable", 51},
@@ -104,6 +106,10 @@ func TestLayoutMatchesPJRTHeader(t *testing.T) {
 		{"offsetof(PJRT_KeyValuePutCallback_Args, value)", arg(32)},
 		{"offsetof(PJRT_KeyValuePutCallback_Args, callback_error)", arg(33)},
 		{"offsetof(PJRT_KeyValuePutCallback_Args, user_arg)", arg(34)},
+		{"sizeof(PJRT_Client_Devices_Args)", arg(4)},
+		{"sizeof(PJRT_DeviceDescription_Id_Args)", arg(36)}, {"sizeof(PJRT_DeviceDescription_ProcessIndex_Args)", arg(36)},
+		{"offsetof(PJRT_DeviceDescription_Id_Args, id)", arg(37)},
+		{"offsetof(PJRT_DeviceDescription_ProcessIndex_Args, process_index)", arg(37)},
 		{"PJRT_API_MAJOR", "0"},
 	}
 	for _, f := range fields {

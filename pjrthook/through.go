@@ -49,14 +49,25 @@ func createThrough(plugin, option string, value int64) (unsafe.Pointer, error) {
 // compileThrough compiles code on client through plugin's interposed PJRT_Client_Compile and
 // returns the loaded executable.
 func compileThrough(plugin string, client unsafe.Pointer, code string) (unsafe.Pointer, error) {
+	return compileThroughWith(plugin, client, code, nil)
+}
+
+// compileThroughWith is compileThrough handing the plugin options as its serialized compile
+// options.
+func compileThroughWith(plugin string, client unsafe.Pointer, code string, options []byte) (unsafe.Pointer, error) {
 	index, err := indexOf(plugin)
 	if err != nil {
 		return nil, err
 	}
 	cs := C.CString(code)
 	defer C.free(unsafe.Pointer(cs))
+	var opts *C.char
+	if len(options) > 0 {
+		opts = (*C.char)(C.CBytes(options))
+		defer C.free(unsafe.Pointer(opts))
+	}
 	var loaded unsafe.Pointer
-	if e := C.nitro_hook_compile_through(C.int(index), client, cs, C.size_t(len(code)), &loaded); e != nil {
+	if e := C.nitro_hook_compile_through(C.int(index), client, cs, C.size_t(len(code)), opts, C.size_t(len(options)), &loaded); e != nil {
 		c := &cgoCall{index: index}
 		return nil, fmt.Errorf("PJRT_Client_Compile: %s", c.message(e, true))
 	}

@@ -37,23 +37,57 @@ grep -E 'RESOLVED|RAN|RESOLVE-ERROR|^(ok|FAIL|---)' "$out/check.log" || tail -20
 
 # Two processes, one GPU each, as a launcher would start them on two hosts: the CUDA client of each
 # starts as its process of 2 (pjrthook's client-create piece; rank 0 serves the store at
-# NITRO_COORDINATOR). The check above already started the plugin so when the host has 2+ GPUs.
+# NITRO_COORDINATOR), and core takes that client as the run's collective, so each step's gradients
+# are averaged on the GPUs by a program of their own (backend.XProcess, widened over the processes
+# by the interposer). The check above already started the plugin so when the host has 2+ GPUs.
+# integration/testdata/xprocess prints per step a hash of the parameters, the per-step losses and
+# the final parameters: one model means every such line is the same on both ranks, after 32 steps
+# (each rank trains its half of the data; ranks that train apart take 64 and only look alike).
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
-step "two processes, one GPU each (XLA's distributed runtime through the interposer)"
+step "two processes, one GPU each: one model, its gradients averaged on the GPUs"
+twoproc=skipped
 if (( ngpu >= 2 )); then
   grep -E 'rank [01] of 2|process [01] of 2|RAN' "$out/check.log"
-  go build -o "$out/nitro" ./cmd/nitro
+  go build -o "$out/xprocess" ./integration/testdata/xprocess && go build -o "$out/nitro" ./cmd/nitro
   port=$((20000 + RANDOM % 20000))
   for r in 0 1; do
     CUDA_VISIBLE_DEVICES=$r NITRO_RANK=$r NITRO_WORLD_SIZE=2 NITRO_COORDINATOR=127.0.0.1:$port NITRO_BACKEND=cuda \
+      timeout 600 "$out/xprocess" >"$out/xprocess-$r.log" 2>&1 &
+  done
+  wait
+  twoproc=ok
+  for r in 0 1; do
+    echo "rank $r:"
+    grep -E '^report: |^total_steps |^final |rror' "$out/xprocess-$r.log" || tail -20 "$out/xprocess-$r.log"
+    grep -q '^report: processes.*summed over 2 processes (an XLA all-reduce on the device' "$out/xprocess-$r.log" ||
+      { echo "FAIL: rank $r's config report does not name the on-device all-reduce" >&2; twoproc=FAIL; }
+    grep -qx 'total_steps 32' "$out/xprocess-$r.log" ||
+      { echo "FAIL: rank $r did not train its shard (total_steps is not 32)" >&2; twoproc=FAIL; }
+  done
+  model() { grep -E '^(step|stretch|final) ' "$out/xprocess-$1.log"; }
+  if [[ $(model 0 | grep -c '^step ') -ne 32 ]]; then
+    echo "FAIL: rank 0 logged $(model 0 | grep -c '^step ') steps, want 32" >&2; twoproc=FAIL
+  elif ! diff <(model 0) <(model 1) >"$out/xprocess.diff"; then
+    echo "FAIL: the ranks' per-step parameters or losses differ: two models (first lines of $out/xprocess.diff):" >&2
+    head -6 "$out/xprocess.diff" >&2; twoproc=FAIL
+  fi
+  echo "two processes: $twoproc (per-step parameter hashes, per-step losses and final parameters compared)"
+  # The CLI as a launcher would run it: both ranks must report the same epoch line.
+  for r in 0 1; do
+    CUDA_VISIBLE_DEVICES=$r NITRO_RANK=$r NITRO_WORLD_SIZE=2 NITRO_COORDINATOR=127.0.0.1:$((port + 1)) NITRO_BACKEND=cuda \
       timeout 600 "$out/nitro" train mnist-mlp --preset tiny --max-epochs 1 --no-checkpoints --no-log --no-progress \
       --run-dir "$out/2proc" >"$out/2proc-$r.log" 2>&1 &
   done
   wait
   for r in 0 1; do
-    echo "rank $r:"
-    grep -E '^  backend |^epoch 1/|rror' "$out/2proc-$r.log" || tail -20 "$out/2proc-$r.log"
+    echo "nitro train, rank $r:"
+    grep -E '^  backend |^  processes |^epoch 1/|rror' "$out/2proc-$r.log" || tail -20 "$out/2proc-$r.log"
   done
+  e0=$(grep '^epoch 1/' "$out/2proc-0.log" | sed 's/ *seconds.*//')
+  e1=$(grep '^epoch 1/' "$out/2proc-1.log" | sed 's/ *seconds.*//')
+  if [[ -z "$e0" || "$e0" != "$e1" ]]; then
+    echo "FAIL: nitro train's two ranks report different epochs: '$e0' and '$e1'" >&2; twoproc=FAIL
+  fi
 else
   echo "$ngpu GPU(s): the two-process run needs 2 or more"
 fi
@@ -81,3 +115,4 @@ else
 fi
 echo
 echo "logs: $out"
+[[ "$twoproc" != FAIL ]] || exit 1

@@ -3,7 +3,9 @@
 // got node_id, num_nodes and all three key-value callbacks, swaps a value with every other node
 // through them, as XLA's GPU plugin swaps its topology.
 //
-// Its compile makes an executable that its destroy marks dead (never frees); its serialize waits
+// Its devices: two per node, with global ids 10 + node and 20 + node (the lowest id is not the
+// node's number times two), the node's own addressable. Its compile writes the serialized options
+// it was given to $FAKE_PJRT_OPTIONS.<n> for the n-th compile (from 1), and makes an executable that its destroy marks dead (never frees); its serialize waits
 // until the file $FAKE_PJRT_GATE exists, then appends "serialized" (or "serialized a destroyed
 // executable") to $FAKE_PJRT_EVENTS, as its destroys append theirs: the order of the lines is the
 // lifetime the interposer keeps.
@@ -60,7 +62,58 @@ static void event(const char *what) {
 	pthread_mutex_unlock(&events_mu);
 }
 
+static int compiles;
+
+// The node this process's client was created as, and how many: 0 of 1 until a create says else.
+static long long the_node = 0, the_nodes = 1;
+
+// The key-value callbacks a distributed create got, kept: a compile swaps a value through them
+// again, as the GPU plugin swaps its communicators' ids when a program first runs a collective.
+static PJRT_KeyValueGetCallback kept_get;
+static PJRT_KeyValuePutCallback kept_put;
+static void *kept_get_arg, *kept_put_arg;
+
+static void swap_at_compile(int n) {
+	const char *path = getenv("FAKE_PJRT_REPORT");
+	if (kept_get == NULL || kept_put == NULL || the_nodes < 2 || path == NULL) return;
+	FILE *f = fopen(path, "a");
+	if (f == NULL) return;
+	char key[64], value[64];
+	snprintf(key, sizeof key, "fake/compile/%d/%lld", n, the_node);
+	snprintf(value, sizeof value, "compile %d of node %lld", n, the_node);
+	PJRT_KeyValuePutCallback_Args p = {PJRT_KeyValuePutCallback_Args_STRUCT_SIZE, NULL, key, strlen(key),
+					   value, strlen(value), &make_error, kept_put_arg};
+	PJRT_Error *e = kept_put(&p);
+	if (e != NULL) {
+		fprintf(f, "compile %d put error %s\n", n, e->message);
+		free(e);
+	}
+	long long other = (the_node + 1) % the_nodes;
+	snprintf(key, sizeof key, "fake/compile/%d/%lld", n, other);
+	PJRT_KeyValueGetCallback_Args g = {PJRT_KeyValueGetCallback_Args_STRUCT_SIZE, NULL, key, strlen(key),
+					   30000, &make_error, kept_get_arg, NULL, 0, NULL};
+	e = kept_get(&g);
+	if (e != NULL) {
+		fprintf(f, "compile %d get error %s\n", n, e->message);
+		free(e);
+	} else {
+		fprintf(f, "compile %d got %.*s\n", n, (int)g.value_size, g.value);
+		if (g.value_deleter_callback) g.value_deleter_callback(g.value);
+	}
+	fclose(f);
+}
+
 static PJRT_Error *compile(PJRT_Client_Compile_Args *a) {
+	const char *opts = getenv("FAKE_PJRT_OPTIONS");
+	if (opts != NULL) {
+		char path[4096];
+		snprintf(path, sizeof path, "%s.%d", opts, ++compiles);
+		FILE *f = fopen(path, "w");
+		if (f == NULL) return new_error(PJRT_Error_Code_INTERNAL, "cannot write the options", 24);
+		fwrite(a->compile_options, 1, a->compile_options_size, f);
+		fclose(f);
+	}
+	swap_at_compile(opts != NULL ? compiles : ++compiles);
 	a->executable = calloc(1, sizeof(PJRT_LoadedExecutable));
 	a->executable->alive = 1;
 	event("compiled");
@@ -100,13 +153,59 @@ static PJRT_Error *platform_version(PJRT_Client_PlatformVersion_Args *a) {
 	a->platform_version_size = 1;
 	return NULL;
 }
+
+struct PJRT_Device {
+	int id, process;
+};
+struct PJRT_DeviceDescription {
+	int id, process;
+};
+#define FAKE_MAX_NODES 8
+static PJRT_Device devices[2 * FAKE_MAX_NODES];
+static PJRT_Device *all_devices[2 * FAKE_MAX_NODES];
+static PJRT_Device *own_devices[2];
+
+static void place_devices(void) {
+	int n = 0;
+	for (int k = 0; k < 2; k++) {
+		for (int p = 0; p < the_nodes; p++, n++) {
+			devices[n].id = 10 * (k + 1) + p;
+			devices[n].process = p;
+			all_devices[n] = &devices[n];
+			if (p == the_node) own_devices[k] = &devices[n];
+		}
+	}
+}
+
 static PJRT_Error *process_index(PJRT_Client_ProcessIndex_Args *a) {
-	a->process_index = 0;
+	a->process_index = (int)the_node;
+	return NULL;
+}
+static PJRT_Error *client_devices(PJRT_Client_Devices_Args *a) {
+	a->devices = all_devices;
+	a->num_devices = 2 * the_nodes;
 	return NULL;
 }
 static PJRT_Error *addressable_devices(PJRT_Client_AddressableDevices_Args *a) {
-	a->addressable_devices = NULL;
-	a->num_addressable_devices = 0;
+	a->addressable_devices = own_devices;
+	a->num_addressable_devices = 2;
+	return NULL;
+}
+static PJRT_Error *get_description(PJRT_Device_GetDescription_Args *a) {
+	a->device_description = (PJRT_DeviceDescription *)a->device; // same layout
+	return NULL;
+}
+static PJRT_Error *description_id(PJRT_DeviceDescription_Id_Args *a) {
+	a->id = a->device_description->id;
+	return NULL;
+}
+static PJRT_Error *description_process(PJRT_DeviceDescription_ProcessIndex_Args *a) {
+	a->process_index = a->device_description->process;
+	return NULL;
+}
+static PJRT_Error *description_kind(PJRT_DeviceDescription_Kind_Args *a) {
+	a->device_kind = "fake";
+	a->device_kind_size = 4;
 	return NULL;
 }
 static PJRT_Error *client_destroy(PJRT_Client_Destroy_Args *a) {
@@ -182,6 +281,15 @@ static PJRT_Error *client_create(PJRT_Client_Create_Args *a) {
 		free(e);
 	}
 	fclose(f);
+	if (node >= 0 && nodes > 1 && nodes <= FAKE_MAX_NODES && node < nodes) {
+		the_node = node;
+		the_nodes = nodes;
+		kept_get = a->kv_get_callback;
+		kept_put = a->kv_put_callback;
+		kept_get_arg = a->kv_get_user_arg;
+		kept_put_arg = a->kv_put_user_arg;
+	}
+	place_devices();
 	a->client = (PJRT_Client *)&client_object;
 	return NULL;
 }
@@ -205,6 +313,11 @@ const PJRT_Api *GetPjrtApi(void) {
 	api.PJRT_Client_PlatformVersion = platform_version;
 	api.PJRT_Client_ProcessIndex = process_index;
 	api.PJRT_Client_AddressableDevices = addressable_devices;
+	api.PJRT_Client_Devices = client_devices;
+	api.PJRT_Device_GetDescription = get_description;
+	api.PJRT_DeviceDescription_Id = description_id;
+	api.PJRT_DeviceDescription_ProcessIndex = description_process;
+	api.PJRT_DeviceDescription_Kind = description_kind;
 	api.PJRT_LoadedExecutable_Destroy = loaded_destroy;
 	api.PJRT_LoadedExecutable_GetExecutable = get_executable;
 	api.PJRT_Executable_Destroy = executable_destroy;
