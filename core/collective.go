@@ -85,7 +85,7 @@ func (su *setup) spanCollective() error {
 	}
 	// Ranks that share no collective train one model each: a user who launched several
 	// processes for one model must hear that the others' work is not in rank 0's record.
-	su.warn(fmt.Sprintf("%s with no collective: each process trains its own model on its own shard and only rank 0's is written; "+
+	su.warn(fmt.Sprintf("%s with no collective: each process trains its own model on the data its experiment builds (all of it, unless the experiment shards by its Dist) and only rank 0's is written; "+
 		"for one model over all processes launch under mpirun (nitro train sums the gradients there), on the CUDA plugin, or pass core.WithCollective (docs/multihost.md)", d))
 	return nil
 }
