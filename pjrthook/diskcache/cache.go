@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -87,27 +88,52 @@ type Cache struct {
 	settled *sync.Cond // on mu
 }
 
-// Costs are the seconds the cache itself has spent, apart from the plugin's compiles and loads:
-// what a cold folder adds to a start. Hash runs in the background from Prepare, so it costs a
-// start CPU time rather than waiting, unless the first compile finds it unfinished.
+// Costs are the seconds the cache has spent apart from the plugin's compiles: what a cold folder
+// adds to a start (Hash, Serialize, Write, Explain), and what a hit costs (Key, Read, Load). Hash
+// runs in the background from Prepare, so it costs a start CPU time rather than waiting, unless
+// the first compile finds it unfinished.
 type Costs struct {
 	Hash      time.Duration // reading and hashing the plugin file (none when its sum is remembered)
 	Serialize time.Duration // the plugin serializing executables to write
 	Write     time.Duration // encoding, checksumming and durably writing entries, and the eviction scan
 	Explain   time.Duration // reading other entries' metadata to explain misses
+	Key       time.Duration // the client's target and the key's digests (and any wait for the plugin's sum)
+	Read      time.Duration // reading entries and checking their checksums (hits and misses)
+	Load      time.Duration // the plugin deserializing and loading executables from entries
+	// Loads are the hits, in order: a second start's time is mostly in one or two of them, and
+	// which program that is says where to look.
+	Loads []Loaded
+}
+
+// Loaded is one executable loaded from an entry.
+type Loaded struct {
+	Program string // the program's name ("" when its text names none)
+	Bytes   int    // the executable's size
+	Took    time.Duration
 }
 
 // Costs returns what the cache has spent so far.
 func (c *Cache) Costs() Costs {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.costs
+	k := c.costs
+	k.Loads = slices.Clone(c.costs.Loads)
+	return k
 }
 
 // spent adds the time since start to the cost *d points at.
 func (c *Cache) spent(d *time.Duration, start time.Time) {
 	c.mu.Lock()
 	*d += time.Since(start)
+	c.mu.Unlock()
+}
+
+// loaded counts one load that began at start, refused ones too: the plugin spent the time.
+func (c *Cache) loaded(program string, size int, start time.Time) {
+	took := time.Since(start)
+	c.mu.Lock()
+	c.costs.Load += took
+	c.costs.Loads = append(c.costs.Loads, Loaded{Program: program, Bytes: size, Took: took})
 	c.mu.Unlock()
 }
 
@@ -157,6 +183,7 @@ func (c *Cache) say(topic, msg string) {
 func (c *Cache) Compile(call Call) (fromDisk bool, err error) {
 	// The client is asked every time (a few calls into the plugin): two clients of one plugin
 	// in a process may differ in their devices.
+	keyStart := time.Now()
 	target, err := call.Target()
 	if err != nil {
 		c.say("key", fmt.Sprintf("cannot key compiles (asking the plugin for its platform: %v): compiling without the cache", err))
@@ -168,11 +195,18 @@ func (c *Cache) Compile(call Call) (fromDisk bool, err error) {
 		return false, call.Compile()
 	}
 	key := parts.Key()
+	c.spent(&c.costs.Key, keyStart)
 	path := c.entryPath(key)
 	format, code := call.Program()
 	name := programName(format, code)
-	if exe, ok := c.read(path, key); ok {
-		if lerr := call.Load(exe); lerr == nil {
+	readStart := time.Now()
+	exe, ok := c.read(path, key)
+	c.spent(&c.costs.Read, readStart)
+	if ok {
+		loadStart := time.Now()
+		lerr := call.Load(exe)
+		c.loaded(name, len(exe), loadStart)
+		if lerr == nil {
 			now := time.Now()
 			_ = os.Chtimes(path, now, now) // the LRU clock; a read-only folder keeps its order
 			return true, nil
