@@ -57,7 +57,8 @@ const startChildEnv = "NITRO_BENCH_START_CHILD"
 // startChild is one measured start (TestDiskCacheAcrossProcesses runs it in a child process): build the model's Nitro and train one optimizer step, then
 // print when the step ended (Unix ns), the compile counts and seconds, and the disk cache's own
 // costs (plugin hash, serialization, writes, miss explanations; a hit's key, reads and loads;
-// seconds), then one LOAD line per executable loaded from disk (program, bytes, seconds).
+// seconds), after one LOAD line per executable loaded from disk and one COMPILE line per program
+// compiled (program, bytes, seconds).
 func startChild(name string) {
 	for _, f := range startModels() {
 		if f.name != name {
@@ -82,8 +83,10 @@ func startChild(name string) {
 		if dc := pjrthook.Disk(); dc != nil {
 			k = dc.Costs()
 		}
-		for _, x := range k.Loads {
-			fmt.Printf("LOAD %s %d %.6f\n", cmp.Or(x.Program, "-"), x.Bytes, x.Took.Seconds())
+		for kind, xs := range map[string][]diskcache.ProgramTime{"LOAD": k.Loads, "COMPILE": k.Compiles} {
+			for _, x := range xs {
+				fmt.Printf("%s %s %d %.6f\n", kind, cmp.Or(x.Program, "-"), x.Bytes, x.Took.Seconds())
+			}
 		}
 		fmt.Printf("START %d %d %d %.6f %.6f %.6f %.6f %.6f %.6f %.6f %.6f\n", end, c, l, backend.CompileSeconds(),
 			k.Hash.Seconds(), k.Serialize.Seconds(), k.Write.Seconds(), k.Explain.Seconds(), k.Key.Seconds(), k.Read.Seconds(), k.Load.Seconds())
@@ -97,9 +100,11 @@ type startRun struct {
 	toStep, compile  float64 // seconds: process start to the first step's end; in compiles
 	cpu              float64 // user and system seconds of the whole process, to its exit
 	compiled, loaded int64
-	costs            [7]float64         // nitro only: the disk cache's hash, serialize, write, explain, key, read and load seconds
-	loads            map[string]float64 // nitro only: seconds loading each program from disk
-	loadBytes        map[string]int64
+	costs            [7]float64 // nitro only: the disk cache's hash, serialize, write, explain, key, read and load seconds
+	// nitro only, by program name: seconds loading it from disk, or compiling it (with the cache
+	// on); the executable's bytes
+	loads, compiles map[string]float64
+	loadBytes       map[string]int64
 }
 
 // starter runs one fresh process of a model with the given cache setting ("off" or a folder).
@@ -160,15 +165,19 @@ func runStart(b *testing.B, s *starter, cache string) startRun {
 	}
 	var r startRun
 	var line string
-	r.loads, r.loadBytes = map[string]float64{}, map[string]int64{}
+	r.loads, r.compiles, r.loadBytes = map[string]float64{}, map[string]float64{}, map[string]int64{}
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		if strings.HasPrefix(sc.Text(), "START") {
 			line = sc.Text()
 		}
-		if f := strings.Fields(sc.Text()); len(f) == 4 && f[0] == "LOAD" {
+		if f := strings.Fields(sc.Text()); len(f) == 4 && (f[0] == "LOAD" || f[0] == "COMPILE") {
 			n, _ := strconv.ParseInt(f[2], 10, 64)
 			took, _ := strconv.ParseFloat(f[3], 64)
+			if f[0] == "COMPILE" {
+				r.compiles[f[1]] += took
+				continue
+			}
 			r.loads[f[1]] += took
 			r.loadBytes[f[1]] += n
 		}
@@ -335,8 +344,9 @@ func BenchmarkDiskCacheStart(b *testing.B) {
 		sort.Strings(names)
 		for _, n := range names {
 			took := pick(r.warm, func(x startRun) float64 { return x.loads[n] })
-			fmt.Printf("  %-12s   load %-24s %7.3fs  %5.1f%% of the cold start's compile seconds  (%s)\n", "", n, took, 100*took/pick(r.cold, compile),
-				diskcache.FormatSize(r.warm[0].loadBytes[n]))
+			built := pick(r.cold, func(x startRun) float64 { return x.compiles[n] })
+			fmt.Printf("  %-12s   %-24s load %7.3fs (%9s) = %5.1f%% of its cold compile (%7.3fs); %5.1f%% of the cold start's compile seconds\n", "", n, took,
+				diskcache.FormatSize(r.warm[0].loadBytes[n]), 100*took/built, built, 100*took/pick(r.cold, compile))
 		}
 	}
 	for _, s := range starters {

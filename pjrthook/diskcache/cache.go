@@ -89,9 +89,9 @@ type Cache struct {
 }
 
 // Costs are the seconds the cache has spent apart from the plugin's compiles: what a cold folder
-// adds to a start (Hash, Serialize, Write, Explain), and what a hit costs (Key, Read, Load). Hash
-// runs in the background from Prepare, so it costs a start CPU time rather than waiting, unless
-// the first compile finds it unfinished.
+// adds to a start (Hash, Serialize, Write, Explain), and what a hit costs (Key, Read, Load); and
+// each program's compile or load. Hash runs in the background from Prepare, so it costs a start
+// CPU time rather than waiting, unless the first compile finds it unfinished.
 type Costs struct {
 	Hash      time.Duration // reading and hashing the plugin file (none when its sum is remembered)
 	Serialize time.Duration // the plugin serializing executables to write
@@ -100,15 +100,16 @@ type Costs struct {
 	Key       time.Duration // the client's target and the key's digests (and any wait for the plugin's sum)
 	Read      time.Duration // reading entries and checking their checksums (hits and misses)
 	Load      time.Duration // the plugin deserializing and loading executables from entries
-	// Loads are the hits, in order: a second start's time is mostly in one or two of them, and
-	// which program that is says where to look.
-	Loads []Loaded
+	// Loads are the executables loaded from entries, refused ones too, and Compiles the programs
+	// the plugin compiled, each in order: a start's time is mostly in one or two of them, and a
+	// program's load against its compile is what the cache saves on it.
+	Loads, Compiles []ProgramTime
 }
 
-// Loaded is one executable loaded from an entry.
-type Loaded struct {
+// ProgramTime is one program's load or compile.
+type ProgramTime struct {
 	Program string // the program's name ("" when its text names none)
-	Bytes   int    // the executable's size
+	Bytes   int    // a load's executable, or a compiled program's code
 	Took    time.Duration
 }
 
@@ -117,7 +118,7 @@ func (c *Cache) Costs() Costs {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := c.costs
-	k.Loads = slices.Clone(c.costs.Loads)
+	k.Loads, k.Compiles = slices.Clone(c.costs.Loads), slices.Clone(c.costs.Compiles)
 	return k
 }
 
@@ -128,12 +129,17 @@ func (c *Cache) spent(d *time.Duration, start time.Time) {
 	c.mu.Unlock()
 }
 
-// loaded counts one load that began at start, refused ones too: the plugin spent the time.
-func (c *Cache) loaded(program string, size int, start time.Time) {
+// timed adds one load (to the Load total as well) or compile that began at start to the costs.
+func (c *Cache) timed(load bool, program string, size int, start time.Time) {
 	took := time.Since(start)
+	t := ProgramTime{Program: program, Bytes: size, Took: took}
 	c.mu.Lock()
-	c.costs.Load += took
-	c.costs.Loads = append(c.costs.Loads, Loaded{Program: program, Bytes: size, Took: took})
+	if load {
+		c.costs.Load += took
+		c.costs.Loads = append(c.costs.Loads, t)
+	} else {
+		c.costs.Compiles = append(c.costs.Compiles, t)
+	}
 	c.mu.Unlock()
 }
 
@@ -205,7 +211,7 @@ func (c *Cache) Compile(call Call) (fromDisk bool, err error) {
 	if ok {
 		loadStart := time.Now()
 		lerr := call.Load(exe)
-		c.loaded(name, len(exe), loadStart)
+		c.timed(true, name, len(exe), loadStart)
 		if lerr == nil {
 			now := time.Now()
 			_ = os.Chtimes(path, now, now) // the LRU clock; a read-only folder keeps its order
@@ -216,9 +222,11 @@ func (c *Cache) Compile(call Call) (fromDisk bool, err error) {
 	} else {
 		c.explainMiss(name, key, parts, signature(format, code))
 	}
+	compileStart := time.Now()
 	if err := call.Compile(); err != nil {
 		return false, err
 	}
+	c.timed(false, name, len(code), compileStart)
 	// A client of a multi-process run knows its process index even when Options.Rank was left 0.
 	if target.ProcessIndex == 0 {
 		m := Meta{Key: key, Program: name, Parts: parts, Signature: signature(format, code), Created: time.Now().Unix()}

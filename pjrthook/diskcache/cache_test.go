@@ -512,7 +512,7 @@ func TestConcurrentWritersLeaveOneWholeEntry(t *testing.T) {
 }
 
 // A hit's costs are its own: the key, the read, and each load by program, refused loads too (the
-// plugin spent the time); a miss loads nothing.
+// plugin spent the time); a miss loads nothing and lists its compile instead.
 func TestCostsOfAHit(t *testing.T) {
 	dir, plugin := t.TempDir(), pluginFile(t, "plugin A")
 	c, _ := open(t, dir, Options{})
@@ -521,8 +521,9 @@ func TestCostsOfAHit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if k := c.Costs(); k.Key <= 0 || k.Load != 0 || len(k.Loads) != 0 {
-		t.Fatalf("cold costs %+v: want the key's time and no load", k)
+	if k := c.Costs(); k.Key <= 0 || k.Load != 0 || len(k.Loads) != 0 || len(k.Compiles) != 2 ||
+		k.Compiles[0].Program != "init" || k.Compiles[1].Program != "grad" || k.Compiles[0].Bytes != len("module @init {}") {
+		t.Fatalf("cold costs %+v: want the key's time, no load, and the two compiles in order", k)
 	}
 	c2, _ := open(t, dir, Options{})
 	slow, fast := newCall(plugin, "init"), newCall(plugin, "grad")
@@ -533,7 +534,7 @@ func TestCostsOfAHit(t *testing.T) {
 		}
 	}
 	k := c2.Costs()
-	if k.Key <= 0 || k.Read <= 0 || k.Load < slow.loadTakes {
+	if k.Key <= 0 || k.Read <= 0 || k.Load < slow.loadTakes || len(k.Compiles) != 0 {
 		t.Fatalf("second cache's costs %+v: want the key, the reads and at least the slow load's %v", k, slow.loadTakes)
 	}
 	if len(k.Loads) != 2 || k.Loads[0].Program != "init" || k.Loads[1].Program != "grad" ||
@@ -550,8 +551,8 @@ func TestCostsOfAHit(t *testing.T) {
 	if hit, err := c3.Compile(refused); err != nil || hit {
 		t.Fatalf("refused: hit=%v err=%v", hit, err)
 	}
-	if k := c3.Costs(); len(k.Loads) != 1 || k.Load < refused.loadTakes {
-		t.Fatalf("a refused load's costs %+v: want its time counted", k)
+	if k := c3.Costs(); len(k.Loads) != 1 || k.Load < refused.loadTakes || len(k.Compiles) != 1 {
+		t.Fatalf("a refused load's costs %+v: want its time counted, then the compile", k)
 	}
 }
 
