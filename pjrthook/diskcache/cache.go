@@ -216,9 +216,8 @@ func (c *Cache) Compile(call Call) (fromDisk bool, err error) {
 			now := time.Now()
 			_ = os.Chtimes(path, now, now) // the LRU clock; a read-only folder keeps its order
 			return true, nil
-		} else {
-			c.drop(path, fmt.Sprintf("the plugin refused its executable (%v)", lerr))
 		}
+		c.drop(path, fmt.Sprintf("the plugin refused its executable (%v)", lerr))
 	} else {
 		c.explainMiss(name, key, parts, signature(format, code))
 	}
