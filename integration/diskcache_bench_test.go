@@ -2,11 +2,13 @@ package integration_test
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,7 +56,9 @@ const startChildEnv = "NITRO_BENCH_START_CHILD"
 
 // startChild is one measured start (TestDiskCacheAcrossProcesses runs it in a child process): build the model's Nitro and train one optimizer step, then
 // print when the step ended (Unix ns), the compile counts and seconds, and the disk cache's own
-// costs (plugin hash, serialization, writes, miss explanations; seconds).
+// costs (plugin hash, serialization, writes, miss explanations; a hit's key, reads and loads;
+// seconds), after one LOAD line per executable loaded from disk and one COMPILE line per program
+// compiled (program, bytes, seconds).
 func startChild(name string) {
 	for _, f := range startModels() {
 		if f.name != name {
@@ -79,8 +83,13 @@ func startChild(name string) {
 		if dc := pjrthook.Disk(); dc != nil {
 			k = dc.Costs()
 		}
-		fmt.Printf("START %d %d %d %.6f %.6f %.6f %.6f %.6f\n", end, c, l, backend.CompileSeconds(),
-			k.Hash.Seconds(), k.Serialize.Seconds(), k.Write.Seconds(), k.Explain.Seconds())
+		for kind, xs := range map[string][]diskcache.ProgramTime{"LOAD": k.Loads, "COMPILE": k.Compiles} {
+			for _, x := range xs {
+				fmt.Printf("%s %s %d %.6f\n", kind, cmp.Or(x.Program, "-"), x.Bytes, x.Took.Seconds())
+			}
+		}
+		fmt.Printf("START %d %d %d %.6f %.6f %.6f %.6f %.6f %.6f %.6f %.6f\n", end, c, l, backend.CompileSeconds(),
+			k.Hash.Seconds(), k.Serialize.Seconds(), k.Write.Seconds(), k.Explain.Seconds(), k.Key.Seconds(), k.Read.Seconds(), k.Load.Seconds())
 		return
 	}
 	fmt.Println("START-ERROR: unknown model", name)
@@ -91,7 +100,11 @@ type startRun struct {
 	toStep, compile  float64 // seconds: process start to the first step's end; in compiles
 	cpu              float64 // user and system seconds of the whole process, to its exit
 	compiled, loaded int64
-	costs            [4]float64 // nitro only: the disk cache's hash, serialize, write and explain seconds
+	costs            [7]float64 // nitro only: the disk cache's hash, serialize, write, explain, key, read and load seconds
+	// nitro only, by program name: seconds loading it from disk, or compiling it (with the cache
+	// on); the executable's bytes
+	loads, compiles map[string]float64
+	loadBytes       map[string]int64
 }
 
 // starter runs one fresh process of a model with the given cache setting ("off" or a folder).
@@ -152,10 +165,21 @@ func runStart(b *testing.B, s *starter, cache string) startRun {
 	}
 	var r startRun
 	var line string
+	r.loads, r.compiles, r.loadBytes = map[string]float64{}, map[string]float64{}, map[string]int64{}
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		if strings.HasPrefix(sc.Text(), "START") {
 			line = sc.Text()
+		}
+		if f := strings.Fields(sc.Text()); len(f) == 4 && (f[0] == "LOAD" || f[0] == "COMPILE") {
+			n, _ := strconv.ParseInt(f[2], 10, 64)
+			took, _ := strconv.ParseFloat(f[3], 64)
+			if f[0] == "COMPILE" {
+				r.compiles[f[1]] += took
+				continue
+			}
+			r.loads[f[1]] += took
+			r.loadBytes[f[1]] += n
 		}
 	}
 	if err := cmd.Wait(); err != nil || !strings.HasPrefix(line, "START ") {
@@ -302,6 +326,27 @@ func BenchmarkDiskCacheStart(b *testing.B) {
 			}
 			fmt.Printf("  %-12s hash %.3fs  serialize %.3fs  write %.3fs  explain %.3fs  (cold - off start: %+.3fs)\n", s.name, k[0], k[1], k[2], k[3],
 				pick(r.cold, toStep)-pick(r.off, toStep))
+		}
+	}
+	fmt.Println("nitro's second starts, medians: where the compile seconds go (the cache's key and reads, the plugin's loads by program) and the rest of the start:")
+	for _, s := range starters {
+		r := rows[s.name]
+		if r == nil || s.peer {
+			continue
+		}
+		cost := func(i int) float64 { return pick(r.warm, func(x startRun) float64 { return x.costs[i] }) }
+		fmt.Printf("  %-12s to step %.3fs = compiles %.3fs (key %.3fs, read %.3fs, loads %.3fs) + the rest %.3fs\n", s.name, pick(r.warm, toStep), pick(r.warm, compile),
+			cost(4), cost(5), cost(6), pick(r.warm, func(x startRun) float64 { return x.toStep - x.compile }))
+		var names []string
+		for n := range r.warm[0].loads {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			took := pick(r.warm, func(x startRun) float64 { return x.loads[n] })
+			built := pick(r.cold, func(x startRun) float64 { return x.compiles[n] })
+			fmt.Printf("  %-12s   %-24s load %7.3fs (%9s) = %5.1f%% of its cold compile (%7.3fs); %5.1f%% of the cold start's compile seconds\n", "", n, took,
+				diskcache.FormatSize(r.warm[0].loadBytes[n]), 100*took/built, built, 100*took/pick(r.cold, compile))
 		}
 	}
 	for _, s := range starters {

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -87,27 +88,58 @@ type Cache struct {
 	settled *sync.Cond // on mu
 }
 
-// Costs are the seconds the cache itself has spent, apart from the plugin's compiles and loads:
-// what a cold folder adds to a start. Hash runs in the background from Prepare, so it costs a
-// start CPU time rather than waiting, unless the first compile finds it unfinished.
+// Costs are the seconds the cache has spent apart from the plugin's compiles: what a cold folder
+// adds to a start (Hash, Serialize, Write, Explain), and what a hit costs (Key, Read, Load); and
+// each program's compile or load. Hash runs in the background from Prepare, so it costs a start
+// CPU time rather than waiting, unless the first compile finds it unfinished.
 type Costs struct {
 	Hash      time.Duration // reading and hashing the plugin file (none when its sum is remembered)
 	Serialize time.Duration // the plugin serializing executables to write
 	Write     time.Duration // encoding, checksumming and durably writing entries, and the eviction scan
 	Explain   time.Duration // reading other entries' metadata to explain misses
+	Key       time.Duration // the client's target and the key's digests (and any wait for the plugin's sum)
+	Read      time.Duration // reading entries and checking their checksums (hits and misses)
+	Load      time.Duration // the plugin deserializing and loading executables from entries
+	// Loads are the executables loaded from entries, refused ones too, and Compiles the programs
+	// the plugin compiled, each in order: a start's time is mostly in one or two of them, and a
+	// program's load against its compile is what the cache saves on it.
+	Loads, Compiles []ProgramTime
+}
+
+// ProgramTime is one program's load or compile.
+type ProgramTime struct {
+	Program string // the program's name ("" when its text names none)
+	Bytes   int    // a load's executable, or a compiled program's code
+	Took    time.Duration
 }
 
 // Costs returns what the cache has spent so far.
 func (c *Cache) Costs() Costs {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.costs
+	k := c.costs
+	k.Loads, k.Compiles = slices.Clone(c.costs.Loads), slices.Clone(c.costs.Compiles)
+	return k
 }
 
 // spent adds the time since start to the cost *d points at.
 func (c *Cache) spent(d *time.Duration, start time.Time) {
 	c.mu.Lock()
 	*d += time.Since(start)
+	c.mu.Unlock()
+}
+
+// timed adds one load (to the Load total as well) or compile that began at start to the costs.
+func (c *Cache) timed(load bool, program string, size int, start time.Time) {
+	took := time.Since(start)
+	t := ProgramTime{Program: program, Bytes: size, Took: took}
+	c.mu.Lock()
+	if load {
+		c.costs.Load += took
+		c.costs.Loads = append(c.costs.Loads, t)
+	} else {
+		c.costs.Compiles = append(c.costs.Compiles, t)
+	}
 	c.mu.Unlock()
 }
 
@@ -157,6 +189,7 @@ func (c *Cache) say(topic, msg string) {
 func (c *Cache) Compile(call Call) (fromDisk bool, err error) {
 	// The client is asked every time (a few calls into the plugin): two clients of one plugin
 	// in a process may differ in their devices.
+	keyStart := time.Now()
 	target, err := call.Target()
 	if err != nil {
 		c.say("key", fmt.Sprintf("cannot key compiles (asking the plugin for its platform: %v): compiling without the cache", err))
@@ -168,23 +201,31 @@ func (c *Cache) Compile(call Call) (fromDisk bool, err error) {
 		return false, call.Compile()
 	}
 	key := parts.Key()
+	c.spent(&c.costs.Key, keyStart)
 	path := c.entryPath(key)
 	format, code := call.Program()
 	name := programName(format, code)
-	if exe, ok := c.read(path, key); ok {
-		if lerr := call.Load(exe); lerr == nil {
+	readStart := time.Now()
+	exe, ok := c.read(path, key)
+	c.spent(&c.costs.Read, readStart)
+	if ok {
+		loadStart := time.Now()
+		lerr := call.Load(exe)
+		c.timed(true, name, len(exe), loadStart)
+		if lerr == nil {
 			now := time.Now()
 			_ = os.Chtimes(path, now, now) // the LRU clock; a read-only folder keeps its order
 			return true, nil
-		} else {
-			c.drop(path, fmt.Sprintf("the plugin refused its executable (%v)", lerr))
 		}
+		c.drop(path, fmt.Sprintf("the plugin refused its executable (%v)", lerr))
 	} else {
 		c.explainMiss(name, key, parts, signature(format, code))
 	}
+	compileStart := time.Now()
 	if err := call.Compile(); err != nil {
 		return false, err
 	}
+	c.timed(false, name, len(code), compileStart)
 	// A client of a multi-process run knows its process index even when Options.Rank was left 0.
 	if target.ProcessIndex == 0 {
 		m := Meta{Key: key, Program: name, Parts: parts, Signature: signature(format, code), Created: time.Now().Unix()}

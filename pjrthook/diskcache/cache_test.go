@@ -22,7 +22,8 @@ type fakeCall struct {
 	opts         string
 	plugin       string
 	target       Target
-	refuse       bool // Load refuses every executable
+	refuse       bool          // Load refuses every executable
+	loadTakes    time.Duration // Load sleeps this long first, as a plugin's deserialization does
 
 	compiled, loaded bool
 	result           string
@@ -41,6 +42,7 @@ func (f *fakeCall) Compile() error {
 }
 func (f *fakeCall) Serialize() ([]byte, error) { return []byte(f.result), nil }
 func (f *fakeCall) Load(exe []byte) error {
+	time.Sleep(f.loadTakes)
 	if f.refuse || !bytes.HasPrefix(exe, []byte("exe:")) {
 		return errors.New("plugin: not an executable of mine")
 	}
@@ -506,6 +508,51 @@ func TestConcurrentWritersLeaveOneWholeEntry(t *testing.T) {
 		if tensorfile.IsTemp(n) {
 			t.Fatalf("a temporary file was left: %v", names)
 		}
+	}
+}
+
+// A hit's costs are its own: the key, the read, and each load by program, refused loads too (the
+// plugin spent the time); a miss loads nothing and lists its compile instead.
+func TestCostsOfAHit(t *testing.T) {
+	dir, plugin := t.TempDir(), pluginFile(t, "plugin A")
+	c, _ := open(t, dir, Options{})
+	for _, g := range []string{"init", "grad"} {
+		if _, err := c.Compile(newCall(plugin, g)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if k := c.Costs(); k.Key <= 0 || k.Load != 0 || len(k.Loads) != 0 || len(k.Compiles) != 2 ||
+		k.Compiles[0].Program != "init" || k.Compiles[1].Program != "grad" || k.Compiles[0].Bytes != len("module @init {}") {
+		t.Fatalf("cold costs %+v: want the key's time, no load, and the two compiles in order", k)
+	}
+	c2, _ := open(t, dir, Options{})
+	slow, fast := newCall(plugin, "init"), newCall(plugin, "grad")
+	slow.loadTakes = 30 * time.Millisecond
+	for _, call := range []*fakeCall{slow, fast} {
+		if hit, err := c2.Compile(call); err != nil || !hit {
+			t.Fatalf("hit=%v err=%v", hit, err)
+		}
+	}
+	k := c2.Costs()
+	if k.Key <= 0 || k.Read <= 0 || k.Load < slow.loadTakes || len(k.Compiles) != 0 {
+		t.Fatalf("second cache's costs %+v: want the key, the reads and at least the slow load's %v", k, slow.loadTakes)
+	}
+	if len(k.Loads) != 2 || k.Loads[0].Program != "init" || k.Loads[1].Program != "grad" ||
+		k.Loads[0].Took < slow.loadTakes || k.Loads[0].Bytes != len("exe:module @init {}") || k.Loads[0].Took+k.Loads[1].Took != k.Load {
+		t.Fatalf("loads %+v (total %v): want init (slow, its executable's size) then grad, summing to the total", k.Loads, k.Load)
+	}
+	k.Loads[0].Program = "changed"
+	if c2.Costs().Loads[0].Program != "init" {
+		t.Fatal("Costs handed out the cache's own list: a caller's edit changed it")
+	}
+	refused := newCall(plugin, "init")
+	refused.refuse, refused.loadTakes = true, 10*time.Millisecond
+	c3, _ := open(t, dir, Options{})
+	if hit, err := c3.Compile(refused); err != nil || hit {
+		t.Fatalf("refused: hit=%v err=%v", hit, err)
+	}
+	if k := c3.Costs(); len(k.Loads) != 1 || k.Load < refused.loadTakes || len(k.Compiles) != 1 {
+		t.Fatalf("a refused load's costs %+v: want its time counted, then the compile", k)
 	}
 }
 
