@@ -85,15 +85,9 @@ func nitroHookCompile(index C.int, args *C.nitro_pjrt_compile_args) unsafe.Point
 		return c.compileXProcess()
 	}
 	start := time.Now()
-	var err error
-	fromDisk := false
-	if d := Disk(); d != nil {
-		fromDisk, err = d.Compile(c)
-	} else {
-		err = c.Compile()
-	}
+	from, err := c.compileShared() // shared.go: the sharing piece, then the disk cache or the plugin
 	if err == nil {
-		count(fromDisk, time.Since(start))
+		count(from, time.Since(start))
 		capture.record(c)
 		return nil
 	}

@@ -1,0 +1,87 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/nitro-go/nitro/pjrthook"
+)
+
+// InitializeVariables gives every variable of ctx without a value its first value on backend, the same
+// values, bit for bit, and the same random state after, as GoMLX's InitializeVariables over them
+// all at once. GoMLX builds that as one program holding every initializer; a random one expands
+// to hundreds of instructions, so a model of many arrays compiles (and loads from the disk
+// cache) a program of hundreds of thousands, which costs more than the model's training
+// programs. Here each variable is initialized by its own InitializeVariables, in the order
+// GoMLX would take them, each program reading the random state the previous one left: the
+// programs of variables with one shape and initializer are identical, and the interposer's
+// sharing window compiles each distinct one once and loads it for the others.
+//
+// InitializeVariables only initializes variables without a value, and its initializer is
+// private, so the variables waiting their turn hold a placeholder of their exact shape (the
+// shape a variable keeps when its value is set to nil again). On any failure every placeholder
+// is taken back off: a variable never keeps one as its value.
+func InitializeVariables(ctx *context.Context, backend backends.Backend) (err error) {
+	var pending []*context.Variable
+	for v := range ctx.IterVariables() {
+		if !v.HasValue() {
+			pending = append(pending, v)
+		}
+	}
+	if len(pending) < 2 {
+		return ctx.InitializeVariables(backend, nil)
+	}
+	placeholders := map[string]*tensors.Tensor{} // one zero tensor per distinct shape
+	placed := 0                                  // pending[:placed] were given a placeholder
+	defer func() {
+		for _, v := range pending[:placed] {
+			if isPlaceholder(v, placeholders[v.Shape().String()]) {
+				if rerr := v.SetValuePreservingOld(nil); rerr != nil && err == nil {
+					err = rerr
+				}
+			}
+		}
+		for _, p := range placeholders {
+			if ferr := p.FinalizeAll(); ferr != nil && err == nil {
+				err = ferr
+			}
+		}
+	}()
+	for _, v := range pending {
+		key := v.Shape().String()
+		p := placeholders[key]
+		if p == nil {
+			p = tensors.FromShape(v.Shape())
+			placeholders[key] = p
+		}
+		if err := v.SetValuePreservingOld(p); err != nil {
+			return fmt.Errorf("initializing parameter %q: %w", v.ScopeAndName(), err)
+		}
+		placed++
+	}
+	defer pjrthook.ShareCompiles()()
+	for _, v := range pending {
+		if err := v.SetValuePreservingOld(nil); err != nil {
+			return fmt.Errorf("initializing parameter %q: %w", v.ScopeAndName(), err)
+		}
+		if err := ctx.InitializeVariables(backend, nil); err != nil {
+			return fmt.Errorf("initializing parameter %q: %w", v.ScopeAndName(), err)
+		}
+		if !v.HasValue() {
+			return errors.New("initializing parameter " + v.ScopeAndName() + ": GoMLX left it without a value")
+		}
+	}
+	return nil
+}
+
+// isPlaceholder reports whether v's value is the placeholder p (never a real first value).
+func isPlaceholder(v *context.Variable, p *tensors.Tensor) bool {
+	if p == nil || !v.HasValue() {
+		return false
+	}
+	val, err := v.Value()
+	return err == nil && val == p
+}
