@@ -94,9 +94,10 @@ func (c *cgoCall) compileShared() (from source, err error) {
 		shared.mu.Unlock()
 	}
 	from = compiledHere
+	kept := &keepLoaded{cgoCall: c}
 	if d := Disk(); d != nil {
 		var fromDisk bool
-		if fromDisk, err = d.Compile(c); fromDisk {
+		if fromDisk, err = d.Compile(kept); fromDisk {
 			from = fromDiskCache
 		}
 	} else {
@@ -105,7 +106,16 @@ func (c *cgoCall) compileShared() (from source, err error) {
 	if err != nil || !open {
 		return from, err
 	}
-	if b, serr := c.Serialize(); serr == nil && len(b) > 0 {
+	// A program the disk cache answered is shared as the bytes it loaded: the CPU plugin
+	// serializes an executable it loaded into bytes that load but fail to run ("Function
+	// wrapped_broadcast not found"), so only one it compiled here is serialized.
+	b := kept.blob
+	if from == compiledHere {
+		if b, err = c.Serialize(); err != nil {
+			return from, nil // unshared, still compiled
+		}
+	}
+	if len(b) > 0 {
 		shared.mu.Lock()
 		if shared.blobs != nil {
 			shared.blobs[key] = b
@@ -113,4 +123,18 @@ func (c *cgoCall) compileShared() (from source, err error) {
 		shared.mu.Unlock()
 	}
 	return from, nil
+}
+
+// keepLoaded is the call as the disk cache sees it, keeping the executable bytes it loads.
+type keepLoaded struct {
+	*cgoCall
+	blob []byte
+}
+
+func (k *keepLoaded) Load(blob []byte) error {
+	err := k.cgoCall.Load(blob)
+	if err == nil {
+		k.blob = blob
+	}
+	return err
 }
