@@ -18,7 +18,8 @@ import (
 // programs. Here each variable is initialized by its own InitializeVariables, in the order
 // GoMLX would take them, each program reading the random state the previous one left: the
 // programs of variables with one shape and initializer are identical, and the interposer's
-// sharing window compiles each distinct one once and loads it for the others.
+// sharing window compiles (or loads from disk) each distinct one once and hands that executable
+// to the others, so the compile work grows with the distinct programs, not the variables.
 //
 // InitializeVariables only initializes variables without a value, and its initializer is
 // private, so the variables waiting their turn hold a placeholder of their exact shape (the
@@ -63,11 +64,23 @@ func InitializeVariables(ctx *context.Context, backend backends.Backend) (err er
 		placed++
 	}
 	defer pjrthook.ShareCompiles()()
+	// Each call's program is freed when this returns rather than when the garbage collector
+	// finds it: a shared executable is freed by its last holder.
+	var execs []*context.Exec
+	defer func() {
+		for _, x := range execs {
+			x.Finalize()
+		}
+	}()
+	keep := func(x *context.Exec) error {
+		execs = append(execs, x)
+		return nil
+	}
 	for _, v := range pending {
 		if err := v.SetValuePreservingOld(nil); err != nil {
 			return fmt.Errorf("initializing parameter %q: %w", v.ScopeAndName(), err)
 		}
-		if err := ctx.InitializeVariables(backend, nil); err != nil {
+		if err := ctx.InitializeVariables(backend, keep); err != nil {
 			return fmt.Errorf("initializing parameter %q: %w", v.ScopeAndName(), err)
 		}
 		if !v.HasValue() {

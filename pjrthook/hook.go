@@ -147,10 +147,14 @@ func (c *cgoCall) Hold(w *diskcache.PendingWrite) {
 
 // nitroHookRelease runs in the interposed PJRT_LoadedExecutable_Destroy and _Delete (obj is the
 // executable) and PJRT_Client_Destroy (obj is the client, isClient set) before the real one: it
-// finishes the background writes that still read what is about to be freed.
+// finishes the background writes that still read what is about to be freed. It returns 1 when
+// the executable is shared and other holders remain (shared.go): then the plugin keeps it.
 //
 //export nitroHookRelease
-func nitroHookRelease(index C.int, obj unsafe.Pointer, isClient C.int) {
+func nitroHookRelease(index C.int, obj unsafe.Pointer, isClient C.int) C.int {
+	if isClient == 0 && keepShared(int(index), obj) {
+		return 1
+	}
 	var todo []*diskcache.PendingWrite
 	heldMu.Lock()
 	if isClient == 0 {
@@ -171,6 +175,7 @@ func nitroHookRelease(index C.int, obj unsafe.Pointer, isClient C.int) {
 	for _, w := range todo {
 		w.Finish()
 	}
+	return 0
 }
 
 // Flush writes every compiled executable's entry still queued in the background, and returns

@@ -5,32 +5,39 @@ import (
 	"encoding/binary"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // The sharing piece: while a ShareCompiles window is open, a compile whose program, options,
-// plugin and client match one already compiled in the window is answered by loading that one's
-// serialized executable, so a caller that compiles many copies of one small program (the engine
-// initializing variables one by one) pays one compile and cheap loads. The plugin's compile is
-// deterministic for identical inputs, so the loaded executable is the one a compile would build.
+// plugin and client match one already compiled (or loaded from disk) in the window gets that
+// same executable back, so a caller that compiles many copies of one small program (the engine
+// initializing variables one by one) pays one compile and no loads. Each caller owns its handle
+// as if it were its own: the executable is counted, and the plugin destroys it when the last
+// holder does. The plugin's compile is deterministic for identical inputs, so the shared
+// executable is the one a compile would build.
 type sharing struct {
 	mu    sync.Mutex
-	open  int                 // windows open
-	blobs map[[32]byte][]byte // serialized executables of the window's compiles, by sharedKey
+	open  int                         // windows open
+	byKey map[[32]byte]unsafe.Pointer // the window's live executables, by sharedKey
+	// holders counts the owners of each executable handed out more than once (absent: one).
+	// It outlives the window: the handles do.
+	holders map[heldKey]int
 }
 
-var shared sharing
+var shared = sharing{holders: map[heldKey]int{}}
 
-// sharedLoads counts the compiles answered by loading a shared executable (Counts.Shared).
+// sharedLoads counts the compiles answered with a shared executable (Counts.Shared).
 var sharedLoads atomic.Int64
 
 // ShareCompiles opens a window in which identical compiles are compiled once; the returned
-// func closes it (the last close drops the kept executables). Windows nest and are
-// process-wide; outside every window each compile goes its usual way.
+// func closes it (the last close forgets the window's programs; the executables handed out stay
+// valid until their holders destroy them). Windows nest and are process-wide; outside every
+// window each compile goes its usual way.
 func ShareCompiles() (done func()) {
 	shared.mu.Lock()
 	shared.open++
-	if shared.blobs == nil {
-		shared.blobs = map[[32]byte][]byte{}
+	if shared.byKey == nil {
+		shared.byKey = map[[32]byte]unsafe.Pointer{}
 	}
 	shared.mu.Unlock()
 	var once sync.Once
@@ -39,7 +46,7 @@ func ShareCompiles() (done func()) {
 			shared.mu.Lock()
 			defer shared.mu.Unlock()
 			if shared.open--; shared.open == 0 {
-				shared.blobs = nil
+				shared.byKey = nil
 			}
 		})
 	}
@@ -68,73 +75,63 @@ func (c *cgoCall) sharedKey() [32]byte {
 	return k
 }
 
-// compileShared is the call's compile: from a shared executable when a window holds one for
-// it, else through the disk cache (when one is on) or the plugin, keeping the result for the
-// window. A shared executable the plugin refuses is dropped and the program compiled; a failure
-// to serialize only leaves that program unshared.
+// compileShared is the call's compile: the window's executable for it when there is one, else
+// through the disk cache (when one is on) or the plugin, the result kept for the window.
 func (c *cgoCall) compileShared() (from source, err error) {
 	shared.mu.Lock()
 	open := shared.open > 0
 	var key [32]byte
-	var blob []byte
 	if open {
 		key = c.sharedKey()
-		blob = shared.blobs[key]
-	}
-	shared.mu.Unlock()
-	if blob != nil {
-		if c.Load(blob) == nil {
+		if exe := shared.byKey[key]; exe != nil {
+			k := heldKey{c.index, uintptr(exe)}
+			shared.holders[k] = max(shared.holders[k], 1) + 1
+			shared.mu.Unlock()
+			c.args.executable = exe
+			c.loaded, c.client = exe, c.args.client
 			sharedLoads.Add(1)
 			return fromShared, nil
 		}
-		shared.mu.Lock()
-		if shared.blobs != nil {
-			delete(shared.blobs, key)
-		}
-		shared.mu.Unlock()
 	}
+	shared.mu.Unlock()
 	from = compiledHere
-	kept := &keepLoaded{cgoCall: c}
 	if d := Disk(); d != nil {
 		var fromDisk bool
-		if fromDisk, err = d.Compile(kept); fromDisk {
+		if fromDisk, err = d.Compile(c); fromDisk {
 			from = fromDiskCache
 		}
 	} else {
 		err = c.Compile()
 	}
-	if err != nil || !open {
-		return from, err
-	}
-	// A program the disk cache answered is shared as the bytes it loaded: the CPU plugin
-	// serializes an executable it loaded into bytes that load but fail to run ("Function
-	// wrapped_broadcast not found"), so only one it compiled here is serialized.
-	b := kept.blob
-	if from == compiledHere {
-		if b, err = c.Serialize(); err != nil {
-			return from, nil // unshared, still compiled
-		}
-	}
-	if len(b) > 0 {
+	if err == nil && open {
 		shared.mu.Lock()
-		if shared.blobs != nil {
-			shared.blobs[key] = b
+		if shared.byKey != nil {
+			shared.byKey[key] = c.loaded
 		}
 		shared.mu.Unlock()
 	}
-	return from, nil
+	return from, err
 }
 
-// keepLoaded is the call as the disk cache sees it, keeping the executable bytes it loads.
-type keepLoaded struct {
-	*cgoCall
-	blob []byte
-}
-
-func (k *keepLoaded) Load(blob []byte) error {
-	err := k.cgoCall.Load(blob)
-	if err == nil {
-		k.blob = blob
+// keepShared runs in the release hooks of an executable: true while other holders of a shared
+// one remain (the plugin must not free it yet). The last holder's release forgets it, and the
+// plugin frees it.
+func keepShared(index int, exe unsafe.Pointer) bool {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	k := heldKey{index, uintptr(exe)}
+	if n := shared.holders[k]; n > 1 {
+		if n == 2 {
+			delete(shared.holders, k)
+		} else {
+			shared.holders[k] = n - 1
+		}
+		return true
 	}
-	return err
+	for key, e := range shared.byKey {
+		if e == exe {
+			delete(shared.byKey, key)
+		}
+	}
+	return false
 }

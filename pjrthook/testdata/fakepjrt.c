@@ -143,12 +143,6 @@ static PJRT_Error *serialize(PJRT_Executable_Serialize_Args *a) {
 	a->serialized_executable_deleter = NULL;
 	return NULL;
 }
-static PJRT_Error *deserialize_and_load(PJRT_Executable_DeserializeAndLoad_Args *a) {
-	a->loaded_executable = calloc(1, sizeof(PJRT_LoadedExecutable));
-	a->loaded_executable->alive = 1;
-	event("loaded");
-	return NULL;
-}
 static PJRT_Error *platform_name(PJRT_Client_PlatformName_Args *a) {
 	a->platform_name = "fake";
 	a->platform_name_size = 4;
@@ -328,6 +322,5 @@ const PJRT_Api *GetPjrtApi(void) {
 	api.PJRT_LoadedExecutable_GetExecutable = get_executable;
 	api.PJRT_Executable_Destroy = executable_destroy;
 	api.PJRT_Executable_Serialize = serialize;
-	api.PJRT_Executable_DeserializeAndLoad = deserialize_and_load;
 	return &api;
 }
