@@ -32,9 +32,6 @@ func InitializeVariables(ctx *context.Context, backend backends.Backend) (err er
 			pending = append(pending, v)
 		}
 	}
-	if len(pending) < 2 {
-		return ctx.InitializeVariables(backend, nil)
-	}
 	placeholders := map[string]*tensors.Tensor{} // one zero tensor per distinct shape
 	placed := 0                                  // pending[:placed] were given a placeholder
 	defer func() {
@@ -80,8 +77,14 @@ func InitializeVariables(ctx *context.Context, backend backends.Backend) (err er
 		if err := v.SetValuePreservingOld(nil); err != nil {
 			return fmt.Errorf("initializing parameter %q: %w", v.ScopeAndName(), err)
 		}
-		if err := ctx.InitializeVariables(backend, keep); err != nil {
-			return fmt.Errorf("initializing parameter %q: %w", v.ScopeAndName(), err)
+		// An initializer's panic comes back as an error, after the placeholders are off.
+		what := fmt.Sprintf("initializing parameter %q", v.ScopeAndName())
+		var ierr error
+		if err := TryGraph(what, func() { ierr = ctx.InitializeVariables(backend, keep) }); err != nil {
+			return err
+		}
+		if ierr != nil {
+			return fmt.Errorf("%s: %w", what, ierr)
 		}
 		if !v.HasValue() {
 			return errors.New("initializing parameter " + v.ScopeAndName() + ": GoMLX left it without a value")
