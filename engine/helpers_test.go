@@ -32,13 +32,7 @@ type testRun struct {
 // parameters placed, the default optimization (RAdam at 1e-3) resolved and its state placed.
 func newTestEngine(t testing.TB, r testRun) *Engine {
 	t.Helper()
-	be, err := backend.Resolve(r.backend)
-	if err != nil {
-		if r.backend == backend.XLA {
-			prereq.XLAPlugin.Need(t, err)
-		}
-		t.Fatal(err)
-	}
+	be := resolveBackend(t, r.backend)
 	b0, err := r.data.BatchAt(0)
 	if err != nil {
 		t.Fatal(err)
@@ -59,10 +53,7 @@ func newTestEngine(t testing.TB, r testRun) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.New()
-	if err := ctx.SetRNGStateFromSeed(42); err != nil {
-		t.Fatal(err)
-	}
+	ctx := seededContext(t, 42)
 	var plan *optimizers.Plan
 	e, err := New(Config{
 		Experiment: r.exp, TypeName: "test", Backend: be, Cache: r.cache, Ctx: ctx, Devices: 1,
@@ -118,4 +109,27 @@ func trainEpochs(t testing.TB, e *Engine, src *prefetch.ArrayBatches, epochs int
 			}
 		}
 	}
+}
+
+// resolveBackend resolves the named backend, or ends the test (XLA: as a missing prerequisite).
+func resolveBackend(t testing.TB, name string) *backend.Resolved {
+	t.Helper()
+	be, err := backend.Resolve(name)
+	if err != nil {
+		if name == backend.XLA {
+			prereq.XLAPlugin.Need(t, err)
+		}
+		t.Fatal(err)
+	}
+	return be
+}
+
+// seededContext is a new context whose random state starts from seed.
+func seededContext(t testing.TB, seed int64) *context.Context {
+	t.Helper()
+	ctx := context.New()
+	if err := ctx.SetRNGStateFromSeed(seed); err != nil {
+		t.Fatal(err)
+	}
+	return ctx
 }

@@ -36,7 +36,7 @@ func (e *Engine) TraceModel(width int, forwardKeys, stepKeys []string) error {
 	if err := e.checkForwardHostIndependent(width, forwardKeys); err != nil {
 		return err
 	}
-	if err := e.ctx.InitializeVariables(e.backend.Backend, nil); err != nil {
+	if err := InitializeVariables(e.ctx, e.backend.Backend); err != nil {
 		return fmt.Errorf("initializing parameters: %w", err)
 	}
 	return nil

@@ -8,7 +8,8 @@
 // policy in package diskcache) answers a compile from disk, or compiles and returns at once while
 // the entry is serialized and written in the background. The release hooks (LoadedExecutable
 // Destroy and Delete, Client_Destroy) finish such a write before the plugin frees what it reads;
-// Flush finishes them all before a process ends. Stats counts compiles and loads from disk. The
+// Flush finishes them all before a process ends. The sharing piece (ShareCompiles) answers a
+// repeated program with its first executable (freed by its last holder); Stats counts each. The
 // client-create piece (SetDistributed) adds node_id, num_nodes and the key-value callbacks (a
 // Store, StoreOf over package kvstore's client) when the process is one rank of several; the
 // cross-process piece widens the one program named XProcessModule (compiled as one device) to one

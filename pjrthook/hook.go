@@ -85,15 +85,9 @@ func nitroHookCompile(index C.int, args *C.nitro_pjrt_compile_args) unsafe.Point
 		return c.compileXProcess()
 	}
 	start := time.Now()
-	var err error
-	fromDisk := false
-	if d := Disk(); d != nil {
-		fromDisk, err = d.Compile(c)
-	} else {
-		err = c.Compile()
-	}
+	from, err := c.compileShared() // shared.go: the sharing piece, then the disk cache or the plugin
 	if err == nil {
-		count(fromDisk, time.Since(start))
+		count(from, time.Since(start))
 		capture.record(c)
 		return nil
 	}
@@ -153,10 +147,14 @@ func (c *cgoCall) Hold(w *diskcache.PendingWrite) {
 
 // nitroHookRelease runs in the interposed PJRT_LoadedExecutable_Destroy and _Delete (obj is the
 // executable) and PJRT_Client_Destroy (obj is the client, isClient set) before the real one: it
-// finishes the background writes that still read what is about to be freed.
+// finishes the background writes that still read what is about to be freed. It returns 1 when
+// the executable is shared and other holders remain (shared.go): then the plugin keeps it.
 //
 //export nitroHookRelease
-func nitroHookRelease(index C.int, obj unsafe.Pointer, isClient C.int) {
+func nitroHookRelease(index C.int, obj unsafe.Pointer, isClient C.int) C.int {
+	if isClient == 0 && keepShared(int(index), obj) {
+		return 1
+	}
 	var todo []*diskcache.PendingWrite
 	heldMu.Lock()
 	if isClient == 0 {
@@ -177,6 +175,7 @@ func nitroHookRelease(index C.int, obj unsafe.Pointer, isClient C.int) {
 	for _, w := range todo {
 		w.Finish()
 	}
+	return 0
 }
 
 // Flush writes every compiled executable's entry still queued in the background, and returns

@@ -65,26 +65,40 @@ func SetDisk(c *diskcache.Cache) { disk.Store(c) }
 // Disk returns the disk cache in use, or nil.
 func Disk() *diskcache.Cache { return disk.Load() }
 
-// Counts are the process's compiles through the interposer: Compiled by the plugin, or loaded
-// FromDisk, and Seconds spent in them all (a load's included: what a start waits for).
+// Counts are the process's compiles through the interposer: Compiled by the plugin, loaded
+// FromDisk, or loaded from an identical program's executable compiled earlier in a
+// ShareCompiles window (Shared), and Seconds spent in them all (a load's included: what a start
+// waits for).
 type Counts struct {
 	Compiled int64
 	FromDisk int64
+	Shared   int64
 	Seconds  float64
 }
 
+// source is where a compile's executable came from.
+type source int
+
+const (
+	compiledHere source = iota
+	fromDiskCache
+	fromShared
+)
+
 var compiled, fromDisk, nanos atomic.Int64
 
-func count(loaded bool, took time.Duration) {
-	if loaded {
+func count(from source, took time.Duration) {
+	switch from {
+	case fromDiskCache:
 		fromDisk.Add(1)
-	} else {
+	case compiledHere:
 		compiled.Add(1)
-	}
+	} // fromShared: counted by compileShared (sharedLoads)
 	nanos.Add(int64(took))
 }
 
 // Stats returns the process's counts so far; a caller reports a span as the difference of two.
 func Stats() Counts {
-	return Counts{Compiled: compiled.Load(), FromDisk: fromDisk.Load(), Seconds: time.Duration(nanos.Load()).Seconds()}
+	return Counts{Compiled: compiled.Load(), FromDisk: fromDisk.Load(), Shared: sharedLoads.Load(),
+		Seconds: time.Duration(nanos.Load()).Seconds()}
 }

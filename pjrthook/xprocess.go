@@ -113,7 +113,7 @@ func (c *cgoCall) compileXProcess() unsafe.Pointer {
 		}
 		return nil
 	}
-	count(false, time.Since(start))
+	count(compiledHere, time.Since(start))
 	capture.record(c)
 	return nil
 }
