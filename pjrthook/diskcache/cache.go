@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -76,6 +77,7 @@ type Cache struct {
 
 	mu      sync.Mutex
 	said    map[string]bool
+	mine    map[string]bool // keys this process compiled: never a stale version of another miss
 	noWrite bool
 	plugins map[string]*pluginHash // plugin file -> its SHA-256, computed once
 	cpu     string
@@ -157,7 +159,7 @@ func Open(o Options) (*Cache, error) {
 		return nil, fmt.Errorf("compile cache folder: %w", err)
 	}
 	c := &Cache{dir: dir, max: o.MaxBytes, rank: o.Rank, notice: o.Notice, fsys: tensorfile.OS{Perm: 0o644},
-		said: map[string]bool{}, plugins: map[string]*pluginHash{}, writers: make(chan struct{}, backgroundWriters)}
+		said: map[string]bool{}, mine: map[string]bool{}, plugins: map[string]*pluginHash{}, writers: make(chan struct{}, backgroundWriters)}
 	c.settled = sync.NewCond(&c.mu)
 	if c.max <= 0 {
 		c.max = DefaultMaxBytes
@@ -226,6 +228,9 @@ func (c *Cache) Compile(call Call) (fromDisk bool, err error) {
 		return false, err
 	}
 	c.timed(false, name, len(code), compileStart)
+	c.mu.Lock()
+	c.mine[key] = true
+	c.mu.Unlock()
 	// A client of a multi-process run knows its process index even when Options.Rank was left 0.
 	if target.ProcessIndex == 0 {
 		m := Meta{Key: key, Program: name, Parts: parts, Signature: signature(format, code), Created: time.Now().Unix()}
@@ -502,7 +507,9 @@ func (c *Cache) evict() {
 // words are the same whatever order the folder lists in. Every experiment's gradient program has
 // one name, so "program changed" alone would be said of a folder holding another experiment's
 // entries: it is said only against an entry of the same signature, and a program whose signature
-// no entry of its name shares is called new.
+// no entry of its name shares is called new. Entries this process compiled are left out: they
+// are other programs of this run (a model's initializers, one program per shape, share a name),
+// so a cold start says nothing about them.
 func (c *Cache) explainMiss(name, key string, p Parts, sig string) {
 	if name == "" {
 		return
@@ -518,10 +525,13 @@ func (c *Cache) explainMiss(name, key string, p Parts, sig string) {
 	if err != nil {
 		return
 	}
+	c.mu.Lock()
+	mine := maps.Clone(c.mine)
+	c.mu.Unlock()
 	var best *missCandidate
 	named := 0
 	for _, e := range entries {
-		if e.Key == key {
+		if e.Key == key || mine[e.Key] {
 			continue
 		}
 		m, err := readMeta(filepath.Join(c.dir, e.File))

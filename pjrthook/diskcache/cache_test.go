@@ -635,3 +635,31 @@ func TestCostsAndTheRememberedPluginSum(t *testing.T) {
 		t.Fatal("a plugin rewritten in place with its size, mtime and inode kept was answered by the remembered sum")
 	}
 }
+
+// A model's initializers are one program per shape under one name: on a cold start each is a
+// miss beside the others this process just wrote, which are no stale version of it, so nothing
+// is said; another process's miss is still compared with them.
+func TestMissIsNotExplainedByThisProcesssOwnEntries(t *testing.T) {
+	dir := t.TempDir()
+	a := pluginFile(t, "plugin A")
+	c, said := open(t, dir, Options{})
+	for _, shape := range []string{"tensor<2xf32>", "tensor<3xf32>", "tensor<4xf32>"} {
+		f := newCall(a, "")
+		f.code = withMain("VariableInitialization", shape, "return %a")
+		if _, err := c.Compile(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := said.all(); got != "" {
+		t.Errorf("a cold start explained a miss by its own entries: %q", got)
+	}
+	c2, said2 := open(t, dir, Options{Rank: 1})
+	f := newCall(a, "")
+	f.code = withMain("VariableInitialization", "tensor<5xf32>", "return %a")
+	if _, err := c2.Compile(f); err != nil {
+		t.Fatal(err)
+	}
+	if got := said2.all(); !strings.Contains(got, "miss for VariableInitialization: a new program") || !strings.Contains(got, "nearest of 3 entries") {
+		t.Errorf("another process's miss: %q, want it compared with the 3 entries", got)
+	}
+}
