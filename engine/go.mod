@@ -18,7 +18,7 @@ require (
 	github.com/nitro-go/nitro/precision v0.0.0
 	github.com/nitro-go/nitro/prefetch v0.0.0
 	github.com/nitro-go/nitro/tensorfile v0.0.0
-	github.com/nitro-go/nitro/pjrthook v0.0.0 // indirect
+	github.com/nitro-go/nitro/pjrthook v0.0.0
 )
 
 require (
