@@ -37,8 +37,9 @@ func aliasPairs(sig signature, replaces []string) []pjrthook.Alias {
 }
 
 // updateReplaces is what the optimizer's outputs replace, in emitUpdates' order: every group's
-// parameter segments, then every group's non-constant state segments.
-func (e *Engine) updateReplaces() []string {
+// parameter segments, then every group's non-constant state segments ("" for each when state is
+// false).
+func (e *Engine) updateReplaces(state bool) []string {
 	var names []string
 	for _, g := range e.groups {
 		for s := range g.segs {
@@ -51,7 +52,11 @@ func (e *Engine) updateReplaces() []string {
 				continue
 			}
 			for s := range g.segs {
-				names = append(names, stateInput(l)(g, s))
+				if state {
+					names = append(names, stateInput(l)(g, s))
+				} else {
+					names = append(names, "")
+				}
 			}
 		}
 	}
@@ -67,10 +72,13 @@ func (e *Engine) layerReplaces() []string {
 	return names
 }
 
-// stepReplaces is the fused and manual step's: the loss, the update, the layer state (metrics
-// after it replace nothing).
+// stepReplaces is the fused and manual step's: the loss, the new parameters, the layer state
+// (metrics after it replace nothing). Not the optimizer state: with it aliased, XLA's optimized
+// step copied each state array into a temporary first (a copy per array in the HLO), which cost
+// more than the fresh output it saved (page faults and CPU per step in docs/profiling.md). The
+// two-program optimizer program aliases its state with no copy.
 func (e *Engine) stepReplaces() []string {
-	return append(append([]string{""}, e.updateReplaces()...), e.layerReplaces()...)
+	return append(append([]string{""}, e.updateReplaces(false)...), e.layerReplaces()...)
 }
 
 // gradientReplaces is the gradient program's: the loss, each segment's gradient (replacing the
