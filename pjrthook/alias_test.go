@@ -127,3 +127,44 @@ func FuzzAddAliases(f *testing.F) {
 		}
 	})
 }
+
+// TestAliasedProgramKeyedAsCompiled: the disk cache and the capture piece see the program as
+// the plugin compiled it, aliases included: the same text compiled without its declaration is
+// another program, a second entry on disk. (The fake plugin cannot load an entry back, so the
+// hit of the aliased text again is left to the real plugin's runs.)
+func TestAliasedProgramKeyedAsCompiled(t *testing.T) {
+	so, client, dir, _, gate := lifetimeSetup(t)
+	openGate(t, gate)
+	DeclareAliases("nitro_alias_disk", []Alias{{Input: 0, Output: 1}})
+	defer DeclareAliases("nitro_alias_disk", nil)
+	code := strings.Replace(plainMain, "nitro_train_step", "nitro_alias_disk", 1)
+	Arm()
+	defer Disarm()
+	compile := func() {
+		t.Helper()
+		if _, err := compileThrough(so, client, code); err != nil {
+			t.Fatal(err)
+		}
+		Flush()
+	}
+	compile()
+	rec := Recorded()
+	if len(rec) != 1 || !bytes.Contains(rec[0].Code, []byte("%params_0: tensor<4xf32> {tf.aliasing_output = 1 : i32}")) {
+		t.Fatalf("the capture piece recorded %d programs, the last without the alias", len(rec))
+	}
+	if n := entries(t, dir); n != 1 {
+		t.Fatalf("%d entries on disk after one compile, want 1", n)
+	}
+	DeclareAliases("nitro_alias_disk", nil)
+	before := Stats()
+	compile()
+	if after := Stats(); after.Compiled != before.Compiled+1 || after.FromDisk != before.FromDisk {
+		t.Fatalf("the unaliased text was answered from the aliased entry: counts %+v then %+v", before, after)
+	}
+	if n := entries(t, dir); n != 2 {
+		t.Fatalf("%d entries on disk, want 2: the aliased and the plain text are two programs", n)
+	}
+	if rec := Recorded(); bytes.Contains(rec[len(rec)-1].Code, []byte("aliasing_output")) {
+		t.Fatal("an undeclared compile was rewritten")
+	}
+}
