@@ -24,9 +24,10 @@ import (
 // piece marks those @main arguments with tf.aliasing_output before the plugin (and the disk cache,
 // which keys the program as compiled) sees the text, so XLA writes each output over its input.
 //
-// Aliasing changes where an output lives, never its value. An aliased input the caller does not
-// donate stays intact: the XLA CPU client then copies it into a fresh buffer before the program
-// runs (TestAliasedInputNotDonated checks the input and the outputs). A program whose @main does
+// Aliasing changes where an output lives, never its value. The aliases are "may alias": an
+// aliased input the caller does not donate stays intact, since the XLA CPU client then copies it
+// into a fresh buffer before the program runs (integration's TestAliasingKeepsValues checks the
+// input and the outputs bit for bit; a GPU client's behaviour is not checked here). A program whose @main does
 // not parse as this piece expects, or whose declared pairs do not match (an index out of range,
 // types or shardings that differ, an input or output named twice), compiles as it came, and is
 // said once per module.
@@ -298,12 +299,12 @@ func (c *cgoCall) applyAliases() (restore func()) {
 	if p == nil || p.format_size != 4 || C.GoStringN(p.format, 4) != "mlir" || p.code_size < 8 {
 		return func() {}
 	}
-	head := C.GoBytes(unsafe.Pointer(p.code), C.int(min(p.code_size, 300)))
-	if moduleName(head) == "" {
+	name := moduleName(C.GoBytes(unsafe.Pointer(p.code), C.int(min(p.code_size, 300))))
+	if name == "" {
 		return func() {}
 	}
 	aliasMu.Lock()
-	_, declared := aliasDecl[moduleName(head)]
+	_, declared := aliasDecl[name]
 	aliasMu.Unlock()
 	if !declared {
 		return func() {}
