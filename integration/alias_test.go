@@ -11,6 +11,7 @@ import (
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/pjrthook"
+	"github.com/nitro-go/nitro/pjrthook/diskcache"
 )
 
 // aliasProbe compiles an update-shaped program (p, s, x) -> (p - 0.1·x·s, 0.9·s + x, Σx) under
@@ -131,5 +132,53 @@ func TestAliasingKeepsValues(t *testing.T) {
 				t.Fatalf("undonated aliased input %d changed at element %d: the plugin wrote the output over it", k, i)
 			}
 		}
+	}
+}
+
+// TestAliasedProgramFromDisk: the disk cache keys the program as the plugin compiled it, aliases
+// included. The probe's text compiled without its declaration is another entry; compiled again
+// with it, it loads from disk, and the loaded executable still gives the plain program's bits.
+func TestAliasedProgramFromDisk(t *testing.T) {
+	r := requireXLA(t)
+	prev := pjrthook.Disk()
+	dir := t.TempDir()
+	dc, err := diskcache.Open(diskcache.Options{Dir: dir, Notice: func(s string) { t.Log(s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pjrthook.SetDisk(dc)
+	defer func() { pjrthook.Flush(); pjrthook.SetDisk(prev) }()
+	const name = "nitro_alias_disk_probe"
+	entries := func() int {
+		t.Helper()
+		pjrthook.Flush()
+		_, n, err := diskcache.Size(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	pjrthook.DeclareAliases(name, []pjrthook.Alias{{Input: 0, Output: 0}, {Input: 1, Output: 1}})
+	defer pjrthook.DeclareAliases(name, nil)
+	aliasProbe(t, r, name).Finalize()
+	pjrthook.DeclareAliases(name, nil)
+	aliasProbe(t, r, name).Finalize()
+	if n := entries(); n != 2 {
+		t.Fatalf("%d entries on disk, want 2: the aliased and the plain text are two programs", n)
+	}
+	pjrthook.DeclareAliases(name, []pjrthook.Alias{{Input: 0, Output: 0}, {Input: 1, Output: 1}})
+	before := pjrthook.Stats()
+	loaded := aliasProbe(t, r, name)
+	defer loaded.Finalize()
+	if after := pjrthook.Stats(); after.FromDisk != before.FromDisk+1 || after.Compiled != before.Compiled {
+		t.Fatalf("the aliased program again: counts %+v then %+v, want one load from disk", before, after)
+	}
+	plain := aliasProbe(t, r, "nitro_alias_plain")
+	defer plain.Finalize()
+	a, b := probeInputs(5), probeInputs(5)
+	outA := runProbe(t, r, loaded, a, []bool{true, true, false})
+	outB := runProbe(t, r, plain, b, []bool{true, true, false})
+	for k := range outA {
+		equalBits(t, "loaded aliased program, output", outA[k], outB[k])
 	}
 }
