@@ -309,7 +309,9 @@ func (e *Engine) manualStepProgram(width int, keys []string) (*program, error) {
 		}
 		return e.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
 			nodes, _ := e.modelNodes(g, sig)
-			return e.traceManual(g, nodes, src, keys)
+			outs, meta := e.traceManual(g, nodes, src, keys)
+			meta.replaces = e.stepReplaces()
+			return outs, meta
 		})
 	})
 }

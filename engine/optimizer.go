@@ -41,7 +41,7 @@ func (e *Engine) optimizerProgram() (*program, error) {
 				in[i].params, in[i].grads = segmentNodes(g, nodes, paramsInput), segmentNodes(g, nodes, gradsInput)
 			}
 			newParams, newState := e.emitUpdates(in, nodes["step"])
-			return append(newParams, newState...), &program{}
+			return append(newParams, newState...), &program{replaces: e.updateReplaces(true)}
 		})
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/mesh"
 	"github.com/nitro-go/nitro/monitors"
+	"github.com/nitro-go/nitro/pjrthook"
 )
 
 // program is a compiled graph plus what its outputs mean. It is what the compile cache stores, so
@@ -27,6 +28,9 @@ type program struct {
 	// constants by value). A handle that gets the program from the cache traces its own
 	// experiment and compares, so a program is used only by an experiment that traces to it.
 	traced string
+	// replaces names, per output, the input it replaces ("" or absent: none); compileProgram
+	// declares those pairs as input/output aliases (alias.go).
+	replaces []string
 }
 
 // signature is a program's ordered parameter list; building and the cache key both derive from it.
@@ -239,6 +243,11 @@ func (e *Engine) compileProgram(key compilecache.Key, build func(g *graph.Graph,
 		outs, meta := build(g, zero)
 		if got, want := g.NumParameters(), len(key.Inputs); got != want {
 			panic(fmt.Errorf("the %s program has %d inputs, expected %d: a hook read a variable that setup's trace of Forward did not create (create every variable in Forward unconditionally)", key.Kind, got, want))
+		}
+		if pairs := aliasPairs(key.Inputs, meta.replaces); len(pairs) > 0 {
+			aliasMu.Lock()
+			defer aliasMu.Unlock()
+			pjrthook.DeclareAliases(g.Name(), pairs)
 		}
 		e.compileOutputs(g, outs)
 		p = meta

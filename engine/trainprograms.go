@@ -54,6 +54,7 @@ func (e *Engine) gradientProgram(width int, keys []string) (*program, error) {
 				}
 			}
 			outs := append([]*graph.Node{loss}, grads...)
+			meta.replaces = e.gradientReplaces()
 			return append(outs, extra...), meta
 		})
 	})
@@ -106,6 +107,7 @@ func (e *Engine) trainStepProgram(width int, keys []string) (*program, error) {
 			}
 			outs := append([]*graph.Node{loss}, newParams...)
 			outs = append(outs, newState...)
+			meta.replaces = e.stepReplaces()
 			return append(outs, extra...), meta
 		})
 	})

@@ -50,6 +50,9 @@ type famSide struct {
 	// workerCPU is the part of cpu spent on XLA's intra-op pool threads (named tf_XLAEigen in
 	// both processes): the rest is the calling thread's dispatch and the host's own work.
 	workerCPU time.Duration
+	// faults is the running side's process's minor page faults over its timed repeats: a buffer
+	// the allocator returned to the kernel faults in again, page by page, when it is reused.
+	faults int64
 	// params is a Go side's trained parameters by keypath, for the held-out score (nil: the side
 	// trains nothing, or it is the peer, which scores itself); score is what they reached.
 	params func() (map[string]*tensors.Tensor, error)
@@ -235,7 +238,7 @@ func runRounds(b *testing.B, f *family, sides []*famSide, peer *famPeer) {
 		if peer != nil && !s.isGo {
 			ownPID = peer.cmd.Process.Pid
 		}
-		workersBefore := xlaWorkerCPU(ownPID)
+		workersBefore, faultsBefore := xlaWorkerCPU(ownPID), minorFaults(ownPID)
 		ownBefore, before, start := own(), other(), time.Now()
 		sec, err := s.run()
 		if err != nil {
@@ -243,6 +246,7 @@ func runRounds(b *testing.B, f *family, sides []*famSide, peer *famPeer) {
 		}
 		s.cpu += own() - ownBefore
 		s.workerCPU += xlaWorkerCPU(ownPID) - workersBefore
+		s.faults += minorFaults(ownPID) - faultsBefore
 		s.steps += f.steps
 		if peer != nil {
 			s.otherCPU += other() - before
@@ -252,7 +256,7 @@ func runRounds(b *testing.B, f *family, sides []*famSide, peer *famPeer) {
 	}
 	for _, s := range sides {
 		runSide(s)
-		s.otherCPU, s.wall, s.cpu, s.steps, s.workerCPU = 0, 0, 0, 0, 0
+		s.otherCPU, s.wall, s.cpu, s.steps, s.workerCPU, s.faults = 0, 0, 0, 0, 0, 0
 	}
 	for rep := range f.repeats {
 		for k := range sides {
@@ -268,7 +272,7 @@ func printFamily(res *famResult) {
 	gf := func(s *famSide) float64 { return res.flops / median(s.t) / 1e9 }
 	fmt.Printf("\n%s (batch %d, %s), steps 2..%d of each repeat, median of %d repeats (order rotating), %.2f GFLOP per step, backend %s:\n",
 		f.name, f.batch, f.opt, f.steps, f.repeats, res.flops/1e9, res.backend)
-	fmt.Printf("  %-22s %8s %8s %10s %12s %14s %16s   %s\n", "side", "ms/step", "GFLOP/s", "/roofline", "CPU ms/step", "XLA pool ms", "idle side's CPU", "held-out loss, accuracy")
+	fmt.Printf("  %-22s %8s %8s %10s %12s %14s %12s %16s   %s\n", "side", "ms/step", "GFLOP/s", "/roofline", "CPU ms/step", "XLA pool ms", "faults/step", "idle side's CPU", "held-out loss, accuracy")
 	for _, s := range res.sides {
 		roof := res.goRoof
 		if !s.isGo {
@@ -278,7 +282,8 @@ func printFamily(res *famResult) {
 		if s.wall > 0 {
 			idle = fmt.Sprintf("%.1f%% of wall", 100*s.otherCPU.Seconds()/s.wall.Seconds())
 		}
-		fmt.Printf("  %-22s %8.2f %8.1f %10.2f %12.2f %14.2f %16s   %s\n", s.name, median(s.t)*1e3, gf(s), gf(s)/roof, s.cpuPerStep(), ms(s.workerCPU)/float64(s.steps), idle, s.score.String())
+		fmt.Printf("  %-22s %8.2f %8.1f %10.2f %12.2f %14.2f %12.1f %16s   %s\n", s.name, median(s.t)*1e3, gf(s), gf(s)/roof, s.cpuPerStep(), ms(s.workerCPU)/float64(s.steps),
+			float64(s.faults)/float64(s.steps), idle, s.score.String())
 	}
 	fmt.Printf("  matmul roofline [%d,%d]@[%d,%d]: GoMLX %.1f GFLOP/s", famRoofSize, famRoofSize, famRoofSize, famRoofSize, res.goRoof)
 	if res.jx != nil {
@@ -482,6 +487,22 @@ func xlaWorkerCPU(pid int) time.Duration {
 		}
 	}
 	return time.Duration(ticks) * 10 * time.Millisecond
+}
+
+// minorFaults is a process's minor page faults so far (all its threads), from /proc/<pid>/stat;
+// 0 where that cannot be read.
+func minorFaults(pid int) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	st := string(raw)
+	fields := strings.Fields(st[strings.LastIndexByte(st, ')')+1:])
+	if len(fields) < 8 {
+		return 0
+	}
+	n, _ := strconv.ParseInt(fields[7], 10, 64) // minflt, the stat file's tenth field
+	return n
 }
 
 // selfCPU is this process's user+system CPU time so far.

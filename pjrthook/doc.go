@@ -3,7 +3,9 @@
 // pjrt.RegisterPreloadedPlugin (Register returns the name to hand GoMLX). The other entries are
 // the real plugin's own, so clients, buffers and executables are the plugin's objects.
 //
-// Pieces sit on the hooks, each small: the capture piece (Arm, Recorded, Disarm) keeps the
+// Pieces sit on the hooks, each small: the aliasing piece (DeclareAliases) marks the @main
+// arguments a program's builder declared as replaced by an output (tf.aliasing_output), so XLA
+// updates donated buffers in place; the capture piece (Arm, Recorded, Disarm) keeps the
 // programs exportbundle writes into a bundle; the disk cache piece (SetDisk, with the plain-Go
 // policy in package diskcache) answers a compile from disk, or compiles and returns at once while
 // the entry is serialized and written in the background. The release hooks (LoadedExecutable

@@ -74,8 +74,8 @@ func pluginPath(index int) string {
 	return regIdx[index]
 }
 
-// nitroHookCompile is PJRT_Client_Compile of every interposed plugin: the capture piece sees the
-// program, the disk cache (when one is on) answers from disk or compiles and writes, and the real
+// nitroHookCompile is PJRT_Client_Compile of every interposed plugin: the aliasing piece adds
+// the declared input/output aliases, the capture piece sees the program, the disk cache (when one is on) answers from disk or compiles and writes, and the real
 // plugin's own error, if any, goes back to PJRT's caller unchanged.
 //
 //export nitroHookCompile
@@ -84,6 +84,7 @@ func nitroHookCompile(index C.int, args *C.nitro_pjrt_compile_args) unsafe.Point
 	if c.isXProcess() { // xprocess.go: widened over the processes, never from disk
 		return c.compileXProcess()
 	}
+	defer c.applyAliases()() // alias.go: before the disk cache keys the program
 	start := time.Now()
 	from, err := c.compileShared() // shared.go: the sharing piece, then the disk cache or the plugin
 	if err == nil {
