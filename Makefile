@@ -74,6 +74,7 @@ test: setup cuda-wheel openmpi depcheck ckpt-venv tb-venv serve-venv
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60000x -fuzzminimizetime 100x ./idx/
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzDecodeEntry$$' -fuzztime 60000x -fuzzminimizetime 100x ./pjrthook/diskcache/
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzWidenOptions$$' -fuzztime 60000x -fuzzminimizetime 100x ./pjrthook/
+	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzAddAliases$$' -fuzztime 30000x -fuzzminimizetime 100x ./pjrthook/
 
 ## test/<module>: one module's tests
 $(addprefix test/,$(MODULES)): test/%:

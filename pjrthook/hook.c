@@ -384,6 +384,10 @@ void *nitro_hook_serialize(int index, void *loaded, char **bytes, size_t *size) 
 }
 
 void *nitro_hook_deserialize(int index, void *client, const char *bytes, size_t size, void **loaded) {
+	*loaded = NULL;
+	// A plugin without the slot loads nothing (the caller compiles), as one without Serialize
+	// writes nothing: never a call through a null pointer.
+	if (bound[index].real->slot[NITRO_SLOT_EXECUTABLE_DESERIALIZE_AND_LOAD] == NULL) return NULL;
 	deserialize_args a = {sizeof(a), NULL, client, bytes, size, NULL, NULL, 0};
 	void *err = call(index, NITRO_SLOT_EXECUTABLE_DESERIALIZE_AND_LOAD, &a);
 	*loaded = a.loaded;
