@@ -604,7 +604,7 @@ func famDiff(a, b *famSide) float64 {
 // printFamilySummary prints one line per family against the goals: the wall-time ratios the goals
 // are set on, then the same ratios by CPU time per step.
 func printFamilySummary(results []*famResult) {
-	fmt.Printf("\nthree families, nitro against a GoMLX loop and JAX (medians of per-repeat ratios; cpu: by CPU time per step; held-out accuracy of two-program, fused, GoMLX loop, JAX):\n")
+	fmt.Printf("\nthe families, nitro against a GoMLX loop and JAX (medians of per-repeat ratios; cpu: by CPU time per step; held-out accuracy of two-program, fused, GoMLX loop, JAX):\n")
 	fmt.Printf("  %-16s %8s %8s %8s %8s %8s   %-20s %-20s %-20s %7s %7s %7s   %s\n", "family", "two ms", "fused ms", "GoMLX ms", "JAX ms", "two/fus",
 		"fused/JAX", "fused/GoMLX", "two/GoMLX", "cpu f/J", "cpu f/G", "cpu t/G", "held-out accuracy")
 	for _, r := range results {
