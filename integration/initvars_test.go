@@ -127,7 +127,7 @@ func TestInitializeVariablesBitwiseInitializers(t *testing.T) {
 	}
 	build := func() *context.Context {
 		ctx := context.New()
-		ctx.SetParam(context.ParamInitialSeed, int64(7)) // the random state comes from the seed at first use
+		ctx.SetParam(context.ParamInitialSeed, int64(7)) // the random state starts from ParamInitialSeed at its first use
 		g := graph.NewGraph(r.Backend, "init_trace")
 		defer g.Finalize()
 		inits := map[string]context.VariableInitializer{
