@@ -1,7 +1,7 @@
 # nitro — one Makefile for the whole go.work workspace.
 # `make run` trains the MNIST example with the CLI; `make test` runs every test. Both set up first.
 
-MODULES := internal/prereq tensorfile idx markers mesh metrics collective mpi compilecache pjrthook optimizers schedules runstatus earlystop prefetch dist checkpoint logjson exportbundle monitors promexport tblog backend dotgrad precision engine render board core export cmd integration
+MODULES := internal/prereq tensorfile idx markers mesh metrics collective mpi compilecache pjrthook hostalloc optimizers schedules runstatus earlystop prefetch dist checkpoint logjson exportbundle monitors promexport tblog backend dotgrad precision engine render board core export cmd integration
 PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 # Race detector on the modules with goroutines or concurrency contracts and their tests (prefetch:
 # concurrent BatchAt; mesh: Stage from the prefetch goroutine). core and engine are left out: GoMLX v0.25.0's
@@ -31,7 +31,7 @@ setup:
 
 ## depcheck: no module but cmd/export/integration imports core, and engine imports none of core/export/cmd; internal/prereq and tensorfile import no
 ## module; exportbundle does not import checkpoint; no cycles between modules; core's import graph holds
-## no exportbundle and no cgo package of ours but the PJRT interposer (pjrthook); only tests import core/coretest
+## no exportbundle and no cgo package of ours but the PJRT interposer (pjrthook) and the malloc policy (hostalloc); only tests import core/coretest
 depcheck:
 	@$(GO) run ./integration/depcheck .
 

@@ -46,6 +46,7 @@ import (
 	"github.com/gomlx/gomlx/backends/simplego"
 	"github.com/gomlx/gomlx/backends/stablehlo"
 
+	"github.com/nitro-go/nitro/hostalloc"
 	"github.com/nitro-go/nitro/internal/prereq/pluginsearch"
 )
 
@@ -81,6 +82,8 @@ type Resolved struct {
 	Backend backends.Backend // shared by the whole process; do not Finalize
 	// CompileCache is the disk compile cache in use from this resolution on (see UseCompileCache).
 	CompileCache CompileCache
+	// HostAlloc is how the C allocator under the plugin was set up at load (package hostalloc).
+	HostAlloc string
 }
 
 // FallbackWarning is Resolved.Warning for an automatic fallback to pure Go.
@@ -103,10 +106,17 @@ func Resolve(force string) (*Resolved, error) { return ResolveWithCache(force, C
 // $NITRO_COMPILE_CACHE, then the default folder). The cache is process-wide (see
 // UseCompileCache); the pure-Go backend has none.
 func ResolveWithCache(force string, cache CacheSetting) (*Resolved, error) {
+	// A mistyped $NITRO_HOST_MALLOC left glibc's defaults in place: refuse rather than run with
+	// a policy the user did not choose.
+	alloc, err := hostalloc.Policy()
+	if err != nil {
+		return nil, err
+	}
 	r, err := resolve(force)
 	if err != nil {
 		return nil, err
 	}
+	r.HostAlloc = alloc
 	if r.Name == Go {
 		r.CompileCache = CompileCache{Source: "the pure-Go backend compiles nothing to disk"}
 		return r, nil

@@ -25,6 +25,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv(compileChildEnv) != "" {
 		os.Exit(compileChild())
 	}
+	if os.Getenv(hostAllocChildEnv) != "" {
+		_, err := backend.Resolve(backend.Go)
+		fmt.Printf("RESOLVE-ERROR %v\n", err)
+		os.Exit(0)
+	}
 	if os.Getenv(backend.EnvCompileCache) == "" {
 		dir, err := os.MkdirTemp("", "nitro-backend-test-cache-")
 		if err != nil {

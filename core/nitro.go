@@ -170,6 +170,7 @@ func (n *Nitro) ConfigReport() string {
 	row("run dir", n.cfg.runDir.String())
 	row("backend", n.backend.Reason)
 	row("compile cache", n.backend.CompileCache.String())
+	row("host allocator", n.backend.HostAlloc)
 	row("devices", n.deviceReport())
 	procs := n.Dist().Describe() // the rank and world size, and the launcher they came from
 	if c := n.multi(); c != nil {

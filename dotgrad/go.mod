@@ -15,6 +15,7 @@ require (
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/gomlx/stablehlo v0.2.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/nitro-go/nitro/hostalloc v0.0.0
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	golang.org/x/exp v0.0.0-20250819193227-8b4c13bb791b // indirect
@@ -23,7 +24,9 @@ require (
 )
 
 replace (
-	github.com/nitro-go/nitro/pjrthook => ../pjrthook
 	github.com/nitro-go/nitro/backend => ../backend
 	github.com/nitro-go/nitro/internal/prereq => ../internal/prereq
+	github.com/nitro-go/nitro/pjrthook => ../pjrthook
 )
+
+replace github.com/nitro-go/nitro/hostalloc => ../hostalloc

@@ -15,31 +15,31 @@ require (
 	github.com/nitro-go/nitro/metrics v0.0.0
 	github.com/nitro-go/nitro/monitors v0.0.0
 	github.com/nitro-go/nitro/optimizers v0.0.0
+	github.com/nitro-go/nitro/pjrthook v0.0.0
 	github.com/nitro-go/nitro/precision v0.0.0
 	github.com/nitro-go/nitro/prefetch v0.0.0
 	github.com/nitro-go/nitro/tensorfile v0.0.0
-	github.com/nitro-go/nitro/pjrthook v0.0.0
 )
 
 require (
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/gomlx/stablehlo v0.2.0 // indirect
+	github.com/nitro-go/nitro/hostalloc v0.0.0
+	github.com/nitro-go/nitro/runstatus v0.0.0 // indirect
+	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.28.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/exp v0.0.0-20250819193227-8b4c13bb791b // indirect
 	golang.org/x/image v0.26.0 // indirect
 	google.golang.org/protobuf v1.36.10 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
-	github.com/nitro-go/nitro/runstatus v0.0.0 // indirect
-	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000 // indirect
 )
 
 replace (
-	github.com/nitro-go/nitro/pjrthook => ../pjrthook
 	github.com/nitro-go/nitro/backend => ../backend
 	github.com/nitro-go/nitro/checkpoint => ../checkpoint
 	github.com/nitro-go/nitro/compilecache => ../compilecache
@@ -50,9 +50,12 @@ replace (
 	github.com/nitro-go/nitro/metrics => ../metrics
 	github.com/nitro-go/nitro/monitors => ../monitors
 	github.com/nitro-go/nitro/optimizers => ../optimizers
+	github.com/nitro-go/nitro/pjrthook => ../pjrthook
 	github.com/nitro-go/nitro/precision => ../precision
 	github.com/nitro-go/nitro/prefetch => ../prefetch
 	github.com/nitro-go/nitro/runstatus => ../runstatus
 	github.com/nitro-go/nitro/schedules => ../schedules
 	github.com/nitro-go/nitro/tensorfile => ../tensorfile
 )
+
+replace github.com/nitro-go/nitro/hostalloc => ../hostalloc

@@ -3,24 +3,24 @@ module github.com/nitro-go/nitro/export
 go 1.26
 
 require (
-	github.com/nitro-go/nitro/dist v0.0.0 // indirect
-	github.com/nitro-go/nitro/collective v0.0.0 // indirect
-	github.com/nitro-go/nitro/metrics v0.0.0 // indirect
-	github.com/nitro-go/nitro/dotgrad v0.0.0
-	github.com/nitro-go/nitro/precision v0.0.0
-	github.com/nitro-go/nitro/engine v0.0.0
-	github.com/nitro-go/nitro/backend v0.0.0
 	github.com/gomlx/gomlx v0.25.0
 	github.com/gomlx/gopjrt v0.10.0
+	github.com/nitro-go/nitro/backend v0.0.0
 	github.com/nitro-go/nitro/checkpoint v0.0.0
+	github.com/nitro-go/nitro/collective v0.0.0 // indirect
 	github.com/nitro-go/nitro/compilecache v0.0.0
 	github.com/nitro-go/nitro/core v0.0.0
+	github.com/nitro-go/nitro/dist v0.0.0 // indirect
+	github.com/nitro-go/nitro/dotgrad v0.0.0
+	github.com/nitro-go/nitro/engine v0.0.0
 	github.com/nitro-go/nitro/exportbundle v0.0.0
 	github.com/nitro-go/nitro/internal/prereq v0.0.0
 	github.com/nitro-go/nitro/markers v0.0.0
+	github.com/nitro-go/nitro/metrics v0.0.0 // indirect
 	github.com/nitro-go/nitro/monitors v0.0.0
-	github.com/nitro-go/nitro/tensorfile v0.0.0
 	github.com/nitro-go/nitro/pjrthook v0.0.0 // indirect
+	github.com/nitro-go/nitro/precision v0.0.0
+	github.com/nitro-go/nitro/tensorfile v0.0.0
 )
 
 require (
@@ -30,6 +30,7 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
 	github.com/nitro-go/nitro/earlystop v0.0.0 // indirect
+	github.com/nitro-go/nitro/hostalloc v0.0.0
 	github.com/nitro-go/nitro/logjson v0.0.0 // indirect
 	github.com/nitro-go/nitro/optimizers v0.0.0 // indirect
 	github.com/nitro-go/nitro/prefetch v0.0.0
@@ -50,17 +51,15 @@ require (
 )
 
 replace (
-	github.com/nitro-go/nitro/pjrthook => ../pjrthook
-	github.com/nitro-go/nitro/dist => ../dist
-	github.com/nitro-go/nitro/collective => ../collective
-	github.com/nitro-go/nitro/dotgrad => ../dotgrad
-	github.com/nitro-go/nitro/precision => ../precision
-	github.com/nitro-go/nitro/engine => ../engine
 	github.com/nitro-go/nitro/backend => ../backend
 	github.com/nitro-go/nitro/checkpoint => ../checkpoint
+	github.com/nitro-go/nitro/collective => ../collective
 	github.com/nitro-go/nitro/compilecache => ../compilecache
 	github.com/nitro-go/nitro/core => ../core
+	github.com/nitro-go/nitro/dist => ../dist
+	github.com/nitro-go/nitro/dotgrad => ../dotgrad
 	github.com/nitro-go/nitro/earlystop => ../earlystop
+	github.com/nitro-go/nitro/engine => ../engine
 	github.com/nitro-go/nitro/exportbundle => ../exportbundle
 	github.com/nitro-go/nitro/internal/prereq => ../internal/prereq
 	github.com/nitro-go/nitro/logjson => ../logjson
@@ -69,8 +68,12 @@ replace (
 	github.com/nitro-go/nitro/metrics => ../metrics
 	github.com/nitro-go/nitro/monitors => ../monitors
 	github.com/nitro-go/nitro/optimizers => ../optimizers
+	github.com/nitro-go/nitro/pjrthook => ../pjrthook
+	github.com/nitro-go/nitro/precision => ../precision
 	github.com/nitro-go/nitro/prefetch => ../prefetch
 	github.com/nitro-go/nitro/render => ../render
 	github.com/nitro-go/nitro/schedules => ../schedules
 	github.com/nitro-go/nitro/tensorfile => ../tensorfile
 )
+
+replace github.com/nitro-go/nitro/hostalloc => ../hostalloc

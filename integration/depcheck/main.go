@@ -31,12 +31,15 @@ import (
 // it back: the training path stays free of exportbundle).
 var mayImportCore = map[string]bool{"cmd": true, "export": true, "integration": true}
 
-// cgoOnTrainingPath is the one cgo package of ours training may link, by module folder (its root
+// cgoOnTrainingPath lists the cgo packages of ours training may link, by module folder (its root
 // package only), with the reason: the PJRT interposer, through which the backend starts the
-// plugin so the disk compile cache sees every compile. It is one small package with a Go-side
-// contract; any other cgo stays off the training path.
+// plugin so the disk compile cache sees every compile, and the host allocator policy, which must
+// call mallopt before any thread starts (a C constructor), so the plugin's freed step buffers
+// stay mapped. Each is one small package with a Go-side contract; any other cgo stays off the
+// training path.
 var cgoOnTrainingPath = map[string]string{
-	"pjrthook": "the PJRT interposer the disk compile cache hooks (on by default, so training links it)",
+	"pjrthook":  "the PJRT interposer the disk compile cache hooks (on by default, so training links it)",
+	"hostalloc": "the malloc policy the plugin's step buffers need, set by a C constructor at load",
 }
 
 // trainingPathOff lists the modules no package of the training path may come from.
@@ -88,7 +91,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "depcheck:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("depcheck: %d modules, layering ok; training path: %d workspace packages, no exportbundle, no cgo but pjrthook\n", len(graph), len(deps))
+	fmt.Printf("depcheck: %d modules, layering ok; training path: %d workspace packages, no exportbundle, no cgo but pjrthook and hostalloc\n", len(graph), len(deps))
 }
 
 // Dep is one workspace package of the training path.

@@ -42,9 +42,10 @@ func TestCheckTrainingPath(t *testing.T) {
 	if err := CheckTrainingPath(clean); err != nil {
 		t.Fatalf("a clean training path was refused: %v", err)
 	}
-	// The interposer's root package is the one cgo allowed; a package below it is not.
-	if err := CheckTrainingPath(append(clean, Dep{Path: "x/pjrthook", Module: "pjrthook", Cgo: true})); err != nil {
-		t.Fatalf("the interposer was refused: %v", err)
+	// The interposer's and the allocator policy's root packages are the cgo allowed; a package
+	// below either is not.
+	if err := CheckTrainingPath(append(clean, Dep{Path: "x/pjrthook", Module: "pjrthook", Cgo: true}, Dep{Path: "x/hostalloc", Module: "hostalloc", Cgo: true})); err != nil {
+		t.Fatalf("the interposer or the allocator policy was refused: %v", err)
 	}
 	if err := CheckTrainingPath(append(clean, Dep{Path: "x/pjrthook/more", Module: "pjrthook", Cgo: true})); err == nil {
 		t.Fatal("a second cgo package in the interposer's module was allowed")

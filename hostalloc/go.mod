@@ -1,0 +1,3 @@
+module github.com/nitro-go/nitro/hostalloc
+
+go 1.26

@@ -1,0 +1,11 @@
+//go:build !cgo
+
+package hostalloc
+
+// Env is the variable that chooses the policy: "steady" (the default) or "system".
+const Env = "NITRO_HOST_MALLOC"
+
+// Policy says nothing was applied: without cgo no C allocator is set up (nor a plugin loaded).
+func Policy() (string, error) { return "the C library's defaults (built without cgo)", nil }
+
+func refault(n int) int64 { return -1 }
