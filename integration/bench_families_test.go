@@ -116,6 +116,9 @@ type famResult struct {
 //
 // $NITRO_BENCH_FAMILIES narrows the run: a comma list of family names, each optionally at another
 // batch (name@batch), e.g. "transformer@32,transformer@128"; unset runs every family at its own.
+// The summary names the malloc policy each process ran under: this one's is module hostalloc's
+// (freed step buffers stay mapped); the peer's is glibc's defaults, as JAX ships, unless
+// $NITRO_BENCH_PEER_MALLOC=steady gives it the same policy as glibc tunables.
 func BenchmarkFamilies(b *testing.B) {
 	fams, err := selectFamilies(os.Getenv(famSelectEnv))
 	if err != nil {
@@ -605,6 +608,7 @@ func famDiff(a, b *famSide) float64 {
 // are set on, then the same ratios by CPU time per step.
 func printFamilySummary(results []*famResult) {
 	fmt.Printf("\nthe families, nitro against a GoMLX loop and JAX (medians of per-repeat ratios; cpu: by CPU time per step; held-out accuracy of two-program, fused, GoMLX loop, JAX):\n")
+	fmt.Printf("  %s\n", allocatorLine())
 	fmt.Printf("  %-16s %8s %8s %8s %8s %8s   %-20s %-20s %-20s %7s %7s %7s   %s\n", "family", "two ms", "fused ms", "GoMLX ms", "JAX ms", "two/fus",
 		"fused/JAX", "fused/GoMLX", "two/GoMLX", "cpu f/J", "cpu f/G", "cpu t/G", "held-out accuracy")
 	for _, r := range results {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nitro-go/nitro/backend"
+	"github.com/nitro-go/nitro/hostalloc"
 	"github.com/nitro-go/nitro/prefetch"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -405,6 +406,9 @@ func startPeer(b *testing.B, py, script string, args ...string) *jaxPeer {
 	}
 	c := exec.Command(py, append([]string{path}, args...)...)
 	c.Stderr = os.Stderr
+	if t := peerTunables(b); t != "" {
+		c.Env = append(os.Environ(), "GLIBC_TUNABLES="+t)
+	}
 	in, err := c.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -417,4 +421,45 @@ func startPeer(b *testing.B, py, script string, args ...string) *jaxPeer {
 		b.Fatalf("starting the JAX peer (%s %s): %v", py, path, err)
 	}
 	return &jaxPeer{b: b, cmd: c, in: in, out: bufio.NewScanner(out)}
+}
+
+// peerMallocEnv gives the JAX peer nitro's host allocator policy (module hostalloc) when set to
+// "steady", as glibc tunables, so a comparison can hold the allocator equal on both sides; unset,
+// the peer runs as JAX ships, with glibc's defaults (or the GLIBC_TUNABLES this process has).
+const peerMallocEnv = "NITRO_BENCH_PEER_MALLOC"
+
+// steadyTunables is hostalloc's policy written as glibc tunables: one arena, no mmap, and a trim
+// threshold (1 TiB) no step reaches.
+const steadyTunables = "glibc.malloc.arena_max=1:glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1099511627776"
+
+// peerTunables is the GLIBC_TUNABLES to start the peer with ("": inherit the environment).
+func peerTunables(b *testing.B) string {
+	switch v := os.Getenv(peerMallocEnv); v {
+	case "", "system":
+		return ""
+	case "steady":
+		if t := os.Getenv("GLIBC_TUNABLES"); t != "" {
+			b.Fatalf("$%s=steady with GLIBC_TUNABLES=%q already set: unset one of them", peerMallocEnv, t)
+		}
+		return steadyTunables
+	default:
+		b.Fatalf("$%s=%q: want steady (the peer gets nitro's allocator policy) or system (glibc's defaults)", peerMallocEnv, v)
+	}
+	return ""
+}
+
+// allocatorLine says which malloc policy each side of a peer comparison ran under.
+func allocatorLine() string {
+	ours, err := hostalloc.Policy()
+	if err != nil {
+		ours = err.Error()
+	}
+	peer := "glibc's defaults, as JAX ships ($" + peerMallocEnv + "=steady gives it nitro's)"
+	if t := os.Getenv("GLIBC_TUNABLES"); t != "" {
+		peer = "GLIBC_TUNABLES=" + t + " (inherited)"
+	}
+	if os.Getenv(peerMallocEnv) == "steady" {
+		peer = "nitro's policy, as GLIBC_TUNABLES=" + steadyTunables
+	}
+	return fmt.Sprintf("host allocator: this process (nitro and the GoMLX loops) %s; the JAX peer %s", ours, peer)
 }
