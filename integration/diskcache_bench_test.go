@@ -126,10 +126,11 @@ func nitroStarter(f *family, rounds int) *starter {
 	}}
 }
 
-// jaxStarter is JAX + optax on the same MLP (scripts/bench/jax_start.py), its persistent
-// compilation cache off or in the folder, when $NITRO_BENCH_PYTHON names a python that runs.
-func jaxStarter(rounds int) *starter {
-	s := &starter{name: "jax-mlp", rounds: rounds, peer: true}
+// jaxStarter is JAX + optax on one of nitro's start models (scripts/bench/jax_start.py; model
+// names the flags that pick it beyond the MLP's sizes), its persistent compilation cache off or in
+// the folder, when $NITRO_BENCH_PYTHON names a python that runs.
+func jaxStarter(name string, rounds int, model ...string) *starter {
+	s := &starter{name: name, rounds: rounds, peer: true}
 	py := os.Getenv("NITRO_BENCH_PYTHON")
 	script, err := filepath.Abs(filepath.Join("..", "scripts", "bench", "jax_start.py"))
 	switch {
@@ -145,8 +146,9 @@ func jaxStarter(rounds int) *starter {
 		return s
 	}
 	s.command = func(cache string) *exec.Cmd {
-		return exec.Command(py, script, "--cache", cache, "--in", fmt.Sprint(benchIn), "--hidden", fmt.Sprint(benchHidden),
-			"--out", fmt.Sprint(benchOut), "--batch", fmt.Sprint(benchBatch), "--lr", "1e-3")
+		args := []string{script, "--cache", cache, "--in", fmt.Sprint(benchIn), "--hidden", fmt.Sprint(benchHidden),
+			"--out", fmt.Sprint(benchOut), "--batch", fmt.Sprint(benchBatch), "--lr", "1e-3"}
+		return exec.Command(py, append(args, model...)...) // the later flag of a pair wins
 	}
 	return s
 }
@@ -204,8 +206,8 @@ func runStart(b *testing.B, s *starter, cache string) startRun {
 }
 
 // startRows are the rows BenchmarkDiskCacheStart measures: nitro's families at
-// $NITRO_BENCH_START_ROUNDS rounds (default 7), the 600-array model at 3, and JAX's MLP;
-// $NITRO_BENCH_START_MODELS (comma-separated names) picks some.
+// $NITRO_BENCH_START_ROUNDS rounds (default 7), the 600-array model at 3, and JAX's MLP and
+// 600-array model (at 3 too); $NITRO_BENCH_START_MODELS (comma-separated names) picks some.
 func startRows(b *testing.B) []*starter {
 	rounds := 7
 	if v := os.Getenv("NITRO_BENCH_START_ROUNDS"); v != "" {
@@ -223,7 +225,10 @@ func startRows(b *testing.B) []*starter {
 		}
 		rows = append(rows, nitroStarter(f, r))
 	}
-	rows = append(rows, jaxStarter(rounds))
+	// JAX's persistent cache on the 600-array model tells what loading a program of that size
+	// costs the XLA CPU runtime when another framework drives it.
+	rows = append(rows, jaxStarter("jax-mlp", rounds),
+		jaxStarter("jax-arrays600", min(rounds, 3), "--deep", fmt.Sprint(arraysLayers), "--hidden", "8", "--batch", "32"))
 	pick := os.Getenv("NITRO_BENCH_START_MODELS")
 	if pick == "" {
 		return rows

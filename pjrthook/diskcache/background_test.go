@@ -188,3 +188,49 @@ func TestFlushWhileCompilesQueue(t *testing.T) {
 		t.Fatalf("%d entries, want %d", k, n)
 	}
 }
+
+// A queued write waits until no compile has run for quietFor: a start's compiles and first step
+// go first. Flush does not wait for the quiet.
+func TestBackgroundWriteWaitsForQuiet(t *testing.T) {
+	dir, plugin := t.TempDir(), pluginFile(t, "plugin A")
+	c, _ := open(t, dir, Options{})
+	first := newHeld(plugin, "g")
+	began := make(chan time.Time, 1)
+	first.serialize = func() { began <- time.Now() }
+	close(first.release)
+	if _, err := c.Compile(first); err != nil {
+		t.Fatal(err)
+	}
+	// A second compile half the quiet period later restarts the wait.
+	time.Sleep(quietFor / 2)
+	second := newHeld(plugin, "h")
+	close(second.release)
+	if _, err := c.Compile(second); err != nil {
+		t.Fatal(err)
+	}
+	lastEnd := time.Now()
+	select {
+	case at := <-began:
+		if quiet := at.Sub(lastEnd); quiet < quietFor-quietPoll {
+			t.Fatalf("the write began %v after the last compile, want >= %v", quiet, quietFor)
+		}
+	case <-time.After(10 * quietFor):
+		t.Fatal("the queued write never began")
+	}
+	c.Flush()
+
+	// Flush right after a compile writes at once.
+	third := newHeld(plugin, "k")
+	close(third.release)
+	if _, err := c.Compile(third); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	c.Flush()
+	if took := time.Since(start); took >= quietFor/2 {
+		t.Fatalf("Flush waited %v for the quiet period", took)
+	}
+	if n := entryCount(t, dir); n != 3 {
+		t.Fatalf("%d entries, want 3", n)
+	}
+}

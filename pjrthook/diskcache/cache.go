@@ -55,6 +55,16 @@ func (w *PendingWrite) Finish() { w.once.Do(func() { w.do(); w.do = nil }) }
 // start's own compiles want.
 const backgroundWriters = 1
 
+// quietFor is how long the process must go without a compile (or load) before a background write
+// starts. A start compiles its programs back to back and then runs its first step; a serialization
+// beside them slowed that start by more than the serialization took (a 600-array model's 0.35 s
+// one delayed its first step 0.2-0.3 s, both sides allocating from one malloc arena). Flush, and
+// the release of an executable with a write pending, do not wait for it.
+const quietFor = time.Second
+
+// quietPoll is how often a write waiting for quiet looks again.
+const quietPoll = 50 * time.Millisecond
+
 // DefaultMaxBytes is the size cap when Options.MaxBytes is 0.
 const DefaultMaxBytes = 4 << 30
 
@@ -88,6 +98,10 @@ type Cache struct {
 	// queue a write while Flush waits, which a WaitGroup forbids.
 	pending int
 	settled *sync.Cond // on mu
+
+	compiling   int       // Compile calls in progress
+	lastCompile time.Time // when the last one returned
+	flushing    int       // Flush calls waiting: queued writes stop waiting for quiet
 }
 
 // Costs are the seconds the cache has spent apart from the plugin's compiles: what a cold folder
@@ -189,6 +203,15 @@ func (c *Cache) say(topic, msg string) {
 // and compiled anew, a folder that cannot be written is warned about once and left alone. err is
 // only the plugin's own compile error.
 func (c *Cache) Compile(call Call) (fromDisk bool, err error) {
+	c.mu.Lock()
+	c.compiling++
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.compiling--
+		c.lastCompile = time.Now()
+		c.mu.Unlock()
+	}()
 	// The client is asked every time (a few calls into the plugin): two clients of one plugin
 	// in a process may differ in their devices.
 	keyStart := time.Now()
@@ -268,10 +291,30 @@ func (c *Cache) writeLater(h Holder, call Call, path string, m Meta) {
 			c.settled.Broadcast()
 			c.mu.Unlock()
 		}()
+		c.awaitQuiet()
 		c.writers <- struct{}{}
 		defer func() { <-c.writers }()
 		w.Finish()
 	}()
+}
+
+// awaitQuiet returns once no compile has run for quietFor, or at once while a Flush waits.
+func (c *Cache) awaitQuiet() {
+	for {
+		c.mu.Lock()
+		wait := quietFor - time.Since(c.lastCompile)
+		if c.compiling > 0 {
+			wait = quietFor
+		}
+		if c.flushing > 0 {
+			wait = 0
+		}
+		c.mu.Unlock()
+		if wait <= 0 {
+			return
+		}
+		time.Sleep(min(wait, quietPoll))
+	}
 }
 
 // Flush returns once every entry this cache queued in the background is written (or has failed
@@ -280,6 +323,8 @@ func (c *Cache) writeLater(h Holder, call Call, path string, m Meta) {
 func (c *Cache) Flush() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.flushing++
+	defer func() { c.flushing-- }()
 	for c.pending > 0 {
 		c.settled.Wait()
 	}

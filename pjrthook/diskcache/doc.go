@@ -10,7 +10,8 @@
 // written durably (temporary file, fsync, rename): concurrent writers of one key leave one whole
 // entry, and a process that exits mid-write leaves none. A Call that is a Holder gets its
 // executable back at once; the entry is serialized and written in the background, one at a time,
-// and the Holder's owner finishes that write before destroying the executable (Flush: all).
+// once no compile has run for a second, and the Holder's owner finishes that write before
+// destroying the executable (Flush: all, at once).
 //
 // Any read failure (truncated, flipped, foreign, refused by the plugin) is a miss that deletes the
 // entry and says so once, never an error or a wrong program. Only rank 0 writes. A folder that

@@ -13,9 +13,13 @@ places the parameters, initializes the optimizer state, and runs one jitted trai
 (forward, gradient and update in one program, params and state donated), then reads the loss
 back; that read-back is the end of its first optimizer step, as nitro's child measures it.
 
+With --deep N (N >= 2) the model is nitro's many-array one instead (integration/diskcache_bench_test.go,
+Arrays600): N dense layers, the inner ones --hidden wide, tanh after each but the first and the
+last, so 2N parameter arrays; the same loss and optimizer.
+
 Flags: --cache off|DIR (DIR: jax_compilation_cache_dir, with the minimum compile time and entry
 size both 0 so that every program, small ones included, is written) --in 784 --hidden 512
---out 10 --batch 128 --lr 1e-3 --seed 7 --threads N (XLA CPU intra-op threads; default: the CPUs
+--out 10 --batch 128 --lr 1e-3 --seed 7 --deep 0 --threads N (XLA CPU intra-op threads; default: the CPUs
 this process may run on).
 
 Output, one line on stdout:
@@ -31,7 +35,7 @@ import os
 import sys
 import time
 
-from jax_step import Parser, mlp
+from jax_step import Parser, dense_stack, mlp
 
 
 def die(msg):
@@ -49,8 +53,17 @@ def parse_flags(argv):
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--deep", type=int, default=0, help="N >= 2: N dense layers (2N arrays) instead of the MLP")
     p.add_argument("--threads", type=int, default=0)
     return p.parse_args(argv)
+
+
+def deep(a, rng):
+    """The many-array model from flags a (n_in, hidden, out, lr, deep): as jax_step.mlp returns it."""
+    import jax
+
+    sizes = [a.n_in] + [a.hidden] * (a.deep - 1) + [a.out]
+    return dense_stack(a, rng, sizes, lambda i, n, h: jax.numpy.tanh(h) if 0 < i < n - 1 else h)
 
 
 def main(argv):
@@ -86,7 +99,9 @@ def main(argv):
     monitoring.register_event_listener(on_event)
 
     rng = np.random.default_rng(a.seed)
-    params, opt_state, train_step = mlp(a, rng)
+    if a.deep == 1 or a.deep < 0:
+        die(f"--deep {a.deep}: want 0 (the MLP) or a layer count >= 2")
+    params, opt_state, train_step = (deep if a.deep else mlp)(a, rng)
     x = jax.device_put(rng.standard_normal((a.batch, a.n_in), dtype=np.float32))
     y = jax.device_put(rng.integers(0, a.out, size=a.batch, dtype=np.int32))
     step = jax.jit(train_step, donate_argnums=(0, 1))

@@ -183,11 +183,20 @@ def mlp(a, rng):
     """The MLP problem from flags a (n_in, hidden, out, lr): its parameters placed on the device,
     the optimizer state, and the training step train_step(params, opt_state, x, y) -> (params,
     opt_state, loss), not yet jitted. Imports jax: call it after the environment is set."""
+    import jax
+
+    sizes = [a.n_in, a.hidden, a.hidden, a.out]
+    return dense_stack(a, rng, sizes, lambda i, n, h: jax.nn.relu(h) if i < n - 1 else h)
+
+
+def dense_stack(a, rng, sizes, activate):
+    """A stack of dense layers between the widths in sizes, activate(i, n, h) applied after layer i
+    of n, trained with optax.radam(a.lr) on the softmax cross-entropy of integer labels: as mlp
+    returns it. Weights are normals scaled by 1/sqrt(fan-in), biases zero."""
     import numpy as np
     import jax
     import optax
 
-    sizes = [a.n_in, a.hidden, a.hidden, a.out]
     params = []
     for k, m in zip(sizes[:-1], sizes[1:]):
         w = rng.standard_normal((k, m), dtype=np.float32) * np.float32(1.0 / math.sqrt(k))
@@ -199,9 +208,7 @@ def mlp(a, rng):
     def loss_fn(params, x, y):
         h = x
         for i, layer in enumerate(params):
-            h = h @ layer["w"] + layer["b"]
-            if i < len(params) - 1:
-                h = jax.nn.relu(h)
+            h = activate(i, len(params), h @ layer["w"] + layer["b"])
         return optax.softmax_cross_entropy_with_integer_labels(h, y).mean()
 
     def train_step(params, opt_state, x, y):
