@@ -6,9 +6,9 @@
 // declared replaced by an output (tf.aliasing_output), so donated buffers update in place.
 // Capture (Arm, Recorded, Disarm) keeps the programs exportbundle writes. The disk cache
 // (SetDisk; policy in package diskcache) answers a compile from disk, or compiles and returns at
-// once while the entry is written in the background; the release hooks (LoadedExecutable
-// Destroy/Delete, Client_Destroy) finish that write before the plugin frees what it reads, and
-// Flush finishes all. Sharing (ShareCompiles) answers a repeated program with its first
+// once while the entry is written in the background; LoadedExecutable_Destroy of an executable
+// whose write waits hands the destroy to that write, _Delete and Client_Destroy finish the write
+// before the plugin frees what it reads, and Flush finishes all. Sharing (ShareCompiles) answers a repeated program with its first
 // executable, freed by its last holder. Client create (SetDistributed) adds node_id, num_nodes
 // and the key-value callbacks (a Store) for one rank of several; widening turns the program named
 // XProcessModule into one replica per process (LastWidening says what it did). Stats counts.

@@ -127,7 +127,9 @@ static void *const compile_fns[NITRO_HOOK_MAX_PLUGINS] = {
 // executable is shared and another holder still has it. The three argument structs share
 // destroy_args's shape (the object's pointer after the header).
 static void *release(int index, int slot, destroy_args *args) {
-	if (nitroHookRelease(index, args->executable, slot == NITRO_SLOT_CLIENT_DESTROY)) return NULL;
+	if (nitroHookRelease(index, args->executable, slot == NITRO_SLOT_CLIENT_DESTROY,
+			     slot == NITRO_SLOT_LOADED_EXECUTABLE_DESTROY))
+		return NULL;
 	return call(index, slot, args);
 }
 

@@ -147,12 +147,15 @@ func (c *cgoCall) Hold(w *diskcache.PendingWrite) {
 }
 
 // nitroHookRelease runs in the interposed PJRT_LoadedExecutable_Destroy and _Delete (obj is the
-// executable) and PJRT_Client_Destroy (obj is the client, isClient set) before the real one: it
-// finishes the background writes that still read what is about to be freed. It returns 1 when
-// the executable is shared and other holders remain (shared.go): then the plugin keeps it.
+// executable) and PJRT_Client_Destroy (obj is the client, isClient set) before the real one. It
+// returns 1 when the plugin must not free obj now: the executable is shared and other holders
+// remain (shared.go), or (destroy set: PJRT_LoadedExecutable_Destroy) its entry is still waiting
+// to be written, and the write destroys it when done, so a start that frees a program right after
+// running it (a variable's initializer) does not wait for its serialization. Otherwise it
+// finishes the background writes that still read what is about to be freed, and returns 0.
 //
 //export nitroHookRelease
-func nitroHookRelease(index C.int, obj unsafe.Pointer, isClient C.int) C.int {
+func nitroHookRelease(index C.int, obj unsafe.Pointer, isClient, destroy C.int) C.int {
 	if isClient == 0 && keepShared(int(index), obj) {
 		return 1
 	}
@@ -161,10 +164,16 @@ func nitroHookRelease(index C.int, obj unsafe.Pointer, isClient C.int) C.int {
 	if isClient == 0 {
 		k := heldKey{int(index), uintptr(obj)}
 		if h, ok := held[k]; ok {
+			if destroy != 0 && h.w.Defer(func() { forget(k, h.w); C.nitro_hook_destroy_loaded(index, obj) }) {
+				heldMu.Unlock()
+				return 1
+			}
 			todo = append(todo, h.w)
 			delete(held, k)
 		}
 	} else {
+		// A write that took over its executable's destroy is among these: finishing it frees
+		// the executable before its client goes.
 		for k, h := range held {
 			if k.index == int(index) && h.client == uintptr(obj) {
 				todo = append(todo, h.w)
@@ -177,6 +186,15 @@ func nitroHookRelease(index C.int, obj unsafe.Pointer, isClient C.int) C.int {
 		w.Finish()
 	}
 	return 0
+}
+
+// forget drops k's held write once it is done, unless k already names another.
+func forget(k heldKey, w *diskcache.PendingWrite) {
+	heldMu.Lock()
+	if h, ok := held[k]; ok && h.w == w {
+		delete(held, k)
+	}
+	heldMu.Unlock()
 }
 
 // Flush writes every compiled executable's entry still queued in the background, and returns

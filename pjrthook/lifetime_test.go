@@ -60,9 +60,10 @@ func openGate(t *testing.T, gate string) {
 	}
 }
 
-// A compile returns before its serialization, and destroying the executable at once waits for
-// that serialization: the plugin never serializes a destroyed executable, and the entry lands.
-func TestDestroyWaitsForBackgroundSerialization(t *testing.T) {
+// A compile returns before its serialization, and destroying the executable returns at once too:
+// the plugin's destroy waits for the serialization, which runs it, so the plugin never serializes
+// a destroyed executable, and the entry lands.
+func TestDestroyWaitsInTheBackgroundForSerialization(t *testing.T) {
 	so, client, dir, events, gate := lifetimeSetup(t)
 	loaded, err := compileThrough(so, client, "module @g {}")
 	if err != nil {
@@ -76,18 +77,45 @@ func TestDestroyWaitsForBackgroundSerialization(t *testing.T) {
 	go func() { released <- releaseThrough(so, slotDestroyLoaded, loaded) }()
 	select {
 	case err := <-released:
-		t.Fatalf("the destroy returned (%v) while the serialization was held at the gate", err)
-	case <-time.After(100 * time.Millisecond):
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the destroy waited for the serialization held at the gate")
+	}
+	if ev := readEvents(t, events); ev != "compiled\n" {
+		t.Fatalf("after the destroy returned, with the serialization held: events %q, want only the compile", ev)
 	}
 	openGate(t, gate)
-	if err := <-released; err != nil {
-		t.Fatal(err)
-	}
+	Flush()
 	if ev, want := readEvents(t, events), "compiled\nserialized\ndestroyed\n"; ev != want {
 		t.Fatalf("events %q, want %q", ev, want)
 	}
 	if n := entries(t, dir); n != 1 {
 		t.Fatalf("%d entries after the destroy, want 1", n)
+	}
+
+	// An executable whose destroy waits for its write is freed before its client: the client's
+	// destroy finishes the write, which destroys the executable first.
+	if err := os.Remove(gate); err != nil {
+		t.Fatal(err)
+	}
+	if loaded, err = compileThrough(so, client, "module @h {}"); err != nil {
+		t.Fatal(err)
+	}
+	if err := releaseThrough(so, slotDestroyLoaded, loaded); err != nil {
+		t.Fatal(err)
+	}
+	go func() { time.Sleep(100 * time.Millisecond); openGate(t, gate) }()
+	if err := releaseThrough(so, slotDestroyClient, client); err != nil {
+		t.Fatal(err)
+	}
+	want := "compiled\nserialized\ndestroyed\ncompiled\nserialized\ndestroyed\nclient destroyed\n"
+	if ev := readEvents(t, events); ev != want {
+		t.Fatalf("events %q, want %q", ev, want)
+	}
+	if n := entries(t, dir); n != 2 {
+		t.Fatalf("%d entries, want 2", n)
 	}
 }
 

@@ -234,3 +234,32 @@ func TestBackgroundWriteWaitsForQuiet(t *testing.T) {
 		t.Fatalf("%d entries, want 3", n)
 	}
 }
+
+// Defer before the write is done hands the destroy to the write, which runs it after writing;
+// after the write it is refused and the caller destroys.
+func TestDeferRunsAfterTheWrite(t *testing.T) {
+	dir, plugin := t.TempDir(), pluginFile(t, "plugin A")
+	c, _ := open(t, dir, Options{})
+	h := newHeld(plugin, "g")
+	if _, err := c.Compile(h); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	var mu sync.Mutex
+	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+	h.serialize = func() { note("serialized") }
+	if !h.held.Defer(func() { note("destroyed") }) {
+		t.Fatal("Defer refused while the write was pending")
+	}
+	close(h.release)
+	c.Flush()
+	if got := strings.Join(order, ","); got != "serialized,destroyed" {
+		t.Fatalf("order %s, want serialized,destroyed", got)
+	}
+	if h.held.Defer(func() { note("late") }) {
+		t.Fatal("Defer accepted after the write was done")
+	}
+	if entryCount(t, dir) != 1 {
+		t.Fatal("no entry written")
+	}
+}

@@ -45,11 +45,43 @@ type Holder interface {
 type PendingWrite struct {
 	once sync.Once
 	do   func()
+
+	mu    sync.Mutex
+	done  bool
+	after []func() // what Defer handed over, run in order once the write is done
 }
 
 // Finish runs the write now when it has not started, waits for it when it is running, and
-// returns at once when it is done. Safe to call from any goroutine, any number of times.
-func (w *PendingWrite) Finish() { w.once.Do(func() { w.do(); w.do = nil }) }
+// returns at once when it is done; then it runs what Defer handed over. Safe to call from any
+// goroutine, any number of times.
+func (w *PendingWrite) Finish() {
+	w.once.Do(func() {
+		w.do()
+		w.do = nil
+		w.mu.Lock()
+		w.done = true
+		after := w.after
+		w.after = nil
+		w.mu.Unlock()
+		for _, f := range after {
+			f()
+		}
+	})
+}
+
+// Defer hands f (the executable's destroy) to the write, to run once the write is done, and
+// reports true; false when the write is already done, and then the caller runs f itself. An
+// executable released before its entry is written lives until then instead of being serialized
+// on the spot, so releasing it costs its caller nothing.
+func (w *PendingWrite) Defer(f func()) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return false
+	}
+	w.after = append(w.after, f)
+	return true
+}
 
 // backgroundWriters bounds the serializations running at once: each takes a core that the
 // start's own compiles want.
