@@ -123,8 +123,9 @@ static void *const compile_fns[NITRO_HOOK_MAX_PLUGINS] = {
 	(void *)hook_compile_0, (void *)hook_compile_1, (void *)hook_compile_2, (void *)hook_compile_3};
 
 // The release hooks: an executable (or its client) may still be read by a background
-// serialization, so the Go side finishes that first; then the real plugin frees it, unless the
-// executable is shared and another holder still has it. The three argument structs share
+// serialization. The Go side either finishes that first, then the real plugin frees it, or
+// keeps it: the executable is shared and another holder still has it, or (Destroy only) its
+// write has not run yet and will destroy it when done. The three argument structs share
 // destroy_args's shape (the object's pointer after the header).
 static void *release(int index, int slot, destroy_args *args) {
 	if (nitroHookRelease(index, args->executable, slot == NITRO_SLOT_CLIENT_DESTROY,
