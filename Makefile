@@ -19,7 +19,7 @@ GO      ?= go
 TESTENV := NITRO_SAFETENSORS_PYTHON=$(CURDIR)/.nitro/ckpt-venv/bin/python NITRO_TENSORBOARD_PYTHON=$(CURDIR)/.nitro/tb-venv/bin/python NITRO_SERVE_PYTHON=$(CURDIR)/.nitro/serve-venv/bin/python NITRO_COMPILE_CACHE=$(CURDIR)/.nitro/test-compile-cache GOPROXY=off
 ARGS    ?=
 
-.PHONY: setup cuda-wheel openmpi test lint bench bench-venv ckpt-venv tb-venv serve-venv depcheck run fmt $(addprefix test/,$(MODULES))
+.PHONY: setup cuda-wheel openmpi test lint bench bench-venv ckpt-venv tb-venv serve-venv depcheck run fmt gpu-bin $(addprefix test/,$(MODULES))
 
 ## setup: install the pinned XLA CPU PJRT plugin into .nitro/pjrt and download Go modules (idempotent);
 ## CUDA=1 also installs the CUDA plugin and its NVIDIA libraries (docs/gpu.md)
@@ -56,6 +56,16 @@ serve-venv:
 ## loads the real CUDA plugin on a host without a GPU (test-only; never the NVIDIA libraries)
 cuda-wheel:
 	@NITRO_SKIP_CUDA_WHEEL= ./scripts/install-pjrt.sh
+
+## gpu-bin: the programs scripts/gpu-check.sh runs (nitro, backend.test, integration.test), built here
+## and gzipped into .nitro/gpu-bin for a GPU host without Go (NITRO_GPU_BIN=.nitro/gpu-bin there)
+gpu-bin:
+	@mkdir -p .nitro/gpu-bin && rm -f .nitro/gpu-bin/*
+	@$(GO) build -ldflags='-s -w' -o .nitro/gpu-bin/nitro ./cmd/nitro
+	@$(GO) test -c -ldflags='-s -w' -o .nitro/gpu-bin/backend.test ./backend/
+	@cd integration && $(GO) test -c -ldflags='-s -w' -o ../.nitro/gpu-bin/integration.test .
+	@gzip -9 .nitro/gpu-bin/*
+	@ls -l .nitro/gpu-bin
 
 ## openmpi: Open MPI (mpirun, libmpi.so.40) for the multi-process tests, installed with apt-get when
 ## absent (test-only: training and `make run` load no MPI)

@@ -119,12 +119,17 @@ type famResult struct {
 // The summary names the malloc policy each process ran under: this one's is module hostalloc's
 // (freed step buffers stay mapped); the peer's is glibc's defaults, as JAX ships, unless
 // $NITRO_BENCH_PEER_MALLOC=steady gives it the same policy as glibc tunables.
+//
+// $NITRO_BENCH_BACKEND=cuda runs every side on the GPU (default xla, the CPU plugin): nitro's and
+// GoMLX's on the CUDA plugin, the peer with JAX_PLATFORMS=cuda. The peer reports the platform it
+// ran on, and one that differs from the Go sides' fails the run rather than print a ratio of a GPU
+// against a CPU.
 func BenchmarkFamilies(b *testing.B) {
 	fams, err := selectFamilies(os.Getenv(famSelectEnv))
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := requireXLA(b)
+	r := requireBenchBackend(b)
 	var results []*famResult
 	for _, f := range fams {
 		results = append(results, benchFamily(b, r, f))
@@ -132,7 +137,36 @@ func BenchmarkFamilies(b *testing.B) {
 	printFamilySummary(results)
 }
 
-const famSelectEnv = "NITRO_BENCH_FAMILIES"
+const (
+	famSelectEnv  = "NITRO_BENCH_FAMILIES"
+	famBackendEnv = "NITRO_BENCH_BACKEND"
+)
+
+// requireBenchBackend resolves $NITRO_BENCH_BACKEND: unset or xla, the CPU plugin; cuda, the CUDA
+// plugin, which must start (a bench forced onto the GPU never runs on the CPU instead).
+func requireBenchBackend(b *testing.B) *backend.Resolved {
+	switch v := strings.TrimSpace(os.Getenv(famBackendEnv)); v {
+	case "", backend.XLA:
+		return requireXLA(b)
+	case backend.CUDA:
+		r, err := backend.Resolve(backend.CUDA)
+		if err != nil {
+			b.Fatalf("$%s=cuda: %v", famBackendEnv, err)
+		}
+		return r
+	default:
+		b.Fatalf("$%s=%q: want %q (the CPU plugin, the default) or %q", famBackendEnv, v, backend.XLA, backend.CUDA)
+		return nil
+	}
+}
+
+// jaxPlatform is the platform JAX names the devices of a nitro backend with.
+func jaxPlatform(name string) string {
+	if name == backend.CUDA {
+		return "gpu"
+	}
+	return "cpu"
+}
 
 // selectFamilies parses $NITRO_BENCH_FAMILIES (see BenchmarkFamilies); empty: every family.
 func selectFamilies(spec string) ([]*family, error) {
@@ -180,7 +214,7 @@ func benchFamily(b *testing.B, r *backend.Resolved, f *family) *famResult {
 		params: func() (map[string]*tensors.Tensor, error) { return ctxParams(loop.ctx) }}
 	res.gradOnly = &famSide{name: famGoMLXGradOnly, isGo: true, run: func() (float64, error) { return famExecRepeat(d, grad) }}
 	res.sides = []*famSide{res.two, res.fused, res.gomlx, res.gradOnly}
-	peer := startFamilyPeer(b, f)
+	peer := startFamilyPeer(b, f, r.Name)
 	if peer != nil {
 		res.jx = &famSide{name: "JAX + optax", run: func() (float64, error) { return peer.ask("step", "step_ms") / 1e3, nil }}
 		res.sides = append(res.sides, res.jx)
@@ -412,18 +446,30 @@ type famPeer struct {
 }
 
 // startFamilyPeer starts scripts/bench/jax_families.py for the family when $NITRO_BENCH_PYTHON
-// names a python; nil otherwise. A peer that fails to start is a benchmark failure.
-func startFamilyPeer(b *testing.B, f *family) *famPeer {
+// names a python; nil otherwise. The peer runs on the platform of the Go sides' backend
+// (JAX_PLATFORMS); one that fails to start, or reports running elsewhere, is a benchmark failure.
+func startFamilyPeer(b *testing.B, f *family, backendName string) *famPeer {
 	py := os.Getenv("NITRO_BENCH_PYTHON")
 	if py == "" {
 		return nil
 	}
-	p := &famPeer{jaxPeer: startPeer(b, py, "jax_families.py", "--family", f.name, "--batch", fmt.Sprint(f.batch),
+	want := jaxPlatform(backendName)
+	env := []string{"JAX_PLATFORMS=cpu"}
+	if want == "gpu" {
+		// This process's client already holds the GPU's memory pool (XLA's CUDA client takes most
+		// of the memory up front); the peer allocates as it goes, beside it.
+		env = []string{"JAX_PLATFORMS=cuda", "XLA_PYTHON_CLIENT_PREALLOCATE=false"}
+	}
+	p := &famPeer{jaxPeer: startPeerEnv(b, env, py, "jax_families.py",
+		"--family", f.name, "--batch", fmt.Sprint(f.batch),
 		"--steps", fmt.Sprint(f.steps), "--lr", fmt.Sprint(f.lr), "--matmul", fmt.Sprint(famRoofSize))}
 	b.Cleanup(p.quit)
 	ready := p.read("ready")
+	if got := ready["platform"]; got != want {
+		b.Fatalf("%s: the JAX peer runs on platform %q, the Go sides on %s (JAX platform %q): the ratio would compare different machines", f.name, got, backendName, want)
+	}
 	p.compileMS = ready["compile_ms"]
-	p.versions = fmt.Sprintf("jax %s, optax %s, %s threads", ready["jax"], ready["optax"], ready["threads"])
+	p.versions = fmt.Sprintf("jax %s, optax %s, %s threads, %s", ready["jax"], ready["optax"], ready["threads"], ready["device"])
 	return p
 }
 

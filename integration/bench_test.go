@@ -400,14 +400,20 @@ func median(v []float64) float64 {
 // startPeer starts python on scripts/bench/<script> with args, its stdin and stdout the command
 // line protocol jaxPeer speaks; a peer that fails to start is a benchmark failure.
 func startPeer(b *testing.B, py, script string, args ...string) *jaxPeer {
+	return startPeerEnv(b, nil, py, script, args...)
+}
+
+// startPeerEnv is startPeer with env (NAME=value entries) added to the peer's environment.
+func startPeerEnv(b *testing.B, env []string, py, script string, args ...string) *jaxPeer {
 	path, err := filepath.Abs(filepath.Join("..", "scripts", "bench", script))
 	if err != nil {
 		b.Fatal(err)
 	}
 	c := exec.Command(py, append([]string{path}, args...)...)
 	c.Stderr = os.Stderr
+	c.Env = append(os.Environ(), env...)
 	if t := peerTunables(b); t != "" {
-		c.Env = append(os.Environ(), "GLIBC_TUNABLES="+t)
+		c.Env = append(c.Env, "GLIBC_TUNABLES="+t)
 	}
 	in, err := c.StdinPipe()
 	if err != nil {

@@ -30,8 +30,9 @@ CPUs this process may run on) --matmul 1024 (the roofline matmul's square size)
 mlp and cnn at batch 128, the transformer at 32).
 
 Protocol: one command per line on stdin, one answer line per command on stdout, flushed.
-  (start)   -> "ready compile_ms=<ms> jax=<v> jaxlib=<v> optax=<v> threads=<n>" once the train
-               step is lowered, compiled (compile_ms: that alone) and run once untimed.
+  (start)   -> "ready compile_ms=<ms> jax=<v> jaxlib=<v> optax=<v> threads=<n> platform=<p>
+               device=<kind>" once the train step is lowered, compiled (compile_ms: that alone)
+               and run once untimed; platform is JAX's (cpu, gpu), as JAX_PLATFORMS chose.
   "step"    -> "step_ms=<ms>": one repeat, timed from the end of its first step (its loss read
                back) to the end of its last, divided by --steps - 1. The Go sides time the same span.
   "matmul"  -> "matmul_gflops=<GFLOP/s>": a jitted [m,m] @ [m,m] matmul on the same two device
@@ -263,7 +264,8 @@ def main(argv):
         return float(loss), float(acc)
 
     say(f"ready compile_ms={compile_ms:.1f} jax={jax.__version__} jaxlib={jaxlib.__version__} "
-        f"optax={optax.__version__} threads={threads}")
+        f"optax={optax.__version__} threads={threads} platform={jax.devices()[0].platform} "
+        f"device={jax.devices()[0].device_kind.replace(' ', '_')}")
 
     for line in sys.stdin:
         cmd = line.strip()
