@@ -82,7 +82,8 @@ type Resolved struct {
 	Backend backends.Backend // shared by the whole process; do not Finalize
 	// CompileCache is the disk compile cache in use from this resolution on (see UseCompileCache).
 	CompileCache CompileCache
-	// HostAlloc is how the C allocator under the plugin was set up at load (package hostalloc).
+	// HostAlloc is how the C allocator under the plugin is set up (package hostalloc): steady
+	// under the CPU plugin, glibc's defaults under a GPU.
 	HostAlloc string
 }
 
@@ -108,15 +109,16 @@ func Resolve(force string) (*Resolved, error) { return ResolveWithCache(force, C
 func ResolveWithCache(force string, cache CacheSetting) (*Resolved, error) {
 	// A mistyped $NITRO_HOST_MALLOC left glibc's defaults in place: refuse rather than run with
 	// a policy the user did not choose.
-	alloc, err := hostalloc.Policy()
-	if err != nil {
+	if _, err := hostalloc.Policy(); err != nil {
 		return nil, err
 	}
 	r, err := resolve(force)
 	if err != nil {
 		return nil, err
 	}
-	r.HostAlloc = alloc
+	// What is in effect now: resolving the CPU plugin applied the steady policy; a GPU or the
+	// pure-Go backend leaves glibc's defaults.
+	r.HostAlloc, _ = hostalloc.Policy() // its one error was refused above
 	if r.Name == Go {
 		r.CompileCache = CompileCache{Source: "the pure-Go backend compiles nothing to disk"}
 		return r, nil
@@ -217,6 +219,12 @@ func get(name, plugin, reason string) (*Resolved, error) {
 	var interposeWarning string
 	switch name {
 	case XLA:
+		// The CPU client allocates each step's temporaries with malloc from its worker threads:
+		// the steady policy keeps them mapped, and must be in place before those threads start.
+		// Only here: on a GPU one arena serializes the compiler's autotuning threads.
+		if _, err := hostalloc.Steady(); err != nil {
+			return nil, err
+		}
 		// An absolute path skips gopjrt's own search; shared_buffers lets the CPU plugin alias host
 		// memory, which gopjrt only turns on by itself for a plugin named plainly "cpu". The
 		// plugin starts under the interposer (the disk compile cache's hook), whose name is an

@@ -25,7 +25,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(compileChildEnv) != "" {
 		os.Exit(compileChild())
 	}
-	if os.Getenv(hostAllocChildEnv) != "" {
+	if v := os.Getenv(hostAllocChildEnv); v == "order" {
+		os.Exit(hostAllocOrderChild())
+	} else if v != "" {
 		_, err := backend.Resolve(backend.Go)
 		fmt.Printf("RESOLVE-ERROR %v\n", err)
 		os.Exit(0)

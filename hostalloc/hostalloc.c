@@ -1,16 +1,36 @@
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "hostalloc.h"
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
 
 static int state = NITRO_HOSTALLOC_NOT_GLIBC;
+static int arenas_before;
 static char bad_value[64];
+static pthread_mutex_t apply_mu = PTHREAD_MUTEX_INITIALIZER;
 
-// Runs when the binary loads, before the Go runtime or the plugin start a thread: glibc fixes
-// how many arenas threads may take at the first malloc of a thread other than the main one, so
-// the limit must be in place before that.
+// gpu_possible: the run may be on a GPU, so the steady policy waits for the CPU plugin to start
+// (nitro_hostalloc_steady): $NITRO_BACKEND names another backend than the CPU plugin, or leaves
+// the choice to nitro on a host with an NVIDIA driver (where a CUDA plugin is preferred).
+static int gpu_possible(void) {
+	const char *b = getenv(NITRO_HOSTALLOC_BACKEND_ENV);
+	if (b != NULL && b[0] != 0 && strcmp(b, "auto") != 0) {
+		return strcmp(b, "xla") != 0 && strcmp(b, "pjrt") != 0 && strcmp(b, "stablehlo") != 0;
+	}
+	return access("/proc/driver/nvidia/version", F_OK) == 0 || access("/dev/nvidiactl", F_OK) == 0;
+}
+
+static void apply_steady(void);
+
+// Reads the user's choice when the binary loads, and applies the steady policy then, before the
+// Go runtime or a plugin start a thread, when the run can only be on the CPU. glibc fixes how
+// many arenas threads may take when a thread first needs one past those it made freely, and each
+// Go thread takes one at its start: only a limit set here holds for every thread. Where the run
+// may be on a GPU it waits: one arena there serializes the GPU compiler's autotuning threads.
 __attribute__((constructor)) static void nitro_hostalloc_init(void) {
 	const char *v = getenv("NITRO_HOST_MALLOC");
 	if (v != NULL && strcmp(v, "system") == 0) {
@@ -28,26 +48,69 @@ __attribute__((constructor)) static void nitro_hostalloc_init(void) {
 		state = NITRO_HOSTALLOC_TUNABLES;
 		return;
 	}
+	state = NITRO_HOSTALLOC_PENDING;
+	if (!gpu_possible()) apply_steady();
+#endif
+}
+
+#ifdef __GLIBC__
+// arenas counts the malloc arenas threads have taken so far (malloc_info writes one <heap> each).
+static int arenas(void) {
+	char *buf = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&buf, &size);
+	if (f == NULL) return -1;
+	if (malloc_info(0, f) != 0) {
+		fclose(f);
+		free(buf);
+		return -1;
+	}
+	fclose(f);
+	int n = 0;
+	for (char *p = buf; p != NULL && (p = strstr(p, "<heap nr=")) != NULL; p++) n++;
+	free(buf);
+	return n;
+}
+#endif
+
+// apply_steady sets the policy if it is still pending (callers hold apply_mu, or run before any
+// thread).
+static void apply_steady(void) {
+#ifdef __GLIBC__
+	if (state != NITRO_HOSTALLOC_PENDING) return;
+	arenas_before = arenas();
 	// One arena: a block freed by any thread is reusable by all, and the main heap grows without
 	// the 64 MiB bound of a thread arena's heaps. No mmap: large blocks come from that heap.
 	// Trimming off (-1): what a step frees stays mapped for the next one.
 	if (mallopt(M_ARENA_MAX, 1) != 1) {
 		state = NITRO_HOSTALLOC_REFUSED_ARENA;
-		return;
-	}
-	if (mallopt(M_MMAP_MAX, 0) != 1) {
+	} else if (mallopt(M_MMAP_MAX, 0) != 1) {
 		state = NITRO_HOSTALLOC_REFUSED_MMAP;
-		return;
-	}
-	if (mallopt(M_TRIM_THRESHOLD, -1) != 1) {
+	} else if (mallopt(M_TRIM_THRESHOLD, -1) != 1) {
 		state = NITRO_HOSTALLOC_REFUSED_TRIM;
-		return;
+	} else {
+		state = NITRO_HOSTALLOC_STEADY;
 	}
-	state = NITRO_HOSTALLOC_STEADY;
 #endif
 }
 
-int nitro_hostalloc_state(void) { return state; }
+// Applies the steady policy now if it waited at load; returns the state. Threads that took an
+// arena before keep it (arenas_before counts them).
+int nitro_hostalloc_steady(void) {
+	pthread_mutex_lock(&apply_mu);
+	apply_steady();
+	int s = state;
+	pthread_mutex_unlock(&apply_mu);
+	return s;
+}
+
+int nitro_hostalloc_arenas_before(void) { return arenas_before; }
+int nitro_hostalloc_state(void) {
+	pthread_mutex_lock(&apply_mu);
+	int s = state;
+	pthread_mutex_unlock(&apply_mu);
+	return s;
+}
 const char *nitro_hostalloc_bad_value(void) { return bad_value; }
 
 #include <sys/resource.h>

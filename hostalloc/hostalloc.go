@@ -10,12 +10,30 @@ import "fmt"
 // Env is the variable that chooses the policy: "steady" (the default) or "system".
 const Env = "NITRO_HOST_MALLOC"
 
-// Policy says what was applied at load, in one line for a config report, or an error naming
-// Env when its value is neither choice (then nothing was applied).
-func Policy() (string, error) {
-	switch C.nitro_hostalloc_state() {
+// BackendEnv is the variable that names the backend (package backend's EnvBackend): when it names
+// another backend than the CPU plugin, the policy waits for Steady.
+const BackendEnv = C.NITRO_HOSTALLOC_BACKEND_ENV
+
+// Policy says what is in effect, in one line for a config report, or an error naming Env when
+// its value is neither choice (then nothing is applied, ever).
+func Policy() (string, error) { return report(C.nitro_hostalloc_state()) }
+
+// Steady applies the steady policy, once, unless the user chose otherwise (Env=system, a malloc
+// setting in GLIBC_TUNABLES), and reports what is in effect as Policy does. Call it before the CPU
+// plugin's client starts its threads: the one-arena limit holds for threads that take an arena
+// after it.
+func Steady() (string, error) { return report(C.nitro_hostalloc_steady()) }
+
+func report(state C.int) (string, error) {
+	switch state {
 	case C.NITRO_HOSTALLOC_STEADY:
-		return "steady: one malloc arena, no mmap, no trimming (freed step buffers are reused; $" + Env + "=system for glibc's defaults)", nil
+		line := "steady: one malloc arena, no mmap, no trimming (freed step buffers are reused; $" + Env + "=system for glibc's defaults)"
+		if n := int(C.nitro_hostalloc_arenas_before()); n > 1 {
+			line += fmt.Sprintf("; applied after %d arenas were taken: their threads keep them, and glibc maps a block over 64 MiB from one of them directly", n)
+		}
+		return line, nil
+	case C.NITRO_HOSTALLOC_PENDING:
+		return "glibc's defaults: the steady policy (one malloc arena, no mmap, no trimming) serves the CPU plugin's step buffers, and no CPU plugin has started", nil
 	case C.NITRO_HOSTALLOC_SYSTEM:
 		return "glibc's defaults ($" + Env + "=system)", nil
 	case C.NITRO_HOSTALLOC_TUNABLES:
@@ -32,6 +50,4 @@ func Policy() (string, error) {
 	return "the C library's defaults (the steady policy needs glibc)", nil
 }
 
-// refault is the minor page faults of writing a freed and reallocated block of n bytes (see
-// nitro_hostalloc_refault): for the tests.
 func refault(n int) int64 { return int64(C.nitro_hostalloc_refault(C.size_t(n))) }

@@ -181,7 +181,7 @@ for exp in mnist-mlp mnist-cnn; do
   step "nitro $exp on cuda, batch 1024, fused step"
   NITRO_BACKEND=cuda timeout 300 "$bin/nitro" train "$exp" --fused --set BatchSize=1024 "${mnist[@]}" --max-epochs 2 \
     --no-checkpoints --no-log --no-progress --run-dir "$out/$exp" >"$out/$exp.log" 2>&1
-  grep -E '^  backend |^epoch [12]/|rror' "$out/$exp.log" || tail -20 "$out/$exp.log"
+  grep -E '^  backend |^  host allocator |^epoch [12]/|rror' "$out/$exp.log" || tail -20 "$out/$exp.log"
 done
 
 step "JAX peer on the same GPU (scripts/bench/jax_families.py), batch 1024"
