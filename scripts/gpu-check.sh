@@ -185,13 +185,17 @@ for exp in mnist-mlp mnist-cnn; do
 done
 
 step "JAX peer on the same GPU (scripts/bench/jax_families.py), batch 1024"
+peer=ok
 if [[ -n "${NITRO_JAX_PYTHON:-}" ]]; then
   JAX_PLATFORMS=cuda "$NITRO_JAX_PYTHON" -c 'import jax; print("jax", jax.__version__, jax.devices())'
   for fam in mlp cnn; do
     # 3 timed repeats of 50 steps each; step_ms is the mean step of one repeat.
     printf 'step\nstep\nstep\nflops\nquit\n' |
       JAX_PLATFORMS=cuda XLA_PYTHON_CLIENT_PREALLOCATE=false timeout 300 "$NITRO_JAX_PYTHON" scripts/bench/jax_families.py --family "$fam" --batch 1024 --steps 50 |
-      sed "s/^/jax $fam: /"
+      sed "s/^/jax $fam: /" | tee "$out/jax-$fam.log"
+    # A peer that ran on the CPU would make every ratio a GPU against a CPU: say so.
+    grep -q '^jax [a-z]*: ready .* platform=gpu ' "$out/jax-$fam.log" ||
+      { echo "FAIL: the JAX peer did not run on the GPU (its ready line names another platform, or it did not start)" >&2; peer=FAIL; }
   done
 else
   echo "NITRO_JAX_PYTHON is unset: no JAX figures (a python with jax (CUDA) 0.11.2 and optax)"
@@ -208,4 +212,4 @@ sed -n '/^the families, nitro against/,$p' "$out/families.log" | head -30
 grep -E 'FAIL|panic|rror' "$out/families.log" | head -10
 echo
 echo "logs: $out"
-[[ "$twoproc" != FAIL && "$cache" != FAIL ]] || exit 1
+[[ "$twoproc" != FAIL && "$cache" != FAIL && "$peer" != FAIL ]] || exit 1
