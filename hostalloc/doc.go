@@ -7,6 +7,8 @@
 // next step, and the process keeps its peak heap. The caller applies it just before the CPU
 // plugin's client starts its threads, and only for that plugin: a GPU keeps step buffers on the
 // device, and one arena serializes the GPU compiler's autotuning threads (compiles 5x longer).
+// On the CPU it costs a step of many small kernels, whose threads share the arena's lock (a
+// transformer at batch 32: 10-15%); "system" is the better choice there (docs/profiling.md).
 //
 // $NITRO_HOST_MALLOC chooses: "steady" (or unset) lets Steady apply it; "system" keeps glibc's
 // defaults; a GLIBC_TUNABLES holding any glibc.malloc setting is the user's choice and is left
