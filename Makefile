@@ -57,13 +57,14 @@ serve-venv:
 cuda-wheel:
 	@NITRO_SKIP_CUDA_WHEEL= ./scripts/install-pjrt.sh
 
-## gpu-bin: the programs scripts/gpu-check.sh runs (nitro, backend.test, integration.test), built here
+## gpu-bin: the programs scripts/gpu-check.sh runs (nitro, backend.test, integration.test, xprocess), built here
 ## and gzipped into .nitro/gpu-bin for a GPU host without Go (NITRO_GPU_BIN=.nitro/gpu-bin there)
 gpu-bin:
 	@mkdir -p .nitro/gpu-bin && rm -f .nitro/gpu-bin/*
 	@$(GO) build -ldflags='-s -w' -o .nitro/gpu-bin/nitro ./cmd/nitro
 	@$(GO) test -c -ldflags='-s -w' -o .nitro/gpu-bin/backend.test ./backend/
 	@cd integration && $(GO) test -c -ldflags='-s -w' -o ../.nitro/gpu-bin/integration.test .
+	@$(GO) build -ldflags='-s -w' -o .nitro/gpu-bin/xprocess ./integration/testdata/xprocess
 	@gzip -9 .nitro/gpu-bin/*
 	@ls -l .nitro/gpu-bin
 

@@ -13,8 +13,8 @@
 #                           NVIDIA libraries go on LD_LIBRARY_PATH, and XLA's CUDA data folder
 #                           (ptxas, libdevice) is the first of those wheels' or /usr/local/cuda
 #                           that holds libdevice
-#   NITRO_GPU_BIN=DIR       nitro, backend.test and integration.test built elsewhere (`make
-#                           gpu-bin`), for a host without Go
+#   NITRO_GPU_BIN=DIR       nitro, backend.test, integration.test and xprocess built elsewhere
+#                           (`make gpu-bin`), for a host without Go
 #   NITRO_MNIST_DIR=DIR     the MNIST idx.gz files, for a host without the Go module cache
 #   NITRO_JAX_PYTHON=PY     a python with jax (CUDA) 0.11.2 and optax, for the JAX peer
 #   SKIP_INSTALL=1          use the CUDA plugin already installed in .nitro/pjrt
@@ -32,7 +32,8 @@ if [[ -z "$bin" ]]; then
   bin="$out/bin"
   mkdir -p "$bin"
   go build -o "$bin/nitro" ./cmd/nitro && go test -c -o "$bin/backend.test" ./backend/ &&
-    (cd integration && go test -c -o "$bin/integration.test" .) || { echo "build failed" >&2; exit 1; }
+    (cd integration && go test -c -o "$bin/integration.test" .) &&
+    go build -o "$bin/xprocess" ./integration/testdata/xprocess || { echo "build failed" >&2; exit 1; }
 fi
 # Gzipped programs (make gpu-bin) are unpacked once into $out/bin.
 if compgen -G "$bin/*.gz" >/dev/null; then
@@ -109,11 +110,12 @@ step "two processes, one GPU each: one model, its gradients averaged on the GPUs
 twoproc=skipped
 if (( ngpu >= 2 )); then
   grep -E 'rank [01] of 2|process [01] of 2|RAN' "$out/check.log"
-  go build -o "$out/xprocess" ./integration/testdata/xprocess
+  [[ -x "$bin/xprocess" ]] || go build -o "$bin/xprocess" ./integration/testdata/xprocess ||
+    { echo "FAIL: no xprocess program (make gpu-bin builds it)" >&2; twoproc=FAIL; }
   port=$((20000 + RANDOM % 20000))
   for r in 0 1; do
     CUDA_VISIBLE_DEVICES=$r NITRO_RANK=$r NITRO_WORLD_SIZE=2 NITRO_COORDINATOR=127.0.0.1:$port NITRO_BACKEND=cuda \
-      timeout 600 "$out/xprocess" >"$out/xprocess-$r.log" 2>&1 &
+      timeout 600 "$bin/xprocess" >"$out/xprocess-$r.log" 2>&1 &
   done
   wait
   twoproc=ok
