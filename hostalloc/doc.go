@@ -10,8 +10,8 @@
 // On the CPU it costs a step of many small kernels, whose threads share the arena's lock (a
 // transformer at batch 32: 10-15%); "system" is the better choice there (docs/profiling.md).
 //
-// $NITRO_HOST_MALLOC chooses: "steady" (or unset) lets Steady apply it; "system" keeps glibc's
-// defaults; a GLIBC_TUNABLES holding any glibc.malloc setting is the user's choice and is left
+// $NITRO_HOST_MALLOC chooses: unset lets nitro apply it as above; "steady" applies it at load
+// wherever the run is; "system" keeps glibc's defaults; a GLIBC_TUNABLES holding any glibc.malloc setting is the user's choice and is left
 // alone. Policy and Steady report what is in effect, and return an error naming the variable for
 // any other value (nothing is applied then). Without glibc nothing is applied and they say so.
 //

@@ -49,7 +49,9 @@ __attribute__((constructor)) static void nitro_hostalloc_init(void) {
 		return;
 	}
 	state = NITRO_HOSTALLOC_PENDING;
-	if (!gpu_possible()) apply_steady();
+	// An explicit "steady" is the user's choice and holds from load, GPU or not; unset, nitro
+	// chooses by where the run can be.
+	if ((v != NULL && v[0] != 0) || !gpu_possible()) apply_steady();
 #endif
 }
 

@@ -102,10 +102,12 @@ func TestSteadyWaitsWhereTheRunMayBeOnAGPU(t *testing.T) {
 	_, nvidiaCtl := os.Stat("/dev/nvidiactl")
 	gpuHost := nvidiaDriver == nil || nvidiaCtl == nil
 	for _, c := range []struct {
-		backend string
-		waits   bool
-	}{{"cuda", true}, {"go", true}, {"xla", false}, {"", gpuHost}} {
-		after, before, faults := childBefore(t, Env+"=", BackendEnv+"="+c.backend, "GLIBC_TUNABLES=")
+		backend, choice string
+		waits           bool
+	}{{"cuda", "", true}, {"go", "", true}, {"xla", "", false}, {"", "", gpuHost},
+		// The user's explicit choice is not deferred: it holds from load, on a GPU run too.
+		{"cuda", "steady", false}} {
+		after, before, faults := childBefore(t, Env+"="+c.choice, BackendEnv+"="+c.backend, "GLIBC_TUNABLES=")
 		beforeFaults := int64(-1)
 		if i := strings.LastIndexByte(before, ' '); i >= 0 {
 			beforeFaults, _ = strconv.ParseInt(before[i+1:], 10, 64)
