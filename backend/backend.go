@@ -83,7 +83,7 @@ type Resolved struct {
 	// CompileCache is the disk compile cache in use from this resolution on (see UseCompileCache).
 	CompileCache CompileCache
 	// HostAlloc is how the C allocator under the plugin is set up (package hostalloc): steady
-	// under the CPU plugin, glibc's defaults under a GPU.
+	// under the CPU plugin, glibc's defaults under a GPU unless $NITRO_HOST_MALLOC=steady.
 	HostAlloc string
 }
 
