@@ -82,8 +82,9 @@ type Resolved struct {
 	Backend backends.Backend // shared by the whole process; do not Finalize
 	// CompileCache is the disk compile cache in use from this resolution on (see UseCompileCache).
 	CompileCache CompileCache
-	// HostAlloc is how the C allocator under the plugin is set up (package hostalloc): steady
-	// under the CPU plugin, glibc's defaults under a GPU unless $NITRO_HOST_MALLOC=steady.
+	// HostAlloc is how the C allocator under the plugin is set up (package hostalloc): the
+	// large-block cache under the CPU plugin, glibc's defaults under a GPU, unless
+	// $NITRO_HOST_MALLOC chose.
 	HostAlloc string
 }
 
@@ -116,7 +117,7 @@ func ResolveWithCache(force string, cache CacheSetting) (*Resolved, error) {
 	if err != nil {
 		return nil, err
 	}
-	// What is in effect now: resolving the CPU plugin applied the steady policy; a GPU or the
+	// What is in effect now: resolving the CPU plugin turned the large-block cache on; a GPU or the
 	// pure-Go backend leaves glibc's defaults.
 	r.HostAlloc, _ = hostalloc.Policy() // its one error was refused above
 	if r.Name == Go {
@@ -219,10 +220,9 @@ func get(name, plugin, reason string) (*Resolved, error) {
 	var interposeWarning string
 	switch name {
 	case XLA:
-		// The CPU client allocates each step's temporaries with malloc from its worker threads:
-		// the steady policy keeps them mapped, and must be in place before those threads start.
-		// Only here: on a GPU one arena serializes the compiler's autotuning threads.
-		if _, err := hostalloc.Steady(); err != nil {
+		// The CPU client allocates each step's temporaries with malloc: the large-block cache
+		// keeps them mapped between steps. Only here: a GPU keeps step buffers on the device.
+		if _, err := hostalloc.Apply(); err != nil {
 			return nil, err
 		}
 		// An absolute path skips gopjrt's own search; shared_buffers lets the CPU plugin alias host

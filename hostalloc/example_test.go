@@ -18,10 +18,10 @@ func ExamplePolicy() {
 	// Output: true
 }
 
-// A backend calls Steady just before the CPU plugin's client starts its threads (never for a GPU);
-// the line it returns is the config report's.
-func ExampleSteady() {
-	line, err := hostalloc.Steady()
+// A backend calls Apply just before the CPU plugin's client starts (never for a GPU); the line it
+// returns is the config report's.
+func ExampleApply() {
+	line, err := hostalloc.Apply()
 	if err != nil {
 		fmt.Println("refused:", err)
 		return

@@ -2,42 +2,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "hostalloc.h"
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
 
 static int state = NITRO_HOSTALLOC_NOT_GLIBC;
-static int arenas_before;
 static char bad_value[64];
+static int preloaded;
 static pthread_mutex_t apply_mu = PTHREAD_MUTEX_INITIALIZER;
 
-// gpu_possible: the run may be on a GPU, so the steady policy waits for the CPU plugin to start
-// (nitro_hostalloc_steady): $NITRO_BACKEND names another backend than the CPU plugin, or leaves
-// the choice to nitro on a host with an NVIDIA driver (where a CUDA plugin is preferred).
-static int gpu_possible(void) {
-	const char *b = getenv(NITRO_HOSTALLOC_BACKEND_ENV);
-	if (b != NULL && b[0] != 0 && strcmp(b, "auto") != 0) {
-		return strcmp(b, "xla") != 0 && strcmp(b, "pjrt") != 0 && strcmp(b, "stablehlo") != 0;
-	}
-	return access("/proc/driver/nvidia/version", F_OK) == 0 || access("/dev/nvidiactl", F_OK) == 0;
-}
-
 static void apply_steady(void);
+static void apply_blocks(void);
 
-// Reads the user's choice when the binary loads, and applies the steady policy then, before the
-// Go runtime or a plugin start a thread, when the run can only be on the CPU. glibc fixes how
+// Reads the user's choice when the binary loads. Unset, nothing happens until the CPU plugin
+// starts (nitro_hostalloc_apply). An explicit choice holds from load, wherever the run is:
+// "steady" must be set before the Go runtime or a plugin start a thread, because glibc fixes how
 // many arenas threads may take when a thread first needs one past those it made freely, and each
-// Go thread takes one at its start: only a limit set here holds for every thread. Where the run
-// may be on a GPU it waits: one arena there serializes the GPU compiler's autotuning threads.
+// Go thread takes one at its start; only a limit set here holds for every thread.
 __attribute__((constructor)) static void nitro_hostalloc_init(void) {
+	preloaded = nitro_blocks_preloaded();
 	const char *v = getenv("NITRO_HOST_MALLOC");
 	if (v != NULL && strcmp(v, "system") == 0) {
 		state = NITRO_HOSTALLOC_SYSTEM;
 		return;
 	}
-	if (v != NULL && v[0] != 0 && strcmp(v, "steady") != 0) {
+	if (v != NULL && v[0] != 0 && strcmp(v, "steady") != 0 && strcmp(v, "blocks") != 0) {
 		strncpy(bad_value, v, sizeof bad_value - 1);
 		state = NITRO_HOSTALLOC_BAD_VALUE;
 		return;
@@ -49,38 +39,18 @@ __attribute__((constructor)) static void nitro_hostalloc_init(void) {
 		return;
 	}
 	state = NITRO_HOSTALLOC_PENDING;
-	// An explicit "steady" is the user's choice and holds from load, GPU or not; unset, nitro
-	// chooses by where the run can be.
-	if ((v != NULL && v[0] != 0) || !gpu_possible()) apply_steady();
-#endif
-}
-
-#ifdef __GLIBC__
-// arenas counts the malloc arenas threads have taken so far (malloc_info writes one <heap> each).
-static int arenas(void) {
-	char *buf = NULL;
-	size_t size = 0;
-	FILE *f = open_memstream(&buf, &size);
-	if (f == NULL) return -1;
-	if (malloc_info(0, f) != 0) {
-		fclose(f);
-		free(buf);
-		return -1;
+	if (v != NULL && strcmp(v, "steady") == 0) {
+		apply_steady();
+	} else if (v != NULL && strcmp(v, "blocks") == 0) {
+		apply_blocks();
 	}
-	fclose(f);
-	int n = 0;
-	for (char *p = buf; p != NULL && (p = strstr(p, "<heap nr=")) != NULL; p++) n++;
-	free(buf);
-	return n;
-}
 #endif
+}
 
-// apply_steady sets the policy if it is still pending (callers hold apply_mu, or run before any
-// thread).
+// apply_steady sets the one-arena policy if nothing is in effect yet (run before any thread).
 static void apply_steady(void) {
 #ifdef __GLIBC__
 	if (state != NITRO_HOSTALLOC_PENDING) return;
-	arenas_before = arenas();
 	// One arena: a block freed by any thread is reusable by all, and the main heap grows without
 	// the 64 MiB bound of a thread arena's heaps. No mmap: large blocks come from that heap.
 	// Trimming off (-1): what a step frees stays mapped for the next one.
@@ -96,17 +66,37 @@ static void apply_steady(void) {
 #endif
 }
 
-// Applies the steady policy now if it waited at load; returns the state. Threads that took an
-// arena before keep it (arenas_before counts them).
-int nitro_hostalloc_steady(void) {
+// apply_blocks turns the large-block cache on if nothing is in effect yet (callers hold apply_mu,
+// or run before any thread). Below the cache's threshold glibc's arenas stay, each thread on its
+// own, but keep what is freed too: a fixed mmap threshold at the cache's (glibc's dynamic one
+// starts at 128 KiB and maps blocks until a free raises it) and no trimming (a thread arena's heap
+// shrinks and grows again every step otherwise: hundreds of faults a step for an MLP's 4 MiB
+// arrays). Both are process-wide settings, so unlike the arena limit they hold for threads
+// already running.
+static void apply_blocks(void) {
+#ifdef __GLIBC__
+	if (state != NITRO_HOSTALLOC_PENDING) return;
+	if (!nitro_blocks_enable()) {
+		state = NITRO_HOSTALLOC_REFUSED_RANGE;
+	} else if (mallopt(M_MMAP_THRESHOLD, (int)nitro_blocks_min()) != 1) {
+		state = NITRO_HOSTALLOC_BLOCKS_REFUSED_MMAP;
+	} else if (mallopt(M_TRIM_THRESHOLD, -1) != 1) {
+		state = NITRO_HOSTALLOC_BLOCKS_REFUSED_TRIM;
+	} else {
+		state = NITRO_HOSTALLOC_BLOCKS;
+	}
+#endif
+}
+
+// Turns the large-block cache on if nothing is in effect yet; returns the state.
+int nitro_hostalloc_apply(void) {
 	pthread_mutex_lock(&apply_mu);
-	apply_steady();
+	apply_blocks();
 	int s = state;
 	pthread_mutex_unlock(&apply_mu);
 	return s;
 }
 
-int nitro_hostalloc_arenas_before(void) { return arenas_before; }
 int nitro_hostalloc_state(void) {
 	pthread_mutex_lock(&apply_mu);
 	int s = state;
@@ -114,6 +104,7 @@ int nitro_hostalloc_state(void) {
 	return s;
 }
 const char *nitro_hostalloc_bad_value(void) { return bad_value; }
+int nitro_hostalloc_preloaded(void) { return preloaded; }
 
 #include <sys/resource.h>
 

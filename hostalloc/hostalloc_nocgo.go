@@ -2,16 +2,23 @@
 
 package hostalloc
 
-// Env is the variable that chooses the policy: "steady" (the default) or "system".
+// Env is the variable that chooses the policy (see the cgo build).
 const Env = "NITRO_HOST_MALLOC"
-
-// BackendEnv is the variable that names the backend (see the cgo build).
-const BackendEnv = "NITRO_BACKEND"
 
 // Policy says nothing was applied: without cgo no C allocator is set up (nor a plugin loaded).
 func Policy() (string, error) { return "the C library's defaults (built without cgo)", nil }
 
-// Steady applies nothing without cgo, and says so.
-func Steady() (string, error) { return Policy() }
+// Apply applies nothing without cgo, and says so.
+func Apply() (string, error) { return Policy() }
+
+// Blocks counts the large-block cache's work (see the cgo build).
+type Blocks struct {
+	Served, Reused                        int64
+	InUseBytes, CachedBytes, DroppedBytes int64
+	ReservedBytes                         int64
+}
+
+// BlockStats is all zero without cgo: there is no cache.
+func BlockStats() Blocks { return Blocks{} }
 
 func refault(n int) int64 { return -1 }

@@ -15,30 +15,25 @@ const block = 64 << 20 // over glibc's largest mmap threshold (32 MiB), so syste
 // childEnv marks a re-executed test binary that only reports its policy and refaults.
 const childEnv = "NITRO_HOSTALLOC_CHILD"
 
-// The child probes on the process's first thread, whose arena is glibc's main one: applied late,
-// the policy cannot move a thread that took its own arena earlier, and glibc maps a block over a
-// thread heap's 64 MiB bound directly whatever the mmap limit (docs/gpu.md says what that costs).
-func init() { runtime.LockOSThread() }
-
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		before, _ := Policy()
 		fb := refault(block)
-		p, err := Steady()
+		p, err := Apply()
 		fmt.Printf("BEFORE %q %d\nPOLICY %q %v\nREFAULT %d\n", before, fb, p, err, refault(block))
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
 
-// child runs this binary with the environment changes and returns its policy line after Steady and
+// child runs this binary with the environment changes and returns its policy line after Apply and
 // its refaults.
 func child(t *testing.T, env ...string) (policy string, faults int64) {
 	policy, _, faults = childBefore(t, env...)
 	return policy, faults
 }
 
-// childBefore is child, with the policy line before Steady too.
+// childBefore is child, with the policy line before Apply too.
 func childBefore(t *testing.T, env ...string) (policy, before string, faults int64) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
@@ -66,64 +61,50 @@ func childBefore(t *testing.T, env ...string) (policy, before string, faults int
 
 func needGlibcLinux(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("the steady policy is glibc's mallopt; this is " + runtime.GOOS)
+		t.Skip("nitro's policies are glibc's; this is " + runtime.GOOS)
 	}
 }
 
-// The default keeps a freed large block mapped: writing it again faults (almost) no page, where
-// glibc's defaults unmap it and fault every page back in.
-func TestSteadyReusesFreedBlocks(t *testing.T) {
-	needGlibcLinux(t)
-	pages := int64(block / 4096)
-	steady, sf := child(t, Env+"=", BackendEnv+"=xla", "GLIBC_TUNABLES=")
-	if !strings.Contains(steady, "steady") {
-		t.Fatalf("policy with %s unset: %s, want steady", Env, steady)
+// beforeFaults is the refault count on a child's policy line before Apply.
+func beforeFaults(before string) int64 {
+	n := int64(-1)
+	if i := strings.LastIndexByte(before, ' '); i >= 0 {
+		n, _ = strconv.ParseInt(before[i+1:], 10, 64)
 	}
-	system, yf := child(t, Env+"=system", BackendEnv+"=xla", "GLIBC_TUNABLES=")
-	if !strings.Contains(system, "=system") {
-		t.Fatalf("policy with %s=system: %s", Env, system)
-	}
-	t.Logf("second write of a freed %d MiB block: %d minor faults steady, %d with glibc's defaults (%d pages)", block>>20, sf, yf, pages)
-	if sf < 0 || sf > pages/20 {
-		t.Errorf("steady: %d faults rewriting a freed block of %d pages, want about none", sf, pages)
-	}
-	if yf < pages/2 {
-		t.Errorf("system: %d faults rewriting a freed block of %d pages, want about every page (is the probe measuring anything?)", yf, pages)
-	}
+	return n
 }
 
-// When the run may be on a GPU the policy waits for Steady (the CPU plugin's start): until then
-// glibc's defaults hold, and a freed block faults back in. When it can only be on the CPU it is in
-// place from load, before any thread took an arena.
-func TestSteadyWaitsWhereTheRunMayBeOnAGPU(t *testing.T) {
+// Unset, nothing is applied until Apply (the CPU plugin's start): a freed large block faults back
+// in, page by page, as under glibc's defaults. After Apply it stays mapped and is rewritten with
+// (almost) no fault. System keeps glibc's defaults throughout.
+func TestDefaultReusesFreedBlocksAfterApply(t *testing.T) {
 	needGlibcLinux(t)
 	pages := int64(block / 4096)
-	_, nvidiaDriver := os.Stat("/proc/driver/nvidia/version")
-	_, nvidiaCtl := os.Stat("/dev/nvidiactl")
-	gpuHost := nvidiaDriver == nil || nvidiaCtl == nil
-	for _, c := range []struct {
-		backend, choice string
-		waits           bool
-	}{{"cuda", "", true}, {"go", "", true}, {"xla", "", false}, {"", "", gpuHost},
-		// The user's explicit choice is not deferred: it holds from load, on a GPU run too.
-		{"cuda", "steady", false}} {
-		after, before, faults := childBefore(t, Env+"="+c.choice, BackendEnv+"="+c.backend, "GLIBC_TUNABLES=")
-		beforeFaults := int64(-1)
-		if i := strings.LastIndexByte(before, ' '); i >= 0 {
-			beforeFaults, _ = strconv.ParseInt(before[i+1:], 10, 64)
+	after, before, faults := childBefore(t, Env+"=", "GLIBC_TUNABLES=")
+	if !strings.Contains(before, "no CPU plugin has started") || beforeFaults(before) < pages/2 {
+		t.Errorf("before Apply: %s; want glibc's defaults, about every page of %d faulting again", before, pages)
+	}
+	if !strings.Contains(after, "large-block cache") || faults < 0 || faults > pages/20 {
+		t.Errorf("after Apply: %s with %d refaults of %d pages, want the large-block cache and about none", after, faults, pages)
+	}
+	system, yf := child(t, Env+"=system", "GLIBC_TUNABLES=")
+	if !strings.Contains(system, "=system") || yf < pages/2 {
+		t.Errorf("%s=system: %s with %d refaults, want glibc's defaults and about every page (is the probe measuring anything?)", Env, system, yf)
+	}
+	t.Logf("second write of a freed %d MiB block: %d minor faults before Apply, %d after, %d with system (%d pages)", block>>20, beforeFaults(before), faults, yf, pages)
+}
+
+// An explicit choice is the user's and holds from load, wherever the run is.
+func TestExplicitChoiceHoldsFromLoad(t *testing.T) {
+	needGlibcLinux(t)
+	pages := int64(block / 4096)
+	for _, c := range []struct{ choice, want string }{{"blocks", "large-block cache"}, {"steady", "one malloc arena, no mmap"}} {
+		after, before, faults := childBefore(t, Env+"="+c.choice, "GLIBC_TUNABLES=")
+		if !strings.Contains(before, c.want) || beforeFaults(before) > pages/20 {
+			t.Errorf("%s=%s: at load %s; want %q and about no refaults", Env, c.choice, before, c.want)
 		}
-		waited := strings.Contains(before, "no CPU plugin has started")
-		if waited != c.waits {
-			t.Errorf("%s=%q (GPU host: %v): policy at load %s; want waiting %v", BackendEnv, c.backend, gpuHost, before, c.waits)
-		}
-		if c.waits && beforeFaults < pages/2 {
-			t.Errorf("%s=%q: %d faults rewriting a freed block before Steady, want about every page (glibc's defaults)", BackendEnv, c.backend, beforeFaults)
-		}
-		if !c.waits && !strings.Contains(before, "steady: one malloc arena") {
-			t.Errorf("%s=%q: policy at load %s, want steady", BackendEnv, c.backend, before)
-		}
-		if !strings.Contains(after, "steady: one malloc arena") || faults > pages/20 {
-			t.Errorf("%s=%q: after Steady %s with %d refaults, want steady and about none", BackendEnv, c.backend, after, faults)
+		if !strings.Contains(after, c.want) || faults > pages/20 {
+			t.Errorf("%s=%s: Apply changed the policy to %s (%d refaults); the user's choice stays", Env, c.choice, after, faults)
 		}
 	}
 }
@@ -132,7 +113,7 @@ func TestSteadyWaitsWhereTheRunMayBeOnAGPU(t *testing.T) {
 func TestBadValueNamesTheVariable(t *testing.T) {
 	needGlibcLinux(t)
 	p, f := child(t, Env+"=stedy", "GLIBC_TUNABLES=")
-	if !strings.Contains(p, Env) || !strings.Contains(p, `"stedy"`) || !strings.Contains(p, "want steady") {
+	if !strings.Contains(p, Env) || !strings.Contains(p, `"stedy"`) || !strings.Contains(p, "want blocks") {
 		t.Errorf("policy with a bad value: %s, want an error naming %s and its value", p, Env)
 	}
 	if f < block/4096/2 {
@@ -146,5 +127,29 @@ func TestTunablesAreTheUsers(t *testing.T) {
 	p, _ := child(t, Env+"=", "GLIBC_TUNABLES=glibc.malloc.perturb=0")
 	if !strings.Contains(p, "GLIBC_TUNABLES") {
 		t.Errorf("policy with GLIBC_TUNABLES set: %s, want it left to the tunables", p)
+	}
+}
+
+// An allocator preloaded with LD_PRELOAD comes after the executable's malloc in symbol lookup, so
+// it is bypassed; the report says so rather than let the user believe it runs.
+func TestPreloadedAllocatorIsReported(t *testing.T) {
+	needGlibcLinux(t)
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "gcc"
+	}
+	dir := t.TempDir()
+	src, lib := dir+"/pre.c", dir+"/pre.so"
+	code := "#include <stddef.h>\nextern void *__libc_malloc(size_t);\nvoid *malloc(size_t n) { return __libc_malloc(n); }\n"
+	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cc, "-shared", "-fPIC", "-o", lib, src).CombinedOutput(); err != nil {
+		t.Fatalf("building a preloadable malloc with %s (cgo's compiler, which this package needs anyway): %v\n%s", cc, err, out)
+	}
+	plain, _ := child(t, Env+"=", "GLIBC_TUNABLES=")
+	pre, _ := child(t, Env+"=", "GLIBC_TUNABLES=", "LD_PRELOAD="+lib)
+	if strings.Contains(plain, "LD_PRELOAD") || !strings.Contains(pre, "LD_PRELOAD library is bypassed") {
+		t.Errorf("policy without a preload: %s\nwith one: %s\nwant the bypass said only with it", plain, pre)
 	}
 }

@@ -429,13 +429,13 @@ func startPeerEnv(b *testing.B, env []string, py, script string, args ...string)
 	return &jaxPeer{b: b, cmd: c, in: in, out: bufio.NewScanner(out)}
 }
 
-// peerMallocEnv gives the JAX peer nitro's host allocator policy (module hostalloc) when set to
-// "steady", as glibc tunables, so a comparison can hold the allocator equal on both sides; unset,
+// peerMallocEnv gives the JAX peer module hostalloc's steady policy when set to "steady", as glibc
+// tunables (the large-block cache, nitro's default, has no tunables form); unset,
 // the peer runs as JAX ships, with glibc's defaults (or the GLIBC_TUNABLES this process has).
 const peerMallocEnv = "NITRO_BENCH_PEER_MALLOC"
 
-// steadyTunables is hostalloc's policy written as glibc tunables: one arena, no mmap, and a trim
-// threshold (1 TiB) no step reaches.
+// steadyTunables is hostalloc's steady policy ($NITRO_HOST_MALLOC=steady) as glibc tunables: one
+// arena, no mmap, and a trim threshold (1 TiB) no step reaches.
 const steadyTunables = "glibc.malloc.arena_max=1:glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1099511627776"
 
 // peerTunables is the GLIBC_TUNABLES to start the peer with ("": inherit the environment).
@@ -460,12 +460,12 @@ func allocatorLine() string {
 	if err != nil {
 		ours = err.Error()
 	}
-	peer := "glibc's defaults, as JAX ships ($" + peerMallocEnv + "=steady gives it nitro's)"
+	peer := "glibc's defaults, as JAX ships ($" + peerMallocEnv + "=steady gives it nitro's steady policy)"
 	if t := os.Getenv("GLIBC_TUNABLES"); t != "" {
 		peer = "GLIBC_TUNABLES=" + t + " (inherited)"
 	}
 	if os.Getenv(peerMallocEnv) == "steady" {
-		peer = "nitro's policy, as GLIBC_TUNABLES=" + steadyTunables
+		peer = "nitro's steady policy, as GLIBC_TUNABLES=" + steadyTunables
 	}
 	return fmt.Sprintf("host allocator: this process (nitro and the GoMLX loops) %s; the JAX peer %s", ours, peer)
 }
