@@ -1,11 +1,11 @@
 // Package hostalloc keeps the CPU PJRT plugin's large host buffers mapped between steps. XLA's
 // CPU client allocates each execution's temporaries with malloc and frees them when it ends;
-// glibc maps every block of 32 MiB or more on malloc and unmaps it on free, so each step faulted
-// its largest temporaries in again, page by page (a transformer at batch 128: 14,800 minor faults
-// and a third of its CPU time a step). The large-block cache defines malloc and its kin in the
-// executable, where the plugin's calls bind too: a block of 32 MiB or more comes from an address
-// range reserved once, and stays mapped when freed for the next request it fits; smaller ones are
-// glibc's, arenas and all. Apply turns it on just before the CPU plugin's client starts, and only
+// glibc maps large blocks on malloc and unmaps them on free, so each step faulted its temporaries
+// in again, page by page (a transformer at batch 128: 14,800 minor faults and a third of its CPU
+// time a step). The large-block cache defines malloc and its kin in the executable, where the
+// plugin's calls bind too: a block of 1 MiB or more comes from an address range reserved once,
+// and stays mapped when freed for the next request it fits; smaller ones are glibc's arenas',
+// with no mmap and no trimming. Apply turns it on just before the CPU plugin's client starts, and only
 // for that plugin: a GPU keeps step buffers on the device. The cost: the process keeps its peak of
 // large blocks until it exits.
 //
