@@ -28,6 +28,8 @@ extern void __libc_free(void *);
 extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
 extern void *__libc_memalign(size_t, size_t);
+extern void *__libc_valloc(size_t);
+extern void *__libc_pvalloc(size_t);
 
 // From 1 MiB up. glibc maps every block of 32 MiB or more, and a thread arena's heaps are 64 MiB
 // at most: an arena that needs more makes another heap and unmaps it when it empties, so a step
@@ -237,12 +239,14 @@ struct nitro_blocks_stats nitro_blocks_stats(void) {
 
 static int enabled(void) { return atomic_load_explicit(&on, memory_order_acquire); }
 
-// libc_usable is glibc's malloc_usable_size, found past ours.
+// libc_usable is glibc's own malloc_usable_size, looked up in libc itself: the next definition
+// after ours could be a preloaded allocator's, which knows nothing of glibc's blocks.
 static size_t libc_usable(void *p) {
 	static size_t (*_Atomic fn)(void *);
 	size_t (*f)(void *) = atomic_load(&fn);
 	if (f == NULL) {
-		f = (size_t (*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
+		void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+		if (libc != NULL) f = (size_t (*)(void *))dlsym(libc, "malloc_usable_size");
 		if (f == NULL) corrupt("glibc's malloc_usable_size missing for", p);
 		atomic_store(&fn, f);
 	}
@@ -355,6 +359,21 @@ int posix_memalign(void **out, size_t align, size_t n) {
 void *aligned_alloc(size_t align, size_t n) {
 	if (align == 0 || (align & (align - 1)) != 0) return __libc_memalign(align, n); // glibc's answer
 	return aligned(align, n);
+}
+
+// The rest of the C library's entry points are defined too, so every block comes from and goes
+// back to this file's routing (a preloaded allocator would otherwise serve these and see its
+// blocks freed by glibc). They are rare and page-sized: glibc serves them.
+void *valloc(size_t n) { return __libc_valloc(n); }
+void *pvalloc(size_t n) { return __libc_pvalloc(n); }
+void free_sized(void *p, size_t n) {
+	(void)n;
+	free(p);
+}
+void free_aligned_sized(void *p, size_t align, size_t n) {
+	(void)align;
+	(void)n;
+	free(p);
 }
 
 void *memalign(size_t align, size_t n) {

@@ -207,6 +207,12 @@ func cornerUsable(t *testing.T) {
 		b[len(b)-1] = 1
 		cFree(p)
 	}
+	// valloc is glibc's, page aligned, and freed through the same routing.
+	v := cValloc(3 * mib)
+	if uintptr(v)%4096 != 0 || cUsable(v) < 3*mib {
+		t.Errorf("valloc(3 MiB) = %p with usable %d, want page aligned and at least 3 MiB", v, cUsable(v))
+	}
+	cFree(v)
 	if cUsable(nil) != 0 {
 		t.Errorf("malloc_usable_size(NULL) = %d, want 0", cUsable(nil))
 	}

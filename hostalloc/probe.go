@@ -10,6 +10,7 @@ package hostalloc
 #include <malloc.h>
 
 static int probe_posix_memalign(void **out, size_t align, size_t n) { return posix_memalign(out, align, n); }
+static void *probe_valloc(size_t n) { return valloc(n); }
 static void *probe_reallocarray(void *p, size_t count, size_t size) { return reallocarray(p, count, size); }
 */
 import "C"
@@ -22,6 +23,7 @@ func cRealloc(p unsafe.Pointer, n int) unsafe.Pointer { return C.realloc(p, C.si
 func cReallocArray(p unsafe.Pointer, count, size int) unsafe.Pointer {
 	return C.probe_reallocarray(p, C.size_t(count), C.size_t(size))
 }
+func cValloc(n int) unsafe.Pointer              { return C.probe_valloc(C.size_t(n)) }
 func cFree(p unsafe.Pointer)                    { C.free(p) }
 func cUsable(p unsafe.Pointer) int              { return int(C.malloc_usable_size(p)) }
 func cAlignedAlloc(align, n int) unsafe.Pointer { return C.aligned_alloc(C.size_t(align), C.size_t(n)) }
