@@ -26,11 +26,11 @@ func (e *Engine) TraceModel(width int, forwardKeys, stepKeys []string) error {
 		e.hooks.Forward(view, e.ctx, batch)
 	})
 	if err != nil {
-		return err
+		return e.explainMissingOp(err)
 	}
 	if e.hooks.TrainStep != nil && stepKeys != nil {
 		if err := e.traceManualShapes(width, stepKeys); err != nil {
-			return err
+			return e.explainMissingOp(err)
 		}
 	}
 	if err := e.checkForwardHostIndependent(width, forwardKeys); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/mesh"
@@ -168,7 +169,7 @@ func (e *Engine) getProgram(key compilecache.Key, build func(g *graph.Graph, src
 		return p, err
 	})
 	if err != nil {
-		return nil, err
+		return nil, e.explainMissingOp(err)
 	}
 	if lk.Why != "" {
 		e.notice(fmt.Sprintf("recompiling the %s program: %s", key.Kind, lk.Why))
@@ -180,6 +181,17 @@ func (e *Engine) getProgram(key compilecache.Key, build func(g *graph.Graph, src
 		}
 	}
 	return p, nil
+}
+
+// explainMissingOp adds the way out to a program that failed on an operation GoMLX's pure-Go
+// backend does not have (a convolution's padding, say): nothing in the model is wrong, and the
+// XLA CPU plugin has every operation. A run falls back to pure Go only when no plugin is found,
+// so the user often did not choose it.
+func (e *Engine) explainMissingOp(err error) error {
+	if e.backend.Name != backend.Go || !strings.Contains(err.Error(), "not implemented") {
+		return err
+	}
+	return fmt.Errorf("%w (this run is on GoMLX's pure-Go backend, which lacks that operation; the XLA CPU PJRT plugin has it: %s)", err, backend.SetupHint)
 }
 
 // checkCached traces the program from this handle's experiment as it is (Host values included)
