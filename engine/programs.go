@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
+	"github.com/gomlx/gomlx/backends/notimplemented"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -188,7 +190,7 @@ func (e *Engine) getProgram(key compilecache.Key, build func(g *graph.Graph, src
 // XLA CPU plugin has every operation. A run falls back to pure Go only when no plugin is found,
 // so the user often did not choose it.
 func (e *Engine) explainMissingOp(err error) error {
-	if e.backend.Name != backend.Go || !strings.Contains(err.Error(), "not implemented") {
+	if e.backend.Name != backend.Go || !errors.Is(err, notimplemented.NotImplementedError) {
 		return err
 	}
 	return fmt.Errorf("%w (this run is on GoMLX's pure-Go backend, which lacks that operation; the XLA CPU PJRT plugin has it: %s)", err, backend.SetupHint)
