@@ -9,8 +9,8 @@
 // Open MPI's, whose handles (MPI_COMM_WORLD, MPI_FLOAT, MPI_SUM, ...) are the addresses of the
 // exported objects ompi_mpi_comm_world, ompi_mpi_float, ompi_mpi_op_sum, .... Open refuses
 // another implementation (MPICH's integer handles would be read as pointers) by the name its
-// MPI_Get_library_version reports. Only cmd and integration import this package (depcheck): the
-// training path stays free of cgo.
+// MPI_Get_library_version reports. Only cmd and integration import this package (depcheck): core's
+// training path links no cgo of ours but pjrthook's interposer, and nothing of MPI.
 //
 // Errors come back from MPI (MPI_ERRORS_RETURN on MPI_COMM_WORLD) as Go errors with MPI's own
 // text. One Comm per process; its methods are for one goroutine at a time (MPI_THREAD_SERIALIZED).

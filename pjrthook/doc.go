@@ -13,8 +13,9 @@
 // and the key-value callbacks (a Store) for one rank of several; widening turns the program named
 // XProcessModule into one replica per process (LastWidening says what it did). Stats counts.
 //
-// The only cgo on the training path. The C half declares only the ABI slots it calls (checked
-// against pjrt_c_api.h by the layout test), keeps no Go pointers, and calls a plugin only through
-// its table. A plugin's compile error reaches the caller unchanged; a piece's failure never does.
-// At most four plugins a process.
+// The only cgo of ours that core's training path links (hostalloc, cgo too, is linked only by a
+// program that imports it, as the nitro CLI does). The C half declares only the ABI slots it
+// calls (checked against pjrt_c_api.h by the layout test), keeps no Go pointers, and calls a
+// plugin only through its table. A plugin's compile error reaches the caller unchanged; a piece's
+// failure never does. At most four plugins a process.
 package pjrthook
