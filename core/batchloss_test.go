@@ -14,7 +14,7 @@ import (
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/core/coretest"
-	"github.com/nitro-go/nitro/engine"
+	"github.com/nitro-go/nitro/hooks"
 	"github.com/nitro-go/nitro/prefetch"
 )
 
@@ -47,15 +47,15 @@ type l2Manual struct {
 	Outside bool `nitro:"graphconst"`
 }
 
-func (e *l2Manual) TrainStep(s *engine.ManualStep, in XY) engine.StepResult {
+func (e *l2Manual) TrainStep(s hooks.ManualStep, in XY) hooks.StepResult {
 	if e.Outside {
-		fnn.New(s.Ctx.In("fnn"), in.X, 1).Done()
+		fnn.New(s.Ctx().In("fnn"), in.X, 1).Done()
 	}
 	loss, grads := s.Backward(func(ctx *context.Context) *graph.Node {
 		return coretest.MSE(fnn.New(ctx.In("fnn"), in.X, 1).Done(), in.Y)
 	}, "default")
 	s.StepOptimizer("default", grads)
-	return engine.StepResult{Loss: loss}
+	return hooks.StepResult{Loss: loss}
 }
 
 // kernelL2 is the sum of squares of the parameters the L2 regularizer covers (the kernels).

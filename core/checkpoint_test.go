@@ -16,6 +16,7 @@ import (
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/core/coretest"
+	"github.com/nitro-go/nitro/hooks"
 	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/tensorfile"
@@ -299,10 +300,10 @@ func TestCheckpointMetricMustExist(t *testing.T) {
 // NaNMetric reports a metric that is NaN.
 type NaNMetric struct{ coretest.Base }
 
-func (*NaNMetric) Metrics(out core.Outputs, in coretest.Tgt) map[string]core.Metric {
+func (*NaNMetric) Metrics(out core.Outputs, in coretest.Tgt) map[string]hooks.Metric {
 	g := out["pred"].Graph()
 	zero := graph.ScalarZero(g, out["pred"].DType())
-	return map[string]core.Metric{"bad": {Sum: graph.Div(zero, zero)}, "mse": {Sum: coretest.MSE(out["pred"], in.Y)}}
+	return map[string]hooks.Metric{"bad": {Sum: graph.Div(zero, zero)}, "mse": {Sum: coretest.MSE(out["pred"], in.Y)}}
 }
 
 // TestNonFiniteControlMetricStops: the ranking metric goes through the validated readback; NaN

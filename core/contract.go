@@ -6,6 +6,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/nitro-go/nitro/engine"
+	"github.com/nitro-go/nitro/hooks"
 	"github.com/nitro-go/nitro/metrics"
 	"github.com/nitro-go/nitro/prefetch"
 )
@@ -23,8 +24,8 @@ import (
 //	checkpoint.go  CheckpointerChooser, CheckpointNamer
 //	earlystop.go   EarlyStopChooser (the policy it returns is an earlystop.Policy)
 //	model.go       ExportProvenancer (the export module calls it, through ModelView)
-//	manual.go      ManualChooser, OptimizerSetter (manual mode; TrainStep's engine.ManualStep
-//	               verbs Backward and StepOptimizer are in engine/manual_step.go)
+//	manual.go      ManualChooser, OptimizerSetter (manual mode; TrainStep's hooks.ManualStep
+//	               verbs Backward and StepOptimizer are package hooks' contract)
 //	dist.go        DistDataBuilder (BuildData(d dist.Dist): the DataBuilder form that takes the
 //	               run's rank and world size)
 //
@@ -35,22 +36,15 @@ import (
 // The framework hands it to Loss, Metrics and TrainMetrics exactly as Forward returned it.
 type Outputs map[string]*graph.Node
 
-// Metric is one evaluation metric's numerator and denominator for one batch. The framework sums
-// both over the split and divides at the end; a nil Count means "sum, do not divide", and with
-// a nil Count the Sum may be an array (summed elementwise, handed to FinalizeMetrics).
-type Metric struct {
-	Sum, Count *graph.Node
-}
-
 // The traced hooks take a batch parameter whose type varies per experiment, so they cannot be Go
 // interfaces (a method cannot take a type parameter): they are found and checked by reflection,
 // once, at setup.
 //
 //	Forward(ctx *context.Context, in B) Outputs                 required
 //	Loss(out Outputs, in B) *graph.Node                           required
-//	Metrics(out Outputs, in B) map[string]Metric                 optional (default: val_loss)
+//	Metrics(out Outputs, in B) map[string]hooks.Metric           optional (default: val_loss)
 //	TrainMetrics(out Outputs, in B) map[string]*graph.Node       optional
-//	TrainStep(s *engine.ManualStep, in B) engine.StepResult      optional (manual mode; manual.go)
+//	TrainStep(s hooks.ManualStep, in B) hooks.StepResult         optional (manual mode; manual.go)
 //
 // B is a struct whose exported *graph.Node fields name batch fields by tag (`batch:"img"`, or
 // `batch:"img,optional"`; an untagged field uses its Go name), or map[string]*graph.Node meaning
@@ -58,9 +52,9 @@ type Metric struct {
 var tracedHooks = map[string]tracedHook{
 	"Forward":      {true, typeCtx, typeOutputs, "func (e *E) Forward(ctx *context.Context, in B) core.Outputs"},
 	"Loss":         {true, typeOutputs, typeNode, "func (e *E) Loss(out core.Outputs, in B) *graph.Node"},
-	"Metrics":      {false, typeOutputs, typeMetrics, "func (e *E) Metrics(out core.Outputs, in B) map[string]core.Metric"},
+	"Metrics":      {false, typeOutputs, typeMetrics, "func (e *E) Metrics(out core.Outputs, in B) map[string]hooks.Metric"},
 	"TrainMetrics": {false, typeOutputs, typeNodeMap, "func (e *E) TrainMetrics(out core.Outputs, in B) map[string]*graph.Node"},
-	"TrainStep":    {false, typeManualStep, typeStepResult, "func (e *E) TrainStep(s *engine.ManualStep, in B) engine.StepResult"},
+	"TrainStep":    {false, typeManualStep, typeStepResult, "func (e *E) TrainStep(s hooks.ManualStep, in B) hooks.StepResult"},
 }
 
 // tracedHook is one traced hook's declaration: whether New requires it, its first parameter and
@@ -75,11 +69,11 @@ var (
 	typeNode    = reflect.TypeOf((*graph.Node)(nil))
 	typeCtx     = reflect.TypeOf((*context.Context)(nil))
 	typeOutputs = reflect.TypeOf(Outputs(nil))
-	typeMetrics = reflect.TypeOf(map[string]Metric(nil))
+	typeMetrics = reflect.TypeOf(map[string]hooks.Metric(nil))
 	typeNodeMap = reflect.TypeOf(map[string]*graph.Node(nil)) // TrainMetrics' result; B of the whole batch
 
-	typeManualStep = reflect.TypeOf((*engine.ManualStep)(nil))
-	typeStepResult = reflect.TypeOf(engine.StepResult{})
+	typeManualStep = reflect.TypeOf((*hooks.ManualStep)(nil)).Elem()
+	typeStepResult = reflect.TypeOf(hooks.StepResult{})
 )
 
 // ModelBuilder is the required BuildModel hook: configure the context (initializers, scopes) and

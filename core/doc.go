@@ -11,7 +11,7 @@
 //     WithMixedPrecision("bf16") builds every program on package precision's backend twin, which
 //     computes float32 products in bfloat16; everything else, the state included, stays float32.
 //   - Manual mode (an experiment with TrainStep) hands the step to the experiment: one program
-//     per step in which TrainStep calls engine.ManualStep's Backward (gradients of an objective
+//     per step in which TrainStep calls hooks.ManualStep's Backward (gradients of an objective
 //     with respect to chosen groups only) and StepOptimizer (one group's chain); the
 //     loop, validation, checkpoints, logging, phases and stopping stay the framework's.
 //   - Nitro keeps setup values, compiled programs and the training state (parameters, optimizer
@@ -65,8 +65,8 @@
 //	TrainMetrics(out, B)                    no          traced in the training      none            wrong signature (New); a
 //	  map[string]*graph.Node                            programs; read on logged                    value not a scalar
 //	  (contract.go, reflected)                          steps
-//	TrainStep(s *engine.ManualStep, B)      no          New's variable trace; one   the automatic   wrong signature; with Accum
-//	  engine.StepResult (contract.go,                   program per optimizer step  loop            > 1, TrainMetrics or a
+//	TrainStep(s hooks.ManualStep, B)      no          New's variable trace; one   the automatic   wrong signature; with Accum
+//	  hooks.StepResult (contract.go,                   program per optimizer step  loop            > 1, TrainMetrics or a
 //	  reflected; engine/manual_step.go                  (manual mode)                               varying opt schedule (New);
 //	  holds ManualStep's verbs)                                                                     a Loss or stat not a scalar;
 //	                                                                                                a Backward group its

@@ -7,6 +7,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/nitro-go/nitro/engine"
+	"github.com/nitro-go/nitro/hooks"
 )
 
 // The engine owns the device side of the run (package engine): programs, execution, parameters,
@@ -54,13 +55,8 @@ func (su *setup) engineHooks() engine.Hooks {
 		}
 	}
 	if su.metrics != nil {
-		h.Metrics = func(view any, out, b map[string]*graph.Node) map[string]engine.Metric {
-			ms := su.metrics.call(view, reflect.ValueOf(Outputs(out)), b).Interface().(map[string]Metric)
-			conv := make(map[string]engine.Metric, len(ms))
-			for k, m := range ms {
-				conv[k] = engine.Metric{Sum: m.Sum, Count: m.Count}
-			}
-			return conv
+		h.Metrics = func(view any, out, b map[string]*graph.Node) map[string]hooks.Metric {
+			return su.metrics.call(view, reflect.ValueOf(Outputs(out)), b).Interface().(map[string]hooks.Metric)
 		}
 	}
 	if su.trainMetrics != nil {
@@ -69,8 +65,8 @@ func (su *setup) engineHooks() engine.Hooks {
 		}
 	}
 	if su.trainStep != nil {
-		h.TrainStep = func(view any, s *engine.ManualStep, b map[string]*graph.Node) engine.StepResult {
-			return su.trainStep.call(view, reflect.ValueOf(s), b).Interface().(engine.StepResult)
+		h.TrainStep = func(view any, s hooks.ManualStep, b map[string]*graph.Node) hooks.StepResult {
+			return su.trainStep.call(view, reflect.ValueOf(s), b).Interface().(hooks.StepResult)
 		}
 	}
 	return h

@@ -13,6 +13,7 @@ import (
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/hooks"
 	"github.com/nitro-go/nitro/internal/prereq"
 	"github.com/nitro-go/nitro/prefetch"
 )
@@ -41,11 +42,11 @@ func (*evalShare) Loss(out Outputs, in evalShareTgt) *graph.Node {
 	return graph.ReduceAllMean(graph.Neg(graph.ReduceSum(graph.Mul(onehot, graph.LogSoftmax(out["logits"], -1)), -1)))
 }
 
-func (*evalShare) Metrics(out Outputs, in evalShareTgt) map[string]Metric {
+func (*evalShare) Metrics(out Outputs, in evalShareTgt) map[string]hooks.Metric {
 	logits := out["logits"]
 	pred := graph.ArgMax(logits, -1, dtypes.Int32)
 	rows := graph.Scalar(logits.Graph(), dtypes.Float32, float64(logits.Shape().Dimensions[0]))
-	return map[string]Metric{"accuracy": {Sum: graph.ReduceAllSum(graph.ConvertDType(graph.Equal(pred, in.Y), dtypes.Float32)), Count: rows}}
+	return map[string]hooks.Metric{"accuracy": {Sum: graph.ReduceAllSum(graph.ConvertDType(graph.Equal(pred, in.Y), dtypes.Float32)), Count: rows}}
 }
 
 func evalShareBatches(t testing.TB, n, batch int, seed uint64, opts ...prefetch.ArrayOptions) *prefetch.ArrayBatches {

@@ -12,6 +12,7 @@ import (
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/core/coretest"
+	"github.com/nitro-go/nitro/hooks"
 	"github.com/nitro-go/nitro/metrics"
 	"github.com/nitro-go/nitro/prefetch"
 )
@@ -20,7 +21,7 @@ import (
 // rows Metrics was shown, "sse" the summed squared error, "mse" the same divided by the rows.
 type Rows struct{ coretest.Base }
 
-func (*Rows) Metrics(out core.Outputs, in coretest.Tgt) map[string]core.Metric {
+func (*Rows) Metrics(out core.Outputs, in coretest.Tgt) map[string]hooks.Metric {
 	pred := out["pred"]
 	g := pred.Graph()
 	rows := pred.Shape().Dimensions[0]
@@ -29,7 +30,7 @@ func (*Rows) Metrics(out core.Outputs, in coretest.Tgt) map[string]core.Metric {
 	}
 	sse := graph.ReduceAllSum(graph.Square(graph.Sub(pred, in.Y)))
 	n := graph.Scalar(g, dtypes.Float32, float64(rows))
-	return map[string]core.Metric{
+	return map[string]hooks.Metric{
 		"rows": {Sum: n},
 		"sse":  {Sum: sse},
 		"mse":  {Sum: sse, Count: n},

@@ -8,7 +8,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
-	"github.com/nitro-go/nitro/engine"
+	"github.com/nitro-go/nitro/hooks"
 	"github.com/nitro-go/nitro/optimizers"
 	"github.com/nitro-go/nitro/prefetch"
 )
@@ -50,7 +50,7 @@ func (*Tandem) SetupOptimizers() (map[string]optimizers.Rule, error) {
 	return map[string]optimizers.Rule{"body": body, "head": head}, nil
 }
 
-func (e *Tandem) TrainStep(s *engine.ManualStep, in TandemBatch) engine.StepResult {
+func (e *Tandem) TrainStep(s hooks.ManualStep, in TandemBatch) hooks.StepResult {
 	loss := func(ctx *context.Context) *graph.Node {
 		pred := e.Forward(ctx, LineIn{X: in.X})["y"]
 		return graph.ReduceAllMean(graph.Square(graph.Sub(pred, in.Y)))
@@ -59,13 +59,13 @@ func (e *Tandem) TrainStep(s *engine.ManualStep, in TandemBatch) engine.StepResu
 	s.StepOptimizer("head", headGrads)
 	bodyLoss, bodyGrads := s.Backward(loss, "body") // through the stepped head, into the body only
 	s.StepOptimizer("body", bodyGrads)
-	return engine.StepResult{Loss: bodyLoss, Stats: map[string]*graph.Node{"head_loss": headLoss}}
+	return hooks.StepResult{Loss: bodyLoss, Stats: map[string]*graph.Node{"head_loss": headLoss}}
 }
 
 // Backward differentiates an objective with respect to the named groups only, and StepOptimizer
 // steps one group with its own chain; the whole TrainStep is one compiled program, and the loop,
 // validation (through Loss) and the history are the framework's.
-func ExampleManualStep_Backward() {
+func Example_manualTrainStep() {
 	cache := compilecache.New()
 	n, err := core.New(newTandem(), core.WithBackend("go"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(), core.WithCache(cache), core.WithMaxEpochs(6))
 	if err != nil {
@@ -103,11 +103,11 @@ func ExampleManualStep_StepOptimizer() {
 // TwiceTandem steps the head twice.
 type TwiceTandem struct{ Tandem }
 
-func (e *TwiceTandem) TrainStep(s *engine.ManualStep, in TandemBatch) engine.StepResult {
+func (e *TwiceTandem) TrainStep(s hooks.ManualStep, in TandemBatch) hooks.StepResult {
 	loss, g := s.Backward(func(ctx *context.Context) *graph.Node {
 		return graph.ReduceAllMean(graph.Square(graph.Sub(e.Forward(ctx, LineIn{X: in.X})["y"], in.Y)))
 	}, "head")
 	s.StepOptimizer("head", g)
 	s.StepOptimizer("head", g)
-	return engine.StepResult{Loss: loss}
+	return hooks.StepResult{Loss: loss}
 }

@@ -33,6 +33,7 @@ require (
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/gomlx/stablehlo v0.2.0 // indirect
+	github.com/nitro-go/nitro/hooks v0.0.0
 	github.com/nitro-go/nitro/hostalloc v0.0.0
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
@@ -71,3 +72,5 @@ replace (
 )
 
 replace github.com/nitro-go/nitro/hostalloc => ../hostalloc
+
+replace github.com/nitro-go/nitro/hooks => ../hooks

@@ -6,12 +6,13 @@ import (
 
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/core/coretest"
+	"github.com/nitro-go/nitro/hooks"
 )
 
 // Family reports a numbered family (err_0, err_1, err_2) beside mse and sse.
 type Family struct{ Rows }
 
-func (e *Family) Metrics(out core.Outputs, in coretest.Tgt) map[string]core.Metric {
+func (e *Family) Metrics(out core.Outputs, in coretest.Tgt) map[string]hooks.Metric {
 	m := e.Rows.Metrics(out, in)
 	for _, k := range []string{"err_0", "err_1", "err_2"} {
 		m[k] = m["mse"]

@@ -8,6 +8,7 @@ import (
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/core/coretest"
+	"github.com/nitro-go/nitro/hooks"
 	"github.com/nitro-go/nitro/markers"
 )
 
@@ -40,8 +41,8 @@ type (
 
 var globalLossScale float64
 
-func (e *HostInMetrics) Metrics(out core.Outputs, in coretest.Tgt) map[string]core.Metric {
-	return map[string]core.Metric{"shifted": {Sum: graph.AddScalar(coretest.MSE(out["pred"], in.Y), e.Offset)}}
+func (e *HostInMetrics) Metrics(out core.Outputs, in coretest.Tgt) map[string]hooks.Metric {
+	return map[string]hooks.Metric{"shifted": {Sum: graph.AddScalar(coretest.MSE(out["pred"], in.Y), e.Offset)}}
 }
 
 func (e *HostInTrainMetrics) TrainMetrics(out core.Outputs, in coretest.Tgt) map[string]*graph.Node {

@@ -12,6 +12,7 @@ import (
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/core/coretest"
+	"github.com/nitro-go/nitro/hooks"
 	"github.com/nitro-go/nitro/metrics"
 	"github.com/nitro-go/nitro/prefetch"
 )
@@ -55,11 +56,11 @@ func hostClass(v float32) int {
 	return c
 }
 
-func (*Classes) Metrics(out core.Outputs, in coretest.Tgt) map[string]core.Metric {
+func (*Classes) Metrics(out core.Outputs, in coretest.Tgt) map[string]hooks.Metric {
 	pred := out["pred"]
 	oh := func(v *graph.Node) *graph.Node { return graph.OneHot(graphClass(v), 3, dtypes.Float32) }
 	n := graph.Scalar(pred.Graph(), dtypes.Float32, float64(pred.Shape().Dimensions[0]))
-	return map[string]core.Metric{
+	return map[string]hooks.Metric{
 		"confusion": {Sum: graph.Einsum("bi,bj->ij", oh(in.Y), oh(pred))},
 		"mse":       {Sum: graph.ReduceAllSum(graph.Square(graph.Sub(pred, in.Y))), Count: n},
 	}
@@ -238,8 +239,8 @@ func (*OldFinalizer) FinalizeMetrics(acc map[string]float64, split string) map[s
 // ArrayNoFinal reports an array metric and nothing that could report it.
 type ArrayNoFinal struct{ coretest.Base }
 
-func (*ArrayNoFinal) Metrics(out core.Outputs, in coretest.Tgt) map[string]core.Metric {
-	return map[string]core.Metric{"hist": {Sum: graph.ReduceSum(out["pred"], 0)}}
+func (*ArrayNoFinal) Metrics(out core.Outputs, in coretest.Tgt) map[string]hooks.Metric {
+	return map[string]hooks.Metric{"hist": {Sum: graph.ReduceSum(out["pred"], 0)}}
 }
 
 // HostOnly has HostMetrics and no Metrics.
@@ -254,8 +255,8 @@ type Both struct{ HostOnly }
 
 func (*Both) MetricsResidency() core.Residency { return core.MetricsOnDevice }
 
-func (*Both) Metrics(out core.Outputs, in coretest.Tgt) map[string]core.Metric {
-	return map[string]core.Metric{"dev": {Sum: graph.Scalar(out["pred"].Graph(), dtypes.Float32, float64(out["pred"].Shape().Dimensions[0]))}}
+func (*Both) Metrics(out core.Outputs, in coretest.Tgt) map[string]hooks.Metric {
+	return map[string]hooks.Metric{"dev": {Sum: graph.Scalar(out["pred"].Graph(), dtypes.Float32, float64(out["pred"].Shape().Dimensions[0]))}}
 }
 
 func TestMetricsResidencyRefusals(t *testing.T) {

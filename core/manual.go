@@ -88,7 +88,7 @@ func (su *setup) manualConfig() error {
 		return fmt.Errorf("WithFusedStep (--fused) with experiment %s in manual mode (TrainStep): a fused step joins the automatic loop's gradient and optimizer programs into one, and TrainStep runs its own step program instead; drop WithFusedStep (--fused), or set ManualTraining false to train in the automatic loop", su.typeName)
 	}
 	if su.trainMetrics != nil {
-		return fmt.Errorf("experiment %s defines TrainMetrics, which manual mode never calls (TrainStep computes its own per-step values): return them in engine.StepResult.Stats and remove TrainMetrics, or set ManualTraining false", su.typeName)
+		return fmt.Errorf("experiment %s defines TrainMetrics, which manual mode never calls (TrainStep computes its own per-step values): return them in hooks.StepResult.Stats and remove TrainMetrics, or set ManualTraining false", su.typeName)
 	}
 	return nil
 }

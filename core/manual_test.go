@@ -9,7 +9,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/core/coretest"
-	"github.com/nitro-go/nitro/engine"
+	"github.com/nitro-go/nitro/hooks"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/optimizers"
 	"github.com/nitro-go/nitro/prefetch"
@@ -51,7 +51,7 @@ func (*Duel) SetupOptimizers() (map[string]optimizers.Rule, error) {
 	return map[string]optimizers.Rule{"a": optimizers.SGD{Eta: duelEtaA}, "b": optimizers.SGD{Eta: duelEtaB}}, nil
 }
 
-func (*Duel) TrainStep(s *engine.ManualStep, in DuelBatch) engine.StepResult {
+func (*Duel) TrainStep(s hooks.ManualStep, in DuelBatch) hooks.StepResult {
 	objective := func(ctx *context.Context) *graph.Node {
 		a, b := duelParam(ctx, "a", duelA0, in.U), duelParam(ctx, "b", duelB0, in.U)
 		return coretest.MSE(graph.Mul(graph.Mul(in.U, a), b), in.V)
@@ -60,7 +60,7 @@ func (*Duel) TrainStep(s *engine.ManualStep, in DuelBatch) engine.StepResult {
 	s.StepOptimizer("b", gb)
 	lossA, ga := s.Backward(objective, "a") // reads the stepped b
 	s.StepOptimizer("a", ga)
-	return engine.StepResult{Loss: graph.Add(lossA, lossB), Stats: map[string]*graph.Node{"loss_a": lossA, "loss_b": lossB}}
+	return hooks.StepResult{Loss: graph.Add(lossA, lossB), Stats: map[string]*graph.Node{"loss_a": lossA, "loss_b": lossB}}
 }
 
 var duelU, duelV = []float32{1, 2, -1, 0.5}, []float32{2, 1, 0, 3}
@@ -152,7 +152,7 @@ func (e *ManualDeep) Schedules() map[string]any {
 	return map[string]any{"Weight": schedules.Linear(1, 2)}
 }
 
-func (e *ManualDeep) TrainStep(s *engine.ManualStep, in DeepBatch) engine.StepResult {
+func (e *ManualDeep) TrainStep(s hooks.ManualStep, in DeepBatch) hooks.StepResult {
 	objective := func(ctx *context.Context) *graph.Node {
 		return coretest.MSE(e.Forward(ctx, coretest.In{X: in.X})["pred"], in.Y)
 	}
@@ -162,7 +162,7 @@ func (e *ManualDeep) TrainStep(s *engine.ManualStep, in DeepBatch) engine.StepRe
 	s.StepOptimizer("head", gh)
 	lossB, gb := s.Backward(objective, "backbone")
 	s.StepOptimizer("backbone", gb)
-	return engine.StepResult{Loss: lossB, Stats: map[string]*graph.Node{"head": lossH, "weight": e.Weight.Node()}}
+	return hooks.StepResult{Loss: lossB, Stats: map[string]*graph.Node{"head": lossH, "weight": e.Weight.Node()}}
 }
 
 type DeepBatch struct {
@@ -281,7 +281,7 @@ type autoHooks struct{ base0 }
 func (*autoHooks) Forward(ctx *context.Context, in DuelX) core.Outputs {
 	return (&Duel{}).Forward(ctx, in)
 }
-func (*autoHooks) TrainStep(s *engine.ManualStep, in DuelBatch) engine.StepResult {
+func (*autoHooks) TrainStep(s hooks.ManualStep, in DuelBatch) hooks.StepResult {
 	panic("TrainStep of a declined manual mode is called")
 }
 func (*autoHooks) Loss(out core.Outputs, in DuelBatch) *graph.Node {
@@ -321,19 +321,19 @@ func (*DuelMetrics) TrainMetrics(out core.Outputs, in DuelBatch) map[string]*gra
 func (*DuelNoRule) SetupOptimizers() (map[string]optimizers.Rule, error) {
 	return map[string]optimizers.Rule{"a": optimizers.NewSGD(), "c": optimizers.NewSGD()}, nil
 }
-func (*DuelTwice) TrainStep(s *engine.ManualStep, in DuelBatch) engine.StepResult {
+func (*DuelTwice) TrainStep(s hooks.ManualStep, in DuelBatch) hooks.StepResult {
 	loss, g := s.Backward(func(ctx *context.Context) *graph.Node {
 		return graph.ReduceAllSum(duelParam(ctx, "b", duelB0, in.U))
 	}, "b")
 	s.StepOptimizer("b", g)
 	s.StepOptimizer("b", g)
-	return engine.StepResult{Loss: loss}
+	return hooks.StepResult{Loss: loss}
 }
-func (*DuelBadGroup) TrainStep(s *engine.ManualStep, in DuelBatch) engine.StepResult {
+func (*DuelBadGroup) TrainStep(s hooks.ManualStep, in DuelBatch) hooks.StepResult {
 	loss, _ := s.Backward(func(ctx *context.Context) *graph.Node {
 		return graph.Mul(duelParam(ctx, "a", duelA0, in.U), duelParam(ctx, "b", duelB0, in.U))
 	}, "gen")
-	return engine.StepResult{Loss: loss}
+	return hooks.StepResult{Loss: loss}
 }
 func (*DuelScheduled) Schedules() map[string]any {
 	return map[string]any{"opt.a.eta": schedules.Linear(0.1, 0)}
@@ -356,7 +356,7 @@ func TestManualRefusals(t *testing.T) {
 		{"fused", &Duel{}, duelData(t), []core.Option{core.WithFusedStep()}, []string{"WithFusedStep (--fused)", "manual mode (TrainStep)", "drop WithFusedStep", "ManualTraining false"}},
 		{"opt schedule", &DuelScheduled{}, duelData(t), nil, []string{`Schedules() key "opt.a.eta"`, "manual mode refuses", "Device field"}},
 		{"train metrics", &DuelMetrics{}, duelData(t), nil, []string{"TrainMetrics", "StepResult.Stats"}},
-		{"forced without TrainStep", &ForcedManual{}, coretest.Data(t, 0), nil, []string{"method ManualTraining() is true", "no TrainStep", "func (e *E) TrainStep(s *engine.ManualStep, in B) engine.StepResult"}},
+		{"forced without TrainStep", &ForcedManual{}, coretest.Data(t, 0), nil, []string{"method ManualTraining() is true", "no TrainStep", "func (e *E) TrainStep(s hooks.ManualStep, in B) hooks.StepResult"}},
 		{"rules", &DuelNoRule{}, duelData(t), nil, []string{`no rule for parameter group "b"`}},
 		{"rule and SetupOptimizers", &DuelRuleToo{}, duelData(t), nil, []string{"SetupOptimizers and OptimizerRule", "keep one"}},
 		{"nothing to validate with", &Duel{}, withVal, nil, []string{`split "val" is evaluated`, "neither Metrics nor Loss"}},
@@ -404,7 +404,7 @@ func TestManualWithoutLoss(t *testing.T) {
 // DuelNaN steps both groups on a loss that is NaN.
 type DuelNaN struct{ Duel }
 
-func (e *DuelNaN) TrainStep(s *engine.ManualStep, in DuelBatch) engine.StepResult {
+func (e *DuelNaN) TrainStep(s hooks.ManualStep, in DuelBatch) hooks.StepResult {
 	res := e.Duel.TrainStep(s, in)
 	res.Loss = graph.Div(res.Loss, graph.ScalarZero(in.U.Graph(), res.Loss.DType()))
 	res.Loss = graph.Mul(res.Loss, graph.ScalarZero(in.U.Graph(), res.Loss.DType())) // 0·inf = NaN

@@ -6,6 +6,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/core/coretest"
+	"github.com/nitro-go/nitro/hooks"
 )
 
 // TypoLoss reads an output key Forward does not return ("Pred" for "pred"): Go's map read gives
@@ -26,7 +27,7 @@ func TestANilNodeErrorNamesTheMissingKeyCause(t *testing.T) {
 // NoMetrics has a Metrics hook that returns an empty map.
 type NoMetrics struct{ coretest.Base }
 
-func (*NoMetrics) Metrics(out core.Outputs, in coretest.Tgt) map[string]core.Metric { return nil }
+func (*NoMetrics) Metrics(out core.Outputs, in coretest.Tgt) map[string]hooks.Metric { return nil }
 
 // An empty Metrics map is refused naming the hook and the two fixes, not left to GoMLX's "no
 // outputs selected" at compile time.

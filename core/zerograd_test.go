@@ -9,7 +9,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/core/coretest"
-	"github.com/nitro-go/nitro/engine"
+	"github.com/nitro-go/nitro/hooks"
 )
 
 // BatchLoss's Loss reads only the batch: no parameter can change it, and training it would run
@@ -136,7 +136,7 @@ func TestNumericallyZeroGradientIsNotRefused(t *testing.T) {
 // to b: the manual step is refused naming the call and the group.
 type DuelCut struct{ Duel }
 
-func (*DuelCut) TrainStep(s *engine.ManualStep, in DuelBatch) engine.StepResult {
+func (*DuelCut) TrainStep(s hooks.ManualStep, in DuelBatch) hooks.StepResult {
 	objective := func(ctx *context.Context) *graph.Node {
 		a, b := duelParam(ctx, "a", duelA0, in.U), graph.StopGradient(duelParam(ctx, "b", duelB0, in.U))
 		return coretest.MSE(graph.Mul(graph.Mul(in.U, a), b), in.V)
@@ -145,7 +145,7 @@ func (*DuelCut) TrainStep(s *engine.ManualStep, in DuelBatch) engine.StepResult 
 	s.StepOptimizer("a", ga)
 	lossB, gb := s.Backward(objective, "b")
 	s.StepOptimizer("b", gb)
-	return engine.StepResult{Loss: graph.Add(lossA, lossB)}
+	return hooks.StepResult{Loss: graph.Add(lossA, lossB)}
 }
 
 // TestManualBackwardWithoutPathIsRefused: Backward on a group its objective cannot reach is

@@ -12,8 +12,8 @@
 // the batch contract and callbacks for hyperparameters, phases and notices. It keeps the data
 // streams, the step, epoch and data position, logging and checkpoint files: a step returns its
 // values by name (StepValues), eval its metrics (EvalBatch), and the state is read and installed
-// as named tensors (StateTensors, StageState, InstallState). An experiment in manual mode names
-// ManualStep, StepResult and Grads from here: its TrainStep receives and returns them.
+// as named tensors (StateTensors, StageState, InstallState). The engine implements the types of
+// package hooks (ManualStep for a manual TrainStep); an experiment names those, never the engine.
 //
 // Errors name the field or hook at fault and the fix; a hook's panic while a graph is built is
 // returned as an error. An Engine is not safe for concurrent use, except Place, which a batch

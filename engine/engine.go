@@ -9,20 +9,10 @@ import (
 	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/dotgrad"
+	"github.com/nitro-go/nitro/hooks"
 	"github.com/nitro-go/nitro/mesh"
 	"github.com/nitro-go/nitro/monitors"
 )
-
-// Metric is one evaluation metric's sum and count for one batch, as the Metrics hook returns it.
-type Metric struct {
-	Sum, Count *graph.Node
-}
-
-// StepResult is what a manual TrainStep returns: the step's scalar loss and its named scalars.
-type StepResult struct {
-	Loss  *graph.Node
-	Stats map[string]*graph.Node
-}
 
 // Hooks are the experiment's traced hooks as plain functions, bound once by the caller. view is
 // the experiment with its Device fields bound to the program's inputs (BindView); batch holds the
@@ -30,9 +20,9 @@ type StepResult struct {
 type Hooks struct {
 	Forward      func(view any, ctx *context.Context, batch map[string]*graph.Node) map[string]*graph.Node
 	Loss         func(view any, out, batch map[string]*graph.Node) *graph.Node
-	Metrics      func(view any, out, batch map[string]*graph.Node) map[string]Metric
+	Metrics      func(view any, out, batch map[string]*graph.Node) map[string]hooks.Metric
 	TrainMetrics func(view any, out, batch map[string]*graph.Node) map[string]*graph.Node
-	TrainStep    func(view any, s *ManualStep, batch map[string]*graph.Node) StepResult
+	TrainStep    func(view any, s hooks.ManualStep, batch map[string]*graph.Node) hooks.StepResult
 	// Route lists the batch keys hook ("Forward", "Loss", ...) reads of keys, sorted.
 	Route func(hook string, keys []string) []string
 }

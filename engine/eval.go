@@ -130,7 +130,7 @@ func (e *Engine) metricOutputs(view any, out map[string]*graph.Node, mb map[stri
 	var outs []*graph.Node
 	ms := e.hooks.Metrics(view, out, mb)
 	if len(ms) == 0 {
-		panic(fmt.Errorf("Metrics returned no metrics, so the eval program would compute nothing: return at least one core.Metric{Sum, Count}, or drop the hook (without it, evaluation reports val_loss from Loss)"))
+		panic(fmt.Errorf("Metrics returned no metrics, so the eval program would compute nothing: return at least one hooks.Metric{Sum, Count}, or drop the hook (without it, evaluation reports val_loss from Loss)"))
 	}
 	for _, name := range sortedKeys(ms) {
 		m := ms[name]

@@ -25,6 +25,7 @@ require (
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/gomlx/stablehlo v0.2.0 // indirect
+	github.com/nitro-go/nitro/hooks v0.0.0
 	github.com/nitro-go/nitro/hostalloc v0.0.0
 	github.com/nitro-go/nitro/runstatus v0.0.0 // indirect
 	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000 // indirect
@@ -59,3 +60,5 @@ replace (
 )
 
 replace github.com/nitro-go/nitro/hostalloc => ../hostalloc
+
+replace github.com/nitro-go/nitro/hooks => ../hooks

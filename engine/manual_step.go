@@ -9,25 +9,16 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/hooks"
 	"github.com/nitro-go/nitro/optimizers"
 )
 
-// ManualStep is what TrainStep receives: the model context and, per parameter group, the
-// parameters, their optimizer state and the verbs that differentiate and step them. It is valid
-// only inside the TrainStep call that received it, which is traced (graph building): a misuse
-// panics with an error naming the verb, and the verb that built the program returns it.
-//
-// Parameters are read through Ctx, as Forward reads them: a layer called on Ctx sees each
-// variable's current value in this step, which StepOptimizer replaces. A group that TrainStep
-// never steps keeps its parameters and optimizer state.
-//
-// Setup also calls TrainStep once, on a trace that is never compiled, to create the variables only
-// TrainStep's code creates (so TrainStep must create them unconditionally). Groups are not formed
-// yet there: Groups and OptState are empty, Step is the constant 1, Backward differentiates the
-// variables that exist after its objective ran, and StepOptimizer does nothing.
-type ManualStep struct {
-	// Ctx is the model context, in training mode, reusing the variables setup created.
-	Ctx *context.Context
+// manualStep is the engine's hooks.ManualStep, the value TrainStep receives (its contract, the
+// verbs' meaning included, is package hooks'). It is valid only inside the TrainStep call that
+// received it, which is traced (graph building): a misuse panics with an error naming the verb,
+// and the verb that built the program returns it.
+type manualStep struct {
+	ctx *context.Context // the model context, in training mode, reusing the variables setup created
 
 	e        *Engine
 	g        *graph.Graph
@@ -39,19 +30,20 @@ type ManualStep struct {
 	stray    bool                    // terms were collected outside every Backward objective
 }
 
-// Grads are gradients by parameter keypath ("disc/dense_0/weights"), as Backward returns them
-// and StepOptimizer takes them.
-type Grads map[string]*graph.Node
+var _ hooks.ManualStep = (*manualStep)(nil)
+
+// Ctx is the model context TrainStep's layers read the parameters through.
+func (s *manualStep) Ctx() *context.Context { return s.ctx }
 
 // trace reports setup's variable-creating trace, where groups are not formed yet: Backward
 // differentiates the variables that exist after its objective ran and StepOptimizer does nothing.
-func (s *ManualStep) trace() bool { return s.nodes == nil }
+func (s *manualStep) trace() bool { return s.nodes == nil }
 
 // Groups lists the parameter groups (ParamGroup's names; one "default" without it).
-func (s *ManualStep) Groups() []string { return s.e.GroupNames() }
+func (s *manualStep) Groups() []string { return s.e.GroupNames() }
 
 // Step is the 1-based optimizer step being taken, a Float32 scalar.
-func (s *ManualStep) Step() *graph.Node {
+func (s *manualStep) Step() *graph.Node {
 	if s.trace() {
 		return graph.Scalar(s.g, dtypes.Float32, 1)
 	}
@@ -59,7 +51,7 @@ func (s *ManualStep) Step() *graph.Node {
 }
 
 // Params are a group's parameters by keypath, at their current value in this step.
-func (s *ManualStep) Params(group string) map[string]*graph.Node {
+func (s *manualStep) Params(group string) map[string]*graph.Node {
 	vars, kps := s.groupVars(map[string]bool{s.checkGroup("Params", group): true})
 	out := make(map[string]*graph.Node, len(vars))
 	for i, v := range vars {
@@ -70,7 +62,7 @@ func (s *ManualStep) Params(group string) map[string]*graph.Node {
 
 // OptState is a group's optimizer state as this step received it: by state leaf name (the chain's
 // StateNames, e.g. "0.adam.mu"), then by parameter keypath. Empty in setup's trace.
-func (s *ManualStep) OptState(group string) map[string]map[string]*graph.Node {
+func (s *manualStep) OptState(group string) map[string]map[string]*graph.Node {
 	s.checkGroup("OptState", group)
 	out := map[string]map[string]*graph.Node{}
 	if s.trace() {
@@ -101,7 +93,7 @@ func (s *ManualStep) OptState(group string) map[string]map[string]*graph.Node {
 //
 // A named group none of whose parameters the loss reaches in the graph (f reads it only through
 // graph.StopGradient, or not at all) is refused: its gradient would be zero for every batch.
-func (s *ManualStep) Backward(f func(ctx *context.Context) *graph.Node, groups ...string) (*graph.Node, Grads) {
+func (s *manualStep) Backward(f func(ctx *context.Context) *graph.Node, groups ...string) (*graph.Node, hooks.Grads) {
 	if len(groups) == 0 {
 		panic(fmt.Errorf("Backward: no parameter group named: pass the groups to differentiate, e.g. Backward(f, %q) (groups: %v)", "disc", s.Groups()))
 	}
@@ -123,16 +115,16 @@ func (s *ManualStep) Backward(f func(ctx *context.Context) *graph.Node, groups .
 			}
 		}
 	}
-	prev := collectedLosses(s.Ctx, s.g)
+	prev := collectedLosses(s.ctx, s.g)
 	s.stray = s.stray || prev != s.consumed
-	loss := f(s.Ctx)
+	loss := f(s.ctx)
 	for i, v := range cut {
 		v.SetValueGraph(before[i])
 	}
 	if loss == nil || loss.Rank() != 0 {
 		panic(fmt.Errorf("Backward(%v): the objective must return a scalar loss, got %v", groups, shapeOf(loss)))
 	}
-	cur := collectedLosses(s.Ctx, s.g)
+	cur := collectedLosses(s.ctx, s.g)
 	terms, ok := termsSince(cur, prev)
 	if !ok {
 		panic(fmt.Errorf("Backward(%v): the train.AddLoss total changed in a way other than train.AddLoss, so the terms f collected cannot be told apart: collect loss terms only with train.AddLoss", groups))
@@ -158,7 +150,7 @@ func (s *ManualStep) Backward(f func(ctx *context.Context) *graph.Node, groups .
 				"graph.StopGradient carries no gradient), or the group does not belong in this Backward", hook, strings.Join(dead, " and ")))
 		}
 	}
-	out := Grads{}
+	out := hooks.Grads{}
 	if len(leaves) > 0 {
 		for i, gr := range graph.Gradient(loss, leaves...) {
 			out[kps[i]] = gr
@@ -180,7 +172,7 @@ func quoted(groups []string) string {
 // GradientClipNorm is set, over this group's gradients): grads must hold a gradient for each of
 // the group's parameters (Backward's result; other keypaths are ignored). The group's parameters
 // read through Ctx afterwards are the updated ones. A group steps at most once per TrainStep.
-func (s *ManualStep) StepOptimizer(group string, grads Grads) {
+func (s *manualStep) StepOptimizer(group string, grads hooks.Grads) {
 	s.checkGroup("StepOptimizer", group)
 	if s.trace() {
 		return
@@ -242,20 +234,20 @@ func termsSince(cur, prev *graph.Node) (sum *graph.Node, ok bool) {
 }
 
 // checkGroup refuses a group that does not exist (in setup's trace, any name passes).
-func (s *ManualStep) checkGroup(verb, group string) string {
+func (s *manualStep) checkGroup(verb, group string) string {
 	if !s.trace() && s.groupIndex(group) < 0 {
 		panic(fmt.Errorf("%s(%q): no such parameter group (groups: %v): groups are ParamGroup's names, \"default\" without it", verb, group, s.Groups()))
 	}
 	return group
 }
 
-func (s *ManualStep) groupIndex(group string) int {
+func (s *manualStep) groupIndex(group string) int {
 	return slices.IndexFunc(s.e.groups, func(g *paramGroup) bool { return g.name == group })
 }
 
 // groupVars lists the chosen groups' trainable variables and keypaths, in group order. In setup's
 // trace it scans the context (ParamGroup decides each variable's group) for those created so far.
-func (s *ManualStep) groupVars(chosen map[string]bool) (vars []*context.Variable, kps []string) {
+func (s *manualStep) groupVars(chosen map[string]bool) (vars []*context.Variable, kps []string) {
 	if !s.trace() {
 		for _, grp := range s.e.groups {
 			if chosen[grp.name] {
@@ -322,12 +314,12 @@ func (e *Engine) manualStepProgram(width int, keys []string) (*program, error) {
 func (e *Engine) traceManual(g *graph.Graph, nodes map[string]*graph.Node, src any, keys []string) ([]*graph.Node, *program) {
 	view := e.bindModel(g, nodes, src)
 	e.ctx.SetTraining(g, true)
-	s := &ManualStep{Ctx: e.ctx.Reuse(), e: e, g: g, nodes: nodes, stepped: map[string]bool{}, newFlat: map[int][]*graph.Node{}, newState: map[int][][]*graph.Node{}}
+	s := &manualStep{ctx: e.ctx.Reuse(), e: e, g: g, nodes: nodes, stepped: map[string]bool{}, newFlat: map[int][]*graph.Node{}, newState: map[int][][]*graph.Node{}}
 	res := e.hooks.TrainStep(view, s, batchNodes(nodes, e.route("TrainStep", keys)))
 	if res.Loss == nil || res.Loss.Rank() != 0 {
 		panic(fmt.Errorf("TrainStep must return StepResult.Loss as a scalar node, got %v", shapeOf(res.Loss)))
 	}
-	if s.stray || collectedLosses(s.Ctx, g) != s.consumed {
+	if s.stray || collectedLosses(s.ctx, g) != s.consumed {
 		e.warn("TrainStep: layers collected loss terms with train.AddLoss (a regularizer's L2, for one) outside every Backward objective, so no gradient includes them: call those layers inside the objective f of Backward(f, groups...)")
 	}
 	finite := graph.IsFinite(res.Loss)
@@ -381,7 +373,7 @@ func (e *Engine) traceManualShapes(width int, keys []string) error {
 		view := e.bindModel(g, nodes, e.exp)
 		e.ctx.SetTraining(g, true)
 		// Unchecked: TrainStep creates its own variables and reuses those Forward's trace created.
-		s := &ManualStep{Ctx: e.ctx.Checked(false), e: e, g: g}
+		s := &manualStep{ctx: e.ctx.Checked(false), e: e, g: g}
 		res := e.hooks.TrainStep(view, s, batchNodes(nodes, keys))
 		if res.Loss == nil || res.Loss.Rank() != 0 {
 			panic(fmt.Errorf("TrainStep must return StepResult.Loss as a scalar node, got %v", shapeOf(res.Loss)))

@@ -20,6 +20,7 @@ import (
 	"github.com/nitro-go/nitro/cmd/examples/mnist"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/hooks"
 	"github.com/nitro-go/nitro/prefetch"
 )
 
@@ -45,11 +46,11 @@ func (*BenchCNN) Forward(ctx *context.Context, in Inputs) core.Outputs {
 
 func (*BenchCNN) Loss(out core.Outputs, in Labels) *graph.Node { return benchLoss(out["logits"], in.Y) }
 
-func (*BenchCNN) Metrics(out core.Outputs, in Labels) map[string]core.Metric {
+func (*BenchCNN) Metrics(out core.Outputs, in Labels) map[string]hooks.Metric {
 	logits := out["logits"]
 	hit := graph.ConvertDType(graph.Equal(graph.ArgMax(logits, -1, dtypes.Int32), in.Y), dtypes.Float32)
 	rows := graph.Scalar(logits.Graph(), dtypes.Float32, float64(logits.Shape().Dimensions[0]))
-	return map[string]core.Metric{"accuracy": {Sum: graph.ReduceAllSum(hit), Count: rows}}
+	return map[string]hooks.Metric{"accuracy": {Sum: graph.ReduceAllSum(hit), Count: rows}}
 }
 
 // bf16Repeats is the timed repeats per mode: more than benchRepeats, since the ratio of two

@@ -15,6 +15,7 @@ import (
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/hooks"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/prefetch"
 )
@@ -137,7 +138,7 @@ func (e *ClfMetrics) Loss(out core.Outputs, in Labels) *graph.Node {
 	return graph.ReduceAllMean(xent(out["logits"], in.Y))
 }
 
-func (e *ClfMetrics) Metrics(out core.Outputs, in Labels) map[string]core.Metric {
+func (e *ClfMetrics) Metrics(out core.Outputs, in Labels) map[string]hooks.Metric {
 	logits := out["logits"]
 	g := logits.Graph()
 	rows := float64(logits.Shape().Dimensions[0])
@@ -146,7 +147,7 @@ func (e *ClfMetrics) Metrics(out core.Outputs, in Labels) map[string]core.Metric
 	}
 	pred := graph.ArgMax(logits, -1, dtypes.Int32)
 	correct := graph.ReduceAllSum(graph.ConvertDType(graph.Equal(pred, in.Y), dtypes.Float32))
-	return map[string]core.Metric{
+	return map[string]hooks.Metric{
 		"accuracy": {Sum: correct, Count: graph.Scalar(g, dtypes.Float32, rows)},
 		"rows":     {Sum: graph.Scalar(g, dtypes.Float32, rows)},
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/hooks"
 	"github.com/nitro-go/nitro/metrics"
 	"github.com/nitro-go/nitro/prefetch"
 )
@@ -33,7 +34,7 @@ func (e *ClfHost) Forward(ctx *context.Context, in Inputs) core.Outputs {
 	return e.clf().Forward(ctx, in)
 }
 func (e *ClfHost) Loss(out core.Outputs, in Labels) *graph.Node { return e.clf().Loss(out, in) }
-func (e *ClfHost) Metrics(out core.Outputs, in Labels) map[string]core.Metric {
+func (e *ClfHost) Metrics(out core.Outputs, in Labels) map[string]hooks.Metric {
 	return e.clf().Metrics(out, in)
 }
 

@@ -54,8 +54,21 @@ var mayImportMPI = map[string]bool{"cmd": true, "integration": true}
 // program links them.
 var testSupport = map[string]bool{"github.com/nitro-go/nitro/core/coretest": true}
 
+// userCode lists where code stands for what users write, by module folder: the examples an
+// experiment is copied from. Such code imports the contract (core, hooks), never the engine
+// that implements it, so that the engine can change below every experiment.
+var userCode = map[string]string{"cmd": "./examples/..."}
+
+// userTemplates is the folder of the files `nitro new` writes into a user's module.
+const userTemplates = "cmd/cli/templates/new"
+
+// belowUsers lists the packages user code must not import, each with the fix.
+var belowUsers = map[string]string{
+	"github.com/nitro-go/nitro/engine": "the engine implements the contract: a manual TrainStep takes hooks.ManualStep and returns hooks.StepResult, Metrics returns hooks.Metric (package hooks), and the run's verbs are core's",
+}
+
 // bottom lists the modules that import no workspace module: every module may import them.
-var bottom = map[string]bool{"earlystop": true, "idx": true, "internal/prereq": true, "runstatus": true, "tensorfile": true}
+var bottom = map[string]bool{"earlystop": true, "hooks": true, "idx": true, "internal/prereq": true, "runstatus": true, "tensorfile": true}
 
 // forbidden lists module edges that must not come back, each with the fix.
 var forbidden = map[[2]string]string{
@@ -86,6 +99,9 @@ func main() {
 	}
 	if err == nil {
 		err = CheckTestSupport(root)
+	}
+	if err == nil {
+		err = CheckUserCode(root)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "depcheck:", err)
@@ -177,15 +193,70 @@ func CheckTestSupport(root string) error {
 	return nil
 }
 
+// CheckUserCode refuses an import of a package in belowUsers by the examples (their tests
+// included) and by the templates `nitro new` writes.
+func CheckUserCode(root string) error {
+	var problems []string
+	for dir, pattern := range userCode {
+		out, err := goList(root, dir, nil, "-f", "{{.ImportPath}} {{join .Imports \" \"}} {{join .TestImports \" \"}} {{join .XTestImports \" \"}}", pattern)
+		if err != nil {
+			return err
+		}
+		problems = append(problems, userCodeImports(out)...)
+	}
+	err := filepath.WalkDir(filepath.Join(root, userTemplates), func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		text, err := os.ReadFile(p)
+		for imp, fix := range belowUsers {
+			if bytes.Contains(text, []byte(`"`+imp+`"`)) {
+				problems = append(problems, fmt.Sprintf("the template %s imports %s: %s", p, imp, fix))
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("reading the templates of nitro new: %w", err)
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		return fmt.Errorf("%s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// userCodeImports reads go list lines (a package, then its imports) and names each import of a
+// package in belowUsers.
+func userCodeImports(listing string) []string {
+	return listedImports(listing, func(pkg, imp string) string {
+		if fix, ok := belowUsers[imp]; ok {
+			return fmt.Sprintf("example %s imports %s: %s", pkg, imp, fix)
+		}
+		return ""
+	})
+}
+
 // testSupportImports reads go list lines (a package, then its non-test imports) and names each
 // import of a test-support package.
 func testSupportImports(listing string) []string {
+	return listedImports(listing, func(pkg, imp string) string {
+		if testSupport[imp] {
+			return fmt.Sprintf("package %s imports %s outside its tests: a test-support package is for _test.go files only; move the helper the program needs into a package of its own", pkg, imp)
+		}
+		return ""
+	})
+}
+
+// listedImports runs problem over each (package, import) pair of go list lines (a package, then
+// its imports) and collects what it says.
+func listedImports(listing string, problem func(pkg, imp string) string) []string {
 	var problems []string
 	for _, line := range strings.Split(strings.TrimSpace(listing), "\n") {
 		f := strings.Fields(line)
 		for _, imp := range f[min(1, len(f)):] {
-			if testSupport[imp] {
-				problems = append(problems, fmt.Sprintf("package %s imports %s outside its tests: a test-support package is for _test.go files only; move the helper the program needs into a package of its own", f[0], imp))
+			if p := problem(f[0], imp); p != "" {
+				problems = append(problems, p)
 			}
 		}
 	}

@@ -241,3 +241,13 @@ func TestCheckKeepsMPIAtTheTop(t *testing.T) {
 		t.Errorf("mpi on the training path: %v", err)
 	}
 }
+
+func TestUserCodeImportsNoEngine(t *testing.T) {
+	got := userCodeImports("github.com/nitro-go/nitro/cmd/examples/gan github.com/nitro-go/nitro/core github.com/nitro-go/nitro/engine\ngithub.com/nitro-go/nitro/cmd/examples/mnist github.com/nitro-go/nitro/hooks")
+	if len(got) != 1 || !strings.Contains(got[0], "examples/gan imports github.com/nitro-go/nitro/engine") || !strings.Contains(got[0], "hooks.ManualStep") {
+		t.Fatalf("userCodeImports = %q, want one problem naming gan, the engine and the fix", got)
+	}
+	if err := CheckUserCode("../.."); err != nil {
+		t.Fatalf("this workspace: %v", err)
+	}
+}

@@ -27,7 +27,7 @@ import (
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/core"
-	"github.com/nitro-go/nitro/engine"
+	"github.com/nitro-go/nitro/hooks"
 	"github.com/nitro-go/nitro/metrics"
 	"github.com/nitro-go/nitro/optimizers"
 	"github.com/nitro-go/nitro/prefetch"
@@ -190,8 +190,8 @@ func (e *GAN) Forward(ctx *context.Context, in Noise) core.Outputs {
 
 // TrainStep is one adversarial step. The discriminator learns real -> 1, generated -> 0 (logistic
 // loss), then the generator learns to make the updated discriminator say 1 (non-saturating).
-func (e *GAN) TrainStep(s *engine.ManualStep, in Batch) engine.StepResult {
-	fake := e.Forward(s.Ctx, Noise{Z: in.Z})["x"]
+func (e *GAN) TrainStep(s hooks.ManualStep, in Batch) hooks.StepResult {
+	fake := e.Forward(s.Ctx(), Noise{Z: in.Z})["x"]
 	var dReal, dFake *graph.Node
 	dLoss, dGrads := s.Backward(func(ctx *context.Context) *graph.Node {
 		dReal, dFake = e.discriminate(ctx, in.X), e.discriminate(ctx, fake)
@@ -202,7 +202,7 @@ func (e *GAN) TrainStep(s *engine.ManualStep, in Batch) engine.StepResult {
 		return graph.ReduceAllMean(graph.Softplus(graph.Neg(e.discriminate(ctx, e.generate(ctx, in.Z)))))
 	}, "gen")
 	s.StepOptimizer("gen", gGrads)
-	return engine.StepResult{Loss: graph.Add(dLoss, gLoss), Stats: map[string]*graph.Node{
+	return hooks.StepResult{Loss: graph.Add(dLoss, gLoss), Stats: map[string]*graph.Node{
 		"d_loss": dLoss, "g_loss": gLoss,
 		"d_real": graph.ReduceAllMean(graph.Sigmoid(dReal)), "d_fake": graph.ReduceAllMean(graph.Sigmoid(dFake)),
 	}}
@@ -210,7 +210,7 @@ func (e *GAN) TrainStep(s *engine.ManualStep, in Batch) engine.StepResult {
 
 // Metrics compares the generated points with the target: each point's distance to its nearest
 // mode, whether that is within 3 Std, and per mode how many such points it holds.
-func (e *GAN) Metrics(out core.Outputs, _ None) map[string]core.Metric {
+func (e *GAN) Metrics(out core.Outputs, _ None) map[string]hooks.Metric {
 	x := out["x"]
 	g := x.Graph()
 	centers := ModeCenters(e.Modes, e.Radius)
@@ -225,7 +225,7 @@ func (e *GAN) Metrics(out core.Outputs, _ None) map[string]core.Metric {
 	hit := graph.LessThan(nearest, graph.Scalar(g, x.DType(), 3*e.Std)) // [B]
 	count := graph.Scalar(g, dtypes.Float32, float64(x.Shape().Dimensions[0]))
 	f32 := func(b *graph.Node) *graph.Node { return graph.ConvertDType(b, dtypes.Float32) }
-	m := map[string]core.Metric{
+	m := map[string]hooks.Metric{
 		"mode_dist":    {Sum: graph.ReduceAllSum(nearest), Count: count},
 		"high_quality": {Sum: graph.ReduceAllSum(f32(hit)), Count: count},
 	}
@@ -234,7 +234,7 @@ func (e *GAN) Metrics(out core.Outputs, _ None) map[string]core.Metric {
 	which := graph.ArgMin(dist, -1, dtypes.Int32)                                                      // [B]
 	modes := graph.Iota(g, shapes.Make(dtypes.Int32, 1, e.Modes), 1)                                   // [1, K]
 	at := graph.LogicalAnd(graph.ExpandAxes(hit, -1), graph.Equal(graph.ExpandAxes(which, -1), modes)) // [B, K]
-	m["near"] = core.Metric{Sum: graph.ReduceSum(f32(at), 0)}
+	m["near"] = hooks.Metric{Sum: graph.ReduceSum(f32(at), 0)}
 	return m
 }
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gopjrt/dtypes"
-	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/hooks"
 	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/metrics"
 	"github.com/nitro-go/nitro/monitors"
@@ -19,9 +19,9 @@ var Digits = []string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}
 
 // confusionMetric is one batch's confusion matrix [10, 10] (row: true digit, column: predicted),
 // a sum with no count: the framework adds it up over the split and hands it to FinalizeMetrics.
-func confusionMetric(pred, labels *graph.Node) core.Metric {
+func confusionMetric(pred, labels *graph.Node) hooks.Metric {
 	oh := func(c *graph.Node) *graph.Node { return graph.OneHot(c, len(Digits), dtypes.Float32) }
-	return core.Metric{Sum: graph.Einsum("bi,bj->ij", oh(labels), oh(pred))}
+	return hooks.Metric{Sum: graph.Einsum("bi,bj->ij", oh(labels), oh(pred))}
 }
 
 // confusions is what FinalizeMetrics keeps of each split's matrix: the last one per split, and

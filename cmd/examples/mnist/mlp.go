@@ -18,6 +18,7 @@ import (
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/export"
+	"github.com/nitro-go/nitro/hooks"
 	"github.com/nitro-go/nitro/optimizers"
 	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/schedules"
@@ -253,12 +254,12 @@ func (e *MLP) Loss(out core.Outputs, in Labels) *graph.Node {
 
 // Metrics reports accuracy and per-sample loss, each as (sum, count), and the confusion matrix
 // as a sum with no count (FinalizeMetrics derives each digit's accuracy from it).
-func (e *MLP) Metrics(out core.Outputs, in Labels) map[string]core.Metric {
+func (e *MLP) Metrics(out core.Outputs, in Labels) map[string]hooks.Metric {
 	logits := out["logits"]
 	n := graph.Scalar(logits.Graph(), dtypes.Float32, float64(logits.Shape().Dimensions[0]))
 	pred := graph.ArgMax(logits, -1, dtypes.Int32)
 	correct := graph.ReduceAllSum(graph.ConvertDType(graph.Equal(pred, in.Label), dtypes.Float32))
-	return map[string]core.Metric{
+	return map[string]hooks.Metric{
 		"accuracy":  {Sum: correct, Count: n},
 		"loss":      {Sum: graph.ReduceAllSum(crossEntropy(logits, in.Label)), Count: n},
 		"confusion": confusionMetric(pred, in.Label),

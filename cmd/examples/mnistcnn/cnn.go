@@ -17,6 +17,7 @@ import (
 	"github.com/nitro-go/nitro/cmd/examples/internal/fieldcheck"
 	"github.com/nitro-go/nitro/cmd/examples/mnist"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/hooks"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/schedules"
@@ -123,6 +124,6 @@ func (e *CNN) Loss(out core.Outputs, in Labels) *graph.Node {
 }
 
 // Metrics reports accuracy and per-sample loss, each as (sum, count).
-func (e *CNN) Metrics(out core.Outputs, in Labels) map[string]core.Metric {
+func (e *CNN) Metrics(out core.Outputs, in Labels) map[string]hooks.Metric {
 	return classify.Metrics(out["logits"], in.Label)
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/nitro-go/nitro/cmd/examples/internal/classify"
 	"github.com/nitro-go/nitro/cmd/examples/internal/fieldcheck"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/hooks"
 	"github.com/nitro-go/nitro/schedules"
 )
 
@@ -165,11 +166,11 @@ func (e *Transformer) Loss(out core.Outputs, in Targets) *graph.Node {
 
 // Metrics are accuracy (per token), loss (per token) and sequence_accuracy: the share of
 // sequences whose every position is right.
-func (e *Transformer) Metrics(out core.Outputs, in Targets) map[string]core.Metric {
+func (e *Transformer) Metrics(out core.Outputs, in Targets) map[string]hooks.Metric {
 	logits := out["logits"]
 	m := classify.Metrics(logits, in.Target)
 	whole := graph.ReduceMin(classify.Correct(logits, in.Target), -1) // [B]: 1 when all L are right
-	m["sequence_accuracy"] = core.Metric{
+	m["sequence_accuracy"] = hooks.Metric{
 		Sum:   graph.ReduceAllSum(whole),
 		Count: graph.Scalar(logits.Graph(), dtypes.Float32, float64(whole.Shape().Size())),
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/nitro-go/nitro/cmd/examples/internal/fieldcheck"
 	"github.com/nitro-go/nitro/cmd/examples/internal/gendata"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/hooks"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/optimizers"
 	"github.com/nitro-go/nitro/prefetch"
@@ -174,10 +175,10 @@ func (e *Regression) Loss(out core.Outputs, in Targets) *graph.Node {
 }
 
 // Metrics are the per-sample mse and mae, each as (sum, count).
-func (e *Regression) Metrics(out core.Outputs, in Targets) map[string]core.Metric {
+func (e *Regression) Metrics(out core.Outputs, in Targets) map[string]hooks.Metric {
 	d := graph.Sub(out["y"], in.Y)
 	n := graph.Scalar(d.Graph(), dtypes.Float32, float64(d.Shape().Dimensions[0]))
-	return map[string]core.Metric{
+	return map[string]hooks.Metric{
 		"mse": {Sum: graph.ReduceAllSum(graph.Square(d)), Count: n},
 		"mae": {Sum: graph.ReduceAllSum(graph.Abs(d)), Count: n},
 	}

@@ -7,7 +7,7 @@ package classify
 import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gopjrt/dtypes"
-	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/hooks"
 )
 
 // CrossEntropy is the per-element softmax cross-entropy of logits [..., K] against labels [...].
@@ -25,9 +25,9 @@ func Correct(logits, labels *graph.Node) *graph.Node {
 
 // Metrics are "accuracy" and "loss" (mean cross-entropy), each a (sum, count) over every element
 // of labels, so that a split's value is the mean over its elements, whatever its batch sizes.
-func Metrics(logits, labels *graph.Node) map[string]core.Metric {
+func Metrics(logits, labels *graph.Node) map[string]hooks.Metric {
 	n := graph.Scalar(logits.Graph(), dtypes.Float32, float64(labels.Shape().Size()))
-	return map[string]core.Metric{
+	return map[string]hooks.Metric{
 		"accuracy": {Sum: graph.ReduceAllSum(Correct(logits, labels)), Count: n},
 		"loss":     {Sum: graph.ReduceAllSum(graph.ConvertDType(CrossEntropy(logits, labels), dtypes.Float32)), Count: n},
 	}
