@@ -11,7 +11,9 @@
 // ```go program block, runs the ```go program run ones and the nitro lines of every ```sh nitro
 // block with the CLI built from the checkout, and fails on an unmarked go or shell block, a link
 // to a missing file, a CLI command or go.work module missing from the README's tables, and a first
-// experiment that does not build pasted into a `nitro new` project.
+// experiment that does not build pasted into a `nitro new` project; architecture_test.go holds
+// docs/architecture.md's module plan to `go list` (each module's row names exactly the workspace
+// modules its non-test packages import).
 // The benchmarks (`make bench`) print nitro's step time against a GoMLX loop and JAX + optax,
 // measured in one run, on the MLP and on each family (with the held-out loss and accuracy each
 // family's sides reached, a side off the others flagged), and the all-reduce's share of a step at

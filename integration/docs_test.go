@@ -455,17 +455,10 @@ func TestReadmeModules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	work, err := os.ReadFile(filepath.Join(root, "go.work"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	used := workModules(t, root)
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
 		t.Fatal(err)
-	}
-	used := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^\s+\./(\S+)\s*$`).FindAllStringSubmatch(string(work), -1) {
-		used[m[1]] = true
 	}
 	_, table, ok := strings.Cut(string(readme), "\n## Modules\n")
 	if !ok {
@@ -475,9 +468,6 @@ func TestReadmeModules(t *testing.T) {
 	rows := map[string]bool{}
 	for _, m := range regexp.MustCompile("(?m)^\\| ([a-z][a-z/]*) \\|").FindAllStringSubmatch(table, -1) {
 		rows[m[1]] = true
-	}
-	if len(used) < 10 {
-		t.Fatalf("read %d modules from go.work, want 10 or more: has its layout changed?", len(used))
 	}
 	for m := range used {
 		if !rows[m] {
