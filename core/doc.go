@@ -158,8 +158,11 @@
 //	RunDir            WithRunDir            runs/<E>     CheckRunDir; holds no earlier run, but for a resume (WithOverwrite)
 //	Accum             WithAccum             1            >= 1; 1 under WithFusedStep
 //	GradientClipNorm  WithGradientClipNorm  0 (off)      >= 0
-//	LearningRate      WithLearningRate      1e-3         != 0
+//	LearningRate      WithLearningRate      1e-3         != 0 (group rates are ratios to it)
 //	Lambda            -                     0            every group's decay coefficient
+//
+// config (contract.go) resolves and validates the knobs; TestDocTableListsEveryHook holds this
+// table to it.
 //
 // The experiment's fields carry markers (package markers): GraphConst fields bake into the
 // programs, Device fields are program inputs (SetDevice changes them), Host fields are read only
