@@ -12,11 +12,11 @@ import (
 // that Forward reads no Host field, the variables' initial values, and the parameters and layer
 // state placed on the device in their groups. Nothing is compiled.
 func (n *Nitro) buildModel() error {
-	n.ctx = context.New()
-	if err := n.ctx.SetRNGStateFromSeed(int64(n.cfg.seed.value)); err != nil {
-		return fmt.Errorf("seeding the model's RNG with Seed = %d: %w", n.cfg.seed.value, err)
+	n.spec.ctx = context.New()
+	if err := n.spec.ctx.SetRNGStateFromSeed(int64(n.spec.cfg.seed.value)); err != nil {
+		return fmt.Errorf("seeding the model's RNG with Seed = %d: %w", n.spec.cfg.seed.value, err)
 	}
-	if err := n.e.(ModelBuilder).BuildModel(n.ctx); err != nil { // resolveHooks checked it is one
+	if err := n.spec.e.(ModelBuilder).BuildModel(n.spec.ctx); err != nil { // resolveHooks checked it is one
 		return fmt.Errorf("BuildModel: %w", err)
 	}
 	if err := n.newEngine(); err != nil {
@@ -25,15 +25,15 @@ func (n *Nitro) buildModel() error {
 	if err := n.eng.PlaceDeviceFields(); err != nil {
 		return err
 	}
-	width, avail, err := n.sampleBatch()
+	width, avail, err := n.spec.sampleBatch()
 	if err != nil {
 		return err
 	}
 	var stepKeys []string // TrainStep's trace: none from input specs, which have no train batch
-	if n.trainStep != nil && !n.specOnly() {
-		stepKeys = append([]string{}, routed(avail, n.trainStep)...) // non-nil: trace it
+	if n.spec.trainStep != nil && !n.spec.specOnly() {
+		stepKeys = append([]string{}, routed(avail, n.spec.trainStep)...) // non-nil: trace it
 	}
-	if err := n.eng.TraceModel(width, routed(avail, n.forward), stepKeys); err != nil {
+	if err := n.eng.TraceModel(width, routed(avail, n.spec.forward), stepKeys); err != nil {
 		return err
 	}
 	return n.eng.PlaceParameters()
@@ -41,7 +41,7 @@ func (n *Nitro) buildModel() error {
 
 // sampleBatch is the batch setup traces with: the train split's first, else the first split's;
 // under WithInputSpecs, one row of each declared field (only shapes are traced, no data is read).
-func (su *setup) sampleBatch() (int, map[string]bool, error) {
+func (su *runSpec) sampleBatch() (int, map[string]bool, error) {
 	if su.specOnly() {
 		return 1, keySet(su.fieldShapes), nil
 	}

@@ -112,4 +112,4 @@ func (n *Nitro) Checkpointer() checkpoint.Checkpointer { return n.ck.c }
 func (n *Nitro) LastCheckpoint() string { return n.ck.last }
 
 // Preset is the preset name WithPreset recorded ("" if none).
-func (n *Nitro) Preset() string { return n.opts.preset }
+func (n *Nitro) Preset() string { return n.spec.opts.preset }

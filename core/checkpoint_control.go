@@ -20,10 +20,10 @@ import (
 // weights when asked. It runs after the parameters and optimizer state are on the device and
 // before the logger's first record.
 func (n *Nitro) setUpCheckpoints() error {
-	o := n.opts
+	o := n.spec.opts
 	c := o.ckpt
 	if !o.ckptSet {
-		if ch, ok := n.e.(CheckpointerChooser); ok {
+		if ch, ok := n.spec.e.(CheckpointerChooser); ok {
 			c = ch.Checkpointer()
 			if v := reflect.ValueOf(c); v.IsValid() && v.Kind() == reflect.Pointer && v.IsNil() {
 				c = nil
@@ -34,7 +34,7 @@ func (n *Nitro) setUpCheckpoints() error {
 	}
 	if a, ok := c.(checkpoint.Adopter); ok {
 		var name checkpoint.NameFunc
-		if nm, ok := n.e.(CheckpointNamer); ok {
+		if nm, ok := n.spec.e.(CheckpointNamer); ok {
 			name = nm.CheckpointFilename
 		}
 		a.Adopt(n.RunDir(), name)
@@ -43,7 +43,7 @@ func (n *Nitro) setUpCheckpoints() error {
 	if r, ok := c.(checkpoint.Ranker); ok {
 		n.ck.metric = r.Metric()
 	}
-	es, err := n.resolveEarlyStop()
+	es, err := n.spec.resolveEarlyStop()
 	if err != nil {
 		return err
 	}
@@ -78,9 +78,9 @@ func (n *Nitro) checkControlMetrics() error {
 	if n.ck.metric == "" && n.ck.es == nil {
 		return nil
 	}
-	if _, ok := n.data["val"]; !ok {
+	if _, ok := n.spec.data["val"]; !ok {
 		if n.ck.es != nil {
-			return n.ck.es.checkMetric(false, sortedKeys(n.data), nil)
+			return n.ck.es.checkMetric(false, sortedKeys(n.spec.data), nil)
 		}
 		return nil
 	}
@@ -90,12 +90,12 @@ func (n *Nitro) checkControlMetrics() error {
 	}
 	if m := n.ck.metric; m != "" && !slices.Contains(names, m) {
 		from := ckptFromDefault
-		if n.opts.ckptSet {
+		if n.spec.opts.ckptSet {
 			from = ckptFromOption
-		} else if _, ok := n.e.(CheckpointerChooser); ok {
+		} else if _, ok := n.spec.e.(CheckpointerChooser); ok {
 			from = ckptFromHook
 		}
-		return checkpointMetricError(n.typeName, m, from, names)
+		return checkpointMetricError(n.spec.typeName, m, from, names)
 	}
 	if es := n.ck.es; es != nil {
 		return es.checkMetric(true, nil, names)
@@ -110,15 +110,15 @@ func (n *Nitro) checkControlMetrics() error {
 // MetricsFinalizer they are the names FinalizedMetricNames declares.
 func (n *Nitro) valMetricNames() (names []string, known bool, err error) {
 	switch {
-	case n.acc.finalizer != nil:
-		return n.finalizedNames(), true, nil
-	case n.onHost():
+	case n.spec.acc.finalizer != nil:
+		return n.spec.finalizedNames(), true, nil
+	case n.spec.onHost():
 		return nil, false, nil
 	}
-	if n.metrics == nil {
+	if n.spec.metrics == nil {
 		return []string{ValLoss}, true, nil
 	}
-	b, err := n.data["val"].BatchAt(0)
+	b, err := n.spec.data["val"].BatchAt(0)
 	if err != nil {
 		return nil, false, fmt.Errorf("split \"val\", batch 0: %w", err)
 	}
@@ -126,7 +126,7 @@ func (n *Nitro) valMetricNames() (names []string, known bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
-	keys := routed(keySet(b), n.forward, n.metrics)
+	keys := routed(keySet(b), n.spec.forward, n.spec.metrics)
 	metricNames, array, err := n.eng.MetricNames(width, keys)
 	if err != nil {
 		return nil, false, err
@@ -134,7 +134,7 @@ func (n *Nitro) valMetricNames() (names []string, known bool, err error) {
 	for _, name := range metricNames {
 		names = append(names, withPrefixName("val_", name))
 		if array[name] && err == nil { // a metric only a finalizer could report, and there is none
-			err = n.arrayWithoutFinalizer("val", name)
+			err = n.spec.arrayWithoutFinalizer("val", name)
 		}
 	}
 	return names, err == nil, err

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/nitro-go/nitro/engine"
 	"reflect"
+
+	"github.com/nitro-go/nitro/engine"
 
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/logjson"
@@ -39,7 +40,7 @@ func (n *Nitro) writeCheckpoint(res EpochResult, reason runstatus.Status) error 
 	path, err := n.ck.c.Save(rec)
 	switch {
 	case errors.Is(err, checkpoint.ErrNotRotated):
-		n.warn(err.Error())
+		n.spec.warn(err.Error())
 	case err != nil:
 		return fmt.Errorf("epoch %d: %w", res.Epoch, err)
 	}
@@ -50,36 +51,28 @@ func (n *Nitro) writeCheckpoint(res EpochResult, reason runstatus.Status) error 
 // littleEndian: a record's data is little-endian and tensors hold native bytes.
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
-// stateReader is what a record needs of the engine: the training state's tensors by name.
-type stateReader interface {
-	StateTensors(p engine.Part) ([]engine.StateTensor, error)
-}
-
-var _ stateReader = (*engine.Engine)(nil)
-
 // record converts the training state and the epoch's summary into a checkpoint record.
 func (n *Nitro) record(res EpochResult, reason runstatus.Status) (*checkpoint.Record, error) {
-	var from stateReader = n.eng
 	if !littleEndian {
 		return nil, errors.New("checkpoints hold little-endian data and this host is big-endian")
 	}
 	r := &checkpoint.Record{
-		Epoch: n.st.epoch, Step: n.st.step, StopReason: reason, Preset: n.opts.preset,
+		Epoch: n.st.epoch, Step: n.st.step, StopReason: reason, Preset: n.spec.opts.preset,
 		Metrics:  epochMetrics(res),
 		RunID:    logjson.RunID(n.log.l),
 		RunURL:   logjson.RunURL(n.log.l),
-		Values:   n.recordValues(),
-		Derived:  n.derived,
+		Values:   n.spec.recordValues(),
+		Derived:  n.spec.derived,
 		Position: n.recordPosition(), // collective.go
 		Build:    engine.BuildIdentity(),
 	}
-	if n.cfg.precision.value.Casts() { // a float32 record stays as it was before modes
-		r.MixedPrecision = n.cfg.precision.value.String()
+	if n.spec.cfg.precision.value.Casts() { // a float32 record stays as it was before modes
+		r.MixedPrecision = n.spec.cfg.precision.value.String()
 	}
-	if a := n.cfg.accum.value; a > 1 { // 0 in the record is 1
+	if a := n.spec.cfg.accum.value; a > 1 { // 0 in the record is 1
 		r.Accum = a
 	}
-	ts, err := from.StateTensors(engine.WholePart)
+	ts, err := n.eng.StateTensors(engine.WholePart)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +120,7 @@ func epochMetrics(res EpochResult) map[string]float64 {
 
 // recordValues renders the experiment's fields by kind: GraphConst as the compile key prints
 // them, Device and Host as plain scalars (other values, which may be whole arrays, left out).
-func (su *setup) recordValues() checkpoint.Values { return valuesOf(su.e, su.gcValues) }
+func (su *runSpec) recordValues() checkpoint.Values { return valuesOf(su.e, su.gcValues) }
 
 // valuesOf is recordValues for any experiment e, its GraphConst values given as
 // markers.GraphConstValues prints them.

@@ -6,11 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/nitro-go/nitro/engine"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/nitro-go/nitro/engine"
 
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/logjson"
@@ -130,7 +131,7 @@ func (n *Nitro) resume(from string) error {
 			if err := n.checkResumeDir(""); err != nil {
 				return err
 			}
-			n.notice(fmt.Sprintf("resume auto: no checkpoint in %s; starting a fresh run", where))
+			n.spec.notice(fmt.Sprintf("resume auto: no checkpoint in %s; starting a fresh run", where))
 			return nil
 		}
 		path = p
@@ -153,12 +154,12 @@ func (n *Nitro) resume(from string) error {
 		return err
 	}
 	n.ck.last, n.ck.source = path, src
-	n.notice(fmt.Sprintf("resumed from %s: epoch %d, step %d", path, rec.Epoch, rec.Step))
+	n.spec.notice(fmt.Sprintf("resumed from %s: epoch %d, step %d", path, rec.Epoch, rec.Step))
 	if rec.StopReason == StopEarly {
 		if n.ck.es != nil && n.ck.es.stillStopped() {
 			n.ck.stopped = path
 		} else {
-			n.notice(fmt.Sprintf("the checkpoint records an early stop at epoch %d; the early stopping configured now does not stop there, so training goes on", rec.Epoch))
+			n.spec.notice(fmt.Sprintf("the checkpoint records an early stop at epoch %d; the early stopping configured now does not stop there, so training goes on", rec.Epoch))
 		}
 	}
 	return nil
@@ -171,8 +172,8 @@ func (n *Nitro) loadWeights(path string) error {
 	if err != nil {
 		return fmt.Errorf("WithCheckpoint: %w", withOlderHint(err, false))
 	}
-	for _, d := range checkpoint.DiffValues(rec.Values.GraphConst, n.recordValues().GraphConst) {
-		n.notice("checkpoint " + path + ": GraphConst " + d)
+	for _, d := range checkpoint.DiffValues(rec.Values.GraphConst, n.spec.recordValues().GraphConst) {
+		n.spec.notice("checkpoint " + path + ": GraphConst " + d)
 	}
 	src, err := n.sourceOf(arg, path, false)
 	if err != nil {
@@ -183,7 +184,7 @@ func (n *Nitro) loadWeights(path string) error {
 	}
 	n.ck.source = src
 	n.ck.weightsAt = &[2]int{rec.Epoch, rec.Step}
-	n.notice(fmt.Sprintf("weights from %s (epoch %d, step %d); training from them starts a fresh optimizer and fresh counters", path, rec.Epoch, rec.Step))
+	n.spec.notice(fmt.Sprintf("weights from %s (epoch %d, step %d); training from them starts a fresh optimizer and fresh counters", path, rec.Epoch, rec.Step))
 	return nil
 }
 
@@ -191,7 +192,7 @@ func (n *Nitro) loadWeights(path string) error {
 // bake into the programs, so a change would train another program), anchored groups must decay
 // toward the same anchor; Device, Host and derived changes are allowed and reported.
 func (n *Nitro) checkCompatible(rec *checkpoint.Record, path string) error {
-	notes, err := checkpoint.CheckConfigCompatible(path, rec.Values, n.recordValues())
+	notes, err := checkpoint.CheckConfigCompatible(path, rec.Values, n.spec.recordValues())
 	if err != nil {
 		return err
 	}
@@ -205,13 +206,13 @@ func (n *Nitro) checkCompatible(rec *checkpoint.Record, path string) error {
 				path, g, got, rec.AnchorChecksums[g])
 		}
 	}
-	if was := max(rec.Accum, 1); was != n.cfg.accum.value {
+	if was := max(rec.Accum, 1); was != n.spec.cfg.accum.value {
 		return fmt.Errorf("resume from %s refused: its run stepped the optimizer every %d micro-batches (Accum %d), this one has Accum = %d (from %s): the step count, the schedules' position and the data position are counted in those steps, so the resumed run would not continue that one; resume with Accum %d (core.WithAccum, --accum %d), or start a new run from its weights (WithCheckpoint, --weights-only)",
-			path, was, was, n.cfg.accum.value, n.cfg.accum.source, was, was)
+			path, was, was, n.spec.cfg.accum.value, n.spec.cfg.accum.source, was, was)
 	}
-	n.checkPrecisionOnResume(rec, path)
-	for _, d := range append(notes, prefixed("derived ", checkpoint.DiffValues(rec.Derived, n.derived))...) {
-		n.notice("resume: " + d)
+	n.spec.checkPrecisionOnResume(rec, path)
+	for _, d := range append(notes, prefixed("derived ", checkpoint.DiffValues(rec.Derived, n.spec.derived))...) {
+		n.spec.notice("resume: " + d)
 	}
 	return nil
 }
@@ -223,26 +224,16 @@ func prefixed(p string, lines []string) []string {
 	return lines
 }
 
-// stateInstaller is what a restore needs of the engine: named tensors checked against the state
-// all at once, then installed, so a misfit changes nothing.
-type stateInstaller interface {
-	StageState(ts []checkpoint.Tensor, p engine.Part, path string) (engine.Staged, error)
-	InstallState(s engine.Staged, path string) error
-}
-
-var _ stateInstaller = (*engine.Engine)(nil)
-
 // restore installs a record into the training state, all or nothing: every tensor is checked
 // and uploaded (counted in Uploads) before any replaces the state. full is a resume: parameters,
 // optimizer and layer state, step, epoch, data position, logger and early-stopping state. Else
 // the weights: parameters and layer state but the RNG state, the counters left as they are.
 func (n *Nitro) restore(rec *checkpoint.Record, path string, full bool) error {
-	var into stateInstaller = n.eng
 	part := engine.WeightsPart
 	if full {
 		part = engine.WholePart
 	}
-	staged, err := into.StageState(rec.Tensors, part, path)
+	staged, err := n.eng.StageState(rec.Tensors, part, path)
 	if err != nil {
 		return err
 	}
@@ -252,7 +243,7 @@ func (n *Nitro) restore(rec *checkpoint.Record, path string, full bool) error {
 			return err
 		}
 	}
-	if err := into.InstallState(staged, path); err != nil {
+	if err := n.eng.InstallState(staged, path); err != nil {
 		return err
 	}
 	if full {

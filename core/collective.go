@@ -45,7 +45,7 @@ type Collective interface {
 func WithCollective(c Collective) Option { return func(o *options) { o.collective = c } }
 
 // multi is the run's collective when it spans more than one process, else nil.
-func (su *setup) multi() Collective {
+func (su *runSpec) multi() Collective {
 	if c := su.opts.collective; c != nil && c.Size() > 1 {
 		return c
 	}
@@ -55,7 +55,7 @@ func (su *setup) multi() Collective {
 // checkCollective is setup's collective phase: the collective's rank and size are WithDist's.
 // Its warning for ranks with no collective comes with the backend (spanCollective).
 func (n *Nitro) checkCollective() error {
-	c := n.opts.collective
+	c := n.spec.opts.collective
 	if c == nil {
 		return nil // the backend's client may span the processes (spanCollective)
 	}
@@ -70,7 +70,7 @@ func (n *Nitro) checkCollective() error {
 // rank and world size) takes that client as its collective, so the gradients, the validation
 // sums, the agreement and the stop votes cross the processes on the device (backend.XProcess),
 // and the run trains one model. A client that does not span them is refused there.
-func (su *setup) spanCollective() error {
+func (su *runSpec) spanCollective() error {
 	d := distOf(su.opts)
 	if su.opts.collective != nil || d.WorldSize <= 1 {
 		return nil
@@ -99,7 +99,7 @@ func collectiveVia(c Collective) string {
 }
 
 // shardForCollective shards data the experiment did not shard itself, under a collective.
-func (su *setup) shardForCollective(data prefetch.Data) (prefetch.Data, error) {
+func (su *runSpec) shardForCollective(data prefetch.Data) (prefetch.Data, error) {
 	if su.multi() == nil {
 		return data, nil
 	}
@@ -121,7 +121,7 @@ func (su *setup) shardForCollective(data prefetch.Data) (prefetch.Data, error) {
 }
 
 // reduceSplit sums a split's accumulators over the processes before they are finalized.
-func (su *setup) reduceSplit(acc *metrics.Accumulator, split string) error {
+func (su *runSpec) reduceSplit(acc *metrics.Accumulator, split string) error {
 	c := su.multi()
 	if c == nil {
 		return nil
@@ -139,7 +139,7 @@ func (su *setup) reduceSplit(acc *metrics.Accumulator, split string) error {
 // with the same error naming the first differing field and both values: two ranks launched with
 // different settings must never train two models into one record.
 func (n *Nitro) agree() error {
-	c := n.multi()
+	c := n.spec.multi()
 	if c == nil {
 		return nil
 	}
@@ -173,12 +173,12 @@ func (n *Nitro) agree() error {
 
 // runDescription is this rank's run, one "name=value" line per field, sorted.
 func (n *Nitro) runDescription() []byte {
-	p := n.runParams()
-	p["experiment"] = n.typeName
+	p := n.spec.runParams()
+	p["experiment"] = n.spec.typeName
 	p["world_size"] = n.Dist().WorldSize
-	p["backend"] = n.backend.Name
-	p["plugin"] = pluginIdentity(n.backend.Plugin)
-	p["devices"] = n.devs.n.value
+	p["backend"] = n.spec.backend.Name
+	p["plugin"] = pluginIdentity(n.spec.backend.Plugin)
+	p["devices"] = n.spec.devs.n.value
 	var b bytes.Buffer
 	for _, k := range slices.Sorted(maps.Keys(p)) {
 		v, err := json.Marshal(p[k])
@@ -249,7 +249,7 @@ func descLines(desc []byte) map[string]string {
 
 // reducer is the engine's AllReducer: the collective when the run spans processes, else nil (a
 // nil Collective in an interface would not be nil).
-func (su *setup) reducer() engine.AllReducer {
+func (su *runSpec) reducer() engine.AllReducer {
 	if c := su.multi(); c != nil {
 		return c
 	}
@@ -292,10 +292,10 @@ func recordedWorldSize(ctl map[string]json.RawMessage, path string) (int, error)
 // single order: one process, or train data core sharded itself (dist.Shard's strides). 0 when
 // the experiment sharded its own (BuildData(d dist.Dist)) or the processes share no collective.
 func (n *Nitro) globalBatch() int {
-	if _, ok := n.data["train"]; !ok || (n.Dist().WorldSize > 1 && !n.sharded) {
+	if _, ok := n.spec.data["train"]; !ok || (n.Dist().WorldSize > 1 && !n.spec.sharded) {
 		return 0
 	}
-	return n.Dist().WorldSize * n.trainWidth
+	return n.Dist().WorldSize * n.spec.trainWidth
 }
 
 // recordPosition is the data position as a record keeps it: in global batches when the run
@@ -303,7 +303,7 @@ func (n *Nitro) globalBatch() int {
 func (n *Nitro) recordPosition() checkpoint.Position {
 	p := checkpoint.Position{Epoch: n.st.data.epoch, Batch: n.st.data.batch}
 	if g := n.globalBatch(); g > 0 {
-		p.GlobalBatch, p.EpochBatches = g, n.data["train"].Len()
+		p.GlobalBatch, p.EpochBatches = g, n.spec.data["train"].Len()
 	}
 	return p
 }
@@ -327,7 +327,7 @@ func (n *Nitro) resumePosition(rec *checkpoint.Record, ctl map[string]json.RawMe
 	case w == recorded && !p.Global():
 		// A shard position records no batch width, so a changed batch size cannot be mapped;
 		// one that leaves the position past this run's epoch is at least refused.
-		if train, ok := n.data["train"]; ok && p.Batch > train.Len() {
+		if train, ok := n.spec.data["train"]; ok && p.Batch > train.Len() {
 			return dataPosition{}, fmt.Errorf("checkpoint %s: position.batch %d is past this run's epoch of %d train batches: the record counts batches of the size that wrote it (no position.global_batch), and the train batch size or split changed since; resume with the recorded ones, or load its weights alone (WithCheckpoint, --weights-only)", path, p.Batch, train.Len())
 		}
 		return dataPosition{epoch: p.Epoch, batch: p.Batch}, nil
@@ -338,19 +338,19 @@ func (n *Nitro) resumePosition(rec *checkpoint.Record, ctl map[string]json.RawMe
 	case g == 0:
 		return dataPosition{}, fmt.Errorf("checkpoint %s was written by a run of %d process(es) and this run of %d shards its data itself (BuildData(d dist.Dist)) or has no collective: its global data position cannot be placed in this run's shards; resume with %d process(es), let core shard the data (BuildData() under WithCollective), or load its weights alone (WithCheckpoint, --weights-only)", path, recorded, w, recorded)
 	}
-	train := n.data["train"]
-	if was := p.GlobalBatch / recorded; was != n.trainWidth && !prefetch.OrdersSamples(train) {
+	train := n.spec.data["train"]
+	if was := p.GlobalBatch / recorded; was != n.spec.trainWidth && !prefetch.OrdersSamples(train) {
 		return dataPosition{}, fmt.Errorf("resume from %s: each process's train batch was %d samples and is %d now, and the train split's source (%T) does not say that its batch i of width B is samples iB to iB+B-1 of one order whatever B is (prefetch.SampleOrderer), so the recorded position names no sample of this run; resume with a train batch of %d per process, or give the source a SampleOrdered() bool method when that holds",
-			path, was, n.trainWidth, train, was)
+			path, was, n.spec.trainWidth, train, was)
 	}
-	q, err := p.Rebatch(g, train.Len(), n.cfg.accum.value)
+	q, err := p.Rebatch(g, train.Len(), n.spec.cfg.accum.value)
 	if err != nil {
-		return dataPosition{}, fmt.Errorf("resume from %s (written by %d process(es), global batch %d; this run: %d process(es) x batch %d): %w", path, recorded, p.GlobalBatch, w, n.trainWidth, err)
+		return dataPosition{}, fmt.Errorf("resume from %s (written by %d process(es), global batch %d; this run: %d process(es) x batch %d): %w", path, recorded, p.GlobalBatch, w, n.spec.trainWidth, err)
 	}
 	if p.GlobalBatch != g {
-		n.notice(fmt.Sprintf("resume: the global batch was %d samples and is %d now (%d process(es) x batch %d): steps per epoch change with it", p.GlobalBatch, g, w, n.trainWidth))
+		n.spec.notice(fmt.Sprintf("resume: the global batch was %d samples and is %d now (%d process(es) x batch %d): steps per epoch change with it", p.GlobalBatch, g, w, n.spec.trainWidth))
 	}
-	n.notice(fmt.Sprintf("resume: data position of %d process(es), epoch %d batch %d of %d samples, is batch %d of %d samples over %d process(es)", recorded, p.Epoch, p.Batch, p.GlobalBatch, q.Batch, g, w))
+	n.spec.notice(fmt.Sprintf("resume: data position of %d process(es), epoch %d batch %d of %d samples, is batch %d of %d samples over %d process(es)", recorded, p.Epoch, p.Batch, p.GlobalBatch, q.Batch, g, w))
 	return dataPosition{epoch: q.Epoch, batch: q.Batch}, nil
 }
 
@@ -360,7 +360,7 @@ func (n *Nitro) resumePosition(rec *checkpoint.Record, ctl map[string]json.RawMe
 // that learns of another's Interrupt takes it as its own; one that arrives here after its vote was
 // taken counts at the next step.
 func (n *Nitro) stepInterrupted(voted bool) bool {
-	if n.multi() == nil {
+	if n.spec.multi() == nil {
 		return n.interrupted.Load()
 	}
 	if voted && !n.interrupted.Load() {
@@ -373,7 +373,7 @@ func (n *Nitro) stepInterrupted(voted bool) bool {
 // whether any rank's tracker was asked to stop (a monitor, RequestStop), so that all end after the
 // same epoch.
 func (n *Nitro) agreeStop(mine bool) (bool, error) {
-	c := n.multi()
+	c := n.spec.multi()
 	if c == nil {
 		return mine, nil
 	}

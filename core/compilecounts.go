@@ -10,12 +10,12 @@ import (
 // disk cache loaded in this process since New: the line that shows a second start compiling
 // nothing. The pure-Go backend compiles nothing to disk and prints no line.
 func (n *Nitro) reportCompiles() {
-	if n.console == nil || n.backend == nil || n.backend.Name == backend.Go {
+	if n.spec.console == nil || n.spec.backend == nil || n.spec.backend.Name == backend.Go {
 		return
 	}
 	compiled, fromDisk := backend.CompileCounts()
-	n.console.Notice(fmt.Sprintf("compile cache: %d compiled, %d from disk (%.2fs)", compiled-n.compiledAt[0], fromDisk-n.compiledAt[1],
-		backend.CompileSeconds()-n.compileSecsAt))
+	n.spec.console.Notice(fmt.Sprintf("compile cache: %d compiled, %d from disk (%.2fs)", compiled-n.spec.compiledAt[0], fromDisk-n.spec.compiledAt[1],
+		backend.CompileSeconds()-n.spec.compileSecsAt))
 }
 
 // finishRun ends the run: the compile cache's entries still being written in the background

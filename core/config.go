@@ -22,7 +22,7 @@ func (r resolved[T]) String() string { return fmt.Sprintf("%v (%s)", r.value, r.
 
 // resolveConfig is setup's config phase: every knob (contract.go's config) resolved, then the
 // whole config validated together with the run options it depends on.
-func (su *setup) resolveConfig() (err error) {
+func (su *runSpec) resolveConfig() (err error) {
 	if su.cfg, err = resolveKnobs(su.e, su.typeName, &su.opts); err != nil {
 		return err
 	}
@@ -34,7 +34,7 @@ func (su *setup) resolveConfig() (err error) {
 }
 
 // resolveBackend is setup's backend phase: WithBackend's name, else the automatic choice.
-func (su *setup) resolveBackend() (err error) {
+func (su *runSpec) resolveBackend() (err error) {
 	cache := backend.CacheSetting{Dir: su.opts.compileCache, Source: "core.WithCompileCache"}
 	if su.opts.dist != nil {
 		cache.Rank, cache.RankSet = su.opts.dist.Rank, true
@@ -164,7 +164,7 @@ func deviceShadowSource(name string) string {
 // warnDeviceShadows warns of each knob a Device field of its name shadows, but Lambda: a Device
 // Lambda is the common auxiliary loss weight, and the decay it is not defaults to none. For the
 // others, a value the user gave the field is not the run's, which nothing else would tell.
-func (su *setup) warnDeviceShadows() {
+func (su *runSpec) warnDeviceShadows() {
 	for _, k := range []struct{ name, value, option, source string }{
 		{"MaxEpochs", fmt.Sprint(su.cfg.maxEpochs.value), "WithMaxEpochs", su.cfg.maxEpochs.source},
 		{"Seed", fmt.Sprint(su.cfg.seed.value), "WithSeed", su.cfg.seed.source},

@@ -9,7 +9,7 @@ import "fmt"
 // program, or fail inside XLA).
 func (n *Nitro) SetDevice(name string, value any) (err error) {
 	defer n.enter("SetDevice", &err, nil)()
-	if n.isScheduledDevice(name) {
+	if n.spec.isScheduledDevice(name) {
 		return fmt.Errorf("Device field %s is driven by a schedule, which rewrites it every optimizer step: a value written here would last until the next step and no longer; change the schedule instead (Schedules()[%q])", name, name)
 	}
 	return n.eng.SetDevice(name, value)

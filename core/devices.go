@@ -25,32 +25,32 @@ type devices struct {
 // resolveDevices is setup's devices phase (after the splits, whose widths must divide): n_devs by
 // the knob rule, checked against the visible devices.
 func (n *Nitro) resolveDevices() (err error) {
-	n.devs.visible = n.backend.Backend.NumDevices()
+	n.spec.devs.visible = n.spec.backend.Backend.NumDevices()
 	def, why := 1, "default: CPU devices share the cores"
-	if !onCPU(n.backend) {
-		def, why = n.devs.visible, "default: every visible accelerator device"
+	if !onCPU(n.spec.backend) {
+		def, why = n.spec.devs.visible, "default: every visible accelerator device"
 	}
-	if n.devs.n, err = resolveKnob(n.e, "Devices", n.opts.devices, def); err != nil {
+	if n.spec.devs.n, err = resolveKnob(n.spec.e, "Devices", n.spec.opts.devices, def); err != nil {
 		return err
 	}
-	if n.devs.n.source == "default" {
-		n.devs.n.source = why
+	if n.spec.devs.n.source == "default" {
+		n.spec.devs.n.source = why
 	}
-	k, src := n.devs.n.value, n.devs.n.source
+	k, src := n.spec.devs.n.value, n.spec.devs.n.source
 	switch {
 	case k < 1:
 		return fmt.Errorf("Devices = %d from %s: must be >= 1", k, src)
-	case k > n.devs.visible && !onCPU(n.backend):
-		return fmt.Errorf("Devices = %d from %s, but the backend shows %d devices: visibility is fixed when the process starts its client, by $CUDA_VISIBLE_DEVICES on a CUDA host; widen it or ask for fewer", k, src, n.devs.visible)
-	case k > n.devs.visible && n.backend.Name == backend.XLA:
-		return fmt.Errorf("Devices = %d from %s, but the backend shows %d devices: set $%s=%d to have the CPU plugin present that many, or ask for fewer", k, src, n.devs.visible, backend.EnvCPUDevices, k)
-	case k > n.devs.visible:
-		return fmt.Errorf("Devices = %d from %s, but the %s backend has %d device: use the XLA backend (with $%s) for a mesh, or set Devices to 1", k, src, n.backend.Name, n.devs.visible, backend.EnvCPUDevices)
+	case k > n.spec.devs.visible && !onCPU(n.spec.backend):
+		return fmt.Errorf("Devices = %d from %s, but the backend shows %d devices: visibility is fixed when the process starts its client, by $CUDA_VISIBLE_DEVICES on a CUDA host; widen it or ask for fewer", k, src, n.spec.devs.visible)
+	case k > n.spec.devs.visible && n.spec.backend.Name == backend.XLA:
+		return fmt.Errorf("Devices = %d from %s, but the backend shows %d devices: set $%s=%d to have the CPU plugin present that many, or ask for fewer", k, src, n.spec.devs.visible, backend.EnvCPUDevices, k)
+	case k > n.spec.devs.visible:
+		return fmt.Errorf("Devices = %d from %s, but the %s backend has %d device: use the XLA backend (with $%s) for a mesh, or set Devices to 1", k, src, n.spec.backend.Name, n.spec.devs.visible, backend.EnvCPUDevices)
 	case k == 1:
 		return nil
 	}
-	for _, split := range sortedKeys(n.splitWidth) {
-		if w := n.splitWidth[split]; w%k != 0 {
+	for _, split := range sortedKeys(n.spec.splitWidth) {
+		if w := n.spec.splitWidth[split]; w%k != 0 {
 			return fmt.Errorf("split %q has a batch size of %d, not divisible by Devices = %d (%s): the batch size is global and each device takes an equal share; choose a batch size that is a multiple of %d", split, w, k, src, k)
 		}
 	}
@@ -65,8 +65,8 @@ func onCPU(r *backend.Resolved) bool {
 
 // deviceReport is the config report's devices row: chosen, visible, and why.
 func (n *Nitro) deviceReport() string {
-	s := fmt.Sprintf("%d of %d visible (%s)", n.devs.n.value, n.devs.visible, n.devs.n.source)
-	if n.devs.n.value > 1 {
+	s := fmt.Sprintf("%d of %d visible (%s)", n.spec.devs.n.value, n.spec.devs.visible, n.spec.devs.n.source)
+	if n.spec.devs.n.value > 1 {
 		s += ", data-parallel: batch sharded, parameters replicated"
 	}
 	return s

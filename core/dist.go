@@ -29,7 +29,7 @@ type DistDataBuilder interface {
 }
 
 // Dist is the rank and world size this Nitro runs as.
-func (n *Nitro) Dist() dist.Dist { return distOf(n.opts) }
+func (n *Nitro) Dist() dist.Dist { return distOf(n.spec.opts) }
 
 func distOf(o options) dist.Dist {
 	if o.dist == nil {
@@ -46,7 +46,7 @@ func (n *Nitro) checkDist() error {
 		return fmt.Errorf("WithDist: %w", err)
 	}
 	if !d.IsRank0() {
-		n.notice(fmt.Sprintf("%s: this process writes no checkpoints, metrics or exports; rank 0 does", d))
+		n.spec.notice(fmt.Sprintf("%s: this process writes no checkpoints, metrics or exports; rank 0 does", d))
 	}
 	return nil
 }
@@ -55,14 +55,14 @@ func (n *Nitro) checkDist() error {
 // comes back prefixed "BuildData: ".
 func (n *Nitro) buildData() (d prefetch.Data, err error) {
 	// Two assertions, not a type switch: the contract test finds a hook by its assertion on n.e.
-	if db, ok := n.e.(DistDataBuilder); ok {
+	if db, ok := n.spec.e.(DistDataBuilder); ok {
 		d, err = db.BuildData(n.Dist())
-	} else if db, ok := n.e.(DataBuilder); ok {
+	} else if db, ok := n.spec.e.(DataBuilder); ok {
 		if d, err = db.BuildData(); err == nil {
-			return n.shardForCollective(d) // collective.go: a plain BuildData's splits, sharded
+			return n.spec.shardForCollective(d) // collective.go: a plain BuildData's splits, sharded
 		}
 	} else {
-		return nil, n.noDataBuilder()
+		return nil, n.spec.noDataBuilder()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("BuildData: %w", err)
@@ -71,7 +71,7 @@ func (n *Nitro) buildData() (d prefetch.Data, err error) {
 }
 
 // noDataBuilder is the error for an experiment with neither BuildData form.
-func (su *setup) noDataBuilder() error {
+func (su *runSpec) noDataBuilder() error {
 	if m, ok := reflect.TypeOf(su.e).MethodByName("BuildData"); ok {
 		return fmt.Errorf("experiment %s has BuildData of type %v, which is neither hook form: define func (e *%s) BuildData() (prefetch.Data, error) or func (e *%s) BuildData(d dist.Dist) (prefetch.Data, error)", su.typeName, m.Type, su.typeName, su.typeName)
 	}

@@ -38,12 +38,12 @@ type driftState struct {
 
 // snapshotFields records every field's value at the end of New (after Derive wrote its values).
 func (n *Nitro) snapshotFields() error {
-	snap, err := markers.TakeSnapshot(n.e)
+	snap, err := markers.TakeSnapshot(n.spec.e)
 	if err != nil {
 		return err
 	}
 	n.drift = driftState{snap: snap, dev: map[string]*tensors.Tensor{}, warned: map[string]string{}}
-	for _, name := range n.traits.DeviceFields() {
+	for _, name := range n.spec.traits.DeviceFields() {
 		n.drift.dev[name] = n.eng.DeviceTensor(name)
 	}
 	return nil
@@ -54,7 +54,7 @@ func (n *Nitro) snapshotFields() error {
 func (n *Nitro) checkDrift(verb string) error {
 	d := &n.drift
 	rewritten := n.rewrittenDevice()
-	changes, err := d.snap.Changed(n.e)
+	changes, err := d.snap.Changed(n.spec.e)
 	if err != nil {
 		return fmt.Errorf("%s: %w", verb, err)
 	}
@@ -71,12 +71,12 @@ func (n *Nitro) checkDrift(verb string) error {
 		}
 		d.warned[c.Name] = c.Fingerprint
 		if c.Kind == markers.KindDevice {
-			n.warn(fmt.Sprintf("%s: Device field %s of %s was assigned after core.New (%s on the device, the field now %s); the programs read the device copy, so %s is what runs: write it with n.SetDevice(%q, value), which uploads it and reuses every program",
-				verb, c.Name, n.typeName, c.Old, c.New, c.Old, c.Name))
+			n.spec.warn(fmt.Sprintf("%s: Device field %s of %s was assigned after core.New (%s on the device, the field now %s); the programs read the device copy, so %s is what runs: write it with n.SetDevice(%q, value), which uploads it and reuses every program",
+				verb, c.Name, n.spec.typeName, c.Old, c.New, c.Old, c.Name))
 			continue
 		}
-		n.warn(fmt.Sprintf("%s: Host field %s of %s was assigned after core.New (was %s, now %s); %s",
-			verb, c.Name, n.typeName, c.Old, c.New, n.frozenUse(c.Name, c.Old, c.New)))
+		n.spec.warn(fmt.Sprintf("%s: Host field %s of %s was assigned after core.New (was %s, now %s); %s",
+			verb, c.Name, n.spec.typeName, c.Old, c.New, n.spec.frozenUse(c.Name, c.Old, c.New)))
 	}
 	for name := range d.warned {
 		if !changed[name] && !rewritten[name] {
@@ -85,7 +85,7 @@ func (n *Nitro) checkDrift(verb string) error {
 	}
 	if len(refused) > 0 {
 		return fmt.Errorf("%s refused: GraphConst field %s of %s was assigned after core.New: GraphConst fields are baked into this Nitro's programs and parameter shapes at New, so running now would mix a program of the new value with the key and parameters of the old; set it before core.New (a new Nitro: the compile cache keeps the programs of both values), or set it back",
-			verb, strings.Join(refused, ", "), n.typeName)
+			verb, strings.Join(refused, ", "), n.spec.typeName)
 	}
 	return nil
 }
@@ -102,7 +102,7 @@ func (n *Nitro) rewrittenDevice() map[string]bool {
 		}
 	}
 	if len(out) > 0 {
-		_ = d.snap.Update(n.e, func(f markers.Field) bool { return out[f.Name] })
+		_ = d.snap.Update(n.spec.e, func(f markers.Field) bool { return out[f.Name] })
 	}
 	return out
 }
@@ -112,12 +112,12 @@ func (n *Nitro) rewrittenDevice() map[string]bool {
 func (n *Nitro) adoptHostWrites() {
 	defer func() { _ = recover() }() // runs after the entry point's own recover: nothing may escape
 	if n.drift.snap != nil {
-		_ = n.drift.snap.Update(n.e, func(f markers.Field) bool { return f.Kind == markers.KindHost })
+		_ = n.drift.snap.Update(n.spec.e, func(f markers.Field) bool { return f.Kind == markers.KindHost })
 	}
 }
 
 // frozenUse says what the frozen value of a Host field still drives, and the fix.
-func (su *setup) frozenUse(name, was, now string) string {
+func (su *runSpec) frozenUse(name, was, now string) string {
 	knobs := map[string]struct {
 		v   fmt.Stringer
 		opt string

@@ -73,7 +73,7 @@ func (n *Nitro) EarlyStopper() earlystop.Policy {
 // resolveEarlyStop picks the run's stopping rule: the run's option, then the experiment's
 // EarlyStop, then none. An *earlystop.EarlyStopping is checked and copied with no progress, so a value
 // shared between runs (one option slice for a sweep) never carries one run's count into another.
-func (su *setup) resolveEarlyStop() (*runEarlyStop, error) {
+func (su *runSpec) resolveEarlyStop() (*runEarlyStop, error) {
 	var p earlystop.Policy
 	var origin string
 	switch s := su.opts.early; {
@@ -168,7 +168,7 @@ func (n *Nitro) observeEarlyStop(res EpochResult) (bool, error) {
 		if why == "" {
 			why = fmt.Sprintf("%s asked to stop", r.origin)
 		}
-		n.notice(fmt.Sprintf("early stop after epoch %d: %s", res.Epoch, why))
+		n.spec.notice(fmt.Sprintf("early stop after epoch %d: %s", res.Epoch, why))
 	}
 	return stop, nil
 }
@@ -198,7 +198,7 @@ func (n *Nitro) restoreEarlyStop(control json.RawMessage, path string) error {
 		return fmt.Errorf("checkpoint %s: %w", path, err)
 	}
 	if note != "" {
-		n.notice("resume: " + note)
+		n.spec.notice("resume: " + note)
 	}
 	n.ck.es.restored = restored
 	return nil

@@ -17,32 +17,32 @@ import (
 // newEngine starts the run's engine, at the start of setup's model phase: the context exists,
 // the data contract, the devices and the knobs are resolved.
 func (n *Nitro) newEngine() (err error) {
-	fields := make(map[string]engine.FieldShape, len(n.fieldShapes))
-	for k, fs := range n.fieldShapes {
+	fields := make(map[string]engine.FieldShape, len(n.spec.fieldShapes))
+	for k, fs := range n.spec.fieldShapes {
 		fields[k] = engine.FieldShape{DType: fs.dtype, Row: fs.row}
 	}
 	var grouper func([]string) string
-	if g := n.acc.grouper; g != nil {
+	if g := n.spec.acc.grouper; g != nil {
 		grouper = g.ParamGroup
 	}
 	n.eng, err = engine.New(engine.Config{
-		Experiment: n.e, TypeName: n.typeName, Backend: n.backend, Cache: n.cache, Ctx: n.ctx,
-		Devices: n.devs.n.value, Precision: n.cfg.precision.value,
-		Accum: n.cfg.accum.value, Clip: n.cfg.clip.value, Fused: n.opts.fused, TrainWidth: n.trainWidth,
-		Reducer:        n.reducer(), // collective.go: nil for one process
+		Experiment: n.spec.e, TypeName: n.spec.typeName, Backend: n.spec.backend, Cache: n.spec.cache, Ctx: n.spec.ctx,
+		Devices: n.spec.devs.n.value, Precision: n.spec.cfg.precision.value,
+		Accum: n.spec.cfg.accum.value, Clip: n.spec.cfg.clip.value, Fused: n.spec.opts.fused, TrainWidth: n.spec.trainWidth,
+		Reducer:        n.spec.reducer(), // collective.go: nil for one process
 		StopVote:       n.interrupted.Load,
-		GraphConstHash: n.gcHash, GraphConst: n.gcValues, FieldShapes: fields,
-		Hooks: n.engineHooks(), MetricsOnHost: n.onHost(), Grouper: grouper,
-		Hyper:     func(group string, step int) (map[string]float64, error) { return n.opt.Hyper(group, step) },
+		GraphConstHash: n.spec.gcHash, GraphConst: n.spec.gcValues, FieldShapes: fields,
+		Hooks: n.spec.engineHooks(), MetricsOnHost: n.spec.onHost(), Grouper: grouper,
+		Hyper:     func(group string, step int) (map[string]float64, error) { return n.spec.opt.Hyper(group, step) },
 		Compiling: n.tracker.WithCompiling,
-		Notice:    n.notice, Warn: n.warn,
+		Notice:    n.spec.notice, Warn: n.spec.warn,
 	})
 	return err
 }
 
 // engineHooks binds the traced hooks (found by reflection at setup) as the plain functions the
 // engine calls; an absent optional hook stays nil.
-func (su *setup) engineHooks() engine.Hooks {
+func (su *runSpec) engineHooks() engine.Hooks {
 	h := engine.Hooks{
 		Forward: func(view any, ctx *context.Context, b map[string]*graph.Node) map[string]*graph.Node {
 			return su.forward.call(view, reflect.ValueOf(ctx), b).Interface().(Outputs)
@@ -73,7 +73,7 @@ func (su *setup) engineHooks() engine.Hooks {
 }
 
 // hookNamed is the traced hook of a name, nil when the experiment does not define it.
-func (su *setup) hookNamed(name string) *hook {
+func (su *runSpec) hookNamed(name string) *hook {
 	switch name {
 	case "Forward":
 		return su.forward

@@ -3,9 +3,9 @@ package core
 import (
 	"errors"
 	"fmt"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/nitro-go/nitro/engine"
 	"strconv"
+
+	"github.com/nitro-go/nitro/engine"
 
 	"github.com/nitro-go/nitro/metrics"
 	"github.com/nitro-go/nitro/monitors"
@@ -88,39 +88,31 @@ func (n *Nitro) Evaluate(split string) (m map[string]float64, err error) {
 	if err := n.checkDrift(fmt.Sprintf("Evaluate(%q)", split)); err != nil { // Validate is Evaluate("val")
 		return nil, err
 	}
-	src, ok := n.data[split]
-	if !ok && n.specOnly() {
-		return nil, n.noDataError("evaluate")
+	src, ok := n.spec.data[split]
+	if !ok && n.spec.specOnly() {
+		return nil, n.spec.noDataError("evaluate")
 	}
 	if !ok {
-		return nil, &SplitError{Split: split, Have: sortedKeys(n.data)}
+		return nil, &SplitError{Split: split, Have: sortedKeys(n.spec.data)}
 	}
 	n.setPhase(monitors.EvalStepping{}, nil)
-	return n.evalLoop(n.eng, split, src, true)
+	return n.evalLoop(split, src, true)
 }
 
 // evaluate is Train's validation: the whole split, whatever Interrupt says (an interrupted
 // epoch still validates in full before the run stops).
 func (n *Nitro) evaluate(split string, src prefetch.Source) (map[string]float64, error) {
-	return n.evalLoop(n.eng, split, src, false)
+	return n.evalLoop(split, src, false)
 }
-
-// evaluator is what evaluation needs of the engine: one placed batch's metrics (or, with the
-// metrics on the host, Forward's outputs).
-type evaluator interface {
-	Eval(b map[string]*tensors.Tensor, keys []string, width, real int, isControl func(name string) bool) (engine.EvalBatch, error)
-}
-
-var _ evaluator = (*engine.Engine)(nil)
 
 // evalLoop runs a split, one tick of the progress counter per batch. When interruptible, an
 // Interrupt ends it at a batch boundary with the partial metrics and a *PartialError.
-func (n *Nitro) evalLoop(ev evaluator, split string, src prefetch.Source, interruptible bool) (_ map[string]float64, err error) {
-	width := n.splitWidth[split]
-	if n.noEvalProgram() {
-		return nil, n.noEvalHook(split) // manual.go
+func (n *Nitro) evalLoop(split string, src prefetch.Source, interruptible bool) (_ map[string]float64, err error) {
+	width := n.spec.splitWidth[split]
+	if n.spec.noEvalProgram() {
+		return nil, n.spec.noEvalHook(split) // manual.go
 	}
-	keys := n.evalKeys(n.splitAvail[split])
+	keys := n.spec.evalKeys(n.spec.splitAvail[split])
 	// The producer pads a short final batch to the compiled width and transfers the padded one;
 	// Item.Rows is the real count, which picks the program that slices the padding away.
 	stream, err := n.evalStream(src, max(n.st.epoch, 1), keys, width)
@@ -147,10 +139,10 @@ func (n *Nitro) evalLoop(ev evaluator, split string, src prefetch.Source, interr
 		if err != nil {
 			return nil, fmt.Errorf("split %q: %w", split, err)
 		}
-		res, err := ev.Eval(it.Device, keys, width, it.Rows, func(name string) bool { return n.ck.isControl(split, name) })
+		res, err := n.eng.Eval(it.Device, keys, width, it.Rows, func(name string) bool { return n.ck.isControl(split, name) })
 		var ms map[string]metrics.Metric
 		if err == nil {
-			ms, err = n.batchMetrics(res, it.Host)
+			ms, err = n.spec.batchMetrics(res, it.Host)
 		}
 		if err == nil {
 			err = acc.Add(ms)
@@ -161,10 +153,10 @@ func (n *Nitro) evalLoop(ev evaluator, split string, src prefetch.Source, interr
 		seen++
 		n.tracker.Tick()
 	}
-	if err := n.reduceSplit(&acc, split); err != nil { // collective.go: the whole run's sums
+	if err := n.spec.reduceSplit(&acc, split); err != nil { // collective.go: the whole run's sums
 		return nil, err
 	}
-	res, err := n.finalizeSplit(&acc, split)
+	res, err := n.spec.finalizeSplit(&acc, split)
 	if err != nil {
 		return nil, err
 	}

@@ -84,7 +84,7 @@ func NewFromCheckpoint[E any](path string, overrides map[string]any, opts ...Opt
 		return nil, err
 	}
 	for _, s := range notes {
-		n.notice(s)
+		n.spec.notice(s)
 	}
 	return n, nil
 }

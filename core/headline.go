@@ -30,12 +30,12 @@ func (n *Nitro) headline(res EpochResult) ([]string, error) {
 	for k := range res.Val {
 		have[withPrefixName("val_", k)] = true
 	}
-	if h, ok := n.e.(HeadlineMetrics); ok {
+	if h, ok := n.spec.e.(HeadlineMetrics); ok {
 		names := h.Headline()
 		for _, name := range names {
 			if !have[name] {
 				return nil, fmt.Errorf("Headline() of %s names %q, which epoch %d did not report: name metrics as the record does (%s)",
-					n.typeName, name, res.Epoch, strings.Join(sortedKeys(have), ", "))
+					n.spec.typeName, name, res.Epoch, strings.Join(sortedKeys(have), ", "))
 			}
 		}
 		return names, nil

@@ -27,7 +27,7 @@ type hook struct {
 
 // resolveHooks is setup's hooks phase: the experiment's markers, its traced hooks (found and
 // checked by reflection), BuildModel, and the optional accessors, each resolved once.
-func (su *setup) resolveHooks() (err error) {
+func (su *runSpec) resolveHooks() (err error) {
 	e := su.e
 	if su.traits, err = markers.TraitsOf(e); err != nil {
 		return err

@@ -56,7 +56,7 @@ type evalMetrics struct {
 // resolveResidency picks the residency (the option, then MetricsResidency, then the default)
 // and refuses one whose hook is missing, and a FinalizeMetrics of another signature (which would
 // otherwise never be called).
-func (su *setup) resolveResidency() error {
+func (su *runSpec) resolveResidency() error {
 	if m, ok := reflect.TypeOf(su.e).MethodByName("FinalizeMetrics"); ok && su.acc.finalizer == nil {
 		return fmt.Errorf("experiment %s: FinalizeMetrics has type %v, or FinalizedMetricNames is missing: define func (e *%s) FinalizeMetrics(acc metrics.Result, split string) map[string]float64 (acc.Scalars holds the divided means and totals) and func (e *%s) FinalizedMetricNames() []string (the names it returns)",
 			su.typeName, m.Type, su.typeName, su.typeName)
@@ -88,11 +88,11 @@ func (su *setup) resolveResidency() error {
 }
 
 // onHost reports whether the evaluation metrics run on the host.
-func (su *setup) onHost() bool { return su.evalm.host != nil }
+func (su *runSpec) onHost() bool { return su.evalm.host != nil }
 
 // evalMetricHook is the traced hook the eval program calls for its metrics: Metrics, Loss (for
 // val_loss) without it, and none on the host.
-func (su *setup) evalMetricHook() *hook {
+func (su *runSpec) evalMetricHook() *hook {
 	switch {
 	case su.onHost():
 		return nil
@@ -104,11 +104,11 @@ func (su *setup) evalMetricHook() *hook {
 
 // noEvalProgram is a run with no eval program: no metric hook on the device and none on the host
 // (manual mode, where Loss and Metrics are both optional).
-func (su *setup) noEvalProgram() bool { return !su.onHost() && su.evalMetricHook() == nil }
+func (su *runSpec) noEvalProgram() bool { return !su.onHost() && su.evalMetricHook() == nil }
 
 // evalKeys is the batch fields an eval program takes, of those a split has: Forward's and its
 // metric hook's. On the host that is Forward's alone: labels stay on the host.
-func (su *setup) evalKeys(avail map[string]bool) []string {
+func (su *runSpec) evalKeys(avail map[string]bool) []string {
 	return routed(avail, su.forward, su.evalMetricHook())
 }
 
@@ -116,13 +116,13 @@ func (su *setup) evalKeys(avail map[string]bool) []string {
 // batch for HostMetrics on the host.
 func (n *Nitro) evalStream(src prefetch.Source, epoch int, keys []string, width int) (*prefetch.Stream[prefetch.Batch], error) {
 	cfg := n.streamConfig(keys, width, 0, 0)
-	cfg.KeepHost = n.onHost()
+	cfg.KeepHost = n.spec.onHost()
 	return prefetch.Start(context.Background(), src, epoch, cfg)
 }
 
 // batchMetrics is one batch's metrics from its eval result: the program's sums and counts
 // (device), or HostMetrics on Forward's outputs and the host batch (host).
-func (su *setup) batchMetrics(res engine.EvalBatch, host prefetch.Batch) (map[string]metrics.Metric, error) {
+func (su *runSpec) batchMetrics(res engine.EvalBatch, host prefetch.Batch) (map[string]metrics.Metric, error) {
 	if !su.onHost() {
 		return res.Metrics, nil
 	}
@@ -136,7 +136,7 @@ func (su *setup) batchMetrics(res engine.EvalBatch, host prefetch.Batch) (map[st
 // finalizeSplit turns a split's accumulation into its metrics: FinalizeMetrics' result, checked
 // against the names FinalizedMetricNames declared, or the scalars when there is no finalizer
 // (an array or a collection then has nothing to report it, and is refused by name).
-func (su *setup) finalizeSplit(acc *metrics.Accumulator, split string) (map[string]float64, error) {
+func (su *runSpec) finalizeSplit(acc *metrics.Accumulator, split string) (map[string]float64, error) {
 	r := acc.Result()
 	f := su.acc.finalizer
 	if f == nil {
@@ -160,12 +160,12 @@ func (su *setup) finalizeSplit(acc *metrics.Accumulator, split string) (map[stri
 
 // arrayWithoutFinalizer is the error for an array or collected metric with no finalizer: New's
 // when the trace of Metrics finds it, else the first evaluation's.
-func (su *setup) arrayWithoutFinalizer(split, name string) error {
+func (su *runSpec) arrayWithoutFinalizer(split, name string) error {
 	return fmt.Errorf("split %q: metric %q is an array or a collection, which only a finalizer can turn into reported values: define FinalizeMetrics(acc metrics.Result, split string) map[string]float64 and FinalizedMetricNames() []string on %s", split, name, su.typeName)
 }
 
 // finalizedNames is the val split's metrics as the record names them, from FinalizedMetricNames.
-func (su *setup) finalizedNames() []string {
+func (su *runSpec) finalizedNames() []string {
 	var names []string
 	for _, name := range su.acc.finalizer.FinalizedMetricNames() {
 		names = append(names, withPrefixName("val_", name))

@@ -80,20 +80,20 @@ func (n *Nitro) setupOptimization() error {
 	if err != nil {
 		return err
 	}
-	n.opt = &optSetup{Plan: plan}
+	n.spec.opt = &optSetup{Plan: plan}
 	if err := n.eng.InitOptimizer(plan); err != nil {
 		return err
 	}
 	// Step 1's values, which the binding report shows, are checked now: a schedule that cannot
 	// give its first step (a negative eta, a fraction for an integer Device field) fails New.
-	if _, err := n.deviceScheduleValues(1, true); err != nil {
+	if _, err := n.spec.deviceScheduleValues(1, true); err != nil {
 		return err
 	}
-	n.opt.bindings = n.manualBindings(n.bindings()) // manual.go: SetupOptimizers named
+	n.spec.opt.bindings = n.spec.manualBindings(n.bindings()) // manual.go: SetupOptimizers named
 	// What the plan resolved against a value the experiment wrote (a rule's own Eta that an eta
 	// schedule replaces) is said once, as a warning; report records it with the reports.
 	for _, msg := range plan.Notices() {
-		n.warn(msg)
+		n.spec.warn(msg)
 	}
 	return nil
 }
@@ -102,11 +102,11 @@ func (n *Nitro) setupOptimization() error {
 // resolved run-wide knobs, the groups' layouts, the Device fields, the horizon and the optional
 // accessors (each called by Resolve, once per group).
 func (n *Nitro) planSpec() optimizers.PlanSpec {
-	e := n.e
+	e := n.spec.e
 	s := optimizers.PlanSpec{
-		LearningRate: optimizers.Setting{Value: n.cfg.lr.value, Source: n.cfg.lr.source},
-		Lambda:       optimizers.Setting{Value: n.cfg.lambda.value, Source: n.cfg.lambda.source},
-		DeviceFields: n.traits.DeviceFields(),
+		LearningRate: optimizers.Setting{Value: n.spec.cfg.lr.value, Source: n.spec.cfg.lr.source},
+		Lambda:       optimizers.Setting{Value: n.spec.cfg.lambda.value, Source: n.spec.cfg.lambda.source},
+		DeviceFields: n.spec.traits.DeviceFields(),
 		TotalSteps:   n.TotalSteps(),
 	}
 	s.Groups = n.eng.Layouts()
@@ -118,7 +118,7 @@ func (n *Nitro) planSpec() optimizers.PlanSpec {
 	ifImplements(e, func(h RuleChooser) { s.OptimizerRule = h.OptimizerRule })
 	ifImplements(e, func(h ChainBuilder) { s.OptimizerChain = h.OptimizerChain })
 	ifImplements(e, func(h Scheduler) { s.Schedules = h.Schedules() })
-	s.RunSchedules = n.opts.schedules
+	s.RunSchedules = n.spec.opts.schedules
 	return s
 }
 
@@ -158,14 +158,14 @@ func scheduleParams(m map[string]any) map[string]any {
 // applyDeviceSchedules writes the scheduled Device fields' values for an optimizer step: computed
 // on the host once per step and uploaded once per step.
 func (n *Nitro) applyDeviceSchedules(step int) error {
-	if n.opt == nil {
+	if n.spec.opt == nil {
 		return nil
 	}
-	names := n.opt.ScheduledDevice()
+	names := n.spec.opt.ScheduledDevice()
 	if len(names) == 0 {
 		return nil
 	}
-	vals, err := n.deviceScheduleValues(step, false)
+	vals, err := n.spec.deviceScheduleValues(step, false)
 	if err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func (n *Nitro) applyDeviceSchedules(step int) error {
 // than converted: a Device[int32] fed 0.6 would hold 0, 3e9 would wrap, and a Device[float32] fed
 // 1e40 would hold +Inf, each surfacing later, if at all, as a wrong loss. preview evaluates the
 // step without keeping it (a check at setup), so the step still evaluates its own when it runs.
-func (su *setup) deviceScheduleValues(step int, preview bool) ([]any, error) {
+func (su *runSpec) deviceScheduleValues(step int, preview bool) ([]any, error) {
 	eval := su.opt.At
 	if preview {
 		eval = su.opt.Preview
@@ -245,7 +245,7 @@ func intFit(t reflect.Type, v, lo, hi float64) string {
 }
 
 // isScheduledDevice reports whether a Device field is driven by a schedule.
-func (su *setup) isScheduledDevice(name string) bool {
+func (su *runSpec) isScheduledDevice(name string) bool {
 	return su.opt != nil && slices.Contains(su.opt.ScheduledDevice(), name)
 }
 
@@ -256,23 +256,23 @@ func (n *Nitro) bindings() []schedules.Binding {
 	run := func(name, value, source string) {
 		bs = append(bs, schedules.Binding{Name: name, Value: value, Source: source})
 	}
-	run("max_epochs", fmt.Sprint(n.cfg.maxEpochs.value), n.cfg.maxEpochs.source)
-	run("accum", fmt.Sprint(n.cfg.accum.value), n.cfg.accum.source)
-	run("gradient_clip_norm", fmt.Sprint(n.cfg.clip.value), n.cfg.clip.source)
+	run("max_epochs", fmt.Sprint(n.spec.cfg.maxEpochs.value), n.spec.cfg.maxEpochs.source)
+	run("accum", fmt.Sprint(n.spec.cfg.accum.value), n.spec.cfg.accum.source)
+	run("gradient_clip_norm", fmt.Sprint(n.spec.cfg.clip.value), n.spec.cfg.clip.source)
 	run("total_steps", fmt.Sprint(n.TotalSteps()), "max_epochs * (train batches / accum)")
-	for _, split := range sortedKeys(n.data) {
-		run("prefetch "+split, strings.TrimPrefix(describePrefetch(n.data[split]), "prefetch: "), n.prefetchFrom[split])
+	for _, split := range sortedKeys(n.spec.data) {
+		run("prefetch "+split, strings.TrimPrefix(describePrefetch(n.spec.data[split]), "prefetch: "), n.spec.prefetchFrom[split])
 	}
 	for _, name := range n.eng.DeviceNames() {
-		v, _ := markers.DeviceValueOf(n.e, name)
-		bs = append(bs, n.opt.DeviceBinding(name, fmt.Sprint(v)))
+		v, _ := markers.DeviceValueOf(n.spec.e, name)
+		bs = append(bs, n.spec.opt.DeviceBinding(name, fmt.Sprint(v)))
 	}
-	return append(bs, n.opt.GroupBindings()...)
+	return append(bs, n.spec.opt.GroupBindings()...)
 }
 
 // BindingReport is plain text saying where every configured optimization value bound: which
 // accessor, field, schedule or default won, per group.
-func (n *Nitro) BindingReport() string { return schedules.Report(n.opt.bindings) }
+func (n *Nitro) BindingReport() string { return schedules.Report(n.spec.opt.bindings) }
 
 // ifImplements calls set with the experiment as the accessor interface I, when it implements it.
 func ifImplements[I any](e any, set func(I)) {

@@ -28,11 +28,11 @@ func WithInputSpecs(specs ...prefetch.FieldSpec) Option {
 }
 
 // specOnly reports whether the Nitro was built with WithInputSpecs, from no data.
-func (su *setup) specOnly() bool { return su.opts.inputSpecs != nil }
+func (su *runSpec) specOnly() bool { return su.opts.inputSpecs != nil }
 
 // checkInputSpecs is checkData for a Nitro built from WithInputSpecs: the data contract is the
 // specs, checked against Forward's declared fields; there are no splits.
-func (su *setup) checkInputSpecs() error {
+func (su *runSpec) checkInputSpecs() error {
 	specs := su.opts.inputSpecs
 	if err := prefetch.CheckFieldSpecs("WithInputSpecs", specs); err != nil {
 		return err
@@ -58,6 +58,6 @@ func (su *setup) checkInputSpecs() error {
 }
 
 // noDataError is what Train and Evaluate return on a Nitro built from WithInputSpecs.
-func (su *setup) noDataError(what string) error {
+func (su *runSpec) noDataError(what string) error {
 	return fmt.Errorf("%s: this Nitro was built with core.WithInputSpecs, from no data, so it has no splits: it can Predict and be exported; build it with data (BuildData or WithData) to %s: %w", what, what, ErrNoSplit)
 }

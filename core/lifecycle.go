@@ -12,18 +12,18 @@ import (
 // until setup pins it). It publishes Starting, so a supervisor learns of setup before BuildData
 // runs.
 func newNitro(e any, typeName string, o options) *Nitro {
-	n := &Nitro{setup: setup{e: e, typeName: typeName, opts: o, cache: o.cache}, log: rankLog(o, newRunLog(o, e))}
-	n.log.warn = n.warn
+	n := &Nitro{spec: runSpec{e: e, typeName: typeName, opts: o, cache: o.cache}, log: rankLog(o, newRunLog(o, e))}
+	n.log.warn = n.spec.warn
 	switch {
 	case o.quiet:
 	case o.consoleSet:
-		n.console = o.console
+		n.spec.console = o.console
 	default:
-		n.console = TextConsole(o.out)
+		n.spec.console = TextConsole(o.out)
 	}
 	warn := o.warn
 	if warn == nil {
-		warn = n.warn
+		warn = n.spec.warn
 	}
 	n.tracker = monitors.NewTracker(monitors.TrackerOptions{Logger: n.log.l, Rank: distOf(o).Rank, Warn: warn})
 	for _, m := range o.monitors {
@@ -34,7 +34,7 @@ func newNitro(e any, typeName string, o options) *Nitro {
 }
 
 // notice reports an informational message (a recompile and why) on the console, if any.
-func (su *setup) notice(msg string) {
+func (su *runSpec) notice(msg string) {
 	if su.console != nil {
 		su.console.Notice(msg)
 	}
@@ -42,7 +42,7 @@ func (su *setup) notice(msg string) {
 
 // warn reports a warning (a failing monitor, a failed logger write) through WithWarn, else on
 // the console, else on stderr: a warning is never silently dropped, even when Quiet.
-func (su *setup) warn(msg string) {
+func (su *runSpec) warn(msg string) {
 	switch {
 	case su.opts.warn != nil:
 		su.opts.warn(msg)

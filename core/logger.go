@@ -85,8 +85,8 @@ func (n *Nitro) Logger() logjson.Logger { return n.log.l }
 // JSON logger at <RunDir>/metrics.jsonl) and logs the params, so they are on record before the
 // first compile.
 func (n *Nitro) startLog() {
-	if n.opts.logEvery != nil {
-		n.log.every = *n.opts.logEvery
+	if n.spec.opts.logEvery != nil {
+		n.log.every = *n.spec.opts.logEvery
 	}
 	if n.log.l == nil {
 		return
@@ -94,7 +94,7 @@ func (n *Nitro) startLog() {
 	if u, ok := n.log.l.(logjson.RunDirUser); ok {
 		n.log.failed("path", u.UseRunDir(n.RunDir()))
 	}
-	n.log.failed("params", logCall(func() error { return n.log.l.LogParams(n.runParams()) }))
+	n.log.failed("params", logCall(func() error { return n.log.l.LogParams(n.spec.runParams()) }))
 }
 
 // jsonLoggers finds the JSON Lines loggers in l: l itself, or the members of a logjson.Multi (a
@@ -235,7 +235,7 @@ func withPrefix(prefix string, m map[string]float64) map[string]float64 {
 
 // runParams is what LogParams records, flat: the experiment's fields as markers.LogValues gives
 // them, then the resolved knobs under snake_case names.
-func (su *setup) runParams() map[string]any {
+func (su *runSpec) runParams() map[string]any {
 	p, err := markers.LogValues(su.e)
 	if err != nil { // setup read the traits already; this cannot fail now
 		p = map[string]any{}

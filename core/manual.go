@@ -34,7 +34,7 @@ type OptimizerSetter interface {
 
 // resolveManual finds TrainStep and decides the mode (ManualChooser's rule); in manual mode
 // n.trainStep is set and Loss becomes optional.
-func (su *setup) resolveManual(et reflect.Type) error {
+func (su *runSpec) resolveManual(et reflect.Type) error {
 	h, err := findHook(et, "TrainStep", false)
 	if err != nil {
 		return err
@@ -74,7 +74,7 @@ func manualFlag(e any) (on bool, from string, err error) {
 }
 
 // manualConfig refuses, once the knobs are resolved, what manual mode cannot honour.
-func (su *setup) manualConfig() error {
+func (su *runSpec) manualConfig() error {
 	if su.trainStep == nil {
 		return nil
 	}
@@ -95,7 +95,7 @@ func (su *setup) manualConfig() error {
 
 // manualSplits checks TrainStep's declared fields against the train split, and that every
 // evaluated split has something to report: Metrics, or Loss for val_loss.
-func (su *setup) manualSplits() error {
+func (su *runSpec) manualSplits() error {
 	if su.trainStep == nil {
 		return nil
 	}
@@ -117,7 +117,7 @@ func (su *setup) manualSplits() error {
 
 // trainHooks are the hooks whose declared fields the train stream transfers: TrainStep's alone in
 // manual mode (a field only it reads, such as a GAN's noise, travels only because it declares it).
-func (su *setup) trainHooks() []*hook {
+func (su *runSpec) trainHooks() []*hook {
 	if su.trainStep != nil {
 		return []*hook{su.trainStep}
 	}
@@ -133,7 +133,7 @@ func (n *Nitro) resolvePlan() (*optimizers.Plan, error) {
 		return nil, err
 	}
 	plan, err := optimizers.Resolve(spec)
-	if err != nil || n.trainStep == nil {
+	if err != nil || n.spec.trainStep == nil {
 		return plan, err
 	}
 	if keys := plan.VaryingOptKeys(); len(keys) > 0 {
@@ -147,12 +147,12 @@ func (n *Nitro) resolvePlan() (*optimizers.Plan, error) {
 // ones). It refuses SetupOptimizers outside manual mode, next to the accessors it replaces, and a
 // map that does not name every group exactly.
 func (n *Nitro) manualSpec(spec *optimizers.PlanSpec) error {
-	setter, ok := n.e.(OptimizerSetter)
+	setter, ok := n.spec.e.(OptimizerSetter)
 	if !ok {
 		return nil
 	}
-	if n.trainStep == nil {
-		return fmt.Errorf("experiment %s defines SetupOptimizers, manual mode's optimizer hook, but trains with the automatic loop (no TrainStep, or ManualTraining false): define TrainStep, or give per-group rules with OptimizerRule(group)", n.typeName)
+	if n.spec.trainStep == nil {
+		return fmt.Errorf("experiment %s defines SetupOptimizers, manual mode's optimizer hook, but trains with the automatic loop (no TrainStep, or ManualTraining false): define TrainStep, or give per-group rules with OptimizerRule(group)", n.spec.typeName)
 	}
 	var clash []string
 	for name, set := range map[string]bool{"OptimizerRule": spec.OptimizerRule != nil, "OptimizerChain": spec.OptimizerChain != nil, "LearningRateGroup": spec.LearningRateGroup != nil} {
@@ -161,7 +161,7 @@ func (n *Nitro) manualSpec(spec *optimizers.PlanSpec) error {
 		}
 	}
 	if len(clash) > 0 {
-		return fmt.Errorf("experiment %s defines SetupOptimizers and %s: SetupOptimizers gives each group its rule and (by the rule's Eta) its rate, so it replaces them; keep one", n.typeName, strings.Join(sortedStrings(clash), " and "))
+		return fmt.Errorf("experiment %s defines SetupOptimizers and %s: SetupOptimizers gives each group its rule and (by the rule's Eta) its rate, so it replaces them; keep one", n.spec.typeName, strings.Join(sortedStrings(clash), " and "))
 	}
 	rules, err := setter.SetupOptimizers()
 	if err != nil {
@@ -204,7 +204,7 @@ func sortedStrings(s []string) []string {
 
 // manualBindings names SetupOptimizers where the binding report would name the accessors it
 // stands in for (the plan sees its rules as Level 1 rules and its rates as LearningRateGroup).
-func (su *setup) manualBindings(bs []schedules.Binding) []schedules.Binding {
+func (su *runSpec) manualBindings(bs []schedules.Binding) []schedules.Binding {
 	if _, ok := su.e.(OptimizerSetter); !ok || su.trainStep == nil {
 		return bs
 	}
@@ -220,6 +220,6 @@ func (su *setup) manualBindings(bs []schedules.Binding) []schedules.Binding {
 }
 
 // noEvalHook is evaluating a split with neither Metrics nor Loss, which only manual mode allows.
-func (su *setup) noEvalHook(split string) error {
+func (su *runSpec) noEvalHook(split string) error {
 	return fmt.Errorf("evaluating split %q: experiment %s defines neither Metrics nor Loss (manual mode does not need Loss to train): define Metrics, or Loss (reported as %s)", split, su.typeName, ValLoss)
 }

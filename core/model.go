@@ -50,7 +50,7 @@ func (n *Nitro) ViewModel(verb string, f func(m *ModelView) error) (err error) {
 	if err := n.checkDrift(verb); err != nil {
 		return err
 	}
-	zeroed, err := markers.ZeroHost(n.e)
+	zeroed, err := markers.ZeroHost(n.spec.e)
 	if err != nil {
 		return err
 	}
@@ -58,14 +58,14 @@ func (n *Nitro) ViewModel(verb string, f func(m *ModelView) error) (err error) {
 }
 
 // TypeName is the experiment's type name, as errors name it.
-func (m *ModelView) TypeName() string { return m.n.typeName }
+func (m *ModelView) TypeName() string { return m.n.spec.typeName }
 
 // Experiment is the experiment itself (not the Host-zeroed view), for host-side hooks.
-func (m *ModelView) Experiment() any { return m.n.e }
+func (m *ModelView) Experiment() any { return m.n.spec.e }
 
 // Backend is the backend the Nitro runs on, its name, and its PJRT plugin ("" on pure Go).
 func (m *ModelView) Backend() (be backends.Backend, name, plugin string) {
-	return m.n.backend.Backend, m.n.backend.Name, m.n.backend.Plugin
+	return m.n.spec.backend.Backend, m.n.spec.backend.Name, m.n.spec.backend.Plugin
 }
 
 // ForwardField is one batch field Forward declares.
@@ -77,16 +77,16 @@ type ForwardField struct {
 // ForwardFields are the batch fields Forward declares, in order; whole reports a Forward that
 // takes the whole batch (map[string]*graph.Node), which declares none.
 func (m *ModelView) ForwardFields() (fields []ForwardField, whole bool) {
-	for _, f := range m.n.forward.fields {
+	for _, f := range m.n.spec.forward.fields {
 		fields = append(fields, ForwardField{Name: f.name, Optional: f.optional})
 	}
-	return fields, m.n.forward.whole
+	return fields, m.n.spec.forward.whole
 }
 
 // FieldSpec is a batch field's dtype and per-row shape in the data contract: the data's, or
 // WithInputSpecs'. ok is false for a field the contract does not have.
 func (m *ModelView) FieldSpec(name string) (s prefetch.FieldSpec, ok bool) {
-	fs, ok := m.n.fieldShapes[name]
+	fs, ok := m.n.spec.fieldShapes[name]
 	if !ok {
 		return prefetch.FieldSpec{}, false
 	}
@@ -94,7 +94,7 @@ func (m *ModelView) FieldSpec(name string) (s prefetch.FieldSpec, ok bool) {
 }
 
 // FromInputSpecs reports whether the data contract is WithInputSpecs' (the Nitro has no data).
-func (m *ModelView) FromInputSpecs() bool { return m.n.specOnly() }
+func (m *ModelView) FromInputSpecs() bool { return m.n.spec.specOnly() }
 
 // WithCompiling publishes monitors.ExportCompiling, runs fn, and restores the previous phase
 // (also when fn fails).
@@ -183,10 +183,10 @@ func (m *ModelView) forward(g *graph.Graph, src any, device, batch map[string]*g
 // device (host tensors by name); batch makes the batch on a graph (a panic in it is the error).
 func (m *ModelView) CheckHostIndependent(b int, device map[string]*tensors.Tensor, batch func(g *graph.Graph) map[string]*graph.Node) error {
 	n := m.n
-	return markers.CheckHostIndependent(n.e, func(src any) (string, error) {
+	return markers.CheckHostIndependent(n.spec.e, func(src any) (string, error) {
 		var fp string
 		err := engine.TryGraph(fmt.Sprintf("tracing Forward for export at batch size %d", b), func() {
-			g := markers.NewTraceGraph(n.backend.Backend, "nitro_export_check")
+			g := markers.NewTraceGraph(n.spec.backend.Backend, "nitro_export_check")
 			defer g.Finalize()
 			consts := map[string]*graph.Node{}
 			for _, name := range n.eng.DeviceNames() {
@@ -218,15 +218,15 @@ func (m *ModelView) Provenance() map[string]string {
 		"framework":        "nitro",
 		"nitro_build":      engine.BuildIdentity(),
 		"go_version":       runtime.Version(),
-		"backend":          n.backend.Name,
-		"experiment":       n.typeName,
-		"seed":             strconv.Itoa(n.cfg.seed.value),
+		"backend":          n.spec.backend.Name,
+		"experiment":       n.spec.typeName,
+		"seed":             strconv.Itoa(n.spec.cfg.seed.value),
 		"step":             strconv.Itoa(step),
 		"epoch":            strconv.Itoa(epoch),
-		"graph_const_hash": n.gcHash,
+		"graph_const_hash": n.spec.gcHash,
 	}
-	if n.opts.preset != "" {
-		prov["preset"] = n.opts.preset
+	if n.spec.opts.preset != "" {
+		prov["preset"] = n.spec.opts.preset
 	}
 	// The checkpoint the weights came from is named as the file restored, with the sha256 of its
 	// bytes, never as the argument: a run directory names whichever file is its newest today.
@@ -249,7 +249,7 @@ func (m *ModelView) Provenance() map[string]string {
 	if w := n.ck.weightsAt; w != nil {
 		prov["checkpoint_epoch"], prov["checkpoint_step"] = strconv.Itoa(w[0]), strconv.Itoa(w[1])
 	}
-	for _, kv := range n.gcValues {
+	for _, kv := range n.spec.gcValues {
 		prov["graphconst."+kv[0]] = kv[1]
 	}
 	return prov

@@ -30,7 +30,7 @@ const (
 // Its fields are grouped by lifetime: what setup fixed, the engine (compiled programs and
 // device-resident values), and the run's observation and control.
 type Nitro struct {
-	setup // fixed by New and read-only afterwards (setup.go)
+	spec runSpec // fixed by New and read-only afterwards (setup.go)
 
 	eng *engine.Engine // the device side: programs, parameters and state on the device (engine.go)
 	st  trainState     // the run's progress: step, epoch, data position
@@ -95,7 +95,7 @@ func New(e any, opts ...Option) (n *Nitro, err error) {
 	h := newNitro(e, v.Elem().Type().Name(), o)
 	// New is an entry point: setup can be minutes of work (BuildData), so it publishes Starting
 	// and, when it returns, Repl; a failed setup ends in Failed.
-	defer h.enter("setup of "+h.typeName, &err, func(err error) {
+	defer h.enter("setup of "+h.spec.typeName, &err, func(err error) {
 		if err != nil {
 			n = nil
 			h.setPhase(monitors.Failed{Err: err}, nil)
@@ -111,10 +111,10 @@ func New(e any, opts ...Option) (n *Nitro, err error) {
 }
 
 // Experiment returns the real experiment.
-func (n *Nitro) Experiment() any { return n.e }
+func (n *Nitro) Experiment() any { return n.spec.e }
 
 // Backend says which backend the Nitro runs on and why.
-func (n *Nitro) Backend() *backend.Resolved { return n.backend }
+func (n *Nitro) Backend() *backend.Resolved { return n.spec.backend }
 
 // Step is the number of optimizer steps taken; Epoch the number of epochs completed.
 func (n *Nitro) Step() int  { return n.st.step }
@@ -128,16 +128,16 @@ func (n *Nitro) History() []EpochResult { return n.history }
 
 // RunDir is the run's output directory as this Nitro resolved it (run option, RunDir method or
 // field, else runs/<Experiment>): checkpoints, the manifest and the metrics file live there.
-func (n *Nitro) RunDir() string { return n.cfg.runDir.value }
+func (n *Nitro) RunDir() string { return n.spec.cfg.runDir.value }
 
 // TotalSteps is the run's horizon in optimizer steps: max_epochs * (batches_per_epoch / accum),
 // as schedules computes it (schedules are defined over exactly this horizon).
 func (n *Nitro) TotalSteps() int {
-	tr, ok := n.data["train"]
+	tr, ok := n.spec.data["train"]
 	if !ok {
 		return 0
 	}
-	total, err := schedules.TotalSteps(n.cfg.maxEpochs.value, tr.Len(), n.cfg.accum.value)
+	total, err := schedules.TotalSteps(n.spec.cfg.maxEpochs.value, tr.Len(), n.spec.cfg.accum.value)
 	if err != nil {
 		return 0 // setup already refused a train split that does not divide by accum
 	}
@@ -147,33 +147,33 @@ func (n *Nitro) TotalSteps() int {
 // ConfigReport is the text of the values fixed at construction.
 func (n *Nitro) ConfigReport() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "nitro %s: fixed at construction\n", n.typeName)
+	fmt.Fprintf(&b, "nitro %s: fixed at construction\n", n.spec.typeName)
 	row := func(k, v string) { fmt.Fprintf(&b, "  %-20s %s\n", k, v) }
-	row("seed", n.cfg.seed.String())
-	row("accum", n.cfg.accum.String())
-	if n.trainStep != nil {
+	row("seed", n.spec.cfg.seed.String())
+	row("accum", n.spec.cfg.accum.String())
+	if n.spec.trainStep != nil {
 		row("step programs", "1, manual (TrainStep owns the step)")
-	} else if n.opts.fused {
+	} else if n.spec.opts.fused {
 		row("step programs", "1, fused (gradient and update in one program; WithFusedStep)")
 	} else {
 		row("step programs", "2 (gradient, optimizer; the default)")
 	}
-	row("max epochs", n.cfg.maxEpochs.String())
+	row("max epochs", n.spec.cfg.maxEpochs.String())
 	row("total opt steps", fmt.Sprint(n.TotalSteps()))
-	clip := n.cfg.clip.String()
-	if n.cfg.clip.value == 0 {
+	clip := n.spec.cfg.clip.String()
+	if n.spec.cfg.clip.value == 0 {
 		clip += ", off"
 	}
 	row("gradient clip norm", clip)
-	row("learning rate", n.cfg.lr.String())
-	row("mixed precision", n.cfg.precision.String())
-	row("run dir", n.cfg.runDir.String())
-	row("backend", n.backend.Reason)
-	row("compile cache", n.backend.CompileCache.String())
-	row("host allocator", n.backend.HostAlloc)
+	row("learning rate", n.spec.cfg.lr.String())
+	row("mixed precision", n.spec.cfg.precision.String())
+	row("run dir", n.spec.cfg.runDir.String())
+	row("backend", n.spec.backend.Reason)
+	row("compile cache", n.spec.backend.CompileCache.String())
+	row("host allocator", n.spec.backend.HostAlloc)
 	row("devices", n.deviceReport())
 	procs := n.Dist().Describe() // the rank and world size, and the launcher they came from
-	if c := n.multi(); c != nil {
+	if c := n.spec.multi(); c != nil {
 		procs += fmt.Sprintf(", gradients and validation summed over %d processes (%s)", c.Size(), collectiveVia(c))
 	} else if n.Dist().WorldSize > 1 {
 		procs += ", no collective: each process trains its own model"
@@ -196,12 +196,12 @@ func (n *Nitro) report() {
 		return
 	}
 	n.reported = true
-	if n.console != nil {
-		n.console.Reports(n.ConfigReport(), n.BindingReport())
+	if n.spec.console != nil {
+		n.spec.console.Reports(n.ConfigReport(), n.BindingReport())
 	}
 	n.log.other("config_report", n.ConfigReport())
 	n.log.other("binding_report", n.BindingReport())
-	if notices := n.opt.Notices(); len(notices) > 0 {
+	if notices := n.spec.opt.Notices(); len(notices) > 0 {
 		n.log.other("binding_notices", notices)
 	}
 }

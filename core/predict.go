@@ -2,10 +2,10 @@ package core
 
 import (
 	"fmt"
-	"github.com/nitro-go/nitro/engine"
-	"github.com/nitro-go/nitro/prefetch"
 	"iter"
 	"slices"
+
+	"github.com/nitro-go/nitro/prefetch"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/monitors"
@@ -16,7 +16,7 @@ import (
 // fields (shared), so that Validate/Evaluate and Predict share one compiled forward: the "val"
 // split's first, then "test", then the others by name. With no such split (a Nitro built from
 // input specs, or a batch carrying an optional field no split has) it is Forward alone.
-func (su *setup) sharedForward(fwd []string) (keys []string, shared bool) {
+func (su *runSpec) sharedForward(fwd []string) (keys []string, shared bool) {
 	order := []string{"val", "test"}
 	for _, split := range sortedKeys(su.splitAvail) {
 		if split != "val" && split != "test" {
@@ -58,7 +58,7 @@ func (n *Nitro) Predict(x any) (p Prediction, err error) {
 	case prefetch.Source:
 		return nil, fmt.Errorf("Predict takes one batch; for a source use PredictAll, which yields batches lazily")
 	default:
-		return nil, fmt.Errorf("Predict takes a prefetch.Batch keyed by Forward's declared fields %v, got %T: wrap the array, e.g. prefetch.Batch{%q: t}", n.forwardFields(), x, first(n.forwardFields()))
+		return nil, fmt.Errorf("Predict takes a prefetch.Batch keyed by Forward's declared fields %v, got %T: wrap the array, e.g. prefetch.Batch{%q: t}", n.spec.forwardFields(), x, first(n.spec.forwardFields()))
 	}
 	w, err := predictRows(b)
 	if err != nil {
@@ -138,24 +138,16 @@ func predictRows(b prefetch.Batch) (int, error) {
 	return w, err
 }
 
-// predictor is what prediction needs of the engine: Forward's outputs for one host batch.
-type predictor interface {
-	Predict(b map[string]*tensors.Tensor, fwd, keys []string, shared bool, width, real int) (map[string]*tensors.Tensor, error)
-}
-
-var _ predictor = (*engine.Engine)(nil)
-
 // predictPadded predicts one batch of real rows at the program width (padded by the engine).
 func (n *Nitro) predictPadded(b prefetch.Batch, width, real int) (_ Prediction, err error) {
-	var p predictor = n.eng
 	defer recoverInto("predict", &err)
 	avail := keySet(b)
-	if err := n.forward.checkAgainst("predict", avail); err != nil {
+	if err := n.spec.forward.checkAgainst("predict", avail); err != nil {
 		return nil, err
 	}
-	fwd := routed(avail, n.forward)
-	keys, shared := n.sharedForward(fwd)
-	res, err := p.Predict(b, fwd, keys, shared, width, real)
+	fwd := routed(avail, n.spec.forward)
+	keys, shared := n.spec.sharedForward(fwd)
+	res, err := n.eng.Predict(b, fwd, keys, shared, width, real)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +155,7 @@ func (n *Nitro) predictPadded(b prefetch.Batch, width, real int) (_ Prediction, 
 	return res, nil
 }
 
-func (su *setup) forwardFields() []string {
+func (su *runSpec) forwardFields() []string {
 	var names []string
 	for _, f := range su.forward.fields {
 		names = append(names, f.name)

@@ -65,7 +65,7 @@ func (n *Nitro) Render(split string, count int, opts ...RenderOption) (path stri
 	for _, opt := range opts {
 		opt(&o)
 	}
-	vis, err := n.visualizer()
+	vis, err := n.spec.visualizer()
 	if err != nil {
 		return "", err
 	}
@@ -103,7 +103,7 @@ func (n *Nitro) Render(split string, count int, opts ...RenderOption) (path stri
 }
 
 // visualizer finds the Visualize hook, naming its signature when it is missing or wrong.
-func (su *setup) visualizer() (Visualizer, error) {
+func (su *runSpec) visualizer() (Visualizer, error) {
 	if v, ok := su.e.(Visualizer); ok {
 		return v, nil
 	}
@@ -117,16 +117,16 @@ func (su *setup) visualizer() (Visualizer, error) {
 // Forward's outputs when predictions, and keeps the first count rows of each field.
 func (n *Nitro) renderSamples(split string, count int, predictions bool) (VisualSamples, error) {
 	s := VisualSamples{Split: split, Count: count}
-	src, ok := n.data[split]
-	if !ok && n.specOnly() {
-		return s, n.noDataError("render")
+	src, ok := n.spec.data[split]
+	if !ok && n.spec.specOnly() {
+		return s, n.spec.noDataError("render")
 	}
 	if !ok {
-		return s, &SplitError{Split: split, Have: sortedKeys(n.data)}
+		return s, &SplitError{Split: split, Have: sortedKeys(n.spec.data)}
 	}
 	var batches []prefetch.Batch
 	var preds []Prediction
-	width, rows := n.splitWidth[split], 0
+	width, rows := n.spec.splitWidth[split], 0
 	if predictions {
 		n.setPhase(monitors.EvalStepping{}, nil)
 	}

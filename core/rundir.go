@@ -73,8 +73,8 @@ func WithOverwrite() Option { return func(o *options) { o.overwrite = true } }
 // Checkpointer hook may write elsewhere, through a file system of its own, so it does not count.
 // A rank other than 0 writes nothing there (dist.go).
 func (n *Nitro) writesRunDir() bool {
-	o := n.opts
-	_, chooses := n.e.(CheckpointerChooser)
+	o := n.spec.opts
+	_, chooses := n.spec.e.(CheckpointerChooser)
 	writes := !o.ckptSet && !chooses
 	l := n.log.l // the option's, the experiment's or the default (newRunLog)
 	if jls := jsonLoggers(l); len(jls) > 0 {
@@ -92,14 +92,14 @@ func (n *Nitro) writesRunDir() bool {
 // metrics.jsonl and one top-K ranking, so the record, the plots and the "best checkpoint" would
 // mix two models. A resume is checked where it finds its checkpoint (checkResumeDir).
 func (n *Nitro) checkRunDir() error {
-	o := n.opts
+	o := n.spec.opts
 	if o.overwrite && o.resume != "" {
 		return fmt.Errorf("WithOverwrite with WithResume(%q): WithOverwrite discards the run dir's earlier run and WithResume continues one; drop one of them", o.resume)
 	}
 	if !n.writesRunDir() {
 		return nil
 	}
-	dir := n.cfg.runDir
+	dir := n.spec.cfg.runDir
 	if err := CheckRunDir(dir.value); err != nil {
 		return fmt.Errorf("RunDir %q (from %s): %w; the run's metrics.jsonl and checkpoints go there: point it at a writable directory (core.WithRunDir, or the experiment's RunDir), or turn off what writes there (WithoutLogger, WithoutCheckpoints)", dir.value, dir.source, err)
 	}
@@ -111,7 +111,7 @@ func (n *Nitro) checkRunDir() error {
 		return err
 	}
 	if o.overwrite && (held != "" || heldEvents(dir.value)) {
-		n.overwriteDue = true
+		n.spec.overwriteDue = true
 		return nil
 	}
 	if held == "" {
@@ -129,7 +129,7 @@ func (n *Nitro) checkResumeDir(file string) error {
 	if !n.writesRunDir() {
 		return nil
 	}
-	dir := n.cfg.runDir
+	dir := n.spec.cfg.runDir
 	if file != "" {
 		from := filepath.Dir(file)
 		if sameDir(from, dir.value) {
@@ -149,7 +149,7 @@ func (n *Nitro) checkResumeDir(file string) error {
 			// crash). Nothing can be continued, so "auto" starts afresh, and the earlier record
 			// is kept beside the new one (archiveRecord), so that a supervisor restarting with
 			// --resume auto always makes progress and loses nothing.
-			n.archiveDue = true
+			n.spec.archiveDue = true
 			return nil
 		}
 		return fmt.Errorf("resume auto: no checkpoint to continue, and RunDir %q (from %s) holds an earlier run (%s): a fresh run there would share its top-K ranking, mixing two models; choose another run dir (core.WithRunDir, --run-dir), or discard it and start afresh without the resume (core.WithOverwrite(), nitro train --overwrite)",
@@ -184,7 +184,7 @@ func heldRun(dir string) (held string, checkpoints int, err error) {
 // clearRunDir is WithOverwrite's removal, or resume auto's archive of a record with no
 // checkpoint, the last step of setup, so that a setup that fails leaves the earlier run as it
 // was.
-func (su *setup) clearRunDir() error {
+func (su *runSpec) clearRunDir() error {
 	if su.archiveDue {
 		return su.archiveRecord()
 	}
@@ -269,7 +269,7 @@ func heldEvents(dir string) bool {
 // archiveRecord renames the run dir's metrics.jsonl to the first free metrics.attempt-N.jsonl,
 // so that a fresh run after one that left no checkpoint starts its own record and the earlier
 // lines stay readable on their own (plot and board read them like any record).
-func (su *setup) archiveRecord() error {
+func (su *runSpec) archiveRecord() error {
 	dir := su.cfg.runDir.value
 	from := filepath.Join(dir, MetricsFile)
 	fi, err := os.Stat(from)

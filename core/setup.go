@@ -13,7 +13,7 @@ import (
 // and the resolved optimization. Nothing here changes after New returns (the optimization's
 // per-step schedule evaluation is a memo, not state), so every compile-cache key can be built
 // from it alone.
-type setup struct {
+type runSpec struct {
 	e        any // *E, the real experiment
 	typeName string
 	traits   *markers.Traits
@@ -64,23 +64,23 @@ type fieldShape struct {
 // built from it, and the record starts only once everything it records is fixed.
 func (n *Nitro) setUp() error {
 	for _, phase := range []func() error{
-		n.resolveHooks,      // hooks.go: markers, traced hooks, BuildModel, optional accessors
-		n.resolveConfig,     // config.go: knobs and run options, validated together
-		n.checkDist,         // dist.go: the rank in [0, world size)
-		n.checkCollective,   // collective.go: the collective's rank and size are the Dist's
-		n.manualConfig,      // manual.go: what manual mode refuses (Accum, TrainMetrics)
-		n.checkRunDir,       // rundir.go: the run directory is usable
-		n.resolveBackend,    // config.go: the backend
-		n.takeData,          // splits.go: WithData, else BuildData, else none (WithInputSpecs)
-		n.derive,            // derive.go: Derive's values into the experiment; the GraphConst hash
-		n.checkSplits,       // splits.go: splits against the hooks; each declared for prefetch
-		n.resolveDevices,    // devices.go: n_devs, the batch divides over it
-		n.agree,             // collective.go: every process runs the same thing
-		n.manualSplits,      // manual.go: TrainStep's fields; something to validate with
-		n.buildModel,        // buildmodel.go: BuildModel, the engine, Device fields, shape trace, parameters on the device
-		n.setupOptimization, // hyper.go: each group's optimizer, its state on the device
-		n.setUpCheckpoints,  // checkpoint.go: checkpointer, early stopping, a resume
-		n.clearRunDir,       // rundir.go: WithOverwrite removes the earlier run, setup having succeeded
+		n.spec.resolveHooks,   // hooks.go: markers, traced hooks, BuildModel, optional accessors
+		n.spec.resolveConfig,  // config.go: knobs and run options, validated together
+		n.checkDist,           // dist.go: the rank in [0, world size)
+		n.checkCollective,     // collective.go: the collective's rank and size are the Dist's
+		n.spec.manualConfig,   // manual.go: what manual mode refuses (Accum, TrainMetrics)
+		n.checkRunDir,         // rundir.go: the run directory is usable
+		n.spec.resolveBackend, // config.go: the backend
+		n.takeData,            // splits.go: WithData, else BuildData, else none (WithInputSpecs)
+		n.spec.derive,         // derive.go: Derive's values into the experiment; the GraphConst hash
+		n.spec.checkSplits,    // splits.go: splits against the hooks; each declared for prefetch
+		n.resolveDevices,      // devices.go: n_devs, the batch divides over it
+		n.agree,               // collective.go: every process runs the same thing
+		n.spec.manualSplits,   // manual.go: TrainStep's fields; something to validate with
+		n.buildModel,          // buildmodel.go: BuildModel, the engine, Device fields, shape trace, parameters on the device
+		n.setupOptimization,   // hyper.go: each group's optimizer, its state on the device
+		n.setUpCheckpoints,    // checkpoint.go: checkpointer, early stopping, a resume
+		n.spec.clearRunDir,    // rundir.go: WithOverwrite removes the earlier run, setup having succeeded
 	} {
 		if err := phase(); err != nil {
 			return err

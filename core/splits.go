@@ -12,19 +12,19 @@ import (
 // (contract.go's DataBuilder, or dist.go's DistDataBuilder) returns, run on the real experiment; under WithInputSpecs, none.
 func (n *Nitro) takeData() (err error) {
 	switch {
-	case n.specOnly():
-		n.data = prefetch.Data{}
+	case n.spec.specOnly():
+		n.spec.data = prefetch.Data{}
 		return nil
-	case n.opts.data != nil:
-		if n.data, err = n.shardForCollective(n.opts.data); err != nil { // collective.go
+	case n.spec.opts.data != nil:
+		if n.spec.data, err = n.spec.shardForCollective(n.spec.opts.data); err != nil { // collective.go
 			return err
 		}
 	default:
-		if n.data, err = n.buildData(); err != nil { // dist.go: either BuildData form
+		if n.spec.data, err = n.buildData(); err != nil { // dist.go: either BuildData form
 			return err
 		}
 	}
-	if len(n.data) == 0 {
+	if len(n.spec.data) == 0 {
 		return fmt.Errorf("BuildData returned no splits: return at least a \"train\" or \"val\" split")
 	}
 	return nil
@@ -33,7 +33,7 @@ func (n *Nitro) takeData() (err error) {
 // checkSplits is setup's split-check phase: each split against the hooks' declared fields and
 // the train rules (under WithInputSpecs, the specs against Forward's fields), then every split
 // declared for prefetch.
-func (su *setup) checkSplits() error {
+func (su *runSpec) checkSplits() error {
 	check := su.checkData
 	if su.specOnly() {
 		check = su.checkInputSpecs
@@ -45,7 +45,7 @@ func (su *setup) checkSplits() error {
 }
 
 // checkData validates the splits against the hooks' declared fields and the train rules.
-func (su *setup) checkData() error {
+func (su *runSpec) checkData() error {
 	su.fieldShapes = map[string]fieldShape{}
 	shapeFrom := map[string]string{} // field -> the split its shape was first read from
 	su.splitAvail = map[string]map[string]bool{}
@@ -119,7 +119,7 @@ func (su *setup) checkData() error {
 // warnAbsentOptional warns, once at setup, about each optional batch field that no split (under
 // WithInputSpecs, no spec) carries: the hook reads it nil in every program, as it would a
 // misspelled key. A field absent from some splits only is what optional is for, and stays quiet.
-func (su *setup) warnAbsentOptional(carried map[string]bool, where string) {
+func (su *runSpec) warnAbsentOptional(carried map[string]bool, where string) {
 	names := sortedKeys(carried)
 	hooks := []*hook{su.forward, su.loss, su.metrics, su.trainMetrics, su.trainStep}
 	if su.specOnly() {
@@ -147,7 +147,7 @@ func (su *setup) warnAbsentOptional(carried map[string]bool, where string) {
 
 // warnDroppedEval warns, once at setup, about an evaluation split that drops its partial final
 // batch: its metrics silently leave those samples out (padding would keep them).
-func (su *setup) warnDroppedEval(split string, src prefetch.Source, width int) {
+func (su *runSpec) warnDroppedEval(split string, src prefetch.Source, width int) {
 	pd, ok := src.(prefetch.PartialDropper)
 	if !ok || !pd.DropsPartial() {
 		return

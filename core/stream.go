@@ -29,7 +29,7 @@ func (n *Nitro) streamConfig(keys []string, pad, from, to int) prefetch.StreamCo
 			return placed, err
 		},
 		Free: func(b prefetch.Batch) error { return engine.FreeBatch(b, keys) },
-		Pad:  pad, From: from, To: to, Warn: n.warn,
+		Pad:  pad, From: from, To: to, Warn: n.spec.warn,
 	}
 }
 
@@ -54,7 +54,7 @@ func (n *Nitro) next(s *prefetch.Stream[prefetch.Batch], keys []string, what str
 
 // wrapData declares every split for prefetch at the run's defaults (WithPrefetch), leaving
 // sources that already are declarations (prefetch.Prefetch, prefetch.NoPrefetch) as they are.
-func (su *setup) wrapData() error {
+func (su *runSpec) wrapData() error {
 	defaults := prefetch.Defaults()
 	if su.opts.prefetch != nil {
 		defaults = *su.opts.prefetch

@@ -45,12 +45,12 @@ func (n *Nitro) train(ctx context.Context) (err error) {
 	if err := n.checkDrift("Train"); err != nil {
 		return err
 	}
-	train, ok := n.data["train"]
-	if !ok && n.specOnly() {
-		return n.noDataError("train")
+	train, ok := n.spec.data["train"]
+	if !ok && n.spec.specOnly() {
+		return n.spec.noDataError("train")
 	}
 	if !ok {
-		return fmt.Errorf("Train needs a \"train\" split; BuildData returned %v", sortedKeys(n.data))
+		return fmt.Errorf("Train needs a \"train\" split; BuildData returned %v", sortedKeys(n.spec.data))
 	}
 	// A RequestStop made before Train is kept: the run trains one epoch, validates and stops.
 	n.interrupted.Store(false)
@@ -61,17 +61,17 @@ func (n *Nitro) train(ctx context.Context) (err error) {
 	n.stopReason = ""
 	if path := n.ck.stopped; path != "" {
 		// Resuming a run that stopped early would re-satisfy the condition at once.
-		n.notice(fmt.Sprintf("%s records an early stop at epoch %d, and the early stopping configured now stops there too: nothing to train (start from its weights with WithCheckpoint, or relax the patience, to train on)", path, n.st.epoch))
+		n.spec.notice(fmt.Sprintf("%s records an early stop at epoch %d, and the early stopping configured now stops there too: nothing to train (start from its weights with WithCheckpoint, or relax the patience, to train on)", path, n.st.epoch))
 		n.stopReason = StopEarly
 		return nil
 	}
-	n.tracker.SetStepsPerEpoch(train.Len() / n.cfg.accum.value)
+	n.tracker.SetStepsPerEpoch(train.Len() / n.spec.cfg.accum.value)
 	first, from := n.st.epoch+1, 0
 	if n.partialEpoch() {
 		first, from = n.st.data.epoch, n.st.data.batch // an epoch that ended part-way (Interrupt): finish it first
 	}
 	n.bound.openLog = false
-	for ep := first; ep <= n.bound.lastEpoch(n.cfg.maxEpochs.value); ep++ {
+	for ep := first; ep <= n.bound.lastEpoch(n.spec.cfg.maxEpochs.value); ep++ {
 		start := time.Now()
 		n.tracker.SetProgress(ep, n.st.step)
 		n.setPhase(monitors.TrainStepping{}, val)
@@ -80,7 +80,7 @@ func (n *Nitro) train(ctx context.Context) (err error) {
 			return err
 		}
 		from = 0
-		if src, ok := n.data["val"]; ok {
+		if src, ok := n.spec.data["val"]; ok {
 			n.setPhase(monitors.EvalStepping{}, nil)
 			if val, err = n.evaluate("val", src); err != nil {
 				return fmt.Errorf("epoch %d: %w", ep, err)
@@ -97,7 +97,7 @@ func (n *Nitro) train(ctx context.Context) (err error) {
 		if err != nil {
 			return fmt.Errorf("epoch %d: %w", ep, err)
 		}
-		if reason == "" && ep == n.cfg.maxEpochs.value && !n.partialEpoch() {
+		if reason == "" && ep == n.spec.cfg.maxEpochs.value && !n.partialEpoch() {
 			reason = StopCompleted
 		}
 		if err := n.saveCheckpoint(res, reason); err != nil {
@@ -116,8 +116,8 @@ func (n *Nitro) train(ctx context.Context) (err error) {
 // epoch stopped), logging each step's "train" line, and returns its summary (without
 // validation). An Interrupt ends the epoch at the next step boundary.
 func (n *Nitro) trainEpoch(train prefetch.Source, ep, from int) (res EpochResult, err error) {
-	keys := routed(n.splitAvail["train"], n.trainHooks()...)
-	accum := n.cfg.accum.value
+	keys := routed(n.spec.splitAvail["train"], n.spec.trainHooks()...)
+	accum := n.spec.cfg.accum.value
 	to := from + (train.Len()-from)/accum*accum // whole optimizer steps
 	// The stream calls the source's BeginEpoch; Close stops its goroutines and frees every batch
 	// it staged, on every way out of the epoch (an Interrupt, a non-finite loss, an error).
@@ -136,14 +136,15 @@ func (n *Nitro) trainEpoch(train prefetch.Source, ep, from int) (res EpochResult
 	for i := from; i < to; i += accum {
 		n.st.data = dataPosition{epoch: ep, batch: i}
 		sums.read = n.log.logs(n.st.step + 1)
-		loss, micro, voted, err := n.optimizationStep(n.eng, stream, keys, &sums)
+		vals, err := n.optimizationStep(stream, keys, &sums)
 		if err != nil {
 			return EpochResult{}, fmt.Errorf("epoch %d, step %d: %w", ep, n.st.step+1, err)
 		}
+		loss := vals.Loss()
 		if math.IsNaN(loss) || math.IsInf(loss, 0) {
 			where := ""
-			if n.cfg.accum.value > 1 {
-				where = fmt.Sprintf(" (micro-batch %d)", micro)
+			if n.spec.cfg.accum.value > 1 {
+				where = fmt.Sprintf(" (micro-batch %d)", len(vals.Micro))
 			}
 			return EpochResult{}, fmt.Errorf("non-finite loss %v at epoch %d, step %d%s: stopping; resume from the last checkpoint with a lower learning rate", loss, ep, n.st.step+1, where)
 		}
@@ -154,7 +155,7 @@ func (n *Nitro) trainEpoch(train prefetch.Source, ep, from int) (res EpochResult
 		n.tracker.SetLoss(loss)
 		n.tracker.Tick()
 		n.log.step(n.st.step, ep, &sums)
-		if n.stepInterrupted(voted) || n.bound.atStep(n.st.step) { // collective.go
+		if n.stepInterrupted(vals.Stop) || n.bound.atStep(n.st.step) { // collective.go
 			break // Interrupt (Ctrl+C) or TrainSteps: stop at this step boundary, then validate as usual
 		}
 	}
@@ -208,36 +209,28 @@ func (s *stepSums) endStep() {
 	clear(s.step)
 }
 
-// stepper is what the train loop needs of the engine: one optimizer step on the batches next
-// yields, its values returned by name.
-type stepper interface {
-	Step(step int, keys []string, next func() (map[string]*tensors.Tensor, error), read bool) (engine.StepValues, error)
-}
-
-var _ stepper = (*engine.Engine)(nil)
-
 // optimizationStep runs the next optimizer step on the stream's batches: the step's scheduled
 // Device values, then the step itself (accum micro-batches and the update, or one fused or manual
-// program), whose values go into the sums. It returns the step's loss (its last micro-batch's)
-// and that micro-batch's 1-based number: the first non-finite loss stops there, before the update;
-// and, over several processes, whether any of them voted to stop after it (an Interrupt).
-func (n *Nitro) optimizationStep(s stepper, stream *prefetch.Stream[prefetch.Batch], keys []string, sums *stepSums) (float64, int, bool, error) {
+// program), whose values go into the sums. It returns the engine's values as they are: the first
+// non-finite loss ends Micro, before the update, and Stop says whether, over several processes,
+// any of them voted to stop after this step (an Interrupt).
+func (n *Nitro) optimizationStep(stream *prefetch.Stream[prefetch.Batch], keys []string, sums *stepSums) (engine.StepValues, error) {
 	step := n.st.step + 1
 	if err := n.applyDeviceSchedules(step); err != nil {
-		return 0, 0, false, err
+		return engine.StepValues{}, err
 	}
 	next := func() (map[string]*tensors.Tensor, error) {
 		it, err := n.next(stream, keys, "train")
 		return it.Device, err
 	}
-	vals, err := s.Step(step, keys, next, sums.read)
+	vals, err := n.eng.Step(step, keys, next, sums.read)
 	if err != nil {
-		return 0, 0, false, err
+		return vals, err
 	}
 	for _, m := range vals.Micro {
 		sums.add(m)
 	}
-	return vals.Loss(), len(vals.Micro), vals.Stop, nil
+	return vals, nil
 }
 
 // endEpoch records a finished epoch: the epoch counter, the history, the logger's "validate" and
@@ -246,8 +239,8 @@ func (n *Nitro) endEpoch(res EpochResult) {
 	n.st.epoch = res.Epoch
 	n.history = append(n.history, res)
 	n.log.epoch(n.st.step, res)
-	if n.console != nil {
-		n.console.Epoch(res, n.cfg.maxEpochs.value)
+	if n.spec.console != nil {
+		n.spec.console.Epoch(res, n.spec.cfg.maxEpochs.value)
 	}
 }
 

@@ -28,10 +28,10 @@ func (n *Nitro) TrainSteps(total int) error {
 	}
 	if total > n.TotalSteps() {
 		return fmt.Errorf("TrainSteps(%d): the run's horizon is %d optimizer steps (MaxEpochs %d): raise MaxEpochs "+
-			"(the field or WithMaxEpochs), since schedules are defined over the horizon", total, n.TotalSteps(), n.cfg.maxEpochs.value)
+			"(the field or WithMaxEpochs), since schedules are defined over the horizon", total, n.TotalSteps(), n.spec.cfg.maxEpochs.value)
 	}
 	if total <= n.st.step {
-		n.warn(fmt.Sprintf("TrainSteps(%d): the run has taken %d steps already: nothing to train (total is the step to train up to, not a count: n.TrainSteps(n.Step()+k) takes k more)", total, n.st.step))
+		n.spec.warn(fmt.Sprintf("TrainSteps(%d): the run has taken %d steps already: nothing to train (total is the step to train up to, not a count: n.TrainSteps(n.Step()+k) takes k more)", total, n.st.step))
 		return nil
 	}
 	return n.trainBounded(trainBound{steps: total})
@@ -46,12 +46,12 @@ func (n *Nitro) TrainEpochs(total int) error {
 	if total < 0 {
 		return fmt.Errorf("TrainEpochs(%d): total is the run's epoch to train up to, so it must be >= 0; n.TrainEpochs(n.Epoch()+1) trains one more", total)
 	}
-	if total > n.cfg.maxEpochs.value {
+	if total > n.spec.cfg.maxEpochs.value {
 		return fmt.Errorf("TrainEpochs(%d): the run's horizon is MaxEpochs %d: raise MaxEpochs (the field or "+
-			"WithMaxEpochs), since schedules are defined over the horizon", total, n.cfg.maxEpochs.value)
+			"WithMaxEpochs), since schedules are defined over the horizon", total, n.spec.cfg.maxEpochs.value)
 	}
 	if total < n.st.epoch || total == n.st.epoch && !n.partialEpoch() {
-		n.warn(fmt.Sprintf("TrainEpochs(%d): the run has completed %d epochs already: nothing to train (total is the epoch to train up to, not a count: n.TrainEpochs(n.Epoch()+1) trains one more)", total, n.st.epoch))
+		n.spec.warn(fmt.Sprintf("TrainEpochs(%d): the run has completed %d epochs already: nothing to train (total is the epoch to train up to, not a count: n.TrainEpochs(n.Epoch()+1) trains one more)", total, n.st.epoch))
 		return nil
 	}
 	return n.trainBounded(trainBound{epochs: total})
@@ -113,7 +113,7 @@ func (n *Nitro) endLog(err error) {
 
 // partialEpoch says the last epoch ended part-way (an Interrupt, a TrainSteps bound).
 func (n *Nitro) partialEpoch() bool {
-	tr, ok := n.data["train"]
+	tr, ok := n.spec.data["train"]
 	return ok && n.st.partial(tr.Len())
 }
 
