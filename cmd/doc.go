@@ -3,13 +3,14 @@
 //   - cmd/nitro is the `nitro` binary. Its commands (`nitro CMD --help` for each one's flags):
 //     `train`, `evaluate` and `render` (a split's samples and predictions as a PNG) over
 //     registered experiments, from scratch or a checkpoint; `export` (a checkpoint's model as a
-//     bundle); `run-bundle` and `serve` (an export bundle, JSON in and out); `list`, `info` (an
-//     experiment or a checkpoint), `ls` (a run dir's checkpoints), `plot` (a run's metrics as
-//     PNGs), `board` (a live web page comparing runs); `data convert` (a built-in data set to
-//     Parquet); `setup` (the pinned XLA CPU plugin); `cache` (the compile cache on disk: `ls`,
-//     `clear`, `verify`); `new` (a Go module with an experiment of your
-//     own); `completion` (shell scripts). The list is cli's commands table; a test checks that
-//     this paragraph names each.
+//     bundle); `run-bundle` (a bundle run once, JSON in and out) and `serve` (bundles, or a
+//     model repository of them, on the Open Inference Protocol; a single bundle on POST /predict
+//     too); `list`, `info` (an experiment or a checkpoint), `ls` (a run dir's checkpoints),
+//     `plot` (a run's metrics as PNGs), `board` (a live web page comparing runs); `data convert`
+//     (a built-in data set to Parquet); `setup` (the pinned XLA CPU plugin); `cache` (the
+//     compile cache on disk: `ls`, `clear`, `verify`); `new` (a Go module with an experiment of
+//     your own); `completion` (shell scripts). The list is cli's commands table; a test checks
+//     that this paragraph names each.
 //   - cmd/cli is the same command line as a library: a user's own main calls cli.Register for
 //     each experiment type and cli.Main, and gets the same commands and flags.
 //   - cmd/plot draws a run's metrics.jsonl (nitro plot).

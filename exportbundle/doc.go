@@ -1,7 +1,8 @@
 // Package exportbundle writes, verifies and runs export bundles, the form a trained model leaves
-// nitro in: StableHLO programs and safetensors weights, run with gopjrt alone (nitro run-bundle,
-// nitro serve's POST /predict and the Open Inference Protocol's /v2 REST API, binary tensor data
-// included, for one bundle or several by name: ServeModels). Guide: docs/export.md.
+// nitro in: StableHLO programs and safetensors weights, run with gopjrt alone (nitro run-bundle;
+// nitro serve: the Open Inference Protocol's /v2 REST API, binary tensor data included, for one
+// bundle or a model repository of several by name, ServeModels, and POST /predict for a single
+// bundle). Guide: docs/export.md.
 //
 // A bundle is one StableHLO program per batch size (program-b<N>.mlir), the weights in
 // weights.safetensors, an optional postprocess.txt, and a manifest.json (input/output specs,
