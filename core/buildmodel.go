@@ -11,7 +11,8 @@ import (
 // shape trace of Forward (and of TrainStep in manual mode) to create every variable, the check
 // that Forward reads no Host field, the variables' initial values, and the parameters and layer
 // state placed on the device in their groups. Nothing is compiled.
-func (n *Nitro) buildModel() error {
+func (bld *builder) buildModel() error {
+	n := bld.n
 	n.spec.ctx = context.New()
 	if err := n.spec.ctx.SetRNGStateFromSeed(int64(n.spec.cfg.seed.value)); err != nil {
 		return fmt.Errorf("seeding the model's RNG with Seed = %d: %w", n.spec.cfg.seed.value, err)
@@ -19,13 +20,13 @@ func (n *Nitro) buildModel() error {
 	if err := n.spec.e.(ModelBuilder).BuildModel(n.spec.ctx); err != nil { // resolveHooks checked it is one
 		return fmt.Errorf("BuildModel: %w", err)
 	}
-	if err := n.newEngine(); err != nil {
+	if err := bld.newEngine(); err != nil {
 		return err
 	}
 	if err := n.eng.PlaceDeviceFields(); err != nil {
 		return err
 	}
-	width, avail, err := n.spec.sampleBatch()
+	width, avail, err := bld.sampleBatch()
 	if err != nil {
 		return err
 	}
@@ -41,7 +42,8 @@ func (n *Nitro) buildModel() error {
 
 // sampleBatch is the batch setup traces with: the train split's first, else the first split's;
 // under WithInputSpecs, one row of each declared field (only shapes are traced, no data is read).
-func (su *runSpec) sampleBatch() (int, map[string]bool, error) {
+func (bld *builder) sampleBatch() (int, map[string]bool, error) {
+	su := &bld.n.spec
 	if su.specOnly() {
 		return 1, keySet(su.fieldShapes), nil
 	}

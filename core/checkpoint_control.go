@@ -19,7 +19,8 @@ import (
 // the experiment's, then TopK) and early stopping, check their metrics exist, then resume or load
 // weights when asked. It runs after the parameters and optimizer state are on the device and
 // before the logger's first record.
-func (n *Nitro) setUpCheckpoints() error {
+func (bld *builder) setUpCheckpoints() error {
+	n := bld.n
 	o := n.spec.opts
 	c := o.ckpt
 	if !o.ckptSet {
@@ -39,25 +40,25 @@ func (n *Nitro) setUpCheckpoints() error {
 		}
 		a.Adopt(n.RunDir(), name)
 	}
-	n.ck.c = n.rankCheckpointer(c) // dist.go: rank 0 writes, the others only read
+	n.ck.c = bld.rankCheckpointer(c) // dist.go: rank 0 writes, the others only read
 	if r, ok := c.(checkpoint.Ranker); ok {
 		n.ck.metric = r.Metric()
 	}
-	es, err := n.spec.resolveEarlyStop()
+	es, err := bld.resolveEarlyStop()
 	if err != nil {
 		return err
 	}
 	n.ck.es = es
-	if err := n.checkControlMetrics(); err != nil {
+	if err := bld.checkControlMetrics(); err != nil {
 		return err
 	}
 	switch {
 	case o.resume != "" && o.weights != "":
 		return fmt.Errorf("WithResume(%q) and WithCheckpoint(%q) both given: resume continues a run (state, counters), WithCheckpoint starts a new one from weights; pass one", o.resume, o.weights)
 	case o.resume != "":
-		return n.resume(o.resume)
+		return bld.resume(o.resume)
 	case o.weights != "":
-		return n.loadWeights(o.weights)
+		return bld.loadWeights(o.weights)
 	}
 	return nil
 }
@@ -74,7 +75,8 @@ func must1[T any](v T, err error) T {
 // (checkpoints are unscored; TopK keeps the newest) and nothing to stop on (refused). Under
 // HostMetrics with no MetricsFinalizer the names are known only after the first validation,
 // where they are checked.
-func (n *Nitro) checkControlMetrics() error {
+func (bld *builder) checkControlMetrics() error {
+	n := bld.n
 	if n.ck.metric == "" && n.ck.es == nil {
 		return nil
 	}
@@ -84,7 +86,7 @@ func (n *Nitro) checkControlMetrics() error {
 		}
 		return nil
 	}
-	names, known, err := n.valMetricNames()
+	names, known, err := bld.valMetricNames()
 	if err != nil || !known {
 		return err
 	}
@@ -108,7 +110,8 @@ func (n *Nitro) checkControlMetrics() error {
 // Forward and Metrics once on the val split's first batch (nothing is compiled). known is false
 // under HostMetrics without a finalizer, whose names are known only once it has run. With a
 // MetricsFinalizer they are the names FinalizedMetricNames declares.
-func (n *Nitro) valMetricNames() (names []string, known bool, err error) {
+func (bld *builder) valMetricNames() (names []string, known bool, err error) {
+	n := bld.n
 	switch {
 	case n.spec.acc.finalizer != nil:
 		return n.spec.finalizedNames(), true, nil

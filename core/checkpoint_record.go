@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"reflect"
 
-	"github.com/nitro-go/nitro/engine"
-
 	"github.com/nitro-go/nitro/checkpoint"
+	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/runstatus"

@@ -11,9 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/nitro-go/nitro/engine"
-
 	"github.com/nitro-go/nitro/checkpoint"
+	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/logjson"
 )
 
@@ -22,7 +21,8 @@ import (
 
 // loadRecord reads a checkpoint through the checkpointer (Load dispatches on it), else from the
 // file; a directory means its newest checkpoint by the manifest.
-func (n *Nitro) loadRecord(path string) (*checkpoint.Record, string, error) {
+func (bld *builder) loadRecord(path string) (*checkpoint.Record, string, error) {
+	n := bld.n
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		p, err := NewestCheckpoint(path)
 		if err != nil {
@@ -47,7 +47,8 @@ func (n *Nitro) loadRecord(path string) (*checkpoint.Record, string, error) {
 // name other bytes than the restored ones. A checkpointer on another file system than the
 // operating system's (an in-memory one in tests) leaves the hash empty: the file cannot be
 // reopened here, and the provenance then names the file alone.
-func (n *Nitro) sourceOf(arg, path string, resumed bool) (*ckptSource, error) {
+func (bld *builder) sourceOf(arg, path string, resumed bool) (*ckptSource, error) {
+	n := bld.n
 	src := &ckptSource{arg: arg, path: path, resumed: resumed}
 	before, err := os.Stat(path)
 	if err != nil {
@@ -113,7 +114,8 @@ func withOlderHint(err error, resume bool) error {
 }
 
 // resume is WithResume: find the checkpoint, check it fits, restore everything.
-func (n *Nitro) resume(from string) error {
+func (bld *builder) resume(from string) error {
+	n := bld.n
 	path := from
 	if from == ResumeAuto {
 		if n.ck.c == nil {
@@ -128,7 +130,7 @@ func (n *Nitro) resume(from string) error {
 			if d, isDir := n.ck.c.(checkpoint.InDir); isDir {
 				where = d.Dir()
 			}
-			if err := n.checkResumeDir(""); err != nil {
+			if err := bld.checkResumeDir(""); err != nil {
 				return err
 			}
 			n.spec.notice(fmt.Sprintf("resume auto: no checkpoint in %s; starting a fresh run", where))
@@ -136,21 +138,21 @@ func (n *Nitro) resume(from string) error {
 		}
 		path = p
 	}
-	rec, path, err := n.loadRecord(path)
+	rec, path, err := bld.loadRecord(path)
 	if err != nil {
 		return fmt.Errorf("resume: %w", withOlderHint(err, true))
 	}
-	if err := n.checkResumeDir(path); err != nil {
+	if err := bld.checkResumeDir(path); err != nil {
 		return err
 	}
-	if err := n.checkCompatible(rec, path); err != nil {
+	if err := bld.checkCompatible(rec, path); err != nil {
 		return err
 	}
-	src, err := n.sourceOf(from, path, true)
+	src, err := bld.sourceOf(from, path, true)
 	if err != nil {
 		return fmt.Errorf("resume: %w", err)
 	}
-	if err := n.restore(rec, path, true); err != nil {
+	if err := bld.restore(rec, path, true); err != nil {
 		return err
 	}
 	n.ck.last, n.ck.source = path, src
@@ -166,20 +168,21 @@ func (n *Nitro) resume(from string) error {
 }
 
 // loadWeights is WithCheckpoint: the parameters and layer state, nothing of the run's progress.
-func (n *Nitro) loadWeights(path string) error {
+func (bld *builder) loadWeights(path string) error {
+	n := bld.n
 	arg := path
-	rec, path, err := n.loadRecord(path)
+	rec, path, err := bld.loadRecord(path)
 	if err != nil {
 		return fmt.Errorf("WithCheckpoint: %w", withOlderHint(err, false))
 	}
 	for _, d := range checkpoint.DiffValues(rec.Values.GraphConst, n.spec.recordValues().GraphConst) {
 		n.spec.notice("checkpoint " + path + ": GraphConst " + d)
 	}
-	src, err := n.sourceOf(arg, path, false)
+	src, err := bld.sourceOf(arg, path, false)
 	if err != nil {
 		return fmt.Errorf("WithCheckpoint: %w", err)
 	}
-	if err := n.restore(rec, path, false); err != nil {
+	if err := bld.restore(rec, path, false); err != nil {
 		return err
 	}
 	n.ck.source = src
@@ -191,7 +194,8 @@ func (n *Nitro) loadWeights(path string) error {
 // checkCompatible is the config half of a resume: GraphConst fields must equal the record's (they
 // bake into the programs, so a change would train another program), anchored groups must decay
 // toward the same anchor; Device, Host and derived changes are allowed and reported.
-func (n *Nitro) checkCompatible(rec *checkpoint.Record, path string) error {
+func (bld *builder) checkCompatible(rec *checkpoint.Record, path string) error {
+	n := bld.n
 	notes, err := checkpoint.CheckConfigCompatible(path, rec.Values, n.spec.recordValues())
 	if err != nil {
 		return err
@@ -210,7 +214,7 @@ func (n *Nitro) checkCompatible(rec *checkpoint.Record, path string) error {
 		return fmt.Errorf("resume from %s refused: its run stepped the optimizer every %d micro-batches (Accum %d), this one has Accum = %d (from %s): the step count, the schedules' position and the data position are counted in those steps, so the resumed run would not continue that one; resume with Accum %d (core.WithAccum, --accum %d), or start a new run from its weights (WithCheckpoint, --weights-only)",
 			path, was, was, n.spec.cfg.accum.value, n.spec.cfg.accum.source, was, was)
 	}
-	n.spec.checkPrecisionOnResume(rec, path)
+	bld.checkPrecisionOnResume(rec, path)
 	for _, d := range append(notes, prefixed("derived ", checkpoint.DiffValues(rec.Derived, n.spec.derived))...) {
 		n.spec.notice("resume: " + d)
 	}
@@ -228,7 +232,8 @@ func prefixed(p string, lines []string) []string {
 // and uploaded (counted in Uploads) before any replaces the state. full is a resume: parameters,
 // optimizer and layer state, step, epoch, data position, logger and early-stopping state. Else
 // the weights: parameters and layer state but the RNG state, the counters left as they are.
-func (n *Nitro) restore(rec *checkpoint.Record, path string, full bool) error {
+func (bld *builder) restore(rec *checkpoint.Record, path string, full bool) error {
+	n := bld.n
 	part := engine.WeightsPart
 	if full {
 		part = engine.WholePart
@@ -239,7 +244,7 @@ func (n *Nitro) restore(rec *checkpoint.Record, path string, full bool) error {
 	}
 	var at dataPosition
 	if full {
-		if at, err = n.restoreProgress(rec, path); err != nil {
+		if at, err = bld.restoreProgress(rec, path); err != nil {
 			return err
 		}
 	}
@@ -257,21 +262,22 @@ func (n *Nitro) restore(rec *checkpoint.Record, path string, full bool) error {
 // every resume, early stopping on or off: a record whose control does not parse is damaged,
 // whatever part of it this run would use), early stopping's progress, the logger's state, and
 // the data position in this run's batches.
-func (n *Nitro) restoreProgress(rec *checkpoint.Record, path string) (dataPosition, error) {
+func (bld *builder) restoreProgress(rec *checkpoint.Record, path string) (dataPosition, error) {
+	n := bld.n
 	var ctl map[string]json.RawMessage
 	if len(rec.Control) > 0 {
 		if err := json.Unmarshal(rec.Control, &ctl); err != nil {
 			return dataPosition{}, fmt.Errorf("checkpoint %s: control state: %w", path, err)
 		}
 	}
-	at, err := n.resumePosition(rec, ctl, path) // collective.go
+	at, err := bld.resumePosition(rec, ctl, path) // collective.go
 	if err != nil {
 		return dataPosition{}, err
 	}
 	if n.ck.es != nil {
 		// Resume runs only in New, so a failure after this leaves no Nitro behind to hold a
 		// half-restored policy.
-		if err := n.restoreEarlyStop(rec.Control, path); err != nil {
+		if err := bld.restoreEarlyStop(rec.Control, path); err != nil {
 			return dataPosition{}, err
 		}
 	}

@@ -54,7 +54,8 @@ func (su *runSpec) multi() Collective {
 
 // checkCollective is setup's collective phase: the collective's rank and size are WithDist's.
 // Its warning for ranks with no collective comes with the backend (spanCollective).
-func (n *Nitro) checkCollective() error {
+func (bld *builder) checkCollective() error {
+	n := bld.n
 	c := n.spec.opts.collective
 	if c == nil {
 		return nil // the backend's client may span the processes (spanCollective)
@@ -70,7 +71,8 @@ func (n *Nitro) checkCollective() error {
 // rank and world size) takes that client as its collective, so the gradients, the validation
 // sums, the agreement and the stop votes cross the processes on the device (backend.XProcess),
 // and the run trains one model. A client that does not span them is refused there.
-func (su *runSpec) spanCollective() error {
+func (bld *builder) spanCollective() error {
+	su := &bld.n.spec
 	d := distOf(su.opts)
 	if su.opts.collective != nil || d.WorldSize <= 1 {
 		return nil
@@ -99,7 +101,8 @@ func collectiveVia(c Collective) string {
 }
 
 // shardForCollective shards data the experiment did not shard itself, under a collective.
-func (su *runSpec) shardForCollective(data prefetch.Data) (prefetch.Data, error) {
+func (bld *builder) shardForCollective(data prefetch.Data) (prefetch.Data, error) {
+	su := &bld.n.spec
 	if su.multi() == nil {
 		return data, nil
 	}
@@ -138,12 +141,13 @@ func (su *runSpec) reduceSplit(acc *metrics.Accumulator, split string) error {
 // differs, the first such rank's description and rank 0's are broadcast, and every rank refuses
 // with the same error naming the first differing field and both values: two ranks launched with
 // different settings must never train two models into one record.
-func (n *Nitro) agree() error {
+func (bld *builder) agree() error {
+	n := bld.n
 	c := n.spec.multi()
 	if c == nil {
 		return nil
 	}
-	desc := n.runDescription()
+	desc := bld.runDescription()
 	h := sha256.Sum256(desc)
 	root := h
 	if err := c.Broadcast(root[:], 0); err != nil {
@@ -172,7 +176,8 @@ func (n *Nitro) agree() error {
 }
 
 // runDescription is this rank's run, one "name=value" line per field, sorted.
-func (n *Nitro) runDescription() []byte {
+func (bld *builder) runDescription() []byte {
+	n := bld.n
 	p := n.spec.runParams()
 	p["experiment"] = n.spec.typeName
 	p["world_size"] = n.Dist().WorldSize
@@ -249,7 +254,8 @@ func descLines(desc []byte) map[string]string {
 
 // reducer is the engine's AllReducer: the collective when the run spans processes, else nil (a
 // nil Collective in an interface would not be nil).
-func (su *runSpec) reducer() engine.AllReducer {
+func (bld *builder) reducer() engine.AllReducer {
+	su := &bld.n.spec
 	if c := su.multi(); c != nil {
 		return c
 	}
@@ -314,7 +320,8 @@ func (n *Nitro) recordPosition() checkpoint.Position {
 // (checkpoint.Position.Rebatch), exactly or not at all; a position counted in one process's
 // shard batches cannot be mapped, and is refused under another world size. A weights-only load
 // (WithCheckpoint) takes no position and is not refused.
-func (n *Nitro) resumePosition(rec *checkpoint.Record, ctl map[string]json.RawMessage, path string) (dataPosition, error) {
+func (bld *builder) resumePosition(rec *checkpoint.Record, ctl map[string]json.RawMessage, path string) (dataPosition, error) {
+	n := bld.n
 	recorded, err := recordedWorldSize(ctl, path)
 	if err != nil {
 		return dataPosition{}, err

@@ -22,19 +22,21 @@ func (r resolved[T]) String() string { return fmt.Sprintf("%v (%s)", r.value, r.
 
 // resolveConfig is setup's config phase: every knob (contract.go's config) resolved, then the
 // whole config validated together with the run options it depends on.
-func (su *runSpec) resolveConfig() (err error) {
+func (bld *builder) resolveConfig() (err error) {
+	su := &bld.n.spec
 	if su.cfg, err = resolveKnobs(su.e, su.typeName, &su.opts); err != nil {
 		return err
 	}
 	if err := su.cfg.resolvePrecision(&su.opts); err != nil {
 		return err
 	}
-	su.warnDeviceShadows()
+	bld.warnDeviceShadows()
 	return su.cfg.validate(&su.opts)
 }
 
 // resolveBackend is setup's backend phase: WithBackend's name, else the automatic choice.
-func (su *runSpec) resolveBackend() (err error) {
+func (bld *builder) resolveBackend() (err error) {
+	su := &bld.n.spec
 	cache := backend.CacheSetting{Dir: su.opts.compileCache, Source: "core.WithCompileCache"}
 	if su.opts.dist != nil {
 		cache.Rank, cache.RankSet = su.opts.dist.Rank, true
@@ -53,7 +55,7 @@ func (su *runSpec) resolveBackend() (err error) {
 	if su.backend, err = backend.ResolveWithCache(su.opts.backend, cache); err != nil {
 		return err
 	}
-	if err := su.spanCollective(); err != nil { // collective.go: a client spanning the processes sums over them
+	if err := bld.spanCollective(); err != nil { // collective.go: a client spanning the processes sums over them
 		return err
 	}
 	su.compiledAt[0], su.compiledAt[1] = backend.CompileCounts()
@@ -63,7 +65,7 @@ func (su *runSpec) resolveBackend() (err error) {
 	if w := su.backend.Warning; w != "" {
 		su.warn(strings.TrimPrefix(w, "warning: "))
 	}
-	su.applyPrecision()
+	bld.applyPrecision()
 	return nil
 }
 
@@ -164,7 +166,8 @@ func deviceShadowSource(name string) string {
 // warnDeviceShadows warns of each knob a Device field of its name shadows, but Lambda: a Device
 // Lambda is the common auxiliary loss weight, and the decay it is not defaults to none. For the
 // others, a value the user gave the field is not the run's, which nothing else would tell.
-func (su *runSpec) warnDeviceShadows() {
+func (bld *builder) warnDeviceShadows() {
+	su := &bld.n.spec
 	for _, k := range []struct{ name, value, option, source string }{
 		{"MaxEpochs", fmt.Sprint(su.cfg.maxEpochs.value), "WithMaxEpochs", su.cfg.maxEpochs.source},
 		{"Seed", fmt.Sprint(su.cfg.seed.value), "WithSeed", su.cfg.seed.source},

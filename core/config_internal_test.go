@@ -1,10 +1,11 @@
 package core
 
 import (
-	"github.com/nitro-go/nitro/prefetch"
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 type knobFields struct {

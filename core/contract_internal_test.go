@@ -48,8 +48,8 @@ func parseCore(t *testing.T) contractSource {
 }
 
 // experimentHooks finds every interface core asserts the experiment against: a type assertion
-// e.(T) or n.e.(T) with T a named type of package core. That is what New and the verbs call on an
-// experiment, whatever file declares it.
+// e.(T), or x.e.(T) for any x (n.spec.e, su.e: the runSpec's experiment), with T a named type
+// of package core. That is what New and the verbs call on an experiment, whatever file declares it.
 func (s contractSource) experimentHooks() map[string]string {
 	hooks := map[string]string{}
 	for _, f := range s.files {
@@ -63,8 +63,7 @@ func (s contractSource) experimentHooks() map[string]string {
 			case *ast.Ident:
 				isExperiment = x.Name == "e"
 			case *ast.SelectorExpr:
-				id, ok := x.X.(*ast.Ident)
-				isExperiment = ok && id.Name == "n" && x.Sel.Name == "e"
+				isExperiment = x.Sel.Name == "e"
 			}
 			if id, ok := ta.Type.(*ast.Ident); ok && isExperiment {
 				if file, ok := s.typed[id.Name]; ok {

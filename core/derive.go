@@ -11,7 +11,8 @@ import (
 // host values from the data and they are applied to the experiment's fields, before the model is
 // built; then the GraphConst values are fixed, since Derive may have set some of them. Under
 // WithInputSpecs there is no data, so Derive is not called, and a warning says so.
-func (su *runSpec) derive() (err error) {
+func (bld *builder) derive() (err error) {
+	su := &bld.n.spec
 	e := su.e
 	if _, ok := e.(Deriver); ok && su.specOnly() {
 		su.warn(fmt.Sprintf("experiment %s has a Derive hook, which is not called under WithInputSpecs (there is no data to derive from): the fields it sets keep their values as constructed", su.typeName))

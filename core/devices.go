@@ -24,7 +24,8 @@ type devices struct {
 
 // resolveDevices is setup's devices phase (after the splits, whose widths must divide): n_devs by
 // the knob rule, checked against the visible devices.
-func (n *Nitro) resolveDevices() (err error) {
+func (bld *builder) resolveDevices() (err error) {
+	n := bld.n
 	n.spec.devs.visible = n.spec.backend.Backend.NumDevices()
 	def, why := 1, "default: CPU devices share the cores"
 	if !onCPU(n.spec.backend) {

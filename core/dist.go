@@ -40,7 +40,8 @@ func distOf(o options) dist.Dist {
 
 // checkDist is setup's dist phase: the rank is in range, and a rank other than 0 says on the
 // console that it writes nothing.
-func (n *Nitro) checkDist() error {
+func (bld *builder) checkDist() error {
+	n := bld.n
 	d := n.Dist()
 	if err := d.Validate(); err != nil {
 		return fmt.Errorf("WithDist: %w", err)
@@ -53,16 +54,17 @@ func (n *Nitro) checkDist() error {
 
 // buildData calls the experiment's BuildData, with the Dist when it takes one; the hook's error
 // comes back prefixed "BuildData: ".
-func (n *Nitro) buildData() (d prefetch.Data, err error) {
+func (bld *builder) buildData() (d prefetch.Data, err error) {
+	n := bld.n
 	// Two assertions, not a type switch: the contract test finds a hook by its assertion on n.e.
 	if db, ok := n.spec.e.(DistDataBuilder); ok {
 		d, err = db.BuildData(n.Dist())
 	} else if db, ok := n.spec.e.(DataBuilder); ok {
 		if d, err = db.BuildData(); err == nil {
-			return n.spec.shardForCollective(d) // collective.go: a plain BuildData's splits, sharded
+			return bld.shardForCollective(d) // collective.go: a plain BuildData's splits, sharded
 		}
 	} else {
-		return nil, n.spec.noDataBuilder()
+		return nil, bld.noDataBuilder()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("BuildData: %w", err)
@@ -71,7 +73,8 @@ func (n *Nitro) buildData() (d prefetch.Data, err error) {
 }
 
 // noDataBuilder is the error for an experiment with neither BuildData form.
-func (su *runSpec) noDataBuilder() error {
+func (bld *builder) noDataBuilder() error {
+	su := &bld.n.spec
 	if m, ok := reflect.TypeOf(su.e).MethodByName("BuildData"); ok {
 		return fmt.Errorf("experiment %s has BuildData of type %v, which is neither hook form: define func (e *%s) BuildData() (prefetch.Data, error) or func (e *%s) BuildData(d dist.Dist) (prefetch.Data, error)", su.typeName, m.Type, su.typeName, su.typeName)
 	}
@@ -88,7 +91,8 @@ func rankLog(o options, l runLog) runLog {
 
 // rankCheckpointer is the run's checkpointer on this rank: c on rank 0, a view of c that reads
 // and writes nothing on the others (nil stays nil).
-func (n *Nitro) rankCheckpointer(c checkpoint.Checkpointer) checkpoint.Checkpointer {
+func (bld *builder) rankCheckpointer(c checkpoint.Checkpointer) checkpoint.Checkpointer {
+	n := bld.n
 	if n.Dist().IsRank0() {
 		return c
 	}

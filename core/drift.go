@@ -37,7 +37,8 @@ type driftState struct {
 }
 
 // snapshotFields records every field's value at the end of New (after Derive wrote its values).
-func (n *Nitro) snapshotFields() error {
+func (bld *builder) snapshotFields() error {
+	n := bld.n
 	snap, err := markers.TakeSnapshot(n.spec.e)
 	if err != nil {
 		return err

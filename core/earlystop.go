@@ -73,7 +73,8 @@ func (n *Nitro) EarlyStopper() earlystop.Policy {
 // resolveEarlyStop picks the run's stopping rule: the run's option, then the experiment's
 // EarlyStop, then none. An *earlystop.EarlyStopping is checked and copied with no progress, so a value
 // shared between runs (one option slice for a sweep) never carries one run's count into another.
-func (su *runSpec) resolveEarlyStop() (*runEarlyStop, error) {
+func (bld *builder) resolveEarlyStop() (*runEarlyStop, error) {
+	su := &bld.n.spec
 	var p earlystop.Policy
 	var origin string
 	switch s := su.opts.early; {
@@ -186,7 +187,8 @@ func (r *runEarlyStop) controlState() (map[string]json.RawMessage, error) {
 
 // restoreEarlyStop takes the rule's state back from a record's control state on resume
 // (earlystop.RestoreState decides); a policy that starts afresh is said on the console.
-func (n *Nitro) restoreEarlyStop(control json.RawMessage, path string) error {
+func (bld *builder) restoreEarlyStop(control json.RawMessage, path string) error {
+	n := bld.n
 	var ctl map[string]json.RawMessage
 	if len(control) > 0 {
 		if err := json.Unmarshal(control, &ctl); err != nil {

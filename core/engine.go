@@ -16,7 +16,8 @@ import (
 
 // newEngine starts the run's engine, at the start of setup's model phase: the context exists,
 // the data contract, the devices and the knobs are resolved.
-func (n *Nitro) newEngine() (err error) {
+func (bld *builder) newEngine() (err error) {
+	n := bld.n
 	fields := make(map[string]engine.FieldShape, len(n.spec.fieldShapes))
 	for k, fs := range n.spec.fieldShapes {
 		fields[k] = engine.FieldShape{DType: fs.dtype, Row: fs.row}
@@ -29,10 +30,10 @@ func (n *Nitro) newEngine() (err error) {
 		Experiment: n.spec.e, TypeName: n.spec.typeName, Backend: n.spec.backend, Cache: n.spec.cache, Ctx: n.spec.ctx,
 		Devices: n.spec.devs.n.value, Precision: n.spec.cfg.precision.value,
 		Accum: n.spec.cfg.accum.value, Clip: n.spec.cfg.clip.value, Fused: n.spec.opts.fused, TrainWidth: n.spec.trainWidth,
-		Reducer:        n.spec.reducer(), // collective.go: nil for one process
+		Reducer:        bld.reducer(), // collective.go: nil for one process
 		StopVote:       n.interrupted.Load,
 		GraphConstHash: n.spec.gcHash, GraphConst: n.spec.gcValues, FieldShapes: fields,
-		Hooks: n.spec.engineHooks(), MetricsOnHost: n.spec.onHost(), Grouper: grouper,
+		Hooks: bld.engineHooks(), MetricsOnHost: n.spec.onHost(), Grouper: grouper,
 		Hyper:     func(group string, step int) (map[string]float64, error) { return n.spec.opt.Hyper(group, step) },
 		Compiling: n.tracker.WithCompiling,
 		Notice:    n.spec.notice, Warn: n.spec.warn,
@@ -42,12 +43,13 @@ func (n *Nitro) newEngine() (err error) {
 
 // engineHooks binds the traced hooks (found by reflection at setup) as the plain functions the
 // engine calls; an absent optional hook stays nil.
-func (su *runSpec) engineHooks() engine.Hooks {
+func (bld *builder) engineHooks() engine.Hooks {
+	su := &bld.n.spec
 	h := engine.Hooks{
 		Forward: func(view any, ctx *context.Context, b map[string]*graph.Node) map[string]*graph.Node {
 			return su.forward.call(view, reflect.ValueOf(ctx), b).Interface().(Outputs)
 		},
-		Route: func(name string, keys []string) []string { return routed(setOf(keys), su.hookNamed(name)) },
+		Route: func(name string, keys []string) []string { return routed(setOf(keys), bld.hookNamed(name)) },
 	}
 	if su.loss != nil {
 		h.Loss = func(view any, out, b map[string]*graph.Node) *graph.Node {
@@ -73,7 +75,8 @@ func (su *runSpec) engineHooks() engine.Hooks {
 }
 
 // hookNamed is the traced hook of a name, nil when the experiment does not define it.
-func (su *runSpec) hookNamed(name string) *hook {
+func (bld *builder) hookNamed(name string) *hook {
+	su := &bld.n.spec
 	switch name {
 	case "Forward":
 		return su.forward

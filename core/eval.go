@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/nitro-go/nitro/engine"
-
 	"github.com/nitro-go/nitro/metrics"
 	"github.com/nitro-go/nitro/monitors"
 	"github.com/nitro-go/nitro/prefetch"

@@ -8,7 +8,6 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
-
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/prefetch"

@@ -10,7 +10,6 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
-
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/core/coretest"
 	"github.com/nitro-go/nitro/markers"

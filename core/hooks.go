@@ -27,7 +27,8 @@ type hook struct {
 
 // resolveHooks is setup's hooks phase: the experiment's markers, its traced hooks (found and
 // checked by reflection), BuildModel, and the optional accessors, each resolved once.
-func (su *runSpec) resolveHooks() (err error) {
+func (bld *builder) resolveHooks() (err error) {
+	su := &bld.n.spec
 	e := su.e
 	if su.traits, err = markers.TraitsOf(e); err != nil {
 		return err
@@ -37,7 +38,7 @@ func (su *runSpec) resolveHooks() (err error) {
 	}
 	su.acc = resolveAccessors(e)
 	et := reflect.TypeOf(e)
-	if err = su.resolveManual(et); err != nil { // manual.go: TrainStep and the mode
+	if err = bld.resolveManual(et); err != nil { // manual.go: TrainStep and the mode
 		return err
 	}
 	for _, h := range []struct {
@@ -50,7 +51,7 @@ func (su *runSpec) resolveHooks() (err error) {
 			return err
 		}
 	}
-	if err = su.resolveResidency(); err != nil {
+	if err = bld.resolveResidency(); err != nil {
 		return err
 	}
 	if _, ok := e.(ModelBuilder); !ok {

@@ -3,10 +3,10 @@ package core
 import (
 	"context"
 	"fmt"
-	"github.com/nitro-go/nitro/engine"
 	"reflect"
 	"slices"
 
+	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/metrics"
 	"github.com/nitro-go/nitro/prefetch"
 )
@@ -56,7 +56,8 @@ type evalMetrics struct {
 // resolveResidency picks the residency (the option, then MetricsResidency, then the default)
 // and refuses one whose hook is missing, and a FinalizeMetrics of another signature (which would
 // otherwise never be called).
-func (su *runSpec) resolveResidency() error {
+func (bld *builder) resolveResidency() error {
+	su := &bld.n.spec
 	if m, ok := reflect.TypeOf(su.e).MethodByName("FinalizeMetrics"); ok && su.acc.finalizer == nil {
 		return fmt.Errorf("experiment %s: FinalizeMetrics has type %v, or FinalizedMetricNames is missing: define func (e *%s) FinalizeMetrics(acc metrics.Result, split string) map[string]float64 (acc.Scalars holds the divided means and totals) and func (e *%s) FinalizedMetricNames() []string (the names it returns)",
 			su.typeName, m.Type, su.typeName, su.typeName)

@@ -75,8 +75,9 @@ type optSetup struct {
 // (optimizers.Resolve: levels, rates, decay and schedules for every group, in host code), then
 // has the engine initialize each group's optimizer state from its initial values and upload it.
 // It runs at setup, once; the per-step work is the plan's Hyper.
-func (n *Nitro) setupOptimization() error {
-	plan, err := n.resolvePlan() // manual.go: optimizers.Resolve, with manual mode's rules
+func (bld *builder) setupOptimization() error {
+	n := bld.n
+	plan, err := bld.resolvePlan() // manual.go: optimizers.Resolve, with manual mode's rules
 	if err != nil {
 		return err
 	}
@@ -89,7 +90,7 @@ func (n *Nitro) setupOptimization() error {
 	if _, err := n.spec.deviceScheduleValues(1, true); err != nil {
 		return err
 	}
-	n.spec.opt.bindings = n.spec.manualBindings(n.bindings()) // manual.go: SetupOptimizers named
+	n.spec.opt.bindings = bld.manualBindings(bld.bindings()) // manual.go: SetupOptimizers named
 	// What the plan resolved against a value the experiment wrote (a rule's own Eta that an eta
 	// schedule replaces) is said once, as a warning; report records it with the reports.
 	for _, msg := range plan.Notices() {
@@ -101,7 +102,8 @@ func (n *Nitro) setupOptimization() error {
 // planSpec is what the experiment declares about its optimization, for optimizers.Resolve: the
 // resolved run-wide knobs, the groups' layouts, the Device fields, the horizon and the optional
 // accessors (each called by Resolve, once per group).
-func (n *Nitro) planSpec() optimizers.PlanSpec {
+func (bld *builder) planSpec() optimizers.PlanSpec {
+	n := bld.n
 	e := n.spec.e
 	s := optimizers.PlanSpec{
 		LearningRate: optimizers.Setting{Value: n.spec.cfg.lr.value, Source: n.spec.cfg.lr.source},
@@ -251,7 +253,8 @@ func (su *runSpec) isScheduledDevice(name string) bool {
 
 // bindings lists where every configured optimization value bound: the run-wide knobs, then the
 // Device fields and the groups, as the plan resolved them.
-func (n *Nitro) bindings() []schedules.Binding {
+func (bld *builder) bindings() []schedules.Binding {
+	n := bld.n
 	var bs []schedules.Binding
 	run := func(name, value, source string) {
 		bs = append(bs, schedules.Binding{Name: name, Value: value, Source: source})

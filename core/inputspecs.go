@@ -32,7 +32,8 @@ func (su *runSpec) specOnly() bool { return su.opts.inputSpecs != nil }
 
 // checkInputSpecs is checkData for a Nitro built from WithInputSpecs: the data contract is the
 // specs, checked against Forward's declared fields; there are no splits.
-func (su *runSpec) checkInputSpecs() error {
+func (bld *builder) checkInputSpecs() error {
+	su := &bld.n.spec
 	specs := su.opts.inputSpecs
 	if err := prefetch.CheckFieldSpecs("WithInputSpecs", specs); err != nil {
 		return err
@@ -45,7 +46,7 @@ func (su *runSpec) checkInputSpecs() error {
 		su.fieldShapes[s.Name] = fieldShape{dtype: s.DType.String(), row: slices.Clone(s.Shape)}
 		names = append(names, s.Name)
 	}
-	su.warnAbsentOptional(setOf(names), "no input spec")
+	bld.warnAbsentOptional(setOf(names), "no input spec")
 	if su.forward.whole {
 		return nil
 	}

@@ -2,13 +2,13 @@ package core
 
 import (
 	"fmt"
-	"github.com/nitro-go/nitro/runstatus"
 	"maps"
 	"reflect"
 	"strings"
 
 	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/runstatus"
 )
 
 // The run's logger is a logjson.Logger (LogParams, LogMetrics, LogOther, Finish): the contract,
@@ -84,7 +84,8 @@ func (n *Nitro) Logger() logjson.Logger { return n.log.l }
 // startLog ends setup: it places a logger that keeps files in the run dir there (a pathless
 // JSON logger at <RunDir>/metrics.jsonl) and logs the params, so they are on record before the
 // first compile.
-func (n *Nitro) startLog() {
+func (bld *builder) startLog() {
+	n := bld.n
 	if n.spec.opts.logEvery != nil {
 		n.log.every = *n.spec.opts.logEvery
 	}

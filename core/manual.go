@@ -34,7 +34,8 @@ type OptimizerSetter interface {
 
 // resolveManual finds TrainStep and decides the mode (ManualChooser's rule); in manual mode
 // n.trainStep is set and Loss becomes optional.
-func (su *runSpec) resolveManual(et reflect.Type) error {
+func (bld *builder) resolveManual(et reflect.Type) error {
+	su := &bld.n.spec
 	h, err := findHook(et, "TrainStep", false)
 	if err != nil {
 		return err
@@ -74,7 +75,8 @@ func manualFlag(e any) (on bool, from string, err error) {
 }
 
 // manualConfig refuses, once the knobs are resolved, what manual mode cannot honour.
-func (su *runSpec) manualConfig() error {
+func (bld *builder) manualConfig() error {
+	su := &bld.n.spec
 	if su.trainStep == nil {
 		return nil
 	}
@@ -95,7 +97,8 @@ func (su *runSpec) manualConfig() error {
 
 // manualSplits checks TrainStep's declared fields against the train split, and that every
 // evaluated split has something to report: Metrics, or Loss for val_loss.
-func (su *runSpec) manualSplits() error {
+func (bld *builder) manualSplits() error {
+	su := &bld.n.spec
 	if su.trainStep == nil {
 		return nil
 	}
@@ -127,9 +130,10 @@ func (su *runSpec) trainHooks() []*hook {
 // resolvePlan resolves the optimization (optimizers.Resolve) with manual mode's rules applied:
 // SetupOptimizers' rules in place of the Level 0/1/2 accessors, and no varying schedule of an
 // optimizer hyperparameter.
-func (n *Nitro) resolvePlan() (*optimizers.Plan, error) {
-	spec := n.planSpec()
-	if err := n.manualSpec(&spec); err != nil {
+func (bld *builder) resolvePlan() (*optimizers.Plan, error) {
+	n := bld.n
+	spec := bld.planSpec()
+	if err := bld.manualSpec(&spec); err != nil {
 		return nil, err
 	}
 	plan, err := optimizers.Resolve(spec)
@@ -146,7 +150,8 @@ func (n *Nitro) resolvePlan() (*optimizers.Plan, error) {
 // group's learning rate (through LearningRateGroup, so the rate report and checks are the usual
 // ones). It refuses SetupOptimizers outside manual mode, next to the accessors it replaces, and a
 // map that does not name every group exactly.
-func (n *Nitro) manualSpec(spec *optimizers.PlanSpec) error {
+func (bld *builder) manualSpec(spec *optimizers.PlanSpec) error {
+	n := bld.n
 	setter, ok := n.spec.e.(OptimizerSetter)
 	if !ok {
 		return nil
@@ -204,7 +209,8 @@ func sortedStrings(s []string) []string {
 
 // manualBindings names SetupOptimizers where the binding report would name the accessors it
 // stands in for (the plan sees its rules as Level 1 rules and its rates as LearningRateGroup).
-func (su *runSpec) manualBindings(bs []schedules.Binding) []schedules.Binding {
+func (bld *builder) manualBindings(bs []schedules.Binding) []schedules.Binding {
+	su := &bld.n.spec
 	if _, ok := su.e.(OptimizerSetter); !ok || su.trainStep == nil {
 		return bs
 	}

@@ -2,8 +2,6 @@ package core
 
 import (
 	"fmt"
-	"github.com/nitro-go/nitro/engine"
-	"github.com/nitro-go/nitro/prefetch"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -15,8 +13,10 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gopjrt/dtypes"
+	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/monitors"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // ModelView is a read-only view of a Nitro's model, for code outside core that ships it (the

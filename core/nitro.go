@@ -27,8 +27,9 @@ const (
 // concurrent use, except RequestStop, Interrupt and the read-only run accessors (Phase,
 // ProgressCounter), which any goroutine (a monitor, a signal handler) may call.
 //
-// Its fields are grouped by lifetime: what setup fixed, the engine (compiled programs and
-// device-resident values), and the run's observation and control.
+// Its fields are grouped by lifetime: what New fixed (spec), the engine (compiled programs and
+// device-resident values), and the run's observation and control. New's own work is the
+// builder's (setup.go), which no verb reaches.
 type Nitro struct {
 	spec runSpec // fixed by New and read-only afterwards (setup.go)
 
@@ -101,10 +102,11 @@ func New(e any, opts ...Option) (n *Nitro, err error) {
 			h.setPhase(monitors.Failed{Err: err}, nil)
 		}
 	})()
-	if err := h.setUp(); err != nil {
+	bld := &builder{n: h}
+	if err := bld.setUp(); err != nil {
 		return nil, err
 	}
-	if err := h.snapshotFields(); err != nil {
+	if err := bld.snapshotFields(); err != nil {
 		return nil, err
 	}
 	return h, nil

@@ -1,12 +1,12 @@
 package core
 
 import (
-	"github.com/nitro-go/nitro/dist"
-	"github.com/nitro-go/nitro/logjson"
 	"io"
 
 	"github.com/nitro-go/nitro/checkpoint"
+	"github.com/nitro-go/nitro/dist"
 	"github.com/nitro-go/nitro/engine"
+	"github.com/nitro-go/nitro/logjson"
 	"github.com/nitro-go/nitro/monitors"
 	"github.com/nitro-go/nitro/prefetch"
 )

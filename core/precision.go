@@ -36,14 +36,16 @@ func (c *config) resolvePrecision(o *options) error {
 // program's float32 products and convolutions are built in bfloat16, the rest float32. It runs
 // before anything is uploaded, so the parameters, the optimizer state and every batch are
 // tensors of the backend the programs are compiled for.
-func (su *runSpec) applyPrecision() {
+func (bld *builder) applyPrecision() {
+	su := &bld.n.spec
 	su.backend.Backend = su.cfg.precision.value.OnBackend(su.backend.Backend)
 }
 
 // checkPrecisionOnResume explains a resume whose mode differs from the checkpoint's. Both modes
 // keep float32 parameters and optimizer state, so the state fits either way and the resume goes
 // on; the notice says the compute changed. A record without a mode is f32.
-func (su *runSpec) checkPrecisionOnResume(rec *checkpoint.Record, path string) {
+func (bld *builder) checkPrecisionOnResume(rec *checkpoint.Record, path string) {
+	su := &bld.n.spec
 	was, err := engine.ParsePrecision(rec.MixedPrecision)
 	if err != nil {
 		su.notice(fmt.Sprintf("resume: checkpoint %s records mixed precision %q, which this build does not know; the state is float32 and is resumed under %s", path, rec.MixedPrecision, su.cfg.precision.value))

@@ -3,8 +3,6 @@ package core
 import (
 	"bytes"
 	"flag"
-	"github.com/nitro-go/nitro/engine"
-	"github.com/nitro-go/nitro/prefetch"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -19,7 +17,9 @@ import (
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/compilecache"
+	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/internal/prereq"
+	"github.com/nitro-go/nitro/prefetch"
 	"k8s.io/klog/v2"
 )
 

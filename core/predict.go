@@ -5,10 +5,9 @@ import (
 	"iter"
 	"slices"
 
-	"github.com/nitro-go/nitro/prefetch"
-
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/nitro-go/nitro/monitors"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // sharedForward says which fields Predict's program takes for a batch whose fields route fwd to

@@ -91,7 +91,8 @@ func (n *Nitro) writesRunDir() bool {
 // fresh run into a run dir that holds an earlier run (heldRun): the two would share one
 // metrics.jsonl and one top-K ranking, so the record, the plots and the "best checkpoint" would
 // mix two models. A resume is checked where it finds its checkpoint (checkResumeDir).
-func (n *Nitro) checkRunDir() error {
+func (bld *builder) checkRunDir() error {
+	n := bld.n
 	o := n.spec.opts
 	if o.overwrite && o.resume != "" {
 		return fmt.Errorf("WithOverwrite with WithResume(%q): WithOverwrite discards the run dir's earlier run and WithResume continues one; drop one of them", o.resume)
@@ -125,7 +126,8 @@ func (n *Nitro) checkRunDir() error {
 // checkpoint it continues ("" when WithResume(ResumeAuto) found none, a fresh run). Continuing
 // the run in its own folder (the run dir, or the checkpointer's) is what a resume is for; a run
 // dir elsewhere, or a fresh run, must not hold an earlier run.
-func (n *Nitro) checkResumeDir(file string) error {
+func (bld *builder) checkResumeDir(file string) error {
+	n := bld.n
 	if !n.writesRunDir() {
 		return nil
 	}
@@ -184,9 +186,10 @@ func heldRun(dir string) (held string, checkpoints int, err error) {
 // clearRunDir is WithOverwrite's removal, or resume auto's archive of a record with no
 // checkpoint, the last step of setup, so that a setup that fails leaves the earlier run as it
 // was.
-func (su *runSpec) clearRunDir() error {
+func (bld *builder) clearRunDir() error {
+	su := &bld.n.spec
 	if su.archiveDue {
-		return su.archiveRecord()
+		return bld.archiveRecord()
 	}
 	if !su.overwriteDue {
 		return nil
@@ -269,7 +272,8 @@ func heldEvents(dir string) bool {
 // archiveRecord renames the run dir's metrics.jsonl to the first free metrics.attempt-N.jsonl,
 // so that a fresh run after one that left no checkpoint starts its own record and the earlier
 // lines stay readable on their own (plot and board read them like any record).
-func (su *runSpec) archiveRecord() error {
+func (bld *builder) archiveRecord() error {
+	su := &bld.n.spec
 	dir := su.cfg.runDir.value
 	from := filepath.Join(dir, MetricsFile)
 	fi, err := os.Stat(from)

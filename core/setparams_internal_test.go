@@ -2,12 +2,12 @@ package core
 
 import (
 	"bytes"
-	"github.com/nitro-go/nitro/engine"
-	"github.com/nitro-go/nitro/prefetch"
 	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/nitro-go/nitro/engine"
+	"github.com/nitro-go/nitro/prefetch"
 )
 
 // SetParameters touches the parameters alone: every optimizer state leaf and the layer state

@@ -8,11 +8,11 @@ import (
 	"github.com/nitro-go/nitro/prefetch"
 )
 
-// setup is what New fixes for a Nitro's life: the experiment and its resolved hooks, knobs and
-// accessors, the backend and compile cache, the data contract, the model's variables and layout,
-// and the resolved optimization. Nothing here changes after New returns (the optimization's
-// per-step schedule evaluation is a memo, not state), so every compile-cache key can be built
-// from it alone.
+// runSpec is what New fixed for a Nitro's life, and the queries on it: the experiment and its
+// resolved hooks, knobs and accessors, the backend and compile cache, the data contract, the
+// model's variables and layout, and the resolved optimization. The builder's phases fill it;
+// nothing here changes after New returns (the optimization's per-step schedule evaluation is a
+// memo, not state), so every compile-cache key can be built from it alone.
 type runSpec struct {
 	e        any // *E, the real experiment
 	typeName string
@@ -54,6 +54,13 @@ type runSpec struct {
 	derived  map[string]string // what Derive returned, as plain text (a checkpoint records it)
 }
 
+// builder is New's work: its phases, in setUp's order, resolve the experiment and fill the Nitro
+// under construction (its runSpec, engine, checkpointer, logger). New drops it on return, so a
+// verb of the Nitro never reaches code that only setup runs.
+type builder struct {
+	n *Nitro
+}
+
 type fieldShape struct {
 	dtype string
 	row   []int
@@ -62,30 +69,30 @@ type fieldShape struct {
 // setUp is New: its phases in order, each in the file of its name. The config is resolved and
 // validated before anything runs the experiment's code, the data is checked before the model is
 // built from it, and the record starts only once everything it records is fixed.
-func (n *Nitro) setUp() error {
+func (bld *builder) setUp() error {
 	for _, phase := range []func() error{
-		n.spec.resolveHooks,   // hooks.go: markers, traced hooks, BuildModel, optional accessors
-		n.spec.resolveConfig,  // config.go: knobs and run options, validated together
-		n.checkDist,           // dist.go: the rank in [0, world size)
-		n.checkCollective,     // collective.go: the collective's rank and size are the Dist's
-		n.spec.manualConfig,   // manual.go: what manual mode refuses (Accum, TrainMetrics)
-		n.checkRunDir,         // rundir.go: the run directory is usable
-		n.spec.resolveBackend, // config.go: the backend
-		n.takeData,            // splits.go: WithData, else BuildData, else none (WithInputSpecs)
-		n.spec.derive,         // derive.go: Derive's values into the experiment; the GraphConst hash
-		n.spec.checkSplits,    // splits.go: splits against the hooks; each declared for prefetch
-		n.resolveDevices,      // devices.go: n_devs, the batch divides over it
-		n.agree,               // collective.go: every process runs the same thing
-		n.spec.manualSplits,   // manual.go: TrainStep's fields; something to validate with
-		n.buildModel,          // buildmodel.go: BuildModel, the engine, Device fields, shape trace, parameters on the device
-		n.setupOptimization,   // hyper.go: each group's optimizer, its state on the device
-		n.setUpCheckpoints,    // checkpoint.go: checkpointer, early stopping, a resume
-		n.spec.clearRunDir,    // rundir.go: WithOverwrite removes the earlier run, setup having succeeded
+		bld.resolveHooks,      // hooks.go: markers, traced hooks, BuildModel, optional accessors
+		bld.resolveConfig,     // config.go: knobs and run options, validated together
+		bld.checkDist,         // dist.go: the rank in [0, world size)
+		bld.checkCollective,   // collective.go: the collective's rank and size are the Dist's
+		bld.manualConfig,      // manual.go: what manual mode refuses (Accum, TrainMetrics)
+		bld.checkRunDir,       // rundir.go: the run directory is usable
+		bld.resolveBackend,    // config.go: the backend
+		bld.takeData,          // splits.go: WithData, else BuildData, else none (WithInputSpecs)
+		bld.derive,            // derive.go: Derive's values into the experiment; the GraphConst hash
+		bld.checkSplits,       // splits.go: splits against the hooks; each declared for prefetch
+		bld.resolveDevices,    // devices.go: n_devs, the batch divides over it
+		bld.agree,             // collective.go: every process runs the same thing
+		bld.manualSplits,      // manual.go: TrainStep's fields; something to validate with
+		bld.buildModel,        // buildmodel.go: BuildModel, the engine, Device fields, shape trace, parameters on the device
+		bld.setupOptimization, // hyper.go: each group's optimizer, its state on the device
+		bld.setUpCheckpoints,  // checkpoint.go: checkpointer, early stopping, a resume
+		bld.clearRunDir,       // rundir.go: WithOverwrite removes the earlier run, setup having succeeded
 	} {
 		if err := phase(); err != nil {
 			return err
 		}
 	}
-	n.startLog() // logger.go: the params go on record before the first compile
+	bld.startLog() // logger.go: the params go on record before the first compile
 	return nil
 }

@@ -10,17 +10,18 @@ import (
 
 // takeData is setup's data phase: the splits WithData supplies, else what the BuildData hook
 // (contract.go's DataBuilder, or dist.go's DistDataBuilder) returns, run on the real experiment; under WithInputSpecs, none.
-func (n *Nitro) takeData() (err error) {
+func (bld *builder) takeData() (err error) {
+	n := bld.n
 	switch {
 	case n.spec.specOnly():
 		n.spec.data = prefetch.Data{}
 		return nil
 	case n.spec.opts.data != nil:
-		if n.spec.data, err = n.spec.shardForCollective(n.spec.opts.data); err != nil { // collective.go
+		if n.spec.data, err = bld.shardForCollective(n.spec.opts.data); err != nil { // collective.go
 			return err
 		}
 	default:
-		if n.spec.data, err = n.buildData(); err != nil { // dist.go: either BuildData form
+		if n.spec.data, err = bld.buildData(); err != nil { // dist.go: either BuildData form
 			return err
 		}
 	}
@@ -33,19 +34,21 @@ func (n *Nitro) takeData() (err error) {
 // checkSplits is setup's split-check phase: each split against the hooks' declared fields and
 // the train rules (under WithInputSpecs, the specs against Forward's fields), then every split
 // declared for prefetch.
-func (su *runSpec) checkSplits() error {
-	check := su.checkData
+func (bld *builder) checkSplits() error {
+	su := &bld.n.spec
+	check := bld.checkData
 	if su.specOnly() {
-		check = su.checkInputSpecs
+		check = bld.checkInputSpecs
 	}
 	if err := check(); err != nil {
 		return err
 	}
-	return su.wrapData()
+	return bld.wrapData()
 }
 
 // checkData validates the splits against the hooks' declared fields and the train rules.
-func (su *runSpec) checkData() error {
+func (bld *builder) checkData() error {
+	su := &bld.n.spec
 	su.fieldShapes = map[string]fieldShape{}
 	shapeFrom := map[string]string{} // field -> the split its shape was first read from
 	su.splitAvail = map[string]map[string]bool{}
@@ -105,21 +108,22 @@ func (su *runSpec) checkData() error {
 			return fmt.Errorf("%w (with no Metrics hook, validation reports val_loss through Loss)", err)
 		}
 		if split != "train" {
-			su.warnDroppedEval(split, src, w)
+			bld.warnDroppedEval(split, src, w)
 		}
 	}
 	carried := map[string]bool{}
 	for k := range su.fieldShapes {
 		carried[k] = true
 	}
-	su.warnAbsentOptional(carried, "no split")
+	bld.warnAbsentOptional(carried, "no split")
 	return nil
 }
 
 // warnAbsentOptional warns, once at setup, about each optional batch field that no split (under
 // WithInputSpecs, no spec) carries: the hook reads it nil in every program, as it would a
 // misspelled key. A field absent from some splits only is what optional is for, and stays quiet.
-func (su *runSpec) warnAbsentOptional(carried map[string]bool, where string) {
+func (bld *builder) warnAbsentOptional(carried map[string]bool, where string) {
+	su := &bld.n.spec
 	names := sortedKeys(carried)
 	hooks := []*hook{su.forward, su.loss, su.metrics, su.trainMetrics, su.trainStep}
 	if su.specOnly() {
@@ -147,7 +151,8 @@ func (su *runSpec) warnAbsentOptional(carried map[string]bool, where string) {
 
 // warnDroppedEval warns, once at setup, about an evaluation split that drops its partial final
 // batch: its metrics silently leave those samples out (padding would keep them).
-func (su *runSpec) warnDroppedEval(split string, src prefetch.Source, width int) {
+func (bld *builder) warnDroppedEval(split string, src prefetch.Source, width int) {
+	su := &bld.n.spec
 	pd, ok := src.(prefetch.PartialDropper)
 	if !ok || !pd.DropsPartial() {
 		return

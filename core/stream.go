@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/nitro-go/nitro/engine"
-
 	"github.com/nitro-go/nitro/prefetch"
 )
 
@@ -54,7 +53,8 @@ func (n *Nitro) next(s *prefetch.Stream[prefetch.Batch], keys []string, what str
 
 // wrapData declares every split for prefetch at the run's defaults (WithPrefetch), leaving
 // sources that already are declarations (prefetch.Prefetch, prefetch.NoPrefetch) as they are.
-func (su *runSpec) wrapData() error {
+func (bld *builder) wrapData() error {
+	su := &bld.n.spec
 	defaults := prefetch.Defaults()
 	if su.opts.prefetch != nil {
 		defaults = *su.opts.prefetch
