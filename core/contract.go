@@ -124,16 +124,8 @@ type ParamGrouper interface {
 // config is every knob and run option that fixes the run, resolved once at setup (config.go) and
 // validated by its validate. A knob resolves, first match wins: the run option, a method
 // `Name() T` on the experiment, a field `Name` of the experiment, the default; the source that won
-// is kept for the config report and for errors.
-//
-//	knob              run option            default        rule (validate)
-//	MaxEpochs         WithMaxEpochs         1              >= 0
-//	Seed              WithSeed              42             the model context's RNG seed
-//	RunDir            WithRunDir            runs/<E>       CheckRunDir (rundir.go)
-//	Accum             WithAccum             1              >= 1; 1 under WithFusedStep
-//	GradientClipNorm  WithGradientClipNorm  0 (off)        >= 0
-//	LearningRate      WithLearningRate      1e-3           != 0 (group rates are ratios to it)
-//	Lambda            (none)                0              the decay coefficient of every group
+// is kept for the config report and for errors. The knobs, their options, defaults and rules are
+// the knob table in doc.go (TestDocTableListsEveryHook keeps it whole).
 //
 // A Device field of a knob's name is a traced input, never the knob: it is skipped, the knob
 // falls to its default (the source says why), and New warns, but for Lambda (a Device Lambda is
