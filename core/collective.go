@@ -40,9 +40,17 @@ type Collective interface {
 // Validation's (sum, count) accumulators are summed before they are finalized, so every rank
 // sees the same metrics and takes the same early-stopping decision; at setup the ranks compare
 // what they are about to run and refuse a difference. A plain BuildData's splits (and WithData's)
-// are sharded here: train with dist.Shard, the others with dist.ShardEval. The fused and the
+// are sharded here: train with dist.Shard (batches), the others with dist.ShardEval (each rank a
+// share of every batch's samples, so any rank count evaluates every sample once). The fused and the
 // manual step are refused (one program: no point for the sum).
 func WithCollective(c Collective) Option { return func(o *options) { o.collective = c } }
+
+// WithIndependentRanks lets the processes of a launch that share no collective each train a
+// model of their own on the data their experiment builds (a sweep's trials, say), of which only
+// rank 0's is written. Without it New refuses such a launch: a user who launched several
+// processes to train one model would pay for all of them and get one model trained on a share
+// of the compute they meant, in a result that looks normal.
+func WithIndependentRanks() Option { return func(o *options) { o.independent = true } }
 
 // multi is the run's collective when it spans more than one process, else nil.
 func (su *runSpec) multi() Collective {
@@ -85,10 +93,18 @@ func (bld *builder) spanCollective() error {
 		su.opts.collective = x
 		return nil
 	}
-	// Ranks that share no collective train one model each: a user who launched several
-	// processes for one model must hear that the others' work is not in rank 0's record.
-	su.warn(fmt.Sprintf("%s with no collective: each process trains its own model on the data its experiment builds (all of it, unless the experiment shards by its Dist) and only rank 0's is written; "+
-		"for one model over all processes launch under mpirun (nitro train sums the gradients there), on the CUDA plugin, or pass core.WithCollective (docs/multihost.md)", d))
+	// Ranks that share no collective train one model each: refused unless asked for by name, and
+	// then said once more, since only rank 0's model is written.
+	launcher := d.Source
+	if launcher == dist.SourceNone {
+		launcher = "core.WithDist (no launcher variable)"
+	}
+	if !su.opts.independent {
+		return fmt.Errorf("%s, launched by %s, has no collective to train one model with: each process would train its own model and only rank 0's would be written. "+
+			"For one model over all processes, launch under mpirun (Open MPI: nitro train sums the gradients over MPI), or with srun --mpi=pmix over Open MPI, or on the CUDA plugin on GPU hosts, or pass core.WithCollective; "+
+			"to train independent models on purpose (a sweep's trials), pass --independent-ranks (core.WithIndependentRanks) (docs/multihost.md)", d, launcher)
+	}
+	su.warn(fmt.Sprintf("%s with no collective (--independent-ranks): each process trains its own model on the data its experiment builds (all of it, unless the experiment shards by its Dist) and only rank 0's is written", d))
 	return nil
 }
 

@@ -51,7 +51,12 @@ func (bld *builder) resolveDevices() (err error) {
 		return nil
 	}
 	for _, split := range sortedKeys(n.spec.splitWidth) {
-		if w := n.spec.splitWidth[split]; w%k != 0 {
+		w := n.spec.splitWidth[split]
+		if n.spec.sharded && split != "train" && w%k != 0 { // shardForCollective's dist.ShardEval
+			world := n.Dist().WorldSize
+			return fmt.Errorf("split %q: each of the %d processes evaluates up to %d rows of every batch (its share, by samples), not divisible by Devices = %d (%s): choose an evaluation batch size that is a multiple of %d (processes times devices)", split, world, w, k, src, world*k)
+		}
+		if w%k != 0 {
 			return fmt.Errorf("split %q has a batch size of %d, not divisible by Devices = %d (%s): the batch size is global and each device takes an equal share; choose a batch size that is a multiple of %d", split, w, k, src, k)
 		}
 	}

@@ -92,7 +92,7 @@ func TestDistTwoRanks(t *testing.T) {
 			return nil
 		})
 		n, err := core.New(exps[r], core.WithBackend("go"), core.Quiet(), core.WithCache(newCache()),
-			core.WithRunDir(dirs[r]), core.WithMaxEpochs(2), core.WithMonitor(mon), core.WithDist(dist.Dist{Rank: r, WorldSize: 2}))
+			core.WithRunDir(dirs[r]), core.WithMaxEpochs(2), core.WithMonitor(mon), core.WithDist(dist.Dist{Rank: r, WorldSize: 2}), core.WithIndependentRanks())
 		if err != nil {
 			t.Fatalf("rank %d: %v", r, err)
 		}
@@ -150,7 +150,7 @@ func TestDistTwoRanks(t *testing.T) {
 func TestDistRankResumesReadOnly(t *testing.T) {
 	dir := t.TempDir()
 	n0, err := core.New(&Ranked{t: t}, core.WithBackend("go"), core.Quiet(), core.WithCache(newCache()),
-		core.WithRunDir(dir), core.WithMaxEpochs(1), core.WithDist(dist.Dist{Rank: 0, WorldSize: 2}))
+		core.WithRunDir(dir), core.WithMaxEpochs(1), core.WithDist(dist.Dist{Rank: 0, WorldSize: 2}), core.WithIndependentRanks())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestDistRankResumesReadOnly(t *testing.T) {
 	before := files(t, dir)
 	manifest, _ := os.ReadFile(dir + "/" + checkpoint.ManifestName)
 	n1, err := core.New(&Ranked{t: t}, core.WithBackend("go"), core.Quiet(), core.WithCache(newCache()),
-		core.WithRunDir(dir), core.WithMaxEpochs(2), core.WithResume(core.ResumeAuto), core.WithDist(dist.Dist{Rank: 1, WorldSize: 2}))
+		core.WithRunDir(dir), core.WithMaxEpochs(2), core.WithResume(core.ResumeAuto), core.WithDist(dist.Dist{Rank: 1, WorldSize: 2}), core.WithIndependentRanks())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestDistSetupErrors(t *testing.T) {
 	dataTrain = coretest.Arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true})
 	mc := &core.MemoryConsole{}
 	n, err := core.New(&PlainData{}, core.WithBackend("go"), core.WithConsole(mc), core.WithCache(newCache()),
-		core.WithoutLogger(), core.WithoutCheckpoints(), core.WithDist(dist.Dist{Rank: 1, WorldSize: 2}))
+		core.WithoutLogger(), core.WithoutCheckpoints(), core.WithDist(dist.Dist{Rank: 1, WorldSize: 2}), core.WithIndependentRanks())
 	if err != nil || n.Dist().Rank != 1 {
 		t.Fatalf("BuildData() under WithDist: %v", err)
 	}
@@ -213,7 +213,7 @@ func TestDistSetupErrors(t *testing.T) {
 	}
 	for r := range 2 {
 		_, err := core.New(&PlainData{}, core.WithBackend("go"), core.Quiet(), core.WithCache(newCache()), core.WithRunDir(file),
-			core.WithDist(dist.Dist{Rank: r, WorldSize: 2}))
+			core.WithDist(dist.Dist{Rank: r, WorldSize: 2}), core.WithIndependentRanks())
 		if (err != nil) != (r == 0) {
 			t.Errorf("rank %d with an unwritable run dir: %v; want an error on rank 0 only", r, err)
 		}
@@ -232,22 +232,32 @@ func TestDistSetupErrors(t *testing.T) {
 	}
 }
 
-// TestNoCollectiveIsSaid: several processes with no collective train one model each; the run
-// says so as a warning and in the config report, and a single process says nothing of it.
-func TestNoCollectiveIsSaid(t *testing.T) {
+// TestNoCollectiveIsRefused: several processes with no collective would train one model each,
+// so New refuses them, naming the launcher and the ways to one model; WithIndependentRanks lets
+// them, said as a warning and in the config report; a single process says nothing of it.
+func TestNoCollectiveIsRefused(t *testing.T) {
 	dataTrain = coretest.Arrays(t, 64, 16, 1, prefetch.ArrayOptions{DropPartial: true})
-	for _, d := range []dist.Dist{{Rank: 0, WorldSize: 2}, dist.Single()} {
-		var warned []string
-		n, err := core.New(&PlainData{}, core.WithBackend("go"), core.Quiet(), core.WithCache(newCache()),
-			core.WithWarn(func(m string) { warned = append(warned, m) }),
-			core.WithoutLogger(), core.WithoutCheckpoints(), core.WithDist(d))
+	opts := func(d dist.Dist, warned *[]string, more ...core.Option) []core.Option {
+		return append([]core.Option{core.WithBackend("go"), core.Quiet(), core.WithCache(newCache()),
+			core.WithWarn(func(m string) { *warned = append(*warned, m) }),
+			core.WithoutLogger(), core.WithoutCheckpoints(), core.WithDist(d)}, more...)
+	}
+	var warned []string
+	_, err := core.New(&PlainData{}, opts(dist.Dist{Rank: 1, WorldSize: 4, Source: dist.SourceTorchrun}, &warned)...)
+	coretest.WantErr(t, err, "rank 1 of 4, launched by torchrun, has no collective", "mpirun", "srun --mpi=pmix", "CUDA plugin", "--independent-ranks (core.WithIndependentRanks)")
+	for _, c := range []struct {
+		d    dist.Dist
+		more []core.Option
+	}{{dist.Dist{Rank: 0, WorldSize: 2}, []core.Option{core.WithIndependentRanks()}}, {dist.Single(), nil}} {
+		warned = nil
+		n, err := core.New(&PlainData{}, opts(c.d, &warned, c.more...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		said := slices.ContainsFunc(warned, func(m string) bool { return strings.Contains(m, "each process trains its own model") })
 		inReport := strings.Contains(n.ConfigReport(), "no collective: each process trains its own model")
-		if want := d.WorldSize > 1; said != want || inReport != want {
-			t.Errorf("%s: warned %v (%q), in the config report %v; want both %v", d, said, warned, inReport, want)
+		if want := c.d.WorldSize > 1; said != want || inReport != want {
+			t.Errorf("%s: warned %v (%q), in the config report %v; want both %v", c.d, said, warned, inReport, want)
 		}
 	}
 }

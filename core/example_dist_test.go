@@ -40,7 +40,7 @@ func ExampleWithDist() {
 	dir, _ := os.MkdirTemp("", "nitro-dist-")
 	defer os.RemoveAll(dir)
 	n, err := core.New(&ShardedLine{MaxEpochs: 2}, core.WithBackend("go"), core.Quiet(), core.WithRunDir(dir),
-		core.WithDist(dist.Dist{Rank: 1, WorldSize: 2}))
+		core.WithDist(dist.Dist{Rank: 1, WorldSize: 2}), core.WithIndependentRanks())
 	if err != nil {
 		fmt.Println(err)
 		return

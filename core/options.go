@@ -45,6 +45,7 @@ type options struct {
 	precision              *string        // WithMixedPrecision; nil: f32
 	dist                   *dist.Dist     // WithDist; nil: rank 0 of 1
 	collective             Collective     // WithCollective (collective.go); nil: no collective
+	independent            bool           // WithIndependentRanks (collective.go)
 	overwrite              bool           // WithOverwrite (rundir.go)
 	schedules              map[string]any // WithSchedules (hyper.go); nil when not given
 	compileCache           string         // WithCompileCache: a folder or "off"; "" for $NITRO_COMPILE_CACHE

@@ -68,7 +68,7 @@ func TestFreshRunIntoHeldRunDirRefused(t *testing.T) {
 	if _, err := core.New(&coretest.Reg{}, heldOpts(t, dir, core.WithoutLogger(), core.WithoutCheckpoints())...); err != nil {
 		t.Errorf("a run that writes nothing into the run dir was refused: %v", err)
 	}
-	if _, err := core.New(&coretest.Reg{}, heldOpts(t, dir, core.WithDist(dist.Dist{Rank: 1, WorldSize: 2}))...); err != nil {
+	if _, err := core.New(&coretest.Reg{}, heldOpts(t, dir, core.WithDist(dist.Dist{Rank: 1, WorldSize: 2}), core.WithIndependentRanks())...); err != nil {
 		t.Errorf("rank 1 writes nothing into the run dir, yet was refused: %v", err)
 	}
 }

@@ -46,6 +46,11 @@ func (bld *builder) checkSplits() error {
 	return bld.wrapData()
 }
 
+// sharedWidth is a source whose batches are this process's share of a wider batch split over
+// the processes (dist.EvalShard): Width is the widest rank's share, which every rank compiles
+// its programs for, a narrower share padded and masked as a short final batch is.
+type sharedWidth interface{ Width() int }
+
 // checkData validates the splits against the hooks' declared fields and the train rules.
 func (bld *builder) checkData() error {
 	su := &bld.n.spec
@@ -65,6 +70,9 @@ func (bld *builder) checkData() error {
 		w, err := batchWidth(b)
 		if err != nil {
 			return fmt.Errorf("split %q: %w", split, err)
+		}
+		if sh, ok := src.(sharedWidth); ok && sh.Width() >= w {
+			w = sh.Width() // every rank compiles the widest share: one program on all ranks
 		}
 		avail := map[string]bool{}
 		su.splitAvail[split] = avail

@@ -17,6 +17,11 @@ type Dist struct {
 	Coordinator string
 }
 
+// MPIRanks reports whether the launcher started the processes as the ranks of one MPI job:
+// mpirun's (Open MPI), or srun --mpi=pmix's, where Slurm's PMIx server wires the MPI library up.
+// Only such processes can open an MPI communicator among themselves.
+func (d Dist) MPIRanks() bool { return d.Source == SourceOpenMPI || d.Source == SourceSlurmMPI }
+
 // Single is the one-process run: rank 0 of 1.
 func Single() Dist { return Dist{Rank: 0, WorldSize: 1} }
 

@@ -52,12 +52,19 @@ func ExampleDist_Validate() {
 }
 
 func ExampleShardEval() {
-	src, _ := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": tensors.FromValue(make([]float32, 5))}, 1, prefetch.ArrayOptions{})
-	for r := range 2 {
-		s, _ := dist.ShardEval(src, dist.Dist{Rank: r, WorldSize: 2})
-		fmt.Println("rank", r, "evaluates", s.Len(), "of", src.Len(), "batches")
+	// 11 samples in batches of 4: two full batches and a final one of 3.
+	src, _ := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": tensors.FromValue(make([]float32, 11))}, 4, prefetch.ArrayOptions{})
+	for r := range 3 {
+		s, _ := dist.ShardEval(src, dist.Dist{Rank: r, WorldSize: 3})
+		var rows []int
+		for i := range s.Len() {
+			b, _ := s.BatchAt(i)
+			rows = append(rows, b["x"].Shape().Dimensions[0])
+		}
+		fmt.Println("rank", r, "evaluates rows", rows, "of each batch")
 	}
 	// Output:
-	// rank 0 evaluates 3 of 5 batches
-	// rank 1 evaluates 2 of 5 batches
+	// rank 0 evaluates rows [1 1 1] of each batch
+	// rank 1 evaluates rows [1 1 1] of each batch
+	// rank 2 evaluates rows [2 2 1] of each batch
 }

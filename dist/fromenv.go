@@ -27,6 +27,9 @@ const (
 	EnvSlurmProcID  = "SLURM_PROCID" // srun
 	EnvSlurmNTasks  = "SLURM_NTASKS"
 	EnvSlurmLocalID = "SLURM_LOCALID"
+	// EnvPMIxRank is set by a PMIx server for the processes it wires up: beside Slurm's
+	// variables it means srun --mpi=pmix, whose processes are MPI ranks.
+	EnvPMIxRank = "PMIX_RANK"
 
 	EnvTorchRank      = "RANK" // torchrun and launchers that copy its names
 	EnvTorchWorldSize = "WORLD_SIZE"
@@ -44,6 +47,7 @@ const (
 	SourceJAX      = "jax"         // JAX_PROCESS_ID, JAX_NUM_PROCESSES
 	SourceOpenMPI  = "openmpi"     // OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE
 	SourceSlurm    = "slurm"       // SLURM_PROCID, SLURM_NTASKS
+	SourceSlurmMPI = "slurm+pmix"  // SLURM_PROCID, SLURM_NTASKS and PMIX_RANK: srun --mpi=pmix
 	SourceTorchrun = "torchrun"    // RANK, WORLD_SIZE
 	SourceJob      = "indexed-job" // JOB_COMPLETION_INDEX with NITRO_WORLD_SIZE
 )
@@ -117,6 +121,12 @@ func FromEnv(lookup func(string) (string, bool)) (Dist, error) {
 		if o.WorldSize != d.WorldSize {
 			return Dist{}, fmt.Errorf("%s=%d and %s=%d disagree on the world size: unset the launcher's variables that are not this run's (%s is read first)", l.size, d.WorldSize, ol.size, o.WorldSize, l.size)
 		}
+	}
+	if p, ok := lookup(EnvPMIxRank); ok && d.Source == SourceSlurm {
+		if p != strconv.Itoa(d.Rank) {
+			return Dist{}, fmt.Errorf("%s=%q and %s=%d disagree on this process's rank: unset the variables that are not this run's", EnvPMIxRank, p, EnvSlurmProcID, d.Rank)
+		}
+		d.Source = SourceSlurmMPI
 	}
 	d.Coordinator = coordinator(d.Source, lookup)
 	if a, ok := lookup(EnvCoordinator); ok && d.Coordinator == "" {

@@ -31,6 +31,10 @@ func TestFromEnvEachLauncher(t *testing.T) {
 		{"nitro over openmpi", map[string]string{EnvRank: "1", EnvWorldSize: "2", EnvOMPIRank: "1", EnvOMPISize: "2"}, Dist{Rank: 1, WorldSize: 2, Source: SourceNitro}},
 		// mpirun inside a Slurm allocation: every rank inherits the batch step's SLURM_PROCID=0.
 		{"openmpi in slurm", map[string]string{EnvOMPIRank: "1", EnvOMPISize: "2", EnvSlurmProcID: "0", EnvSlurmNTasks: "1"}, Dist{Rank: 1, WorldSize: 2, Source: SourceOpenMPI}},
+		// srun --mpi=pmix: Slurm's PMIx server wires the processes up as MPI ranks.
+		{"slurm with pmix", map[string]string{EnvSlurmProcID: "2", EnvSlurmNTasks: "4", EnvPMIxRank: "2"}, Dist{Rank: 2, WorldSize: 4, Source: SourceSlurmMPI}},
+		// mpirun sets PMIX_RANK too: the source stays Open MPI's.
+		{"openmpi with pmix", map[string]string{EnvOMPIRank: "1", EnvOMPISize: "2", EnvPMIxRank: "1"}, Dist{Rank: 1, WorldSize: 2, Source: SourceOpenMPI}},
 	} {
 		d, err := FromEnv(env(c.kv))
 		if err != nil || d != c.want {
@@ -44,6 +48,18 @@ func TestFromEnvEachLauncher(t *testing.T) {
 
 // TestFromEnvRefuses: contradictions name both variables and values; a half-set or malformed
 // launcher names its variable.
+// MPIRanks: only mpirun's and srun --mpi=pmix's processes can open MPI among themselves.
+func TestMPIRanks(t *testing.T) {
+	for src, want := range map[string]bool{SourceOpenMPI: true, SourceSlurmMPI: true, SourceSlurm: false, SourceTorchrun: false, SourceJAX: false, SourceNone: false} {
+		if got := (Dist{Rank: 0, WorldSize: 2, Source: src}).MPIRanks(); got != want {
+			t.Errorf("source %q: MPIRanks %v, want %v", src, got, want)
+		}
+	}
+	if _, err := FromEnv(env(map[string]string{EnvSlurmProcID: "1", EnvSlurmNTasks: "2", EnvPMIxRank: "0"})); err == nil || !strings.Contains(err.Error(), `PMIX_RANK="0" and SLURM_PROCID=1 disagree`) {
+		t.Errorf("a PMIx rank other than Slurm's: %v, want a refusal naming both", err)
+	}
+}
+
 func TestFromEnvRefuses(t *testing.T) {
 	for _, c := range []struct {
 		kv   map[string]string

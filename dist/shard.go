@@ -16,37 +16,36 @@ import (
 // With one process (W = 1) src comes back unchanged. Shard refuses an invalid d, a source with
 // fewer batches than ranks, and a source already declared for prefetch (prefetch.Prefetch,
 // NoPrefetch): shard first, then declare the shard.
-func Shard(src prefetch.Source, d Dist) (prefetch.Source, error) { return shard(src, d, false) }
+func Shard(src prefetch.Source, d Dist) (prefetch.Source, error) { return shard(src, d) }
 
-// ShardEval is rank d.Rank's share of an evaluation source: batches Rank, Rank+W, … like
-// Shard, but every batch goes to some rank, so the lower ranks may get one more: evaluation
-// takes no collective per batch, and summing the ranks' (sum, count) accumulators then covers
-// the whole split, its short final batch included. A rank may get no batch at all (a source of
-// fewer batches than ranks). It refuses what Shard refuses, but for the batch count.
-func ShardEval(src prefetch.Source, d Dist) (prefetch.Source, error) { return shard(src, d, true) }
-
-// shard is Shard, or with all ShardEval.
-func shard(src prefetch.Source, d Dist, all bool) (prefetch.Source, error) {
-	if err := d.Validate(); err != nil {
-		return nil, err
+// shard is Shard: a rank's batches, strided.
+func shard(src prefetch.Source, d Dist) (prefetch.Source, error) {
+	if err := checkShard(src, d); err != nil || d.WorldSize == 1 {
+		return src, err
 	}
-	if src == nil {
-		return nil, fmt.Errorf("dist: Shard of a nil source")
-	}
-	if d.WorldSize == 1 {
-		return src, nil
-	}
-	if _, declared := src.(prefetch.Describer); declared {
-		return nil, fmt.Errorf("dist: Shard of a source already declared for prefetch (%T): shard the plain source, then declare the shard, e.g. prefetch.Prefetch(shard, opts)", src)
-	}
-	if n := src.Len(); n < d.WorldSize && !all {
+	if n := src.Len(); n < d.WorldSize {
 		return nil, fmt.Errorf("dist: a source of %d batches cannot give each of %d ranks a batch: use a smaller batch or fewer processes", n, d.WorldSize)
 	}
-	sh := &Sharded{src: src, d: d, all: all}
+	sh := &Sharded{src: src, d: d}
 	if _, ok := src.(prefetch.EpochSource); ok {
 		return &EpochSharded{sh}, nil
 	}
 	return sh, nil
+}
+
+// checkShard is what Shard and ShardEval refuse alike: an invalid d, a nil source, and a source
+// already declared for prefetch.
+func checkShard(src prefetch.Source, d Dist) error {
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	if src == nil {
+		return fmt.Errorf("dist: Shard of a nil source")
+	}
+	if _, declared := src.(prefetch.Describer); declared && d.WorldSize > 1 {
+		return fmt.Errorf("dist: Shard of a source already declared for prefetch (%T): shard the plain source, then declare the shard, e.g. prefetch.Prefetch(shard, opts)", src)
+	}
+	return nil
 }
 
 // ShardData shards every split of data (Shard); a split's error names it.
@@ -68,7 +67,6 @@ func ShardData(data prefetch.Data, d Dist) (prefetch.Data, error) {
 type Sharded struct {
 	src prefetch.Source
 	d   Dist
-	all bool // ShardEval's: the remainder goes to the lower ranks
 }
 
 // EpochSharded is a Shard over an EpochSource: BeginEpoch begins the wrapped source's epoch.
@@ -82,14 +80,8 @@ var (
 	_ prefetch.EpochSource    = (*EpochSharded)(nil)
 )
 
-// Len is the wrapped source's batch count divided by the world size, rounded down (under
-// ShardEval, the count of indices Rank, Rank+W, … below it).
-func (s *Sharded) Len() int {
-	if s.all {
-		return (s.src.Len() - s.d.Rank + s.d.WorldSize - 1) / s.d.WorldSize
-	}
-	return s.src.Len() / s.d.WorldSize
-}
+// Len is the wrapped source's batch count divided by the world size, rounded down.
+func (s *Sharded) Len() int { return s.src.Len() / s.d.WorldSize }
 
 // BatchAt is the wrapped source's batch i*WorldSize+Rank.
 func (s *Sharded) BatchAt(i int) (prefetch.Batch, error) {

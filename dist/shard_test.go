@@ -139,32 +139,55 @@ func TestShardRefuses(t *testing.T) {
 	}
 }
 
-// ShardEval hands every batch to exactly one rank, the remainder to the lower ranks.
-func TestShardEvalCoversEveryBatch(t *testing.T) {
-	src, _ := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": tensors.FromValue(make([]float32, 7))}, 1, prefetch.ArrayOptions{})
-	seen := map[int]int{}
-	for r := range 3 {
-		s, err := ShardEval(src, Dist{Rank: r, WorldSize: 3})
-		if err != nil {
-			t.Fatal(err)
+// ShardEval hands every sample to exactly one rank, a share of every batch to each: 23 samples
+// in batches of 5 (the final batch 3) over 2 to 5 ranks.
+func TestShardEvalCoversEverySample(t *testing.T) {
+	vals := make([]float32, 23)
+	for i := range vals {
+		vals[i] = float32(i)
+	}
+	src, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{"x": tensors.FromFlatDataAndDimensions(vals, 23)}, 5, prefetch.ArrayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for world := 2; world <= 5; world++ {
+		seen := map[float32]int{}
+		for r := range world {
+			s, err := ShardEval(src, Dist{Rank: r, WorldSize: world})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Len() < 4 || s.Len() > 5 {
+				t.Errorf("%d ranks, rank %d: Len %d, want the 4 full batches and maybe the final one", world, r, s.Len())
+			}
+			if w := s.(*EpochEvalShard).Width(); w != (5+world-1)/world {
+				t.Errorf("%d ranks: Width %d, want %d", world, w, (5+world-1)/world)
+			}
+			for i := range s.Len() {
+				b, err := s.BatchAt(i)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows := b["x"].Value().([]float32)
+				if len(rows) == 0 || len(rows) > s.(*EpochEvalShard).Width() {
+					t.Errorf("%d ranks, rank %d, batch %d: %d rows", world, r, i, len(rows))
+				}
+				for _, v := range rows {
+					seen[v]++
+				}
+			}
 		}
-		if want := []int{3, 2, 2}[r]; s.Len() != want {
-			t.Errorf("rank %d: Len %d, want %d", r, s.Len(), want)
-		}
-		for i := range s.Len() {
-			seen[s.(*EpochSharded).Index(i)]++
+		for _, v := range vals {
+			if seen[v] != 1 {
+				t.Errorf("%d ranks: sample %v evaluated %d times, want once", world, v, seen[v])
+			}
 		}
 	}
-	for i := range 7 {
-		if seen[i] != 1 {
-			t.Errorf("batch %d went to %d ranks", i, seen[i])
-		}
+	if _, err := ShardEval(src, Dist{Rank: 0, WorldSize: 6}); err == nil || !strings.Contains(err.Error(), "batches of 5 rows cannot give each of 6 ranks a sample") {
+		t.Errorf("6 ranks over batches of 5: %v, want a refusal naming both", err)
 	}
-	if s, _ := ShardEval(src, Dist{Rank: 0, WorldSize: 9}); s.Len() != 1 {
-		t.Errorf("rank 0 of 9 over 7 batches: Len %d", s.Len())
-	}
-	if s, _ := ShardEval(src, Dist{Rank: 8, WorldSize: 9}); s.Len() != 0 {
-		t.Errorf("rank 8 of 9 over 7 batches: Len %d", s.Len())
+	if s, _ := ShardEval(src, Single()); s != src {
+		t.Errorf("one process: want the source itself")
 	}
 }
 

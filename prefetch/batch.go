@@ -71,3 +71,36 @@ func PadRows(t *tensors.Tensor, width int) *tensors.Tensor {
 	}
 	return out
 }
+
+// SliceRows returns rows [lo, hi) of t's leading axis in a new tensor: a share of a batch (an
+// evaluation batch split over processes by samples). It panics on a scalar or a range outside
+// [0, rows], as PadRows does, rather than serve another sample's rows.
+func SliceRows(t *tensors.Tensor, lo, hi int) *tensors.Tensor {
+	dims := t.Shape().Dimensions
+	if len(dims) < 1 {
+		panic(fmt.Sprintf("prefetch.SliceRows: a scalar has no batch axis to slice (shape %s)", t.Shape()))
+	}
+	n := dims[0]
+	if lo < 0 || hi < lo || hi > n {
+		panic(fmt.Sprintf("prefetch.SliceRows: rows [%d, %d) of %d", lo, hi, n))
+	}
+	if lo == 0 && hi == n {
+		return t
+	}
+	out := tensors.FromShape(shapes.Make(t.DType(), append([]int{hi - lo}, dims[1:]...)...))
+	if n == 0 || hi == lo {
+		return out
+	}
+	rb := int(t.Shape().Memory()) / n
+	var inner error
+	err := t.ConstBytes(func(in []byte) {
+		inner = out.MutableBytes(func(dst []byte) { copy(dst, in[lo*rb:hi*rb]) })
+	})
+	if err == nil {
+		err = inner
+	}
+	if err != nil {
+		panic(fmt.Sprintf("prefetch.SliceRows: %v", err))
+	}
+	return out
+}

@@ -65,3 +65,29 @@ func TestPadRows(t *testing.T) {
 		}()
 	}
 }
+
+func TestSliceRows(t *testing.T) {
+	x := tensors.FromFlatDataAndDimensions([]float32{1, 10, 2, 20, 3, 30}, 3, 2)
+	if got := fmt.Sprint(prefetch.SliceRows(x, 1, 3).Value()); got != "[[2 20] [3 30]]" {
+		t.Errorf("rows [1, 3) = %s, want [[2 20] [3 30]]", got)
+	}
+	if got := prefetch.SliceRows(x, 2, 2).Shape().Dimensions; !slices.Equal(got, []int{0, 2}) {
+		t.Errorf("rows [2, 2) shape %v, want [0 2]", got)
+	}
+	if prefetch.SliceRows(x, 0, 3) != x {
+		t.Errorf("all rows: want t itself")
+	}
+	if fmt.Sprint(x.Value()) != "[[1 10] [2 20] [3 30]]" {
+		t.Errorf("SliceRows changed its input: %v", x.Value())
+	}
+	for _, r := range [][2]int{{-1, 1}, {2, 1}, {0, 4}} {
+		func() {
+			defer func() {
+				if p := recover(); p == nil || !contains(fmt.Sprint(p), "prefetch.SliceRows: rows") {
+					t.Errorf("rows %v: recovered %v, want a panic naming the range", r, p)
+				}
+			}()
+			prefetch.SliceRows(x, r[0], r[1])
+		}()
+	}
+}

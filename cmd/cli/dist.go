@@ -13,7 +13,8 @@ import (
 // JAX_*, Open MPI, Slurm, torchrun, an indexed Job), as a launcher sets them for each process of
 // a multi-process run; none set is one process.
 //
-// Under Open MPI with more than one process, train and evaluate also run over MPI
+// Under mpirun (Open MPI) or srun --mpi=pmix (Slurm wiring Open MPI up through PMIx), with more
+// than one process, train and evaluate also run over MPI
 // (core.WithCollective with package mpi's Comm, libmpi loaded only now): gradients and
 // validation are summed across the ranks. end must run when the command is done: it finalizes
 // MPI after a success; after a failure it reports the error with the rank and aborts the whole
@@ -25,7 +26,7 @@ func distOption(cmd string, stderr io.Writer) (opts []core.Option, end func(erro
 		return nil, end, fmt.Errorf("the process's rank: %w", err)
 	}
 	opts = []core.Option{core.WithDist(d)}
-	if d.Source != dist.SourceOpenMPI || d.WorldSize == 1 || (cmd != "train" && cmd != "evaluate") {
+	if !d.MPIRanks() || d.WorldSize == 1 || (cmd != "train" && cmd != "evaluate") {
 		return opts, end, nil
 	}
 	comm, err := mpi.Open("")

@@ -31,6 +31,7 @@ type expFlags struct {
 	backend     string
 	quiet       bool
 	fused       bool
+	independent bool // --independent-ranks
 	precision   string
 	devices     int
 	noProgress  bool
@@ -177,6 +178,7 @@ func newExperimentCmd(name string, stdout, stderr io.Writer) *cobra.Command {
 		fs.BoolVar(&f.fused, "fused", false, "compile each training step as one program (gradient and update); needs accum 1")
 	}
 	fs.StringVar(&f.precision, "mixed-precision", "", "`MODE` of Forward's compute: bf16 (float32 parameters, optimizer state and loss; bfloat16 matmuls and convolutions) or f32 (default)")
+	fs.BoolVar(&f.independent, "independent-ranks", false, "under a launcher whose processes share no collective (srun without MPI, torchrun, JAX_* variables, an indexed Job), let each process train a model of its own (a sweep); without it such a launch is refused")
 	fs.IntVar(&f.devices, "devices", 0, "run data-parallel on `N` local devices, the batch size global (default: the experiment's Devices, else 1 on the CPU; $NITRO_CPU_DEVICES sets how many CPU devices there are)")
 	fs.StringVar(&f.logFormat, "log-format", formatConsole, "`FORMAT` of the reports, epoch lines, notices, warnings and results on stdout: console or json (JSON Lines)")
 	fs.BoolVar(&f.quiet, "quiet", false, "print only the results")
@@ -426,6 +428,9 @@ func runOptions(c *cobra.Command, f *expFlags) []core.Option {
 	}
 	if changed("clip-norm") {
 		opts = append(opts, core.WithGradientClipNorm(f.clipNorm))
+	}
+	if f.independent {
+		opts = append(opts, core.WithIndependentRanks())
 	}
 	if f.fused {
 		opts = append(opts, core.WithFusedStep())

@@ -4,9 +4,9 @@
 // step, a SHA-256 of its parameters, then the train and val losses of each stretch TrainSteps
 // trained (one step each: the per-step losses) and the final parameters' SHA-256, after
 // total_steps, the run's optimizer steps. Ranks that sum over a collective train on shards of the
-// data (16 steps an epoch each, 32 in all) and print the same lines; ranks with no collective each
-// train the whole data (64 steps) and, from the same seed and data, a model of their own that
-// merely looks alike, so a check wants both the same lines and total_steps 32.
+// data (16 steps an epoch each, 32 in all) and print the same lines; ranks with no collective are
+// refused by core.New (each would train a model of its own that merely looks alike), so a check
+// wants both the same lines and total_steps 32.
 package main
 
 import (
