@@ -19,7 +19,7 @@ GO      ?= go
 TESTENV := NITRO_SAFETENSORS_PYTHON=$(CURDIR)/.nitro/ckpt-venv/bin/python NITRO_TENSORBOARD_PYTHON=$(CURDIR)/.nitro/tb-venv/bin/python NITRO_SERVE_PYTHON=$(CURDIR)/.nitro/serve-venv/bin/python NITRO_COMPILE_CACHE=$(CURDIR)/.nitro/test-compile-cache GOPROXY=off
 ARGS    ?=
 
-.PHONY: setup cuda-wheel openmpi test lint bench bench-venv ckpt-venv tb-venv serve-venv depcheck run fmt gpu-bin $(addprefix test/,$(MODULES))
+.PHONY: setup cuda-wheel openmpi allocators test lint bench bench-venv ckpt-venv tb-venv serve-venv depcheck run fmt gpu-bin $(addprefix test/,$(MODULES))
 
 ## setup: install the pinned XLA CPU PJRT plugin into .nitro/pjrt and download Go modules (idempotent);
 ## CUDA=1 also installs the CUDA plugin and its NVIDIA libraries (docs/gpu.md)
@@ -74,7 +74,12 @@ gpu-bin:
 openmpi:
 	@./scripts/install-openmpi.sh
 
-test: setup cuda-wheel openmpi depcheck ckpt-venv tb-venv serve-venv
+## allocators: jemalloc, tcmalloc and mimalloc (Debian's libjemalloc2, libtcmalloc-minimal4, libmimalloc2.0)
+## for the tests that run nitro under each one preloaded, installed with apt-get when absent (test-only)
+allocators:
+	@./scripts/install-allocators.sh
+
+test: setup cuda-wheel openmpi allocators depcheck ckpt-venv tb-venv serve-venv
 	$(TESTENV) $(GO) test -count=1 -timeout 25m $(PKGS)
 	$(TESTENV) $(GO) test -count=1 -race $(addprefix ./,$(addsuffix /...,$(RACE)))
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime 60000x -fuzzminimizetime 100x ./checkpoint/

@@ -46,7 +46,7 @@ import (
 	"github.com/gomlx/gomlx/backends/simplego"
 	"github.com/gomlx/gomlx/backends/stablehlo"
 
-	"github.com/nitro-go/nitro/hostalloc"
+	"github.com/nitro-go/nitro/hostalloc/seam"
 	"github.com/nitro-go/nitro/internal/prereq/pluginsearch"
 )
 
@@ -82,9 +82,10 @@ type Resolved struct {
 	Backend backends.Backend // shared by the whole process; do not Finalize
 	// CompileCache is the disk compile cache in use from this resolution on (see UseCompileCache).
 	CompileCache CompileCache
-	// HostAlloc is how the C allocator under the plugin is set up (package hostalloc): the
-	// large-block cache under the CPU plugin, glibc's defaults under a GPU, unless
-	// $NITRO_HOST_MALLOC chose.
+	// HostAlloc is which C allocator is in force under the plugin: the program's own when it does
+	// not link module hostalloc (seam.NotLinked), an allocator loaded ahead of glibc (LD_PRELOAD)
+	// when one owns malloc, else hostalloc's policy: the large-block cache under the CPU plugin,
+	// glibc's defaults under a GPU, unless $NITRO_HOST_MALLOC chose.
 	HostAlloc string
 }
 
@@ -108,9 +109,10 @@ func Resolve(force string) (*Resolved, error) { return ResolveWithCache(force, C
 // $NITRO_COMPILE_CACHE, then the default folder). The cache is process-wide (see
 // UseCompileCache); the pure-Go backend has none.
 func ResolveWithCache(force string, cache CacheSetting) (*Resolved, error) {
-	// A mistyped $NITRO_HOST_MALLOC left glibc's defaults in place: refuse rather than run with
-	// a policy the user did not choose.
-	if _, err := hostalloc.Policy(); err != nil {
+	// A mistyped $NITRO_HOST_MALLOC left glibc's defaults in place, and a policy the program
+	// cannot apply (hostalloc not linked, or another allocator owns malloc) would not run: refuse
+	// rather than run with a policy the user did not choose.
+	if _, err := seam.Policy(); err != nil {
 		return nil, err
 	}
 	r, err := resolve(force)
@@ -119,7 +121,7 @@ func ResolveWithCache(force string, cache CacheSetting) (*Resolved, error) {
 	}
 	// What is in effect now: resolving the CPU plugin turned the large-block cache on; a GPU or the
 	// pure-Go backend leaves glibc's defaults.
-	r.HostAlloc, _ = hostalloc.Policy() // its one error was refused above
+	r.HostAlloc, _ = seam.Policy() // its one error was refused above
 	if r.Name == Go {
 		r.CompileCache = CompileCache{Source: "the pure-Go backend compiles nothing to disk"}
 		return r, nil
@@ -220,9 +222,10 @@ func get(name, plugin, reason string) (*Resolved, error) {
 	var interposeWarning string
 	switch name {
 	case XLA:
-		// The CPU client allocates each step's temporaries with malloc: the large-block cache
-		// keeps them mapped between steps. Only here: a GPU keeps step buffers on the device.
-		if _, err := hostalloc.Apply(); err != nil {
+		// The CPU client allocates each step's temporaries with malloc: the large-block cache,
+		// when the program links hostalloc, keeps them mapped between steps. Only here: a GPU
+		// keeps step buffers on the device.
+		if _, err := seam.Apply(); err != nil {
 			return nil, err
 		}
 		// An absolute path skips gopjrt's own search; shared_buffers lets the CPU plugin alias host

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,6 +16,20 @@ import (
 )
 
 const hostAllocChildEnv = "NITRO_BACKEND_TEST_HOSTALLOC_CHILD"
+
+// Importing the backend links no allocator: module hostalloc's definitions of malloc come only
+// with an import of its root package (a program's opt-in; this test binary's is the import
+// above), and the backend reaches it through hostalloc/seam, which is plain Go.
+func TestBackendLinksNoAllocator(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/nitro-go/nitro/backend").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if slices.Contains(deps, "github.com/nitro-go/nitro/hostalloc") || !slices.Contains(deps, "github.com/nitro-go/nitro/hostalloc/seam") {
+		t.Errorf("backend's dependencies hold hostalloc's root package, or not its seam: %v", deps)
+	}
+}
 
 // A mistyped allocator choice is refused at resolution, naming the variable and its value, never
 // run with glibc's defaults the user did not ask for; a good one is what the report shows.

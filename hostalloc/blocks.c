@@ -3,11 +3,20 @@
 // address range reserved once; a freed block stays mapped and serves the next request it fits.
 // Everything smaller goes to glibc's allocator, arenas and all.
 //
-// These definitions in the executable come before libc's in symbol lookup, for the PJRT plugin
-// loaded later too. Until nitro_blocks_enable every call goes straight to glibc; after it, a
-// pointer is routed by where it lies: inside the reserved range it is ours, anywhere else glibc's.
-// So a block is always freed, resized and measured by the allocator that made it, whenever it
-// was made. Every function glibc has that reads a block's size is defined here for that reason.
+// These definitions in the executable come before every library's in symbol lookup, for the PJRT
+// plugin loaded later too. Until nitro_blocks_enable every call goes straight to glibc; after it,
+// a pointer is routed by where it lies: inside the reserved range it is ours, anywhere else
+// glibc's. So a block is always freed, resized and measured by the allocator that made it,
+// whenever it was made. Every function glibc has that reads a block's size is defined here for
+// that reason.
+//
+// Unless another allocator owns malloc: one loaded ahead of glibc (LD_PRELOAD, or linked in before
+// it) is the next definition after these. Then every call goes to its functions, never to glibc's
+// and never to the cache, which stays off: such an allocator also serves blocks through entry
+// points of its own that these never see (jemalloc's operator new allocates inside jemalloc while
+// its operator delete calls free, which binds here), so a block it made can reach any of these,
+// and handing one to glibc aborts the process ("free(): invalid pointer"). Who owns malloc is
+// settled by the first call, whichever function and thread it is, before anything is allocated.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -223,13 +232,6 @@ int nitro_blocks_enable(void) {
 
 size_t nitro_blocks_min(void) { return BLOCKS_MIN; }
 
-// nitro_blocks_preloaded says another malloc comes between these definitions and glibc's (one an
-// LD_PRELOAD library gives): calls go to glibc's through these, so that allocator is bypassed.
-int nitro_blocks_preloaded(void) {
-	void *next = dlsym(RTLD_NEXT, "malloc");
-	return next != NULL && next != (void *)__libc_malloc;
-}
-
 struct nitro_blocks_stats nitro_blocks_stats(void) {
 	pthread_mutex_lock(&mu);
 	struct nitro_blocks_stats s = stats;
@@ -238,6 +240,107 @@ struct nitro_blocks_stats nitro_blocks_stats(void) {
 }
 
 static int enabled(void) { return atomic_load_explicit(&on, memory_order_acquire); }
+
+// Who owns malloc: unsettled until the first call; glibc; or another allocator, loaded ahead of
+// glibc, whose functions (next) serve every call.
+enum { OWNER_UNSETTLED, OWNER_GLIBC, OWNER_OTHER, OWNER_SETTLING };
+
+static _Atomic int owner;
+static struct {
+	void *(*malloc)(size_t);
+	void (*free)(void *);
+	void *(*calloc)(size_t, size_t);
+	void *(*realloc)(void *, size_t);
+	void *(*memalign)(size_t, size_t);
+	int (*posix_memalign)(void **, size_t, size_t);
+	void *(*aligned_alloc)(size_t, size_t);
+	size_t (*usable)(void *);
+} next; // written once, before owner is published
+static char owner_file[256];
+static pthread_mutex_t settle_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int settling;
+static pthread_t settler;
+
+// The few bytes dlsym might ask for while the owner is being settled (glibc's asks for none on
+// success) come from here; they are never freed.
+static _Alignas(64) char boot[16 << 10];
+static size_t boot_used;
+
+static int in_boot(const void *p) { return (const char *)p >= boot && (const char *)p < boot + sizeof boot; }
+
+static void *boot_alloc(size_t n) {
+	size_t at = (boot_used + 63) & ~(size_t)63; // settle_mu is held: only the settling thread is here
+	if (n > sizeof boot - at) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	boot_used = at + n;
+	return boot + at;
+}
+
+// same_object is the next definition of name if it lies in the object at base, else NULL: a
+// function the other allocator lacks is glibc's, which must never see its blocks.
+static void *same_object(const char *name, void *base) {
+	Dl_info d;
+	void *f = dlsym(RTLD_NEXT, name);
+	return f != NULL && dladdr(f, &d) && d.dli_fbase == base ? f : NULL;
+}
+
+static int settle(void) {
+	Dl_info m, c;
+	void *f = dlsym(RTLD_NEXT, "malloc");
+	// gnu_get_libc_version is glibc's alone: the object it lies in is libc.
+	void *libc = dlsym(RTLD_NEXT, "gnu_get_libc_version");
+	if (f == NULL || libc == NULL || !dladdr(f, &m) || !dladdr(libc, &c) || m.dli_fbase == c.dli_fbase) return OWNER_GLIBC;
+	next.malloc = (void *(*)(size_t))f;
+	next.free = (void (*)(void *))same_object("free", m.dli_fbase);
+	next.calloc = (void *(*)(size_t, size_t))same_object("calloc", m.dli_fbase);
+	next.realloc = (void *(*)(void *, size_t))same_object("realloc", m.dli_fbase);
+	next.memalign = (void *(*)(size_t, size_t))same_object("memalign", m.dli_fbase);
+	next.posix_memalign = (int (*)(void **, size_t, size_t))same_object("posix_memalign", m.dli_fbase);
+	next.aligned_alloc = (void *(*)(size_t, size_t))same_object("aligned_alloc", m.dli_fbase);
+	next.usable = (size_t (*)(void *))same_object("malloc_usable_size", m.dli_fbase);
+	if (next.free == NULL || next.realloc == NULL) return OWNER_GLIBC; // no allocator: a wrapper of glibc's
+	snprintf(owner_file, sizeof owner_file, "%s", m.dli_fname != NULL ? m.dli_fname : "?");
+	return OWNER_OTHER;
+}
+
+// malloc_owner settles who owns malloc on the first call and returns it; OWNER_SETTLING is a call
+// made by the settling thread from inside dlsym.
+static int malloc_owner(void) {
+	int o = atomic_load_explicit(&owner, memory_order_acquire);
+	if (o != OWNER_UNSETTLED) return o;
+	if (atomic_load(&settling) && pthread_equal(settler, pthread_self())) return OWNER_SETTLING;
+	pthread_mutex_lock(&settle_mu);
+	o = atomic_load(&owner);
+	if (o == OWNER_UNSETTLED) {
+		settler = pthread_self();
+		atomic_store(&settling, 1);
+		o = settle();
+		atomic_store(&settling, 0);
+		atomic_store_explicit(&owner, o, memory_order_release);
+	}
+	pthread_mutex_unlock(&settle_mu);
+	return o;
+}
+
+int nitro_blocks_other_owner(void) { return malloc_owner() == OWNER_OTHER; }
+const char *nitro_blocks_owner_file(void) { return owner_file; }
+
+// other_aligned serves an aligned request from the other allocator, through whichever of its
+// aligned entry points it has.
+static void *other_aligned(size_t align, size_t n) {
+	if (next.memalign != NULL) return next.memalign(align, n);
+	if (next.aligned_alloc != NULL) return next.aligned_alloc(align, n);
+	void *p = NULL;
+	if (next.posix_memalign != NULL) {
+		int rc = next.posix_memalign(&p, align, n);
+		if (rc != 0) errno = rc;
+	} else {
+		errno = ENOMEM;
+	}
+	return p;
+}
 
 // libc_usable is glibc's own malloc_usable_size, looked up in libc itself: the next definition
 // after ours could be a preloaded allocator's, which knows nothing of glibc's blocks.
@@ -253,7 +356,19 @@ static size_t libc_usable(void *p) {
 	return f(p);
 }
 
+static void *memset_nonnull(void *p, size_t n) { return p == NULL ? NULL : memset(p, 0, n); }
+
+// bad_alignment answers an alignment that is no power of two as the owner of malloc does.
+static void *bad_alignment(size_t align, size_t n) {
+	if (malloc_owner() == OWNER_OTHER) return next.aligned_alloc != NULL ? next.aligned_alloc(align, n) : other_aligned(align, n);
+	return __libc_memalign(align, n); // glibc's answer
+}
+
 void *malloc(size_t n) {
+	switch (malloc_owner()) {
+	case OWNER_OTHER: return next.malloc(n);
+	case OWNER_SETTLING: return boot_alloc(n);
+	}
 	if (n >= BLOCKS_MIN && enabled()) {
 		int fresh;
 		void *p = block_alloc(n, 0, &fresh);
@@ -263,10 +378,14 @@ void *malloc(size_t n) {
 }
 
 void free(void *p) {
-	if (p == NULL) return;
+	if (p == NULL || in_boot(p)) return;
 	if (ours(p)) {
 		block_free(p);
 		return;
+	}
+	switch (malloc_owner()) {
+	case OWNER_OTHER: next.free(p); return;
+	case OWNER_SETTLING: return; // its owner is not known yet: kept, not handed to the wrong one
 	}
 	__libc_free(p);
 }
@@ -276,6 +395,10 @@ void *calloc(size_t count, size_t size) {
 	if (__builtin_mul_overflow(count, size, &n)) {
 		errno = ENOMEM;
 		return NULL;
+	}
+	switch (malloc_owner()) {
+	case OWNER_OTHER: return next.calloc != NULL ? next.calloc(count, size) : memset_nonnull(next.malloc(n), n);
+	case OWNER_SETTLING: return boot_alloc(n); // boot's bytes are zero: never reused
 	}
 	if (n >= BLOCKS_MIN && enabled()) {
 		int fresh;
@@ -292,6 +415,13 @@ void *calloc(size_t count, size_t size) {
 
 void *realloc(void *p, size_t n) {
 	if (p == NULL) return malloc(n);
+	if (in_boot(p)) {
+		// A boot block's size is not kept: copy what can lie in it (it is never given back).
+		size_t room = (size_t)(boot + sizeof boot - (char *)p);
+		void *q = n == 0 ? NULL : malloc(n);
+		if (q != NULL) memcpy(q, p, n < room ? n : room);
+		return q;
+	}
 	if (ours(p)) {
 		size_t have = usable(p);
 		if (n == 0) {
@@ -305,6 +435,10 @@ void *realloc(void *p, size_t n) {
 		memcpy(q, p, n < have ? n : have);
 		block_free(p);
 		return q;
+	}
+	switch (malloc_owner()) {
+	case OWNER_OTHER: return next.realloc(p, n);
+	case OWNER_SETTLING: errno = ENOMEM; return NULL;
 	}
 	if (n >= BLOCKS_MIN && enabled()) {
 		int fresh;
@@ -329,13 +463,21 @@ void *reallocarray(void *p, size_t count, size_t size) {
 }
 
 size_t malloc_usable_size(void *p) {
-	if (p == NULL) return 0;
+	if (p == NULL || in_boot(p)) return 0;
 	if (ours(p)) return usable(p);
+	switch (malloc_owner()) {
+	case OWNER_OTHER: return next.usable != NULL ? next.usable(p) : 0;
+	case OWNER_SETTLING: return 0;
+	}
 	return libc_usable(p);
 }
 
 // aligned serves an aligned request of a valid power-of-two alignment.
 static void *aligned(size_t align, size_t n) {
+	switch (malloc_owner()) {
+	case OWNER_OTHER: return other_aligned(align, n);
+	case OWNER_SETTLING: return align <= 64 ? boot_alloc(n) : NULL;
+	}
 	if (n >= BLOCKS_MIN && align <= GRAIN && enabled()) {
 		int fresh;
 		void *p = block_alloc(n, align, &fresh);
@@ -357,15 +499,23 @@ int posix_memalign(void **out, size_t align, size_t n) {
 }
 
 void *aligned_alloc(size_t align, size_t n) {
-	if (align == 0 || (align & (align - 1)) != 0) return __libc_memalign(align, n); // glibc's answer
+	if (align == 0 || (align & (align - 1)) != 0) return bad_alignment(align, n);
 	return aligned(align, n);
 }
 
 // The rest of the C library's entry points are defined too, so every block comes from and goes
 // back to this file's routing (a preloaded allocator would otherwise serve these and see its
-// blocks freed by glibc). They are rare and page-sized: glibc serves them.
-void *valloc(size_t n) { return __libc_valloc(n); }
-void *pvalloc(size_t n) { return __libc_pvalloc(n); }
+// blocks freed by glibc). They are rare and page-sized: glibc serves them, or the other
+// allocator's aligned entry point.
+void *valloc(size_t n) { return malloc_owner() == OWNER_OTHER ? other_aligned(PAGE, n) : __libc_valloc(n); }
+void *pvalloc(size_t n) {
+	if (malloc_owner() != OWNER_OTHER) return __libc_pvalloc(n);
+	if (n > SIZE_MAX - PAGE) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return other_aligned(PAGE, n == 0 ? PAGE : (n + PAGE - 1) & ~(PAGE - 1));
+}
 void free_sized(void *p, size_t n) {
 	(void)n;
 	free(p);
@@ -377,7 +527,7 @@ void free_aligned_sized(void *p, size_t align, size_t n) {
 }
 
 void *memalign(size_t align, size_t n) {
-	if (align == 0 || (align & (align - 1)) != 0) return __libc_memalign(align, n);
+	if (align == 0 || (align & (align - 1)) != 0) return bad_alignment(align, n);
 	return aligned(align, n);
 }
 
@@ -385,7 +535,8 @@ void *memalign(size_t align, size_t n) {
 
 int nitro_blocks_enable(void) { return 0; }
 size_t nitro_blocks_min(void) { return 0; }
-int nitro_blocks_preloaded(void) { return 0; }
+int nitro_blocks_other_owner(void) { return 0; }
+const char *nitro_blocks_owner_file(void) { return ""; }
 struct nitro_blocks_stats nitro_blocks_stats(void) {
 	struct nitro_blocks_stats s = {0};
 	return s;

@@ -1,20 +1,20 @@
 // Package hostalloc keeps the CPU PJRT plugin's large host buffers mapped between steps. XLA's
-// CPU client allocates each execution's temporaries with malloc and frees them when it ends;
-// glibc maps large blocks on malloc and unmaps them on free, so each step faulted its temporaries
-// in again, page by page (a transformer at batch 128: 14,800 minor faults and a third of its CPU
-// time a step). The large-block cache defines malloc and its kin in the executable, where the
-// plugin's calls bind too: a block of 1 MiB or more comes from an address range reserved once,
-// and stays mapped when freed for the next request it fits; smaller ones are glibc's arenas',
-// with no mmap and no trimming. Apply turns it on just before the CPU plugin's client starts, and only
-// for that plugin: a GPU keeps step buffers on the device. The cost: the process keeps its peak of
-// large blocks until it exits.
+// CPU client allocates each step's temporaries with malloc and frees them when it ends; glibc maps
+// large blocks on malloc and unmaps them on free, so each step faulted its temporaries in again.
+// This package defines malloc and its kin in the executable, where the plugin's calls bind too: a
+// block of 1 MiB or more comes from an address range reserved once and stays mapped when freed
+// for the next request it fits; smaller ones are glibc's arenas', with no mmap and no trimming.
+// The cost: the process keeps its peak of large blocks until it exits.
 //
-// $NITRO_HOST_MALLOC chooses: unset, Apply turns the cache on; "blocks" turns it on at load,
-// wherever the run is; "steady" sets glibc to one arena, no mmap and no trimming at load (it
-// keeps every freed block, but a model of many small kernels contends for its one arena);
-// "system" keeps glibc's defaults. A GLIBC_TUNABLES holding any glibc.malloc setting is the
-// user's and is left alone. Policy and Apply report what is in effect, or return an error naming
-// the variable for any other value (nothing is applied then). Without glibc nothing is applied.
-// A free of a pointer in the cache's range that it did not hand out stops the process, as glibc's
-// own check does. State is set at load and once by Apply, under a lock; all of it is thread-safe.
+// Linking it is the opt-in: a program imports it (import _ "github.com/nitro-go/nitro/hostalloc";
+// the nitro CLI and nitro new's template do), and its init registers it with hostalloc/seam, which
+// the backend reads; a program that imports only core keeps its own allocator. The backend calls
+// Apply just before the CPU plugin's client starts, never under a GPU. $NITRO_HOST_MALLOC: "blocks"
+// turns the cache on at load; "steady", one glibc arena with no mmap or trimming, at load;
+// "system", glibc's defaults; anything else is refused by Policy and Apply, naming the variable. A
+// GLIBC_TUNABLES malloc setting is left alone. An allocator loaded ahead of glibc (LD_PRELOAD)
+// owns malloc: this package stands aside, hands every call to it, and reports it ("blocks" or
+// "steady" then is refused). Without glibc nothing is applied. A free of a pointer in the cache's
+// range that it did not hand out stops the process, as glibc's own check does. All of it is
+// thread-safe.
 package hostalloc

@@ -9,7 +9,6 @@
 
 static int state = NITRO_HOSTALLOC_NOT_GLIBC;
 static char bad_value[64];
-static int preloaded;
 static pthread_mutex_t apply_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void apply_steady(void);
@@ -19,17 +18,26 @@ static void apply_blocks(void);
 // starts (nitro_hostalloc_apply). An explicit choice holds from load, wherever the run is:
 // "steady" must be set before the Go runtime or a plugin start a thread, because glibc fixes how
 // many arenas threads may take when a thread first needs one past those it made freely, and each
-// Go thread takes one at its start; only a limit set here holds for every thread.
+// Go thread takes one at its start; only a limit set here holds for every thread. Another
+// allocator that owns malloc (loaded ahead of glibc) is the user's choice: nothing of nitro's
+// applies over it, and a choice of nitro's policy too is refused (Policy's error).
 __attribute__((constructor)) static void nitro_hostalloc_init(void) {
-	preloaded = nitro_blocks_preloaded();
 	const char *v = getenv("NITRO_HOST_MALLOC");
-	if (v != NULL && strcmp(v, "system") == 0) {
-		state = NITRO_HOSTALLOC_SYSTEM;
-		return;
-	}
-	if (v != NULL && v[0] != 0 && strcmp(v, "steady") != 0 && strcmp(v, "blocks") != 0) {
+	if (v != NULL && v[0] != 0 && strcmp(v, "system") != 0 && strcmp(v, "steady") != 0 && strcmp(v, "blocks") != 0) {
 		strncpy(bad_value, v, sizeof bad_value - 1);
 		state = NITRO_HOSTALLOC_BAD_VALUE;
+		return;
+	}
+	if (nitro_blocks_other_owner()) {
+		state = NITRO_HOSTALLOC_OTHER_OWNER;
+		if (v != NULL && (strcmp(v, "steady") == 0 || strcmp(v, "blocks") == 0)) {
+			strncpy(bad_value, v, sizeof bad_value - 1);
+			state = NITRO_HOSTALLOC_OTHER_OWNER_CHOICE;
+		}
+		return;
+	}
+	if (v != NULL && strcmp(v, "system") == 0) {
+		state = NITRO_HOSTALLOC_SYSTEM;
 		return;
 	}
 #ifdef __GLIBC__
@@ -104,7 +112,6 @@ int nitro_hostalloc_state(void) {
 	return s;
 }
 const char *nitro_hostalloc_bad_value(void) { return bad_value; }
-int nitro_hostalloc_preloaded(void) { return preloaded; }
 
 #include <sys/resource.h>
 

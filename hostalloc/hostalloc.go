@@ -6,35 +6,35 @@ package hostalloc
 // #include "hostalloc.h"
 import "C"
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/nitro-go/nitro/hostalloc/seam"
+)
 
 // Env is the variable that chooses the policy: unset (nitro's default), "blocks", "steady" or
 // "system".
-const Env = "NITRO_HOST_MALLOC"
+const Env = seam.Env
+
+// The backend finds the allocator through the seam: linking this package is the opt-in.
+func init() { seam.Register(seam.Allocator{Policy: Policy, Apply: Apply}) }
 
 // Policy says what is in effect, in one line for a config report, or an error naming Env when
 // its value is no choice (then nothing is applied, ever).
 func Policy() (string, error) { return report(C.nitro_hostalloc_state()) }
 
-// bypassed is said of an allocator an LD_PRELOAD library brought: this package's malloc comes
-// first in symbol lookup and hands what it does not keep to glibc's, whatever the policy.
-const bypassed = "; the malloc of an LD_PRELOAD library is bypassed (nitro's definitions hand small blocks to glibc's)"
-
 // Apply turns the large-block cache on, once, unless the user chose otherwise (Env set, a malloc
-// setting in GLIBC_TUNABLES), and reports what is in effect as Policy does. Call it before the CPU
-// plugin's client starts; blocks allocated before it stay glibc's, and are freed by glibc.
+// setting in GLIBC_TUNABLES, another allocator loaded ahead of glibc), and reports what is in
+// effect as Policy does. Call it before the CPU plugin's client starts; blocks allocated before it
+// stay glibc's, and are freed by glibc.
 func Apply() (string, error) { return report(C.nitro_hostalloc_apply()) }
 
 func report(state C.int) (string, error) {
-	line, err := reportState(state)
-	if err == nil && C.nitro_hostalloc_preloaded() != 0 {
-		line += bypassed
-	}
-	return line, err
-}
-
-func reportState(state C.int) (string, error) {
 	switch state {
+	case C.NITRO_HOSTALLOC_OTHER_OWNER:
+		return otherOwner() + ": hostalloc stands aside, every call of its malloc and kin goes there", nil
+	case C.NITRO_HOSTALLOC_OTHER_OWNER_CHOICE:
+		return "", fmt.Errorf("$%s=%q: malloc belongs to %s, loaded ahead of glibc (LD_PRELOAD?), and nitro's policies apply only over glibc's: unset %s, or drop that allocator", Env, C.GoString(C.nitro_hostalloc_bad_value()), otherOwner(), Env)
 	case C.NITRO_HOSTALLOC_BLOCKS:
 		return "large-block cache: blocks of 1 MiB or more stay mapped for reuse when freed; below, glibc's arenas without mmap or trimming ($" + Env + "=system for glibc's defaults)", nil
 	case C.NITRO_HOSTALLOC_BLOCKS_REFUSED_MMAP:
@@ -62,6 +62,9 @@ func reportState(state C.int) (string, error) {
 	}
 	return "the C library's defaults (nitro's policies need glibc)", nil
 }
+
+// otherOwner names the allocator that owns malloc when it is not glibc's.
+func otherOwner() string { return "the allocator of " + C.GoString(C.nitro_blocks_owner_file()) }
 
 // Blocks counts the large-block cache's work so far (all zero while it is off).
 type Blocks struct {

@@ -14,11 +14,12 @@ enum {
 	NITRO_HOSTALLOC_REFUSED_MMAP,
 	NITRO_HOSTALLOC_REFUSED_TRIM,
 	NITRO_HOSTALLOC_PENDING,
+	NITRO_HOSTALLOC_OTHER_OWNER,
+	NITRO_HOSTALLOC_OTHER_OWNER_CHOICE,
 };
 int nitro_hostalloc_state(void);
 int nitro_hostalloc_apply(void);
 const char *nitro_hostalloc_bad_value(void);
-int nitro_hostalloc_preloaded(void);
 long nitro_hostalloc_refault(size_t n);
 
 // The large-block cache (blocks.c).
@@ -32,5 +33,6 @@ struct nitro_blocks_stats {
 };
 int nitro_blocks_enable(void);
 size_t nitro_blocks_min(void);
-int nitro_blocks_preloaded(void);
+int nitro_blocks_other_owner(void);
+const char *nitro_blocks_owner_file(void);
 struct nitro_blocks_stats nitro_blocks_stats(void);

@@ -2,8 +2,13 @@
 
 package hostalloc
 
+import "github.com/nitro-go/nitro/hostalloc/seam"
+
 // Env is the variable that chooses the policy (see the cgo build).
-const Env = "NITRO_HOST_MALLOC"
+const Env = seam.Env
+
+// The backend finds the allocator through the seam (see the cgo build).
+func init() { seam.Register(seam.Allocator{Policy: Policy, Apply: Apply}) }
 
 // Policy says nothing was applied: without cgo no C allocator is set up (nor a plugin loaded).
 func Policy() (string, error) { return "the C library's defaults (built without cgo)", nil }

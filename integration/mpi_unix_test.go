@@ -46,16 +46,7 @@ func newMPIRun(t testing.TB) mpiRun {
 	if _, err := mnist.DataDir(""); err != nil {
 		prereq.MNIST.Absent(t, err)
 	}
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "nitro")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/nitro")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/nitro: %v\n%s", err, out)
-	}
+	bin := buildProgram(t, "./cmd/nitro")
 	// The one-process reference runs on 4 devices and the ranks on 2: unless told, the plugin
 	// presents one per CPU the process may run on when that is under 4 (backend.EnvCPUDevices),
 	// and mpirun binds each rank to one core, so it is told.

@@ -122,6 +122,10 @@ func TestNewProjectTestsAndRuns(t *testing.T) {
 			t.Errorf("make run's output lacks %q:\n%s", w, got)
 		}
 	}
+	// The template opts in to hostalloc (its main package imports it), as the nitro CLI does.
+	if !strings.Contains(got, "host allocator") || strings.Contains(got, "hostalloc not linked") {
+		t.Errorf("make run's config report does not show hostalloc linked:\n%s", got)
+	}
 	if _, err := os.Stat(filepath.Join(dir, "runs", "MLP", "metrics.jsonl")); err != nil {
 		t.Errorf("make run left no runs/MLP/metrics.jsonl in the project: %v", err)
 	}

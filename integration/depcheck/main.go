@@ -33,13 +33,11 @@ var mayImportCore = map[string]bool{"cmd": true, "export": true, "integration": 
 
 // cgoOnTrainingPath lists the cgo packages of ours training may link, by module folder (its root
 // package only), with the reason: the PJRT interposer, through which the backend starts the
-// plugin so the disk compile cache sees every compile, and the host allocator policy, which must
-// call mallopt before any thread starts (a C constructor), so the plugin's freed step buffers
-// stay mapped. Each is one small package with a Go-side contract; any other cgo stays off the
-// training path.
+// plugin so the disk compile cache sees every compile. It is one small package with a Go-side
+// contract; any other cgo stays off the training path. hostalloc's allocator (malloc defined in
+// the executable) is a program's opt-in: the backend reaches it through hostalloc/seam, plain Go.
 var cgoOnTrainingPath = map[string]string{
-	"pjrthook":  "the PJRT interposer the disk compile cache hooks (on by default, so training links it)",
-	"hostalloc": "the malloc policy the plugin's step buffers need, set by a C constructor at load",
+	"pjrthook": "the PJRT interposer the disk compile cache hooks (on by default, so training links it)",
 }
 
 // trainingPathOff lists the modules no package of the training path may come from.
@@ -107,7 +105,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "depcheck:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("depcheck: %d modules, layering ok; training path: %d workspace packages, no exportbundle, no cgo but pjrthook and hostalloc\n", len(graph), len(deps))
+	fmt.Printf("depcheck: %d modules, layering ok; training path: %d workspace packages, no exportbundle, no cgo but pjrthook\n", len(graph), len(deps))
 }
 
 // Dep is one workspace package of the training path.

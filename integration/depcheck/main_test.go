@@ -42,10 +42,13 @@ func TestCheckTrainingPath(t *testing.T) {
 	if err := CheckTrainingPath(clean); err != nil {
 		t.Fatalf("a clean training path was refused: %v", err)
 	}
-	// The interposer's and the allocator policy's root packages are the cgo allowed; a package
-	// below either is not.
-	if err := CheckTrainingPath(append(clean, Dep{Path: "x/pjrthook", Module: "pjrthook", Cgo: true}, Dep{Path: "x/hostalloc", Module: "hostalloc", Cgo: true})); err != nil {
-		t.Fatalf("the interposer or the allocator policy was refused: %v", err)
+	// The interposer's root package is the cgo allowed; a package below it is not, nor the
+	// allocator, which only a program's own import links.
+	if err := CheckTrainingPath(append(clean, Dep{Path: "x/pjrthook", Module: "pjrthook", Cgo: true}, Dep{Path: "x/hostalloc/seam", Module: "hostalloc"})); err != nil {
+		t.Fatalf("the interposer or the allocator's seam was refused: %v", err)
+	}
+	if err := CheckTrainingPath(append(clean, Dep{Path: "x/hostalloc", Module: "hostalloc", Cgo: true})); err == nil {
+		t.Fatal("the allocator (cgo) on the training path was allowed")
 	}
 	if err := CheckTrainingPath(append(clean, Dep{Path: "x/pjrthook/more", Module: "pjrthook", Cgo: true})); err == nil {
 		t.Fatal("a second cgo package in the interposer's module was allowed")

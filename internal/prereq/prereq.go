@@ -17,6 +17,9 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/nitro-go/nitro/internal/prereq/pluginsearch"
@@ -47,7 +50,43 @@ var (
 		"install it: `apt-get install -y openmpi-bin libopenmpi-dev` (Debian; `make setup` and .ci/run do this)"}
 	Chromium = Prereq{"a Chromium browser on $PATH (chromium, for the board's browser test)",
 		"install it: `apt-get install -y --no-install-recommends chromium` (Debian; .ci/run does this)"}
+	Allocators = Prereq{"the allocators deployments preload (" + strings.Join(allocatorFiles(), ", ") + ", for the preloaded-allocator tests)",
+		"install them: `apt-get install -y libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0` (Debian; `make test` does this: scripts/install-allocators.sh)"}
 )
+
+// PreloadAllocators are the malloc libraries the preloaded-allocator tests run nitro under: by
+// name, the file the dynamic linker loads (Debian's libjemalloc2, libtcmalloc-minimal4 and
+// libmimalloc2.0).
+var PreloadAllocators = []struct{ Name, File string }{
+	{"jemalloc", "libjemalloc.so.2"},
+	{"tcmalloc", "libtcmalloc_minimal.so.4"},
+	{"mimalloc", "libmimalloc.so.2"},
+}
+
+func allocatorFiles() []string {
+	var f []string
+	for _, a := range PreloadAllocators {
+		f = append(f, a.File)
+	}
+	return f
+}
+
+// Allocator returns the path of the shared library file (one of PreloadAllocators' files) in the
+// system's library folders, or stops the test: Allocators.Absent.
+func Allocator(t testing.TB, file string) string {
+	t.Helper()
+	multiarch := map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}[runtime.GOARCH]
+	var looked []string
+	for _, dir := range []string{"/usr/lib/" + multiarch, "/lib/" + multiarch, "/usr/lib64", "/usr/lib", "/usr/local/lib"} {
+		path := filepath.Join(dir, file)
+		if _, err := os.Stat(path); err == nil {
+			return path
+		}
+		looked = append(looked, dir)
+	}
+	Allocators.Absent(t, fmt.Sprintf("no %s in %s", file, strings.Join(looked, ", ")))
+	return ""
+}
 
 // CI reports whether the tests run under continuous integration: $CI is non-empty, whatever its
 // value (CI services set true, 1 or yes).
