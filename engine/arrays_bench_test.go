@@ -84,7 +84,9 @@ func BenchmarkArrayCount(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				n.takeOptimizerOutputs(outs)
+				if err := n.takeOptimizerOutputs(p, outs); err != nil {
+					b.Fatal(err)
+				}
 			}
 			if _, err := n.Parameters(); err != nil { // synchronizes
 				b.Fatal(err)

@@ -4,8 +4,10 @@
 // device, over a mesh when there is more than one device, under the run's mixed precision.
 // Parameters, gradients and optimizer state are a few buffers per parameter group (the small
 // arrays flat in one, which Forward reads through views; each large array in its own: flat.go);
-// on the host they stay one per array. A training program's updated outputs are declared as
-// aliases of the donated inputs they replace, so XLA writes them in place (alias.go).
+// on the host they stay one per array. Every program names each of its outputs, and a run's
+// results are read by those names, never by position (outputs.go). A training program's updated
+// outputs are declared as aliases of the donated inputs they replace, so XLA writes them in place
+// (alias.go).
 //
 // The caller (core) resolves the experiment and gives New what is fixed for the run: the
 // traced hooks as plain functions (the engine never reflects over the experiment), the knobs,

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -52,35 +53,41 @@ func (e *Engine) Eval(b map[string]*tensors.Tensor, keys []string, width, real i
 	if err = errors.Join(err, freeBatch(b, keys)); err != nil {
 		return EvalBatch{}, err
 	}
+	r := e.results(p, outs)
 	var res EvalBatch
 	if e.onHost {
+		names, fwd := r.prefixed(forwardOut)
+		if err := r.done(); err != nil {
+			return EvalBatch{}, errors.Join(err, freeTensors(outs))
+		}
 		res.Forward = map[string]*tensors.Tensor{}
-		at := len(outs) - len(p.forward)
-		for i, name := range p.forward {
-			t, err := hostRows(outs[at+i], real)
+		for i, name := range names {
+			name = strings.TrimPrefix(name, forwardOut)
+			t, err := hostRows(fwd[i], real)
 			if err != nil {
 				return EvalBatch{}, errors.Join(fmt.Errorf("reading output %q back: %w", name, err), freeTensors(outs))
 			}
 			res.Forward[name] = t
-			outs[at+i] = nil // the host owns it now
+			fwd[i] = nil // the host owns it now
 		}
 	} else {
-		res.Metrics, err = e.deviceMetrics(p, outs, real, isControl)
+		res.Metrics, err = e.deviceMetrics(&r, real, isControl)
 	}
 	// free device buffers now, not at the next GC
 	return res, errors.Join(err, freeTensors(outs))
 }
 
 // evalProgram: parameters, layer state, Device fields and routed batch fields at the compiled
-// width -> per metric, its sum and (unless nil) its count. In Go a metric hook is a graph function,
-// so device metrics are fused into this one program instead of one program per hook. For a short
-// final batch (real < width) the inputs arrive padded to the width and the program slices outputs
-// and batch fields back to real rows before Metrics/Loss see them; that is the one extra program
-// a split whose length is not a multiple of the batch size costs.
+// width -> per metric, its sum ("metric/<name>", "metric/val_loss" without Metrics) and (unless
+// nil) its count ("count/<name>"). In Go a metric hook is a graph function, so device metrics are
+// fused into this one program instead of one program per hook. For a short final batch (real <
+// width) the inputs arrive padded to the width and the program slices outputs and batch fields
+// back to real rows before Metrics/Loss see them; that is the one extra program a split whose
+// length is not a multiple of the batch size costs.
 //
-// At full width (real == width) the program also returns Forward's outputs, after the metrics:
-// that is the program Predict runs, so moving between Validate/Evaluate and Predict compiles
-// nothing. Validation only frees those outputs, a cost of one output buffer per batch. With the
+// At full width (real == width) the program also returns Forward's outputs ("forward/<name>"),
+// after the metrics: that is the program Predict runs, so moving between Validate/Evaluate and
+// Predict compiles nothing. Validation only frees those outputs, a cost of one output buffer per batch. With the
 // metrics on the host (HostMetrics) the program is Forward's outputs alone, always at full
 // width: the host slices a short batch's outputs after the readback.
 func (e *Engine) evalProgram(width, real int, keys []string) (*program, error) {
@@ -89,7 +96,7 @@ func (e *Engine) evalProgram(width, real int, keys []string) (*program, error) {
 		sig := e.modelInputs(width, keys)
 		key := e.key(compilecache.KindEval, e.hookNames("Forward", metricHook), sig)
 		key.Extra = append(key.Extra, [2]string{"rows", fmt.Sprint(real)})
-		return e.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
+		return e.getProgram(key, func(g *graph.Graph, src any) outList {
 			nodes, _ := e.modelNodes(g, sig)
 			view := e.bindModel(g, nodes, src)
 			e.ctx.SetTraining(g, false)
@@ -101,33 +108,36 @@ func (e *Engine) evalProgram(width, real int, keys []string) (*program, error) {
 					mb[k] = graph.Slice(mb[k], graph.AxisRange(0, real))
 				}
 			}
-			meta := &program{}
-			var outs []*graph.Node
+			var outs outList
 			switch {
 			case e.onHost: // the metrics run on the host, on Forward's outputs
 			case e.hooks.Metrics == nil:
-				loss := e.hooks.Loss(view, out, mb)
-				meta.outNames, meta.hasCount = []string{ValLoss}, []bool{false}
-				outs = append(outs, loss)
+				outs.add(metricOut+ValLoss, e.hooks.Loss(view, out, mb))
 			default:
-				outs = e.metricOutputs(view, out, mb, meta)
+				outs = e.metricOutputs(view, out, mb)
 			}
 			if real == width {
-				meta.forward = sortedKeys(out)
-				for _, name := range meta.forward {
-					outs = append(outs, out[name])
-				}
+				outs.then(forwardOutputs(out))
 			}
-			return outs, meta
+			return outs
 		})
 	})
 }
 
-// metricOutputs calls Metrics and lists each metric's sum and (unless nil) count as float64,
-// recording their names and which have a count in meta. A sum with a count is a scalar; one
-// without may be an array (summed over the split, for FinalizeMetrics).
-func (e *Engine) metricOutputs(view any, out map[string]*graph.Node, mb map[string]*graph.Node, meta *program) []*graph.Node {
-	var outs []*graph.Node
+// forwardOutputs lists Forward's outputs by name.
+func forwardOutputs(out map[string]*graph.Node) outList {
+	var outs outList
+	for _, name := range sortedKeys(out) {
+		outs.add(forwardOut+name, out[name])
+	}
+	return outs
+}
+
+// metricOutputs calls Metrics and lists each metric's sum and (unless nil) count as float64. A
+// sum with a count is a scalar; one without may be an array (summed over the split, for
+// FinalizeMetrics).
+func (e *Engine) metricOutputs(view any, out map[string]*graph.Node, mb map[string]*graph.Node) outList {
+	var outs outList
 	ms := e.hooks.Metrics(view, out, mb)
 	if len(ms) == 0 {
 		panic(fmt.Errorf("Metrics returned no metrics, so the eval program would compute nothing: return at least one hooks.Metric{Sum, Count}, or drop the hook (without it, evaluation reports val_loss from Loss)"))
@@ -137,14 +147,12 @@ func (e *Engine) metricOutputs(view any, out map[string]*graph.Node, mb map[stri
 		if m.Sum == nil || (m.Sum.Rank() != 0 && m.Count != nil) {
 			panic(fmt.Errorf("metric %q: Sum must be a scalar node, or an array with a nil Count (summed, not divided), got %v", name, shapeOf(m.Sum)))
 		}
-		meta.outNames = append(meta.outNames, name)
-		meta.hasCount = append(meta.hasCount, m.Count != nil)
-		outs = append(outs, graph.ConvertDType(m.Sum, dtypeOf("Float64")))
+		outs.add(metricOut+name, graph.ConvertDType(m.Sum, dtypeOf("Float64")))
 		if m.Count != nil {
 			if m.Count.Rank() != 0 {
 				panic(fmt.Errorf("metric %q: Count must be a scalar node or nil, got %v", name, shapeOf(m.Count)))
 			}
-			outs = append(outs, graph.ConvertDType(m.Count, dtypeOf("Float64")))
+			outs.add(countOut+name, graph.ConvertDType(m.Count, dtypeOf("Float64")))
 		}
 	}
 	return outs
@@ -158,13 +166,12 @@ func sliceOutputs(out map[string]*graph.Node, rows int) map[string]*graph.Node {
 	return s
 }
 
-// deviceMetrics reads an eval program's metric outputs: per metric its sum, then its count when
-// it has one. val_loss without Metrics is Loss, a mean over the batch's real rows, weighed by
-// those rows: a short final batch counts for what it holds, and the split's val_loss is the
-// mean over its samples. A sum with no count that is not a scalar is a summed array (a confusion
-// matrix), read whole.
-func (e *Engine) deviceMetrics(p *program, outs []*tensors.Tensor, rows int, isControl func(string) bool) (map[string]metrics.Metric, error) {
-	ms := make(map[string]metrics.Metric, len(p.outNames))
+// deviceMetrics reads an eval program's metric outputs (and frees Forward's, when it has them
+// after its metrics, unread): per metric its sum, then its count when it has one. val_loss
+// without Metrics is Loss, a mean over the batch's real rows, weighed by those rows: a short
+// final batch counts for what it holds, and the split's val_loss is the mean over its samples. A
+// sum with no count that is not a scalar is a summed array (a confusion matrix), read whole.
+func (e *Engine) deviceMetrics(r *results, rows int, isControl func(string) bool) (map[string]metrics.Metric, error) {
 	value := func(name string, t *tensors.Tensor) (float64, error) {
 		// A metric the run branches on goes through the validated readback; the others are only
 		// reported, and a failed readback of them is not worth a stop.
@@ -173,10 +180,16 @@ func (e *Engine) deviceMetrics(p *program, outs []*tensors.Tensor, rows int, isC
 		}
 		return scalarValue(t), nil
 	}
-	j := 0
-	for m, name := range p.outNames {
-		t := outs[j]
-		j++
+	ms := map[string]metrics.Metric{}
+	for _, out := range r.p.outputs {
+		name, ok := strings.CutPrefix(out, metricOut)
+		if !ok {
+			continue
+		}
+		t := r.one(out)
+		if r.err != nil {
+			return nil, r.err
+		}
 		if !t.Shape().IsScalar() {
 			a, err := arrayValue(t)
 			if err != nil {
@@ -189,19 +202,23 @@ func (e *Engine) deviceMetrics(p *program, outs []*tensors.Tensor, rows int, isC
 		if err != nil {
 			return nil, err
 		}
+		_, counted := r.p.at[countOut+name]
 		switch {
-		case p.hasCount[m]:
-			c, err := value(name, outs[j])
+		case counted:
+			c, err := value(name, r.one(countOut+name))
 			if err != nil {
 				return nil, err
 			}
-			j++
 			ms[name] = metrics.Mean(v, c)
 		case e.hooks.Metrics == nil: // val_loss: Loss weighted by the batch's real rows
 			ms[name] = metrics.Mean(v*float64(rows), float64(rows))
 		default:
 			ms[name] = metrics.Total(v)
 		}
+	}
+	r.prefixed(forwardOut) // a full-width program's: Eval frees them unread
+	if err := r.done(); err != nil {
+		return nil, err
 	}
 	return ms, nil
 }

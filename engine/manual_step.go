@@ -284,9 +284,8 @@ func (e *Engine) stepProgram(width int, keys []string) (*program, error) {
 }
 
 // manualStepProgram is manual mode's one program per optimizer step. Its inputs and outputs are
-// the fused step's (parameters, layer state, Device and routed batch fields, every group's
-// optimizer state and hyperparameters, the step -> loss, new parameters, new non-constant state,
-// new layer state, stats), so the fused step's driver code runs it; TrainStep's trace is its body.
+// the fused step's (trainStepProgram: "loss", "params/...", "opt/...", "state/..." and the stats
+// as "metric/<name>"), so the fused step's driver code runs it; TrainStep's trace is its body.
 func (e *Engine) manualStepProgram(width int, keys []string) (*program, error) {
 	return e.memo(fmt.Sprintf("manual_step/%d/%v", width, keys), func() (*program, error) {
 		sig := e.modelInputs(width, keys)
@@ -299,19 +298,17 @@ func (e *Engine) manualStepProgram(width int, keys []string) (*program, error) {
 		for _, g := range e.groups {
 			key.Extra = append(key.Extra, [2]string{"chain/" + g.name, g.opt.Describe()})
 		}
-		return e.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
+		return e.getProgram(key, func(g *graph.Graph, src any) outList {
 			nodes, _ := e.modelNodes(g, sig)
-			outs, meta := e.traceManual(g, nodes, src, keys)
-			meta.replaces = e.stepReplaces()
-			return outs, meta
+			return e.traceManual(g, nodes, src, keys)
 		})
 	})
 }
 
 // traceManual calls TrainStep on the program's inputs and lists the outputs. A non-finite loss
-// keeps the old parameters and optimizer state, as the fused step does: the run stops on that
-// loss with nothing overwritten.
-func (e *Engine) traceManual(g *graph.Graph, nodes map[string]*graph.Node, src any, keys []string) ([]*graph.Node, *program) {
+// keeps the old parameters and optimizer state (keepIfFinite), as the fused step does; a group
+// that did not step keeps them too.
+func (e *Engine) traceManual(g *graph.Graph, nodes map[string]*graph.Node, src any, keys []string) outList {
 	view := e.bindModel(g, nodes, src)
 	e.ctx.SetTraining(g, true)
 	s := &manualStep{ctx: e.ctx.Reuse(), e: e, g: g, nodes: nodes, stepped: map[string]bool{}, newFlat: map[int][]*graph.Node{}, newState: map[int][][]*graph.Node{}}
@@ -322,19 +319,18 @@ func (e *Engine) traceManual(g *graph.Graph, nodes map[string]*graph.Node, src a
 	if s.stray || collectedLosses(s.ctx, g) != s.consumed {
 		e.warn("TrainStep: layers collected loss terms with train.AddLoss (a regularizer's L2, for one) outside every Backward objective, so no gradient includes them: call those layers inside the objective f of Backward(f, groups...)")
 	}
-	finite := graph.IsFinite(res.Loss)
-	outs := []*graph.Node{res.Loss}
-	keep := func(old, cur []*graph.Node) { // cur nil: the group did not step
-		for k := range old {
+	var updates outList
+	update := func(name func(*paramGroup, int) string, grp *paramGroup, cur []*graph.Node) { // cur nil: the group did not step
+		for k := range grp.segs {
 			if cur == nil {
-				outs = append(outs, graph.Where(finite, old[k], old[k]))
+				updates.add(name(grp, k), nodes[name(grp, k)])
 			} else {
-				outs = append(outs, graph.Where(finite, cur[k], old[k]))
+				updates.add(name(grp, k), cur[k])
 			}
 		}
 	}
 	for i, grp := range e.groups {
-		keep(segmentNodes(grp, nodes, paramsInput), s.newFlat[i])
+		update(paramsInput, grp, s.newFlat[i])
 	}
 	for i, grp := range e.groups {
 		for si := range e.st.groups[i].opt {
@@ -345,21 +341,20 @@ func (e *Engine) traceManual(g *graph.Graph, nodes map[string]*graph.Node, src a
 			if st, ok := s.newState[i]; ok {
 				cur = st[si]
 			}
-			keep(segmentNodes(grp, nodes, stateInput(si)), cur)
+			update(stateInput(si), grp, cur)
 		}
 	}
-	for _, v := range e.stateVars {
-		outs = append(outs, v.ValueGraph(g))
-	}
-	meta := &program{}
+	var outs outList
+	outs.add(lossOut, res.Loss)
+	outs.then(keepIfFinite(res.Loss, updates, nodes))
+	outs.then(e.layerOutputs(g))
 	for _, name := range sortedKeys(res.Stats) {
 		if st := res.Stats[name]; st == nil || st.Rank() != 0 {
 			panic(fmt.Errorf("TrainStep's stat %q must be a scalar node (a per-step value), got %v", name, shapeOf(st)))
 		}
-		meta.outNames = append(meta.outNames, name)
-		outs = append(outs, res.Stats[name])
+		outs.add(metricOut+name, res.Stats[name])
 	}
-	return outs, meta
+	return outs
 }
 
 // traceManualShapes traces TrainStep once at setup (never compiled), after Forward's shape

@@ -10,10 +10,10 @@ import (
 )
 
 // optimizerProgram: per group its parameter segments, their (accumulated) gradients, the chain's
-// state leaves (by segment) and its schedulable hyperparameters, then the step -> every group's
-// new parameter segments, then every group's new non-constant state. Clipping is global over all
-// groups, at the top, and a threshold of 0 emits nothing; the threshold bakes, so it is in this
-// program's key and no other's.
+// state leaves (by segment) and its schedulable hyperparameters, then the step -> emitUpdates'
+// outputs ("params/..." then "opt/..."), each replacing the input it is named after. Clipping is
+// global over all groups, at the top, and a threshold of 0 emits nothing; the threshold bakes, so
+// it is in this program's key and no other's.
 //
 // Its inputs are a few buffers per group (flat.go: the small arrays' segment and one per large
 // array), so its compile and its run no longer grow with the model's small arrays;
@@ -33,15 +33,16 @@ func (e *Engine) optimizerProgram() (*program, error) {
 		for _, g := range e.groups {
 			key.Extra = append(key.Extra, [2]string{"chain/" + g.name, g.opt.Describe()})
 		}
-		return e.getProgram(key, func(gr *graph.Graph, _ any) ([]*graph.Node, *program) {
+		return e.getProgram(key, func(gr *graph.Graph, _ any) outList {
 			nodes := sig.params(gr, nil)
 			in := make([]groupUpdate, len(e.groups))
 			for i, g := range e.groups {
 				in[i] = e.groupInputs(i, nodes)
 				in[i].params, in[i].grads = segmentNodes(g, nodes, paramsInput), segmentNodes(g, nodes, gradsInput)
 			}
-			newParams, newState := e.emitUpdates(in, nodes["step"])
-			return append(newParams, newState...), &program{replaces: e.updateReplaces(true)}
+			outs := e.emitUpdates(in, nodes["step"])
+			copy(outs.replaces, outs.names) // each replaces its input
+			return outs
 		})
 	})
 }
@@ -97,9 +98,10 @@ func (e *Engine) groupInputs(i int, nodes map[string]*graph.Node) groupUpdate {
 
 // emitUpdates builds the update with optimizers.Program.ApplyArrays over the segments (the global
 // clip, then each group's chain segment by segment, its scalars built once per group) and
-// returns every group's new parameter segments, then every group's new non-constant state
-// segments, in signature order.
-func (e *Engine) emitUpdates(groups []groupUpdate, step *graph.Node) (newParams, newState []*graph.Node) {
+// returns every group's new parameter segments ("params/<group>/<segment>"), then every group's
+// new non-constant state segments ("opt/<group>/<leaf>/<segment>"), each named as the input it
+// updates.
+func (e *Engine) emitUpdates(groups []groupUpdate, step *graph.Node) outList {
 	chains := make([]*optimizers.Chain, len(e.groups))
 	params, grads := make([][]*graph.Node, len(groups)), make([][]*graph.Node, len(groups))
 	states, hyper := make([][][]*graph.Node, len(groups)), make([]optimizers.Hyper, len(groups))
@@ -112,15 +114,22 @@ func (e *Engine) emitUpdates(groups []groupUpdate, step *graph.Node) (newParams,
 		panic(err) // graph side: getProgram recovers it into the build error
 	}
 	ps, ss := prog.ApplyArrays(params, grads, states, hyper, step)
+	var outs outList
 	for i, g := range e.groups {
-		newParams = append(newParams, ps[i]...)
+		for s, p := range ps[i] {
+			outs.add(paramsInput(g, s), p)
+		}
+	}
+	for i, g := range e.groups {
 		for l, segs := range ss[i] {
 			if !g.constLeaf(l) {
-				newState = append(newState, segs...)
+				for s, st := range segs {
+					outs.add(stateInput(l)(g, s), st)
+				}
 			}
 		}
 	}
-	return newParams, newState
+	return outs
 }
 
 // constLeaf reports whether optimizer state leaf s never changes (the chain says so at setup).
@@ -141,8 +150,7 @@ func (e *Engine) optimizerStep(grads []*tensors.Tensor, step int) error {
 	if err != nil {
 		return err
 	}
-	e.takeOptimizerOutputs(outs)
-	return nil
+	return e.takeOptimizerOutputs(p, outs)
 }
 
 // optimizerArgs lists the optimizer program's inputs for the 1-based step: per group its
@@ -192,19 +200,25 @@ func (e *Engine) stateArgs(i int, step int) ([]arg, error) {
 	return args, nil
 }
 
-// takeOptimizerOutputs installs the optimizer program's outputs (every group's parameter
-// segments, then every group's non-constant state) and returns the outputs that follow them.
-func (e *Engine) takeOptimizerOutputs(outs []*tensors.Tensor) []*tensors.Tensor {
-	for i, g := range e.groups {
-		e.st.groups[i].params, outs = outs[:len(g.segs):len(g.segs)], outs[len(g.segs):]
-	}
-	for i, g := range e.groups {
+// takeOptimizerOutputs installs the optimizer program p's outputs outs.
+func (e *Engine) takeOptimizerOutputs(p *program, outs []*tensors.Tensor) error {
+	r := e.results(p, outs)
+	e.takeUpdates(&r)
+	return r.done()
+}
+
+// takeUpdates installs the updates a run returned (emitUpdates' outputs: every group's parameter
+// segments and non-constant state), taken by name. A failed take leaves nil in their place: the
+// run's inputs were donated, so the state is lost either way, and r.done reports it.
+func (e *Engine) takeUpdates(r *results) {
+	names := e.trainNames()
+	for i := range e.groups {
 		st := &e.st.groups[i]
-		for l := range st.opt {
-			if !g.constLeaf(l) {
-				st.opt[l], outs = outs[:len(g.segs):len(g.segs)], outs[len(g.segs):]
+		st.params = r.run(names.params[i])
+		for l, leaf := range names.opt[i] {
+			if leaf != nil {
+				st.opt[l] = r.run(leaf)
 			}
 		}
 	}
-	return outs
 }

@@ -73,7 +73,10 @@ func BenchmarkOptimizerProgram(b *testing.B) {
 		}
 	}
 	cg.Compile(outs...)
-	cp := &program{g: cg, inputs: p.inputs}
+	cp := &program{kind: "copy", g: cg, inputs: p.inputs}
+	if err := cp.declare(p.outputs); err != nil { // the same outputs, in the same order
+		b.Fatal(err)
+	}
 
 	const runs = 50
 	step := 0
@@ -89,7 +92,9 @@ func BenchmarkOptimizerProgram(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			n.takeOptimizerOutputs(outs)
+			if err := n.takeOptimizerOutputs(prog, outs); err != nil {
+				b.Fatal(err)
+			}
 		}
 		last := n.st.groups[len(n.st.groups)-1]
 		_ = last.params[0].Value()

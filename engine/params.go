@@ -61,7 +61,7 @@ func (e *Engine) PlaceParameters() error {
 	}
 	e.varInputs = map[string]*context.Variable{}
 	for _, v := range e.stateVars {
-		e.varInputs["state/"+v.ScopeAndName()] = v
+		e.varInputs[layerInput(v.ScopeAndName())] = v
 	}
 	for _, v := range e.stateVars {
 		t, err := e.uploadValue(v, "layer state", &e.uploads.LayerState)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -41,35 +42,38 @@ func (e *Engine) Predict(b map[string]*tensors.Tensor, fwd, keys []string, share
 	if err = errors.Join(err, freeBatch(padded, keys)); err != nil {
 		return nil, err
 	}
-	at := len(outs) - len(p.forward) // Forward's outputs come last
-	if err := freeTensors(outs[:at]); err != nil {
-		return nil, err
+	// Forward's outputs; an eval program's metrics before them are freed unread.
+	r := e.results(p, outs)
+	names, ts := r.prefixed(forwardOut)
+	var rest []*tensors.Tensor
+	for _, out := range p.outputs {
+		if !strings.HasPrefix(out, forwardOut) {
+			rest = append(rest, r.one(out))
+		}
+	}
+	if err := errors.Join(r.done(), freeTensors(rest)); err != nil {
+		return nil, errors.Join(err, freeTensors(ts))
 	}
 	res := map[string]*tensors.Tensor{}
-	for i, name := range p.forward {
-		if res[name], err = sliceRowsHost(outs[at+i], real); err != nil {
+	for i, name := range names {
+		name = strings.TrimPrefix(name, forwardOut)
+		if res[name], err = sliceRowsHost(ts[i], real); err != nil {
 			return nil, fmt.Errorf("reading output %q back: %w", name, err)
 		}
 	}
 	return res, nil
 }
 
-// predictProgram: Forward alone, at one width, returning every output.
+// predictProgram: Forward alone, at one width, returning every output ("forward/<name>").
 func (e *Engine) predictProgram(width int, keys []string) (*program, error) {
 	return e.memo(fmt.Sprintf("predict/%d/%v", width, keys), func() (*program, error) {
 		sig := e.modelInputs(width, keys)
 		key := e.key(compilecache.KindPredict, e.hookNames("Forward"), sig)
-		return e.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
+		return e.getProgram(key, func(g *graph.Graph, src any) outList {
 			nodes, _ := e.modelNodes(g, sig)
 			view := e.bindModel(g, nodes, src)
 			e.ctx.SetTraining(g, false)
-			out := e.callForward(view, batchNodes(nodes, keys), width)
-			meta := &program{forward: sortedKeys(out)}
-			var outs []*graph.Node
-			for _, name := range meta.forward {
-				outs = append(outs, out[name])
-			}
-			return outs, meta
+			return forwardOutputs(e.callForward(view, batchNodes(nodes, keys), width))
 		})
 	})
 }

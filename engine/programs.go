@@ -20,20 +20,18 @@ import (
 )
 
 // program is a compiled graph plus what its outputs mean. It is what the compile cache stores, so
-// everything a caller needs to read the outputs must be here, not in the building closure.
+// everything a caller needs to read the outputs must be here, not in the building closure: every
+// output's name, as its builder declared it (outputs.go).
 type program struct {
-	g        *graph.Graph
-	inputs   []compilecache.Input
-	outNames []string
-	hasCount []bool   // eval: whether metric i has a count output after its sum
-	forward  []string // Forward's outputs, the last outputs: a predict program's, or a full-width eval one's after its metrics
+	kind    string // the cache key's kind, naming the program in errors
+	g       *graph.Graph
+	inputs  []compilecache.Input
+	outputs []string       // every output's name, in output order
+	at      map[string]int // output name -> index
 	// traced is the fingerprint of the graph the program was compiled from (Host fields zero,
 	// constants by value). A handle that gets the program from the cache traces its own
 	// experiment and compares, so a program is used only by an experiment that traces to it.
 	traced string
-	// replaces names, per output, the input it replaces ("" or absent: none); compileProgram
-	// declares those pairs as input/output aliases (alias.go).
-	replaces []string
 }
 
 // signature is a program's ordered parameter list; building and the cache key both derive from it.
@@ -72,7 +70,7 @@ func (e *Engine) modelInputs(width int, keys []string) signature {
 		g.addOffsetInputs(&s)
 	}
 	for _, v := range e.stateVars {
-		s.add("state/"+v.ScopeAndName(), v.DType().String(), v.Shape().Dimensions)
+		s.add(layerInput(v.ScopeAndName()), v.DType().String(), v.Shape().Dimensions)
 	}
 	for _, name := range e.devNames {
 		t := e.dev[name]
@@ -160,7 +158,7 @@ func (e *Engine) memo(id string, get func() (*program, error)) (*program, error)
 // and restores the phase it interrupted. A program this handle did not compile (a hit, or another
 // handle's compile it waited for) is checked against a trace of this handle's experiment: an equal
 // key is not enough, since the key leaves Host values out by design.
-func (e *Engine) getProgram(key compilecache.Key, build func(g *graph.Graph, src any) ([]*graph.Node, *program)) (*program, error) {
+func (e *Engine) getProgram(key compilecache.Key, build func(g *graph.Graph, src any) outList) (*program, error) {
 	compiled := false
 	v, lk, err := e.cache.Get(key, func() (p any, err error) {
 		compiled = true
@@ -200,7 +198,7 @@ func (e *Engine) explainMissingOp(err error) error {
 // and compares it with the graph the cached program was compiled from. A difference the Host
 // fields explain is a *markers.HostReadError naming them, exactly as a miss would report it;
 // any other difference means a hook read something the key cannot see.
-func (e *Engine) checkCached(key compilecache.Key, p *program, build func(g *graph.Graph, src any) ([]*graph.Node, *program)) error {
+func (e *Engine) checkCached(key compilecache.Key, p *program, build func(g *graph.Graph, src any) outList) error {
 	fp, err := e.traceProgram(key.Kind, build, e.exp)
 	if err != nil {
 		return fmt.Errorf("checking the cached %s program against this experiment: %w", key.Kind, err)
@@ -220,7 +218,7 @@ func (e *Engine) checkCached(key compilecache.Key, p *program, build func(g *gra
 
 // traceProgram builds key's program from src on a trace graph (never compiled) and returns its
 // fingerprint, with constants compared by value.
-func (e *Engine) traceProgram(kind string, build func(g *graph.Graph, src any) ([]*graph.Node, *program), src any) (string, error) {
+func (e *Engine) traceProgram(kind string, build func(g *graph.Graph, src any) outList, src any) (string, error) {
 	var fp string
 	err := TryGraph("building the "+kind+" program", func() {
 		g := markers.NewTraceGraph(e.backend.Backend, "nitro_check_"+kind)
@@ -235,7 +233,7 @@ func (e *Engine) traceProgram(kind string, build func(g *graph.Graph, src any) (
 }
 
 // compileProgram is a cache miss's work (see getProgram).
-func (e *Engine) compileProgram(key compilecache.Key, build func(g *graph.Graph, src any) ([]*graph.Node, *program)) (*program, error) {
+func (e *Engine) compileProgram(key compilecache.Key, build func(g *graph.Graph, src any) outList) (*program, error) {
 	var traced string // the first build is from the experiment as it is; it passes only if the zeroed one agrees
 	err := markers.CheckHostIndependent(e.exp, func(src any) (string, error) {
 		fp, err := e.traceProgram(key.Kind, build, src)
@@ -251,25 +249,28 @@ func (e *Engine) compileProgram(key compilecache.Key, build func(g *graph.Graph,
 	if err != nil {
 		return nil, err
 	}
-	var p *program
+	p := &program{kind: key.Kind, inputs: key.Inputs, traced: traced}
 	err = TryGraph("compiling the "+key.Kind+" program", func() {
 		g := e.newProgramGraph(key.Kind)
-		outs, meta := build(g, zero)
+		outs := build(g, zero)
 		if got, want := g.NumParameters(), len(key.Inputs); got != want {
 			panic(fmt.Errorf("the %s program has %d inputs, expected %d: a hook read a variable that setup's trace of Forward did not create (create every variable in Forward unconditionally)", key.Kind, got, want))
 		}
-		if pairs := aliasPairs(key.Inputs, meta.replaces); len(pairs) > 0 {
+		if err := p.declare(outs.names); err != nil {
+			panic(err)
+		}
+		if pairs := aliasPairs(key.Inputs, outs.replaces); len(pairs) > 0 {
 			aliasMu.Lock()
 			defer aliasMu.Unlock()
 			pjrthook.DeclareAliases(g.Name(), pairs)
 		}
-		e.compileOutputs(g, outs)
-		p = meta
+		e.compileOutputs(g, outs.nodes)
 		p.g = g
-		p.inputs = key.Inputs
-		p.traced = traced
 	})
-	return p, err
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // key builds a compile-cache key. Device and Host field values never enter it.

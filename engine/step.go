@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gopjrt/dtypes"
@@ -114,15 +115,10 @@ func (e *Engine) gradientStep(b map[string]*tensors.Tensor, keys []string, acc [
 	if err = errors.Join(err, freeBatch(b, keys)); err != nil {
 		return Micro{}, nil, err
 	}
-	// The gradient program's outputs: the loss, the gradient segments, the new layer state, the metrics.
-	G, S := e.segmentCount(), len(e.stateVars)
-	loss, grads, layer, stats := outs[0], outs[1:1+G], outs[1+G:1+G+S], outs[1+G+S:]
-	m, err := e.micro(loss, p.outNames, stats, read)
-	if err != nil {
-		return Micro{}, nil, err
-	}
-	e.st.layer = layer
-	return m, grads, freeTensors([]*tensors.Tensor{loss}, stats)
+	r := e.results(p, outs)
+	grads := r.run(e.trainNames().grads)
+	m, err := e.micro(&r, read)
+	return m, grads, err
 }
 
 // fusedStep runs the fused (or manual) step program on one batch: parameters, optimizer state
@@ -159,22 +155,22 @@ func (e *Engine) fusedStep(b map[string]*tensors.Tensor, keys []string, step int
 	if err = errors.Join(err, freeBatch(b, keys)); err != nil {
 		return Micro{}, err
 	}
-	// The step program's outputs: the loss, the optimizer's, the new layer state, the metrics.
-	loss := outs[0]
-	rest := e.takeOptimizerOutputs(outs[1:])
-	S := len(e.stateVars)
-	m, err := e.micro(loss, p.outNames, rest[S:], read)
-	if err != nil {
-		return Micro{}, err
-	}
-	e.st.layer = rest[:S]
-	return m, freeTensors([]*tensors.Tensor{loss}, rest[S:])
+	r := e.results(p, outs)
+	e.takeUpdates(&r)
+	return e.micro(&r, read)
 }
 
-// micro reads a micro-batch's loss back through the validated readback the loop branches on and,
-// when read, its metrics. Train metrics are logged, never branched on, so they skip the
-// validated readback; unread they are freed unread.
-func (e *Engine) micro(loss *tensors.Tensor, names []string, stats []*tensors.Tensor, read bool) (Micro, error) {
+// micro takes what every training program returns besides the gradients or the updates: the
+// loss, read back through the validated readback the loop branches on, the new layer state,
+// installed, and the train metrics, read when read is set. Train metrics are logged, never
+// branched on, so they skip the validated readback; unread they are freed unread. It checks that
+// the run's outputs were all taken (r.done) before it uses any.
+func (e *Engine) micro(r *results, read bool) (Micro, error) {
+	loss, layer := r.one(lossOut), r.run(e.trainNames().layer)
+	names, stats := r.prefixed(metricOut)
+	if err := r.done(); err != nil {
+		return Micro{}, err
+	}
 	v, err := readControlScalar(loss, "loss")
 	if err != nil {
 		return Micro{}, err
@@ -183,10 +179,11 @@ func (e *Engine) micro(loss *tensors.Tensor, names []string, stats []*tensors.Te
 	if read && len(names) > 0 {
 		m.Metrics = make(map[string]float64, len(names))
 		for i, name := range names {
-			m.Metrics[name] = scalarValue(stats[i])
+			m.Metrics[strings.TrimPrefix(name, metricOut)] = scalarValue(stats[i])
 		}
 	}
-	return m, nil
+	e.st.layer = layer
+	return m, freeTensors([]*tensors.Tensor{loss}, stats)
 }
 
 // trainBatchWidth is a train batch's row count, which must be the train split's.

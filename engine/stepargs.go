@@ -12,7 +12,8 @@ import (
 // stepScratch is what a training step reuses instead of rebuilding: the small scalar inputs it
 // passes besides the arrays, so that it does not upload what did not change (each upload is a
 // host tensor, a PJRT buffer made from it and, left to itself, a cleanup the GC runs later; a
-// constant hyperparameter was all of that once per step), and execute's argument slices.
+// constant hyperparameter was all of that once per step), execute's argument slices and what
+// reading the outputs by name needs.
 type stepScratch struct {
 	hyper  [][]hyperScalar    // [group][hyper field]: the device scalar of the value last passed
 	first  [2]*tensors.Tensor // accum > 1: the "first micro-batch" flag, false and true
@@ -20,6 +21,8 @@ type stepScratch struct {
 	donate []bool             // execute's donation flags
 	fields [][]string         // [group]: the chain's hyperparameter fields (fixed at setup)
 	last   lastProgram        // the training program the last step looked up
+	taken  []bool             // results': per output, whether a reader took it
+	names  *trainNames        // the training programs' output names (outputs.go), listed once
 }
 
 // lastProgram is a training program with what identifies it within its engine, so that a step

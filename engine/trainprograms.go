@@ -16,9 +16,10 @@ const accFirst = "accum/first"
 
 // gradientProgram: parameters (per group its segments and offsets, flat.go), layer state, Device
 // fields and the routed batch fields (plus, when accum > 1, the running gradient sums, one per
-// segment, and a Bool scalar "first") -> loss, every segment's gradient (when accum > 1: the sums plus
-// this micro-batch's gradient / accum), new layer state, train metrics. accum bakes in (as
-// 1/accum), so it is in this program's key and no other's.
+// segment, and a Bool scalar "first") -> "loss", every group's "grads/<group>/<segment>" (when
+// accum > 1: the sums plus this micro-batch's gradient / accum, each replacing its sum), the new
+// layer state ("state/<variable>", replacing the old) and the train metrics ("metric/<name>"):
+// outputs.go's names. accum bakes in (as 1/accum), so it is in this program's key and no other's.
 //
 // On the first micro-batch of an optimizer step "first" is true and the program adds to zeros of
 // its own instead of the sums input, so the step starts its sums on the device: the caller passes
@@ -39,31 +40,34 @@ func (e *Engine) gradientProgram(width int, keys []string) (*program, error) {
 		}
 		key := e.key(compilecache.KindGradient, e.hookNames("Forward", "Loss", "TrainMetrics"), sig)
 		key.Accum = accum
-		return e.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
+		return e.getProgram(key, func(g *graph.Graph, src any) outList {
 			nodes, views := e.modelNodes(g, sig)
-			loss, grads, extra, meta := e.traceTrain(g, nodes, views, src, width, keys)
-			if accum > 1 {
-				first := nodes[accFirst]
-				k := 0
-				for _, grp := range e.groups {
-					for s := range grp.segs {
-						sum := graph.Where(first, graph.ScalarZero(g, dtypeOf(grp.dtype)), nodes[accInput(grp, s)])
-						grads[k] = graph.Add(sum, graph.MulScalar(grads[k], 1/float64(accum)))
-						k++
+			loss, grads, after := e.traceTrain(g, nodes, views, src, width, keys)
+			var outs outList
+			outs.add(lossOut, loss)
+			for _, grp := range e.groups {
+				for s := range grp.segs {
+					grad := grads[0]
+					grads = grads[1:]
+					if accum == 1 {
+						outs.add(gradsInput(grp, s), grad)
+						continue
 					}
+					sum := graph.Where(nodes[accFirst], graph.ScalarZero(g, dtypeOf(grp.dtype)), nodes[accInput(grp, s)])
+					outs.replacing(gradsInput(grp, s), graph.Add(sum, graph.MulScalar(grad, 1/float64(accum))), accInput(grp, s))
 				}
 			}
-			outs := append([]*graph.Node{loss}, grads...)
-			meta.replaces = e.gradientReplaces()
-			return append(outs, extra...), meta
+			outs.then(after)
+			return outs
 		})
 	})
 }
 
 // trainStepProgram is the fused step (WithFusedStep, accum 1): the gradient program's inputs plus
-// every group's optimizer state and hyperparameters and the step -> loss, new parameters, new
-// optimizer state, new layer state, train metrics. One program per step instead of two; its key
-// holds the clip threshold (and accum, always 1), so a clip sweep recompiles the whole step.
+// every group's optimizer state and hyperparameters and the step -> "loss", the optimizer's
+// updates (emitUpdates: "params/..." and "opt/..."), the new layer state and the train metrics,
+// as the gradient program names them. One program per step instead of two; its key holds the
+// clip threshold (and accum, always 1), so a clip sweep recompiles the whole step.
 func (e *Engine) trainStepProgram(width int, keys []string) (*program, error) {
 	return e.trainProgram("train_step", width, keys, func() (*program, error) {
 		sig := e.modelInputs(width, keys)
@@ -76,49 +80,50 @@ func (e *Engine) trainStepProgram(width int, keys []string) (*program, error) {
 		for _, g := range e.groups {
 			key.Extra = append(key.Extra, [2]string{"chain/" + g.name, g.opt.Describe()})
 		}
-		return e.getProgram(key, func(g *graph.Graph, src any) ([]*graph.Node, *program) {
+		return e.getProgram(key, func(g *graph.Graph, src any) outList {
 			nodes, views := e.modelNodes(g, sig)
-			loss, grads, extra, meta := e.traceTrain(g, nodes, views, src, width, keys)
+			loss, grads, after := e.traceTrain(g, nodes, views, src, width, keys)
 			in := make([]groupUpdate, len(e.groups))
 			for i, grp := range e.groups {
 				in[i] = e.groupInputs(i, nodes)
 				in[i].params = segmentNodes(grp, nodes, paramsInput)
 				in[i].grads, grads = grads[:len(grp.segs)], grads[len(grp.segs):]
 			}
-			newParams, newState := e.emitUpdates(in, nodes["step"])
-			// A non-finite loss keeps the old parameters and state, as the two-program step does by
-			// stopping before its update: the run stops on that loss with nothing overwritten.
-			finite := graph.IsFinite(loss)
-			p, k := 0, 0
-			for i, grp := range e.groups {
-				for s := range grp.segs {
-					newParams[p] = graph.Where(finite, newParams[p], in[i].params[s])
-					p++
-				}
-				for l := range e.st.groups[i].opt {
-					if grp.constLeaf(l) {
-						continue
-					}
-					for s := range grp.segs {
-						newState[k] = graph.Where(finite, newState[k], in[i].state[l][s])
-						k++
-					}
-				}
-			}
-			outs := append([]*graph.Node{loss}, newParams...)
-			outs = append(outs, newState...)
-			meta.replaces = e.stepReplaces()
-			return append(outs, extra...), meta
+			outs := outList{}
+			outs.add(lossOut, loss)
+			outs.then(keepIfFinite(loss, e.emitUpdates(in, nodes["step"]), nodes))
+			outs.then(after)
+			return outs
 		})
 	})
+}
+
+// keepIfFinite makes each update (named as the input it updates) keep that input when the loss is
+// non-finite, as the two-program step does by stopping before its update: the run stops on that
+// loss with nothing overwritten.
+//
+// The fused and manual step programs alias no update to its input (only the layer state): in one
+// program the backward pass reads the old parameters, and XLA may schedule that read after the
+// update: an aliased parameter segment is then copied whole into a temporary first (the CNN's
+// f32[802816] dense segment, the MLP's f32[262144], every step), and the CNN's fused step took
+// about 20% more XLA time than without aliasing. The optimizer state was copied likewise. The
+// two-program optimizer program reads each input only in its update and aliases them all with no
+// copy.
+func keepIfFinite(loss *graph.Node, updates outList, nodes map[string]*graph.Node) outList {
+	finite := graph.IsFinite(loss)
+	var outs outList
+	for k, name := range updates.names {
+		outs.add(name, graph.Where(finite, updates.nodes[k], nodes[name]))
+	}
+	return outs
 }
 
 // traceTrain traces Forward, Loss and TrainMetrics on a training program's inputs (views: each
 // group's variables bound to their views of its flat parameters) and returns the loss, every
 // segment's gradient (in group order), and the outputs that follow the update in every
-// training program: the new layer state, then the train metrics (named in meta). A parameter
+// training program: the new layer state (replacing the old), then the train metrics. A parameter
 // group the loss cannot reach in the graph is refused here (see deadGroups).
-func (e *Engine) traceTrain(g *graph.Graph, nodes map[string]*graph.Node, views [][]*graph.Node, src any, width int, keys []string) (loss *graph.Node, grads, extra []*graph.Node, meta *program) {
+func (e *Engine) traceTrain(g *graph.Graph, nodes map[string]*graph.Node, views [][]*graph.Node, src any, width int, keys []string) (loss *graph.Node, grads []*graph.Node, after outList) {
 	view := e.bindModel(g, nodes, src)
 	e.ctx.SetTraining(g, true)
 	out := e.callForward(view, batchNodes(nodes, e.route("Forward", keys)), width)
@@ -148,21 +153,27 @@ func (e *Engine) traceTrain(g *graph.Graph, nodes map[string]*graph.Node, views 
 		grads = append(grads, e.groups[i].pack(arrays[:len(vs)])...)
 		arrays = arrays[len(vs):]
 	}
-	for _, v := range e.stateVars {
-		extra = append(extra, v.ValueGraph(g))
-	}
-	meta = &program{}
+	after = e.layerOutputs(g)
 	if e.hooks.TrainMetrics != nil {
 		tm := e.hooks.TrainMetrics(view, out, batchNodes(nodes, e.route("TrainMetrics", keys)))
 		for _, name := range sortedKeys(tm) {
 			if tm[name] == nil || tm[name].Rank() != 0 {
 				panic(fmt.Errorf("TrainMetrics %q must be a scalar node (a per-step diagnostic), got %v", name, shapeOf(tm[name])))
 			}
-			meta.outNames = append(meta.outNames, name)
-			extra = append(extra, tm[name])
+			after.add(metricOut+name, tm[name])
 		}
 	}
-	return loss, grads, extra, meta
+	return loss, grads, after
+}
+
+// layerOutputs is the new layer state, each variable replacing its input.
+func (e *Engine) layerOutputs(g *graph.Graph) outList {
+	var outs outList
+	for _, v := range e.stateVars {
+		name := layerInput(v.ScopeAndName())
+		outs.replacing(name, v.ValueGraph(g), name)
+	}
+	return outs
 }
 
 // collectedLosses is the sum of the terms GoMLX layers collected on g with train.AddLoss (a
