@@ -217,6 +217,11 @@ var (
 // it) and a value out of bounds: encoding/json alone would ignore a renamed key and default it.
 func decodeRecordMeta(file string, raw []byte) (*recordMeta, error) {
 	field := metaKey + "." + keyRecord
+	// Nesting first, in one pass over the bytes, before anything parses them: a hostile record
+	// nested 200k levels costs a scan, not a parser's time.
+	if err := tensorfile.CheckDepth(raw, tensorfile.MaxJSONDepth); err != nil {
+		return nil, formatErr(file, field, "%v", err)
+	}
 	if err := checkKeys(raw, recordRequired, recordOptional); err != nil {
 		return nil, formatErr(file, field, "%v", err)
 	}

@@ -253,6 +253,8 @@ func FuzzRead(f *testing.F) {
 	for _, tc := range hostile {
 		f.Add(tc.file)
 	}
+	f.Add(deepRecord(9000)) // nested past the depth limit: refused by one pass, in milliseconds
+	f.Add(deepRecord(200_000))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := decode("fuzz", bytes.NewReader(b), int64(len(b)))
 		h, herr := decodeInfo("fuzz", bytes.NewReader(b), int64(len(b)))

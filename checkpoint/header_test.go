@@ -248,6 +248,8 @@ func FuzzReadSigned(f *testing.F) {
 	f.Add(encodeBytes(f, sampleRecord()))
 	f.Add(encodeBytes(f, &Record{}))
 	f.Add(signed(`{"__metadata__":{"nitro.format":"2","nitro.record":"{\"format\":2,`+minRecord+`}"}}`, nil))
+	f.Add(deepRecord(9000)) // nested past the depth limit: refused by one pass, in milliseconds
+	f.Add(deepRecord(200_000))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) >= 8 {
 			n := binary.LittleEndian.Uint64(b)

@@ -84,6 +84,7 @@ func parseManifest(path string, b []byte) (*manifest, error) {
 	bad := func(format string, args ...any) (*manifest, error) {
 		return nil, fmt.Errorf("checkpoint: manifest %s: %s", path, fmt.Sprintf(format, args...))
 	}
+	// Nesting past tensorfile.MaxJSONDepth first, in one pass over the bytes, then a key twice.
 	if err := tensorfile.CheckUniqueKeys(b); err != nil {
 		return bad("%v", err)
 	}

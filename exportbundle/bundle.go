@@ -306,7 +306,7 @@ func readRegular(dir, name string, size int64) ([]byte, error) {
 	case size >= 0 && st.Size() > size:
 		return nil, bad("%d bytes, the manifest says %d: the file was modified after export", st.Size(), size)
 	}
-	f, err := os.Open(path)
+	f, _, err := tensorfile.OpenRegular(path) // a FIFO swapped in since the Lstat is refused, not waited on
 	if err != nil {
 		return nil, &FormatError{Path: path, Msg: "not readable", Err: err}
 	}

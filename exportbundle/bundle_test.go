@@ -295,6 +295,9 @@ func FuzzReadManifest(f *testing.F) {
 	f.Add([]byte(`{"format":"nitro-exportbundle","format_version":1}`))
 	f.Add([]byte(`{"format":"nitro-exportbundle","format_version":99}`))
 	f.Add([]byte(`[]`))
+	f.Add(deepJSON(200_000, true)) // refused by the depth scan, in milliseconds
+	f.Add(deepJSON(200_000, false))
+	f.Add(deepJSON(tensorfile.MaxJSONDepth+1, true))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := ParseManifest(data)
 		if err != nil {

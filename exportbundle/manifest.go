@@ -131,8 +131,10 @@ func ParseManifest(data []byte) (*Manifest, error) {
 	if len(data) > maxManifestBytes {
 		return nil, bad("%d bytes, more than the %d a manifest may have", len(data), maxManifestBytes)
 	}
-	if err := tensorfile.CheckUniqueKeys(data); err != nil { // encoding/json would let the last one win
-		return nil, bad("%v", err)
+	// Nesting past tensorfile.MaxJSONDepth is refused first, in one pass over the bytes (wrapping
+	// tensorfile.ErrTooDeep); then a key twice, which encoding/json would let the last one win.
+	if err := tensorfile.CheckUniqueKeys(data); err != nil {
+		return nil, &FormatError{Path: ManifestFile, Msg: err.Error(), Err: err}
 	}
 	// The version first, leniently, so that a newer bundle is reported as such rather than as
 	// whatever unknown field it added.

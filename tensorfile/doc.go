@@ -8,6 +8,9 @@
 //     (checkpoint's signed record) that adds its own metadata and checks between them.
 //   - OpenRegular opens only a regular file, without waiting on a named pipe: readers of run dirs
 //     and records (the board, checkpoints) never hang on a FIFO someone left there.
+//   - CheckDepth refuses JSON nested past a limit (MaxJSONDepth for nitro's files) in one pass over
+//     the bytes; CheckUniqueKeys runs it, then refuses a key twice in an object, naming its path.
+//     Readers of manifests and records call them before anything else parses the bytes.
 //   - A durable write leaves path either as it was or complete, even across a crash; on a failure
 //     before the rename no temporary file is left (their names start with TempPrefix).
 //
