@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -81,9 +80,10 @@ type Run struct {
 	Torn, FirstTorn int
 }
 
-// Read parses the metrics.jsonl at path; see Parse.
+// Read parses the metrics.jsonl at path; see Parse. Only a regular file is read: a named pipe
+// (or a device) there is an error at once, not a read that waits for a writer forever.
 func Read(path string) (*Run, error) {
-	f, err := os.Open(path)
+	f, _, err := tensorfile.OpenRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("plot: %w", err)
 	}
