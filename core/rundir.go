@@ -111,7 +111,7 @@ func (bld *builder) checkRunDir() error {
 	if err != nil {
 		return err
 	}
-	if o.overwrite && (held != "" || heldEvents(dir.value)) {
+	if o.overwrite && held != "" {
 		n.spec.overwriteDue = true
 		return nil
 	}
@@ -147,10 +147,11 @@ func (bld *builder) checkResumeDir(file string) error {
 	}
 	if file == "" {
 		if checkpoints == 0 {
-			// A record and no checkpoint: a run stopped before its first checkpoint (a kill, a
-			// crash). Nothing can be continued, so "auto" starts afresh, and the earlier record
-			// is kept beside the new one (archiveRecord), so that a supervisor restarting with
-			// --resume auto always makes progress and loses nothing.
+			// A record or TensorBoard events and no checkpoint: a run stopped before its first
+			// checkpoint (a kill, a crash). Nothing can be continued, so "auto" starts afresh,
+			// and the earlier record and events are kept beside the new ones (archiveAttempt),
+			// so that a supervisor restarting with --resume auto always makes progress and loses
+			// nothing.
 			n.spec.archiveDue = true
 			return nil
 		}
@@ -162,8 +163,8 @@ func (bld *builder) checkResumeDir(file string) error {
 }
 
 // heldRun says what an earlier run left in dir ("" for nothing): the checkpoints its manifest
-// lists (also counted) and a non-empty metrics.jsonl, e.g. "3 checkpoints, a 12.3 kB
-// metrics.jsonl".
+// lists (also counted), a non-empty metrics.jsonl and the TensorBoard event files in tb/, e.g.
+// "3 checkpoints, a 12.3 kB metrics.jsonl, 2 TensorBoard event files in tb/".
 func heldRun(dir string) (held string, checkpoints int, err error) {
 	entries, err := checkpoint.ReadManifest(dir)
 	if err != nil {
@@ -180,6 +181,13 @@ func heldRun(dir string) (held string, checkpoints int, err error) {
 	if fi, err := os.Stat(filepath.Join(dir, MetricsFile)); err == nil && fi.Size() > 0 {
 		parts = append(parts, "a "+byteSize(fi.Size())+" "+MetricsFile)
 	}
+	switch events := len(eventFiles(dir)); events {
+	case 0:
+	case 1:
+		parts = append(parts, "1 TensorBoard event file in "+tensorBoardDir+"/")
+	default:
+		parts = append(parts, fmt.Sprintf("%d TensorBoard event files in %s/", events, tensorBoardDir))
+	}
 	return strings.Join(parts, ", "), len(entries), nil
 }
 
@@ -189,7 +197,7 @@ func heldRun(dir string) (held string, checkpoints int, err error) {
 func (bld *builder) clearRunDir() error {
 	su := &bld.n.spec
 	if su.archiveDue {
-		return bld.archiveRecord()
+		return bld.archiveAttempt()
 	}
 	if !su.overwriteDue {
 		return nil
@@ -233,22 +241,28 @@ func (bld *builder) clearRunDir() error {
 // TestTrainTwiceIntoOneRunDir checks the two agree).
 const tensorBoardDir = "tb"
 
-// clearEventFiles removes the TensorBoard event files (names holding "tfevents", as TensorBoard
-// finds them) from <dir>/tb, and the folder when nothing else is in it: a new run's event file
-// beside the earlier run's would show in TensorBoard as one run mixing two. Other files stay.
+// eventFiles lists the TensorBoard event files (names holding "tfevents", as TensorBoard finds
+// them) in <dir>/tb, by name; none when there is no such folder.
+func eventFiles(dir string) []string {
+	entries, _ := os.ReadDir(filepath.Join(dir, tensorBoardDir))
+	var names []string
+	for _, e := range entries {
+		if e.Type().IsRegular() && strings.Contains(e.Name(), "tfevents") {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
+// clearEventFiles removes the TensorBoard event files from <dir>/tb, and the folder when nothing
+// else is in it: a new run's event file beside the earlier run's would show in TensorBoard as one
+// run mixing two. Other files stay.
 func clearEventFiles(dir string) (int, error) {
 	tb := filepath.Join(dir, tensorBoardDir)
-	entries, err := os.ReadDir(tb)
-	if err != nil {
-		return 0, nil // no folder (or not one): nothing of an earlier run to mix in
-	}
 	removed := 0
-	for _, e := range entries {
-		if !e.Type().IsRegular() || !strings.Contains(e.Name(), "tfevents") {
-			continue
-		}
-		if err := os.Remove(filepath.Join(tb, e.Name())); err != nil {
-			return removed, fmt.Errorf("WithOverwrite: remove the earlier run's TensorBoard events %s: %w (remove %s by hand, or choose another run dir)", filepath.Join(tb, e.Name()), err, tb)
+	for _, name := range eventFiles(dir) {
+		if err := os.Remove(filepath.Join(tb, name)); err != nil {
+			return removed, fmt.Errorf("WithOverwrite: remove the earlier run's TensorBoard events %s: %w (remove %s by hand, or choose another run dir)", filepath.Join(tb, name), err, tb)
 		}
 		removed++
 	}
@@ -258,40 +272,72 @@ func clearEventFiles(dir string) (int, error) {
 	return removed, nil
 }
 
-// heldEvents says whether <dir>/tb holds a TensorBoard event file.
-func heldEvents(dir string) bool {
-	entries, _ := os.ReadDir(filepath.Join(dir, tensorBoardDir))
-	for _, e := range entries {
-		if e.Type().IsRegular() && strings.Contains(e.Name(), "tfevents") {
-			return true
-		}
-	}
-	return false
-}
-
-// archiveRecord renames the run dir's metrics.jsonl to the first free metrics.attempt-N.jsonl,
-// so that a fresh run after one that left no checkpoint starts its own record and the earlier
-// lines stay readable on their own (plot and board read them like any record).
-func (bld *builder) archiveRecord() error {
+// archiveAttempt keeps what an earlier attempt that stopped before its first checkpoint left in
+// the run dir, under the first attempt number N free for both: its metrics.jsonl renamed to
+// metrics.attempt-N.jsonl, and its TensorBoard event files moved from tb/ into tb.attempt-N/
+// (tb/ removed when that empties it). The new run then starts its own record and events, the
+// earlier lines stay readable on their own (plot and board read them like any record), and
+// TensorBoard shows the earlier attempt as a run of its own instead of mixing it into the new one.
+func (bld *builder) archiveAttempt() error {
 	su := &bld.n.spec
 	dir := su.cfg.runDir.value
-	from := filepath.Join(dir, MetricsFile)
-	fi, err := os.Stat(from)
-	if err != nil {
+	record := filepath.Join(dir, MetricsFile)
+	fi, err := os.Stat(record)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("resume auto: %w", err)
 	}
-	for i := 1; ; i++ {
-		to := filepath.Join(dir, fmt.Sprintf("metrics.attempt-%d.jsonl", i))
-		if _, err := os.Lstat(to); err == nil {
-			continue
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("resume auto: %w", err)
+	hasRecord := err == nil && fi.Mode().IsRegular()
+	events := eventFiles(dir)
+	n, err := freeAttempt(dir)
+	if err != nil {
+		return err
+	}
+	recordTo := fmt.Sprintf("metrics.attempt-%d.jsonl", n)
+	eventsTo := fmt.Sprintf("%s.attempt-%d", tensorBoardDir, n)
+	const unwritten = "(nothing of the new run was written)"
+	if hasRecord {
+		if err := os.Rename(record, filepath.Join(dir, recordTo)); err != nil {
+			return fmt.Errorf("resume auto: keeping the earlier record: %w %s", err, unwritten)
 		}
-		if err := os.Rename(from, to); err != nil {
-			return fmt.Errorf("resume auto: keeping the earlier record: %w (nothing of the new run was written)", err)
+	}
+	if len(events) > 0 {
+		if err := os.Mkdir(filepath.Join(dir, eventsTo), 0o755); err != nil {
+			return fmt.Errorf("resume auto: keeping the earlier TensorBoard events: %w %s", err, unwritten)
 		}
-		su.notice(fmt.Sprintf("resume auto: the earlier run in %s stopped before its first checkpoint; its record (a %s %s) is kept as %s, and this run starts afresh", dir, byteSize(fi.Size()), MetricsFile, filepath.Base(to)))
-		return nil
+		tb := filepath.Join(dir, tensorBoardDir)
+		for _, name := range events {
+			if err := os.Rename(filepath.Join(tb, name), filepath.Join(dir, eventsTo, name)); err != nil {
+				return fmt.Errorf("resume auto: keeping the earlier TensorBoard events in %s: %w %s", eventsTo, err, unwritten)
+			}
+		}
+		os.Remove(tb) // only when empty: a file of the user's keeps it
+	}
+	kept := fmt.Sprintf("its %d TensorBoard event file(s) in %s/ are kept", len(events), eventsTo)
+	if hasRecord {
+		kept = fmt.Sprintf("its record (a %s %s) is kept as %s", byteSize(fi.Size()), MetricsFile, recordTo)
+		if len(events) > 0 {
+			kept += fmt.Sprintf(" and its %d TensorBoard event file(s) in %s/", len(events), eventsTo)
+		}
+	}
+	su.notice(fmt.Sprintf("resume auto: the earlier run in %s stopped before its first checkpoint; %s, and this run starts afresh", dir, kept))
+	return nil
+}
+
+// freeAttempt is the first attempt number N for which the run dir holds neither
+// metrics.attempt-N.jsonl nor tb.attempt-N.
+func freeAttempt(dir string) (int, error) {
+	for n := 1; ; n++ {
+		free := true
+		for _, name := range []string{fmt.Sprintf("metrics.attempt-%d.jsonl", n), fmt.Sprintf("%s.attempt-%d", tensorBoardDir, n)} {
+			if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+				free = false
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return 0, fmt.Errorf("resume auto: %w", err)
+			}
+		}
+		if free {
+			return n, nil
+		}
 	}
 }
 

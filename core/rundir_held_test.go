@@ -195,17 +195,7 @@ func TestOverwriteRemovesOnlyTheRun(t *testing.T) {
 // TensorBoard) and says so; a file of the user's there stays, and a run dir holding only event
 // files is cleared too.
 func TestOverwriteClearsTensorBoardEvents(t *testing.T) {
-	plant := func(t *testing.T, dir string, files ...string) {
-		t.Helper()
-		if err := os.MkdirAll(filepath.Join(dir, "tb"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range files {
-			if err := os.WriteFile(filepath.Join(dir, "tb", f), []byte("x"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	plant := plantEvents
 	events := []string{"events.out.tfevents.1700000000.host", "events.out.tfevents.1700000000.host.1"}
 
 	dir := t.TempDir()
