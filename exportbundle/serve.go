@@ -31,9 +31,13 @@ type ServeConfig struct {
 	// one of these run slots; reading a body never holds one, so slow clients cannot starve the
 	// runs. Default: DefaultMaxConcurrent().
 	MaxConcurrent int
-	// MaxReading is how many requests may be reading their body, or holding it decoded while
-	// they wait for a run slot, at once; one past it is answered 503 with Retry-After at once,
-	// its body unread. Each holds at most the bundle's largest batch of its inputs, so this
+	// MaxReading is how many requests may hold a read slot, reading their body or holding it
+	// decoded while they wait for a run slot, at once. One past it reads on trial for at most
+	// 200 ms beside the slots (as many trials as slots): a body read whole by then goes on to
+	// run, one still arriving takes the slot of a body under half its rate (answered 503) or
+	// is answered 503 itself, so slow bodies cannot keep fast ones out (see readSlots). Past
+	// the slots and the trials a request is answered 503 with Retry-After at once, its body
+	// unread. Each holds at most the bundle's largest batch of its inputs, so 2×MaxReading
 	// bounds the memory bodies take. Default: DefaultMaxReading.
 	MaxReading int
 	// ReadHeaderTimeout bounds reading a request's headers. Default 10s.
@@ -70,7 +74,8 @@ type ServeObserver interface {
 	RequestStarted()
 	// RequestDone: that request was answered with status, d after it began. protocol is
 	// "predict" or "v2"; limit names the server bound that refused it, "" for none:
-	// "max_reading" (503), "max_request_bytes" (413), "body_timeout" (408: a body stalled or
+	// "max_reading" (503: past the read slots and trials, or a slot or trial taken by a faster
+	// body), "max_request_bytes" (413), "body_timeout" (408: a body stalled or
 	// under the minimum rate).
 	RequestDone(model, protocol string, status int, limit string, d time.Duration)
 }
@@ -350,28 +355,31 @@ func newHandler(r *Runner, cfg ServeConfig) http.Handler {
 // one for running:
 //
 //	headers ─▶ reading: body streamed into tensors ─▶ waiting ─▶ running: Run, encode, answer
-//	           └─────── a read slot (MaxReading) ───────────┘ └──── a run slot (MaxConcurrent) ───┘
+//	           └──── a read slot or trial (MaxReading) ─────────┘ └─ a run slot (MaxConcurrent) ─┘
 //
-// A request takes a read slot before it reads a byte of its body (503 when none is free, the
-// body unread) and gives it back once it holds a run slot, for which it waits. So at most
-// MaxReading bodies are being read or wait decoded, at most MaxConcurrent run (and write their
-// answer), and a client that sends slowly holds a read slot, never a run slot, and that only
-// for so long: silent for BodyTimeout, or under MinBodyRate past it, it is cut. Memory: a body
-// being read holds the decoder's 32 KiB buffer and what it has decoded, which the decoder
-// refuses past the bundle's largest batch, so bodies cost at most MaxReading+MaxConcurrent of
-// those, whatever their clients send. The slots are the server's, shared by its models.
+// A request takes a read slot, or past them a trial read (readSlots), before it reads a byte of
+// its body (503 when neither can be had, the body unread) and gives it back once it holds a run
+// slot, for which it waits. So at most 2×MaxReading bodies are being read or wait decoded, at
+// most MaxConcurrent run (and write their answer), and a client that sends slowly holds a read
+// slot, never a run slot, and that only for so long: silent for BodyTimeout, or under
+// MinBodyRate past it, it is cut, and a body at least twice as fast that needs its slot takes
+// it. Memory: a body being read holds the decoder's 32 KiB buffer and what it has decoded, which
+// the decoder refuses past the bundle's largest batch, so bodies cost at most
+// 2×MaxReading+MaxConcurrent of those, whatever their clients send. The slots are the server's,
+// shared by its models.
 type service struct {
-	cfg              ServeConfig
-	models           map[string]*Runner
-	names            []string // sorted
-	reading, running chan struct{}
+	cfg     ServeConfig
+	models  map[string]*Runner
+	names   []string // sorted
+	reading *readSlots
+	running chan struct{}
 }
 
 func newService(rs []*Runner, cfg ServeConfig) (*service, error) {
 	if len(rs) == 0 {
 		return nil, errors.New("exportbundle: Serve: no models")
 	}
-	s := &service{cfg: cfg, models: map[string]*Runner{}, reading: make(chan struct{}, cfg.MaxReading), running: make(chan struct{}, cfg.MaxConcurrent)}
+	s := &service{cfg: cfg, models: map[string]*Runner{}, reading: newReadSlots(cfg.MaxReading), running: make(chan struct{}, cfg.MaxConcurrent)}
 	for i, r := range rs {
 		if r == nil {
 			return nil, fmt.Errorf("exportbundle: Serve: runner %d is nil", i)
@@ -448,28 +456,31 @@ func (s *service) bounded(w http.ResponseWriter, req *http.Request, model, proto
 			fail(http.StatusInternalServerError, fmt.Sprintf("internal error: %v", p))
 		}
 	}()
-	select {
-	case s.reading <- struct{}{}:
-	default:
+	rc := http.NewResponseController(w)
+	slot := &bodyRead{start: time.Now(), interrupt: func() { rc.SetReadDeadline(time.Now()) }}
+	if !s.reading.admit(slot) {
 		w.Header().Set("Retry-After", "1")
 		status, limit = http.StatusServiceUnavailable, "max_reading"
-		writeError(w, status, fmt.Sprintf("busy: %d request bodies being read or waiting to run, the server's bound (retry after 1s)", cap(s.reading)))
+		writeError(w, status, fmt.Sprintf("busy: %d request bodies being read or waiting to run, the server's bound, and as many on trial (retry after 1s)", s.cfg.MaxReading))
 		return
 	}
-	held := true // the read slot, until the run slot replaces it
+	ran := false // the run slot replaced the read slot
 	defer func() {
-		if held {
-			<-s.reading
-		} else {
+		if ran {
 			<-s.running
+		} else {
+			s.reading.release(slot)
 		}
 	}()
 	cfg := s.cfg
-	body := &stallReader{r: http.MaxBytesReader(w, req.Body, MaxRequestBytes), rc: http.NewResponseController(w),
-		stall: cfg.BodyTimeout, minRate: cfg.MinBodyRate, start: time.Now(), end: time.Now().Add(cfg.ReadTimeout)}
+	body := &stallReader{r: http.MaxBytesReader(w, req.Body, MaxRequestBytes), rc: rc, slot: slot,
+		stall: cfg.BodyTimeout, minRate: cfg.MinBodyRate, end: time.Now().Add(cfg.ReadTimeout)}
 	tc, _ := req.Context().Value(connKey{}).(*trackedConn)
 	out, rerr := run(body, func() *RequestError {
 		body.done()
+		if busy := s.reading.read(slot); busy != nil {
+			return busyFailure(busy)
+		}
 		if tc != nil {
 			tc.answered.Store(true)
 		}
@@ -478,10 +489,17 @@ func (s *service) bounded(w http.ResponseWriter, req *http.Request, model, proto
 		case <-req.Context().Done(): // the client left: no one to answer
 			return &RequestError{Status: http.StatusServiceUnavailable, Msg: "the client left while its request waited to run", Err: req.Context().Err()}
 		}
-		<-s.reading
-		held = false
+		s.reading.release(slot)
+		ran = true
 		return nil
 	})
+	if busy := (*busyError)(nil); rerr != nil && errors.As(rerr, &busy) {
+		// Its slot or trial went to a faster body: the rest of this one is not read, and the
+		// connection is not kept (a read deadline in the past may still be on its way).
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Connection", "close")
+		limit = "max_reading"
+	}
 	if rerr != nil && rerr.Status == http.StatusBadRequest && body.rc.EnableFullDuplex() == nil {
 		// Refused before its end, a body is still arriving. Closing on it resets the
 		// connection, and a client that reads only once it has sent everything (Python's
@@ -509,15 +527,17 @@ func (s *service) bounded(w http.ResponseWriter, req *http.Request, model, proto
 // request's end), so a client that stops sending is cut after BodyTimeout however long its
 // whole request may take, and cuts a body that, past BodyTimeout from its start, averages under
 // minRate: a trickle never silent for BodyTimeout would otherwise hold its read slot until the
-// read timeout. A writer without deadlines (a test recorder) reads without deadlines.
+// read timeout. It counts the bytes into slot, and stops with its busyError once the read
+// bounds took its slot or trial (see readSlots). A writer without deadlines (a test recorder)
+// reads without deadlines.
 type stallReader struct {
-	r          io.Reader
-	rc         *http.ResponseController
-	stall      time.Duration
-	minRate    int
-	start, end time.Time
-	n          int64 // bytes read
-	off        bool
+	r       io.Reader
+	rc      *http.ResponseController
+	slot    *bodyRead
+	stall   time.Duration
+	minRate int
+	end     time.Time
+	off     bool
 }
 
 func (s *stallReader) Read(p []byte) (int, error) {
@@ -530,10 +550,18 @@ func (s *stallReader) Read(p []byte) (int, error) {
 			s.off = true
 		}
 	}
+	// After the deadline is set: a slot taken from this body sets stop before it sets a read
+	// deadline in the past, so either stop is seen here or that deadline wakes the read below.
+	if busy := s.slot.stop.Load(); busy != nil {
+		return 0, busy
+	}
 	n, err := s.r.Read(p)
-	s.n += int64(n)
-	if late := time.Since(s.start) - s.stall; err == nil && s.minRate > 0 && late > 0 && float64(s.n) < late.Seconds()*float64(s.minRate) {
-		return n, &slowBodyError{read: s.n, in: time.Since(s.start), min: s.minRate}
+	read := s.slot.n.Add(int64(n))
+	if busy := s.slot.stop.Load(); busy != nil {
+		return n, busy
+	}
+	if late := time.Since(s.slot.start) - s.stall; err == nil && s.minRate > 0 && late > 0 && float64(read) < late.Seconds()*float64(s.minRate) {
+		return n, &slowBodyError{read: read, in: time.Since(s.slot.start), min: s.minRate}
 	}
 	return n, err
 }
@@ -638,6 +666,11 @@ func badInput(e *InputError) *RequestError {
 	return &RequestError{Status: http.StatusBadRequest, Msg: e.Error(), Err: e}
 }
 
+// busyFailure is the answer to a body whose read slot or trial went to a faster one.
+func busyFailure(busy *busyError) *RequestError {
+	return &RequestError{Status: http.StatusServiceUnavailable, Msg: busy.msg, Err: busy}
+}
+
 // decodeFailure is the answer to a body the decoder refused.
 func decodeFailure(err error, stall time.Duration) *RequestError {
 	var tooBig *http.MaxBytesError
@@ -646,7 +679,10 @@ func decodeFailure(err error, stall time.Duration) *RequestError {
 	var se *syntaxError
 	var slow *slowBodyError
 	var fe *fieldError
+	var busy *busyError
 	switch {
+	case errors.As(err, &busy):
+		return busyFailure(busy)
 	case errors.As(err, &fe):
 		return &RequestError{Status: http.StatusBadRequest, Msg: fe.Error(), Err: err}
 	case errors.As(err, &slow):

@@ -141,9 +141,9 @@ func serveBench(b *testing.B) (*Runner, string) {
 }
 
 type loadResult struct {
-	reqs     int
-	perSec   float64
-	p50, p99 time.Duration
+	reqs          int
+	perSec        float64
+	p50, p99, max time.Duration
 }
 
 // load runs clients goroutines, each calling do back to back for d, and returns the rate and
@@ -182,7 +182,7 @@ func load(tb testing.TB, clients int, d time.Duration, do func() error) loadResu
 	elapsed := time.Since(start)
 	slices.Sort(lat)
 	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
-	return loadResult{reqs: len(lat), perSec: float64(len(lat)) / elapsed.Seconds(), p50: pct(0.50), p99: pct(0.99)}
+	return loadResult{reqs: len(lat), perSec: float64(len(lat)) / elapsed.Seconds(), p50: pct(0.50), p99: pct(0.99), max: lat[len(lat)-1]}
 }
 
 // BenchmarkServeLoad prints requests/s and p50/p99 latency for 8 concurrent clients at batch 1
@@ -271,10 +271,13 @@ func postOK(client *http.Client, url string, body []byte) error {
 	return nil
 }
 
-// BenchmarkServeTrickle prints good-request throughput over loopback for 8 clients at batch 1
-// against a server with the default bounds, alone and beside 20 clients trickling valid bodies
-// at a byte every 100 ms, measured in one run. Before reading and running had separate bounds,
-// the tricklers held every slot and the good requests were all 503.
+// BenchmarkServeTrickle prints good-request throughput and latency over loopback for 8 clients at
+// batch 1 against a server with the default bounds, alone, beside 20 clients trickling valid
+// bodies at a byte every 100 ms, and beside those and 128 more trickling at 1.25 KiB/s (just
+// above the minimum rate) and coming back 100 ms after each refusal, measured in one run.
+// Before reading and running had separate bounds, the first tricklers held every slot and the
+// good requests were all 503; before a read slot went to the faster body (trial reads), the 128
+// held every read slot and the good requests were all 503 (the benchmark stops at the first).
 //
 //	go test -run '^$' -bench BenchmarkServeTrickle -benchtime 1x ./exportbundle/
 func BenchmarkServeTrickle(b *testing.B) {
@@ -299,22 +302,28 @@ func BenchmarkServeTrickle(b *testing.B) {
 	}
 	const each = time.Second
 	var table strings.Builder
-	fmt.Fprintf(&table, "\nserver defaults (MaxConcurrent %d, MaxReading %d), 8 good clients x batch 1\n%-28s %7s %9s %9s %9s\n",
-		srv.Config().MaxConcurrent, srv.Config().MaxReading, "beside", "req/s", "p50", "p99", "requests")
+	fmt.Fprintf(&table, "\nserver defaults (MaxConcurrent %d, MaxReading %d), 8 good clients x batch 1\n%-34s %7s %9s %9s %9s %9s\n",
+		srv.Config().MaxConcurrent, srv.Config().MaxReading, "beside", "req/s", "p50", "p99", "max", "requests")
 	for range b.N {
 		alone := load(b, 8, each, do)
 		if n := trickle(b, addr.String(), 20, body); n > 0 {
 			b.Fatalf("%d of 20 trickling clients were refused", n)
 		}
 		beside := load(b, 8, each, do)
+		trickleFast(b, addr.String(), 128, 64<<10, 128, body)
+		time.Sleep(time.Second) // every read slot held by a trickling body
+		fast := load(b, 8, each, do)
 		for _, l := range []struct {
 			name string
 			res  loadResult
-		}{{"nothing", alone}, {"20 trickling clients", beside}} {
-			fmt.Fprintf(&table, "%-28s %7.0f %9s %9s %9d\n", l.name, l.res.perSec, l.res.p50.Round(time.Microsecond), l.res.p99.Round(time.Microsecond), l.res.reqs)
+		}{{"nothing", alone}, {"20 trickling clients", beside}, {"+128 at 1.25 KiB/s, retrying", fast}} {
+			fmt.Fprintf(&table, "%-34s %7.0f %9s %9s %9s %9d\n", l.name, l.res.perSec, l.res.p50.Round(time.Microsecond),
+				l.res.p99.Round(time.Microsecond), l.res.max.Round(time.Microsecond), l.res.reqs)
 		}
-		fmt.Fprintf(&table, "  with/without trickling clients: req/s %.2fx\n", beside.perSec/alone.perSec)
+		fmt.Fprintf(&table, "  with/without trickling clients: req/s %.2fx, with the 128 too %.2fx\n", beside.perSec/alone.perSec, fast.perSec/alone.perSec)
 		b.ReportMetric(beside.perSec/alone.perSec, "trickle/alone-req/s")
+		b.ReportMetric(fast.perSec/alone.perSec, "trickle128/alone-req/s")
+		b.ReportMetric(float64(fast.max.Microseconds())/1e3, "trickle128-max-ms")
 	}
 	fmt.Print(table.String())
 }

@@ -2,6 +2,7 @@ package exportbundle
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -115,12 +116,16 @@ func serveTiny(t *testing.T, cfg ServeConfig) (*Server, string) {
 	return srv, addr.String()
 }
 
-// With MaxReading 1 and one request reading its body, a second is answered 503 with Retry-After
-// at once; once the first is gone, a request is admitted again.
+// With MaxReading 1, one request reading its body holds the read slot and a second the one trial
+// read; a third is answered 503 with Retry-After at once. The second, sending nothing, is
+// answered 503 once its trial ends (the holder is no slower); once the first is gone, a request
+// is admitted again.
 func TestServeReadingBound(t *testing.T) {
 	_, addr := serveTiny(t, ServeConfig{MaxReading: 1})
 	url := "http://" + addr + "/predict"
 	conn, _ := startInFlight(t, addr, []byte(`{"inputs": {}}`)) // in the handler, reading its body
+	trial, trialReader := startInFlight(t, addr, []byte(`{"inputs": {}}`))
+	defer trial.Close()
 	client := &http.Client{Timeout: time.Minute}
 	resp, err := client.Post(url, "application/json", strings.NewReader(`{"inputs": {"img": [[[1]]]}}`))
 	if err != nil {
@@ -130,6 +135,16 @@ func TestServeReadingBound(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(data), "busy: 1 request bodies being read") {
 		t.Errorf("a request past the bound: %d Retry-After %q %s; want 503, Retry-After 1", resp.StatusCode, resp.Header.Get("Retry-After"), data)
+	}
+	trial.SetReadDeadline(time.Now().Add(time.Minute)) // a hang guard
+	resp, err = http.ReadResponse(trialReader, nil)
+	if err != nil {
+		t.Fatalf("the request on trial got no answer: %v", err)
+	}
+	data, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(data), "trial read") {
+		t.Errorf("a request on trial that sent nothing: %d Retry-After %q %s; want 503, Retry-After 1", resp.StatusCode, resp.Header.Get("Retry-After"), data)
 	}
 	conn.Close() // the first request's body fails, its handler returns, its slot is free
 	waitFor(t, "a request to be admitted after the first one left", func() bool {
@@ -141,6 +156,47 @@ func TestServeReadingBound(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusBadRequest && strings.Contains(string(data), `input \"img\": shape [1 1 1]`)
 	})
+}
+
+// With MaxReading 1, a body that sends nothing after its headers holds the read slot; a second
+// body arriving steadily but not done within its trial read (200 ms) takes that slot, and the
+// first is answered 503 with Retry-After naming why: a slot goes to the faster body.
+func TestServeReadSlotGoesToFasterBody(t *testing.T) {
+	_, addr := serveTiny(t, ServeConfig{MaxReading: 1})
+	slow, slowReader := startInFlight(t, addr, []byte(`{"inputs": {}}`))
+	defer slow.Close()
+	body := []byte(`{"inputs": {"img": [[[1]]]}}`)
+	padded := append(bytes.Repeat([]byte(" "), 64<<10), body...)
+	fast, fastReader := startInFlight(t, addr, padded)
+	defer fast.Close()
+	go func() { // 4 KiB every 20 ms: about 330 ms for the whole body
+		for off := 0; off < len(padded); off += 4 << 10 {
+			if _, err := fast.Write(padded[off:min(off+4<<10, len(padded))]); err != nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	slow.SetReadDeadline(time.Now().Add(time.Minute)) // hang guards
+	fast.SetReadDeadline(time.Now().Add(time.Minute))
+	resp, err := http.ReadResponse(slowReader, nil)
+	if err != nil {
+		t.Fatalf("the slow body got no answer: %v", err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(data), "read slot went to one over 2 times as fast") {
+		t.Errorf("the slow body: %d Retry-After %q %s; want 503 naming the faster body", resp.StatusCode, resp.Header.Get("Retry-After"), data)
+	}
+	resp, err = http.ReadResponse(fastReader, nil)
+	if err != nil {
+		t.Fatalf("the fast body got no answer: %v", err)
+	}
+	data, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(data), `input \"img\": shape [1 1 1]`) {
+		t.Errorf("the fast body: %d %s; want it read whole (400: the tiny bundle's shape)", resp.StatusCode, data)
+	}
 }
 
 // A client that sends its headers and part of its body, then nothing, is answered 408 and cut

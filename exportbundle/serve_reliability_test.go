@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -197,4 +198,113 @@ func TestServeLargeWrongShapeBodyIsAnswered(t *testing.T) {
 			tr.CloseIdleConnections()
 		}
 	}
+}
+
+// trickleFast keeps n clients sending POST /predict bodies of pad spaces then body, chunk bytes
+// every 100 ms, until the test ends: with a 128-byte chunk, 1.25 KiB/s, just above the default
+// minimum rate, so no rate check cuts them, and over the test's few seconds far from done. A
+// client refused or cut comes back 100 ms later, as a client that retries does. It returns once
+// every client has connected once; the count of answers they got (503s, each) is refused().
+func trickleFast(t testing.TB, addr string, n, pad, chunk int, body []byte) (refused func() int64) {
+	t.Helper()
+	full := append(bytes.Repeat([]byte(" "), pad), body...)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var answers atomic.Int64
+	t.Cleanup(func() { close(stop); wg.Wait() })
+	connected := make(chan struct{}, n)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for first := true; ; first = false {
+				conn, err := net.Dial("tcp", addr)
+				if first {
+					connected <- struct{}{}
+				}
+				if err != nil {
+					return
+				}
+				done := make(chan struct{})
+				go func() { // the answer, when one comes, ends this connection
+					defer close(done)
+					if _, err := http.ReadResponse(bufio.NewReader(conn), nil); err == nil {
+						answers.Add(1)
+					}
+					conn.Close()
+				}()
+				fmt.Fprintf(conn, "POST /predict HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(full))
+				tick := time.NewTicker(100 * time.Millisecond)
+			send:
+				for off := 0; off < len(full); off += chunk {
+					select {
+					case <-stop:
+						tick.Stop()
+						conn.Close()
+						<-done
+						return
+					case <-done:
+						break send
+					case <-tick.C:
+					}
+					if _, err := conn.Write(full[off:min(off+chunk, len(full))]); err != nil {
+						break
+					}
+				}
+				tick.Stop()
+				conn.Close()
+				<-done
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}()
+	}
+	for range n {
+		<-connected
+	}
+	return answers.Load
+}
+
+// 128 clients trickling their bodies at 1.25 KiB/s, just above the default minimum rate, and
+// coming back when refused, do not starve a normal client: with the default bounds (64 read
+// slots) each of its 10 requests is answered 200 with the runner's outputs in under a second.
+// Before, the first 64 trickling clients held every read slot for up to the read timeout (60s)
+// and the normal client's requests were all 503 at once.
+func TestServeTricklersAboveMinRateDoNotStarve(t *testing.T) {
+	r, srv, addr := serveMLP(t)
+	if srv.Config().MaxReading != DefaultMaxReading {
+		t.Fatalf("MaxReading %d, want the default", srv.Config().MaxReading)
+	}
+	body, want := mlpRequest(t, r, 7)
+	refused := trickleFast(t, addr.String(), 128, 64<<10, 128, body)
+	time.Sleep(time.Second) // every slot held, the trickling bodies past any first-read grace
+	client := &http.Client{Timeout: 20 * time.Second}
+	defer client.CloseIdleConnections()
+	var slowest time.Duration
+	for i := range 10 {
+		start := time.Now()
+		resp, err := client.Post("http://"+addr.String()+"/predict", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("request %d beside 128 trickling clients: %v", i, err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		took := time.Since(start)
+		slowest = max(slowest, took)
+		var got struct{ Outputs map[string][][]float32 }
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(data, &got) != nil {
+			t.Errorf("request %d beside 128 trickling clients: %d %s in %v; want 200", i, resp.StatusCode, data, took)
+			continue
+		}
+		if fmt.Sprint(got.Outputs["logits"]) != fmt.Sprint(nested(want["logits"])) {
+			t.Errorf("request %d: logits %v, from Run %v", i, got.Outputs["logits"], nested(want["logits"]))
+		}
+		if took >= time.Second {
+			t.Errorf("request %d beside 128 trickling clients took %v; want under 1s", i, took)
+		}
+	}
+	t.Logf("the slowest of 10 requests took %v; the trickling clients got %d answers (503s)", slowest, refused())
 }
