@@ -46,7 +46,16 @@ func newMPIRun(t testing.TB) mpiRun {
 	if _, err := mnist.DataDir(""); err != nil {
 		prereq.MNIST.Absent(t, err)
 	}
-	bin := buildProgram(t, "./cmd/nitro")
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "nitro")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/nitro")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/nitro: %v\n%s", err, out)
+	}
 	// The one-process reference runs on 4 devices and the ranks on 2: unless told, the plugin
 	// presents one per CPU the process may run on when that is under 4 (backend.EnvCPUDevices),
 	// and mpirun binds each rank to one core, so it is told.
@@ -129,7 +138,7 @@ func TestMPIMatchesOneProcessOnLocalDevices(t *testing.T) {
 // uninterrupted run once (no batch trained twice or skipped), each loss within 1e-5 of the
 // uninterrupted run's on 1 process with 2 devices, and the final checkpoint's tensors within 1e-5.
 func TestMPIResumeAcrossWorldSizes(t *testing.T) {
-	resumeAcrossWorldSizes(t, []wayToStop{{"", []syscall.Signal{syscall.SIGINT}}})
+	resumeAcrossWorldSizes(t, []wayToStop{{name: "", sigs: []syscall.Signal{syscall.SIGINT}}})
 }
 
 // TestMPIResumeAfterKillAcrossWorldSizes: the same for a run SIGKILLed part-way through an epoch:
@@ -145,8 +154,8 @@ func TestMPIResumeAcrossWorldSizes(t *testing.T) {
 // kill, that stop's: the position the resume maps onto the other world size is then mid-epoch.
 func TestMPIResumeAfterKillAcrossWorldSizes(t *testing.T) {
 	resumeAcrossWorldSizes(t, []wayToStop{
-		{"epoch-end-checkpoint", []syscall.Signal{syscall.SIGKILL}},
-		{"mid-epoch-checkpoint", []syscall.Signal{syscall.SIGINT, syscall.SIGKILL}},
+		{name: "epoch-end-checkpoint", sigs: []syscall.Signal{syscall.SIGKILL}},
+		{name: "mid-epoch-checkpoint", sigs: []syscall.Signal{syscall.SIGINT, syscall.SIGKILL}},
 	})
 }
 
@@ -155,6 +164,7 @@ func TestMPIResumeAfterKillAcrossWorldSizes(t *testing.T) {
 type wayToStop struct {
 	name string
 	sigs []syscall.Signal
+	rank int // the rank the first signal goes to (0: the one that writes)
 }
 
 // resumeAcrossWorldSizes is both tests: the uninterrupted run, then per direction and per way to
@@ -185,7 +195,7 @@ func resumeAcrossWorldSizes(t *testing.T, ways []wayToStop) {
 		}{{"np2-to-1-process-2-devices", multi, single, 2, 1}, {"1-process-2-devices-to-np2", single, multi, 1, 2}} {
 			name := path.Join(way.name, c.name)
 			t.Run(name, func(t *testing.T) {
-				at := stopPartWay(t, c.first, filepath.Join(dir, name), c.from, way.sigs...)
+				at := stopPartWay(t, c.first, filepath.Join(dir, name), c.from, way)
 				noLeftovers(t, at.runDir)
 				out, err := c.second(at.runDir, "--resume", "auto").CombinedOutput()
 				if err != nil {
@@ -263,10 +273,10 @@ type stopped struct {
 	logged int
 }
 
-// stopPartWay starts cmd into a fresh run dir under dir (world processes) and sends the first
-// signal to rank 0 (the one process, or under mpirun the rank that writes the record and the
-// checkpoints); each further signal goes to the run resumed after the last stop (--resume auto,
-// the same world size). A signal stops the run:
+// stopPartWay starts cmd into a fresh run dir under dir (world processes) and sends way's first
+// signal to way.rank (0: the one process, or under mpirun the rank that writes the record and the
+// checkpoints); each further signal goes to the resumed run's rank 0 (--resume auto, the same
+// world size). A signal stops the run:
 //   - SIGINT once it has trained: gracefully, checkpointing the step it stops on, part-way
 //     through an epoch, in global batches of 32;
 //   - SIGKILL once its newest checkpoint is listed and its record has steps past it: the run
@@ -275,7 +285,8 @@ type stopped struct {
 //
 // It returns what the last stop left. Stops that land elsewhere (on an epoch's last step, after
 // the run ended) are tried again from a fresh run dir, twice at most.
-func stopPartWay(t *testing.T, cmd func(runDir string, more ...string) *exec.Cmd, dir string, world int, sigs ...syscall.Signal) stopped {
+func stopPartWay(t *testing.T, cmd func(runDir string, more ...string) *exec.Cmd, dir string, world int, way wayToStop) stopped {
+	sigs := way.sigs
 	t.Helper()
 	for try := range 3 {
 		runDir := filepath.Join(dir, strconv.Itoa(try))
@@ -287,7 +298,11 @@ func stopPartWay(t *testing.T, cmd func(runDir string, more ...string) *exec.Cmd
 				more = []string{"--resume", "auto"}
 			}
 			prev := at.ckpt
-			if at, landed = stopOnce(t, cmd(runDir, more...), runDir, world, sig); !landed {
+			victim := 0
+			if i == 0 {
+				victim = way.rank
+			}
+			if at, landed = stopOnce(t, cmd(runDir, more...), runDir, world, sig, victim); !landed {
 				break
 			}
 			// A resumed run must stop before it checkpoints again: the newest checkpoint, where
@@ -307,7 +322,7 @@ func stopPartWay(t *testing.T, cmd func(runDir string, more ...string) *exec.Cmd
 
 // stopOnce starts c, training into runDir, sends sig as stopPartWay says, and returns what the
 // stop left and whether it landed part-way through an epoch.
-func stopOnce(t *testing.T, c *exec.Cmd, runDir string, world int, sig syscall.Signal) (stopped, bool) {
+func stopOnce(t *testing.T, c *exec.Cmd, runDir string, world int, sig syscall.Signal, victim int) (stopped, bool) {
 	t.Helper()
 	out, exited := startTraining(t, c, runDir)
 	if sig == syscall.SIGKILL {
@@ -322,12 +337,12 @@ func stopOnce(t *testing.T, c *exec.Cmd, runDir string, world int, sig syscall.S
 		}
 	}
 	// ESRCH: the run ended first; what it left says so below.
-	if err := syscall.Kill(pids[0], sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+	if err := syscall.Kill(pids[victim], sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		t.Fatal(err)
 	}
 	var err error
 	if sig == syscall.SIGKILL {
-		err = killedRunEnds(t, c, exited, out, pids[1:])
+		err = killedRunEnds(t, c, exited, out, slices.Delete(slices.Clone(pids), victim, victim+1))
 	} else if err = <-exited; err != nil {
 		t.Fatalf("after SIGINT: %v (want a graceful stop)\n%s", err, tail(out.Bytes()))
 	}
