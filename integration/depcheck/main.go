@@ -10,7 +10,8 @@
 // only trains links neither the bundle code nor any cgo of ours but the one PJRT interposer
 // (pjrthook, which the disk compile cache hooks), nor mpi, the Open MPI binding, which only cmd and
 // integration import; a test-support package (such as core/coretest) is imported by tests alone,
-// and is no part of the training path. Run from the repository root:
+// and is no part of the training path; and user code (the examples, their tests, and the files
+// nitro new writes) imports the contract (core, hooks), never the engine. Run from the repository root:
 // go run ./integration/depcheck
 package main
 
