@@ -39,7 +39,7 @@ func TestCommandsHelpAndCompletion(t *testing.T) {
 		}
 	}
 	for cmd, flags := range map[string][]string{
-		"train":        {"--max-epochs N", "--resume", "--metrics-addr ADDR", "--log-format FORMAT", "--no-log", "--set FIELD=VALUE"},
+		"train":        {"--max-epochs N", "--resume", "--metrics-addr ADDR", "--log-format FORMAT", "--no-log", "--tensorboard", "--set FIELD=VALUE"},
 		"evaluate":     {"--split SPLIT", "--checkpoint PATH", "--log-format FORMAT"},
 		"render":       {"--split SPLIT", "--n N", "--predictions", "--checkpoint PATH"},
 		"plot":         {"--out"},

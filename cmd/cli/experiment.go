@@ -43,6 +43,7 @@ type expFlags struct {
 
 	// train
 	noLog       bool
+	tensorboard bool // --tensorboard (tensorboard.go)
 	logEvery    int
 	resume      string
 	overwrite   bool
@@ -96,6 +97,7 @@ var foreignFlags = map[string]map[string]string{
 		"resume":         "--resume and --no-checkpoints are train flags; evaluate a checkpoint with --checkpoint PATH|RUN_DIR",
 		"no-checkpoints": "--resume and --no-checkpoints are train flags; evaluate a checkpoint with --checkpoint PATH|RUN_DIR",
 		"no-log":         "--no-log is a train flag; evaluate keeps no metrics.jsonl",
+		"tensorboard":    "--tensorboard is a train flag; evaluate keeps no record",
 		"overwrite":      "--overwrite is a train flag; evaluate writes nothing into the run dir",
 		"log-every":      "--log-every is a train flag; evaluate keeps no metrics.jsonl",
 		"metrics-addr":   "--metrics-addr is a train flag",
@@ -109,6 +111,7 @@ var foreignFlags = map[string]map[string]string{
 	"render": {
 		"resume":       "--resume is a train flag; render a checkpoint's predictions with --checkpoint PATH|RUN_DIR --predictions",
 		"no-log":       "--no-log is a train flag; render keeps no metrics.jsonl",
+		"tensorboard":  "--tensorboard is a train flag; render keeps no record",
 		"overwrite":    "--overwrite is a train flag; render writes no run record",
 		"metrics-addr": "--metrics-addr is a train flag",
 		"accum":        "--accum and --clip-norm are train flags; render takes no optimizer step",
@@ -158,6 +161,7 @@ func newExperimentCmd(name string, stdout, stderr io.Writer) *cobra.Command {
 	fs.StringVar(&f.runDir, "run-dir", "", "the run directory `DIR` (default: the experiment's, else runs/<Experiment>)")
 	if name == "train" {
 		fs.BoolVar(&f.noLog, "no-log", false, "keep no metrics.jsonl")
+		fs.BoolVar(&f.tensorboard, "tensorboard", false, tensorBoardUsage)
 		fs.IntVar(&f.logEvery, "log-every", 1, "write a train line every `N`th optimizer step")
 		fs.IntVar(&f.accum, "accum", 0, "accumulate the gradients of `N` >= 1 micro-batches per optimizer step (default: the experiment's Accum, else 1)")
 		fs.Float64Var(&f.clipNorm, "clip-norm", 0, "clip the gradients' global norm to `X` > 0; 0 is off (default: the experiment's GradientClipNorm, else off)")
@@ -259,7 +263,7 @@ func checkFlags(c *cobra.Command, f *expFlags) error {
 	// there (metrics.jsonl, checkpoints); core probes it again, under its own name, RunDir. Only
 	// rank 0 writes there, and only rank 0 probes: the probe removes the folders it created, so
 	// two ranks probing a new run dir at once could remove it under each other's probe.
-	if f.runDir != "" && c.Name() == "train" && (!f.noLog || !f.noCkpt) && probesRunDir() {
+	if f.runDir != "" && c.Name() == "train" && (!f.noLog || !f.noCkpt || f.tensorboard) && probesRunDir() {
 		if err := core.CheckRunDir(f.runDir); err != nil {
 			return fmt.Errorf("--run-dir %s: %w; the run's metrics.jsonl and checkpoints go there: give a writable directory (or --no-log and --no-checkpoints to write nothing)", f.runDir, err)
 		}
@@ -383,6 +387,9 @@ func runExperiment(c *cobra.Command, cmd, expName string, f *expFlags, stdout, s
 	if p := n.MetricsPath(); p != "" {
 		res.say("metrics: "+p, "metrics file", zap.String("path", p))
 	}
+	if w := tensorBoardWriter(n.Logger()); w != nil && w.Dir() != "" {
+		res.say("tensorboard: "+w.Dir(), "tensorboard events", zap.String("path", w.Dir()))
+	}
 	if p := n.LastCheckpoint(); p != "" && cmd == "train" {
 		res.say("checkpoint: "+p, "checkpoint", zap.String("path", p))
 	}
@@ -480,37 +487,50 @@ func parseScheduleFlags(f *expFlags) error {
 
 // loggerOptions are the run's loggers: a training run keeps the record its experiment chooses
 // (core.LoggerChooser), else the default JSON Lines logger (core places either in the run dir),
-// beside the Prometheus exporter with --metrics-addr; evaluate and render keep no record. The
-// returned func closes the exporter.
+// with --tensorboard TensorBoard's event files beside it (tensorboard.go), and the Prometheus
+// exporter with --metrics-addr; evaluate and render keep no record. The returned func closes the
+// exporter.
 func loggerOptions(cmd string, e any, f *expFlags, stderr io.Writer) ([]core.Option, func(), error) {
-	if cmd != "train" || (f.noLog && f.metricsAddr == "") {
+	if cmd != "train" || (f.noLog && f.metricsAddr == "" && !f.tensorboard) {
 		return []core.Option{core.WithoutLogger()}, func() {}, nil
 	}
-	if f.metricsAddr == "" {
-		return []core.Option{core.WithLogEvery(f.logEvery)}, func() {}, nil // core picks the logger
+	opts := []core.Option{core.WithLogEvery(f.logEvery)}
+	if f.metricsAddr == "" && !f.tensorboard {
+		return opts, func() {}, nil // core picks the logger
 	}
-	var jsonl logjson.Logger
+	var loggers []logjson.Logger
 	if !f.noLog {
-		jsonl = logjson.NewJSONLogger("")
+		var record logjson.Logger = logjson.NewJSONLogger("")
 		if c, ok := e.(core.LoggerChooser); ok {
-			jsonl = c.Logger()
+			record = c.Logger()
+		}
+		if record != nil {
+			loggers = append(loggers, record)
 		}
 	}
-	exp, err := promexport.New(promexport.Options{Addr: f.metricsAddr, CacheStats: cacheStats})
-	if err != nil {
-		return nil, nil, fmt.Errorf("--metrics-addr %s: %w", f.metricsAddr, err)
+	if f.tensorboard {
+		loggers = withTensorBoard(loggers)
 	}
-	closeExp := func() {
-		if cerr := exp.Close(); cerr != nil {
-			fmt.Fprintln(stderr, "nitro: closing the metrics endpoint:", cerr)
+	closeExp := func() {}
+	if f.metricsAddr != "" {
+		exp, err := promexport.New(promexport.Options{Addr: f.metricsAddr, CacheStats: cacheStats})
+		if err != nil {
+			return nil, nil, fmt.Errorf("--metrics-addr %s: %w", f.metricsAddr, err)
 		}
+		closeExp = func() {
+			if cerr := exp.Close(); cerr != nil {
+				fmt.Fprintln(stderr, "nitro: closing the metrics endpoint:", cerr)
+			}
+		}
+		fmt.Fprintf(stderr, "nitro: metrics endpoint: http://%s/metrics\n", exp.Addr())
+		loggers = append(loggers, exp)
+		opts = append(opts, core.WithMonitor(exp))
 	}
-	fmt.Fprintf(stderr, "nitro: metrics endpoint: http://%s/metrics\n", exp.Addr())
-	var logger logjson.Logger = exp
-	if jsonl != nil {
-		logger = logjson.Multi(jsonl, exp)
+	var logger logjson.Logger = logjson.Multi(loggers...)
+	if len(loggers) == 1 {
+		logger = loggers[0]
 	}
-	return []core.Option{core.WithMonitor(exp), core.WithLogger(logger), core.WithLogEvery(f.logEvery)}, closeExp, nil
+	return append(opts, core.WithLogger(logger)), closeExp, nil
 }
 
 // runVerb runs the command's verb on the opened run and reports its results: train, then the
