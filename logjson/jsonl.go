@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -280,6 +281,12 @@ func (l *JSONLogger) openLocked() error {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("logjson: %w", err)
 		}
+	}
+	// A named pipe or a socket left where the record goes (a run dir's metrics.jsonl) would take
+	// the lines until it fills, then stop the run: refused. Lstat, so that a link the user made to
+	// a stream (/dev/stdout) is still written.
+	if st, err := os.Lstat(l.path); err == nil && st.Mode().Type()&(fs.ModeNamedPipe|fs.ModeSocket) != 0 {
+		return fmt.Errorf("logjson: %s: not a regular file (%s): remove it, or give the logger another path", l.path, st.Mode().Type())
 	}
 	f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
