@@ -27,13 +27,25 @@ const (
 	envFakeReport  = "FAKE_PJRT_REPORT" // read by testdata/fakepjrt.c
 )
 
+// childRuns: each variable, set to the real plugin's path, makes the test binary run its
+// function on it instead of the tests (runInChild), in a process whose plugin slots are its own.
+var childRuns = []struct {
+	env, what string
+	run       func(plugin string) error
+}{
+	{envRealWiden, "real widen", realWiden},
+	{envClientCycles, "client cycles", clientCycles},
+}
+
 func TestMain(m *testing.M) {
-	if plugin := os.Getenv(envRealWiden); plugin != "" {
-		if err := realWiden(plugin); err != nil {
-			fmt.Fprintln(os.Stderr, "real widen:", err)
-			os.Exit(1)
+	for _, c := range childRuns {
+		if plugin := os.Getenv(c.env); plugin != "" {
+			if err := c.run(plugin); err != nil {
+				fmt.Fprintf(os.Stderr, "%s: %v\n", c.what, err)
+				os.Exit(1)
+			}
+			os.Exit(0)
 		}
-		os.Exit(0)
 	}
 	if os.Getenv(envFakeRank) != "" {
 		if err := runFakeRank(); err != nil {

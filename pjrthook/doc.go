@@ -17,5 +17,6 @@
 // program that imports it, as the nitro CLI does). The C half declares only the ABI slots it
 // calls (checked against pjrt_c_api.h by the layout test), keeps no Go pointers, and calls a
 // plugin only through its table. A plugin's compile error reaches the caller unchanged; a piece's
-// failure never does. At most four plugins a process.
+// failure never does. At most four plugin files a process: each is bound once, and every later
+// client of the file, by any path to it, shares that slot (Register).
 package pjrthook

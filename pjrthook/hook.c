@@ -22,6 +22,10 @@ typedef struct {
 	nitro_pjrt_api_head *copy; // never freed: gopjrt keeps the table
 } binding;
 
+// A binding, once made, is the plugin's for the process's life: gopjrt keeps the copy and calls
+// through it without our lock, and its hooks name the index, so a slot handed to another plugin
+// would route the first one's later calls there. The Go side (Register) binds each plugin file
+// once, by its resolved path, and every later client of the file reuses the binding.
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static binding bound[NITRO_HOOK_MAX_PLUGINS];
 static int n_bound;

@@ -10,7 +10,10 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -24,23 +27,76 @@ import (
 // the plugins already registered.
 const namePrefix = "/nitro-pjrthook"
 
+// The plugin slots. The C side has NITRO_HOOK_MAX_PLUGINS bindings, each a copy of one real
+// plugin's PJRT_Api whose hooks name their binding's index as a constant (C has no closures).
+// gopjrt keeps a registered table for the process's life (RegisterPreloadedPlugin has no
+// undo; GetPlugin hands out the same *pjrt.Plugin, which calls through that table unlocked), so
+// a binding is never released: given to another plugin after its clients were destroyed, a
+// later client started under the old name (or a create already past its table read) would run
+// the other plugin's functions. Slots are bounded instead by reuse: one binding per plugin file,
+// told by its device and inode, so every later client of that file shares it, however the path
+// is spelled (a link to it in each trial's or model's folder, an unclean or relative path, a hard
+// link). A process can then run out only by loading more than four different plugin files.
 var (
 	regMu   sync.Mutex
-	regName = map[string]string{} // real plugin path -> registered name
-	regIdx  = map[int]string{}    // binding index -> real plugin path
+	regFile = map[fileID]registered{} // plugin file -> its binding
+	regIdx  = map[int]string{}        // binding index -> the plugin file's resolved path
 )
 
-// Register binds the interposer over the PJRT plugin at realPlugin (an absolute path to the
-// .so) and registers it with gopjrt; it returns the plugin name to hand to GoMLX (for example
-// stablehlo.NewWithOptions(name, opts)). Registering the same path again returns the same name;
-// a process can interpose at most four different plugins.
+// fileID names a file whatever path reaches it.
+type fileID struct{ dev, ino uint64 }
+
+type registered struct {
+	name  string
+	index int
+}
+
+// identify resolves plugin to its file: the path with no links or dots left, and its identity.
+func identify(plugin string) (string, fileID, error) {
+	abs, err := filepath.Abs(plugin)
+	if err != nil {
+		return "", fileID{}, err
+	}
+	file, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fileID{}, err
+	}
+	st, err := os.Stat(file)
+	if err != nil {
+		return "", fileID{}, err
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		return file, fileID{dev: uint64(sys.Dev), ino: uint64(sys.Ino)}, nil
+	}
+	return file, fileID{}, errors.New("no device and inode to tell the plugin file by")
+}
+
+// lookup is plugin's binding, if it has one; regMu is held.
+func lookup(plugin string) (file string, id fileID, r registered, ok bool, err error) {
+	if file, id, err = identify(plugin); err != nil {
+		return "", fileID{}, registered{}, false, err
+	}
+	r, ok = regFile[id]
+	return file, id, r, ok, nil
+}
+
+// Register binds the interposer over the PJRT plugin at realPlugin (the path of the .so; a
+// relative one is taken from the working directory) and registers it with gopjrt; it returns the
+// plugin name to hand to GoMLX (for example stablehlo.NewWithOptions(name, opts)). Registering
+// the same plugin file again, by any path, returns the same name and binds nothing new (see
+// regFile): a process that starts clients again and again holds one slot per plugin file. A
+// process can interpose at most four different plugin files.
 func Register(realPlugin string) (string, error) {
 	regMu.Lock()
 	defer regMu.Unlock()
-	if name, ok := regName[realPlugin]; ok {
-		return name, nil
+	file, id, r, ok, err := lookup(realPlugin)
+	if err != nil {
+		return "", fmt.Errorf("pjrthook: interposing %s: %w", realPlugin, err)
 	}
-	cpath := C.CString(realPlugin)
+	if ok {
+		return r.name, nil
+	}
+	cpath := C.CString(file)
 	defer C.free(unsafe.Pointer(cpath))
 	var buf [512]C.char
 	var index C.int
@@ -48,16 +104,16 @@ func Register(realPlugin string) (string, error) {
 	if api == nil {
 		return "", fmt.Errorf("pjrthook: interposing %s: %s", realPlugin, C.GoString(&buf[0]))
 	}
-	name := namePrefix + realPlugin
+	name := namePrefix + file
 	if err := pjrt.RegisterPreloadedPlugin(name, uintptr(api)); err != nil {
 		return "", fmt.Errorf("pjrthook: registering the interposer over %s: %w", realPlugin, err)
 	}
-	regName[realPlugin] = name
-	regIdx[int(index)] = realPlugin
+	regFile[id] = registered{name: name, index: int(index)}
+	regIdx[int(index)] = file
 	return name, nil
 }
 
-// Plugins lists the real plugins interposed so far.
+// Plugins lists the real plugin files interposed so far (by their resolved paths), one a slot.
 func Plugins() []string {
 	regMu.Lock()
 	defer regMu.Unlock()

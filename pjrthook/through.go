@@ -14,16 +14,18 @@ import (
 // The tests' entries into the interposed tables: each call goes through the table gopjrt would
 // use, so the hooks run as they do under GoMLX. cgo is not allowed in test files, hence here.
 
-// indexOf is the binding index of plugin (registered before).
+// indexOf is the binding index of plugin (registered before, by any path to its file).
 func indexOf(plugin string) (int, error) {
 	regMu.Lock()
 	defer regMu.Unlock()
-	for i, p := range regIdx {
-		if p == plugin {
-			return i, nil
-		}
+	_, _, r, ok, err := lookup(plugin)
+	if err != nil {
+		return -1, err
 	}
-	return -1, fmt.Errorf("pjrthook: %s is not registered", plugin)
+	if !ok {
+		return -1, fmt.Errorf("pjrthook: %s is not registered", plugin)
+	}
+	return r.index, nil
 }
 
 // createThrough calls PJRT_Client_Create on the interposed table of plugin with one option of

@@ -34,15 +34,7 @@ const realProgram = `module @` + XProcessModule + ` {
 // for two replicas on devices 0 and 1, the interposer rewrites that to 1 and 3, and the replicas
 // must then run, and leave their outputs, on devices 1 and 3, each the sum.
 func realWiden(plugin string) error {
-	name, err := Register(plugin)
-	if err != nil {
-		return err
-	}
-	p, err := pjrt.GetPlugin(name)
-	if err != nil {
-		return err
-	}
-	client, err := p.NewClient(pjrt.NamedValuesMap{"cpu_device_count": int64(4)})
+	client, err := startClient(plugin, pjrt.NamedValuesMap{"cpu_device_count": int64(4)})
 	if err != nil {
 		return err
 	}
@@ -90,9 +82,16 @@ func realWiden(plugin string) error {
 // rewritten assignment puts them (devices 1 and 3, where gopjrt asked for 0 and 1) and sum over
 // each other. In a process of its own: the test binary's plugin slots are the fake's.
 func TestXProcessWideningTakenByTheRealPlugin(t *testing.T) {
+	runInChild(t, envRealWiden)
+}
+
+// runInChild runs the test binary again with env set to the real CPU plugin's path (a run of
+// childRuns), and fails t with its output when it fails.
+func runInChild(t *testing.T, env string) {
+	t.Helper()
 	plugin := prereq.Plugin(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envRealWiden+"="+plugin)
+	cmd.Env = append(os.Environ(), env+"="+plugin)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%v\n%s", err, strings.TrimSpace(string(out)))
 	}
