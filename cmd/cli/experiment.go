@@ -75,7 +75,8 @@ run rebuilds the experiment the checkpoint records (its preset and values: --pre
 are not needed again; one of them that contradicts it is refused), and --weights-only instead
 starts a new run of the flags' experiment from the checkpoint's weights. The config and binding
 reports, one line per epoch (train_* and val_* metrics), notices and warnings go to stdout, readable or as JSON Lines (--log-format); a live
-progress display goes to stderr. --metrics-addr serves Prometheus gauges while it trains. Ctrl+C
+progress display goes to stderr. --tensorboard also writes TensorBoard event files to <run dir>/tb;
+--metrics-addr serves Prometheus gauges while it trains. Ctrl+C
 stops gracefully after the current step (validating first); a second Ctrl+C kills.`
 
 const evaluateLong = `Sets the experiment up and evaluates one split (--split, default test), with the weights of
