@@ -14,6 +14,7 @@ import (
 	"github.com/nitro-go/nitro/checkpoint"
 	"github.com/nitro-go/nitro/engine"
 	"github.com/nitro-go/nitro/logjson"
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // Resume (WithResume) and a new run from a checkpoint's weights (WithCheckpoint): find the
@@ -57,7 +58,7 @@ func (bld *builder) sourceOf(arg, path string, resumed bool) (*ckptSource, error
 		}
 		return nil, fmt.Errorf("hashing checkpoint %s: %w", path, err)
 	}
-	f, err := os.Open(path)
+	f, _, err := tensorfile.OpenRegular(path) // a FIFO swapped in since the read is refused, not waited on
 	if err != nil {
 		return nil, fmt.Errorf("hashing checkpoint %s: %w", path, err)
 	}
