@@ -117,44 +117,55 @@ func serveTiny(t *testing.T, cfg ServeConfig) (*Server, string) {
 }
 
 // With MaxReading 1, one request reading its body holds the read slot and a second the one trial
-// read; a third is answered 503 with Retry-After at once. The second, sending nothing, is
-// answered 503 once its trial ends (the holder is no slower); once the first is gone, a request
-// is admitted again.
+// read. A third, whose body arrives at once, takes that trial once it is 25 ms old and is read
+// (400: the tiny bundle's shape), and the second is answered 503 with Retry-After. A fourth,
+// sending nothing, is answered 503 once its trial ends (the holder is no slower). Once the first
+// is gone, a request takes the slot again.
 func TestServeReadingBound(t *testing.T) {
 	_, addr := serveTiny(t, ServeConfig{MaxReading: 1})
 	url := "http://" + addr + "/predict"
 	conn, _ := startInFlight(t, addr, []byte(`{"inputs": {}}`)) // in the handler, reading its body
-	trial, trialReader := startInFlight(t, addr, []byte(`{"inputs": {}}`))
-	defer trial.Close()
 	client := &http.Client{Timeout: time.Minute}
-	resp, err := client.Post(url, "application/json", strings.NewReader(`{"inputs": {"img": [[[1]]]}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(data), "busy: 1 request bodies being read") {
-		t.Errorf("a request past the bound: %d Retry-After %q %s; want 503, Retry-After 1", resp.StatusCode, resp.Header.Get("Retry-After"), data)
-	}
-	trial.SetReadDeadline(time.Now().Add(time.Minute)) // a hang guard
-	resp, err = http.ReadResponse(trialReader, nil)
-	if err != nil {
-		t.Fatalf("the request on trial got no answer: %v", err)
-	}
-	data, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(data), "trial read") {
-		t.Errorf("a request on trial that sent nothing: %d Retry-After %q %s; want 503, Retry-After 1", resp.StatusCode, resp.Header.Get("Retry-After"), data)
-	}
-	conn.Close() // the first request's body fails, its handler returns, its slot is free
-	waitFor(t, "a request to be admitted after the first one left", func() bool {
+	post := func() (int, string) {
 		resp, err := client.Post(url, "application/json", strings.NewReader(`{"inputs": {"img": [[[1]]]}}`))
 		if err != nil {
 			t.Fatal(err)
 		}
 		data, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		return resp.StatusCode == http.StatusBadRequest && strings.Contains(string(data), `input \"img\": shape [1 1 1]`)
+		return resp.StatusCode, string(data)
+	}
+	answer := func(br *bufio.Reader) (*http.Response, string) {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("a request on trial got no answer: %v", err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(data)
+	}
+	for _, c := range []struct {
+		fast     bool // a third request, whose body arrives at once, comes
+		wantBusy string
+	}{{true, "gave its trial read to a newer request"}, {false, "did not arrive within its 200ms trial read"}} {
+		trial, trialReader := startInFlight(t, addr, []byte(`{"inputs": {}}`))
+		defer trial.Close()
+		trial.SetReadDeadline(time.Now().Add(time.Minute)) // a hang guard
+		if c.fast {
+			if code, data := post(); code != http.StatusBadRequest || !strings.Contains(data, `input \"img\": shape [1 1 1]`) {
+				t.Errorf("a fast request past the slot and the trial: %d %s; want it read (400)", code, data)
+			}
+		}
+		resp, data := answer(trialReader)
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || !strings.Contains(data, c.wantBusy) {
+			t.Errorf("a request on trial sending nothing (a fast one came: %v): %d Retry-After %q %s; want 503, Retry-After 1, %q",
+				c.fast, resp.StatusCode, resp.Header.Get("Retry-After"), data, c.wantBusy)
+		}
+	}
+	conn.Close() // the first request's body fails, its handler returns, its slot is free
+	waitFor(t, "a request to be admitted after the first one left", func() bool {
+		code, data := post()
+		return code == http.StatusBadRequest && strings.Contains(data, `input \"img\": shape [1 1 1]`)
 	})
 }
 

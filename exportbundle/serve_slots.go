@@ -22,9 +22,11 @@ import (
 //     (that holder is answered 503 with Retry-After); with neither it is answered 503. So a slot
 //     goes to the faster body, and equally slow bodies do not churn through each other's slots.
 //   - A request that finds every trial taken takes the trial of the slowest one that has read for
-//     at least trialGrace (answered 503); with none, it is answered 503 at once. Clients that
-//     reconnect to fill the trials must open MaxReading connections every trialGrace to keep a
-//     fast request out.
+//     at least trialGrace (answered 503), waiting up to 2×trialGrace for one to have (at most
+//     MaxReading requests wait, holding nothing but their connection); with none by then, or no
+//     room to wait, it is answered 503. Clients that reconnect together to refill the trials
+//     leave them all younger than trialGrace for a moment, which the wait outlasts; to keep a
+//     fast request out they must also fill the waiters, over and over.
 //
 // Memory: bodies being read or waiting decoded for a run slot are at most 2×MaxReading (slots
 // and trials), each at most the bundle's largest batch.
@@ -68,6 +70,7 @@ type readSlots struct {
 	mu             sync.Mutex
 	max            int
 	slots, trials  int                    // held
+	waiters        int                    // admits waiting for a trial to pass trialGrace
 	holders, onTry map[*bodyRead]struct{} // still reading, by what they hold
 }
 
@@ -75,10 +78,47 @@ func newReadSlots(max int) *readSlots {
 	return &readSlots{max: max, holders: map[*bodyRead]struct{}{}, onTry: map[*bodyRead]struct{}{}}
 }
 
-// admit gives b a slot, else a trial (ending trialWindow from now), else the trial of the slowest
-// body on trial for at least trialGrace; false when none of those can be had.
+// admit gives b a slot, else a trial (ending trialWindow from then), else the trial of the
+// slowest body on trial for at least trialGrace, waiting up to 2×trialGrace for one to be (at most
+// MaxReading requests wait so); false when none of those can be had.
 func (s *readSlots) admit(b *bodyRead) bool {
+	deadline := time.Now().Add(2 * trialGrace)
+	waiting := false
+	defer func() {
+		if waiting {
+			s.mu.Lock()
+			s.waiters--
+			s.mu.Unlock()
+		}
+	}()
+	for {
+		wait, ok := s.tryAdmit(b)
+		if ok {
+			return true
+		}
+		if wait <= 0 || time.Now().Add(wait).After(deadline) {
+			return false
+		}
+		if !waiting {
+			s.mu.Lock()
+			waiting = s.waiters < s.max
+			if waiting {
+				s.waiters++
+			}
+			s.mu.Unlock()
+			if !waiting {
+				return false
+			}
+		}
+		time.Sleep(wait)
+	}
+}
+
+// tryAdmit is one try of admit, from now; when it fails, wait is how long until a body on trial
+// has been for trialGrace (0: none is on trial).
+func (s *readSlots) tryAdmit(b *bodyRead) (wait time.Duration, ok bool) {
 	s.mu.Lock()
+	b.start = time.Now()
 	var victim *bodyRead
 	switch {
 	case s.slots < s.max:
@@ -92,8 +132,16 @@ func (s *readSlots) admit(b *bodyRead) bool {
 	default:
 		victim = slowest(s.onTry, b.start, trialGrace, -1)
 		if victim == nil {
+			for c := range s.onTry {
+				if w := c.start.Add(trialGrace).Sub(b.start); wait == 0 || w < wait {
+					wait = w
+				}
+			}
 			s.mu.Unlock()
-			return false
+			if wait == 0 {
+				return 0, false
+			}
+			return max(wait, time.Millisecond), false
 		}
 		s.drop(victim, &busyError{fmt.Sprintf("busy: this body gave its trial read to a newer request (%.0f bytes/s after %v; every one of the server's %d read slots and %d trial reads was taken)",
 			victim.rate(b.start), b.start.Sub(victim.start).Round(time.Millisecond), s.max, s.max)})
@@ -108,7 +156,7 @@ func (s *readSlots) admit(b *bodyRead) bool {
 	if victim != nil {
 		victim.interrupt()
 	}
-	return true
+	return 0, true
 }
 
 // endTrial decides a trial still reading at its end: a free slot, a slower holder's slot, or 503.
