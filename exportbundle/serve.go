@@ -57,8 +57,9 @@ type ServeConfig struct {
 	WriteTimeout time.Duration
 	// IdleTimeout is how long a keep-alive connection may wait for its next request. Default 60s.
 	IdleTimeout time.Duration
-	// Observer, when set, is told of every inference request (/predict, /v2/.../infer) to a
-	// served model: when it begins and how it was answered. Nil: none.
+	// Observer, when set, is told of every request: inference (/predict, /v2/.../infer),
+	// health, metadata and readiness alike, by model and kind: when it begins and how it was
+	// answered. Nil: none.
 	Observer ServeObserver
 	// ShutdownStall is, during Shutdown, how long a client that is still sending its request
 	// (headers or body) has to finish it before it is cut, however fast it sends: a request not
@@ -67,16 +68,18 @@ type ServeConfig struct {
 	ShutdownStall time.Duration
 }
 
-// ServeObserver is told of a server's inference requests (ServeConfig.Observer): metrics, say.
-// It is called on each request's goroutine, so it must be safe for concurrent use and quick.
+// ServeObserver is told of a server's requests (ServeConfig.Observer): metrics, say. It is
+// called on each request's goroutine, so it must be safe for concurrent use and quick.
 type ServeObserver interface {
-	// RequestStarted: a request for a served model began (its headers are read).
+	// RequestStarted: a request began (its headers are read).
 	RequestStarted()
-	// RequestDone: that request was answered with status, d after it began. protocol is
-	// "predict" or "v2"; limit names the server bound that refused it, "" for none:
-	// "max_reading" (503: past the read slots and trials, or a slot or trial taken by a faster
-	// body), "max_request_bytes" (413), "body_timeout" (408: a body stalled or
-	// under the minimum rate).
+	// RequestDone: that request was answered with status, d after it began. model is the
+	// served model its path names ("" for none: health, server metadata, an unknown model).
+	// protocol is its kind: "predict" or "v2" for inference, or KindHealth,
+	// KindServerMetadata, KindModelMetadata, KindModelReady or KindOther. limit names the
+	// server bound that refused it, "" for none: "max_reading" (503: past the read slots and
+	// trials, or a slot or trial taken by a faster body), "max_request_bytes" (413),
+	// "body_timeout" (408: a body stalled or under the minimum rate).
 	RequestDone(model, protocol string, status int, limit string, d time.Duration)
 }
 
@@ -148,6 +151,9 @@ type Server struct {
 	mu    sync.Mutex
 	conns map[*trackedConn]struct{}
 
+	ln     net.Listener  // the listener Serve accepts from
+	served chan struct{} // closed when net/http's Serve has returned
+
 	unread, idle atomic.Int64 // connections Shutdown cut mid-request, and idle ones it closed
 	stopping     atomic.Bool  // Shutdown has begun
 }
@@ -159,7 +165,16 @@ type trackedConn struct {
 	state    atomic.Int32 // its http.ConnState
 	answered atomic.Bool  // its request is read: the server owes it the answer
 	handled  atomic.Bool  // its request reached a handler (net/http drops one read during shutdown)
+	begun    atomic.Bool  // a byte of its next request has been read since it was last idle
 	cut      atomic.Bool
+}
+
+func (c *trackedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.begun.Store(true)
+	}
+	return n, err
 }
 
 type trackingListener struct {
@@ -169,6 +184,11 @@ type trackingListener struct {
 
 func (l trackingListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
+	if ne := net.Error(nil); err != nil && l.s.stopping.Load() && errors.As(err, &ne) && ne.Timeout() {
+		// Shutdown's deadline: the connections that were waiting to be accepted are in.
+		l.Listener.Close()
+		return nil, net.ErrClosed
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -199,8 +219,9 @@ func ServeWith(r *Runner, addr string, cfg ServeConfig) (*Server, net.Addr, erro
 
 // ServeModels is ServeWith for several bundles, each served by its name (Runner.Name) on the
 // Open Inference Protocol's /v2/models/{name}/...; /predict answers only when there is one. Two
-// runners of one name are refused. The bounds of cfg are shared by all the models: a read or run
-// slot is the server's, not a model's.
+// runners of one name are refused, and so is a bundle whose program takes other inputs than its
+// manifest declares (CheckProgramInputs). The bounds of cfg are shared by all the models: a read
+// or run slot is the server's, not a model's.
 func ServeModels(rs []*Runner, addr string, cfg ServeConfig) (*Server, net.Addr, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -210,13 +231,18 @@ func ServeModels(rs []*Runner, addr string, cfg ServeConfig) (*Server, net.Addr,
 	if err != nil {
 		return nil, nil, err
 	}
+	for _, r := range rs {
+		if err := CheckProgramInputs(r); err != nil {
+			return nil, nil, err
+		}
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("exportbundle: Serve: %w", err)
 	}
-	s := &Server{cfg: cfg, conns: map[*trackedConn]struct{}{}}
+	s := &Server{cfg: cfg, conns: map[*trackedConn]struct{}{}, ln: ln, served: make(chan struct{})}
 	s.http = &http.Server{
-		Handler:           markHandled(svc.mux()),
+		Handler:           s.markHandled(svc.mux()),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
@@ -234,9 +260,12 @@ func ServeModels(rs []*Runner, addr string, cfg ServeConfig) (*Server, net.Addr,
 			case http.StateIdle:
 				tc.answered.Store(false)
 				tc.handled.Store(false)
+				// Not closed here during Shutdown: the client may have sent part of its next
+				// request before the signal (closeSilent closes it if no byte of one comes).
+				tc.begun.Store(false)
 			case http.StateClosed, http.StateHijacked:
-				// net/http closes, unanswered, a connection whose request it reads once
-				// Shutdown has begun: that client was still sending its request too.
+				// Closed unanswered during Shutdown, and not by it: a client that left while
+				// still sending its request (or one net/http dropped unread).
 				if s.stopping.Load() && !tc.cut.Load() && !tc.handled.Load() && (prev == http.StateNew || prev == http.StateActive) {
 					s.unread.Add(1)
 				}
@@ -246,75 +275,123 @@ func ServeModels(rs []*Runner, addr string, cfg ServeConfig) (*Server, net.Addr,
 			}
 		},
 	}
-	go s.http.Serve(trackingListener{ln, s})
+	go func() {
+		defer close(s.served)
+		s.http.Serve(trackingListener{ln, s})
+	}()
 	return s, ln.Addr(), nil
 }
 
 // Close closes the listener and every connection at once.
 func (s *Server) Close() error { return s.http.Close() }
 
-// Shutdown stops accepting, closes idle connections, answers every request already read, and
-// cuts a client still sending its request ShutdownStall after Shutdown began, however fast it
-// sends, so that neither a stalled client nor one trickling its body can hold the server up. It
-// returns when no connection is left, or ctx's error when ctx ends first (then the connections
-// left are still open: Close them). Cut reports what it cut.
+// Shutdown stops accepting (the connections already waiting to be accepted are taken in),
+// answers every request already begun whose client finishes sending it within ShutdownStall, and
+// then cuts a client still sending its request, however fast it sends, so that neither a stalled
+// client nor one trickling its body can hold the server up. A connection on which no byte of a
+// request has arrived (idle between keep-alive requests, or new and silent) is closed
+// shutdownIdleGrace in, and every answer from now on closes its connection. It returns when no
+// connection is left, or ctx's error when ctx ends first (then the connections left are still
+// open: Close them). Cut reports what it cut.
+//
+// net/http's own Shutdown is called only once no connection is left: it closes at once a
+// keep-alive connection whose next request has begun but whose headers are not read whole, and
+// drops unanswered a request whose headers it reads after it began.
 func (s *Server) Shutdown(ctx context.Context) error {
 	start := time.Now()
 	s.stopping.Store(true)
-	s.mu.Lock()
-	for c := range s.conns {
-		if http.ConnState(c.state.Load()) == http.StateIdle {
-			s.idle.Add(1)
-		}
+	if dl, ok := s.ln.(interface{ SetDeadline(time.Time) error }); !ok || dl.SetDeadline(time.Now().Add(shutdownAcceptDrain)) != nil {
+		s.ln.Close()
 	}
-	s.mu.Unlock()
-	done := make(chan error, 1)
-	go func() { done <- s.http.Shutdown(ctx) }()
-	tick := time.NewTicker(max(min(s.cfg.ShutdownStall/4, 100*time.Millisecond), time.Millisecond))
+	tick := time.NewTicker(shutdownTick)
 	defer tick.Stop()
+	grace := min(shutdownIdleGrace, s.cfg.ShutdownStall)
 	for {
-		select {
-		case err := <-done:
-			return err
-		case now := <-tick.C:
-			if now.Sub(start) >= s.cfg.ShutdownStall {
-				s.cutUnread()
+		elapsed := time.Since(start)
+		if elapsed >= grace {
+			s.closeSilent()
+		}
+		if elapsed >= s.cfg.ShutdownStall {
+			s.cutUnread()
+		}
+		if s.quiet() {
+			select {
+			case <-s.served:
+				return s.http.Shutdown(ctx)
+			default:
 			}
 		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
 	}
+}
+
+const (
+	// shutdownAcceptDrain is how long Shutdown still accepts: the connections a client made
+	// before it began and the kernel holds for the listener are served, not reset.
+	shutdownAcceptDrain = 20 * time.Millisecond
+	// shutdownIdleGrace is how long a connection with no byte of a request read may stay once
+	// Shutdown began: bytes a client sent just before are read in far less.
+	shutdownIdleGrace = 50 * time.Millisecond
+	// shutdownTick is how often Shutdown looks at its connections.
+	shutdownTick = 10 * time.Millisecond
+)
+
+// quiet reports whether no connection is left.
+func (s *Server) quiet() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns) == 0
+}
+
+// closeSilent closes every connection on which no byte of a request has been read: idle
+// keep-alive ones, and new ones whose client has sent nothing.
+func (s *Server) closeSilent() {
+	s.cutWhere(&s.idle, func(c *trackedConn, st http.ConnState) bool {
+		return (st == http.StateIdle || st == http.StateNew) && !c.begun.Load()
+	})
 }
 
 // cutUnread closes every connection whose request is not read whole: headers still arriving,
 // a body still being read (at any rate), or the rest of a refused body being dropped.
 func (s *Server) cutUnread() {
+	s.cutWhere(&s.unread, func(c *trackedConn, st http.ConnState) bool {
+		return (st == http.StateNew || st == http.StateActive || st == http.StateIdle) && !c.answered.Load()
+	})
+}
+
+// cutWhere closes each connection not cut yet that cut picks, counting it in n.
+func (s *Server) cutWhere(n *atomic.Int64, cut func(*trackedConn, http.ConnState) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.conns {
-		switch http.ConnState(c.state.Load()) {
-		case http.StateNew, http.StateActive:
-		default:
-			continue
-		}
-		if c.answered.Load() || c.cut.Load() {
+		if c.cut.Load() || !cut(c, http.ConnState(c.state.Load())) {
 			continue
 		}
 		c.cut.Store(true)
-		s.unread.Add(1)
+		n.Add(1)
 		c.Conn.Close()
 	}
 }
 
 // Cut reports what Shutdown cut: connections whose client was still sending its request (those
-// it cut ShutdownStall in, and those closed unanswered because their request arrived after it
-// began), and idle keep-alive connections it closed.
+// it cut ShutdownStall in, and those whose client left before sending it whole), and
+// connections it closed on which no request had begun (idle keep-alive ones, new silent ones).
 func (s *Server) Cut() (unread, idle int) { return int(s.unread.Load()), int(s.idle.Load()) }
 
 // markHandled marks the connection of each request that reaches h, so that Shutdown can tell a
-// request net/http dropped unread from one a handler answered.
-func markHandled(h http.Handler) http.Handler {
+// request net/http dropped unread from one a handler answered, and once Shutdown has begun
+// answers with "Connection: close": a connection serves no request past the one it has begun.
+func (s *Server) markHandled(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if tc, ok := req.Context().Value(connKey{}).(*trackedConn); ok {
 			tc.handled.Store(true)
+		}
+		if s.stopping.Load() {
+			w.Header().Set("Connection", "close")
 		}
 		h.ServeHTTP(w, req)
 	})
@@ -398,7 +475,10 @@ func (s *service) mux() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/predict", s.predict)
 	s.routeV2(mux)
-	return mux
+	if s.cfg.Observer == nil {
+		return mux
+	}
+	return s.observe(mux)
 }
 
 // answer is a successful request's response: its body, Content-Type, and for the binary tensor
@@ -433,13 +513,12 @@ func (s *service) predict(w http.ResponseWriter, req *http.Request) {
 
 // bounded answers one request with a body for model under the server's bounds (see service): a
 // read slot, the body timeouts and MaxRequestBytes while run decodes, then a run slot. It tells
-// the Observer, if any, how the request went.
+// the Observer, if any, the request's model and protocol and which bound refused it.
 func (s *service) bounded(w http.ResponseWriter, req *http.Request, model, protocol string, run bodyRun) {
 	status, limit := http.StatusOK, ""
-	if o := s.cfg.Observer; o != nil {
-		start := time.Now()
-		o.RequestStarted()
-		defer func() { o.RequestDone(model, protocol, status, limit, time.Since(start)) }()
+	if rec, ok := w.(*observedWriter); ok {
+		rec.model, rec.protocol = model, protocol
+		defer func() { rec.limit = limit }()
 	}
 	fail := func(code int, msg string) {
 		status = code
