@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -64,18 +65,24 @@ its manifest name on /v2, refuses two bundles of one name, and prints each model
 
 --metrics-addr serves Prometheus metrics on their own address, as train's does: a scrape never
 waits behind the inference bounds, and the inference port shows clients nothing of the server.
+Every request is counted, by model and kind (protocol: predict, v2 for infer, health,
+server_metadata, model_metadata, model_ready, other).
 
 A client cannot take it down: a body is read as a stream and refused (400) at the first byte that
 breaks the bundle's declared shapes, so a request costs at most its largest batch in memory,
 whatever the body's size (the rest is read and dropped after the answer, so that a client that
 reads only once it has sent everything gets the 400 too). Reading bodies and running requests
-are bounded apart, so slow clients cannot starve the runs: at most --max-reading bodies are read
-(or wait, decoded, to run) at once, 503 with Retry-After past it, and at most --max-concurrent
-requests run at once, the others waiting. A client that stalls is cut by the header, read and
-body timeouts, one that trickles its body by --min-body-rate. At a signal, a client still
-sending its request is cut --shutdown-stall later, however slowly it sends (its request is not
-one serve had read), and serve says how many it cut and exits 0; it exits 1 only if a request
-it had read is still running after 30s.`
+are bounded apart, so slow clients cannot starve the runs: at most --max-reading bodies hold a
+read slot (reading, or waiting decoded to run) and at most --max-concurrent requests run at once,
+the others waiting. Past the read slots a request reads on trial for 200ms (as many trials as
+slots): a body that arrives by then runs, one still arriving takes the slot of a body under half
+its rate (answered 503 with Retry-After) or is answered 503 itself, so slow clients cannot keep
+fast ones out either. A client that stalls is cut by the header, read and body timeouts, one
+that trickles its body by --min-body-rate. At a signal serve stops accepting; a request begun
+(its first byte arrived) is answered if its client finishes sending it within --shutdown-stall,
+and cut then otherwise, however slowly it sends; a connection with no request begun is closed.
+serve says how many it cut and exits 0 once every request it read is answered; it exits 1 only
+if one is still running after 30s.`
 
 // exportFlags are the flags of nitro export.
 type exportFlags struct {
@@ -113,7 +120,7 @@ func newExportCmd(stdout, stderr io.Writer) *cobra.Command {
 	fs := c.Flags()
 	fs.SortFlags = false
 	fs.StringVar(&f.checkpoint, "checkpoint", "", "export the weights of this checkpoint `PATH`, or of a RUN_DIR's newest (required)")
-	fs.StringVar(&f.out, "out", "", "the bundle folder `DIR` to write (must not exist, or be empty; required)")
+	fs.StringVar(&f.out, "out", "", "the bundle folder `DIR` to write (must not exist, or be empty; the folders above it are made; required)")
 	fs.IntSliceVar(&f.batches, "batch-sizes", []int{1}, "the batch `SIZES` to compile, one program each (e.g. 1,32)")
 	fs.StringVar(&f.name, "name", "", "the bundle's `NAME`, recorded in its manifest (default: the base name of --out)")
 	fs.StringVar(&f.preset, "preset", "", "the experiment's preset `NAME` (default: the one the checkpoint records)")
@@ -180,6 +187,13 @@ func runExport(c *cobra.Command, expName string, f *exportFlags, stdout, stderr 
 	}
 	if err != nil {
 		return err
+	}
+	// The folders above --out are made as mkdir -p would: --out repo/mnist into a repo not yet
+	// there writes repo/mnist rather than failing on repo's stat.
+	if parent := filepath.Dir(filepath.Clean(f.out)); parent != "." {
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			return fmt.Errorf("--out %s: making its parent folder: %w", f.out, err)
+		}
 	}
 	b, err := export.Export(n, f.out, export.ExportSpec{Name: name, BatchSizes: f.batches, ProvenanceRoot: f.provRoot})
 	if err != nil {
@@ -299,6 +313,9 @@ func openBundle(dir string) (*exportbundle.Runner, error) {
 // name: a model is served by its manifest name. It returns the runners opened so far even on an
 // error, for the caller to close.
 func openRepository(dir string) ([]*exportbundle.Runner, []string, error) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, fmt.Errorf("serve %s: the path does not exist: give an export bundle's folder (nitro export --out writes one) or a folder of bundles", dir)
+	}
 	dirs, err := exportbundle.FindBundles(dir)
 	if err != nil {
 		return nil, nil, err
@@ -347,6 +364,9 @@ func newRunBundleCmd(stdout io.Writer) *cobra.Command {
 				return err
 			}
 			defer r.Close()
+			if err := exportbundle.CheckProgramInputs(r); err != nil {
+				return err
+			}
 			// The same decoding, checks and encoding as nitro serve's /predict.
 			return exportbundle.RunJSON(r, bytes.NewReader(body), stdout)
 		},
@@ -519,14 +539,14 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 	fs.StringVar(&addr, "addr", "127.0.0.1:8080", "listen on `ADDR` (host:port; port 0 picks one)")
 	fs.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics (requests, failures, latency per model, in flight, rejected by a bound) on http://`ADDR`/metrics, apart from --addr")
 	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", cfg.MaxConcurrent, "run at most `N` requests at once; requests whose body is read wait for one to finish")
-	fs.IntVar(&cfg.MaxReading, "max-reading", cfg.MaxReading, "read at most `N` request bodies at once (each holds up to the bundle's largest batch); more are answered 503 with Retry-After")
+	fs.IntVar(&cfg.MaxReading, "max-reading", cfg.MaxReading, "read at most `N` request bodies at once (each holds up to the bundle's largest batch); more read on trial for 200ms, the faster body keeping a slot, and past those are answered 503 with Retry-After")
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", cfg.ReadHeaderTimeout, "cut a client whose request headers take longer than `D`")
 	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", cfg.ReadTimeout, "cut a client whose whole request (headers and body) takes longer than `D`")
 	fs.DurationVar(&cfg.BodyTimeout, "body-timeout", cfg.BodyTimeout, "cut a client whose request body sends nothing for `D` (408)")
 	fs.IntVar(&cfg.MinBodyRate, "min-body-rate", cfg.MinBodyRate, "cut a body (408) averaging under `N` bytes/s once --body-timeout has passed since it began")
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", cfg.WriteTimeout, "give up on an answer not written `D` after its request's headers")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "close a keep-alive connection idle for `D`")
-	fs.DurationVar(&cfg.ShutdownStall, "shutdown-stall", cfg.ShutdownStall, "at SIGINT/SIGTERM, cut a client still sending its request `D` later, however fast it sends")
+	fs.DurationVar(&cfg.ShutdownStall, "shutdown-stall", cfg.ShutdownStall, "at SIGINT/SIGTERM, answer a request begun whose client finishes sending it within `D`, and cut one still sending then, however fast it sends")
 	c.SetFlagErrorFunc(flagError)
 	return c
 }

@@ -475,3 +475,21 @@ func TestExportCommandsHelp(t *testing.T) {
 		}
 	}
 }
+
+// export --out repo/mnist, where repo does not exist yet, makes repo as mkdir -p would and writes
+// the bundle there; before, it failed with "stat repo: no such file or directory".
+func TestExportMakesOutParents(t *testing.T) {
+	needPlugin(t)
+	dir := t.TempDir()
+	run := filepath.Join(dir, "run")
+	if code, out, errs := runCLI(append([]string{"train", "mnist-mlp", "--run-dir", run, "--no-log"}, quick...)...); code != 0 {
+		t.Fatalf("train: exit %d: %s\n%s", code, errs, out)
+	}
+	out := filepath.Join(dir, "repo", "deeper", "mnist")
+	if code, stdout, errs := runCLI("export", "mnist-mlp", "--checkpoint", run, "--out", out); code != 0 {
+		t.Fatalf("export --out %s (its parents not there): exit %d: %s\n%s", out, code, errs, stdout)
+	}
+	if _, err := exportbundle.Read(out); err != nil {
+		t.Errorf("the bundle export wrote under new parents: %v", err)
+	}
+}

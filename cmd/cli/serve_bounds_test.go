@@ -21,13 +21,20 @@ func addBundle(t *testing.T) string {
 // addBundleAt writes addBundle's bundle at dir under the manifest name name.
 func addBundleAt(t *testing.T, dir, name string) string {
 	t.Helper()
+	return addBundleDeclaring(t, dir, name, tensorfile.F32)
+}
+
+// addBundleDeclaring is addBundleAt with the manifest declaring x as dtype, whatever the program
+// takes (f32): another dtype makes a bundle whose manifest and program disagree.
+func addBundleDeclaring(t *testing.T, dir, name string, dtype tensorfile.DType) string {
+	t.Helper()
 	w, err := exportbundle.NewTensor([]int{2}, []float32{10, 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = exportbundle.Write(dir, &exportbundle.Bundle{
 		Name:    name,
-		Inputs:  []exportbundle.TensorSpec{{Name: "x", DType: tensorfile.F32, Shape: []int{-1, 2}, BatchAxis: 0}},
+		Inputs:  []exportbundle.TensorSpec{{Name: "x", DType: dtype, Shape: []int{-1, 2}, BatchAxis: 0}},
 		Outputs: []exportbundle.TensorSpec{{Name: "y", DType: tensorfile.F32, Shape: []int{-1, 2}, BatchAxis: 0}},
 		Weights: []exportbundle.Weight{{Name: "w", Tensor: w}},
 		Programs: map[int]exportbundle.Program{1: {Format: "mlir", Code: []byte(`module @add {

@@ -66,8 +66,9 @@ next:
 	return 0, false
 }
 
-// serve --metrics-addr: after answers of each kind (200 on /predict and /v2, a 400, a 503 past
-// --max-reading, a 408 past --body-timeout), the Prometheus Python client's parser reads
+// serve --metrics-addr: after answers of each kind (200 on /predict and /v2, a 400, a 503 for a
+// body on trial past --max-reading that did not arrive, a 408 past --body-timeout, and health,
+// server metadata, a model's metadata and readiness, counted by kind), the Prometheus Python client's parser reads
 // counters (TYPE counter, *_total), the latency histogram per model, the in-flight gauge and
 // the rejected-by-limit counter, each with the counts the requests make.
 func TestServeMetricsPrometheus(t *testing.T) {
@@ -93,19 +94,29 @@ func TestServeMetricsPrometheus(t *testing.T) {
 		post("/v2/models/add/infer", `{"inputs": [{"name": "x", "shape": [1, 2], "datatype": "FP32", "data": [1, 2]}]}`),
 		post("/v2/models/add/infer", `{"inputs": [{"name": "x", "shape": [1, 2], "datatype": "INT32", "data": [1, 2]}]}`),
 	}
-	conn, br := startBody(t, addr, 100) // holds the one read slot, then stalls past the body timeout
-	codes = append(codes, post("/v2/models/add/infer", `{}`))
+	for _, path := range []string{"/v2/health/live", "/v2/health/ready", "/v2", "/v2/models/add", "/v2/models/add/ready"} {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	conn, br := startBody(t, addr, 100)   // holds the one read slot, then stalls past the body timeout
+	trial, tbr := startBody(t, addr, 100) // reads on trial, sends nothing: 503 when its trial ends
+	trialStatus, _ := tbr.ReadString('\n')
+	trial.Close()
 	status, _ := br.ReadString('\n')
 	conn.Close()
-	if want := []int{200, 200, 400, 503}; fmt.Sprint(codes) != fmt.Sprint(want) || !strings.Contains(status, " 408 ") {
-		t.Fatalf("statuses %v and %q; want %v and a 408", codes, status, want)
+	if want := []int{200, 200, 400}; fmt.Sprint(codes) != fmt.Sprint(want) || !strings.Contains(status, " 408 ") || !strings.Contains(trialStatus, " 503 ") {
+		t.Fatalf("statuses %v, %q and %q; want %v, a 408 and a 503", codes, status, trialStatus, want)
 	}
 	// The 408's client can read its answer before the server has counted it: wait for it.
 	var fams map[string]promFamily
 	waitUntil(t, "the 408 to be counted", func() bool {
 		fams = promParse(t, py, m[1])
 		n, _ := fams["nitro_serve_request_duration_seconds"].sample("nitro_serve_request_duration_seconds_count", map[string]string{"model": "add"})
-		return n == 5
+		return n == 7
 	})
 	sigterm(t)
 	wantExit0(t, done, stderr)
@@ -124,11 +135,16 @@ func TestServeMetricsPrometheus(t *testing.T) {
 		{"nitro_serve_requests", "nitro_serve_requests_total", map[string]string{"model": "add", "protocol": "predict", "code": "408"}, 1},
 		{"nitro_serve_requests", "nitro_serve_requests_total", map[string]string{"model": "add", "protocol": "v2", "code": "200"}, 1},
 		{"nitro_serve_requests", "nitro_serve_requests_total", map[string]string{"model": "add", "protocol": "v2", "code": "400"}, 1},
-		{"nitro_serve_requests", "nitro_serve_requests_total", map[string]string{"model": "add", "protocol": "v2", "code": "503"}, 1},
-		{"nitro_serve_request_failures", "nitro_serve_request_failures_total", map[string]string{"model": "add", "protocol": "v2"}, 2},
-		{"nitro_serve_request_failures", "nitro_serve_request_failures_total", map[string]string{"model": "add", "protocol": "predict"}, 1},
-		{"nitro_serve_request_duration_seconds", "nitro_serve_request_duration_seconds_count", map[string]string{"model": "add"}, 5},
-		{"nitro_serve_request_duration_seconds", "nitro_serve_request_duration_seconds_bucket", map[string]string{"model": "add", "le": "+Inf"}, 5},
+		{"nitro_serve_requests", "nitro_serve_requests_total", map[string]string{"model": "add", "protocol": "predict", "code": "503"}, 1},
+		{"nitro_serve_request_failures", "nitro_serve_request_failures_total", map[string]string{"model": "add", "protocol": "v2"}, 1},
+		{"nitro_serve_request_failures", "nitro_serve_request_failures_total", map[string]string{"model": "add", "protocol": "predict"}, 2},
+		{"nitro_serve_requests", "nitro_serve_requests_total", map[string]string{"model": "", "protocol": "health", "code": "200"}, 2},
+		{"nitro_serve_requests", "nitro_serve_requests_total", map[string]string{"model": "", "protocol": "server_metadata", "code": "200"}, 1},
+		{"nitro_serve_requests", "nitro_serve_requests_total", map[string]string{"model": "add", "protocol": "model_metadata", "code": "200"}, 1},
+		{"nitro_serve_requests", "nitro_serve_requests_total", map[string]string{"model": "add", "protocol": "model_ready", "code": "200"}, 1},
+		{"nitro_serve_request_duration_seconds", "nitro_serve_request_duration_seconds_count", map[string]string{"model": "add"}, 7},
+		{"nitro_serve_request_duration_seconds", "nitro_serve_request_duration_seconds_bucket", map[string]string{"model": "add", "le": "+Inf"}, 7},
+		{"nitro_serve_request_duration_seconds", "nitro_serve_request_duration_seconds_count", map[string]string{"model": ""}, 3},
 		{"nitro_serve_requests_in_flight", "nitro_serve_requests_in_flight", map[string]string{}, 0},
 		{"nitro_serve_rejected", "nitro_serve_rejected_total", map[string]string{"limit": "max_reading"}, 1},
 		{"nitro_serve_rejected", "nitro_serve_rejected_total", map[string]string{"limit": "body_timeout"}, 1},

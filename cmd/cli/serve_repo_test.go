@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nitro-go/nitro/tensorfile"
 )
 
 // serve on a model repository of two bundles prints each model it serves and answers each on
@@ -70,5 +72,46 @@ func wantExit0(t *testing.T, done <-chan int, stderr *syncBuffer) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("serve did not exit within a minute of SIGTERM")
+	}
+}
+
+// serve on a path that does not exist says so, rather than calling it a model repository, and
+// run-bundle and serve refuse a bundle whose manifest declares its input F16 over a program that
+// takes f32, naming the input, its dtype and what the program takes, before any request: before,
+// run-bundle printed PJRT's "RuntimeProgramInputMismatch: ... expected parameter 0 of size 8
+// (f32[1,2]{1,0}) but got buffer with incompatible size 4 (f16[1,2]{1,0})" and serve answered it
+// to every request with a 500.
+func TestServeAndRunBundleNameWhatIsWrong(t *testing.T) {
+	needPlugin(t)
+	missing := filepath.Join(t.TempDir(), "nope")
+	code, _, errs := runCLI("serve", missing, "--addr", "127.0.0.1:0")
+	if want := "serve " + missing + ": the path does not exist"; code == 0 || !strings.Contains(errs, want) || strings.Contains(errs, "model repository") {
+		t.Errorf("serve on a missing path: exit %d, stderr %q; want %q and no model repository", code, errs, want)
+	}
+	half := addBundleDeclaring(t, filepath.Join(t.TempDir(), "half"), "half", tensorfile.F16)
+	want := `input "x": the manifest declares F16 [1 2], but program-b1.mlir takes only F32 [1 2] there`
+	in := writeTemp(t, `{"inputs": {"x": [[1, 2]]}}`)
+	for _, args := range [][]string{{"run-bundle", half, "--inputs", in}, {"serve", half, "--addr", "127.0.0.1:0"}} {
+		type result struct {
+			code int
+			errs string
+		}
+		done := make(chan result, 1)
+		go func() {
+			code, _, errs := runCLI(args...)
+			done <- result{code, errs}
+		}()
+		var r result
+		select {
+		case r = <-done:
+		case <-time.After(30 * time.Second): // a serve that started serves until a signal
+			sigterm(t)
+			r = <-done
+			t.Errorf("%s on an F16 input over an f32 program was still running after 30s", args[0])
+		}
+		code, errs := r.code, r.errs
+		if code == 0 || !strings.Contains(errs, want) || strings.Contains(errs, "PJRT") {
+			t.Errorf("%s on an F16 input over an f32 program: exit %d, stderr %q; want %q", args[0], code, errs, want)
+		}
 	}
 }

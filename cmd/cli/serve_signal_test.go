@@ -134,3 +134,83 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// SIGTERM at several moments after 48 clients connected and sent half a request each (half the
+// headers or half the body, on a fresh connection or on a keep-alive one whose first request was
+// answered, 12 of each): serve is still running 0.5 s after the signal, when the clients send
+// the rest, well within --shutdown-stall (2s); each is answered 200 with y = x + w, and serve
+// exits 0. Before, serve closed the half-sent keep-alive requests as idle and dropped those
+// whose headers it read after the signal (EOF or a reset), and could exit at once.
+func TestServeSIGTERMAnswersRequestsHalfSent(t *testing.T) {
+	needPlugin(t)
+	bundle := addBundle(t)
+	body := `{"inputs": {"x": [[1, 2]]}}`
+	req := fmt.Sprintf("POST /predict HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	answer := func(br *bufio.Reader) (int, string, error) {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return 0, "", err
+		}
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(data), err
+	}
+	for _, at := range []time.Duration{0, 50 * time.Millisecond, 300 * time.Millisecond} {
+		t.Run(fmt.Sprintf("SIGTERM %v after the connects", at), func(t *testing.T) {
+			addr, done, stderr := startServe(t, bundle)
+			type halfSent struct {
+				conn net.Conn
+				br   *bufio.Reader
+				rest string
+			}
+			var clients []halfSent
+			for i := range 48 {
+				conn, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { conn.Close() })
+				conn.SetDeadline(time.Now().Add(time.Minute)) // a hang guard
+				br := bufio.NewReader(conn)
+				if i%4 >= 2 { // keep-alive: a first request answered
+					io.WriteString(conn, req)
+					if code, data, err := answer(br); err != nil || code != http.StatusOK {
+						t.Fatalf("a first request: %d %s (%v)", code, data, err)
+					}
+				}
+				half := strings.Index(req, "\r\n\r\n") / 2
+				if i%2 == 1 {
+					half = len(req) - len(body)/2
+				}
+				io.WriteString(conn, req[:half])
+				clients = append(clients, halfSent{conn, br, req[half:]})
+			}
+			time.Sleep(at)
+			sigterm(t)
+			time.Sleep(500 * time.Millisecond)
+			select {
+			case code := <-done:
+				t.Fatalf("serve exited %d within 0.5 s of SIGTERM with 48 requests half sent: %s", code, stderr.String())
+			default:
+			}
+			for _, c := range clients {
+				io.WriteString(c.conn, c.rest)
+			}
+			lost := 0
+			for i, c := range clients {
+				code, data, err := answer(c.br)
+				if err != nil {
+					lost++
+					continue
+				}
+				if code != http.StatusOK || !strings.Contains(data, `"y":[[11,22]]`) {
+					t.Errorf("client %d: %d %s; want 200 with y [[11,22]]", i, code, data)
+				}
+			}
+			if lost > 0 {
+				t.Errorf("%d of 48 requests half sent at SIGTERM, finished 0.5 s later, got no answer (EOF or reset)", lost)
+			}
+			wantExit0(t, done, stderr)
+		})
+	}
+}
