@@ -143,7 +143,7 @@ func DefaultServeConfig() ServeConfig {
 	return c
 }
 
-// Server is a running /predict server (see Serve).
+// Server is a running server of a bundle: the Open Inference Protocol and /predict (see ServeWith).
 type Server struct {
 	http *http.Server
 	cfg  ServeConfig
@@ -206,8 +206,8 @@ func Serve(r *Runner, addr string) (*Server, net.Addr, error) {
 	return ServeWith(r, addr, ServeConfig{})
 }
 
-// ServeWith answers HTTP on addr (e.g. "127.0.0.1:8080"; port 0 picks one) with r's /predict
-// (see Handler) and the Open Inference Protocol (see ModelsHandler) under cfg's bounds, in a
+// ServeWith answers HTTP on addr (e.g. "127.0.0.1:8080"; port 0 picks one) with the Open
+// Inference Protocol for r (see ModelsHandler) and r's /predict (see Handler) under cfg's bounds, in a
 // goroutine, and returns the server (stop it with Shutdown or Close) and the address it listens
 // on. It batches nothing: each request is one Run.
 func ServeWith(r *Runner, addr string, cfg ServeConfig) (*Server, net.Addr, error) {

@@ -50,18 +50,18 @@ flag: standard input), or one input per --input NAME=FILE, each file holding tha
 arrays. The batch size is the inputs' leading length; it must be one the bundle was exported at.
 The JSON is exactly what POST /predict of nitro serve takes and answers.`
 
-const serveLong = `Loads an export bundle with gopjrt alone and answers HTTP POST /predict on --addr: the body is
-{"inputs": {"<name>": <nested arrays>}}, batch-first, the answer {"outputs": {...}}. A malformed
-body, a missing or unknown input, a wrong shape or dtype is a 400 naming the input. It prints the
+const serveLong = `Loads export bundles with gopjrt alone and serves them on --addr over the Open Inference
+Protocol (KServe v2, as Triton's and KServe's clients speak it): GET /v2/health/live,
+/v2/health/ready, /v2, /v2/models/NAME[/versions/1][/ready], and
+POST /v2/models/NAME[/versions/1]/infer, with the binary tensor data extension. Given a folder of
+bundles (a model repository: every folder under it holding a manifest.json), it serves each by its
+manifest name, refuses two bundles of one name, and prints each model it serves. It prints the
 address it listens on (port 0 picks one) and runs until SIGINT or SIGTERM, then stops accepting,
 finishes the requests in flight and exits.
 
-It also speaks the Open Inference Protocol (KServe v2, as Triton's and KServe's clients do):
-GET /v2/health/live, /v2/health/ready, /v2, /v2/models/NAME[/versions/1][/ready], and
-POST /v2/models/NAME[/versions/1]/infer, with the binary tensor data extension. Given a folder
-of bundles (a model repository: every folder under it holding a manifest.json), it serves each by
-its manifest name on /v2, refuses two bundles of one name, and prints each model it serves;
-/predict answers only when it serves one bundle.
+Serving one bundle, it also answers POST /predict: the body is {"inputs": {"<name>": <nested
+arrays>}}, batch-first, the answer {"outputs": {...}}. A malformed body, a missing or unknown
+input, a wrong shape or dtype is a 400 naming the input.
 
 --metrics-addr serves Prometheus metrics on their own address, as train's does: a scrape never
 waits behind the inference bounds, and the inference port shows clients nothing of the server.
@@ -453,7 +453,7 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 	cfg := exportbundle.DefaultServeConfig()
 	c := &cobra.Command{
 		Use:                   "serve <bundle dir | model repository> [--addr ADDR] [--max-concurrent N] [--max-reading N] [--read-timeout D] ...",
-		Short:                 "answer HTTP (POST /predict, Open Inference Protocol /v2) with export bundles until SIGINT or SIGTERM",
+		Short:                 "serve export bundles (a model repository) on the Open Inference Protocol (and one bundle on POST /predict) until SIGINT or SIGTERM",
 		Long:                  serveLong,
 		DisableFlagsInUseLine: true,
 		ValidArgsFunction:     dirsOnly,
