@@ -32,6 +32,7 @@ const DefaultMaxMapped = 16384
 const (
 	maxContext    = 1 << 24
 	maxBatchElems = 1 << 28 // BatchSize*Context, per field
+	maxWindows    = 1 << 40 // windows per epoch, BatchesPerEpoch*BatchSize (ValBatches likewise)
 )
 
 // Config configures Open and Split.
@@ -83,6 +84,8 @@ func (c Config) check() error {
 		return fmt.Errorf("text: Config.BatchSize %d: must be positive", c.BatchSize)
 	case c.BatchSize > maxBatchElems/c.Context:
 		return fmt.Errorf("text: Config.BatchSize %d x Context %d: more than %d values per field; lower either", c.BatchSize, c.Context, maxBatchElems)
+	case c.BatchesPerEpoch > maxWindows/c.BatchSize || c.ValBatches > maxWindows/c.BatchSize:
+		return fmt.Errorf("text: Config.BatchesPerEpoch %d or ValBatches %d x BatchSize %d: more than %d windows an epoch; lower them", c.BatchesPerEpoch, c.ValBatches, c.BatchSize, int64(maxWindows))
 	case c.BatchesPerEpoch < 0:
 		return fmt.Errorf("text: Config.BatchesPerEpoch %d: must be positive, or 0 for the train bytes / (BatchSize*Context)", c.BatchesPerEpoch)
 	case c.ValBatches < 0:
@@ -104,29 +107,34 @@ func (c Config) check() error {
 // tree, GOROOT/src (use it with Extensions: GoSource()). GOROOT is $GOROOT, else the one this
 // binary was built with, else what `go env GOROOT` says; the first whose src folder exists wins.
 func DefaultCorpus() (string, error) {
+	goEnv := func() (string, error) {
+		out, err := exec.Command("go", "env", "GOROOT").Output()
+		return strings.TrimSpace(string(out)), err
+	}
+	return findGoSrc([]string{os.Getenv("GOROOT"), runtime.GOROOT()}, goEnv) //nolint:staticcheck // runtime.GOROOT is one fallback; `go env` is the next
+}
+
+// findGoSrc is the src folder of the first root that has one: roots, then what goEnv says.
+func findGoSrc(roots []string, goEnv func() (string, error)) (string, error) {
 	var tried []string
-	try := func(root string) (string, bool) {
+	for k := 0; k <= len(roots); k++ {
+		var root string
+		if k < len(roots) {
+			root = roots[k]
+		} else {
+			var err error
+			if root, err = goEnv(); err != nil {
+				tried = append(tried, "`go env GOROOT` failed: "+err.Error())
+			}
+		}
 		if root == "" {
-			return "", false
+			continue
 		}
 		src := filepath.Join(root, "src")
 		if st, err := os.Stat(src); err == nil && st.IsDir() {
-			return src, true
+			return src, nil
 		}
 		tried = append(tried, "no folder "+src)
-		return "", false
-	}
-	if src, ok := try(os.Getenv("GOROOT")); ok {
-		return src, nil
-	}
-	if src, ok := try(runtime.GOROOT()); ok { //nolint:staticcheck // a fallback; `go env` follows
-		return src, nil
-	}
-	out, err := exec.Command("go", "env", "GOROOT").Output()
-	if err != nil {
-		tried = append(tried, "`go env GOROOT` failed: "+err.Error())
-	} else if src, ok := try(strings.TrimSpace(string(out))); ok {
-		return src, nil
 	}
 	return "", fmt.Errorf("text: DefaultCorpus: no Go source tree found (%s): install Go or set GOROOT, or set Config.Path to a text corpus", strings.Join(tried, "; "))
 }

@@ -29,7 +29,6 @@ type mapping struct {
 // corpus is a set of blobs mapped lazily, at most max at once (a clock picks which to unmap),
 // shared by the sources cut from it and released when the last of them closes.
 type corpus struct {
-	root  string
 	blobs []blob
 
 	mu       sync.Mutex
@@ -46,11 +45,11 @@ const randomAccessSize = 16 << 20
 
 var errClosed = errors.New("text: the source is closed")
 
-func newCorpus(root string, blobs []blob, maxMapped int) *corpus {
+func newCorpus(blobs []blob, maxMapped int) *corpus {
 	if maxMapped == 0 {
 		maxMapped = DefaultMaxMapped
 	}
-	return &corpus{root: root, blobs: blobs, maps: make([]mapping, len(blobs)), max: maxMapped}
+	return &corpus{blobs: blobs, maps: make([]mapping, len(blobs)), max: maxMapped}
 }
 
 // acquire returns blob b's bytes, mapping it if need be; the caller must release it.

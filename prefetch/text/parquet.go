@@ -80,7 +80,7 @@ func loadParquet(cfg Config) (_ *corpus, _ []part, err error) {
 	if rows == 0 {
 		return nil, nil, fmt.Errorf("text: Config.Column %q of %s holds no text (every row null or empty): the corpus is empty", cfg.Column, cfg.Path)
 	}
-	return newCorpus(cfg.Path, blobs, cfg.MaxMapped), parts, nil
+	return newCorpus(blobs, cfg.MaxMapped), parts, nil
 }
 
 // readColumn appends the rows of cfg.Column in the Parquet file path to the spills.

@@ -117,12 +117,22 @@ func Split(cfg Config) (prefetch.Data, error) {
 	return data, nil
 }
 
-// CloseAll closes every source of data that has a Close method, returning the errors joined.
+// CloseAll closes every source of data that has a Close method, looking through prefetch
+// declarations (Prefetch, NoPrefetch), and returns the errors joined. Call it on what Split
+// returned: a dist.Shard of a source hides its Close.
 func CloseAll(data prefetch.Data) error {
 	var errs []error
 	for _, src := range data {
-		if c, ok := src.(interface{ Close() error }); ok {
-			errs = append(errs, c.Close())
+		for src != nil {
+			if c, ok := src.(interface{ Close() error }); ok {
+				errs = append(errs, c.Close())
+				break
+			}
+			inner, ok := src.(interface{ Source() prefetch.Source })
+			if !ok {
+				break
+			}
+			src = inner.Source()
 		}
 	}
 	return errors.Join(errs...)
@@ -137,7 +147,7 @@ func load(cfg Config) (*corpus, []part, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	c := newCorpus(cfg.Path, blobs, cfg.MaxMapped)
+	c := newCorpus(blobs, cfg.MaxMapped)
 	of := fmt.Sprintf("the %d files of %s (a folder is split by a hash of each file's path)", len(blobs), cfg.Path)
 	if single {
 		of = fmt.Sprintf("the file %s (split into head and tail)", cfg.Path)
@@ -201,7 +211,7 @@ func newSource(c *corpus, p part, cfg Config, count int, fixed bool) (*Source, e
 	}
 	s.n = count
 	if s.n == 0 {
-		s.n = int(max(1, s.bytes/int64(s.size*s.ctx)))
+		s.n = int(min(max(1, s.bytes/int64(s.size*s.ctx)), maxWindows/int64(s.size)))
 	}
 	if fixed {
 		s.key.Store(epochKey(s.seed, valEpoch))
@@ -238,7 +248,7 @@ func (s *Source) DropsPartial() bool { return true }
 // SampleOrdered is true: window j of an epoch does not depend on the batch size.
 func (s *Source) SampleOrdered() bool { return true }
 
-// Context is the tokens per window; BatchSize the windows per batch.
+// Context is the tokens per window.
 func (s *Source) Context() int { return s.ctx }
 
 // BatchSize is the windows per batch.

@@ -2,6 +2,7 @@ package text
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -202,6 +203,7 @@ func TestBadConfig(t *testing.T) {
 		{with(func(c *Config) { c.BatchSize = 1 << 30 }), []string{"Config.BatchSize", "lower"}},
 		{with(func(c *Config) { c.BatchesPerEpoch = -2 }), []string{"Config.BatchesPerEpoch -2"}},
 		{with(func(c *Config) { c.ValBatches = -2 }), []string{"Config.ValBatches -2"}},
+		{with(func(c *Config) { c.BatchesPerEpoch = 1 << 62 }), []string{"Config.BatchesPerEpoch", "lower"}},
 		{with(func(c *Config) { c.Val = 1 }), []string{"Config.Val 1", "[0, 1)"}},
 		{with(func(c *Config) { c.Val = -0.5 }), []string{"Config.Val -0.5"}},
 		{with(func(c *Config) { c.MaxMapped = -1 }), []string{"Config.MaxMapped -1"}},
@@ -305,19 +307,20 @@ func TestFileChanged(t *testing.T) {
 }
 
 func TestDefaultCorpusError(t *testing.T) {
-	t.Setenv("GOROOT", filepath.Join(t.TempDir(), "nowhere"))
-	t.Setenv("PATH", t.TempDir()) // no go command
-	src, err := DefaultCorpus()
-	if err == nil {
-		// This binary's own GOROOT still has its source: that is the fallback working.
-		if _, serr := os.Stat(src); serr != nil {
-			t.Fatalf("DefaultCorpus() = %s, which does not exist", src)
+	nowhere := filepath.Join(t.TempDir(), "nowhere")
+	noGo := func() (string, error) { return "", errors.New("exec: \"go\": not found") }
+	_, err := findGoSrc([]string{"", nowhere}, noGo)
+	for _, w := range []string{"DefaultCorpus", "no folder " + filepath.Join(nowhere, "src"), "`go env GOROOT` failed", "Config.Path"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v does not say %q", err, w)
 		}
-		return
 	}
-	for _, w := range []string{"nowhere", "Config.Path"} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q does not say %q", err, w)
-		}
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "src"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fromEnv := func() (string, error) { return root, nil }
+	if src, err := findGoSrc([]string{nowhere}, fromEnv); err != nil || src != filepath.Join(root, "src") {
+		t.Errorf("the `go env` fallback: %q, %v", src, err)
 	}
 }
