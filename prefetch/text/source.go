@@ -206,8 +206,12 @@ func newSource(c *corpus, p part, cfg Config, count int, fixed bool) (*Source, e
 	}
 	s.starts = append(s.starts, total)
 	if len(s.docs) == 0 {
-		return nil, fmt.Errorf("text: Config.Context %d: no file of the %s split (of %s) holds a window of %d bytes; the longest, %s, has %d: lower Context, or add longer text",
-			cfg.Context, p.name, p.of, window, c.blobs[longest.blob].rel, longest.n)
+		fix := "lower Context, or add longer text"
+		if p.name == "val" {
+			fix += ", or raise Val"
+		}
+		return nil, fmt.Errorf("text: Config.Context %d: no file of the %s split (of %s) holds a window of %d bytes; the longest, %s, has %d: %s",
+			cfg.Context, p.name, p.of, window, c.blobs[longest.blob].rel, longest.n, fix)
 	}
 	s.n = count
 	if s.n == 0 {

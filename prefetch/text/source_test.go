@@ -209,6 +209,7 @@ func TestBadConfig(t *testing.T) {
 		{with(func(c *Config) { c.MaxMapped = -1 }), []string{"Config.MaxMapped -1"}},
 		{with(func(c *Config) { c.Path, c.Val = one, 0.1 }), []string{"Config.Val 0.1", "held out", "1 files"}},
 		{with(func(c *Config) { c.Path, c.Val = one, 0.999 }), []string{"Config.Val 0.999"}},
+		{with(func(c *Config) { c.Path, c.Val = filepath.Join(one, "only.txt"), 0.01 }), []string{"Config.Context 16", "val split", "raise Val"}},
 	} {
 		splitFails(t, c.cfg, c.want...)
 	}
