@@ -4,7 +4,6 @@ package integration_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -82,9 +81,9 @@ func TestCtrlCStopsAProgramGracefully(t *testing.T) {
 
 // startTraining starts c and returns once runDir's metrics.jsonl has a train line (polled, as
 // the program says nothing else), with c's output so far and a channel that gets c.Wait's error.
-func startTraining(t *testing.T, c *exec.Cmd, runDir string) (*bytes.Buffer, <-chan error) {
+func startTraining(t *testing.T, c *exec.Cmd, runDir string) (*lockedBuffer, <-chan error) {
 	t.Helper()
-	out := &bytes.Buffer{}
+	out := &lockedBuffer{}
 	c.Stdout, c.Stderr = out, out
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
@@ -97,7 +96,7 @@ func startTraining(t *testing.T, c *exec.Cmd, runDir string) (*bytes.Buffer, <-c
 
 // waitUntil polls done every 20 ms until it holds; the program ending first (exited) fails the
 // test, saying what it had not done yet.
-func waitUntil(t *testing.T, exited <-chan error, out *bytes.Buffer, what string, done func() bool) {
+func waitUntil(t *testing.T, exited <-chan error, out *lockedBuffer, what string, done func() bool) {
 	t.Helper()
 	for !done() {
 		select {

@@ -394,7 +394,7 @@ func pastCheckpoint(runDir string) bool {
 // killedRunEnds waits for c, one of whose processes was just SIGKILLed, to end within 30 s (under
 // mpirun: it notices the dead rank and ends the others), never a hang, and then for the other
 // ranks' processes (others) to be gone too; it returns c.Wait's error (nil: c ended on its own).
-func killedRunEnds(t *testing.T, c *exec.Cmd, exited <-chan error, out *bytes.Buffer, others []int) error {
+func killedRunEnds(t *testing.T, c *exec.Cmd, exited <-chan error, out *lockedBuffer, others []int) error {
 	t.Helper()
 	const bound = 30 * time.Second
 	start := time.Now()

@@ -109,7 +109,7 @@ func servePredicts(t *testing.T, ctx context.Context, c *exec.Cmd, env []string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr strings.Builder
+	var stderr lockedBuffer // read while serve runs when a POST fails
 	c.Stderr = &stderr
 	if err := c.Start(); err != nil {
 		t.Fatal(err)

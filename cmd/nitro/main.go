@@ -6,6 +6,7 @@ import (
 
 	"github.com/nitro-go/nitro/cmd/cli"
 	"github.com/nitro-go/nitro/cmd/examples/gan"
+	"github.com/nitro-go/nitro/cmd/examples/gpt"
 	"github.com/nitro-go/nitro/cmd/examples/mnist"
 	"github.com/nitro-go/nitro/cmd/examples/mnistcnn"
 	"github.com/nitro-go/nitro/cmd/examples/seqtransformer"
@@ -21,5 +22,6 @@ func main() {
 	cli.Register[seqtransformer.Transformer]("seq-transformer", "small transformer on generated digit sequences (reverse, or sort)")
 	cli.Register[tabular.Regression]("tabular", "MLP regression on generated tabular data, its learning-rate multiplier a Device field")
 	cli.Register[gan.GAN]("gan", "GAN on a ring of 2-D Gaussians, trained in manual mode (TrainStep)")
+	cli.Register[gpt.GPT]("gpt", "decoder-only transformer (GPT-2's shape) on bytes of text, the Go source tree by default")
 	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -1,0 +1,43 @@
+// Package gpt is nitro's language-model example (CLI name "gpt"): a decoder-only transformer in
+// GPT-2's shape trained on bytes of text, the next byte at every position.
+//
+// The model, for tokens [B, T] (int32 bytes, T <= Context):
+//
+//	x = wte[tokens] + wpe[0:T]                    token embedding [256, Dim], learned positions [Context, Dim]
+//	x = dropout(x)
+//	Layers times (pre-LayerNorm blocks):
+//	    x += dropout(proj(causal_attention(ln_1(x))))   Heads heads of Dim/Heads, softmax(q·kᵀ/sqrt(Dim/Heads)), future masked
+//	    x += dropout(fc_2(gelu(fc_1(ln_2(x)))))         an MLP of width 4*Dim, GELU's tanh form (GPT-2's)
+//	logits = ln_f(x) · wteᵀ                          the output projection is the token embedding, transposed (tied)
+//
+// Every linear layer has a bias; weights are drawn from N(0, 0.02²), the two residual projections
+// of each block from N(0, (0.02/sqrt(2*Layers))²) as GPT-2 scales them, biases start at 0 and the
+// LayerNorm gains at 1 (epsilon 1e-5). Dropout (the Dropout field, 0 by default) is applied in
+// training only, at the four places marked above and on the attention weights.
+// The vocabulary is the 256 byte values: no tokenizer, any UTF-8 text works. ParamCount is the
+// parameter count in closed form: 12·Layers·Dim² + 13·Layers·Dim + (256 + Context + 2)·Dim, which
+// for the gpt2 preset is 86,039,040 (GPT-2 small's 124M less its 50,257-token embedding, plus
+// a 256-byte one).
+//
+// Data: prefetch/text's Split over Corpus (empty: the Go source tree, text.DefaultCorpus, its .go
+// files), windows of Context+1 bytes at positions drawn from Seed; "tokens" are a window's first
+// Context bytes and "targets" its last Context. Val is held out by file. BatchesPerEpoch and
+// ValBatches bound an epoch and a validation.
+//
+// Loss: the mean cross-entropy (nats) over every position of every window. Metrics (val and
+// test): loss, accuracy (next-byte arg-max) and bpb, bits per byte (loss / ln 2), each summed
+// over positions and divided by their count. A uniform guess over bytes scores ln 256 = 5.55
+// nats, 8 bits per byte.
+//
+// Optimizer: Adam (betas 0.9, Beta2) with decoupled weight decay Lambda applied to the weight
+// matrices only (not to biases, LayerNorm gains and offsets, or the two embeddings: NoDecay),
+// the learning rate warmed up linearly over WarmupFrac of the run then decayed along a cosine to
+// a tenth, and the gradients clipped to global norm GradientClipNorm: AdamW as GPT-2 and nanoGPT
+// train it.
+//
+// Presets: tiny (2 layers, 2 heads, width 32, context 32: seconds on a CPU, the test's), small
+// (4 layers, 4 heads, width 128, context 64: nanoGPT's CPU configuration) and gpt2 (12 layers,
+// 12 heads, width 768, context 1024: GPT-2 small's shape). The defaults are small's.
+//
+// The experiment keeps the sources BuildData opened (memory-mapped files); Close releases them.
+package gpt

@@ -1,0 +1,137 @@
+package gpt_test
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/nitro-go/nitro/cmd/examples/gpt"
+	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/internal/prereq"
+	"github.com/nitro-go/nitro/markers"
+	"github.com/nitro-go/nitro/prefetch"
+)
+
+// TestTrainTiny trains the tiny preset (2 blocks of width 32, 60 steps of 8 windows of 32 bytes
+// of the Go source tree) on the XLA plugin and checks that it learned: the val loss falls below
+// ln 256, a uniform guess over bytes, and below its value before training, with bpb the loss in
+// bits. The built model holds ParamCount parameters, weight decay spares all but the weight
+// matrices, and a position's logits do not depend on later tokens (the mask is causal).
+func TestTrainTiny(t *testing.T) {
+	prereq.Plugin(t)
+	e, err := markers.FromPreset[gpt.GPT]("tiny", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := e.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	start := time.Now()
+	n, err := core.New(e, core.WithPreset("tiny"), core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(), core.WithRunDir(t.TempDir()), core.WithBackend("xla"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := n.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Train(); err != nil {
+		t.Fatal(err)
+	}
+	h := n.History()
+	last := h[len(h)-1].Val
+	t.Logf("tiny preset on %s: val loss %.4f before training, %.4f after %d steps (%.3f bits per byte, accuracy %.3f); %.1fs in all",
+		n.Backend().Name, before["loss"], last["val_loss"], n.Step(), last["val_bpb"], last["val_accuracy"], time.Since(start).Seconds())
+	if !(last["val_loss"] < math.Log(gpt.Vocab)) || !(last["val_loss"] < before["loss"]) {
+		t.Errorf("val loss %.4f after training (%.4f before): want below ln 256 = %.4f and below the start", last["val_loss"], before["loss"], math.Log(gpt.Vocab))
+	}
+	if d := math.Abs(last["val_bpb"] - last["val_loss"]/math.Ln2); d > 1e-4 {
+		t.Errorf("val_bpb %v, val_loss/ln 2 %v: differ by %g", last["val_bpb"], last["val_loss"]/math.Ln2, d)
+	}
+
+	params, err := n.Parameters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	count, decayed := 0, 0
+	for name, p := range params {
+		count += p.Shape().Size()
+		path := strings.Split(name, "/")
+		if !e.NoDecay(path, p.Shape()) {
+			decayed++
+			if p.Rank() != 2 || !strings.Contains(name, "block_") {
+				t.Errorf("%s %s is decayed: want the blocks' weight matrices only", name, p.Shape())
+			}
+		}
+	}
+	if count != e.ParamCount() {
+		t.Errorf("the tiny model holds %d parameters, ParamCount says %d", count, e.ParamCount())
+	}
+	if want := 4 * e.Layers; decayed != want {
+		t.Errorf("%d arrays decayed, want %d (qkv, proj, fc_1, fc_2 per block)", decayed, want)
+	}
+
+	// Causality: two windows equal but for their last token give the same logits before it.
+	tok := make([]int32, 2*e.Context)
+	for i := range e.Context {
+		tok[i], tok[e.Context+i] = int32('a'+i%26), int32('a'+i%26)
+	}
+	tok[2*e.Context-1] = '!'
+	p, err := n.Predict(prefetch.Batch{"tokens": tensors.FromFlatDataAndDimensions(tok, 2, e.Context)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logits := tensors.MustCopyFlatData[float32](p["logits"])
+	row := e.Context * gpt.Vocab
+	early := row - gpt.Vocab // positions 0..Context-2
+	if !slices.Equal(logits[:early], logits[row:row+early]) {
+		t.Error("changing the last token changed the logits of earlier positions: the attention sees the future")
+	}
+	if slices.Equal(logits[early:row], logits[row+early:]) {
+		t.Error("changing the last token left its own position's logits unchanged")
+	}
+}
+
+// TestParamCountGPT2 counts the gpt2 preset's parameters without building it: GPT-2 small's
+// 124,439,808 less its 50,257-token embedding plus a 256-byte one, 86,039,040.
+func TestParamCountGPT2(t *testing.T) {
+	e, err := markers.FromPreset[gpt.GPT]("gpt2", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const gpt2Small, gpt2Vocab = 124_439_808, 50_257
+	want := gpt2Small - gpt2Vocab*768 + gpt.Vocab*768
+	if got := e.ParamCount(); got != want || got != 86_039_040 {
+		t.Fatalf("gpt2 preset: ParamCount %d, want %d", got, want)
+	}
+	for _, preset := range []string{"tiny", "small", "gpt2"} {
+		p, err := markers.FromPreset[gpt.GPT](preset, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("preset %-5s: %d layers, %d heads, width %d, context %d: %d parameters", preset, p.Layers, p.Heads, p.Dim, p.Context, p.ParamCount())
+	}
+}
+
+// TestFieldsAreChecked: out-of-range fields are refused together, each by name, before any data
+// is read.
+func TestFieldsAreChecked(t *testing.T) {
+	e, err := markers.FromPreset[gpt.GPT]("tiny", map[string]any{"Dim": 30, "Heads": 4, "Val": 0.0, "Dropout": 1.0, "Column": "text"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.BuildData()
+	if err == nil {
+		t.Fatal("BuildData accepted Dim 30, Heads 4, Val 0, Dropout 1 and a Column without Corpus")
+	}
+	for _, w := range []string{"Dim = 30 does not divide by Heads = 4", "Val = 0: want in (0, 1)", "Dropout = 1: want in [0, 1)", `Column = "text" needs Corpus`} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q lacks %q", err, w)
+		}
+	}
+}
