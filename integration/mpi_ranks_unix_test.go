@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -221,4 +222,46 @@ func lastCheckpoint(t *testing.T, runDir string) *checkpoint.Record {
 		t.Fatal(err)
 	}
 	return rec
+}
+
+// plainEpochLines is one process's epoch lines ("epoch 1/2 ..."), as its console prints them.
+func plainEpochLines(out []byte) []string {
+	re := regexp.MustCompile(`^(epoch \d+/\d+ .*)$`)
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if g := re.FindStringSubmatch(sc.Text()); g != nil {
+			lines = append(lines, g[1])
+		}
+	}
+	return lines
+}
+
+// closeVals compares two vals strings ("val_loss 0.4134 val_accuracy 0.8860 ...") name by name,
+// each value within tol (absolute, for printed digits), and requires the same names.
+func closeVals(a, b string, tol float64) error {
+	parse := func(s string) ([]string, map[string]float64) {
+		f := strings.Fields(s)
+		var names []string
+		m := map[string]float64{}
+		for i := 0; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i+1], 64)
+			if err != nil {
+				v = math.NaN()
+			}
+			names, m[f[i]] = append(names, f[i]), v
+		}
+		return names, m
+	}
+	na, ma := parse(a)
+	nb, mb := parse(b)
+	if len(na) == 0 || !slices.Equal(na, nb) {
+		return fmt.Errorf("metrics %q and %q", a, b)
+	}
+	for _, n := range na {
+		if !(math.Abs(ma[n]-mb[n]) <= tol) {
+			return fmt.Errorf("%s is %v and %v", n, ma[n], mb[n])
+		}
+	}
+	return nil
 }
