@@ -2,6 +2,7 @@ package gpt
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/nitro-go/nitro/cmd/examples/internal/fieldcheck"
 	"github.com/nitro-go/nitro/prefetch"
@@ -63,7 +64,7 @@ func (e *GPT) BuildData() (prefetch.Data, error) {
 	}
 	d, err := text.Split(cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (text.Config.Path is the field Corpus; its other fields are this experiment's of the same name)", err)
 	}
 	e.data = append(e.data, d)
 	return d, nil

@@ -134,4 +134,13 @@ func TestFieldsAreChecked(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, w)
 		}
 	}
+
+	missing := t.TempDir() + "/no-such-corpus"
+	e, err = markers.FromPreset[gpt.GPT]("tiny", map[string]any{"Corpus": missing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err = e.BuildData(); err == nil || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "the field Corpus") {
+		t.Errorf("BuildData on a missing corpus: error %v, want one naming the path and the field Corpus", err)
+	}
 }
