@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/cmd/examples/gpt"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/internal/prereq"
@@ -94,6 +97,70 @@ func TestTrainTiny(t *testing.T) {
 	}
 	if slices.Equal(logits[early:row], logits[row+early:]) {
 		t.Error("changing the last token left its own position's logits unchanged")
+	}
+}
+
+// TestLongerThanContext: Forward refuses more tokens than Context by name (traced on the pure-Go
+// backend, outside core).
+func TestLongerThanContext(t *testing.T) {
+	e, err := markers.FromPreset[gpt.GPT]("tiny", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := backend.Resolve("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := tensors.FromFlatDataAndDimensions(make([]int32, e.Context+1), 1, e.Context+1)
+	_, err = context.ExecOnceN(be.Backend, context.New(), func(ctx *context.Context, tokens *graph.Node) []*graph.Node {
+		return []*graph.Node{e.Forward(ctx, gpt.Inputs{Tokens: tokens})["logits"]}
+	}, long)
+	if err == nil || !strings.Contains(err.Error(), "more than Context = 32 positions") {
+		t.Errorf("Forward on %d tokens (Context %d): error %v, want one saying more than Context", e.Context+1, e.Context, err)
+	}
+}
+
+// TestDropout trains the tiny preset for an epoch with Dropout 0.3 and with none: dropout changes
+// the training loss (it is active in training, and costs some fit), training still learns, and
+// prediction does not drop (two predictions of one batch agree).
+func TestDropout(t *testing.T) {
+	prereq.Plugin(t)
+	train := func(rate float64) (*core.Nitro, *gpt.GPT, float64) {
+		e, err := markers.FromPreset[gpt.GPT]("tiny", map[string]any{"Dropout": rate, "MaxEpochs": 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		n, err := core.New(e, core.Quiet(), core.WithoutLogger(), core.WithoutCheckpoints(), core.WithRunDir(t.TempDir()), core.WithBackend("xla"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Train(); err != nil {
+			t.Fatal(err)
+		}
+		ep := n.History()[0]
+		t.Logf("Dropout %v: train loss %.4f, val loss %.4f", rate, ep.TrainLoss, ep.Val["val_loss"])
+		if !(ep.Val["val_loss"] < math.Log(gpt.Vocab)) {
+			t.Errorf("Dropout %v: val loss %v after an epoch: want below ln 256", rate, ep.Val["val_loss"])
+		}
+		return n, e, ep.TrainLoss
+	}
+	_, _, plain := train(0)
+	n, e, dropped := train(0.3)
+	if dropped == plain {
+		t.Errorf("train loss %v with Dropout 0.3 and without: dropout is not active in training", plain)
+	}
+	b := prefetch.Batch{"tokens": tensors.FromFlatDataAndDimensions(make([]int32, 2*e.Context), 2, e.Context)}
+	var got [2][]float32
+	for i := range got {
+		p, err := n.Predict(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[i] = tensors.MustCopyFlatData[float32](p["logits"])
+	}
+	if !slices.Equal(got[0], got[1]) {
+		t.Error("two predictions of one batch differ: dropout is active outside training")
 	}
 }
 

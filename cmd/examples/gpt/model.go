@@ -90,6 +90,9 @@ func (e *GPT) Forward(ctx *context.Context, in Inputs) core.Outputs {
 	ctx = ctx.WithInitializer(initializers.RandomNormalFn(ctx, initStd))
 	g := in.Tokens.Graph()
 	t := in.Tokens.Shape().Dimensions[1]
+	if t > e.Context {
+		panic(fmt.Errorf("gpt: tokens [%d, %d]: more than Context = %d positions", in.Tokens.Shape().Dimensions[0], t, e.Context))
+	}
 	wte := ctx.In("token").VariableWithShape("embeddings", shapes.Make(dtypes.Float32, Vocab, e.Dim)).ValueGraph(g)
 	wpe := ctx.In("position").VariableWithShape("embeddings", shapes.Make(dtypes.Float32, e.Context, e.Dim)).ValueGraph(g)
 	x := graph.Gather(wte, graph.ExpandAxes(in.Tokens, -1))                        // [B, T, Dim]
