@@ -21,13 +21,14 @@
 //
 // Data: prefetch/text's Split over Corpus (empty: the Go source tree, text.DefaultCorpus, its .go
 // files), windows of Context+1 bytes at positions drawn from Seed; "tokens" are a window's first
-// Context bytes and "targets" its last Context. Val is held out by file. BatchesPerEpoch and
-// ValBatches bound an epoch and a validation.
+// Context bytes and "targets" its last Context. Val is held out by file (by row of a Parquet
+// column, as the tail of a single file); there is no test split. BatchesPerEpoch and ValBatches
+// bound an epoch and a validation.
 //
-// Loss: the mean cross-entropy (nats) over every position of every window. Metrics (val and
-// test): loss, accuracy (next-byte arg-max) and bpb, bits per byte (loss / ln 2), each summed
-// over positions and divided by their count. A uniform guess over bytes scores ln 256 = 5.55
-// nats, 8 bits per byte.
+// Loss: the mean cross-entropy (nats) over every position of every window. Metrics (val): loss,
+// accuracy (next-byte arg-max) and bpb, bits per byte (loss / ln 2), each summed over positions
+// and divided by their count. A uniform guess over bytes scores ln 256 = 5.55 nats, 8 bits per
+// byte.
 //
 // Optimizer: Adam (betas 0.9, Beta2) with decoupled weight decay Lambda applied to the weight
 // matrices only (not to biases, LayerNorm gains and offsets, or the two embeddings: NoDecay),
@@ -40,4 +41,9 @@
 // 12 heads, width 768, context 1024: GPT-2 small's shape). The defaults are small's.
 //
 // The experiment keeps the sources BuildData opened (memory-mapped files); Close releases them.
+//
+// Measured on 2 shared CPU cores (XLA plugin): tiny trains its 60 steps in well under a second
+// once compiled, from a val loss of 5.51 to 3.50 (5.05 bits per byte); small runs about 13
+// steps a second, its 2000 steps in 2.5 minutes, to a val loss of 1.93 (2.79 bits per byte);
+// gpt2 at BatchSize 1 runs a step in about 5 seconds, with a peak RSS of 7.6 GB.
 package gpt

@@ -37,7 +37,7 @@ type GPT struct {
 
 	Corpus          string  `default:"" doc:"the text: a file, a folder, or with Column a Parquet file; empty: the Go source tree (GOROOT/src, its .go files)"`
 	Column          string  `default:"" doc:"with Corpus a Parquet file or folder: its string column holding the text"`
-	Val             float64 `default:"0.05" doc:"fraction of the corpus held out for val (by file), in (0, 1)"`
+	Val             float64 `default:"0.05" doc:"fraction of the corpus held out for val (by file of a folder, by row of Parquet, a single file's tail), in (0, 1)"`
 	BatchSize       int     `default:"12" doc:"windows per batch"`
 	BatchesPerEpoch int     `default:"250" doc:"training batches per epoch"`
 	ValBatches      int     `default:"20" doc:"val batches per validation (the same every epoch)"`
