@@ -58,6 +58,7 @@ var (
 	_ prefetch.PartialDropper   = (*Source)(nil)
 	_ prefetch.SampleOrderer    = (*Source)(nil)
 	_ prefetch.SequentialSource = (*Source)(nil)
+	_ prefetch.Sized            = (*Source)(nil)
 )
 
 // valEpoch is the epoch the val split's windows are drawn for, whatever the epoch.
@@ -248,6 +249,10 @@ func (s *Source) Len() int { return s.n }
 
 // DropsPartial is true: every batch is full.
 func (s *Source) DropsPartial() bool { return true }
+
+// Samples is the windows an epoch serves, Len batches of BatchSize: all of them in whole
+// batches, so an evaluation over the split leaves none out (prefetch.Sized).
+func (s *Source) Samples() int { return s.n * s.size }
 
 // SampleOrdered is true: window j of an epoch does not depend on the batch size.
 func (s *Source) SampleOrdered() bool { return true }

@@ -92,6 +92,11 @@ func TestCheckBatchAt(t *testing.T) {
 		if _, err := src.BatchAt(src.Len()); err == nil {
 			t.Errorf("%s: BatchAt(Len()) did not fail", split)
 		}
+		// Whole batches only: an evaluation of the split leaves no window out (no warning that
+		// a dropped partial batch is missing from its metrics).
+		if got, want := src.Samples(), src.Len()*5; got != want {
+			t.Errorf("%s: Samples() = %d, want Len()*BatchSize = %d", split, got, want)
+		}
 	}
 }
 
