@@ -21,5 +21,5 @@
 // Figures (docs/profiling.md, "Host allocators side by side"): on the transformer at batch 128 the
 // cache faults 5 pages a step against glibc's 14,759 (CPU 1.39x the cache's); jemalloc preloaded
 // with its decay off matches it (CPU 1.01x, 2 faults, peak RSS 1.06x), as does tcmalloc with
-// TCMALLOC_RELEASE_RATE=0 (0.90x, none, 0.89x); either is a well-kept replacement.
+// TCMALLOC_RELEASE_RATE=0 (0.90x, none, 0.90x); either is a well-kept replacement.
 package hostalloc
