@@ -38,7 +38,7 @@ setup:
 
 ## depcheck: no module but cmd/export/integration imports core, and engine imports none of core/export/cmd; internal/prereq and tensorfile import no
 ## module; exportbundle does not import checkpoint; no cycles between modules; core's import graph holds
-## no exportbundle and no cgo package of ours but the PJRT interposer (pjrthook): hostalloc, cgo too, is linked only by a program
+## no exportbundle and no cgo package of ours but the PJRT interposer (pjrthook): hostalloc (plain Go: it preloads jemalloc) is linked only by a program
 ## that imports it (the nitro CLI does); only tests import core/coretest
 depcheck:
 	@$(GO) run ./integration/depcheck .

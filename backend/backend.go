@@ -84,8 +84,8 @@ type Resolved struct {
 	CompileCache CompileCache
 	// HostAlloc is which C allocator is in force under the plugin: the program's own when it does
 	// not link module hostalloc (seam.NotLinked), an allocator loaded ahead of glibc (LD_PRELOAD)
-	// when one owns malloc, else hostalloc's policy: the large-block cache under the CPU plugin,
-	// glibc's defaults under a GPU, unless $NITRO_HOST_MALLOC chose.
+	// when one owns malloc, else hostalloc's: jemalloc preloaded at start, or glibc's defaults
+	// ($NITRO_HOST_MALLOC=system, or no libjemalloc.so.2 found).
 	HostAlloc string
 }
 
@@ -119,8 +119,7 @@ func ResolveWithCache(force string, cache CacheSetting) (*Resolved, error) {
 	if err != nil {
 		return nil, err
 	}
-	// What is in effect now: resolving the CPU plugin turned the large-block cache on; a GPU or the
-	// pure-Go backend leaves glibc's defaults.
+	// What is in effect (fixed since the program started).
 	r.HostAlloc, _ = seam.Policy() // its one error was refused above
 	if r.Name == Go {
 		r.CompileCache = CompileCache{Source: "the pure-Go backend compiles nothing to disk"}
@@ -222,9 +221,9 @@ func get(name, plugin, reason string) (*Resolved, error) {
 	var interposeWarning string
 	switch name {
 	case XLA:
-		// The CPU client allocates each step's temporaries with malloc: the large-block cache,
-		// when the program links hostalloc, keeps them mapped between steps. Only here: a GPU
-		// keeps step buffers on the device.
+		// The CPU client allocates each step's temporaries with malloc: hostalloc's jemalloc, when
+		// the program links it, keeps them mapped between steps (Apply reports; the choice was
+		// made when the program started).
 		if _, err := seam.Apply(); err != nil {
 			return nil, err
 		}

@@ -2,30 +2,15 @@ package hostalloc_test
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/nitro-go/nitro/hostalloc"
 )
 
-// Policy reports the policy in effect for a config report, or
-// refuses a mistyped $NITRO_HOST_MALLOC.
+// Policy is the config report's line: which allocator the program runs on, jemalloc where the
+// system has it and the program is dynamically linked, else the C library's defaults and why.
 func ExamplePolicy() {
 	line, err := hostalloc.Policy()
-	if err != nil {
-		fmt.Println("refused:", err)
-		return
-	}
-	fmt.Println(line != "")
-	// Output: true
-}
-
-// A backend calls Apply just before the CPU plugin's client starts (never for a GPU); the line it
-// returns is the config report's.
-func ExampleApply() {
-	line, err := hostalloc.Apply()
-	if err != nil {
-		fmt.Println("refused:", err)
-		return
-	}
-	fmt.Println(line != "")
+	fmt.Println(err == nil && strings.Contains(line, "jemalloc") || strings.Contains(line, "defaults"))
 	// Output: true
 }

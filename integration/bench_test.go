@@ -430,7 +430,7 @@ func startPeerEnv(b *testing.B, env []string, py, script string, args ...string)
 }
 
 // peerMallocEnv gives the JAX peer module hostalloc's steady policy when set to "steady", as glibc
-// tunables (the large-block cache, nitro's default, has no tunables form); unset,
+// tunables (nitro's own default, jemalloc preloaded, is the peer's to choose by LD_PRELOAD); unset,
 // the peer runs as JAX ships, with glibc's defaults (or the GLIBC_TUNABLES this process has).
 const peerMallocEnv = "NITRO_BENCH_PEER_MALLOC"
 

@@ -11,8 +11,9 @@ import (
 	"github.com/nitro-go/nitro/cmd/examples/mnistcnn"
 	"github.com/nitro-go/nitro/cmd/examples/seqtransformer"
 	"github.com/nitro-go/nitro/cmd/examples/tabular"
-	// The large-block cache for the CPU plugin's step buffers: linking it is the opt-in (a program
-	// that imports core keeps its own allocator otherwise).
+	// jemalloc with its decay off under the CPU plugin's step buffers (preloaded by re-executing
+	// the program at start): importing it is the opt-in; a program that imports core keeps its own
+	// allocator otherwise.
 	_ "github.com/nitro-go/nitro/hostalloc"
 )
 
