@@ -14,8 +14,12 @@ import (
 // twoGroupStep is a manual step of two groups: "a" fits x to 3, "b" fits x*a to 1, each stepped
 // once with its own Backward.
 func twoGroupStep(s hooks.ManualStep, x *graph.Node) hooks.StepResult {
-	a := func(ctx *context.Context) *graph.Node { return ctx.In("a").VariableWithValue("w", float32(2)).ValueGraph(x.Graph()) }
-	b := func(ctx *context.Context) *graph.Node { return ctx.In("b").VariableWithValue("w", float32(5)).ValueGraph(x.Graph()) }
+	a := func(ctx *context.Context) *graph.Node {
+		return ctx.In("a").VariableWithValue("w", float32(2)).ValueGraph(x.Graph())
+	}
+	b := func(ctx *context.Context) *graph.Node {
+		return ctx.In("b").VariableWithValue("w", float32(5)).ValueGraph(x.Graph())
+	}
 	lossA, gradsA := s.Backward(func(ctx *context.Context) *graph.Node {
 		return graph.Square(graph.Sub(graph.Mul(x, a(ctx)), graph.Const(x.Graph(), float32(3))))
 	}, "a")
