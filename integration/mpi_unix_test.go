@@ -520,18 +520,7 @@ func readRecord(t testing.TB, runDir string) record {
 // optimizer state) within 1e-5.
 func compareFinal(t *testing.T, a, b string) {
 	t.Helper()
-	last := func(dir string) *checkpoint.Record {
-		path, ok, err := checkpoint.Newest(dir)
-		if err != nil || !ok {
-			t.Fatalf("%s: no newest checkpoint (%v)", dir, err)
-		}
-		rec, err := checkpoint.Read(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rec
-	}
-	ra, rb := last(a), last(b)
+	ra, rb := lastCheckpoint(t, a), lastCheckpoint(t, b)
 	if ra.Step != rb.Step {
 		t.Errorf("last checkpoints at steps %d and %d", ra.Step, rb.Step)
 	}
