@@ -49,7 +49,9 @@ func WithCollective(c Collective) Option { return func(o *options) { o.collectiv
 // model of their own on the data their experiment builds (a sweep's trials, say), of which only
 // rank 0's is written. Without it New refuses such a launch: a user who launched several
 // processes to train one model would pay for all of them and get one model trained on a share
-// of the compute they meant, in a result that looks normal.
+// of the compute they meant, in a result that looks normal. On the CUDA plugin it keeps the
+// processes from spanning one client; with a collective of several processes (WithCollective,
+// mpirun) it is refused, since the ranks would train one model after all.
 func WithIndependentRanks() Option { return func(o *options) { o.independent = true } }
 
 // multi is the run's collective when it spans more than one process, else nil.
@@ -68,6 +70,9 @@ func (bld *builder) checkCollective() error {
 	if c == nil {
 		return nil // the backend's client may span the processes (spanCollective)
 	}
+	if n.spec.opts.independent && c.Size() > 1 {
+		return fmt.Errorf("WithIndependentRanks (--independent-ranks) with a collective over %d processes (%s): the ranks would train one model, not independent ones; drop one of them", c.Size(), collectiveVia(c))
+	}
 	if d := n.Dist(); c.Size() != d.WorldSize || c.Rank() != d.Rank {
 		return fmt.Errorf("WithCollective: the collective is rank %d of %d, WithDist says %s: pass the launcher's Dist (dist.FromEnv) to both", c.Rank(), c.Size(), d)
 	}
@@ -85,7 +90,7 @@ func (bld *builder) spanCollective() error {
 	if su.opts.collective != nil || d.WorldSize <= 1 {
 		return nil
 	}
-	if su.backend.Name == backend.CUDA {
+	if su.backend.Name == backend.CUDA && !su.opts.independent {
 		x, err := backend.NewXProcess(su.backend, d.Rank, d.WorldSize)
 		if err != nil {
 			return fmt.Errorf("%s on the CUDA plugin: %w", d, err)

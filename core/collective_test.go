@@ -161,6 +161,10 @@ func TestCollectiveRefusesTheFusedStep(t *testing.T) {
 	ranks, _ := collective.Local(2)
 	_, err := core.New(&coretest.Reg{}, coretest.GoOpts(nil, core.WithData(collectiveData(t, 8)), core.WithCollective(ranks[1]))...)
 	coretest.WantErr(t, err, "WithCollective: the collective is rank 1 of 2, WithDist says rank 0 of 1")
+	// Independent ranks asked for beside a collective would silently train one model: refused.
+	_, err = core.New(&coretest.Reg{}, coretest.GoOpts(nil, core.WithData(collectiveData(t, 8)), core.WithCollective(ranks[1]),
+		core.WithDist(dist.Dist{Rank: 1, WorldSize: 2}), core.WithIndependentRanks())...)
+	coretest.WantErr(t, err, "WithIndependentRanks (--independent-ranks) with a collective over 2 processes", "drop one of them")
 }
 
 // interrupting is a train source that interrupts its Nitro when batch at is read: an Interrupt
