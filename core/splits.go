@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nitro-go/nitro/dist"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/prefetch"
 )
@@ -46,10 +47,20 @@ func (bld *builder) checkSplits() error {
 	return bld.wrapData()
 }
 
-// sharedWidth is a source whose batches are this process's share of a wider batch split over
-// the processes (dist.EvalShard): Width is the widest rank's share, which every rank compiles
-// its programs for, a narrower share padded and masked as a short final batch is.
-type sharedWidth interface{ Width() int }
+// sharedWidth is, for a split whose batches are this process's share of wider batches split over
+// the processes (dist.ShardEval's), the widest rank's share, which every rank compiles its
+// programs for, a narrower share padded and masked as a short final batch is; 0 for any other
+// source. The types are named, not a method: a source of the user's with a Width method of
+// another meaning must not change what is compiled.
+func sharedWidth(src prefetch.Source) int {
+	switch s := src.(type) {
+	case *dist.EvalShard:
+		return s.Width()
+	case *dist.EpochEvalShard:
+		return s.Width()
+	}
+	return 0
+}
 
 // checkData validates the splits against the hooks' declared fields and the train rules.
 func (bld *builder) checkData() error {
@@ -71,8 +82,8 @@ func (bld *builder) checkData() error {
 		if err != nil {
 			return fmt.Errorf("split %q: %w", split, err)
 		}
-		if sh, ok := src.(sharedWidth); ok && sh.Width() >= w {
-			w = sh.Width() // every rank compiles the widest share: one program on all ranks
+		if sw := sharedWidth(src); sw >= w {
+			w = sw // every rank compiles the widest share: one program on all ranks
 		}
 		avail := map[string]bool{}
 		su.splitAvail[split] = avail
