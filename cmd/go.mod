@@ -58,6 +58,7 @@ require (
 	github.com/klauspost/compress v1.17.9
 	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/nitro-go/nitro/generate v0.0.0
 	github.com/nitro-go/nitro/hooks v0.0.0
 	github.com/nitro-go/nitro/hostalloc v0.0.0
 	github.com/nitro-go/nitro/prefetch v0.0.0
@@ -123,3 +124,5 @@ replace (
 replace github.com/nitro-go/nitro/hostalloc => ../hostalloc
 
 replace github.com/nitro-go/nitro/hooks => ../hooks
+
+replace github.com/nitro-go/nitro/generate => ../generate
