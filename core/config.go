@@ -76,6 +76,16 @@ func resolveKnobs(e any, typeName string, o *options) (config, error) {
 	if c.maxEpochs, err = resolveKnob(e, "MaxEpochs", o.maxEpochs, 1); err != nil {
 		return c, err
 	}
+	if c.maxSteps, err = resolveKnob(e, "MaxSteps", o.maxSteps, 0); err != nil {
+		return c, err
+	}
+	if c.valEvery, err = resolveKnob(e, "ValEvery", o.valEvery, 0); err != nil {
+		return c, err
+	}
+	if c.checkpointEvery, err = resolveKnob(e, "CheckpointEvery", o.checkpointEvery, 0); err != nil {
+		return c, err
+	}
+	c.oneHorizon()
 	if c.seed, err = resolveKnob(e, "Seed", o.seed, 42); err != nil {
 		return c, err
 	}
@@ -104,6 +114,8 @@ func (c *config) validate(o *options) error {
 	switch {
 	case c.maxEpochs.value < 0:
 		return fmt.Errorf("MaxEpochs = %d from %s: must be >= 0", c.maxEpochs.value, c.maxEpochs.source)
+	case c.periodError() != nil:
+		return c.periodError()
 	case c.accum.value < 1:
 		return fmt.Errorf("Accum = %d from %s: must be >= 1 (micro-batches per optimizer step)", c.accum.value, c.accum.source)
 	case !(c.clip.value >= 0) || math.IsInf(c.clip.value, 1): // NaN fails every comparison
@@ -170,6 +182,9 @@ func (bld *builder) warnDeviceShadows() {
 	su := &bld.n.spec
 	for _, k := range []struct{ name, value, option, source string }{
 		{"MaxEpochs", fmt.Sprint(su.cfg.maxEpochs.value), "WithMaxEpochs", su.cfg.maxEpochs.source},
+		{"MaxSteps", fmt.Sprint(su.cfg.maxSteps.value), "WithMaxSteps", su.cfg.maxSteps.source},
+		{"ValEvery", fmt.Sprint(su.cfg.valEvery.value), "WithValEvery", su.cfg.valEvery.source},
+		{"CheckpointEvery", fmt.Sprint(su.cfg.checkpointEvery.value), "WithCheckpointEvery", su.cfg.checkpointEvery.source},
 		{"Seed", fmt.Sprint(su.cfg.seed.value), "WithSeed", su.cfg.seed.source},
 		{"RunDir", su.cfg.runDir.value, "WithRunDir", su.cfg.runDir.source},
 		{"Accum", fmt.Sprint(su.cfg.accum.value), "WithAccum", su.cfg.accum.source},

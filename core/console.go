@@ -37,8 +37,17 @@ func (c textConsole) Epoch(r EpochResult, maxEpochs int) {
 	for _, m := range r.HeadlineValues() {
 		fmt.Fprintf(&b, "  %s %.4f", m.Name, m.Value)
 	}
-	fmt.Fprintf(c.w, "epoch %d/%d  train_loss %.4f%s  (%.1fs, %.1f steps/s)\n", r.Epoch, maxEpochs,
+	fmt.Fprintf(c.w, "%s  train_loss %.4f%s  (%.1fs, %.1f steps/s)\n", r.Where(maxEpochs),
 		r.TrainLoss, b.String(), r.Seconds, r.StepsPerSecond)
+}
+
+// Where is how a report line names its period: "epoch 3/8", or with step periods
+// "step 500/2000 (epoch 2)".
+func (r EpochResult) Where(maxEpochs int) string {
+	if r.TotalSteps > 0 {
+		return fmt.Sprintf("step %d/%d (epoch %d)", r.Step, r.TotalSteps, r.Epoch)
+	}
+	return fmt.Sprintf("epoch %d/%d", r.Epoch, maxEpochs)
 }
 
 func (c textConsole) Notice(msg string) { fmt.Fprintln(c.w, msg) }

@@ -132,11 +132,13 @@ type ParamGrouper interface {
 // the usual auxiliary loss weight).
 type config struct {
 	maxEpochs resolved[int]
-	seed      resolved[int]
-	runDir    resolved[string]
-	accum     resolved[int]
-	clip      resolved[float64]
-	lr        resolved[float64]
-	lambda    resolved[float64]
-	precision resolved[engine.Precision] // WithMixedPrecision (precision.go)
+	// maxSteps, valEvery and checkpointEvery make a run step-based (periods.go); 0 keeps epochs.
+	maxSteps, valEvery, checkpointEvery resolved[int]
+	seed                                resolved[int]
+	runDir                              resolved[string]
+	accum                               resolved[int]
+	clip                                resolved[float64]
+	lr                                  resolved[float64]
+	lambda                              resolved[float64]
+	precision                           resolved[engine.Precision] // WithMixedPrecision (precision.go)
 }

@@ -154,6 +154,9 @@
 //
 //	knob              run option            default      rule
 //	MaxEpochs         WithMaxEpochs         1            >= 0
+//	MaxSteps          WithMaxSteps          0 (epochs)   >= 0; the horizon in optimizer steps; not with MaxEpochs
+//	ValEvery          WithValEvery          0 (epochs)   >= 0; validate, report, checkpoint every N steps
+//	CheckpointEvery   WithCheckpointEvery   0 (each val) >= 0; a multiple of ValEvery
 //	Seed              WithSeed              42           seeds the model context's RNG
 //	RunDir            WithRunDir            runs/<E>     CheckRunDir; holds no earlier run, but for a resume (WithOverwrite)
 //	Accum             WithAccum             1            >= 1; 1 under WithFusedStep

@@ -124,7 +124,9 @@ func (su *runSpec) frozenUse(name, was, now string) string {
 		opt string
 	}{
 		"MaxEpochs": {su.cfg.maxEpochs, "core.WithMaxEpochs"}, "Seed": {su.cfg.seed, "core.WithSeed"},
-		"RunDir": {su.cfg.runDir, "core.WithRunDir"}, "Accum": {su.cfg.accum, "core.WithAccum"},
+		"MaxSteps": {su.cfg.maxSteps, "core.WithMaxSteps"}, "ValEvery": {su.cfg.valEvery, "core.WithValEvery"},
+		"CheckpointEvery": {su.cfg.checkpointEvery, "core.WithCheckpointEvery"},
+		"RunDir":          {su.cfg.runDir, "core.WithRunDir"}, "Accum": {su.cfg.accum, "core.WithAccum"},
 		"GradientClipNorm": {su.cfg.clip, "core.WithGradientClipNorm"}, "LearningRate": {su.cfg.lr, "core.WithLearningRate"},
 		"Lambda": {su.cfg.lambda, ""},
 	}

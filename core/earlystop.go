@@ -164,12 +164,12 @@ func (n *Nitro) observeEarlyStop(res EpochResult) (bool, error) {
 			return false, err
 		}
 	}
-	stop, why := r.p.ShouldStop(res.Epoch, val)
+	stop, why := r.p.ShouldStop(n.validationIndex(res), val)
 	if stop {
 		if why == "" {
 			why = fmt.Sprintf("%s asked to stop", r.origin)
 		}
-		n.spec.notice(fmt.Sprintf("early stop after epoch %d: %s", res.Epoch, why))
+		n.spec.notice(fmt.Sprintf("early stop after %s: %s", n.periodName(res), why))
 	}
 	return stop, nil
 }

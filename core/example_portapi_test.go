@@ -34,7 +34,7 @@ func ExampleNitro_TrainSteps() {
 	// Output:
 	// step 6 epoch 2
 	// step 9 epoch 3
-	// TrainSteps(13): the run's horizon is 12 optimizer steps (MaxEpochs 3): raise MaxEpochs (the field or WithMaxEpochs), since schedules are defined over the horizon
+	// TrainSteps(13): the run's horizon is 12 optimizer steps (MaxEpochs 3 from run option; the field or core.WithMaxEpochs): raise it, since schedules are defined over the horizon
 }
 
 // TrainEpochs trains to an epoch count of the run: one more epoch is n.Epoch()+1.

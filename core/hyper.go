@@ -262,7 +262,11 @@ func (bld *builder) bindings() []schedules.Binding {
 	run("max_epochs", fmt.Sprint(n.spec.cfg.maxEpochs.value), n.spec.cfg.maxEpochs.source)
 	run("accum", fmt.Sprint(n.spec.cfg.accum.value), n.spec.cfg.accum.source)
 	run("gradient_clip_norm", fmt.Sprint(n.spec.cfg.clip.value), n.spec.cfg.clip.source)
-	run("total_steps", fmt.Sprint(n.TotalSteps()), "max_epochs * (train batches / accum)")
+	if ms := n.spec.cfg.maxSteps; ms.value > 0 {
+		run("total_steps", fmt.Sprint(n.TotalSteps()), "max_steps, "+ms.source)
+	} else {
+		run("total_steps", fmt.Sprint(n.TotalSteps()), "max_epochs * (train batches / accum)")
+	}
 	for _, split := range sortedKeys(n.spec.data) {
 		run("prefetch "+split, strings.TrimPrefix(describePrefetch(n.spec.data[split]), "prefetch: "), n.spec.prefetchFrom[split])
 	}

@@ -242,6 +242,13 @@ func (su *runSpec) runParams() map[string]any {
 		p = map[string]any{}
 	}
 	p["max_epochs"] = su.cfg.maxEpochs.value
+	if su.cfg.maxSteps.value > 0 {
+		p["max_steps"] = su.cfg.maxSteps.value
+	}
+	if su.stepPeriods() {
+		p["val_every"] = su.cfg.valEvery.value
+		p["checkpoint_every"] = su.cfg.checkpointEvery.value
+	}
 	p["seed"] = su.cfg.seed.value
 	p["accum"] = su.cfg.accum.value
 	p["gradient_clip_norm"] = su.cfg.clip.value

@@ -49,8 +49,11 @@ type Nitro struct {
 
 // EpochResult is one epoch's summary.
 type EpochResult struct {
-	Epoch     int
-	TrainLoss float64 // mean over the epoch's micro-batches
+	Epoch int // the epoch the period ended in (a step period's may have ended part-way)
+	// Step is the run's optimizer step at the period's end; TotalSteps is the run's horizon when
+	// periods are counted in steps (ValEvery), else 0: the console then says "step 500/2000".
+	Step, TotalSteps int
+	TrainLoss        float64 // mean over the epoch's micro-batches
 	// Train holds the TrainMetrics, each the mean over the epoch's micro-batches (under
 	// WithLogEvery, over the logged steps' micro-batches: the others are not read back).
 	Train map[string]float64
@@ -132,12 +135,16 @@ func (n *Nitro) History() []EpochResult { return n.history }
 // field, else runs/<Experiment>): checkpoints, the manifest and the metrics file live there.
 func (n *Nitro) RunDir() string { return n.spec.cfg.runDir.value }
 
-// TotalSteps is the run's horizon in optimizer steps: max_epochs * (batches_per_epoch / accum),
-// as schedules computes it (schedules are defined over exactly this horizon).
+// TotalSteps is the run's horizon in optimizer steps: MaxSteps when set, else max_epochs *
+// (batches_per_epoch / accum), as schedules computes it (schedules are defined over exactly this
+// horizon).
 func (n *Nitro) TotalSteps() int {
 	tr, ok := n.spec.data["train"]
 	if !ok {
 		return 0
+	}
+	if ms := n.spec.cfg.maxSteps.value; ms > 0 {
+		return ms
 	}
 	total, err := schedules.TotalSteps(n.spec.cfg.maxEpochs.value, tr.Len(), n.spec.cfg.accum.value)
 	if err != nil {
@@ -160,7 +167,19 @@ func (n *Nitro) ConfigReport() string {
 	} else {
 		row("step programs", "2 (gradient, optimizer; the default)")
 	}
-	row("max epochs", n.spec.cfg.maxEpochs.String())
+	if n.spec.cfg.maxSteps.value > 0 {
+		row("max steps", n.spec.cfg.maxSteps.String())
+	} else {
+		row("max epochs", n.spec.cfg.maxEpochs.String())
+	}
+	if n.spec.stepPeriods() {
+		every := n.spec.cfg.checkpointEvery
+		if every.value == 0 {
+			every = n.spec.cfg.valEvery
+		}
+		row("validate every", n.spec.cfg.valEvery.String()+" steps")
+		row("checkpoint every", every.String()+" steps")
+	}
 	row("total opt steps", fmt.Sprint(n.TotalSteps()))
 	clip := n.spec.cfg.clip.String()
 	if n.spec.cfg.clip.value == 0 {

@@ -16,6 +16,8 @@ type Option func(*options)
 
 type options struct {
 	maxEpochs, seed, accum *int
+	maxSteps, valEvery     *int // WithMaxSteps, WithValEvery (periods.go)
+	checkpointEvery        *int // WithCheckpointEvery (periods.go)
 	devices                *int // WithDevices (devices.go)
 	runDir                 *string
 	clip, lr               *float64

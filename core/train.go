@@ -13,14 +13,16 @@ import (
 	"github.com/nitro-go/nitro/prefetch"
 )
 
-// Train runs the loop for the resolved number of epochs: per optimizer step, accum runs of the
-// gradient program then one run of the optimizer program (or one fused program); validation after
-// each epoch when a "val" split exists. It reads as the run's sequence: publish the phase, step
-// (one "train" line per optimizer step), hand the epoch's summary to the console and the logger
-// ("validate" and "data" lines), decide whether to stop (the stop flag, early stopping), save the
-// epoch's checkpoint (recording that decision), and finish the logger's record (completed,
-// early_stop, requested or error). It starts after the epochs already done (a resumed run's
-// included) and finishes an epoch an Interrupt cut short first. It returns an error for a
+// Train runs the loop to the run's horizon (MaxEpochs, or MaxSteps optimizer steps): per
+// optimizer step, accum runs of the gradient program then one run of the optimizer program (or
+// one fused program). The run is reported in periods (periods.go): an epoch, or ValEvery steps
+// across epochs. It reads as the run's sequence: publish the phase, step (one "train" line per
+// optimizer step), validate when a "val" split exists, hand the period's summary to the console
+// and the logger ("validate" and "data" lines), decide whether to stop (the stop flag, early
+// stopping), save the period's checkpoint when due (recording that decision; a checkpoint inside
+// an epoch records its data position), and finish the logger's record (completed, early_stop,
+// requested or error). It starts where the run stands (a resumed run's steps included), inside
+// an epoch when a period, an Interrupt or a bound cut one short. It returns an error for a
 // non-finite loss, naming the step and epoch, for a non-finite or missing control metric, and for
 // a failed checkpoint save; the run's phase is then Failed, else Done. The record is finished
 // once: a later Train on the same Nitro writes to a finished logger, which a JSONLogger refuses
@@ -52,7 +54,7 @@ func (n *Nitro) train(ctx context.Context) (err error) {
 	if !ok {
 		return fmt.Errorf("Train needs a \"train\" split; BuildData returned %v", sortedKeys(n.spec.data))
 	}
-	// A RequestStop made before Train is kept: the run trains one epoch, validates and stops.
+	// A RequestStop made before Train is kept: the run trains one period, validates and stops.
 	n.interrupted.Store(false)
 	// Train consumes the stop it ends on: a later Evaluate (the CLI's test split) runs in full.
 	defer func() { n.interrupted.Store(false); n.tracker.ClearStop() }()
@@ -65,25 +67,21 @@ func (n *Nitro) train(ctx context.Context) (err error) {
 		n.stopReason = StopEarly
 		return nil
 	}
-	n.tracker.SetStepsPerEpoch(train.Len() / n.spec.cfg.accum.value)
-	first, from := n.st.epoch+1, 0
-	if n.partialEpoch() {
-		first, from = n.st.data.epoch, n.st.data.batch // an epoch that ended part-way (Interrupt): finish it first
-	}
+	n.tracker.SetStepsPerEpoch(n.stepsPerEpoch())
 	n.bound.openLog = false
-	for ep := first; ep <= n.bound.lastEpoch(n.spec.cfg.maxEpochs.value); ep++ {
+	for n.hasMore() {
 		start := time.Now()
+		ep, _ := n.nextPosition()
 		n.tracker.SetProgress(ep, n.st.step)
 		n.setPhase(monitors.TrainStepping{}, val)
-		res, err := n.trainEpoch(train, ep, from)
+		res, err := n.trainPeriod(train)
 		if err != nil {
 			return err
 		}
-		from = 0
 		if src, ok := n.spec.data["val"]; ok {
 			n.setPhase(monitors.EvalStepping{}, nil)
 			if val, err = n.evaluate("val", src); err != nil {
-				return fmt.Errorf("epoch %d: %w", ep, err)
+				return fmt.Errorf("%s: %w", n.periodName(res), err)
 			}
 			res.Val = withPrefix("val_", val) // named as the record, the console and the board name them
 		}
@@ -95,15 +93,17 @@ func (n *Nitro) train(ctx context.Context) (err error) {
 		// The stop decision comes before the checkpoint, so the last checkpoint records it.
 		reason, err := n.stopDecision(res)
 		if err != nil {
-			return fmt.Errorf("epoch %d: %w", ep, err)
+			return fmt.Errorf("%s: %w", n.periodName(res), err)
 		}
-		if reason == "" && ep == n.spec.cfg.maxEpochs.value && !n.partialEpoch() {
+		if reason == "" && n.atHorizon() {
 			reason = StopCompleted
 		}
-		if err := n.saveCheckpoint(res, reason); err != nil {
-			return err
+		if n.checkpointDue(reason) {
+			if err := n.saveCheckpoint(res, reason); err != nil {
+				return err
+			}
 		}
-		if reason != "" || n.bound.reached(ep, n.st.step) { // TrainSteps/TrainEpochs: the call ends, the run goes on
+		if reason != "" || n.bound.reached(res.Epoch, n.st.step) { // TrainSteps/TrainEpochs: the call ends, the run goes on
 			n.stopReason = cmp.Or(reason, StopCompleted)
 			return nil
 		}
@@ -112,10 +112,41 @@ func (n *Nitro) train(ctx context.Context) (err error) {
 	return nil
 }
 
-// trainEpoch runs one epoch's optimizer steps from train batch from (0, or where an interrupted
-// epoch stopped), logging each step's "train" line, and returns its summary (without
-// validation). An Interrupt ends the epoch at the next step boundary.
-func (n *Nitro) trainEpoch(train prefetch.Source, ep, from int) (res EpochResult, err error) {
+// periodName names the period just trained in errors: its epoch, and with step periods its step.
+func (n *Nitro) periodName(res EpochResult) string {
+	if n.spec.stepPeriods() {
+		return fmt.Sprintf("step %d (epoch %d)", n.st.step, res.Epoch)
+	}
+	return fmt.Sprintf("epoch %d", res.Epoch)
+}
+
+// trainPeriod trains one period from the next position (periods.go): the rest of an epoch, or
+// with ValEvery steps across as many epochs as they span, and returns its summary (without
+// validation). It ends early at an Interrupt or the call's bound.
+func (n *Nitro) trainPeriod(train prefetch.Source) (EpochResult, error) {
+	sums := stepSums{train: map[string]float64{}, step: map[string]float64{}}
+	sums.clock.begin()
+	for {
+		ep, from := n.nextPosition()
+		n.tracker.SetProgress(ep, n.st.step)
+		ended, err := n.trainEpoch(train, ep, from, &sums)
+		if err != nil {
+			return EpochResult{}, err
+		}
+		if ended || !n.spec.stepPeriods() || !n.hasMore() {
+			res := sums.result(ep)
+			res.timed(&sums.clock)
+			res.DataWaitFrac = sums.waitFraction()
+			return res, nil
+		}
+		n.st.epoch = ep // its batches ran out inside the period: the next span starts epoch ep+1
+	}
+}
+
+// trainEpoch runs optimizer steps of epoch ep from train batch from (0, or where the epoch was cut
+// short), logging each step's "train" line into sums, until the epoch's batches run out or ended
+// says the period ended first: by the schedule (periodEnds), an Interrupt, or the call's bound.
+func (n *Nitro) trainEpoch(train prefetch.Source, ep, from int, sums *stepSums) (ended bool, err error) {
 	keys := routed(n.spec.splitAvail["train"], n.spec.trainHooks()...)
 	accum := n.spec.cfg.accum.value
 	to := from + (train.Len()-from)/accum*accum // whole optimizer steps
@@ -123,22 +154,21 @@ func (n *Nitro) trainEpoch(train prefetch.Source, ep, from int) (res EpochResult
 	// it staged, on every way out of the epoch (an Interrupt, a non-finite loss, an error).
 	stream, err := n.batchStream(train, ep, keys, 0, from, to)
 	if err != nil {
-		return EpochResult{}, fmt.Errorf("epoch %d: %w", ep, err)
+		return false, fmt.Errorf("epoch %d: %w", ep, err)
 	}
+	spanStart := time.Now()
 	defer func() {
+		sums.addWait(stream.WaitFraction(), time.Since(spanStart))
 		if cerr := stream.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("epoch %d: closing the train stream: %w", ep, cerr)
 		}
 	}()
-	sums := stepSums{train: map[string]float64{}, step: map[string]float64{}}
-	steps := 0
-	sums.clock.begin()
 	for i := from; i < to; i += accum {
 		n.st.data = dataPosition{epoch: ep, batch: i}
 		sums.read = n.log.logs(n.st.step + 1)
-		vals, err := n.optimizationStep(stream, keys, &sums)
+		vals, err := n.optimizationStep(stream, keys, sums)
 		if err != nil {
-			return EpochResult{}, fmt.Errorf("epoch %d, step %d: %w", ep, n.st.step+1, err)
+			return false, fmt.Errorf("epoch %d, step %d: %w", ep, n.st.step+1, err)
 		}
 		loss := vals.Loss()
 		if math.IsNaN(loss) || math.IsInf(loss, 0) {
@@ -146,23 +176,22 @@ func (n *Nitro) trainEpoch(train prefetch.Source, ep, from int) (res EpochResult
 			if n.spec.cfg.accum.value > 1 {
 				where = fmt.Sprintf(" (micro-batch %d)", len(vals.Micro))
 			}
-			return EpochResult{}, fmt.Errorf("non-finite loss %v at epoch %d, step %d%s: stopping; resume from the last checkpoint with a lower learning rate", loss, ep, n.st.step+1, where)
+			return false, fmt.Errorf("non-finite loss %v at epoch %d, step %d%s: stopping; resume from the last checkpoint with a lower learning rate", loss, ep, n.st.step+1, where)
 		}
 		n.st.step++
-		steps++
+		sums.steps++
 		n.st.data.batch = i + accum
 		n.tracker.SetProgress(ep, n.st.step)
 		n.tracker.SetLoss(loss)
 		n.tracker.Tick()
-		n.log.step(n.st.step, ep, &sums)
-		if n.stepInterrupted(vals.Stop) || n.bound.atStep(n.st.step) { // collective.go
-			break // Interrupt (Ctrl+C) or TrainSteps: stop at this step boundary, then validate as usual
+		n.log.step(n.st.step, ep, sums)
+		// An Interrupt (Ctrl+C) or the call's bound (TrainSteps) stops at this step boundary, then
+		// validates as usual; so does the end of a step period.
+		if n.stepInterrupted(vals.Stop) || n.bound.atStep(n.st.step) || n.periodEnds(n.st.step) { // collective.go
+			return true, nil
 		}
 	}
-	res = sums.result(ep, steps)
-	res.timed(&sums.clock)
-	res.DataWaitFrac = stream.WaitFraction()
-	return res, nil
+	return false, nil
 }
 
 // stepSums adds up an epoch's per-micro-batch loss and TrainMetrics for its means, and the current
@@ -178,10 +207,28 @@ type stepSums struct {
 	stepMicro int
 	step      map[string]float64 // this step's TrainMetrics sums (when read)
 	clock     stepClock          // the steps' wall time (steptiming.go)
+
+	steps int // optimizer steps of the period
+	// The batch streams' waiting, weighted by each stream's wall time: a period may span epochs.
+	waited, spanned time.Duration
 }
 
-func (s *stepSums) result(ep, steps int) EpochResult {
-	res := EpochResult{Epoch: ep, TrainLoss: s.loss / float64(max(s.micro, 1)), Steps: steps}
+// addWait adds one batch stream's wait fraction over its wall time d.
+func (s *stepSums) addWait(frac float64, d time.Duration) {
+	s.waited += time.Duration(frac * float64(d))
+	s.spanned += d
+}
+
+// waitFraction is the period's share of its streams' time spent waiting on batches.
+func (s *stepSums) waitFraction() float64 {
+	if s.spanned <= 0 {
+		return 0
+	}
+	return float64(s.waited) / float64(s.spanned)
+}
+
+func (s *stepSums) result(ep int) EpochResult {
+	res := EpochResult{Epoch: ep, TrainLoss: s.loss / float64(max(s.micro, 1)), Steps: s.steps}
 	if len(s.train) > 0 {
 		res.Train = map[string]float64{}
 		for k, v := range s.train {
@@ -237,6 +284,10 @@ func (n *Nitro) optimizationStep(stream *prefetch.Stream[prefetch.Batch], keys [
 // "data" lines and the console's line.
 func (n *Nitro) endEpoch(res EpochResult) {
 	n.st.epoch = res.Epoch
+	res.Step = n.st.step
+	if n.spec.stepPeriods() {
+		res.TotalSteps = n.TotalSteps()
+	}
 	n.history = append(n.history, res)
 	n.log.epoch(n.st.step, res)
 	if n.spec.console != nil {

@@ -27,8 +27,8 @@ func (n *Nitro) TrainSteps(total int) error {
 		return fmt.Errorf("TrainSteps(%d): total is the run's optimizer step to train up to, so it must be >= 0; n.TrainSteps(n.Step()+k) takes k more steps", total)
 	}
 	if total > n.TotalSteps() {
-		return fmt.Errorf("TrainSteps(%d): the run's horizon is %d optimizer steps (MaxEpochs %d): raise MaxEpochs "+
-			"(the field or WithMaxEpochs), since schedules are defined over the horizon", total, n.TotalSteps(), n.spec.cfg.maxEpochs.value)
+		return fmt.Errorf("TrainSteps(%d): the run's horizon is %d optimizer steps (%s): raise it, since schedules are defined over the horizon",
+			total, n.TotalSteps(), n.horizonKnob())
 	}
 	if total <= n.st.step {
 		n.spec.warn(fmt.Sprintf("TrainSteps(%d): the run has taken %d steps already: nothing to train (total is the step to train up to, not a count: n.TrainSteps(n.Step()+k) takes k more)", total, n.st.step))
@@ -46,9 +46,9 @@ func (n *Nitro) TrainEpochs(total int) error {
 	if total < 0 {
 		return fmt.Errorf("TrainEpochs(%d): total is the run's epoch to train up to, so it must be >= 0; n.TrainEpochs(n.Epoch()+1) trains one more", total)
 	}
-	if total > n.spec.cfg.maxEpochs.value {
-		return fmt.Errorf("TrainEpochs(%d): the run's horizon is MaxEpochs %d: raise MaxEpochs (the field or "+
-			"WithMaxEpochs), since schedules are defined over the horizon", total, n.spec.cfg.maxEpochs.value)
+	if total > n.horizonEpochs() {
+		return fmt.Errorf("TrainEpochs(%d): the run's horizon ends in epoch %d (%s): raise it, since schedules are defined over the horizon",
+			total, n.horizonEpochs(), n.horizonKnob())
 	}
 	if total < n.st.epoch || total == n.st.epoch && !n.partialEpoch() {
 		n.spec.warn(fmt.Sprintf("TrainEpochs(%d): the run has completed %d epochs already: nothing to train (total is the epoch to train up to, not a count: n.TrainEpochs(n.Epoch()+1) trains one more)", total, n.st.epoch))
@@ -100,7 +100,14 @@ func (b *trainBound) reached(ep, step int) bool {
 // judgesEpoch says early stopping sees the epoch just validated: patience counts whole epochs,
 // so an epoch a TrainSteps bound cut short is validated and checkpointed but judged only when a
 // later call finishes it (else a loop of one-step calls would spend the patience in a few steps).
-func (n *Nitro) judgesEpoch() bool { return !(n.bound.atStep(n.st.step) && n.partialEpoch()) }
+// With step periods every validation at a ValEvery multiple is judged, and one a bound cut short
+// is not.
+func (n *Nitro) judgesEpoch() bool {
+	if n.spec.stepPeriods() {
+		return !n.bound.atStep(n.st.step) || n.periodEnds(n.st.step)
+	}
+	return !(n.bound.atStep(n.st.step) && n.partialEpoch())
+}
 
 // endLog finishes the record unless the call stopped at its bound with the run to go on.
 func (n *Nitro) endLog(err error) {

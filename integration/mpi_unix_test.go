@@ -488,6 +488,25 @@ type recordLine struct {
 
 func (l recordLine) isTrain() bool { return l.Type == "metrics" && l.Context == "train" }
 
+// UnmarshalJSON reads the keys by their exact names: encoding/json matches struct fields without
+// regard to case, so an experiment field Context in the params line (the GPT's, a number) would
+// land in Context.
+func (l *recordLine) UnmarshalJSON(b []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*l = recordLine{}
+	for key, dst := range map[string]any{"type": &l.Type, "context": &l.Context, "step": &l.Step, "loss": &l.Loss, "step_seconds": &l.StepSeconds} {
+		if raw, ok := m[key]; ok && (key == "type" || m["type"] != nil && string(m["type"]) == `"metrics"`) {
+			if err := json.Unmarshal(raw, dst); err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+		}
+	}
+	return nil
+}
+
 // readRecord reads a run's metrics.jsonl once the run has ended; a line that does not parse (a
 // torn write) fails the test.
 func readRecord(t testing.TB, runDir string) record {

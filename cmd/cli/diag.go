@@ -72,9 +72,12 @@ func (c zapConsole) Reports(config, binding string) {
 func (c zapConsole) Epoch(r core.EpochResult, maxEpochs int) {
 	fields := make([]zap.Field, 0, 6+len(r.Train)+len(r.Val))
 	msg := "epoch"
-	if c.text {
-		msg = fmt.Sprintf("epoch %d/%d", r.Epoch, maxEpochs)
-	} else {
+	switch {
+	case c.text:
+		msg = r.Where(maxEpochs)
+	case r.TotalSteps > 0:
+		fields = append(fields, zap.Int("step", r.Step), zap.Int("total_steps", r.TotalSteps), zap.Int("epoch", r.Epoch))
+	default:
 		fields = append(fields, zap.Int("epoch", r.Epoch), zap.Int("max_epochs", maxEpochs))
 	}
 	fields = append(fields, zap.Float64("train_loss", r.TrainLoss))

@@ -26,6 +26,9 @@ type expFlags struct {
 	preset      string
 	sets        []string
 	maxEpochs   int
+	maxSteps    int // --max-steps, --val-every, --checkpoint-every: a step-based run
+	valEvery    int
+	ckptEvery   int
 	accum       int
 	clipNorm    float64
 	backend     string
@@ -157,6 +160,9 @@ func newExperimentCmd(name string, stdout, stderr io.Writer) *cobra.Command {
 	fs.StringArrayVar(&f.sets, "set", nil, "override an experiment field: `FIELD=VALUE` (repeatable)")
 	if name == "train" {
 		fs.IntVar(&f.maxEpochs, "max-epochs", 0, "epochs to train, `N` >= 0 (default: the experiment's)")
+		fs.IntVar(&f.maxSteps, "max-steps", 0, "optimizer steps to train, `N` >= 1, instead of epochs (default: the experiment's MaxSteps, else its epochs)")
+		fs.IntVar(&f.valEvery, "val-every", 0, "validate, report and checkpoint every `N` optimizer steps instead of at epoch ends (default: the experiment's ValEvery, else each epoch)")
+		fs.IntVar(&f.ckptEvery, "checkpoint-every", 0, "checkpoint every `N` optimizer steps, a multiple of --val-every (default: at every validation)")
 	}
 	fs.StringVar(&f.backend, "backend", "", "force a `BACKEND`: xla, cuda or go (default: cuda when its plugin is installed, else xla when the CPU plugin is)")
 	fs.StringVar(&f.runDir, "run-dir", "", "the run directory `DIR` (default: the experiment's, else runs/<Experiment>)")
@@ -223,6 +229,14 @@ func checkFlags(c *cobra.Command, f *expFlags) error {
 	changed := c.Flags().Changed
 	if changed("max-epochs") && f.maxEpochs < 0 {
 		return fmt.Errorf("--max-epochs %d: must be >= 0 (leave it out to train the experiment's own epoch count)", f.maxEpochs)
+	}
+	for _, k := range []struct {
+		flag string
+		v    int
+	}{{"max-steps", f.maxSteps}, {"val-every", f.valEvery}, {"checkpoint-every", f.ckptEvery}} {
+		if changed(k.flag) && k.v < 0 {
+			return fmt.Errorf("--%s %d: must be >= 0 (0 turns it off; leave it out for the experiment's own)", k.flag, k.v)
+		}
 	}
 	if changed("accum") && f.accum < 1 {
 		return fmt.Errorf("--accum %d: must be >= 1 (1 steps the optimizer on every batch, N on every Nth)", f.accum)
@@ -430,6 +444,15 @@ func runOptions(c *cobra.Command, f *expFlags) []core.Option {
 	var opts []core.Option
 	if changed("max-epochs") {
 		opts = append(opts, core.WithMaxEpochs(f.maxEpochs))
+	}
+	if changed("max-steps") {
+		opts = append(opts, core.WithMaxSteps(f.maxSteps))
+	}
+	if changed("val-every") {
+		opts = append(opts, core.WithValEvery(f.valEvery))
+	}
+	if changed("checkpoint-every") {
+		opts = append(opts, core.WithCheckpointEvery(f.ckptEvery))
 	}
 	if changed("accum") {
 		opts = append(opts, core.WithAccum(f.accum))

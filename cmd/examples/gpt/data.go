@@ -18,7 +18,7 @@ func (e *GPT) check() error {
 	}{
 		{"Layers", e.Layers, 1}, {"Heads", e.Heads, 1}, {"Dim", e.Dim, 1}, {"Context", e.Context, 1},
 		{"BatchSize", e.BatchSize, 1}, {"BatchesPerEpoch", e.BatchesPerEpoch, 1}, {"ValBatches", e.ValBatches, 1},
-		{"MaxEpochs", e.MaxEpochs, 0}, {"Seed", e.Seed, 0},
+		{"MaxSteps", e.MaxSteps, 0}, {"ValEvery", e.ValEvery, 0}, {"Seed", e.Seed, 0},
 	} {
 		c.AtLeast(f.name, f.v, f.min)
 	}

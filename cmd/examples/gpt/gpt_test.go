@@ -13,6 +13,7 @@ import (
 	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/cmd/examples/gpt"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/dist"
 	"github.com/nitro-go/nitro/internal/prereq"
 	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/prefetch"
@@ -47,6 +48,9 @@ func TestTrainTiny(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := n.History()
+	if len(h) != 3 || h[0].Step != 20 || n.Step() != 60 {
+		t.Fatalf("tiny reports %d periods, the first at step %d, and ends at step %d: want 3 (ValEvery 20), 20, MaxSteps 60", len(h), h[0].Step, n.Step())
+	}
 	last := h[len(h)-1].Val
 	t.Logf("tiny preset on %s: val loss %.4f before training, %.4f after %d steps (%.3f bits per byte, accuracy %.3f); %.1fs in all",
 		n.Backend().Name, before["loss"], last["val_loss"], n.Step(), last["val_bpb"], last["val_accuracy"], time.Since(start).Seconds())
@@ -120,13 +124,13 @@ func TestLongerThanContext(t *testing.T) {
 	}
 }
 
-// TestDropout trains the tiny preset for an epoch with Dropout 0.3 and with none: dropout changes
+// TestDropout trains the tiny preset for 30 steps with Dropout 0.3 and with none: dropout changes
 // the training loss (it is active in training, and costs some fit), training still learns, and
 // prediction does not drop (two predictions of one batch agree).
 func TestDropout(t *testing.T) {
 	prereq.Plugin(t)
 	train := func(rate float64) (*core.Nitro, *gpt.GPT, float64) {
-		e, err := markers.FromPreset[gpt.GPT]("tiny", map[string]any{"Dropout": rate, "MaxEpochs": 1})
+		e, err := markers.FromPreset[gpt.GPT]("tiny", map[string]any{"Dropout": rate, "MaxSteps": 30, "ValEvery": 30})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +196,7 @@ func TestFieldsAreChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.BuildData()
+	_, err = e.BuildData(dist.Single())
 	if err == nil {
 		t.Fatal("BuildData accepted Dim 30, Heads 4, Val 0, Dropout 1 and a Column without Corpus")
 	}
@@ -207,7 +211,7 @@ func TestFieldsAreChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err = e.BuildData(); err == nil || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "the field Corpus") {
+	if _, err = e.BuildData(dist.Single()); err == nil || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "the field Corpus") {
 		t.Errorf("BuildData on a missing corpus: error %v, want one naming the path and the field Corpus", err)
 	}
 }

@@ -39,9 +39,10 @@ type GPT struct {
 	Column          string  `default:"" doc:"with Corpus a Parquet file or folder: its string column holding the text"`
 	Val             float64 `default:"0.05" doc:"fraction of the corpus held out for val (by file of a folder, by row of Parquet, a single file's tail), in (0, 1)"`
 	BatchSize       int     `default:"12" doc:"windows per batch"`
-	BatchesPerEpoch int     `default:"250" doc:"training batches per epoch"`
+	BatchesPerEpoch int     `default:"250" doc:"training batches per epoch: how many windows are drawn before they are drawn afresh"`
 	ValBatches      int     `default:"20" doc:"val batches per validation (the same every epoch)"`
-	MaxEpochs       int     `default:"8" doc:"epochs to train"`
+	MaxSteps        int     `default:"2000" doc:"optimizer steps to train (the run's horizon: the learning rate's schedule spans it)"`
+	ValEvery        int     `default:"250" doc:"validate, report and checkpoint every this many steps"`
 	Seed            int     `default:"42" doc:"seed for the window positions and the initialization"`
 
 	LearningRate     float64 `default:"0.001" doc:"peak learning rate (Adam), reached after the warmup, decayed along a cosine to a tenth"`
@@ -57,11 +58,11 @@ type GPT struct {
 func (GPT) Presets() map[string]map[string]any {
 	return map[string]map[string]any{
 		"tiny": {"Layers": 2, "Heads": 2, "Dim": 32, "Context": 32, "BatchSize": 8, "BatchesPerEpoch": 30, "ValBatches": 4,
-			"MaxEpochs": 2, "LearningRate": 0.01, "WarmupFrac": 0.1},
-		"small": {"Layers": 4, "Heads": 4, "Dim": 128, "Context": 64, "BatchSize": 12, "BatchesPerEpoch": 250, "MaxEpochs": 8,
-			"LearningRate": 0.001, "Beta2": 0.99},
+			"MaxSteps": 60, "ValEvery": 20, "LearningRate": 0.01, "WarmupFrac": 0.1},
+		"small": {"Layers": 4, "Heads": 4, "Dim": 128, "Context": 64, "BatchSize": 12, "BatchesPerEpoch": 250, "MaxSteps": 2000,
+			"ValEvery": 250, "LearningRate": 0.001, "Beta2": 0.99},
 		"gpt2": {"Layers": 12, "Heads": 12, "Dim": 768, "Context": 1024, "BatchSize": 8, "BatchesPerEpoch": 500, "ValBatches": 10,
-			"MaxEpochs": 1, "LearningRate": 0.0006, "Beta2": 0.95},
+			"MaxSteps": 500, "ValEvery": 100, "LearningRate": 0.0006, "Beta2": 0.95},
 	}
 }
 
@@ -153,6 +154,11 @@ func (e *GPT) dropout(ctx *context.Context, x *graph.Node) *graph.Node {
 // Loss is the mean cross-entropy (nats) over every position of every window.
 func (e *GPT) Loss(out core.Outputs, in Targets) *graph.Node {
 	return graph.ReduceAllMean(classify.CrossEntropy(out["logits"], in.Targets))
+}
+
+// TrainMetrics adds the training loss in bits per byte to every "train" line.
+func (e *GPT) TrainMetrics(out core.Outputs, in Targets) map[string]*graph.Node {
+	return map[string]*graph.Node{"bpb": graph.DivScalar(e.Loss(out, in), math.Ln2)}
 }
 
 // Metrics are loss (nats per byte), accuracy (the next byte's arg-max) and bpb, bits per byte:
