@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""JAX + optax peer of `nitro train gpt --preset small`: the same model, data, optimizer and budget.
+
+Run it in the bench venv (make bench-venv) on the batches scripts/bench/gptdata writes:
+
+    (cd scripts/bench/gptdata && GOWORK=off go run . -out /tmp/gptdata)
+    .nitro/bench-venv/bin/python scripts/bench/jax_gpt.py --data /tmp/gptdata
+
+It trains on every train batch of every epoch in the order nitro does (the .npy files are in that
+order) and validates on the 20 val batches after each epoch (every 250 steps), printing one line per
+epoch: the val loss (mean cross-entropy in nats over every position) and bits per byte (loss / ln 2),
+as nitro's gpt reports them. --out FILE also writes those lines as JSON.
+
+The model is cmd/examples/gpt's, in jax.numpy (float32): byte embedding [256, Dim] plus learned
+positions [Context, Dim]; Layers pre-LayerNorm blocks of causal softmax attention (Heads heads,
+q·k/sqrt(Dim/Heads), the future masked with -1e9 as nitro adds it) and a 4·Dim MLP with GELU's tanh
+form; a final LayerNorm (eps 1e-5 everywhere); logits = x · wteᵀ (tied). Every linear layer has a
+bias. Init: weight matrices and both embeddings N(0, 0.02²), the attention output projection and
+the MLP's second layer N(0, (0.02/sqrt(2·Layers))²), biases 0, LayerNorm gain 1 and offset 0. The
+random draws are JAX's from --seed, so the values differ from nitro's; the distributions do not.
+
+The optimizer is nitro's as the gpt example configures it:
+  - gradients clipped to global norm --clip over all parameters first (optax.clip_by_global_norm:
+    g·clip/norm when norm >= clip), as nitro clips at the top of its optimizer program;
+  - Adam in optax's form (b1 0.9, b2 --beta2, eps 1e-8 outside the square root, bias-corrected
+    with the 1-based step), then decoupled decay lambda·params on the weight matrices only (not the
+    biases, LayerNorm gains and offsets, or the two embeddings), both scaled by the learning rate:
+    nitro hands its decay lambda already multiplied by the step's learning rate
+    (optimizers.EffectiveHyper), which is what optax.adamw's single scale by the rate does;
+  - the learning rate of schedules.WarmupCosine(0.05, lr, lr/10) over the run's steps: with
+    s the 1-based step, W = round(0.05·total): lr·s/W for s <= W, then
+    lr/10 + (lr - lr/10)·(1 + cos(pi·(s-W)/(total-W)))/2, reaching lr/10 at the last step. It is
+    computed in float64 on the host, as nitro does, and read by the step from a table (optax's
+    count is 0-based, so the table's entry k is step k+1).
+
+Flags: --data DIR (required) --layers 4 --heads 4 --dim 128 --lr 1e-3 --warmup-frac 0.05
+--beta2 0.99 --wd 0.1 --clip 1.0 --seed 42 --threads N (XLA CPU threads; default: the CPUs this
+process may run on) --out FILE.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+
+def parse_flags(argv):
+    p = argparse.ArgumentParser(prog="jax_gpt.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", required=True, help="the folder scripts/bench/gptdata wrote")
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--warmup-frac", type=float, default=0.05)
+    p.add_argument("--beta2", type=float, default=0.99)
+    p.add_argument("--wd", type=float, default=0.1)
+    p.add_argument("--clip", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--out", default="")
+    a = p.parse_args(argv)
+    if a.dim % a.heads:
+        p.error(f"--dim {a.dim} does not divide by --heads {a.heads}")
+    if not 0 <= a.warmup_frac < 1:
+        p.error("--warmup-frac must be in [0, 1)")
+    return a
+
+
+def warmup_cosine(total, frac, peak, floor):
+    """schedules.WarmupCosine's value at 1-based steps 1..total, in float64."""
+    warmup = int(math.floor(frac * total + 0.5))  # Go's math.Round (halves up), not Python's round
+    out = []
+    for s in range(1, total + 1):
+        if s <= warmup:
+            out.append(peak * max(s, 1) / warmup)
+            continue
+        first = max(warmup, 1)
+        p = 0.0 if s <= first else (1.0 if s >= total else (s - first) / (total - first))
+        out.append(floor + (peak - floor) * (1 + math.cos(math.pi * p)) / 2)
+    return out
+
+
+def main(argv):
+    a = parse_flags(argv)
+    threads = a.threads or len(os.sched_getaffinity(0))
+    os.environ["NPROC"] = str(threads)  # XLA's CPU client sizes its thread pool from it
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+    import numpy as np
+    import jax
+    import jax.numpy as jnp
+    import jaxlib
+    import optax
+
+    with open(os.path.join(a.data, "meta.json")) as f:
+        meta = json.load(f)
+    tr_tok = np.load(os.path.join(a.data, "train_tokens.npy"))
+    tr_tgt = np.load(os.path.join(a.data, "train_targets.npy"))
+    va_tok = np.load(os.path.join(a.data, "val_tokens.npy"))
+    va_tgt = np.load(os.path.join(a.data, "val_targets.npy"))
+    epochs, per_epoch, bsz, ctx = tr_tok.shape
+    if list(tr_tok.shape) != meta["train_shape"] or list(va_tok.shape) != meta["val_shape"]:
+        sys.exit(f"jax_gpt: {a.data}: the arrays' shapes disagree with meta.json")
+    total = epochs * per_epoch
+    d, L, H = a.dim, a.layers, a.heads
+    dh = d // H
+    std, proj_std = 0.02, 0.02 / math.sqrt(2 * L)
+
+    # Parameters: a dict per layer; "w" names the weight matrices, the only leaves decayed.
+    keys = iter(jax.random.split(jax.random.PRNGKey(a.seed), 4 + 4 * L))
+
+    def normal(shape, s):
+        return jax.random.normal(next(keys), shape, jnp.float32) * jnp.float32(s)
+
+    def dense(n_in, n_out, s):
+        return {"w": normal((n_in, n_out), s), "b": jnp.zeros((n_out,), jnp.float32)}
+
+    def ln():
+        return {"g": jnp.ones((d,), jnp.float32), "o": jnp.zeros((d,), jnp.float32)}
+
+    params = {
+        "wte": normal((256, d), std),
+        "wpe": normal((ctx, d), std),
+        "blocks": [
+            {"ln_1": ln(), "qkv": dense(d, 3 * d, std), "proj": dense(d, d, proj_std),
+             "ln_2": ln(), "fc_1": dense(d, 4 * d, std), "fc_2": dense(4 * d, d, proj_std)}
+            for _ in range(L)
+        ],
+        "ln_f": ln(),
+    }
+    n_params = sum(x.size for x in jax.tree_util.tree_leaves(params))
+    decay_mask = jax.tree_util.tree_map_with_path(
+        lambda path, _: getattr(path[-1], "key", None) == "w", params)
+
+    def layer_norm(p, x):
+        mean = x.mean(-1, keepdims=True)
+        var = jnp.square(x - mean).mean(-1, keepdims=True)
+        return (x - mean) / jnp.sqrt(var + 1e-5) * p["g"] + p["o"]
+
+    def linear(p, x):
+        return x @ p["w"] + p["b"]
+
+    causal = jnp.tril(jnp.ones((ctx, ctx), bool))
+
+    def attention(p, x):
+        b, t, _ = x.shape
+        qkv = linear(p, x).reshape(b, t, 3, H, dh)  # nitro's layout: [q | k | v], heads inside each
+        q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(dh)
+        logits = logits + jnp.where(causal[:t, :t], 0.0, -1e9)[None, None]
+        w = jax.nn.softmax(logits, axis=-1)
+        return jnp.einsum("bkhd,bhqk->bqhd", v, w).reshape(b, t, d)
+
+    def forward(params, tokens):
+        t = tokens.shape[1]
+        x = params["wte"][tokens] + params["wpe"][:t][None]
+        for blk in params["blocks"]:
+            x = x + linear(blk["proj"], attention(blk["qkv"], layer_norm(blk["ln_1"], x)))
+            h = jax.nn.gelu(linear(blk["fc_1"], layer_norm(blk["ln_2"], x)), approximate=True)
+            x = x + linear(blk["fc_2"], h)
+        x = layer_norm(params["ln_f"], x)
+        return jnp.einsum("btd,vd->btv", x, params["wte"])  # tied output
+
+    def xent(params, tokens, targets):
+        logp = jax.nn.log_softmax(forward(params, tokens), axis=-1)
+        return -jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]  # [B, T] nats
+
+    def loss_fn(params, tokens, targets):
+        return xent(params, tokens, targets).mean()
+
+    lrs = warmup_cosine(total, a.warmup_frac, a.lr, a.lr / 10)
+    lr_table = jnp.asarray(np.asarray(lrs, np.float64).astype(np.float32))
+    opt = optax.chain(
+        optax.clip_by_global_norm(a.clip),
+        optax.adamw(lambda count: lr_table[count], b1=0.9, b2=a.beta2, eps=1e-8,
+                    weight_decay=a.wd, mask=decay_mask),
+    )
+    opt_state = opt.init(params)
+
+    def step(params, opt_state, tokens, targets):
+        loss, grads = jax.value_and_grad(loss_fn)(params, tokens, targets)
+        updates, opt_state = opt.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    step = jax.jit(step, donate_argnums=(0, 1))
+
+    @jax.jit
+    def eval_sum(params, tokens, targets):
+        return xent(params, tokens, targets).sum()
+
+    va_tok_d, va_tgt_d = jnp.asarray(va_tok), jnp.asarray(va_tgt)
+
+    def validate(params):
+        # nitro sums each batch's cross-entropy and divides by the positions of all batches.
+        s = sum(float(eval_sum(params, va_tok_d[i], va_tgt_d[i])) for i in range(va_tok.shape[0]))
+        return s / va_tok.size
+
+    print(f"jax_gpt: jax={jax.__version__} jaxlib={jaxlib.__version__} optax={optax.__version__} "
+          f"threads={threads} device={jax.devices()[0].device_kind}; {n_params} parameters; "
+          f"{epochs} epochs x {per_epoch} batches of [{bsz}, {ctx}] from {meta['corpus']}; "
+          f"lr {lrs[0]:.3g} at step 1, {max(lrs):.3g} peak, {lrs[-1]:.3g} at step {total}", flush=True)
+    t0 = time.perf_counter()
+    c0 = time.perf_counter()
+    step.lower(params, opt_state, tr_tok[0, 0], tr_tgt[0, 0]).compile()
+    compile_s = time.perf_counter() - c0
+    lines = []
+    v0 = validate(params)
+    print(f"epoch 0 (init)  val_loss {v0:.4f}  val_bpb {v0 / math.log(2):.4f}", flush=True)
+    train_s = 0.0
+    for ep in range(epochs):
+        e0 = time.perf_counter()
+        tl = 0.0
+        for i in range(per_epoch):
+            params, opt_state, loss = step(params, opt_state, tr_tok[ep, i], tr_tgt[ep, i])
+            tl += float(loss)  # read back each step, as nitro sums its train loss
+        if not math.isfinite(tl):
+            sys.exit(f"jax_gpt: non-finite train loss in epoch {ep + 1}")
+        es = time.perf_counter() - e0
+        train_s += es
+        v = validate(params)
+        rec = {"epoch": ep + 1, "step": (ep + 1) * per_epoch, "train_loss": tl / per_epoch,
+               "val_loss": v, "val_bpb": v / math.log(2), "seconds": es, "steps_per_second": per_epoch / es}
+        lines.append(rec)
+        print(f"epoch {ep + 1}/{epochs}  train_loss {rec['train_loss']:.4f}  val_loss {v:.4f}  "
+              f"val_bpb {rec['val_bpb']:.4f}  seconds {es:.2f}  steps_per_second {rec['steps_per_second']:.1f}", flush=True)
+    wall = time.perf_counter() - t0
+    print(f"jax_gpt: final val_loss {lines[-1]['val_loss']:.4f} val_bpb {lines[-1]['val_bpb']:.4f}; "
+          f"compile {compile_s:.1f}s, training {train_s:.1f}s ({total / train_s:.1f} steps/s), wall {wall:.1f}s", flush=True)
+    if a.out:
+        with open(a.out, "w") as f:
+            for rec in lines:
+                f.write(json.dumps(rec) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
