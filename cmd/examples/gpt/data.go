@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/nitro-go/nitro/cmd/examples/internal/fieldcheck"
+	"github.com/nitro-go/nitro/dist"
 	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/prefetch/text"
 )
@@ -37,11 +38,13 @@ func (e *GPT) check() error {
 	return c.Err()
 }
 
-// textConfig is the prefetch/text configuration of the experiment's fields: Corpus, else the
-// Go source tree's .go files.
-func (e *GPT) textConfig() (text.Config, error) {
+// textConfig is the prefetch/text configuration of the experiment's fields for a run of
+// ranks processes: Corpus, else the Go source tree's .go files. BatchesPerEpoch and ValBatches
+// count global batches, so each process's source holds ranks times as many batches of its
+// BatchSize, which dist.Shard deals out one per rank in turn.
+func (e *GPT) textConfig(ranks int) (text.Config, error) {
 	cfg := text.Config{Path: e.Corpus, Column: e.Column, Context: e.Context, BatchSize: e.BatchSize,
-		BatchesPerEpoch: e.BatchesPerEpoch, ValBatches: e.ValBatches, Val: e.Val, Seed: uint64(e.Seed)}
+		BatchesPerEpoch: e.BatchesPerEpoch * ranks, ValBatches: e.ValBatches * ranks, Val: e.Val, Seed: uint64(e.Seed)}
 	if cfg.Path == "" {
 		p, err := text.DefaultCorpus()
 		if err != nil {
@@ -54,20 +57,42 @@ func (e *GPT) textConfig() (text.Config, error) {
 
 // BuildData opens the corpus as "train" (BatchesPerEpoch batches re-drawn each epoch) and "val"
 // (ValBatches batches held out by file, the same every epoch), and keeps them for Close.
-func (e *GPT) BuildData() (prefetch.Data, error) {
+//
+// Under W processes BatchSize is each process's and the global batch is W times it, while
+// BatchesPerEpoch and ValBatches stay the steps of an epoch and the batches of a validation.
+// Window j of an epoch does not depend on the batch size, so global batch i is windows
+// i·W·B … (i+1)·W·B-1 (B = BatchSize), and rank r reads only its B of them, source batch
+// i·W+r: the windows one process with BatchSize W·B reads at step i, and for val the rows its
+// device r would take on W devices. So `mpirun -np 2` at BatchSize B trains and validates what
+// one process at BatchSize 2B on 2 devices does, with the same BatchesPerEpoch and ValBatches.
+func (e *GPT) BuildData(d dist.Dist) (prefetch.Data, error) {
 	if err := e.check(); err != nil {
 		return nil, err
 	}
-	cfg, err := e.textConfig()
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	cfg, err := e.textConfig(d.WorldSize)
 	if err != nil {
 		return nil, err
 	}
-	d, err := text.Split(cfg)
+	all, err := text.Split(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w (text.Config.Path is the field Corpus; its other fields are this experiment's of the same name)", err)
+		why := "text.Config.Path is the field Corpus; its other fields are this experiment's of the same name"
+		if d.WorldSize > 1 {
+			why += fmt.Sprintf(", BatchesPerEpoch and ValBatches times the %d processes", d.WorldSize)
+		}
+		return nil, fmt.Errorf("%w (%s)", err, why)
 	}
-	e.data = append(e.data, d)
-	return d, nil
+	// Shard deals val out by whole batches too: every rank gets ValBatches of them, so every
+	// window is evaluated once and the ranks' sums cover the split without padding.
+	mine, err := dist.ShardData(all, d)
+	if err != nil {
+		_ = text.CloseAll(all)
+		return nil, err
+	}
+	e.data = append(e.data, all) // Close needs the sources themselves: a shard hides their Close
+	return mine, nil
 }
 
 // Close releases the files of every split BuildData opened. The experiment may build its data
