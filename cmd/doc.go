@@ -3,7 +3,7 @@
 //   - cmd/nitro is the `nitro` binary. Its commands (`nitro CMD --help` for each one's flags):
 //     `train`, `evaluate` and `render` (a split's samples and predictions as a PNG) over
 //     registered experiments, from scratch or a checkpoint; `export` (a checkpoint's model as a
-//     bundle); `run-bundle` (a bundle run once, JSON in and out) and `serve` (bundles, or a
+//     bundle); `sample` (a text generator's checkpoint continuing a prompt); `run-bundle` (a bundle run once, JSON in and out) and `serve` (bundles, or a
 //     model repository of them, on the Open Inference Protocol; a single bundle on POST /predict
 //     too); `list`, `info` (an experiment or a checkpoint), `ls` (a run dir's checkpoints),
 //     `plot` (a run's metrics as PNGs), `board` (a live web page comparing runs); `data convert`

@@ -36,6 +36,7 @@ require (
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/gomlx/stablehlo v0.2.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/nitro-go/nitro/generate v0.0.0 // indirect
 	github.com/nitro-go/nitro/hooks v0.0.0
 	github.com/nitro-go/nitro/hostalloc v0.0.0
 	github.com/nitro-go/nitro/logjson v0.0.0 // indirect
@@ -84,3 +85,5 @@ replace (
 replace github.com/nitro-go/nitro/hostalloc => ../hostalloc
 
 replace github.com/nitro-go/nitro/hooks => ../hooks
+
+replace github.com/nitro-go/nitro/generate => ../generate

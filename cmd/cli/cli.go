@@ -99,6 +99,7 @@ var commands = []struct {
 	{"evaluate", experimentCmd("evaluate")},
 	{"render", experimentCmd("render")},
 	{"export", newExportCmd},
+	{"sample", newSampleCmd},
 	{"run-bundle", stdoutOnly(newRunBundleCmd)},
 	{"serve", newServeCmd},
 	{"list", stdoutOnly(newListCmd)},
