@@ -62,6 +62,7 @@ require (
 	github.com/nitro-go/nitro/hooks v0.0.0
 	github.com/nitro-go/nitro/hostalloc v0.0.0
 	github.com/nitro-go/nitro/prefetch v0.0.0
+	github.com/nitro-go/nitro/roofline v0.0.0
 	github.com/pandatix/go-abnf v0.5.5 // indirect
 	github.com/parquet-go/bitpack v1.0.0
 	github.com/parquet-go/jsonlite v1.0.0
@@ -126,3 +127,5 @@ replace github.com/nitro-go/nitro/hostalloc => ../hostalloc
 replace github.com/nitro-go/nitro/hooks => ../hooks
 
 replace github.com/nitro-go/nitro/generate => ../generate
+
+replace github.com/nitro-go/nitro/roofline => ../roofline

@@ -137,6 +137,8 @@
 //	                                                    WithEarlyStopper wins                       (New)
 //	ExportProvenance() map[string]string    no          Export, once, on the host   framework and   an ExportProvenance method
 //	  (model.go, ExportProvenancer)                                                 site keys only  of another type (Export)
+//	Throughput() Throughput                 no          New, once                   no tokens/s or  TokensPerSample < 1 or a
+//	  (throughput.go, Throughputer)                                                 MFU             negative or NaN FLOPs (New)
 //	Visualize(VisualSamples)                no          Render, once per call, on   none: Render    missing, or a Visualize
 //	  (image.Image, error)                              the host                    refuses         method of another type
 //	  (render.go, Visualizer)                                                                       (Render)

@@ -35,6 +35,7 @@ require (
 	github.com/gomlx/stablehlo v0.2.0 // indirect
 	github.com/nitro-go/nitro/hooks v0.0.0
 	github.com/nitro-go/nitro/hostalloc v0.0.0
+	github.com/nitro-go/nitro/roofline v0.0.0
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
@@ -74,3 +75,5 @@ replace (
 replace github.com/nitro-go/nitro/hostalloc => ../hostalloc
 
 replace github.com/nitro-go/nitro/hooks => ../hooks
+
+replace github.com/nitro-go/nitro/roofline => ../roofline

@@ -191,8 +191,15 @@ func (l *runLog) epoch(step int, res EpochResult) {
 	if res.Val != nil {
 		l.metrics(logjson.ContextValidate, step, res.Epoch, withPrefix("val_", res.Val))
 	}
-	l.metrics(logjson.ContextData, step, res.Epoch, map[string]float64{"data_wait_frac": res.DataWaitFrac,
-		"epoch_seconds": res.Seconds, "train_seconds": res.TrainSeconds, "steps_per_second": res.StepsPerSecond})
+	data := map[string]float64{"data_wait_frac": res.DataWaitFrac,
+		"epoch_seconds": res.Seconds, "train_seconds": res.TrainSeconds, "steps_per_second": res.StepsPerSecond}
+	if res.TokensPerSecond > 0 {
+		data["tokens_per_second"] = res.TokensPerSecond
+	}
+	if res.MFU > 0 {
+		data["mfu"] = res.MFU
+	}
+	l.metrics(logjson.ContextData, step, res.Epoch, data)
 }
 
 // finish ends Train's record: error when err is set, else the stop reason (completed,

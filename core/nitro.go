@@ -69,6 +69,9 @@ type EpochResult struct {
 	// checkpoint); StepSeconds (TrainSeconds/Steps) and StepsPerSecond (Steps/TrainSeconds) are
 	// the per-step figures a JAX or PyTorch loop reports.
 	TrainSeconds, StepSeconds, StepsPerSecond float64
+	// TokensPerSecond (over every process) and MFU, the model FLOPs utilization in [0, 1], are
+	// set for a model with the Throughput hook (throughput.go); MFU needs a measured peak.
+	TokensPerSecond, MFU float64
 	// DataWaitFrac is the fraction of the epoch's training wall time (its steps, without
 	// validation) the loop spent waiting on the train batch stream (prefetch's Next): the
 	// "data" line's data_wait_frac. Near 0, the device never starved; near 1, data is the limit.

@@ -27,6 +27,7 @@ type runSpec struct {
 	compileSecsAt float64
 	cache         engine.Cache // nil: the process-level one
 	devs          devices      // n_devs (devices.go); the engine runs the mesh
+	tput          *throughput  // tokens per second and MFU (throughput.go); nil without Throughput
 
 	console Console // human-readable report; nil when Quiet (chosen from the options)
 
@@ -82,6 +83,7 @@ func (bld *builder) setUp() error {
 		bld.derive,            // derive.go: Derive's values into the experiment; the GraphConst hash
 		bld.checkSplits,       // splits.go: splits against the hooks; each declared for prefetch
 		bld.resolveDevices,    // devices.go: n_devs, the batch divides over it
+		bld.resolveThroughput, // throughput.go: tokens and FLOPs per sample, when the model says
 		bld.agree,             // collective.go: every process runs the same thing
 		bld.manualSplits,      // manual.go: TrainStep's fields; something to validate with
 		bld.buildModel,        // buildmodel.go: BuildModel, the engine, Device fields, shape trace, parameters on the device

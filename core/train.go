@@ -68,6 +68,7 @@ func (n *Nitro) train(ctx context.Context) (err error) {
 		return nil
 	}
 	n.tracker.SetStepsPerEpoch(n.stepsPerEpoch())
+	n.measurePeak() // throughput.go: before training loads the device
 	n.bound.openLog = false
 	for n.hasMore() {
 		start := time.Now()
@@ -136,6 +137,7 @@ func (n *Nitro) trainPeriod(train prefetch.Source) (EpochResult, error) {
 		if ended || !n.spec.stepPeriods() || !n.hasMore() {
 			res := sums.result(ep)
 			res.timed(&sums.clock)
+			n.spec.tput.account(&res)
 			res.DataWaitFrac = sums.waitFraction()
 			return res, nil
 		}

@@ -35,6 +35,7 @@ require (
 	github.com/nitro-go/nitro/optimizers v0.0.0 // indirect
 	github.com/nitro-go/nitro/prefetch v0.0.0
 	github.com/nitro-go/nitro/render v0.0.0 // indirect
+	github.com/nitro-go/nitro/roofline v0.0.0
 	github.com/nitro-go/nitro/schedules v0.0.0-00010101000000-000000000000 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
@@ -77,3 +78,5 @@ replace (
 )
 
 replace github.com/nitro-go/nitro/hostalloc => ../hostalloc
+
+replace github.com/nitro-go/nitro/roofline => ../roofline

@@ -86,6 +86,12 @@ func (c zapConsole) Epoch(r core.EpochResult, maxEpochs int) {
 	}
 	fields = append(fields, zap.Float64("seconds", r.Seconds),
 		zap.Float64("steps_per_second", r.StepsPerSecond))
+	if r.TokensPerSecond > 0 {
+		fields = append(fields, zap.Float64("tokens_per_second", r.TokensPerSecond))
+	}
+	if r.MFU > 0 {
+		fields = append(fields, zap.Float64("mfu", r.MFU))
+	}
 	c.z.Info(msg, fields...)
 }
 

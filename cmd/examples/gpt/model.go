@@ -17,6 +17,7 @@ import (
 	"github.com/nitro-go/nitro/optimizers"
 	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/prefetch/text"
+	"github.com/nitro-go/nitro/roofline"
 	"github.com/nitro-go/nitro/schedules"
 )
 
@@ -73,6 +74,15 @@ func (GPT) Presets() map[string]map[string]any {
 func (e *GPT) ParamCount() int {
 	d := e.Dim
 	return e.Layers*(12*d*d+13*d) + (Vocab+e.Context)*d + 2*d
+}
+
+// Throughput is what a window costs, for the tokens per second and the model FLOPs utilization
+// nitro reports: Context tokens, each taking 6 FLOPs per weight of a matrix product it passes
+// through in training (the blocks' 12·Dim² per layer and the tied output projection's 256·Dim;
+// the embedding lookups are gathers) plus the attention term.
+func (e *GPT) Throughput() core.Throughput {
+	weights := 12*e.Layers*e.Dim*e.Dim + Vocab*e.Dim
+	return core.Throughput{TokensPerSample: e.Context, TrainFLOPsPerToken: roofline.TransformerFLOPsPerToken(weights, e.Layers, e.Dim, e.Context)}
 }
 
 // BuildModel checks the configuration; Forward creates the variables.
