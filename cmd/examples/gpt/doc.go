@@ -25,10 +25,17 @@
 // column, as the tail of a single file); there is no test split. BatchesPerEpoch and ValBatches
 // bound an epoch and a validation.
 //
-// Loss: the mean cross-entropy (nats) over every position of every window. Metrics (val): loss,
-// accuracy (next-byte arg-max) and bpb, bits per byte (loss / ln 2), each summed over positions
-// and divided by their count. A uniform guess over bytes scores ln 256 = 5.55 nats, 8 bits per
-// byte.
+// Training is by steps, as language models are trained: MaxSteps optimizer steps (the learning
+// rate's schedule spans them), a validation on the same ValBatches every ValEvery steps, and a
+// checkpoint at each (core's step periods; an epoch is only how many windows are drawn before
+// they are drawn afresh, and a kill loses at most ValEvery steps).
+//
+// Loss: the mean cross-entropy (nats) over every position of every window; every "train" line
+// also carries it in bits per byte (bpb). Metrics (val): loss, accuracy (next-byte arg-max) and
+// bpb, bits per byte (loss / ln 2), each summed over positions and divided by their count. A
+// uniform guess over bytes scores ln 256 = 5.55 nats, 8 bits per byte. Throughput declares a
+// window's cost, so each validation's line also shows tokens (bytes) per second and the model
+// FLOPs utilization against the device's measured matrix-product rate.
 //
 // Optimizer: Adam (betas 0.9, Beta2) with decoupled weight decay Lambda applied to the weight
 // matrices only (not to biases, LayerNorm gains and offsets, or the two embeddings: NoDecay),
