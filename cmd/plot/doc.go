@@ -2,7 +2,10 @@
 // figures with gonum.org/v1/plot: the training loss per optimizer step, raw and smoothed, and
 // each other train metric the same way; each validation metric per epoch; steps/s per epoch
 // when the data lines carry timing; each data-line value per epoch (data_wait_frac). A loss whose
-// values are all positive and span more than two decades is drawn on a log y axis. Read
+// values are all positive and span more than two decades is drawn on a log y axis. A
+// step-based run (its params line's val_every > 0: it validates every so many optimizer steps,
+// across epoch ends) has its validation and data values per validation instead, at their step
+// on an axis that spans the train figures' steps. mfu is drawn as a percentage. Read
 // parses the file into a Run, Write draws the Run into a directory, one PNG a figure plus an
 // index.md that lists each with what it shows and its values' range.
 //

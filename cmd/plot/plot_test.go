@@ -2,6 +2,7 @@ package plot
 
 import (
 	"errors"
+	"fmt"
 	"image"
 	"image/color"
 	"math"
@@ -492,5 +493,125 @@ func TestTornLinesCountedOnce(t *testing.T) {
 	}
 	if got := run.Train["loss"]; len(got) != 3 {
 		t.Errorf("loss = %v; want the 3 whole lines' points", got)
+	}
+}
+
+// stepRunLines is a step-based run's record as core writes it: val_every 20 over 60 steps in
+// epochs of 30, so validations 20 and 40 fall in different epochs and 40 and 60 share epoch 2.
+// The data lines carry the period's timing (seconds, or the rate outright), tokens/s and MFU.
+func stepRunLines() []string {
+	lines := []string{`{"type":"params","ValEvery":20,"max_epochs":1,"max_steps":60,"val_every":20,"checkpoint_every":0}`}
+	val := map[int]string{
+		20: `{"type":"metrics","context":"validate","epoch":1,"step":20,"val_loss":3.8}` + "\n" +
+			`{"type":"metrics","context":"data","epoch":1,"step":20,"data_wait_frac":0.01,"epoch_seconds":2,"tokens_per_second":20000,"mfu":0.075}`,
+		40: `{"type":"metrics","context":"validate","epoch":2,"step":40,"val_loss":3.6}` + "\n" +
+			`{"type":"metrics","context":"data","epoch":2,"step":40,"data_wait_frac":0.02,"steps_per_second":25,"tokens_per_second":70000,"mfu":0.3}`,
+		60: `{"type":"metrics","context":"validate","epoch":2,"step":60,"val_loss":3.5}` + "\n" +
+			`{"type":"metrics","context":"data","epoch":2,"step":60,"data_wait_frac":0.03,"epoch_seconds":4,"tokens_per_second":90000,"mfu":0.35}`,
+	}
+	for s := 1; s <= 60; s++ {
+		lines = append(lines, fmt.Sprintf(`{"type":"metrics","context":"train","epoch":%d,"step":%d,"loss":%g}`, (s+29)/30, s, 5-float64(s)/30))
+		if v, ok := val[s]; ok {
+			lines = append(lines, strings.Split(v, "\n")...)
+		}
+	}
+	return append(lines, `{"type":"finish","status":"completed"}`)
+}
+
+// A step-based run's validate and data lines are keyed by their step: one point per validation,
+// none lost to the two that share an epoch, and no warning of a repeat; the epoch ends come from
+// the train lines (a validation ends no epoch); the figures put them on a step axis spanning the
+// train steps, with MFU in percent.
+func TestStepBasedRun(t *testing.T) {
+	run, err := Read(writeLines(t, stepRunLines(), "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.ValEvery != 20 || len(run.Warnings) != 0 {
+		t.Fatalf("ValEvery %d, warnings %q; want 20 and none", run.ValEvery, run.Warnings)
+	}
+	want := map[string][]Point{"val_loss": {{20, 3.8}, {40, 3.6}, {60, 3.5}}}
+	if !reflect.DeepEqual(run.Validate, want) {
+		t.Errorf("Validate = %v, want %v", run.Validate, want)
+	}
+	if got, want := run.Data["mfu"], []Point{{20, 0.075}, {40, 0.3}, {60, 0.35}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Data[mfu] = %v, want %v", got, want)
+	}
+	if got, want := run.Data["tokens_per_second"], []Point{{20, 20000}, {40, 70000}, {60, 90000}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Data[tokens_per_second] = %v, want %v", got, want)
+	}
+	if want := []EpochEnd{{1, 30}, {2, 60}}; !reflect.DeepEqual(run.EpochEnds, want) {
+		t.Errorf("EpochEnds = %v, want %v", run.EpochEnds, want)
+	}
+	// 20 steps in 2 s; 25/s as logged; 20 steps (40 to 60) in 4 s.
+	if want := []Point{{20, 10}, {40, 25}, {60, 5}}; !reflect.DeepEqual(run.StepsPerSecond, want) {
+		t.Errorf("StepsPerSecond = %v, want %v", run.StepsPerSecond, want)
+	}
+
+	figs, skipped := Options{}.figures(run)
+	byFile := map[string]figure{}
+	for _, f := range figs {
+		byFile[f.file] = f
+	}
+	for _, file := range []string{"val_loss.png", "steps_per_second.png", "data_mfu.png", "data_tokens_per_second.png", "data_wait_frac.png"} {
+		f, ok := byFile[file]
+		if !ok {
+			t.Errorf("no %s among %d figures (skipped %q)", file, len(figs), skipped)
+			continue
+		}
+		if x := f.plot.X; x.Label.Text != "optimizer step" || x.Min != 1 || x.Max != 60 {
+			t.Errorf("%s: x axis %q over %v..%v, want the train figures' optimizer steps 1..60", file, x.Label.Text, x.Min, x.Max)
+		}
+	}
+	for file, w := range map[string]string{
+		"val_loss.png": "3.5 to 3.8 over steps 20 to 60: 3.8, 3.6, 3.5",
+		"data_mfu.png": "7.5 to 35 over steps 20 to 60: 7.5, 30, 35",
+	} {
+		if got := byFile[file].values; got != w {
+			t.Errorf("%s values %q, want %q", file, got, w)
+		}
+	}
+	if about := byFile["val_loss.png"].about; !strings.Contains(about, "every 20 optimizer steps") || !strings.Contains(about, "dotted lines mark the epoch ends") {
+		t.Errorf("val_loss.png about %q", about)
+	}
+	files, err := Options{Width: 320, Height: 240}.Write(run, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPNG(t, files[slices.IndexFunc(files, func(f string) bool { return filepath.Base(f) == "val_loss.png" })], 320, 240)
+	index, _ := os.ReadFile(files[len(files)-1])
+	if !strings.Contains(string(index), "2 epochs, validated every 20 steps; finished `completed`.") {
+		t.Errorf("index.md:\n%s", index)
+	}
+}
+
+// A resumed step-based run logs a validation's step again: the repeat is counted by step, and
+// the later line wins.
+func TestStepBasedResumeRepeatsByStep(t *testing.T) {
+	lines := stepRunLines()
+	lines = append(lines[:len(lines)-1], // no finish: the run was killed after step 60's validation
+		`{"type":"params","val_every":20}`,
+		`{"type":"metrics","context":"train","epoch":2,"step":41,"loss":3}`,
+		`{"type":"metrics","context":"validate","epoch":2,"step":60,"val_loss":3.4}`,
+		`{"type":"finish","status":"completed"}`)
+	run, err := Read(writeLines(t, lines, "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasWarning(run, "1 validate lines repeat an earlier line's step (a resumed run?)") || hasWarning(run, "epoch (a resumed") {
+		t.Errorf("warnings %q; want one validate repeat, by step", run.Warnings)
+	}
+	if want := []Point{{20, 3.8}, {40, 3.6}, {60, 3.4}}; !reflect.DeepEqual(run.Validate["val_loss"], want) {
+		t.Errorf("val_loss = %v, want %v", run.Validate["val_loss"], want)
+	}
+}
+
+// val_every must be a count of steps: anything else is refused naming the field.
+func TestValEveryMalformed(t *testing.T) {
+	for _, bad := range []string{`"20"`, `-1`, `2.5`, `null`} {
+		_, err := Parse(strings.NewReader(`{"type":"params","val_every":` + bad + "}\n"))
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), `"val_every"`) {
+			t.Errorf("val_every %s: err %v, want a malformed line naming val_every", bad, err)
+		}
 	}
 }

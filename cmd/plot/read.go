@@ -29,6 +29,12 @@ const (
 	keySeconds        = "seconds"          // the same, under a shorter name
 )
 
+// Data-line keys drawn with words of their own.
+const (
+	keyTokensPerSecond = "tokens_per_second" // training tokens per second of the period
+	keyMFU             = "mfu"               // model FLOPs utilization: a fraction of the device's peak
+)
+
 // ErrMalformed is wrapped by the LineError of a line Read cannot use.
 var ErrMalformed = errors.New("malformed line")
 
@@ -49,7 +55,8 @@ func (e *LineError) Error() string {
 func (e *LineError) Unwrap() error { return e.Err }
 
 // Point is one value of a series: X is the optimizer step (train series) or the epoch (validate
-// and data series, StepsPerSecond).
+// and data series, StepsPerSecond), or for a step-based run (Run.ValEvery > 0) the step of every
+// series: its validations come every so many steps, several to an epoch or one across two.
 type Point struct{ X, Y float64 }
 
 // EpochEnd is the optimizer step an epoch ended at.
@@ -59,17 +66,22 @@ type EpochEnd struct{ Epoch, Step int }
 // one point per X: when a step or an epoch was logged twice (a resumed run appends to the same
 // file), the later line's values win.
 type Run struct {
-	Source   string             // the file read ("" for Parse)
-	Lines    int                // lines read, blank and ignored ones included
+	Source string // the file read ("" for Parse)
+	Lines  int    // lines read, blank and ignored ones included
+	// ValEvery is the params line's val_every: the optimizer steps between validations of a
+	// step-based run, whose Validate, Data and StepsPerSecond are then keyed by step; 0 for a run
+	// validated at epoch ends (the params line has no val_every, or 0).
+	ValEvery int
 	Train    map[string][]Point // "loss" and each train metric, per optimizer step
-	Validate map[string][]Point // the validation metrics ("val_loss", "val_accuracy", ...), per epoch
-	Data     map[string][]Point // the data-path facts ("data_wait_frac", ...), per epoch
+	Validate map[string][]Point // the validation metrics ("val_loss", "val_accuracy", ...), per epoch or step
+	Data     map[string][]Point // the data-path facts ("data_wait_frac", "mfu", ...), per epoch or step
 	// EpochEnds is the step each epoch ended at, by epoch: the step of its validate or data line
-	// (the logger's step at the epoch's end), else the epoch's last train step.
+	// (the logger's step at the epoch's end), else the epoch's last train step. A step-based run's
+	// validate and data lines come at no epoch end: its epochs end at their last train step.
 	EpochEnds []EpochEnd
-	// StepsPerSecond is the optimizer steps per second of each epoch, from the data lines'
-	// steps_per_second, else their epoch_seconds (or seconds) and the epoch's number of steps;
-	// empty when the file has no timing.
+	// StepsPerSecond is the optimizer steps per second of each epoch (or validation period), from
+	// the data lines' steps_per_second, else their epoch_seconds (or seconds) and the period's
+	// number of steps; empty when the file has no timing.
 	StepsPerSecond []Point
 	// Confusions is each confusion line (LogConfusion), in file order.
 	Confusions []Confusion
@@ -195,16 +207,27 @@ var errTruncated = fmt.Errorf("%w: truncated", ErrMalformed)
 type parser struct {
 	run      *Run
 	train    seriesSet // by step
-	validate seriesSet // by epoch
-	data     seriesSet // by epoch
+	validate seriesSet // by epoch, or by step in a step-based run
+	data     seriesSet // the same
+	// periodic holds the validate and data lines until the end: whether they are keyed by epoch
+	// or by step is known once every params line is read (a resumed run appends one).
+	periodic []periodLine
 	// epochStep is each epoch's step from its validate or data line; trainEnd its last train step.
 	epochStep, trainEnd map[int]int
-	// trainStep records the epoch of each train step seen; validateSeen and dataSeen the epochs.
+	// trainStep records the epoch of each train step seen; validateSeen and dataSeen the epochs
+	// (the steps, in a step-based run).
 	trainStep              map[int]int
 	validateSeen, dataSeen map[int]bool
 	repeats                map[string]int // context -> lines that repeated a step or an epoch
 	finishes               int
 	tornLast               bool // the last line read was torn (it has no newline)
+}
+
+// periodLine is a validate or data line's content.
+type periodLine struct {
+	validate    bool // else a data line
+	epoch, step int
+	values      map[string]float64
 }
 
 func newParser() *parser {
@@ -250,7 +273,9 @@ func (p *parser) line(line []byte) error {
 		return p.finishLine(fields)
 	case "confusion":
 		return p.confusion(fields)
-	default: // params, other, tags, and whatever a later logger adds
+	case "params":
+		return p.params(fields)
+	default: // other, tags, and whatever a later logger adds
 		return nil
 	}
 }
@@ -313,22 +338,54 @@ func (p *parser) metrics(fields map[string]json.RawMessage) error {
 		p.trainStep[step] = epoch
 		p.train.add(step, values)
 		p.trainEnd[epoch] = max(p.trainEnd[epoch], step)
-	case "validate":
-		if p.validateSeen[epoch] {
-			p.repeats[context]++
-		}
-		p.validateSeen[epoch] = true
-		p.validate.add(epoch, values)
-		p.epochStep[epoch] = step
-	case "data":
-		if p.dataSeen[epoch] {
-			p.repeats[context]++
-		}
-		p.dataSeen[epoch] = true
-		p.data.add(epoch, values)
-		p.epochStep[epoch] = step
+	case "validate", "data":
+		p.periodic = append(p.periodic, periodLine{validate: context == "validate", epoch: epoch, step: step, values: values})
 	}
 	return nil
+}
+
+// params reads what of a params line changes how the file is drawn: val_every, which makes the
+// run step-based. The rest of the line is the run's config, not drawn. A resumed run writes a
+// params line again; a run step-based in any of them is drawn by step, the step being the one
+// key every line of either kind has right.
+func (p *parser) params(fields map[string]json.RawMessage) error {
+	if _, ok := fields["val_every"]; !ok {
+		return nil
+	}
+	var every int
+	if err := field(fields, "val_every", &every); err != nil {
+		return err
+	}
+	if every < 0 {
+		return fmt.Errorf("%w: \"val_every\" is %d, want 0 (validation at epoch ends) or more steps", ErrMalformed, every)
+	}
+	if every > 0 {
+		p.run.ValEvery = every
+	}
+	return nil
+}
+
+// periods keys the validate and data lines, in file order, by epoch or (a step-based run) by
+// step, counting the lines that repeat a key.
+func (p *parser) periods() {
+	for _, l := range p.periodic {
+		key := l.epoch
+		if p.run.ValEvery > 0 {
+			key = l.step
+		}
+		set, seen, ctx := &p.data, p.dataSeen, "data"
+		if l.validate {
+			set, seen, ctx = &p.validate, p.validateSeen, "validate"
+		}
+		if seen[key] {
+			p.repeats[ctx]++
+		}
+		seen[key] = true
+		set.add(key, l.values)
+		if p.run.ValEvery == 0 { // a step-based run's validations end no epoch
+			p.epochStep[l.epoch] = l.step
+		}
+	}
 }
 
 func (p *parser) finishLine(fields map[string]json.RawMessage) error {
@@ -410,13 +467,14 @@ func (s *seriesSet) series(p *parser) map[string][]Point {
 // finish builds the Run from what the lines said.
 func (p *parser) finish() *Run {
 	run := p.run
+	p.periods()
 	run.Train = p.train.series(p)
 	run.Validate = p.validate.series(p)
 	run.Data = p.data.series(p)
 	for _, ctx := range []string{"train", "validate", "data"} {
 		if n := p.repeats[ctx]; n > 0 {
 			what := "epoch"
-			if ctx == "train" {
+			if ctx == "train" || run.ValEvery > 0 {
 				what = "step"
 			}
 			p.warnf("%d %s lines repeat an earlier line's %s (a resumed run?); the later values were kept", n, ctx, what)
@@ -456,6 +514,9 @@ func (p *parser) stepsPerSecond(ends map[int]int) []Point {
 		}
 		return nil
 	}
+	if p.run.ValEvery > 0 {
+		return p.periodRates(rate, secs)
+	}
 	var out []Point
 	var noSteps []int
 	for e := range p.dataSeen {
@@ -478,6 +539,29 @@ func (p *parser) stepsPerSecond(ends map[int]int) []Point {
 	if len(noSteps) > 0 {
 		sort.Ints(noSteps)
 		p.warnf("no steps/s for epoch(s) %s: the step the epoch started at is unknown", joinInts(noSteps))
+	}
+	return out
+}
+
+// periodRates is a step-based run's steps/s per validation period, keyed by the step it ended at:
+// its data line's steps_per_second, else its seconds over its steps, those since the previous
+// data line (0 for the first). Periods are ValEvery steps but for the last, which the horizon may
+// cut short, so the steps are counted rather than assumed.
+func (p *parser) periodRates(rate, secs map[int]float64) []Point {
+	steps := make([]int, 0, len(p.dataSeen))
+	for s := range p.dataSeen {
+		steps = append(steps, s)
+	}
+	sort.Ints(steps)
+	var out []Point
+	prev := 0
+	for _, step := range steps {
+		if v, ok := rate[step]; ok {
+			out = append(out, Point{X: float64(step), Y: v})
+		} else if s := secs[step]; s > 0 && step > prev {
+			out = append(out, Point{X: float64(step), Y: float64(step-prev) / s})
+		}
+		prev = step
 	}
 	return out
 }

@@ -61,9 +61,14 @@ func Write(run *Run, outDir string) ([]string, error) { return Options{}.Write(r
 //     the index saying so;
 //   - val_<name>.png: each validation metric per epoch, with markers;
 //   - steps_per_second.png: Run.StepsPerSecond, when the file had timing;
-//   - data_<name>.png (data_wait_frac.png): each data-line value per epoch, timing aside;
+//   - data_<name>.png (data_wait_frac.png): each data-line value per epoch, timing aside; mfu
+//     (a fraction of the device's peak) as a percentage;
 //   - confusion.png: the last confusion line's matrix as a heat map, true class down, predicted
 //     class across, each cell's count written in it and its shade the fraction of its row.
+//
+// A step-based run's (Run.ValEvery > 0) validation, steps/s and data figures are per validation
+// period instead, on an optimizer-step axis spanning the train figures' steps, with the epoch
+// ends dotted as there.
 //
 // Metric names are made safe for file names (characters outside [A-Za-z0-9._-] become '_').
 // Each file is written to a temporary file in outDir and renamed over its name, so a reader
@@ -127,7 +132,17 @@ var (
 	smoothColor = color.RGBA{R: 0x1f, G: 0x4e, B: 0x9a, A: 0xff}
 	epochColor  = color.RGBA{R: 0xa0, G: 0xa0, B: 0xa0, A: 0xff}
 	pointColor  = color.RGBA{R: 0xc0, G: 0x50, B: 0x10, A: 0xff}
+	epochLine   = draw.LineStyle{Color: epochColor, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(2), vg.Points(3)}}
 )
+
+// percent is pts with each value times 100.
+func percent(pts []Point) []Point {
+	out := make([]Point, len(pts))
+	for i, pt := range pts {
+		out[i] = Point{X: pt.X, Y: 100 * pt.Y}
+	}
+	return out
+}
 
 // figures lays out run's figures, and says which it left out.
 func (o Options) figures(run *Run) (figs []figure, skipped []string) {
@@ -151,28 +166,42 @@ func (o Options) figures(run *Run) (figs []figure, skipped []string) {
 			figs = append(figs, o.trainFigure(file, n, pts, run.EpochEnds))
 		}
 	}
+	axis := newPeriodAxis(run)
 	for _, n := range sortedNames(run.Validate) {
 		if file, pts := names.take("val_", n), run.Validate[n]; drawable(file, pts) {
-			figs = append(figs, epochFigure(file, n, "Validation "+label(strings.TrimPrefix(n, "val_"))+" per epoch",
-				"validation "+code(n)+" per epoch", pts))
+			title := "Validation " + label(strings.TrimPrefix(n, "val_")) + " per epoch"
+			if axis.every > 0 {
+				title = fmt.Sprintf("Validation %s every %d steps", label(strings.TrimPrefix(n, "val_")), axis.every)
+			}
+			figs = append(figs, axis.figure(file, n, title, "validation "+code(n)+" "+axis.per(), pts))
 		}
 	}
 	if file := names.take("", "steps_per_second"); drawable(file, run.StepsPerSecond) {
-		figs = append(figs, epochFigure(file, "steps/s", "Optimizer steps per second per epoch",
-			"optimizer steps per second of wall time, per epoch", run.StepsPerSecond))
+		figs = append(figs, axis.figure(file, "steps/s", "Optimizer steps per second per "+axis.span(),
+			"optimizer steps per second of wall time, "+axis.per(), run.StepsPerSecond))
 	}
 	for _, n := range sortedNames(run.Data) {
 		switch n {
 		case keyStepsPerSecond, keyEpochSeconds, keySeconds:
 			continue // drawn as steps_per_second.png
 		}
-		if file, pts := names.take("data_", n), run.Data[n]; drawable(file, pts) {
-			title, about := label(n)+" per epoch", "data-path value "+code(n)+" per epoch"
-			if n == "data_wait_frac" {
-				title = "Fraction of the epoch spent waiting for data"
-				about = "fraction of each epoch's training time spent waiting for batches (`data_wait_frac`)"
-			}
-			figs = append(figs, epochFigure(file, n, title, about, pts))
+		pts, yLabel := run.Data[n], n
+		title, about := label(n)+" per "+axis.span(), "data-path value "+code(n)+" "+axis.per()
+		switch n {
+		case "data_wait_frac":
+			title = "Fraction of the " + axis.span() + " spent waiting for data"
+			about = "fraction of each " + axis.span() + "'s training time spent waiting for batches (`data_wait_frac`)"
+		case keyTokensPerSecond:
+			title = "Training tokens per second per " + axis.span()
+			about = "training tokens per second of wall time (`tokens_per_second`), " + axis.per()
+		case keyMFU:
+			// A fraction of the peak reads best as a percentage: 0.35 is "35%".
+			pts, yLabel = percent(pts), "MFU (%)"
+			title = "Model FLOPs utilization per " + axis.span()
+			about = "model FLOPs utilization (`mfu`, the fraction of the device's measured peak matrix-product rate), in percent, " + axis.per()
+		}
+		if file := names.take("data_", n); drawable(file, pts) {
+			figs = append(figs, axis.figure(file, yLabel, title, about, pts))
 		}
 	}
 	if n := len(run.Confusions); n > 0 {
@@ -207,7 +236,7 @@ func (o Options) trainFigure(file, name string, pts []Point, ends []EpochEnd) fi
 		}
 	}
 	if len(marks) > 0 {
-		p.Add(&vlines{xs: marks, style: draw.LineStyle{Color: epochColor, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(2), vg.Points(3)}}})
+		p.Add(&vlines{xs: marks, style: epochLine})
 	}
 	raw, _ := plotter.NewLine(xys(pts)) // the points are finite: JSON has no NaN or Inf
 	raw.LineStyle = draw.LineStyle{Color: rawColor, Width: vg.Points(0.75)}
@@ -243,17 +272,86 @@ func (o Options) trainFigure(file, name string, pts []Point, ends []EpochEnd) fi
 	return figure{file: file, about: about, values: values, plot: p}
 }
 
+// periodAxis is the x axis of the figures drawn once a period (validation, steps/s, data): the
+// epochs, or a step-based run's optimizer steps over the span of every step the file names, so
+// that its points sit where they would on the train figures' step axis.
+type periodAxis struct {
+	every  int // Run.ValEvery; 0: the axis is the epochs
+	lo, hi float64
+	ends   []EpochEnd
+}
+
+func newPeriodAxis(run *Run) periodAxis {
+	a := periodAxis{every: run.ValEvery, lo: math.Inf(1), hi: math.Inf(-1), ends: run.EpochEnds}
+	for _, set := range []map[string][]Point{run.Train, run.Validate, run.Data, {"": run.StepsPerSecond}} {
+		for _, pts := range set {
+			if n := len(pts); n > 0 {
+				a.lo, a.hi = min(a.lo, pts[0].X), max(a.hi, pts[n-1].X)
+			}
+		}
+	}
+	return a
+}
+
+// span is what one point stands for, after "per" or "each".
+func (a periodAxis) span() string {
+	if a.every == 0 {
+		return "epoch"
+	}
+	return fmt.Sprintf("%d-step period", a.every)
+}
+
+// per says in the index how often the points come.
+func (a periodAxis) per() string {
+	if a.every == 0 {
+		return "per epoch"
+	}
+	return fmt.Sprintf("per validation (every %d optimizer steps), at its step", a.every)
+}
+
+// figure draws one series on the axis: per epoch (epochFigure), or per validation period at its
+// step, with the epoch ends dotted.
+func (a periodAxis) figure(file, yLabel, title, about string, pts []Point) figure {
+	if a.every == 0 {
+		return epochFigure(file, yLabel, title, about, pts)
+	}
+	lo, hi := a.lo, a.hi
+	if lo == hi { // one step: give it room
+		lo, hi = lo-float64(a.every)/2, hi+float64(a.every)/2
+	}
+	var marks []float64
+	for _, e := range a.ends {
+		if x := float64(e.Step); x >= lo && x <= hi {
+			marks = append(marks, x)
+		}
+	}
+	if len(marks) > 0 {
+		about += "; dotted lines mark the epoch ends"
+	}
+	return periodFigure(file, yLabel, title, about, pts, "optimizer step", "steps", lo, hi, marks)
+}
+
 // epochFigure draws one series per epoch with markers.
 func epochFigure(file, yLabel, title, about string, pts []Point) figure {
+	first, last := pts[0].X, pts[len(pts)-1].X
+	return periodFigure(file, yLabel, title, about, pts, "epoch", "epochs", first-0.5, last+0.5, nil)
+}
+
+// periodFigure draws one series with markers over x from lo to hi, dotted lines at marks; units
+// names the x values in the index.
+func periodFigure(file, yLabel, title, about string, pts []Point, xLabel, units string, lo, hi float64, marks []float64) figure {
 	p := gplot.New()
 	p.Title.Text = title
-	p.X.Label.Text = "epoch"
+	p.X.Label.Text = xLabel
 	p.Y.Label.Text = label(yLabel)
 	p.X.Tick.Marker = ticks{integer: true}
 	p.Y.Tick.Marker = ticks{}
 	first, last := pts[0].X, pts[len(pts)-1].X
-	p.X.Min, p.X.Max = first-0.5, last+0.5
+	p.X.Min, p.X.Max = lo, hi
 	p.Add(plotter.NewGrid())
+	if len(marks) > 0 {
+		p.Add(&vlines{xs: marks, style: epochLine})
+	}
 	line, sc, _ := plotter.NewLinePoints(xys(pts))
 	line.LineStyle = draw.LineStyle{Color: pointColor, Width: vg.Points(1.5)}
 	sc.GlyphStyle = draw.GlyphStyle{Color: pointColor, Radius: vg.Points(4), Shape: draw.CircleGlyph{}}
@@ -264,8 +362,8 @@ func epochFigure(file, yLabel, title, about string, pts []Point) figure {
 	} else {
 		padY(p, 0.08)
 	}
-	lo, hi := yRange(pts)
-	values := fmt.Sprintf("%s to %s over epochs %s to %s", num(lo), num(hi), num(first), num(last))
+	ylo, yhi := yRange(pts)
+	values := fmt.Sprintf("%s to %s over %s %s to %s", num(ylo), num(yhi), units, num(first), num(last))
 	if len(pts) <= 12 {
 		vs := make([]string, len(pts))
 		for i, pt := range pts {
@@ -572,7 +670,11 @@ func indexText(run *Run, figs []figure, skipped []string) string {
 	if loss := run.Train["loss"]; len(loss) > 0 {
 		steps = fmt.Sprintf("%d train steps logged (%s to %s)", len(loss), num(loss[0].X), num(loss[len(loss)-1].X))
 	}
-	fmt.Fprintf(&b, "%d lines; %s; %d epochs; %s.\n\n", run.Lines, steps, len(run.EpochEnds), status)
+	epochs := fmt.Sprintf("%d epochs", len(run.EpochEnds))
+	if run.ValEvery > 0 {
+		epochs += fmt.Sprintf(", validated every %d steps", run.ValEvery)
+	}
+	fmt.Fprintf(&b, "%d lines; %s; %s; %s.\n\n", run.Lines, steps, epochs, status)
 	if len(figs) == 0 {
 		b.WriteString("Nothing to plot.\n")
 	}
