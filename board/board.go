@@ -164,11 +164,16 @@ type Run struct {
 	// did not use (max_epochs: "MaxEpochs 2", the experiment's field a --max-epochs overrode).
 	Overridden map[string]string  `json:"overridden,omitempty"`
 	Train      map[string][]Point `json:"train"`    // per optimizer step
-	Validate   map[string][]Point `json:"validate"` // per epoch
-	Data       map[string][]Point `json:"data"`     // per epoch
+	Validate   map[string][]Point `json:"validate"` // per epoch, or per validation at its step (ValEvery)
+	Data       map[string][]Point `json:"data"`     // the same
 	Warnings   []string           `json:"warnings"`
-	// StepsPerEpoch is the first validate or data line's step over its epoch (0 before one): it
-	// places train points on the epoch axis.
+	// ValEvery is the params line's val_every: the optimizer steps between a step-based run's
+	// validations, whose Validate and Data points then have their step as X; 0 for a run
+	// validated at epoch ends, whose points have their epoch.
+	ValEvery int `json:"val_every"`
+	// StepsPerEpoch is the first validate or data line's step over its epoch (0 before one), or
+	// for a step-based run the step its first epoch ended at over that epoch: it places points
+	// that have no epoch of their own on the epoch axis.
 	StepsPerEpoch float64 `json:"steps_per_epoch"`
 	Timed         bool    `json:"timed"` // its train lines carry step_seconds: the time axis has its points
 }
@@ -199,7 +204,7 @@ func (t *tail) snapshot() Run {
 		Malformed: t.st.malformed, Errors: append([]string(nil), t.st.errors...), Pending: len(t.pending),
 		Behind: t.behind(), LastWrite: t.modTime,
 		Train: points(t.st.train), Validate: points(t.st.val), Data: points(t.st.data),
-		StepsPerEpoch: t.st.stepsPerEpoch, Timed: t.st.timed}
+		ValEvery: t.st.valEvery, StepsPerEpoch: t.st.stepsPerEpoch, Timed: t.st.timed}
 	r.Params, r.Overridden = collapse(t.st.params)
 	if t.st.readErr != "" {
 		r.Warnings = append(r.Warnings, "cannot read "+MetricsFile+": "+t.st.readErr)

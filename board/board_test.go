@@ -607,3 +607,73 @@ func TestWatchFindsNewRuns(t *testing.T) {
 		t.Errorf("MaxRuns below the runs given: %v", err)
 	}
 }
+
+// stepRun writes a step-based run's record into dir, as core logs it: val_every 20 over 60
+// steps in epochs of 30, so validations 20 and 40 fall in different epochs and 40 and 60 share
+// epoch 2; its data lines carry tokens/s and MFU.
+func stepRun(t *testing.T, dir string) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(`{"type":"params","ValEvery":20,"max_epochs":1,"max_steps":60,"val_every":20,"checkpoint_every":0}` + "\n")
+	for s := 1; s <= 60; s++ {
+		fmt.Fprintf(&b, `{"type":"metrics","context":"train","epoch":%d,"step":%d,"loss":%g}`+"\n", (s+29)/30, s, 5-float64(s)/30)
+		if s%20 == 0 {
+			b.WriteString(validateLine((s+29)/30, s, fmt.Sprintf(`"val_loss":%g`, 4-float64(s)/100)))
+			fmt.Fprintf(&b, `{"type":"metrics","context":"data","epoch":%d,"step":%d,"tokens_per_second":%d,"mfu":0.3}`+"\n", (s+29)/30, s, 1000*s)
+		}
+	}
+	b.WriteString(`{"type":"finish","status":"completed"}` + "\n")
+	writeFile(t, filepath.Join(dir, board.MetricsFile), b.String())
+}
+
+// TestStepBasedRun: a step-based run's validate and data points are one per validation, at its
+// step (two sharing an epoch both kept), its steps per epoch taken from the train lines (a
+// validation ends no epoch); as logged they are drawn on the step axis, the sections saying how
+// often they come; the runs table still shows the epoch and the step.
+func TestStepBasedRun(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "gpt")
+	os.Mkdir(dir, 0o755)
+	stepRun(t, dir)
+	srv := serve(t, board.Config{Runs: []string{dir}})
+	r := runs(t, srv)[0]
+	want := []board.Point{{X: 20, Y: 3.8, Step: 20, Epoch: 1}, {X: 40, Y: 3.6, Step: 40, Epoch: 2}, {X: 60, Y: 3.4, Step: 60, Epoch: 2}}
+	if got := r.Validate["val_loss"]; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Validate[val_loss] = %v, want %v", got, want)
+	}
+	if got := r.Data["tokens_per_second"]; len(got) != 3 || got[1].X != 40 || got[1].Y != 40000 || len(r.Data["mfu"]) != 3 {
+		t.Errorf("Data = %v, want tokens_per_second and mfu at steps 20, 40, 60", r.Data)
+	}
+	if r.ValEvery != 20 || r.StepsPerEpoch != 30 || r.Epoch != 2 || r.Step != 60 || len(r.Warnings) != 0 {
+		t.Errorf("ValEvery %d, StepsPerEpoch %v, epoch %d, step %d, warnings %q; want 20, 30, 2, 60, none",
+			r.ValEvery, r.StepsPerEpoch, r.Epoch, r.Step, r.Warnings)
+	}
+	page := get(t, srv.URL+"/")
+	for _, w := range []string{`<h2>validation, logged per validation (every 20 steps)</h2>`, `<h2>data path, logged per validation (every 20 steps)</h2>`,
+		`<td class="phase">finished</td><td>2</td><td>60</td>`} {
+		if !strings.Contains(page, w) {
+			t.Errorf("the page lacks %q", w)
+		}
+	}
+	if strings.Contains(page, "logged per epoch") {
+		t.Errorf("a step-based run's section says per epoch")
+	}
+	c := chartOf(t, page, "validate", "val_loss")
+	if !strings.Contains(c, `data-points="3"`) || !strings.Contains(c, `>step</text>`) {
+		t.Errorf("as logged, val_loss should be 3 points on the step axis:\n%s", c)
+	}
+
+	// Beside an epoch-based run, both runs' validations are drawn on the step axis as logged.
+	ep := filepath.Join(filepath.Dir(dir), "mlp")
+	os.Mkdir(ep, 0o755)
+	writeFile(t, filepath.Join(ep, board.MetricsFile), trainLine(1, 2)+trainLine(2, 1)+validateLine(1, 2, `"val_loss":3.9`))
+	page = get(t, serve(t, board.Config{Runs: []string{ep, dir}}).URL+"/")
+	c = chartOf(t, page, "validate", "val_loss")
+	if w := `<h2>validation, logged per epoch or per validation (every 20 steps)</h2>`; !strings.Contains(page, w) {
+		t.Errorf("the mixed board lacks %q", w)
+	}
+	for _, w := range []string{`data-run="mlp" data-points="1"`, `data-run="gpt" data-points="3"`, `>step</text>`} {
+		if !strings.Contains(c, w) {
+			t.Errorf("the mixed board's val_loss chart lacks %q:\n%s", w, c)
+		}
+	}
+}

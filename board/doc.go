@@ -9,7 +9,11 @@
 // one row per knob (core's resolved max_epochs wins over the experiment's MaxEpochs field, which
 // a run option may have overridden); one chart per metric, or per family of metrics differing
 // only in a numeric suffix (val_accuracy_0..9: one chart, a legend). The query picks the view
-// (x=auto|step|epoch|time, smooth=0..0.99, hide=RUN); the script keeps it in the address. Charts
+// (x=auto|step|epoch|time, smooth=0..0.99, hide=RUN); the script keeps it in the address. A
+// step-based run (its params line's val_every > 0) logs validation and data lines every so many
+// steps, several to an epoch: their points are keyed by step, and as logged (x=auto) the
+// validation and data charts take the step axis once such a run is shown, where an epoch-based
+// run's points sit at their epochs' last steps. Charts
 // are SVG drawn on the server: nothing to vendor, the DOM holds the data drawn (a test reads it).
 //
 // Limits, whatever a file holds: a line is parsed once its newline arrives; malformed lines (a

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -36,7 +37,7 @@ func writePage(sb *strings.Builder, p page) {
 		}
 		title := a.label
 		if title == "" {
-			title = "train per step, validation and data per epoch"
+			title = "train per step, validation and data per epoch (per step when a run validates every N steps)"
 		}
 		fmt.Fprintf(sb, `<option value="%s" title="%s"%s>%s</option>`, a.key, esc(title), sel, esc(a.word))
 	}
@@ -74,6 +75,9 @@ func writeContent(sb *strings.Builder, p page) {
 		if p.view.x == "time" && !r.Timed && len(r.Train)+len(r.Validate)+len(r.Data) > 0 {
 			notes = append(notes, "no step_seconds in its train lines: not drawn on the time axis")
 		}
+		if p.view.x == "epoch" && r.ValEvery > 0 && r.StepsPerEpoch == 0 && len(r.Validate)+len(r.Data) > 0 {
+			notes = append(notes, fmt.Sprintf("validated every %d steps, its first epoch not over yet: its validation and data points are not drawn on the epoch axis until it is", r.ValEvery))
+		}
 		for _, w := range notes {
 			fmt.Fprintf(sb, `<div class="note">%s</div>`, esc(w))
 		}
@@ -86,19 +90,28 @@ func writeContent(sb *strings.Builder, p page) {
 		get        func(Run) map[string][]Point
 	}{
 		{"train, logged per optimizer step", "train", func(r Run) map[string][]Point { return r.Train }},
-		{"validation, logged per epoch", "validate", func(r Run) map[string][]Point { return r.Validate }},
-		{"data path, logged per epoch", "data", func(r Run) map[string][]Point { return r.Data }},
+		{"validation, logged", "validate", func(r Run) map[string][]Point { return r.Validate }},
+		{"data path, logged", "data", func(r Run) map[string][]Point { return r.Data }},
 	} {
 		names := map[string]*series{}
+		var periods []string // how often the runs with points here logged them, each said once
 		for _, r := range runs {
 			for k := range ctx.get(r) {
 				names[k] = nil
+			}
+			if per := period(r); len(ctx.get(r)) > 0 && !slices.Contains(periods, per) {
+				periods = append(periods, per)
 			}
 		}
 		if len(names) == 0 {
 			continue
 		}
-		fmt.Fprintf(sb, `<section id="%s"><h2>%s</h2><div class="charts">`, ctx.key, esc(ctx.title))
+		title, train := ctx.title, ctx.key == "train"
+		if !train {
+			title += " " + strings.Join(periods, " or ")
+		}
+		v := p.view.along(train, runs)
+		fmt.Fprintf(sb, `<section id="%s"><h2>%s</h2><div class="charts">`, ctx.key, esc(title))
 		for _, c := range charts(seriesNames(names)) {
 			var lines []line
 			for i, r := range runs {
@@ -106,17 +119,25 @@ func writeContent(sb *strings.Builder, p page) {
 					continue
 				}
 				for j, m := range c.members {
-					l := line{run: r.Name, color: color(i), pts: p.view.onAxis(r, ctx.get(r)[m], ctx.key == "train")}
+					l := line{run: r.Name, color: color(i), pts: v.onAxis(r, ctx.get(r)[m], train)}
 					if len(c.members) > 1 { // a family: color by member, dash by run
 						l.member, l.color, l.dash = m, color(j), dash(i)
 					}
 					lines = append(lines, l)
 				}
 			}
-			writeChart(sb, ctx.key, c, p.view, lines)
+			writeChart(sb, ctx.key, c, v, lines)
 		}
 		sb.WriteString(`</div></section>`)
 	}
+}
+
+// period is how often r logs its validate and data lines, for a section's title.
+func period(r Run) string {
+	if r.ValEvery > 0 {
+		return fmt.Sprintf("per validation (every %d steps)", r.ValEvery)
+	}
+	return "per epoch"
 }
 
 // dashes tell the runs apart on a family chart, where color tells the members apart.

@@ -74,7 +74,14 @@ type state struct {
 	droppedParams  int
 	secs           float64 // the sum of the train lines' step_seconds so far
 	timed          bool    // some train line had step_seconds
-	stepsPerEpoch  float64 // from the first validate or data line: its step over its epoch
+	// stepsPerEpoch is the first validate or data line's step over its epoch; in a step-based run,
+	// whose validations end no epoch, the last train step of the first epoch to end over its epoch.
+	stepsPerEpoch float64
+	// valEvery is the params line's val_every: > 0 for a step-based run, whose validate and data
+	// points are then placed at their step (several share an epoch).
+	valEvery int
+	// trainEpoch and trainStep are the newest train line's, to see an epoch end in a step-based run.
+	trainEpoch, trainStep int
 }
 
 func newTail(dir, name string, maxPoints int) *tail {
@@ -242,6 +249,14 @@ func (t *tail) params(fields map[string]json.RawMessage) {
 		}
 		t.st.params[k] = v
 	}
+	if raw, ok := fields["val_every"]; ok {
+		var every int
+		if json.Unmarshal(raw, &every) != nil || every < 0 {
+			t.malformedf("line %d: \"val_every\" is %.40s, want a count of steps", t.lineNo, bytes.TrimSpace(raw))
+		} else if every > 0 { // a resumed run's params line keeps it
+			t.st.valEvery = every
+		}
+	}
 }
 
 func (t *tail) metrics(fields map[string]json.RawMessage) error {
@@ -255,14 +270,23 @@ func (t *tail) metrics(fields map[string]json.RawMessage) error {
 	}
 	set := map[string]map[string]*series{"train": t.st.train, "validate": t.st.val, "data": t.st.data}[context]
 	x := float64(epoch)
-	if context == "train" {
+	switch {
+	case context == "train":
 		x = float64(step)
 		// Before the points, so a line's own step time is in its Secs.
 		var secs float64
 		if json.Unmarshal(fields["step_seconds"], &secs) == nil && secs > 0 {
 			t.st.secs, t.st.timed = t.st.secs+secs, true
 		}
-	} else if t.st.stepsPerEpoch == 0 && epoch > 0 && step > 0 {
+		if t.st.valEvery > 0 && t.st.stepsPerEpoch == 0 && t.st.trainEpoch > 0 && epoch > t.st.trainEpoch {
+			t.st.stepsPerEpoch = float64(t.st.trainStep) / float64(t.st.trainEpoch)
+		}
+		t.st.trainEpoch, t.st.trainStep = epoch, step
+	case t.st.valEvery > 0:
+		// Keyed by step as logged: by epoch, the validations an epoch holds would replace each
+		// other as a resumed run's repeats do.
+		x = float64(step)
+	case t.st.stepsPerEpoch == 0 && epoch > 0 && step > 0:
 		t.st.stepsPerEpoch = float64(step) / float64(epoch)
 	}
 	for k, raw := range fields {
@@ -324,6 +348,8 @@ func (t *tail) phase() string {
 		return "starting"
 	case t.st.lastContext == "train":
 		return fmt.Sprintf("training epoch %d", t.st.epoch)
+	case t.st.valEvery > 0:
+		return fmt.Sprintf("validated at step %d (epoch %d)", t.st.step, t.st.epoch)
 	default:
 		return fmt.Sprintf("validated epoch %d", t.st.epoch)
 	}

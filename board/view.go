@@ -21,7 +21,7 @@ const maxSmooth = 0.99
 
 // axes are the x axes offered: the key the query names, the control's word, the charts' label.
 var axes = []struct{ key, word, label string }{
-	{"auto", "as logged", ""}, // train per step, validation and data per epoch
+	{"auto", "as logged", ""}, // train per step, validation and data per epoch or step: see along
 	{"step", "step", "step"},
 	{"epoch", "epoch", "epoch"},
 	{"time", "train time", "train time (s): the sum of step_seconds"},
@@ -54,16 +54,38 @@ func parseView(q url.Values) (view, error) {
 	return v, nil
 }
 
+// along is the view a context's charts are drawn in: "auto" made the one axis that every run
+// shown fits, the step for train; for validation and data the epoch, or the step once a shown
+// run is step-based (its validations sit inside epochs, and an epoch-based run's sit at the step
+// its epoch ended, so both are right on the step axis and neither is moved off it).
+func (v view) along(train bool, runs []Run) view {
+	if v.x != "auto" {
+		return v
+	}
+	v.x = "epoch"
+	if train {
+		v.x = "step"
+	}
+	for _, r := range runs {
+		if r.ValEvery > 0 && !v.hidden[r.Name] {
+			v.x = "step"
+		}
+	}
+	return v
+}
+
 // xOf places p on the view's x axis; ok is false when the run cannot say (no step_seconds for
 // the time axis). On the epoch axis a train point sits at its step over the run's steps per
-// epoch, once an epoch has ended to tell them, else at its epoch.
+// epoch, once an epoch has ended to tell them, else at its epoch; so does a step-based run's
+// validation or data point, which is left out until an epoch has ended (at its epoch it would
+// sit on the epoch's other validations).
 func (v view) xOf(r Run, p Point, train bool) (x float64, ok bool) {
 	switch v.x {
 	case "epoch":
-		if train && r.StepsPerEpoch > 0 {
+		if (train || r.ValEvery > 0) && r.StepsPerEpoch > 0 {
 			return float64(p.Step) / r.StepsPerEpoch, true
 		}
-		return float64(p.Epoch), true
+		return float64(p.Epoch), train || r.ValEvery == 0
 	case "time":
 		return p.Secs, r.Timed
 	case "auto":

@@ -2,6 +2,7 @@ package board
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -39,5 +40,55 @@ func TestEMA(t *testing.T) {
 		if math.Abs(got[i].Y-want[i]) > 1e-12 {
 			t.Errorf("point %d: %v, want %v", i, got[i].Y, want[i])
 		}
+	}
+}
+
+// TestMixedRunsAxes: an epoch-based run (epochs of 4 steps) and a step-based one (validated
+// every 20 steps, epochs of 30) on one board: as logged, the validation charts take the step
+// axis, where both runs' points are right (the epoch-based one's at its epochs' last steps); on
+// the epoch axis the step-based run's validations sit at their step over its steps per epoch,
+// and are left out while that is unknown. Without a step-based run shown, as logged stays the
+// epoch.
+func TestMixedRunsAxes(t *testing.T) {
+	ep := Run{Name: "ep", StepsPerEpoch: 4}
+	st := Run{Name: "st", ValEvery: 20, StepsPerEpoch: 30}
+	epPts := []Point{{X: 1, Step: 4, Epoch: 1}, {X: 2, Step: 8, Epoch: 2}}
+	stPts := []Point{{X: 20, Step: 20, Epoch: 1}, {X: 40, Step: 40, Epoch: 2}, {X: 60, Step: 60, Epoch: 2}}
+	xs := func(pts []Point) []float64 {
+		var out []float64
+		for _, p := range pts {
+			out = append(out, math.Round(p.X*1000)/1000)
+		}
+		return out
+	}
+	auto := view{x: "auto", hidden: map[string]bool{}}
+	v := auto.along(false, []Run{ep, st})
+	if v.x != "step" || v.label(false) != "step" {
+		t.Fatalf("as logged with a step-based run: axis %q, want step", v.x)
+	}
+	if got := xs(v.onAxis(ep, epPts, false)); !slices.Equal(got, []float64{4, 8}) {
+		t.Errorf("the epoch-based run's validations on the step axis at %v, want 4, 8", got)
+	}
+	if got := xs(v.onAxis(st, stPts, false)); !slices.Equal(got, []float64{20, 40, 60}) {
+		t.Errorf("the step-based run's validations on the step axis at %v, want 20, 40, 60", got)
+	}
+	if v := auto.along(true, []Run{ep, st}); v.x != "step" {
+		t.Errorf("train as logged: %q, want step", v.x)
+	}
+	for _, runs := range [][]Run{{ep}, {ep, st}} {
+		hidden := view{x: "auto", hidden: map[string]bool{"st": true}}
+		if v := hidden.along(false, runs); v.x != "epoch" || v.label(false) != "epoch" {
+			t.Errorf("as logged with no step-based run shown (%d runs): axis %q, want epoch", len(runs), v.x)
+		}
+	}
+	e := view{x: "epoch"}.along(false, []Run{ep, st})
+	if got := xs(e.onAxis(ep, epPts, false)); !slices.Equal(got, []float64{1, 2}) {
+		t.Errorf("the epoch-based run's validations on the epoch axis at %v, want 1, 2", got)
+	}
+	if got := xs(e.onAxis(st, stPts, false)); !slices.Equal(got, []float64{0.667, 1.333, 2}) {
+		t.Errorf("the step-based run's validations on the epoch axis at %v, want 2/3, 4/3, 2", got)
+	}
+	if got := e.onAxis(Run{ValEvery: 20}, stPts, false); len(got) != 0 {
+		t.Errorf("before its first epoch ended, a step-based run's validations on the epoch axis: %v, want none", got)
 	}
 }
