@@ -20,7 +20,7 @@ import (
 )
 
 const boardLong = `Serves a web page comparing the runs in the given run directories while they train: every
-metric's curve with the runs overlaid (train per optimizer step, validation and data per epoch),
+metric's curve with the runs overlaid (train per optimizer step, validation and data per epoch, or at their steps for a step-based run),
 the config fields that differ between the runs, and each run's phase, step, steps/s, stop reason
 and best checkpoint. It tails each <run dir>/metrics.jsonl (a run that has not started yet is
 shown waiting; one whose folder disappears, gone) and the page refreshes itself every --refresh.
