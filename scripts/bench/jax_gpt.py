@@ -33,9 +33,15 @@ The optimizer is nitro's as the gpt example configures it:
     computed in float64 on the host, as nitro does, and read by the step from a table (optax's
     count is 0-based, so the table's entry k is step k+1).
 
+--from-checkpoint FILE starts instead from one of nitro's checkpoints of this run (a .safetensors
+its run dir holds): its weights, Adam's moments and its step, so the JAX step goes on from the
+same state. It prints the val loss of the loaded weights (the JAX forward on nitro's weights, to
+set beside the checkpoint's val_loss), then trains the epochs after the checkpoint's: with the
+random init out of the way, what is left to differ is the arithmetic.
+
 Flags: --data DIR (required) --layers 4 --heads 4 --dim 128 --lr 1e-3 --warmup-frac 0.05
 --beta2 0.99 --wd 0.1 --clip 1.0 --seed 42 --threads N (XLA CPU threads; default: the CPUs this
-process may run on) --out FILE.
+process may run on) --out FILE --from-checkpoint FILE.
 """
 
 import argparse
@@ -60,6 +66,7 @@ def parse_flags(argv):
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--out", default="")
+    p.add_argument("--from-checkpoint", default="", help="a nitro checkpoint of this run to start from")
     a = p.parse_args(argv)
     if a.dim % a.heads:
         p.error(f"--dim {a.dim} does not divide by --heads {a.heads}")
@@ -80,6 +87,46 @@ def warmup_cosine(total, frac, peak, floor):
         p = 0.0 if s <= first else (1.0 if s >= total else (s - first) / (total - first))
         out.append(floor + (peak - floor) * (1 + math.cos(math.pi * p)) / 2)
     return out
+
+
+def read_safetensors(path, np):
+    """The arrays of a .safetensors file by name, and its metadata."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    kinds = {"F32": np.float32, "I32": np.int32, "I64": np.int64, "U64": np.uint64}
+    out = {}
+    for name, h in header.items():
+        lo, hi = h["data_offsets"]
+        out[name] = np.frombuffer(raw[8 + n + lo:8 + n + hi], kinds[h["dtype"]]).reshape(h["shape"])
+    return out, meta
+
+
+def nitro_tree(arrays, prefix, layers, jnp):
+    """The parameter-shaped tree under prefix ("param/", "opt/default/0.adam.mu/") of a nitro gpt
+    checkpoint, in this script's names."""
+    def get(key):
+        return jnp.asarray(arrays[prefix + key])
+
+    def dense(key):
+        return {"w": get(key + "/weights"), "b": get(key + "/biases")}
+
+    def ln(key):
+        return {"g": get(key + "/layer_normalization/gain"), "o": get(key + "/layer_normalization/offset")}
+
+    return {
+        "wte": get("token/embeddings"),
+        "wpe": get("position/embeddings"),
+        "blocks": [
+            {"ln_1": ln(f"block_{i}/ln_1"), "qkv": dense(f"block_{i}/attention/qkv"),
+             "proj": dense(f"block_{i}/attention/proj"), "ln_2": ln(f"block_{i}/ln_2"),
+             "fc_1": dense(f"block_{i}/mlp/fc_1"), "fc_2": dense(f"block_{i}/mlp/fc_2")}
+            for i in range(layers)
+        ],
+        "ln_f": ln("ln_f"),
+    }
 
 
 def main(argv):
@@ -179,6 +226,25 @@ def main(argv):
                     weight_decay=a.wd, mask=decay_mask),
     )
     opt_state = opt.init(params)
+    first_epoch = 0
+    if a.from_checkpoint:
+        arrays, cmeta = read_safetensors(a.from_checkpoint, np)
+        record = json.loads(cmeta["nitro.record"])
+        done = int(record["step"])
+        if done % per_epoch or not 0 < done < total:
+            sys.exit(f"jax_gpt: {a.from_checkpoint}: step {done} is not the end of an epoch before the last")
+        loaded = nitro_tree(arrays, "param/", L, jnp)
+        if jax.tree_util.tree_map(jnp.shape, loaded) != jax.tree_util.tree_map(jnp.shape, params):
+            sys.exit("jax_gpt: the checkpoint's parameters have other shapes than this model's (--layers, --heads, --dim?)")
+        params = loaded
+        # The step's count is every optax counter: Adam's bias corrections and the schedule's.
+        opt_state = optax.tree_utils.tree_set(
+            opt_state, count=jnp.asarray(done, jnp.int32),
+            mu=nitro_tree(arrays, "opt/default/0.adam.mu/", L, jnp),
+            nu=nitro_tree(arrays, "opt/default/0.adam.nu/", L, jnp))
+        # One buffer per leaf: the step donates its state, and the two counts share one array.
+        opt_state = jax.tree_util.tree_map(lambda x: jnp.array(x, copy=True), opt_state)
+        first_epoch = done // per_epoch
 
     def step(params, opt_state, tokens, targets):
         loss, grads = jax.value_and_grad(loss_fn)(params, tokens, targets)
@@ -208,9 +274,12 @@ def main(argv):
     compile_s = time.perf_counter() - c0
     lines = []
     v0 = validate(params)
-    print(f"epoch 0 (init)  val_loss {v0:.4f}  val_bpb {v0 / math.log(2):.4f}", flush=True)
+    what = "init"
+    if a.from_checkpoint:
+        what = f"nitro's weights; its own val_loss {record['metrics']['val_loss']:.6f}"
+    print(f"epoch {first_epoch} ({what})  val_loss {v0:.6f}  val_bpb {v0 / math.log(2):.4f}", flush=True)
     train_s = 0.0
-    for ep in range(epochs):
+    for ep in range(first_epoch, epochs):
         e0 = time.perf_counter()
         tl = 0.0
         for i in range(per_epoch):
@@ -227,8 +296,9 @@ def main(argv):
         print(f"epoch {ep + 1}/{epochs}  train_loss {rec['train_loss']:.4f}  val_loss {v:.4f}  "
               f"val_bpb {rec['val_bpb']:.4f}  seconds {es:.2f}  steps_per_second {rec['steps_per_second']:.1f}", flush=True)
     wall = time.perf_counter() - t0
-    print(f"jax_gpt: final val_loss {lines[-1]['val_loss']:.4f} val_bpb {lines[-1]['val_bpb']:.4f}; "
-          f"compile {compile_s:.1f}s, training {train_s:.1f}s ({total / train_s:.1f} steps/s), wall {wall:.1f}s", flush=True)
+    steps = (epochs - first_epoch) * per_epoch
+    print(f"jax_gpt: final val_loss {lines[-1]['val_loss']:.6f} val_bpb {lines[-1]['val_bpb']:.4f}; "
+          f"compile {compile_s:.1f}s, training {train_s:.1f}s ({steps / train_s:.1f} steps/s), wall {wall:.1f}s", flush=True)
     if a.out:
         with open(a.out, "w") as f:
             for rec in lines:
