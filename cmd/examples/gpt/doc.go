@@ -23,7 +23,9 @@
 // files), windows of Context+1 bytes at positions drawn from Seed; "tokens" are a window's first
 // Context bytes and "targets" its last Context. Val is held out by file (by row of a Parquet
 // column, as the tail of a single file); there is no test split. BatchesPerEpoch and ValBatches
-// bound an epoch and a validation.
+// bound an epoch and a validation in global batches; BatchSize is each process's, so `mpirun
+// -np 2` at BatchSize B trains what one process at 2B on two devices does. A checkpoint's data
+// position then counts this world's batches, so a resume under another process count is refused.
 //
 // Training is by steps, as language models are trained: MaxSteps optimizer steps (the learning
 // rate's schedule spans them), a validation on the same ValBatches every ValEvery steps, and a

@@ -10,7 +10,6 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/generate"
@@ -175,7 +174,8 @@ func cacheScope(i int) string { return fmt.Sprintf("/decode_cache/block_%d", i) 
 
 // decodeStep is Forward for one token at position pos, with each block's keys and values of
 // the earlier positions read from its cache: token [1, 1] int32, pos a scalar int32; the next
-// token's logits [1, 256]. Its blocks are Forward's, but for the attention (eval: no dropout).
+// token's logits [1, 256]. Its blocks are Forward's, but for the attention (no dropout: the step's
+// context is not training).
 func (e *GPT) decodeStep(ctx *context.Context, token, pos *graph.Node) *graph.Node {
 	g := token.Graph()
 	zero := graph.ScalarZero(g, dtypes.Int32)
@@ -183,15 +183,9 @@ func (e *GPT) decodeStep(ctx *context.Context, token, pos *graph.Node) *graph.No
 	wpe := ctx.In("position").VariableWithShape("embeddings", shapes.Make(dtypes.Float32, e.Context, e.Dim)).ValueGraph(g)
 	x := graph.Gather(wte, graph.ExpandAxes(token, -1))                                                       // [1, 1, Dim]
 	x = graph.Add(x, graph.ExpandAxes(graph.DynamicSlice(wpe, []*graph.Node{pos, zero}, []int{1, e.Dim}), 0)) // position pos
-	projStd := initStd / math.Sqrt(2*float64(e.Layers))
-	for i := range e.Layers {
-		block := ctx.In(fmt.Sprintf("block_%d", i))
-		a := e.cachedAttention(block.In("attention"), ctx.InAbsPath(cacheScope(i)), norm(block.In("ln_1"), x), pos)
-		x = graph.Add(x, linear(block.In("attention").In("proj"), a, e.Dim, projStd))
-		h := activations.GeluApproximate(linear(block.In("mlp").In("fc_1"), norm(block.In("ln_2"), x), 4*e.Dim, initStd))
-		x = graph.Add(x, linear(block.In("mlp").In("fc_2"), h, e.Dim, projStd))
-	}
-	x = norm(ctx.In("ln_f"), x)
+	x = e.blocks(ctx, x, func(att *context.Context, i int, h *graph.Node) *graph.Node {
+		return e.cachedAttention(att, ctx.InAbsPath(cacheScope(i)), h, pos)
+	})
 	return graph.Reshape(graph.Einsum("btd,vd->btv", x, wte), 1, Vocab)
 }
 

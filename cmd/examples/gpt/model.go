@@ -109,16 +109,23 @@ func (e *GPT) Forward(ctx *context.Context, in Inputs) core.Outputs {
 	x := graph.Gather(wte, graph.ExpandAxes(in.Tokens, -1))                        // [B, T, Dim]
 	x = graph.Add(x, graph.ExpandAxes(graph.Slice(wpe, graph.AxisRange(0, t)), 0)) // positions 0..T-1
 	x = e.dropout(ctx, x)
+	x = e.blocks(ctx, x, func(att *context.Context, _ int, h *graph.Node) *graph.Node { return e.attention(att, h) })
+	return core.Outputs{"logits": graph.Einsum("btd,vd->btv", x, wte)} // tied: the embedding, transposed
+}
+
+// blocks runs the Layers pre-LayerNorm blocks over x [B, T, Dim] and the final LayerNorm;
+// attend is block i's attention over its normalized input, given the attention's scope (the
+// training and the cached decode step differ only there).
+func (e *GPT) blocks(ctx *context.Context, x *graph.Node, attend func(att *context.Context, i int, h *graph.Node) *graph.Node) *graph.Node {
 	projStd := initStd / math.Sqrt(2*float64(e.Layers))
 	for i := range e.Layers {
 		block := ctx.In(fmt.Sprintf("block_%d", i))
-		a := e.attention(block.In("attention"), norm(block.In("ln_1"), x))
+		a := attend(block.In("attention"), i, norm(block.In("ln_1"), x))
 		x = graph.Add(x, e.dropout(ctx, linear(block.In("attention").In("proj"), a, e.Dim, projStd)))
 		h := activations.GeluApproximate(linear(block.In("mlp").In("fc_1"), norm(block.In("ln_2"), x), 4*e.Dim, initStd))
 		x = graph.Add(x, e.dropout(ctx, linear(block.In("mlp").In("fc_2"), h, e.Dim, projStd)))
 	}
-	x = norm(ctx.In("ln_f"), x)
-	return core.Outputs{"logits": graph.Einsum("btd,vd->btv", x, wte)} // tied: the embedding, transposed
+	return norm(ctx.In("ln_f"), x)
 }
 
 // attention is causal multi-head self-attention over x [B, T, Dim], before its output
