@@ -30,6 +30,7 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
 	github.com/nitro-go/nitro/earlystop v0.0.0 // indirect
+	github.com/nitro-go/nitro/generate v0.0.0 // indirect
 	github.com/nitro-go/nitro/hostalloc v0.0.0
 	github.com/nitro-go/nitro/logjson v0.0.0 // indirect
 	github.com/nitro-go/nitro/optimizers v0.0.0 // indirect
@@ -80,3 +81,5 @@ replace (
 replace github.com/nitro-go/nitro/hostalloc => ../hostalloc
 
 replace github.com/nitro-go/nitro/roofline => ../roofline
+
+replace github.com/nitro-go/nitro/generate => ../generate

@@ -36,6 +36,8 @@ type Bundle struct {
 	// Extra holds further files by name (e.g. a working-tree patch), covered by the manifest's
 	// checksums like every other file. Names are plain file names, none of the bundle's own.
 	Extra map[string][]byte
+	// Generator, when set, says the program is a text generator's decode step (GeneratorSpec).
+	Generator *GeneratorSpec
 }
 
 // BatchSizes returns the batch sizes the bundle has programs for, ascending.
@@ -83,6 +85,7 @@ func (b *Bundle) encode(full bool) (*Manifest, map[string][]byte, error) {
 		ClientOutputs: normalized(b.ClientOutputs),
 		Provenance:    b.Provenance,
 		BatchSizes:    b.BatchSizes(),
+		Generator:     b.Generator.clone(),
 	}
 	files := map[string][]byte{}
 	add := func(name string, data []byte) {
@@ -229,6 +232,7 @@ func Read(dir string) (*Bundle, error) {
 		ClientInputs:  m.ClientInputs,
 		ClientOutputs: m.ClientOutputs,
 		Provenance:    m.Provenance,
+		Generator:     m.Generator,
 	}
 	own := map[string]bool{m.WeightsFile: true}
 	for _, p := range m.Programs {

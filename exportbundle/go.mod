@@ -16,6 +16,7 @@ require (
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/gomlx/stablehlo v0.2.0 // indirect
+	github.com/nitro-go/nitro/generate v0.0.0
 	github.com/pkg/errors v0.9.1 // indirect
 	golang.org/x/exp v0.0.0-20250819193227-8b4c13bb791b // indirect
 	google.golang.org/protobuf v1.36.10 // indirect
@@ -23,8 +24,10 @@ require (
 )
 
 replace (
-	github.com/nitro-go/nitro/pjrthook => ../pjrthook
 	github.com/nitro-go/nitro/internal/prereq => ../internal/prereq
+	github.com/nitro-go/nitro/pjrthook => ../pjrthook
 	github.com/nitro-go/nitro/runstatus => ../runstatus
 	github.com/nitro-go/nitro/tensorfile => ../tensorfile
 )
+
+replace github.com/nitro-go/nitro/generate => ../generate

@@ -106,7 +106,10 @@ type Manifest struct {
 	ClientInputs    []TensorSpec      `json:"client_inputs,omitempty"`
 	ClientOutputs   []TensorSpec      `json:"client_outputs,omitempty"`
 	Provenance      map[string]string `json:"provenance,omitempty"`
-	Files           []FileEntry       `json:"files"`
+	// Generator, when set, says the program is a text generator's decode step (see
+	// GeneratorSpec): nitro serve then answers a prompt with its continuation.
+	Generator *GeneratorSpec `json:"generator,omitempty"`
+	Files     []FileEntry    `json:"files"`
 }
 
 // programFormats maps each supported PJRT program format to its file extension.
@@ -300,6 +303,11 @@ func (m *Manifest) validate() error {
 	}
 	if m.PostprocessFile != "" && m.PostprocessFile != PostprocessFile {
 		return fmt.Errorf("postprocess_file %q, want %q", m.PostprocessFile, PostprocessFile)
+	}
+	if m.Generator != nil {
+		if err := m.Generator.check(m.Inputs, m.Outputs, m.BatchSizes); err != nil {
+			return err
+		}
 	}
 	return m.checkFiles()
 }

@@ -505,6 +505,10 @@ func (s *service) predict(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	r := s.models[s.names[0]]
+	if r.b.Generator != nil {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("model %q %v", r.Name(), errNotPredict))
+		return
+	}
 	s.bounded(w, req, r.Name(), "predict", func(body io.Reader, read func() *RequestError) (answer, *RequestError) {
 		out, rerr := runJSON(r, body, read, s.cfg.BodyTimeout)
 		return answer{body: out, contentType: "application/json"}, rerr

@@ -55,8 +55,12 @@ type ModelMetadata struct {
 	Outputs  []TensorMetadata `json:"outputs"`
 }
 
-// Metadata is r's model metadata as the protocol reports it.
+// Metadata is r's model metadata as the protocol reports it; a text generator's is its prompt
+// and text (see GeneratorSpec), not its decode step's tensors.
 func Metadata(r *Runner) ModelMetadata {
+	if r.b.Generator != nil {
+		return generatorMetadata(r)
+	}
 	conv := func(specs []TensorSpec) []TensorMetadata {
 		out := make([]TensorMetadata, len(specs))
 		for i, s := range specs {
@@ -155,6 +159,9 @@ func (s *service) model(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		s.bounded(w, req, name, "v2", func(body io.Reader, read func() *RequestError) (answer, *RequestError) {
+			if r.b.Generator != nil {
+				return generateInfer(r, body, req.Header.Get(inferenceHeaderLength), read, s.cfg.BodyTimeout)
+			}
 			return infer(r, body, req.Header.Get(inferenceHeaderLength), req.ContentLength, read, s.cfg.BodyTimeout)
 		})
 	default:
@@ -204,14 +211,7 @@ func infer(r *Runner, body io.Reader, headerLen string, contentLength int64, rea
 // were), each as flat JSON data or, asked for binary, as raw bytes after the JSON.
 func encodeInfer(r *Runner, req *inferRequest, res map[string]Tensor) answer {
 	var b bytes.Buffer
-	b.WriteString(`{"model_name":`)
-	writeJSONString(&b, r.Name())
-	b.WriteString(`,"model_version":"` + ModelVersion + `"`)
-	if req.hasID {
-		b.WriteString(`,"id":`)
-		writeJSONString(&b, req.id)
-	}
-	b.WriteString(`,"outputs":[`)
+	openAnswer(&b, r.Name(), req.id, req.hasID)
 	var raw [][]byte
 	for i, o := range req.outputs {
 		if i > 0 {
@@ -233,6 +233,12 @@ func encodeInfer(r *Runner, req *inferRequest, res map[string]Tensor) answer {
 		encodeNested(&b, t, []int{n}, 0)
 		b.WriteByte('}')
 	}
+	return closeAnswer(&b, raw)
+}
+
+// closeAnswer ends an infer answer's outputs array and JSON and appends the binary outputs
+// after it, the JSON's length being the header that says where they start.
+func closeAnswer(b *bytes.Buffer, raw [][]byte) answer {
 	b.WriteString("]}")
 	if raw == nil {
 		b.WriteByte('\n')
@@ -243,6 +249,18 @@ func encodeInfer(r *Runner, req *inferRequest, res map[string]Tensor) answer {
 		b.Write(d)
 	}
 	return answer{body: b.Bytes(), contentType: "application/octet-stream", headerLen: headerLen}
+}
+
+// openAnswer starts an infer answer up to its outputs array: the model, its version, the id.
+func openAnswer(b *bytes.Buffer, model, id string, hasID bool) {
+	b.WriteString(`{"model_name":`)
+	writeJSONString(b, model)
+	b.WriteString(`,"model_version":"` + ModelVersion + `"`)
+	if hasID {
+		b.WriteString(`,"id":`)
+		writeJSONString(b, id)
+	}
+	b.WriteString(`,"outputs":[`)
 }
 
 func writeJSONString(b *bytes.Buffer, s string) {

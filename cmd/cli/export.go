@@ -40,7 +40,13 @@ checkpoint's weights into it.
 The inputs' dtypes and shapes come from the experiment's data (BuildData runs, as for
 evaluate), or, with --input-spec, from the specs alone: then BuildData is not called and no data
 is read at all. It prints the bundle's folder, the weights' file and sha256, its batch sizes,
-inputs and outputs, and its files.`
+inputs and outputs, and its files.
+
+A text generator (an experiment with a decode step: gpt) is exported as its decode step instead
+of Forward: one program at batch size 1 that takes a token, its position and the key/value
+caches and returns the next token's logits and the caches, with a generator entry in the
+manifest. No data is read, and --input-spec and --batch-sizes do not apply. nitro serve answers
+a prompt with such a bundle's continuation.`
 
 const runBundleLong = `Loads an export bundle with gopjrt alone (no experiment code), runs it once on the inputs given
 as JSON, and prints the outputs as JSON on stdout: {"outputs": {"<name>": <nested arrays>}}.
@@ -59,7 +65,14 @@ manifest name, refuses two bundles of one name, and prints each model it serves.
 address it listens on (port 0 picks one) and runs until SIGINT or SIGTERM, then stops accepting,
 finishes the requests in flight and exits.
 
-Serving one bundle, it also answers POST /predict: the body is {"inputs": {"<name>": <nested
+A text generator's bundle (nitro export gpt) is served as a model that continues a prompt: input
+"prompt" (BYTES [1], the text, or UINT8 [n], its bytes, at most the model's context), parameters
+max_tokens (or tokens; default 200, at most 4096), temperature (1), top_k (0: all; 1 greedy) and
+seed (1), as nitro sample's flags; outputs "text" (BYTES [1]) and "tokens" (UINT8 [n]), the
+bytes drawn, the same as nitro sample's for the same seed. A bad prompt or parameter is a 400
+naming it.
+
+Serving one bundle (not a text generator), it also answers POST /predict: the body is {"inputs": {"<name>": <nested
 arrays>}}, batch-first, the answer {"outputs": {...}}. A malformed body, a missing or unknown
 input, a wrong shape or dtype is a 400 naming the input.
 
@@ -163,6 +176,13 @@ func runExport(c *cobra.Command, expName string, f *exportFlags, stdout, stderr 
 	if err != nil {
 		return err
 	}
+	gen, err := exportsGenerator(ent, c, specs)
+	if err != nil {
+		return err
+	}
+	if gen != nil {
+		specs = gen.GenerateSpecs() // the step reads no data, and Forward's batch is declared
+	}
 	withDist, err := exportDist() // dist.go: a rank other than 0 is refused (only rank 0 exports)
 	if err != nil {
 		return err
@@ -195,11 +215,19 @@ func runExport(c *cobra.Command, expName string, f *exportFlags, stdout, stderr 
 			return fmt.Errorf("--out %s: making its parent folder: %w", f.out, err)
 		}
 	}
-	b, err := export.Export(n, f.out, export.ExportSpec{Name: name, BatchSizes: f.batches, ProvenanceRoot: f.provRoot})
+	var b *exportbundle.Bundle
+	if gen != nil {
+		b, err = export.ExportGenerator(n, f.out, export.ExportSpec{Name: name, ProvenanceRoot: f.provRoot})
+	} else {
+		b, err = export.Export(n, f.out, export.ExportSpec{Name: name, BatchSizes: f.batches, ProvenanceRoot: f.provRoot})
+	}
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "bundle: %s\n", f.out)
+	if g := b.Generator; g != nil {
+		fmt.Fprintf(stdout, "text generator: context %d, vocabulary %d, %d state tensors (nitro serve answers a prompt)\n", g.Context, g.Vocab, len(g.State))
+	}
 	// The file restored, not the --checkpoint given: a run dir names whichever file is its newest.
 	if p := b.Provenance["checkpoint"]; p != "" {
 		fmt.Fprintf(stdout, "weights: %s (sha256 %s)\n", p, b.Provenance["checkpoint_sha256"])
@@ -223,6 +251,27 @@ func runExport(c *cobra.Command, expName string, f *exportFlags, stdout, stderr 
 		fmt.Fprintf(stdout, "file:   %s (%d bytes)\n", filepath.Join(f.out, de.Name()), fi.Size())
 	}
 	return nil
+}
+
+// exportsGenerator is the experiment as a text generator when it is one (a decode step to export,
+// and the batch to rebuild it with no data): its bundle is then the step, whose inputs and batch
+// size are fixed, so --input-spec and --batch-sizes other than 1 are refused by name.
+func exportsGenerator(ent entry, c *cobra.Command, specs []prefetch.FieldSpec) (TextGenerator, error) {
+	x, err := ent.build("")
+	if err != nil {
+		return nil, err
+	}
+	gen, ok := x.(TextGenerator)
+	if _, steps := x.(export.StepExporter); !ok || !steps {
+		return nil, nil
+	}
+	if specs != nil {
+		return nil, fmt.Errorf("--input-spec: experiment %s is exported as a text generator, whose inputs are its decode step's (token, position, caches): drop the flag", ent.name)
+	}
+	if fl := c.Flags().Lookup("batch-sizes"); fl.Changed && fl.Value.String() != "[1]" {
+		return nil, fmt.Errorf("--batch-sizes %s: experiment %s is exported as a text generator, whose decode step runs one sequence at batch size 1: drop the flag", fl.Value, ent.name)
+	}
+	return gen, nil
 }
 
 // exportNitro builds the experiment the checkpoint was trained with, its weights loaded; with
@@ -510,10 +559,14 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if len(rs) == 1 {
+			if len(rs) == 1 && rs[0].Generator() == nil {
 				fmt.Fprintf(stdout, "serving %s (batch sizes %s) on http://%s/predict\n", rs[0].Name(), joinInts(rs[0].BatchSizes()), bound)
 			}
 			for i, r := range rs {
+				if g := r.Generator(); g != nil {
+					fmt.Fprintf(stdout, "serving %s (text generator, context %d, from %s) on http://%s/v2/models/%s/infer\n", r.Name(), g.Context, dirs[i], bound, r.Name())
+					continue
+				}
 				fmt.Fprintf(stdout, "serving %s (batch sizes %s, from %s) on http://%s/v2/models/%s/infer\n", r.Name(), joinInts(r.BatchSizes()), dirs[i], bound, r.Name())
 			}
 			<-ctx.Done()

@@ -41,9 +41,33 @@ func (e *GPT) GenerateSpecs() []prefetch.FieldSpec {
 // the weights when called, so it stays valid after the view's call returns; it builds its
 // program on its first Step.
 func (e *GPT) Stepper(m *core.ModelView) (generate.Stepper, error) {
-	be, ctx, err := e.weightsContext(m)
+	be, ctx, err := e.stepContext(m)
 	if err != nil {
 		return nil, err
+	}
+	exec, err := context.NewExec(be, ctx.Reuse(), e.decodeStep)
+	if err != nil {
+		return nil, fmt.Errorf("gpt: the decode step: %w", err)
+	}
+	return &stepper{e: e, run: exec.Exec}, nil
+}
+
+// ExportStep is the same decode step for nitro export (export.StepExporter): the weights and the
+// zero caches in a fresh context, and the step, so the bundle's program is the one Stepper runs
+// and a served GPT continues a prompt as nitro sample does.
+func (e *GPT) ExportStep(m *core.ModelView) (*context.Context, func(ctx *context.Context, token, pos *graph.Node) *graph.Node, int, error) {
+	_, ctx, err := e.stepContext(m)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return ctx, e.decodeStep, e.Context, nil
+}
+
+// stepContext is weightsContext with each block's key/value cache beside the weights, zero.
+func (e *GPT) stepContext(m *core.ModelView) (backends.Backend, *context.Context, error) {
+	be, ctx, err := e.weightsContext(m)
+	if err != nil {
+		return nil, nil, err
 	}
 	dh := e.Dim / e.Heads
 	for i := range e.Layers {
@@ -52,11 +76,7 @@ func (e *GPT) Stepper(m *core.ModelView) (generate.Stepper, error) {
 			c.VariableWithValue(name, tensors.FromShape(shapes.Make(dtypes.Float32, 1, e.Heads, e.Context, dh))).Trainable = false
 		}
 	}
-	exec, err := context.NewExec(be, ctx.Reuse(), e.decodeStep)
-	if err != nil {
-		return nil, fmt.Errorf("gpt: the decode step: %w", err)
-	}
-	return &stepper{e: e, run: exec.Exec}, nil
+	return be, ctx, nil
 }
 
 // UncachedStepper runs Forward over the whole window at every Step: the same logits as Stepper,
