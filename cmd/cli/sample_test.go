@@ -28,6 +28,8 @@ func TestSample(t *testing.T) {
 	}
 	t.Run("Seed", func(t *testing.T) { sampleSeed(t, dir) })
 	t.Run("Refusals", func(t *testing.T) { sampleRefusals(t, dir) })
+	t.Run("Bundle", func(t *testing.T) { bundleEqualsSample(t, dir) })    // generate_bundle_test.go
+	t.Run("TritonClient", func(t *testing.T) { tritonGenerates(t, dir) }) // generate_bundle_test.go
 }
 
 // snapshot lists every file below dir with its size and modification time.
