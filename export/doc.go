@@ -18,6 +18,9 @@
 //     ExportSpec field, hook or value at fault.
 //   - The programs compile through the XLA PJRT plugin (the Nitro's own, else the one
 //     backend.FindPlugin finds): without one, Export is an error.
+//   - ExportGenerator writes a text generator instead: the decode step the experiment's
+//     ExportStep gives (StepExporter), its weights and state told apart by the view's weight
+//     names, at batch size 1, with the manifest's generator entry.
 //   - The bundle is written atomically, or not at all; the ExportCompiling phase covers the
 //     capture and the write. No panic escapes Export.
 package export

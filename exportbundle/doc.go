@@ -24,6 +24,12 @@
 // traces (name, inputs, batch sizes, client specs, provenance keys), so an exporter need not
 // restate them. RunJSON runs one /predict request in process, by the code Handler uses.
 //
+// A text generator's bundle holds its decode step (token, position and state in; logits and
+// state out) and a manifest generator entry (GeneratorSpec) naming them: Runner.Stepper runs it
+// as a generate.Stepper with the state kept on the device, and the server answers its infer
+// with a prompt's continuation (input "prompt", parameters max_tokens, temperature, top_k, seed;
+// outputs "text" and "tokens").
+//
 // Errors: Read and Open return *FormatError naming the file (wrapping ErrNewerFormat for a newer
 // format); CheckSpec returns *SpecError naming the manifest field; Run returns *InputError naming
 // the input; RunJSON returns *RequestError with the status and message Handler answers with. The
