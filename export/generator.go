@@ -74,8 +74,11 @@ func exportGenerator(m *core.ModelView, dir string, spec ExportSpec) (*exportbun
 	if len(spec.BatchSizes) > 0 && !slices.Equal(spec.BatchSizes, []int{1}) {
 		return fail(fmt.Errorf("ExportSpec.BatchSizes %v: a text generator's decode step runs one sequence, at batch size 1: leave it empty", spec.BatchSizes))
 	}
-	if err := exportbundle.CheckSpec(exportbundle.Spec{Name: spec.Name, BatchSizes: []int{1}, Provenance: spec.Provenance, Inputs: stepInputs()}); err != nil {
+	if err := exportbundle.CheckName("ExportSpec.Name", spec.Name); err != nil {
 		return fail(err)
+	}
+	if err := exportbundle.CheckSpec(exportbundle.Spec{Name: spec.Name, BatchSizes: []int{1}, Provenance: spec.Provenance, Inputs: stepInputs()}); err != nil {
+		return fail(fmt.Errorf("the bundle would be invalid: %w", err))
 	}
 	writer := spec.Writer
 	if writer == nil {
