@@ -149,3 +149,17 @@ func batchWidthOf(p core.Prediction) (int, error) {
 	}
 	return 0, fmt.Errorf("empty prediction")
 }
+
+// A prediction field whose rows have another shape or dtype than the data's is refused by name,
+// both shapes given, before anything runs: the program compiled for the data's rows would fail
+// inside the runtime. Prediction on rows of the data's shape still runs.
+func TestPredictRefusesRowsOfAnotherShape(t *testing.T) {
+	n := coretest.MustNew(t, &coretest.Reg{}, coretest.Data(t, 16))
+	_, err := n.Predict(prefetch.Batch{"x": tensors.FromShape(shapes.Make(dtypes.Float32, 2, coretest.Features+1))})
+	coretest.WantErr(t, err, `Predict: batch field "x" has rows of Float32[5]`, "take rows of Float32[4]", "pad or cut")
+	_, err = n.Predict(prefetch.Batch{"x": tensors.FromShape(shapes.Make(dtypes.Float64, 2, coretest.Features))})
+	coretest.WantErr(t, err, `batch field "x" has rows of Float64[4]`)
+	if _, err := n.Predict(prefetch.Batch{"x": tensors.FromShape(shapes.Make(dtypes.Float32, 2, coretest.Features))}); err != nil {
+		t.Fatal(err)
+	}
+}

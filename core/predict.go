@@ -60,6 +60,9 @@ func (n *Nitro) Predict(x any) (p Prediction, err error) {
 		return nil, fmt.Errorf("Predict takes a prefetch.Batch keyed by Forward's declared fields %v, got %T: wrap the array, e.g. prefetch.Batch{%q: t}", n.spec.forwardFields(), x, first(n.spec.forwardFields()))
 	}
 	w, err := predictRows(b)
+	if err == nil {
+		err = n.spec.checkRowShapes(b)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("Predict: %w", err)
 	}
@@ -100,6 +103,9 @@ func (n *Nitro) PredictAll(src prefetch.Source) iter.Seq2[Prediction, error] {
 				return
 			}
 			real, err := predictRows(b)
+			if err == nil {
+				err = n.spec.checkRowShapes(b)
+			}
 			if err != nil {
 				yield(nil, fmt.Errorf("PredictAll: batch %d: %w", i, err))
 				return
@@ -119,6 +125,25 @@ func (n *Nitro) PredictAll(src prefetch.Source) iter.Seq2[Prediction, error] {
 			}
 		}
 	}
+}
+
+// checkRowShapes refuses a prediction field whose rows differ in dtype or shape from the data
+// contract's (the data's, or WithInputSpecs'): the programs are compiled for those rows, and a
+// buffer of another shape would fail inside the runtime with a message that names neither the
+// field nor the fix.
+func (su *runSpec) checkRowShapes(b prefetch.Batch) error {
+	for _, k := range sortedKeys(b) {
+		want, ok := su.fieldShapes[k]
+		if !ok || !su.forward.whole && !slices.Contains(su.forwardFields(), k) {
+			continue // a field Forward does not read is not sent to the device
+		}
+		got := fieldShape{dtype: b[k].DType().String(), row: b[k].Shape().Dimensions[1:]}
+		if got.dtype != want.dtype || !slices.Equal(got.row, want.row) {
+			return fmt.Errorf("batch field %q has rows of %s%v, and the model's programs take rows of %s%v (the data's, or WithInputSpecs'): give rows of that dtype and shape (pad or cut a sequence to it)",
+				k, got.dtype, got.row, want.dtype, want.row)
+		}
+	}
+	return nil
 }
 
 // predictRows is a prediction batch's row count. A nil field or a batch of no rows has nothing
