@@ -1,6 +1,7 @@
 package exportbundle
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nitro-go/nitro/generate"
 	"github.com/nitro-go/nitro/tensorfile"
@@ -257,6 +259,14 @@ func TestServeGenerator(t *testing.T) {
 	}
 	if code, body, _ := generateHTTP(t, h, "/predict", `{}`, nil); code != 404 || !strings.Contains(body, "text generator") {
 		t.Errorf("/predict: %d %s", code, body)
+	}
+
+	// A request whose client has gone stops generating at the next step.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, rerr := generateInfer(ctx, r, strings.NewReader(`{`+params+`, "inputs": [{"name": "prompt", "shape": [1], "datatype": "BYTES", "data": ["hi"]}]}`), "", nil, time.Second)
+	if rerr == nil || rerr.Status != http.StatusServiceUnavailable || !strings.Contains(rerr.Msg, "cancelled") {
+		t.Errorf("a cancelled request: %v", rerr)
 	}
 }
 

@@ -2,6 +2,7 @@ package exportbundle
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -64,7 +65,7 @@ type generateRequest struct {
 func maxGenerateBody(context int) int64 { return 64<<10 + 8*int64(context) }
 
 // generateInfer answers one infer request to a generator: read, decode, generate, encode.
-func generateInfer(r *Runner, body io.Reader, headerLen string, read func() *RequestError, stall time.Duration) (out answer, rerr *RequestError) {
+func generateInfer(ctx context.Context, r *Runner, body io.Reader, headerLen string, read func() *RequestError, stall time.Duration) (out answer, rerr *RequestError) {
 	defer func() {
 		if p := recover(); p != nil {
 			out, rerr = answer{}, &RequestError{Status: http.StatusInternalServerError, Msg: fmt.Sprintf("internal error: %v", p)}
@@ -94,11 +95,28 @@ func generateInfer(r *Runner, body io.Reader, headerLen string, read func() *Req
 		return answer{}, &RequestError{Status: http.StatusInternalServerError, Msg: err.Error(), Err: err}
 	}
 	defer s.Close()
-	tokens, err := generate.Generate(s, req.prompt, req.opts)
+	tokens, err := generate.Generate(untilDone{s, ctx}, req.prompt, req.opts)
+	if ctx.Err() != nil {
+		// Nobody is left to read the answer: the run slot goes back now, not after max_tokens.
+		return answer{}, &RequestError{Status: http.StatusServiceUnavailable, Msg: "the request was cancelled (the client went away) while generating", Err: ctx.Err()}
+	}
 	if err != nil {
 		return answer{}, &RequestError{Status: http.StatusInternalServerError, Msg: err.Error(), Err: err}
 	}
 	return encodeGenerate(r.Name(), req, tokens), nil
+}
+
+// untilDone is a Stepper that stops stepping once ctx is done (its request's client gone).
+type untilDone struct {
+	*Stepper
+	ctx context.Context
+}
+
+func (u untilDone) Step(token, pos int) ([]float32, error) {
+	if err := u.ctx.Err(); err != nil {
+		return nil, err
+	}
+	return u.Stepper.Step(token, pos)
 }
 
 // decodeGenerate parses a whole infer body for a generator of the given context. A refusal is a

@@ -160,7 +160,7 @@ func (s *service) model(w http.ResponseWriter, req *http.Request) {
 		}
 		s.bounded(w, req, name, "v2", func(body io.Reader, read func() *RequestError) (answer, *RequestError) {
 			if r.b.Generator != nil {
-				return generateInfer(r, body, req.Header.Get(inferenceHeaderLength), read, s.cfg.BodyTimeout)
+				return generateInfer(req.Context(), r, body, req.Header.Get(inferenceHeaderLength), read, s.cfg.BodyTimeout)
 			}
 			return infer(r, body, req.Header.Get(inferenceHeaderLength), req.ContentLength, read, s.cfg.BodyTimeout)
 		})
