@@ -57,7 +57,7 @@ serve-venv:
 	@./scripts/serve/setup-venv.sh
 
 ## test: setup, layering check, then every module's tests (race detector on the concurrent modules),
-## then a short fuzz of the checkpoint, run dir manifest, safetensors, bundle, infer request, idx and compile cache entry readers and the interposer's compile options rewrite (hostile input must never panic).
+## then a short fuzz of the checkpoint, run dir manifest, safetensors, bundle, infer request (a generator's too), idx and compile cache entry readers and the interposer's compile options rewrite (hostile input must never panic).
 ## The fuzz budget is a count, not a duration: Go 1.26's fuzz coordinator can report a spurious
 ## "context deadline exceeded" when a duration ends mid-execution (golang/go#75804, fixed in Go 1.27).
 ## cuda-wheel: keep the pinned CUDA plugin wheel (188 MB) in .nitro/cache for backend's test that
@@ -96,6 +96,7 @@ test: setup cuda-wheel openmpi allocators depcheck ckpt-venv tb-venv serve-venv
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzReadManifest$$' -fuzztime 60000x -fuzzminimizetime 100x ./exportbundle/
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzDecodeWeights$$' -fuzztime 60000x -fuzzminimizetime 100x ./exportbundle/
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzDecodeInfer$$' -fuzztime 60000x -fuzzminimizetime 100x ./exportbundle/
+	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzDecodeGenerate$$' -fuzztime 60000x -fuzzminimizetime 100x ./exportbundle/
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime 60000x -fuzzminimizetime 100x ./tensorfile/
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60000x -fuzzminimizetime 100x ./idx/
 	$(TESTENV) $(GO) test -run '^$$' -fuzz '^FuzzDecodeEntry$$' -fuzztime 60000x -fuzzminimizetime 100x ./pjrthook/diskcache/

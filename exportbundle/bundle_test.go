@@ -292,6 +292,10 @@ func FuzzReadManifest(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(files[ManifestFile])
+	if _, files, err = countingBundle(8).encode(true); err != nil { // a generator's entry too
+		f.Fatal(err)
+	}
+	f.Add(files[ManifestFile])
 	f.Add([]byte(`{"format":"nitro-exportbundle","format_version":1}`))
 	f.Add([]byte(`{"format":"nitro-exportbundle","format_version":99}`))
 	f.Add([]byte(`[]`))
