@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -259,6 +260,21 @@ func TestServeGenerator(t *testing.T) {
 	}
 	if code, body, _ := generateHTTP(t, h, "/predict", `{}`, nil); code != 404 || !strings.Contains(body, "text generator") {
 		t.Errorf("/predict: %d %s", code, body)
+	}
+
+	// Requests at once each have their own state: each gets the continuation alone would.
+	var wg sync.WaitGroup
+	answers := make([]string, 6)
+	for i := range answers {
+		wg.Go(func() {
+			_, answers[i], _ = generateHTTP(t, h, infer, `{`+params+`, "inputs": [{"name": "prompt", "shape": [1], "datatype": "BYTES", "data": ["hi"]}], "outputs": [{"name": "tokens"}]}`, nil)
+		})
+	}
+	wg.Wait()
+	for i, a := range answers {
+		if !strings.Contains(a, `"data":`+string(tokens)) {
+			t.Errorf("concurrent request %d: %s, want tokens %s", i, a, tokens)
+		}
 	}
 
 	// A request whose client has gone stops generating at the next step.
