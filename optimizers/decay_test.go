@@ -147,6 +147,15 @@ func TestNoDecayMask(t *testing.T) {
 	if got := tensors.MustCopyFlatData[float32](mt); !slices.Equal(got, []float32{1, 1, 1, 1, 0, 0}) {
 		t.Errorf("mask = %v", got)
 	}
+	// Another dtype gets its own ones, not float32's bytes.
+	l64 := twoLeafLayout(t, dtypes.Float64)
+	mt64, err := l64.NoDecayMask(nil).Tensor(l64.FlatShape())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tensors.MustCopyFlatData[float64](mt64); !slices.Equal(got, []float64{1, 1, 1, 1, 0, 0}) {
+		t.Errorf("float64 mask = %v", got)
+	}
 	// Extend rather than replace: the default no-decay list stays in force.
 	all := l.NoDecayMask(func(kp []string, s shapes.Shape) bool {
 		return optimizers.DefaultNoDecay(kp, s) || slices.Contains(kp, "weights")
