@@ -138,5 +138,14 @@ func TestLargeArraysKeepTheirOwnBuffer(t *testing.T) {
 				t.Errorf("fused %v: %s differs from %s trained through one segment", fused, apart[i].Name, together[i].Name)
 			}
 		}
+		// The tensors share their segment's read-back buffer, each capped at its own bytes: an
+		// append to one must not write into the next.
+		for i, x := range together[:len(together)-1] {
+			next := bytes.Clone(together[i+1].Data)
+			_ = append(x.Data, 0xff, 0xff, 0xff, 0xff)
+			if cap(x.Data) != len(x.Data) || !bytes.Equal(together[i+1].Data, next) {
+				t.Fatalf("fused %v: %s has capacity %d beyond its %d bytes, or appending to it changed %s", fused, x.Name, cap(x.Data), len(x.Data), together[i+1].Name)
+			}
+		}
 	}
 }
