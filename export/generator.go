@@ -117,7 +117,7 @@ func exportGenerator(m *core.ModelView, dir string, spec ExportSpec) (*exportbun
 	return b, nil
 }
 
-func callExportStep(se StepExporter, m *core.ModelView) (ctx *context.Context, step func(*context.Context, *graph.Node, *graph.Node) *graph.Node, window int, err error) {
+func callExportStep(se StepExporter, m *core.ModelView) (ctx *context.Context, step stepFunc, window int, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = panicError("ExportStep", r)
@@ -172,80 +172,28 @@ func stepVars(m *core.ModelView, ctx *context.Context) ([]stepVar, error) {
 	return out, bad
 }
 
+// stepFunc is the decode step an experiment's ExportStep returns.
+type stepFunc = func(ctx *context.Context, token, pos *graph.Node) *graph.Node
+
 // captureStep traces the step once to learn which weights it reads and that it sets every state
 // variable, then compiles it on a capturing backend with its parameters in the bundle's order:
 // token, position, state, weights.
-func captureStep(m *core.ModelView, plugin string, ctx *context.Context, step func(*context.Context, *graph.Node, *graph.Node) *graph.Node, window int) (*exportbundle.Bundle, error) {
+func captureStep(m *core.ModelView, plugin string, ctx *context.Context, step stepFunc, window int) (*exportbundle.Bundle, error) {
 	vars, err := stepVars(m, ctx)
 	if err != nil {
 		return nil, err
 	}
 	b := &exportbundle.Bundle{Programs: map[int]exportbundle.Program{}}
-	gen := &exportbundle.GeneratorSpec{Context: window, Vocab: exportbundle.GeneratorVocab,
-		Token: GeneratorToken, Position: GeneratorPosition, Logits: GeneratorLogits}
+	var state []stepVar
 	progs, err := exportbundle.Capture(plugin, func(be backends.Backend) error {
-		used := map[*context.Variable]bool{}
-		trace := func(name string, build func(g *graph.Graph, token, pos *graph.Node)) error {
-			return tryGraph("tracing ExportStep's step", func() {
-				g := graph.NewGraph(be, name)
-				defer g.Finalize()
-				token := graph.Parameter(g, GeneratorToken, shapes.Make(dtypes.Int32, 1, 1))
-				pos := graph.Parameter(g, GeneratorPosition, shapes.Make(dtypes.Int32, 1))
-				build(g, token, pos)
-			})
-		}
-		// The probe: which variables the step reads, and whether it sets each state variable.
-		err := trace("nitro_export_step_probe", func(g *graph.Graph, token, pos *graph.Node) {
-			logits := step(ctx.Reuse(), token, graph.Reshape(pos))
-			if logits == nil || logits.DType() != dtypes.Float32 || !slices.Equal(logits.Shape().Dimensions, []int{1, exportbundle.GeneratorVocab}) {
-				panic(fmt.Errorf("the step returned logits %v, want float32 [1, %d]", shapeOf(logits), exportbundle.GeneratorVocab))
-			}
-			for _, sv := range vars {
-				used[sv.v] = sv.v.InUseByGraph(g)
-				if !sv.weight && used[sv.v] && !sv.v.ChangedInGraph(g) {
-					panic(fmt.Errorf("variable %s is no weight of the model and the step does not set it: state must be set for the next step (SetValueGraph)", sv.name))
-				}
-			}
-		})
+		var weights []stepVar
+		var err error
+		state, weights, err = probeStep(be, ctx, step, vars)
 		if err != nil {
 			return err
 		}
-		var state, weights []stepVar
-		for _, sv := range vars {
-			switch {
-			case !used[sv.v]:
-			case sv.weight:
-				weights = append(weights, sv)
-			default:
-				state = append(state, sv)
-			}
-		}
-		return trace("nitro_export_step", func(g *graph.Graph, token, pos *graph.Node) {
-			for _, sv := range append(slices.Clone(state), weights...) {
-				sv.v.ValueGraph(g) // the parameters after token and position, in the bundle's order
-			}
-			logits := step(ctx.Reuse(), token, graph.Reshape(pos))
-			if got, want := g.NumParameters(), 2+len(state)+len(weights); got != want {
-				panic(fmt.Errorf("the step's program has %d arguments, expected %d: it read a variable it did not read when traced before; read every variable unconditionally", got, want))
-			}
-			outs := []*graph.Node{logits}
-			b.Inputs = stepInputs()
-			b.Outputs = []exportbundle.TensorSpec{{Name: GeneratorLogits, DType: tensorfile.F32, Shape: []int{-1, exportbundle.GeneratorVocab}}}
-			for _, sv := range state {
-				s := sv.v.Shape()
-				if len(s.Dimensions) == 0 || s.Dimensions[0] != 1 {
-					panic(fmt.Errorf("state %s has shape %s: its axis 0 is the batch, 1 (the batch-first rule)", sv.name, s))
-				}
-				spec := exportbundle.TensorSpec{Name: sv.name, DType: tensorfile.DTypeOf(s.DType), Shape: append([]int{-1}, s.Dimensions[1:]...)}
-				b.Inputs = append(b.Inputs, spec)
-				b.Outputs = append(b.Outputs, spec)
-				outs = append(outs, sv.v.ValueGraph(g))
-				gen.State = append(gen.State, sv.name)
-			}
-			for _, sv := range weights {
-				b.Weights = append(b.Weights, exportbundle.Weight{Name: sv.name, Tensor: sv.t})
-			}
-			g.Compile(outs...)
+		return traceStep(be, "nitro_export_step", func(g *graph.Graph, token, pos *graph.Node) {
+			compileStep(g, ctx, step, token, pos, state, weights, b)
 		})
 	})
 	if err != nil {
@@ -255,8 +203,77 @@ func captureStep(m *core.ModelView, plugin string, ctx *context.Context, step fu
 		return nil, fmt.Errorf("internal: the capture recorded %d programs for the decode step, want 1", len(progs))
 	}
 	b.Programs[1] = exportbundle.Program{Format: progs[0].Format, Code: progs[0].Code}
-	b.Generator = gen
+	b.Generator = &exportbundle.GeneratorSpec{Context: window, Vocab: exportbundle.GeneratorVocab,
+		Token: GeneratorToken, Position: GeneratorPosition, Logits: GeneratorLogits}
+	for _, sv := range state {
+		b.Generator.State = append(b.Generator.State, sv.name)
+	}
 	return b, nil
+}
+
+// traceStep builds a graph on be with the step's token and position parameters, the first two,
+// and hands it to build; a panic in build (GoMLX's way of failing) is an error.
+func traceStep(be backends.Backend, name string, build func(g *graph.Graph, token, pos *graph.Node)) error {
+	return tryGraph("tracing ExportStep's step", func() {
+		g := graph.NewGraph(be, name)
+		defer g.Finalize()
+		token := graph.Parameter(g, GeneratorToken, shapes.Make(dtypes.Int32, 1, 1))
+		pos := graph.Parameter(g, GeneratorPosition, shapes.Make(dtypes.Int32, 1))
+		build(g, token, pos)
+	})
+}
+
+// probeStep traces the step, never compiled: the variables it reads are split into state (in
+// the order the context holds them) and weights, and a state variable it reads but does not
+// set, or logits of another shape, are refused.
+func probeStep(be backends.Backend, ctx *context.Context, step stepFunc, vars []stepVar) (state, weights []stepVar, err error) {
+	err = traceStep(be, "nitro_export_step_probe", func(g *graph.Graph, token, pos *graph.Node) {
+		logits := step(ctx.Reuse(), token, graph.Reshape(pos))
+		if logits == nil || logits.DType() != dtypes.Float32 || !slices.Equal(logits.Shape().Dimensions, []int{1, exportbundle.GeneratorVocab}) {
+			panic(fmt.Errorf("the step returned logits %v, want float32 [1, %d]", shapeOf(logits), exportbundle.GeneratorVocab))
+		}
+		for _, sv := range vars {
+			switch {
+			case !sv.v.InUseByGraph(g):
+			case sv.weight:
+				weights = append(weights, sv)
+			case !sv.v.ChangedInGraph(g):
+				panic(fmt.Errorf("variable %s is no weight of the model and the step does not set it: state must be set for the next step (SetValueGraph)", sv.name))
+			default:
+				state = append(state, sv)
+			}
+		}
+	})
+	return state, weights, err
+}
+
+// compileStep builds the step with its parameters in the bundle's order, compiles it (the
+// capture records the program), and fills b's inputs, outputs and weights to match.
+func compileStep(g *graph.Graph, ctx *context.Context, step stepFunc, token, pos *graph.Node, state, weights []stepVar, b *exportbundle.Bundle) {
+	for _, sv := range append(slices.Clone(state), weights...) {
+		sv.v.ValueGraph(g) // the parameters after token and position, in the bundle's order
+	}
+	logits := step(ctx.Reuse(), token, graph.Reshape(pos))
+	if got, want := g.NumParameters(), 2+len(state)+len(weights); got != want {
+		panic(fmt.Errorf("the step's program has %d arguments, expected %d: it read a variable it did not read when traced before; read every variable unconditionally", got, want))
+	}
+	outs := []*graph.Node{logits}
+	b.Inputs = stepInputs()
+	b.Outputs = []exportbundle.TensorSpec{{Name: GeneratorLogits, DType: tensorfile.F32, Shape: []int{-1, exportbundle.GeneratorVocab}}}
+	for _, sv := range state {
+		s := sv.v.Shape()
+		if len(s.Dimensions) == 0 || s.Dimensions[0] != 1 {
+			panic(fmt.Errorf("state %s has shape %s: its axis 0 is the batch, 1 (the batch-first rule)", sv.name, s))
+		}
+		spec := exportbundle.TensorSpec{Name: sv.name, DType: tensorfile.DTypeOf(s.DType), Shape: append([]int{-1}, s.Dimensions[1:]...)}
+		b.Inputs = append(b.Inputs, spec)
+		b.Outputs = append(b.Outputs, spec)
+		outs = append(outs, sv.v.ValueGraph(g))
+	}
+	for _, sv := range weights {
+		b.Weights = append(b.Weights, exportbundle.Weight{Name: sv.name, Tensor: sv.t})
+	}
+	g.Compile(outs...)
 }
 
 // stepInputs are the step's inputs before its state: the token and its position.

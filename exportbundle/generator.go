@@ -196,13 +196,35 @@ func (s *Stepper) Step(token, pos int) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	var owned []*pjrt.Buffer // this step's uploads, freed when it returns
-	defer func() {
-		for _, b := range owned {
+	args, uploaded, err := s.args(token, pos)
+	defer func() { // this step's uploads: the program has read them once it returns
+		for _, b := range uploaded {
 			b.Destroy()
 		}
 	}()
-	args := make([]*pjrt.Buffer, 0, len(r.b.Inputs)+len(r.weights))
+	if err != nil {
+		return nil, err
+	}
+	outs, err := exec.Execute(args...).DonateNone().Done()
+	if err != nil {
+		return nil, fmt.Errorf("exportbundle: the decode step at position %d: %w", pos, err)
+	}
+	logits, next, err := s.outputs(outs)
+	if err != nil {
+		return nil, fmt.Errorf("exportbundle: the decode step at position %d: %w", pos, err)
+	}
+	s.free() // the previous state: the step has read it
+	s.state = next
+	s.next++
+	return logits, nil
+}
+
+// args are the program's arguments in manifest order: the token and position uploaded, the
+// state as the last step left it (zeros uploaded after a Reset), then the weights. uploaded
+// lists the buffers made here, for the caller to free.
+func (s *Stepper) args(token, pos int) (args, uploaded []*pjrt.Buffer, err error) {
+	r := s.r
+	args = make([]*pjrt.Buffer, 0, len(r.b.Inputs)+len(r.weights))
 	for _, spec := range r.b.Inputs {
 		var t Tensor
 		switch spec.Name {
@@ -221,46 +243,45 @@ func (s *Stepper) Step(token, pos int) ([]float32, error) {
 		}
 		buf, err := toDevice(r.client, t)
 		if err != nil {
-			return nil, fmt.Errorf("exportbundle: input %q to the device: %w", spec.Name, err)
+			return nil, uploaded, fmt.Errorf("exportbundle: input %q to the device: %w", spec.Name, err)
 		}
-		owned = append(owned, buf)
+		uploaded = append(uploaded, buf)
 		args = append(args, buf)
 	}
-	args = append(args, r.weights...)
-	outs, err := exec.Execute(args...).DonateNone().Done()
-	if err != nil {
-		return nil, fmt.Errorf("exportbundle: the decode step at position %d: %w", pos, err)
-	}
-	next := make(map[string]*pjrt.Buffer, len(s.g.State))
-	var logits Tensor
-	for i, spec := range r.b.Outputs {
-		if i >= len(outs) {
-			break
-		}
+	return append(args, r.weights...), uploaded, nil
+}
+
+// outputs reads the logits back and keeps the state's buffers on the device; every other buffer
+// of outs is freed, and all of them on an error.
+func (s *Stepper) outputs(outs []*pjrt.Buffer) (logits []float32, next map[string]*pjrt.Buffer, err error) {
+	specs := s.r.b.Outputs
+	next = make(map[string]*pjrt.Buffer, len(s.g.State))
+	var lt Tensor
+	for i, b := range outs {
 		switch {
-		case spec.Name == s.g.Logits:
-			logits, err = fromDevice(outs[i])
-			outs[i].Destroy()
-		case slices.Contains(s.g.State, spec.Name):
-			next[spec.Name] = outs[i]
+		case i < len(specs) && specs[i].Name == s.g.Logits:
+			lt, err = fromDevice(b)
+			b.Destroy()
+		case i < len(specs) && slices.Contains(s.g.State, specs[i].Name):
+			next[specs[i].Name] = b
 		default:
-			outs[i].Destroy()
+			b.Destroy()
 		}
 	}
-	if err == nil && len(outs) != len(r.b.Outputs) {
-		err = fmt.Errorf("the program returned %d outputs, the manifest lists %d", len(outs), len(r.b.Outputs))
+	if err == nil && len(outs) != len(specs) {
+		err = fmt.Errorf("the program returned %d outputs, the manifest lists %d", len(outs), len(specs))
 	}
-	if err == nil && (logits.DType != tensorfile.F32 || !slices.Equal(logits.Shape, []int{1, s.g.Vocab})) {
-		err = fmt.Errorf("output %q: the program returned %s%v, want F32[1 %d]", s.g.Logits, logits.DType, logits.Shape, s.g.Vocab)
+	if err == nil && (lt.DType != tensorfile.F32 || !slices.Equal(lt.Shape, []int{1, s.g.Vocab})) {
+		err = fmt.Errorf("output %q: the program returned %s%v, want F32[1 %d]", s.g.Logits, lt.DType, lt.Shape, s.g.Vocab)
+	}
+	if err == nil {
+		logits, err = Values[float32](lt)
 	}
 	if err != nil {
 		for _, b := range next {
 			b.Destroy()
 		}
-		return nil, fmt.Errorf("exportbundle: the decode step at position %d: %w", pos, err)
+		return nil, nil, err
 	}
-	s.free() // the previous state: the step has read it
-	s.state = next
-	s.next++
-	return Values[float32](logits)
+	return logits, next, nil
 }

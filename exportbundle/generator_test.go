@@ -329,6 +329,8 @@ func TestServeGeneratorRefusesBadRequests(t *testing.T) {
 		{`{"inputs": [{"name": "prompt", "shape": [2], "datatype": "UINT8", "data": [1, 256]}]}`, nil, 400, "inputs[0].data: element 1 is 256"},
 		{`{"inputs": [{"name": "prompt", "shape": [3], "datatype": "UINT8", "data": [1, 2]}]}`, nil, 400, "inputs[0].data: 2 elements, shape [3] holds 3"},
 		{`{"inputs": [{"name": "prompt", "shape": [1], "datatype": "BYTES"}]}`, nil, 400, "inputs[0].data: missing"},
+		{`{"inputs": [{"name": "prompt", "shape": [4294967296, 4294967296], "datatype": "UINT8", "data": [1]}]}`, nil, 400, "inputs[0].shape: [4294967296 4294967296] is not the shape of a prompt"},
+		{`{"inputs": [{"name": "prompt", "shape": [1048576, 1048576], "datatype": "UINT8", "data": [1]}]}`, nil, 400, "is not the shape of a prompt"},
 		{`{` + hi + `, "outputs": [{"name": "logits"}]}`, nil, 400, `outputs[0].name: "logits" is not an output`},
 		{`{` + hi + `, "model_name": "other"}`, nil, 400, `model_name: "other"`},
 		{`{` + hi + `, "inputs": []}`, nil, 400, "malformed body"},

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -119,6 +120,30 @@ func (u untilDone) Step(token, pos int) ([]float32, error) {
 	return u.Stepper.Step(token, pos)
 }
 
+// generateBody is an infer request to a generator as JSON. Its fields are the protocol's; an
+// unknown one is refused rather than read past, since a misspelt one would be lost silently.
+type generateBody struct {
+	ID           *string                    `json:"id"`
+	ModelName    *string                    `json:"model_name"`
+	ModelVersion *string                    `json:"model_version"`
+	Parameters   map[string]json.RawMessage `json:"parameters"`
+	Inputs       []generateInput            `json:"inputs"`
+	Outputs      []generateOutput           `json:"outputs"`
+}
+
+type generateInput struct {
+	Name       string                     `json:"name"`
+	Shape      []int64                    `json:"shape"`
+	Datatype   string                     `json:"datatype"`
+	Parameters map[string]json.RawMessage `json:"parameters"`
+	Data       json.RawMessage            `json:"data"`
+}
+
+type generateOutput struct {
+	Name       string                     `json:"name"`
+	Parameters map[string]json.RawMessage `json:"parameters"`
+}
+
 // decodeGenerate parses a whole infer body for a generator of the given context. A refusal is a
 // *fieldError naming the field, or a *syntaxError.
 func decodeGenerate(data []byte, headerLen, model string, context int) (*generateRequest, error) {
@@ -130,26 +155,38 @@ func decodeGenerate(data []byte, headerLen, model string, context int) (*generat
 		}
 		jsonPart, rest = data[:n], data[n:]
 	}
+	body, err := parseGenerateBody(jsonPart, model)
+	if err != nil {
+		return nil, err
+	}
+	req := &generateRequest{opts: DefaultGenerateOptions}
+	if body.ID != nil {
+		req.id, req.hasID = *body.ID, true
+	}
+	binaryOut, err := generateParameters(body.Parameters, &req.opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(body.Inputs) != 1 {
+		return nil, &fieldError{"inputs", fmt.Sprintf("%d inputs: a text generator takes one, %q (BYTES [1], the text, or UINT8 [n], its bytes)", len(body.Inputs), GeneratePrompt)}
+	}
+	if req.prompt, err = promptTokens(body.Inputs[0], &rest, headerLen != "", context); err != nil {
+		return nil, err
+	}
+	if len(rest) > 0 {
+		return nil, &fieldError{inferenceHeaderLength, fmt.Sprintf("the body holds %d bytes past the JSON header and the prompt's binary_data_size: the header or the size is wrong", len(rest))}
+	}
+	req.outputs, err = generateOutputs(body.Outputs, binaryOut)
+	return req, err
+}
+
+// parseGenerateBody decodes the JSON (a key twice, an unknown field or trailing data refused)
+// and checks the model and version it may repeat from the path.
+func parseGenerateBody(jsonPart []byte, model string) (*generateBody, error) {
 	if err := tensorfile.CheckUniqueKeys(jsonPart); err != nil {
 		return nil, &syntaxError{msg: err.Error()}
 	}
-	var body struct {
-		ID           *string                    `json:"id"`
-		ModelName    *string                    `json:"model_name"`
-		ModelVersion *string                    `json:"model_version"`
-		Parameters   map[string]json.RawMessage `json:"parameters"`
-		Inputs       []struct {
-			Name       string                     `json:"name"`
-			Shape      []int64                    `json:"shape"`
-			Datatype   string                     `json:"datatype"`
-			Parameters map[string]json.RawMessage `json:"parameters"`
-			Data       json.RawMessage            `json:"data"`
-		} `json:"inputs"`
-		Outputs []struct {
-			Name       string                     `json:"name"`
-			Parameters map[string]json.RawMessage `json:"parameters"`
-		} `json:"outputs"`
-	}
+	var body generateBody
 	dec := json.NewDecoder(bytes.NewReader(jsonPart))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {
@@ -164,27 +201,17 @@ func decodeGenerate(data []byte, headerLen, model string, context int) (*generat
 	if body.ModelVersion != nil && *body.ModelVersion != ModelVersion {
 		return nil, &fieldError{"model_version", fmt.Sprintf("%q, this model serves version %s only", *body.ModelVersion, ModelVersion)}
 	}
-	req := &generateRequest{opts: DefaultGenerateOptions}
-	if body.ID != nil {
-		req.id, req.hasID = *body.ID, true
-	}
-	binaryOut, err := generateParameters(body.Parameters, &req.opts)
-	if err != nil {
-		return nil, err
-	}
-	if len(body.Inputs) != 1 {
-		return nil, &fieldError{"inputs", fmt.Sprintf("%d inputs: a text generator takes one, %q (BYTES [1], the text, or UINT8 [n], its bytes)", len(body.Inputs), GeneratePrompt)}
-	}
-	in := body.Inputs[0]
+	return &body, nil
+}
+
+// promptTokens is the prompt input's bytes as tokens, 1 to context of them.
+func promptTokens(in generateInput, rest *[]byte, binaryBody bool, context int) ([]int, error) {
 	if in.Name != GeneratePrompt {
 		return nil, &fieldError{"inputs[0].name", fmt.Sprintf("%q is not an input of this model (it takes %s)", in.Name, GeneratePrompt)}
 	}
-	prompt, err := decodePrompt(in.Datatype, in.Shape, in.Parameters, in.Data, &rest, headerLen != "")
+	prompt, err := decodePrompt(in, rest, binaryBody)
 	if err != nil {
 		return nil, err
-	}
-	if len(rest) > 0 {
-		return nil, &fieldError{inferenceHeaderLength, fmt.Sprintf("the body holds %d bytes past the JSON header and the prompt's binary_data_size: the header or the size is wrong", len(rest))}
 	}
 	switch {
 	case len(prompt) == 0:
@@ -192,19 +219,26 @@ func decodeGenerate(data []byte, headerLen, model string, context int) (*generat
 	case len(prompt) > context:
 		return nil, &fieldError{"inputs[0].data", fmt.Sprintf("the prompt is %d bytes, more than the model's context of %d: send at most its last %d bytes", len(prompt), context, context)}
 	}
-	req.prompt = make([]int, len(prompt))
+	tokens := make([]int, len(prompt))
 	for i, b := range prompt {
-		req.prompt[i] = int(b)
+		tokens[i] = int(b)
 	}
-	if body.Outputs == nil {
-		req.outputs = []requestedOutput{{GenerateText, binaryOut}, {GenerateTokens, binaryOut}}
+	return tokens, nil
+}
+
+// generateOutputs are the outputs asked for (both, when none are), each binary when it or the
+// request's binary_data_output says so.
+func generateOutputs(outs []generateOutput, binaryOut bool) ([]requestedOutput, error) {
+	if outs == nil {
+		return []requestedOutput{{GenerateText, binaryOut}, {GenerateTokens, binaryOut}}, nil
 	}
-	for i, o := range body.Outputs {
+	var req []requestedOutput
+	for i, o := range outs {
 		field := fmt.Sprintf("outputs[%d]", i)
 		if o.Name != GenerateText && o.Name != GenerateTokens {
 			return nil, &fieldError{field + ".name", fmt.Sprintf("%q is not an output of this model (it has %s, %s)", o.Name, GenerateText, GenerateTokens)}
 		}
-		if slices.ContainsFunc(req.outputs, func(p requestedOutput) bool { return p.name == o.Name }) {
+		if slices.ContainsFunc(req, func(p requestedOutput) bool { return p.name == o.Name }) {
 			return nil, &fieldError{field + ".name", fmt.Sprintf("output %q is asked for twice", o.Name)}
 		}
 		binary := binaryOut
@@ -216,7 +250,7 @@ func decodeGenerate(data []byte, headerLen, model string, context int) (*generat
 				return nil, &fieldError{field + ".parameters.binary_data", "not true or false"}
 			}
 		}
-		req.outputs = append(req.outputs, requestedOutput{o.Name, binary || binaryOut})
+		req = append(req, requestedOutput{o.Name, binary || binaryOut})
 	}
 	return req, nil
 }
@@ -224,13 +258,7 @@ func decodeGenerate(data []byte, headerLen, model string, context int) (*generat
 // generateParameters reads the request's parameters into o, each checked by its name, and
 // returns binary_data_output.
 func generateParameters(params map[string]json.RawMessage, o *generate.Options) (binaryOut bool, err error) {
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range params {
-			if !yield(k) {
-				return
-			}
-		}
-	})
+	keys := slices.Sorted(maps.Keys(params)) // the first bad one named is always the same
 	whole := func(k string, raw json.RawMessage, lo, hi int64) (int64, error) {
 		n, err := strconv.ParseInt(string(raw), 10, 64)
 		if err != nil || n < lo || n > hi {
@@ -290,9 +318,45 @@ var parameterNames = strings.NewReplacer("Tokens (--tokens)", "max_tokens", "Tem
 
 // decodePrompt reads the prompt's bytes: BYTES [1] (one string; in binary, a 4-byte
 // little-endian length and the bytes) or UINT8 [n], as JSON data or binary after the header.
-func decodePrompt(datatype string, shape []int64, params map[string]json.RawMessage, data json.RawMessage, rest *[]byte, binaryBody bool) ([]byte, error) {
+func decodePrompt(in generateInput, rest *[]byte, binaryBody bool) ([]byte, error) {
+	elems, err := promptElements(in.Shape)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := promptBinary(in, rest, binaryBody)
+	if err != nil {
+		return nil, err
+	}
+	switch in.Datatype {
+	case "BYTES":
+		return bytesPrompt(in, elems, raw)
+	case "UINT8":
+		return uint8Prompt(in, elems, raw)
+	}
+	return nil, &fieldError{"inputs[0].datatype", fmt.Sprintf("%q: the prompt is BYTES (the text) or UINT8 (its bytes)", in.Datatype)}
+}
+
+// promptElements is the number of elements a prompt's shape holds: no prompt holds more than
+// the longest context, which also keeps the product from overflowing.
+func promptElements(shape []int64) (int64, error) {
+	if shape == nil {
+		return 0, &fieldError{"inputs[0].shape", "missing"}
+	}
+	elems := int64(1)
+	for _, d := range shape {
+		if d < 0 || d > maxGeneratorContext || elems*d > maxGeneratorContext {
+			return 0, &fieldError{"inputs[0].shape", fmt.Sprintf("%v is not the shape of a prompt (at most %d elements)", shape, maxGeneratorContext)}
+		}
+		elems *= d
+	}
+	return elems, nil
+}
+
+// promptBinary takes the prompt's binary bytes off rest, when its parameters say it has some
+// (nil when its data is JSON).
+func promptBinary(in generateInput, rest *[]byte, binaryBody bool) ([]byte, error) {
 	size := int64(-1)
-	for k, v := range params {
+	for k, v := range in.Parameters {
 		if k != "binary_data_size" {
 			return nil, &fieldError{"inputs[0].parameters." + k, "not a parameter of an input (binary_data_size is)"}
 		}
@@ -302,84 +366,74 @@ func decodePrompt(datatype string, shape []int64, params map[string]json.RawMess
 		}
 		size = n
 	}
-	elems := int64(1)
-	for _, d := range shape {
-		if d < 0 || d > maxElements {
-			return nil, &fieldError{"inputs[0].shape", fmt.Sprintf("%v is not a shape", shape)}
-		}
-		elems *= d
-		if elems > maxElements {
-			return nil, &fieldError{"inputs[0].shape", fmt.Sprintf("%v is not a shape", shape)}
-		}
-	}
-	if shape == nil {
-		return nil, &fieldError{"inputs[0].shape", "missing"}
-	}
-	var raw []byte
 	switch {
-	case size >= 0 && data != nil:
+	case size >= 0 && in.Data != nil:
 		return nil, &fieldError{"inputs[0]", `both "data" and parameters.binary_data_size: send one`}
-	case size >= 0:
-		if !binaryBody {
-			return nil, &fieldError{"inputs[0].parameters.binary_data_size", "binary data needs the " + inferenceHeaderLength + " header"}
-		}
-		if size > int64(len(*rest)) {
-			return nil, &fieldError{"inputs[0].parameters.binary_data_size", fmt.Sprintf("%d bytes, but the body holds %d after the JSON header", size, len(*rest))}
-		}
-		raw, *rest = (*rest)[:size], (*rest)[size:]
-	case data == nil:
+	case size < 0 && in.Data == nil:
 		return nil, &fieldError{"inputs[0].data", "missing (and no parameters.binary_data_size)"}
+	case size < 0:
+		return nil, nil
+	case !binaryBody:
+		return nil, &fieldError{"inputs[0].parameters.binary_data_size", "binary data needs the " + inferenceHeaderLength + " header"}
+	case size > int64(len(*rest)):
+		return nil, &fieldError{"inputs[0].parameters.binary_data_size", fmt.Sprintf("%d bytes, but the body holds %d after the JSON header", size, len(*rest))}
 	}
-	switch datatype {
-	case "BYTES":
-		if elems != 1 {
-			return nil, &fieldError{"inputs[0].shape", fmt.Sprintf("%v: a BYTES prompt is one string, shape [1]", shape)}
-		}
-		if raw != nil {
-			if len(raw) < 4 || int64(binary.LittleEndian.Uint32(raw)) != int64(len(raw)-4) {
-				return nil, &fieldError{"inputs[0].parameters.binary_data_size", "a BYTES element is a 4-byte little-endian length and that many bytes, and the size must hold exactly one"}
-			}
-			return raw[4:], nil
-		}
-		var s []string
-		if err := json.Unmarshal(data, &s); err != nil || len(s) != 1 {
-			return nil, &fieldError{"inputs[0].data", `want one string, ["..."]`}
-		}
-		return []byte(s[0]), nil
-	case "UINT8":
-		if len(shape) != 1 && !(len(shape) == 2 && shape[0] == 1) {
-			return nil, &fieldError{"inputs[0].shape", fmt.Sprintf("%v: a UINT8 prompt is its bytes, shape [n] (or [1, n])", shape)}
-		}
-		if raw != nil {
-			if int64(len(raw)) != elems {
-				return nil, &fieldError{"inputs[0].parameters.binary_data_size", fmt.Sprintf("%d bytes, shape %v of UINT8 is %d", len(raw), shape, elems)}
-			}
-			return raw, nil
-		}
-		var flat []json.Number
-		var nested [][]json.Number
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.UseNumber()
-		if err := dec.Decode(&flat); err != nil {
-			if err := json.Unmarshal(data, &nested); err != nil || len(nested) != 1 {
-				return nil, &fieldError{"inputs[0].data", "want an array of bytes, 0..255"}
-			}
-			flat = nested[0]
-		}
-		if int64(len(flat)) != elems {
-			return nil, &fieldError{"inputs[0].data", fmt.Sprintf("%d elements, shape %v holds %d", len(flat), shape, elems)}
-		}
-		out := make([]byte, len(flat))
-		for i, n := range flat {
-			v, err := strconv.ParseUint(string(n), 10, 8)
-			if err != nil {
-				return nil, &fieldError{"inputs[0].data", fmt.Sprintf("element %d is %s: a byte is a whole number 0..255", i, n)}
-			}
-			out[i] = byte(v)
-		}
-		return out, nil
+	raw := (*rest)[:size]
+	*rest = (*rest)[size:]
+	return raw, nil
+}
+
+// bytesPrompt is a BYTES prompt: one string, as JSON or as one binary element.
+func bytesPrompt(in generateInput, elems int64, raw []byte) ([]byte, error) {
+	if elems != 1 {
+		return nil, &fieldError{"inputs[0].shape", fmt.Sprintf("%v: a BYTES prompt is one string, shape [1]", in.Shape)}
 	}
-	return nil, &fieldError{"inputs[0].datatype", fmt.Sprintf("%q: the prompt is BYTES (the text) or UINT8 (its bytes)", datatype)}
+	if raw != nil {
+		if len(raw) < 4 || int64(binary.LittleEndian.Uint32(raw)) != int64(len(raw)-4) {
+			return nil, &fieldError{"inputs[0].parameters.binary_data_size", "a BYTES element is a 4-byte little-endian length and that many bytes, and the size must hold exactly one"}
+		}
+		return raw[4:], nil
+	}
+	var s []string
+	if err := json.Unmarshal(in.Data, &s); err != nil || len(s) != 1 {
+		return nil, &fieldError{"inputs[0].data", `want one string, ["..."]`}
+	}
+	return []byte(s[0]), nil
+}
+
+// uint8Prompt is a UINT8 prompt: its bytes, flat or nested in one row, or binary.
+func uint8Prompt(in generateInput, elems int64, raw []byte) ([]byte, error) {
+	if len(in.Shape) != 1 && !(len(in.Shape) == 2 && in.Shape[0] == 1) {
+		return nil, &fieldError{"inputs[0].shape", fmt.Sprintf("%v: a UINT8 prompt is its bytes, shape [n] (or [1, n])", in.Shape)}
+	}
+	if raw != nil {
+		if int64(len(raw)) != elems {
+			return nil, &fieldError{"inputs[0].parameters.binary_data_size", fmt.Sprintf("%d bytes, shape %v of UINT8 is %d", len(raw), in.Shape, elems)}
+		}
+		return raw, nil
+	}
+	var flat []json.Number
+	var nested [][]json.Number
+	dec := json.NewDecoder(bytes.NewReader(in.Data))
+	dec.UseNumber()
+	if err := dec.Decode(&flat); err != nil {
+		if err := json.Unmarshal(in.Data, &nested); err != nil || len(nested) != 1 {
+			return nil, &fieldError{"inputs[0].data", "want an array of bytes, 0..255"}
+		}
+		flat = nested[0]
+	}
+	if int64(len(flat)) != elems {
+		return nil, &fieldError{"inputs[0].data", fmt.Sprintf("%d elements, shape %v holds %d", len(flat), in.Shape, elems)}
+	}
+	out := make([]byte, len(flat))
+	for i, n := range flat {
+		v, err := strconv.ParseUint(string(n), 10, 8)
+		if err != nil {
+			return nil, &fieldError{"inputs[0].data", fmt.Sprintf("element %d is %s: a byte is a whole number 0..255", i, n)}
+		}
+		out[i] = byte(v)
+	}
+	return out, nil
 }
 
 // encodeGenerate writes the answer: "text" BYTES [1] and "tokens" UINT8 [n], as asked. Text as
