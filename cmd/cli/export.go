@@ -46,7 +46,8 @@ A text generator (an experiment with a decode step: gpt) is exported as its deco
 of Forward: one program at batch size 1 that takes a token, its position and the key/value
 caches and returns the next token's logits and the caches, with a generator entry in the
 manifest. No data is read, and --input-spec and --batch-sizes do not apply. nitro serve answers
-a prompt with such a bundle's continuation.`
+a prompt with such a bundle's continuation. --forward exports its Forward instead, as for any
+other experiment.`
 
 const runBundleLong = `Loads an export bundle with gopjrt alone (no experiment code), runs it once on the inputs given
 as JSON, and prints the outputs as JSON on stdout: {"outputs": {"<name>": <nested arrays>}}.
@@ -110,6 +111,8 @@ type exportFlags struct {
 	backend    string
 	// weightsOnly builds from the flags instead of the checkpoint's record (fromckpt.go).
 	weightsOnly bool
+	// forward exports a text generator's Forward rather than its decode step.
+	forward bool
 }
 
 func newExportCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -140,6 +143,7 @@ func newExportCmd(stdout, stderr io.Writer) *cobra.Command {
 	fs.StringArrayVar(&f.sets, "set", nil, "override an experiment field: `FIELD=VALUE` (repeatable; default: the values the checkpoint records)")
 	fs.BoolVar(&f.weightsOnly, "weights-only", false, weightsOnlyUsage)
 	fs.StringArrayVar(&f.inputSpecs, "input-spec", nil, "declare a batch field instead of reading data: `NAME=DTYPE:DIMS`, DIMS per row joined by x (image=float32:784, img=uint8:28x28x1; repeatable)")
+	fs.BoolVar(&f.forward, "forward", false, "export a text generator's Forward (a whole window's logits) instead of its decode step")
 	fs.StringVar(&f.provRoot, "provenance-root", "", "record the git state (commit, tree, patch) of the repository holding `DIR` in the bundle")
 	fs.StringVar(&f.backend, "backend", "", "the `BACKEND` the weights are loaded on: xla or go (the programs always compile through the XLA plugin)")
 	c.SetFlagErrorFunc(flagError)
@@ -176,9 +180,11 @@ func runExport(c *cobra.Command, expName string, f *exportFlags, stdout, stderr 
 	if err != nil {
 		return err
 	}
-	gen, err := exportsGenerator(ent, c, specs)
-	if err != nil {
-		return err
+	var gen TextGenerator
+	if !f.forward {
+		if gen, err = exportsGenerator(ent, c, specs); err != nil {
+			return err
+		}
 	}
 	if gen != nil {
 		specs = gen.GenerateSpecs() // the step reads no data, and Forward's batch is declared
@@ -266,10 +272,10 @@ func exportsGenerator(ent entry, c *cobra.Command, specs []prefetch.FieldSpec) (
 		return nil, nil
 	}
 	if specs != nil {
-		return nil, fmt.Errorf("--input-spec: experiment %s is exported as a text generator, whose inputs are its decode step's (token, position, caches): drop the flag", ent.name)
+		return nil, fmt.Errorf("--input-spec: experiment %s is exported as a text generator, whose inputs are its decode step's (token, position, caches): drop the flag, or add --forward to export its Forward", ent.name)
 	}
 	if fl := c.Flags().Lookup("batch-sizes"); fl.Changed && fl.Value.String() != "[1]" {
-		return nil, fmt.Errorf("--batch-sizes %s: experiment %s is exported as a text generator, whose decode step runs one sequence at batch size 1: drop the flag", fl.Value, ent.name)
+		return nil, fmt.Errorf("--batch-sizes %s: experiment %s is exported as a text generator, whose decode step runs one sequence at batch size 1: drop the flag, or add --forward to export its Forward", fl.Value, ent.name)
 	}
 	return gen, nil
 }

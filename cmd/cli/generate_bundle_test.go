@@ -108,9 +108,14 @@ func bundleEqualsSample(t *testing.T, dir string) {
 	}
 	for _, args := range [][]string{{"--batch-sizes", "1,4"}, {"--input-spec", "tokens=int32:32"}} {
 		code, _, errs := runCLI(append([]string{"export", "gpt", "--checkpoint", dir, "--out", filepath.Join(t.TempDir(), "x")}, args...)...)
-		if code == 0 || !strings.Contains(errs, args[0]) || !strings.Contains(errs, "text generator") {
+		if code == 0 || !strings.Contains(errs, args[0]) || !strings.Contains(errs, "text generator") || !strings.Contains(errs, "--forward") {
 			t.Errorf("export gpt %v: exit %d: %s", args, code, errs)
 		}
+	}
+	// --forward: the whole window's logits, as any experiment's Forward is exported.
+	code, out, errs := runCLI("export", "gpt", "--checkpoint", dir, "--out", filepath.Join(t.TempDir(), "fwd"), "--forward", "--input-spec", "tokens=int32:32", "--batch-sizes", "1,2")
+	if code != 0 || strings.Contains(out, "text generator") || !strings.Contains(out, "output: logits F32 [-1 32 256]") {
+		t.Errorf("export gpt --forward: exit %d: %s%s", code, out, errs)
 	}
 }
 
