@@ -149,3 +149,52 @@ func TestLargeArraysKeepTheirOwnBuffer(t *testing.T) {
 		}
 	}
 }
+
+// With decay, the no-decay mask's segments that hold one value (each large array alone; here the
+// 256-wide layer's weights, decayed) go to the device as a scalar, and training is bit for bit
+// what the parameter-sized mask gives: parameters and Adam's moments after 3 steps.
+func TestUniformMaskSegmentsAreScalars(t *testing.T) {
+	_, src := newAccumEngine(t, 1)
+	forward := func(_ any, ctx *context.Context, in map[string]*graph.Node) map[string]*graph.Node {
+		h := activations.Relu(layers.Dense(ctx.In("h0"), in["x"], true, 256))
+		h = activations.Relu(layers.Dense(ctx.In("h1"), h, true, 256))
+		return map[string]*graph.Node{"y": layers.Dense(ctx.In("out"), h, true, 1)}
+	}
+	trained := func(scalar bool) ([]StateTensor, *Engine) {
+		t.Helper()
+		defer func(old bool) { scalarMasks = old }(scalarMasks)
+		scalarMasks = scalar
+		e := newTestEngine(t, testRun{exp: &accumMLP{}, forward: forward, loss: accumLoss, data: src, backend: "go", cache: compilecache.New(), lambda: 0.1})
+		runSteps(t, e, src, 1, 3)
+		st, err := e.StateTensors(WholePart)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, e
+	}
+	full, _ := trained(false)
+	got, e := trained(true)
+	g := e.groups[0]
+	scalars := 0
+	for l, segs := range g.scalar {
+		for s, sc := range segs {
+			if sc {
+				scalars++
+				if d := e.st.groups[0].opt[l][s].Shape().Dimensions; len(d) != 0 {
+					t.Errorf("leaf %d segment %d is marked scalar but holds shape %v", l, s, d)
+				}
+			}
+		}
+	}
+	if scalars == 0 {
+		t.Fatalf("no mask segment held as a scalar (segments %d)", len(g.segs))
+	}
+	if len(got) != len(full) {
+		t.Fatalf("%d tensors, %d with full masks", len(got), len(full))
+	}
+	for i := range got {
+		if got[i].Name != full[i].Name || !bytes.Equal(got[i].Data, full[i].Data) {
+			t.Errorf("%s differs from the run with parameter-sized masks", got[i].Name)
+		}
+	}
+}

@@ -26,6 +26,7 @@ type testRun struct {
 	accum   int
 	cache   *compilecache.Cache
 	reducer AllReducer // nil: one process
+	lambda  float64    // decoupled weight decay (DefaultNoDecay spares 1-D arrays); 0: none
 }
 
 // newTestEngine sets an engine up as a caller does: the model traced and initialized, the
@@ -76,6 +77,7 @@ func newTestEngine(t testing.TB, r testRun) *Engine {
 	}
 	plan, err = optimizers.Resolve(optimizers.PlanSpec{
 		LearningRate: optimizers.Setting{Value: 1e-3, Source: "test"}, Groups: e.Layouts(), TotalSteps: 1000,
+		Lambda: optimizers.Setting{Value: r.lambda, Source: "test"},
 	})
 	if err != nil {
 		t.Fatal(err)

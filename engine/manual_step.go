@@ -73,7 +73,12 @@ func (s *manualStep) OptState(group string) map[string]map[string]*graph.Node {
 	for si, name := range g.opt.StateNames() {
 		leaf := map[string]*graph.Node{}
 		for j := range g.vars {
-			leaf[strings.Join(g.keypaths[j], "/")] = g.view(s.nodes[stateInput(si)(g, g.seg[j])], s.nodes, j)
+			seg := s.nodes[stateInput(si)(g, g.seg[j])]
+			if len(g.stateSegmentDims(si, g.seg[j])) == 0 { // a mask segment held as one value
+				leaf[strings.Join(g.keypaths[j], "/")] = graph.BroadcastToDims(seg, g.vars[j].Shape().Dimensions...)
+				continue
+			}
+			leaf[strings.Join(g.keypaths[j], "/")] = g.view(seg, s.nodes, j)
 		}
 		out[name] = leaf
 	}

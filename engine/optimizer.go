@@ -60,7 +60,9 @@ func segmentNodes(g *paramGroup, nodes map[string]*graph.Node, name func(*paramG
 func (e *Engine) addStateInputs(sig *signature, i int) {
 	g := e.groups[i]
 	for l := range e.st.groups[i].opt {
-		g.addSegmentInputs(sig, stateInput(l))
+		for s := range g.segs {
+			sig.add(stateInput(l)(g, s), g.dtype, g.stateSegmentDims(l, s))
+		}
 	}
 	for _, f := range g.opt.HyperFields() {
 		sig.add("hyper/"+g.name+"/"+f, "Float32", nil)

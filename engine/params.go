@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"strings"
@@ -28,6 +29,11 @@ type paramGroup struct {
 	layout   *optimizers.Layout
 	opt      *optimizers.Chain // the group's chain (optimizers owns the update math)
 	constant []bool            // state leaves that never change (not donated, not re-output)
+	// scalar marks the decay mask's segments held as one device scalar ([leaf][segment]): a
+	// segment whose arrays are all decayed or all exempt (every array alone in its own is one)
+	// multiplies by the same 1 or 0 everywhere, and a parameter-sized buffer of it costs its
+	// bytes of memory and of reading every step (344 MB each for GPT-2 small's 86M parameters).
+	scalar [][]bool
 }
 
 // PlaceParameters sorts the context's trainable variables into groups (Config.Grouper), builds
@@ -153,8 +159,15 @@ func (e *Engine) InitOptimizer(plan *optimizers.Plan) error {
 		if err != nil {
 			return err
 		}
-		for _, leaf := range state {
-			segs, err := e.uploadSegments(g, leaf, &e.uploads.OptState)
+		names := gp.Chain.StateNames()
+		g.scalar = make([][]bool, len(state))
+		for l, leaf := range state {
+			var segs []*tensors.Tensor
+			if scalarMasks && g.constLeaf(l) && strings.HasSuffix(names[l], "."+optimizers.DecayName+".mask") {
+				segs, g.scalar[l], err = e.uploadMaskSegments(g, leaf)
+			} else {
+				segs, err = e.uploadSegments(g, leaf, &e.uploads.OptState)
+			}
 			if err != nil {
 				return fmt.Errorf("group %q: optimizer state: %w", g.name, err)
 			}
@@ -178,6 +191,61 @@ func (e *Engine) uploadSegments(g *paramGroup, flat *tensors.Tensor, counter *in
 		}
 	}
 	return segs, nil
+}
+
+// scalarMasks holds uniform mask segments as scalars (a variable so a test can compare).
+var scalarMasks = true
+
+// uploadMaskSegments places the decay mask's segments on the device, each that holds one value
+// throughout as a scalar of it (scalar[s] says which): the decay multiplies by it elementwise,
+// and a scalar broadcasts to the same product.
+func (e *Engine) uploadMaskSegments(g *paramGroup, flat *tensors.Tensor) ([]*tensors.Tensor, []bool, error) {
+	segs, err := g.split(flat)
+	if err != nil {
+		return nil, nil, err
+	}
+	scalar := make([]bool, len(segs))
+	item := int(dtypeOf(g.dtype).Size())
+	for s, t := range segs {
+		var first []byte
+		_ = t.ConstBytes(func(b []byte) {
+			if len(b) >= item && uniform(b, item) {
+				first = bytes.Clone(b[:item])
+			}
+		})
+		if first != nil {
+			one := tensors.FromShape(shapes.Make(dtypeOf(g.dtype)))
+			if err := one.MutableBytes(func(b []byte) { copy(b, first) }); err != nil {
+				freeTensors(segs[:s])
+				return nil, nil, err
+			}
+			segs[s], scalar[s] = one, true
+		}
+		if segs[s], err = e.upload(segs[s], &e.uploads.OptState); err != nil {
+			freeTensors(segs[:s])
+			return nil, nil, err
+		}
+	}
+	return segs, scalar, nil
+}
+
+// uniform reports whether b is one item's bytes repeated.
+func uniform(b []byte, item int) bool {
+	for i := item; i < len(b); i += item {
+		if !bytes.Equal(b[i:i+item], b[:item]) {
+			return false
+		}
+	}
+	return true
+}
+
+// stateSegmentDims is the device shape of leaf l's segment s: [size], or a scalar for a mask
+// segment held as one value.
+func (g *paramGroup) stateSegmentDims(l, s int) []int {
+	if l < len(g.scalar) && s < len(g.scalar[l]) && g.scalar[l][s] {
+		return []int{}
+	}
+	return []int{g.segs[s].size}
 }
 
 // Layouts lists the groups' layouts, in group order.
