@@ -77,12 +77,12 @@ func (c *config) periodError() error {
 func (su *runSpec) stepPeriods() bool { return su.cfg.valEvery.value > 0 }
 
 // horizonEpochs is the last epoch of the run: MaxEpochs, or the epoch MaxSteps ends in.
-func (n *Nitro) horizonEpochs() int {
-	ms := n.spec.cfg.maxSteps.value
+func (su *runSpec) horizonEpochs() int {
+	ms := su.cfg.maxSteps.value
 	if ms == 0 {
-		return n.spec.cfg.maxEpochs.value
+		return su.cfg.maxEpochs.value
 	}
-	per := n.stepsPerEpoch()
+	per := su.stepsPerEpoch()
 	if per == 0 {
 		return 0
 	}
@@ -90,12 +90,12 @@ func (n *Nitro) horizonEpochs() int {
 }
 
 // stepsPerEpoch is the optimizer steps of a whole epoch (0 without a train split).
-func (n *Nitro) stepsPerEpoch() int {
-	tr, ok := n.spec.data["train"]
+func (su *runSpec) stepsPerEpoch() int {
+	tr, ok := su.data["train"]
 	if !ok {
 		return 0
 	}
-	return tr.Len() / n.spec.cfg.accum.value
+	return tr.Len() / su.cfg.accum.value
 }
 
 // nextPosition is the epoch and train batch the next optimizer step reads: where an epoch cut
@@ -116,7 +116,7 @@ func (n *Nitro) hasMore() bool {
 		return false
 	}
 	ep, _ := n.nextPosition()
-	return ep <= n.bound.lastEpoch(n.horizonEpochs())
+	return ep <= n.bound.lastEpoch(n.spec.horizonEpochs())
 }
 
 // atHorizon says the run has trained all it was set to: MaxSteps steps, or MaxEpochs whole epochs.
@@ -155,10 +155,10 @@ func (n *Nitro) validationIndex(res EpochResult) int {
 }
 
 // horizonKnob names the knob that sets the horizon, its value and source, for errors.
-func (n *Nitro) horizonKnob() string {
-	if ms := n.spec.cfg.maxSteps; ms.value > 0 {
+func (su *runSpec) horizonKnob() string {
+	if ms := su.cfg.maxSteps; ms.value > 0 {
 		return fmt.Sprintf("MaxSteps %d from %s; the field or core.WithMaxSteps", ms.value, ms.source)
 	}
-	me := n.spec.cfg.maxEpochs
+	me := su.cfg.maxEpochs
 	return fmt.Sprintf("MaxEpochs %d from %s; the field or core.WithMaxEpochs", me.value, me.source)
 }

@@ -67,7 +67,7 @@ func (n *Nitro) train(ctx context.Context) (err error) {
 		n.stopReason = StopEarly
 		return nil
 	}
-	n.tracker.SetStepsPerEpoch(n.stepsPerEpoch())
+	n.tracker.SetStepsPerEpoch(n.spec.stepsPerEpoch())
 	n.measurePeak() // throughput.go: before training loads the device
 	n.bound.openLog = false
 	for n.hasMore() {

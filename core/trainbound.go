@@ -28,7 +28,7 @@ func (n *Nitro) TrainSteps(total int) error {
 	}
 	if total > n.TotalSteps() {
 		return fmt.Errorf("TrainSteps(%d): the run's horizon is %d optimizer steps (%s): raise it, since schedules are defined over the horizon",
-			total, n.TotalSteps(), n.horizonKnob())
+			total, n.TotalSteps(), n.spec.horizonKnob())
 	}
 	if total <= n.st.step {
 		n.spec.warn(fmt.Sprintf("TrainSteps(%d): the run has taken %d steps already: nothing to train (total is the step to train up to, not a count: n.TrainSteps(n.Step()+k) takes k more)", total, n.st.step))
@@ -46,9 +46,9 @@ func (n *Nitro) TrainEpochs(total int) error {
 	if total < 0 {
 		return fmt.Errorf("TrainEpochs(%d): total is the run's epoch to train up to, so it must be >= 0; n.TrainEpochs(n.Epoch()+1) trains one more", total)
 	}
-	if total > n.horizonEpochs() {
+	if total > n.spec.horizonEpochs() {
 		return fmt.Errorf("TrainEpochs(%d): the run's horizon ends in epoch %d (%s): raise it, since schedules are defined over the horizon",
-			total, n.horizonEpochs(), n.horizonKnob())
+			total, n.spec.horizonEpochs(), n.spec.horizonKnob())
 	}
 	if total < n.st.epoch || total == n.st.epoch && !n.partialEpoch() {
 		n.spec.warn(fmt.Sprintf("TrainEpochs(%d): the run has completed %d epochs already: nothing to train (total is the epoch to train up to, not a count: n.TrainEpochs(n.Epoch()+1) trains one more)", total, n.st.epoch))
