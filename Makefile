@@ -120,20 +120,21 @@ bench-venv:
 	@./scripts/bench/setup-venv.sh
 
 ## bench: benchmarks that print ratios measured in one run (the step against GoMLX and JAX, on the MLP
-## and on three model families: MLP, CNN, transformer; the
+## and on the model families: MLP, CNN, transformer, and the GPT example at its small preset and at GPT-2 small's shape,
+## each against JAX on the fastest of glibc, tcmalloc and jemalloc; the
 ## optimizer program against a one-pass copy, the all-reduce's share of the step at 2 processes (mpirun) on the
 ## MNIST MLP and the three families with the network model it feeds, and its layouts at 6/60/600 arrays; the engine's
 ## compiles and steps at 6/60/600 arrays against the per-array optimizer program; the JSON logger;
 ## checkpoint I/O; the prefetch pipeline and the Parquet source; the server's load over loopback
 ## against the in-process runner, /predict against /v2 JSON and binary from Go and through the real
-## clients (tritonclient), and its peak RSS under hostile bodies, on /v2 too). -timeout 30m: the families
-## alone run minutes on a loaded machine, past go test's default 10m per package; fresh processes' start to
+## clients (tritonclient), and its peak RSS under hostile bodies, on /v2 too). -timeout 60m: the families
+## alone run minutes on a loaded machine (GPT-2's shape takes seconds a step), past go test's default 10m per package; fresh processes' start to
 ## the first optimizer step and compile seconds with the disk compile cache off, cold and warm, beside
 ## JAX's persistent cache on the same MLP (scripts/bench/jax_start.py)
 # NITRO_COMPILE_CACHE=off: every benchmark's compile times stay compiles (the disk cache's own
 # benchmark points each of its processes at its own folders).
 bench: setup bench-venv serve-venv
-	NITRO_COMPILE_CACHE=off NITRO_BENCH_PYTHON=$(CURDIR)/.nitro/bench-venv/bin/python NITRO_SERVE_PYTHON=$(CURDIR)/.nitro/serve-venv/bin/python $(GO) test -timeout 30m -run '^$$' -bench . -benchtime 1x ./integration/... ./core/ ./engine/ ./checkpoint/ ./prefetch/... ./exportbundle/
+	NITRO_COMPILE_CACHE=off NITRO_BENCH_PYTHON=$(CURDIR)/.nitro/bench-venv/bin/python NITRO_SERVE_PYTHON=$(CURDIR)/.nitro/serve-venv/bin/python $(GO) test -timeout 60m -run '^$$' -bench . -benchtime 1x ./integration/... ./core/ ./engine/ ./checkpoint/ ./prefetch/... ./exportbundle/
 
 ## run: train the MNIST example through the CLI, afresh each time: --overwrite replaces the
 ## earlier `make run`'s record and checkpoints in runs/MLP (a fresh run into a run dir holding

@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"runtime"
@@ -20,6 +21,7 @@ import (
 	"github.com/nitro-go/nitro/backend"
 	"github.com/nitro-go/nitro/compilecache"
 	"github.com/nitro-go/nitro/core"
+	"github.com/nitro-go/nitro/hostalloc"
 )
 
 // The goals BenchmarkFamilies sets each family against.
@@ -68,6 +70,7 @@ type famResult struct {
 	flops                           float64 // per step
 	arrays                          int     // trainable parameter arrays
 	backend, peer, compile          string  // the backend's name, the peer's versions, compile times
+	peerAlloc, peerProbes           string  // the JAX peer's malloc and its probe's figures
 	// The held-out accuracy every training side's median, the tolerance around it and the
 	// sides outside it (bench_families_heldout_test.go).
 	accMedian, accTol float64
@@ -115,10 +118,15 @@ type famResult struct {
 // ratio is never read without seeing that both sides did the same training.
 //
 // $NITRO_BENCH_FAMILIES narrows the run: a comma list of family names, each optionally at another
-// batch (name@batch), e.g. "transformer@32,transformer@128"; unset runs every family at its own.
-// The summary names the malloc policy each process ran under: this one's is module hostalloc's
-// (freed step buffers stay mapped); the peer's is glibc's defaults, as JAX ships, unless
-// $NITRO_BENCH_PEER_MALLOC=steady gives it the same policy as glibc tunables.
+// batch (name@batch), e.g. "transformer@32,transformer@128,gpt@64"; unset runs every family at its
+// own, the GPT families (bench_gpt_test.go) included. For those the table also gives tokens/s,
+// and the summary each side's tokens/s, GFLOP/s and share of its roofline.
+//
+// The summary names the malloc each process ran under: this one's is module hostalloc's (jemalloc,
+// freed step buffers kept mapped); the peer's is the fastest, for each family, of glibc's defaults,
+// tcmalloc and jemalloc, each preloaded into the peer's process only (startFamilyPeer), so nitro
+// is set against JAX as a CPU tuning guide would run it. $NITRO_BENCH_PEER_ALLOC narrows the
+// candidates; an allocator not installed is skipped with a note.
 //
 // $NITRO_BENCH_BACKEND=cuda runs every side on the GPU (default xla, the CPU plugin): nitro's and
 // GoMLX's on the CUDA plugin, the peer with JAX_PLATFORMS=cuda. The peer reports the platform it
@@ -129,7 +137,13 @@ func BenchmarkFamilies(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	if strings.TrimSpace(os.Getenv(famSelectEnv)) == "" {
+		// The GPT families run here by default; selectFamilies("") stays the three that other
+		// benchmarks (the MPI families) iterate over.
+		fams = append(fams, gptFamilies()...)
+	}
 	r := requireBenchBackend(b)
+	famRunPick.family = ""
 	var results []*famResult
 	for _, f := range fams {
 		results = append(results, benchFamily(b, r, f))
@@ -170,16 +184,16 @@ func jaxPlatform(name string) string {
 
 // selectFamilies parses $NITRO_BENCH_FAMILIES (see BenchmarkFamilies); empty: every family.
 func selectFamilies(spec string) ([]*family, error) {
-	all := families()
 	if strings.TrimSpace(spec) == "" {
-		return all, nil
+		return families(), nil
 	}
+	all := allFamilies()
 	var out []*family
 	for _, item := range strings.Split(spec, ",") {
 		name, batch, hasBatch := strings.Cut(strings.TrimSpace(item), "@")
 		i := slices.IndexFunc(all, func(f *family) bool { return f.name == name })
 		if i < 0 {
-			return nil, fmt.Errorf("$%s: unknown family %q in %q (want mlp, cnn or transformer, optionally @batch)", famSelectEnv, name, spec)
+			return nil, fmt.Errorf("$%s: unknown family %q in %q (want mlp, cnn, transformer, gpt or gpt2, optionally @batch)", famSelectEnv, name, spec)
 		}
 		f := *all[i]
 		if hasBatch {
@@ -201,7 +215,7 @@ func benchFamily(b *testing.B, r *backend.Resolved, f *family) *famResult {
 	res := &famResult{f: f, flops: f.flops(f.batch), backend: r.Name,
 		two:   famNitroSide(b, f, d, twoCache, "nitro two-program", core.WithBackend(r.Name)),
 		fused: famNitroSide(b, f, d, fusedCache, "nitro fused", core.WithBackend(r.Name), core.WithFusedStep())}
-	loop, err := newFamLoop(r, f, nil)
+	loop, err := newBenchLoop(r, f)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -217,6 +231,7 @@ func benchFamily(b *testing.B, r *backend.Resolved, f *family) *famResult {
 	peer := startFamilyPeer(b, f, r.Name)
 	if peer != nil {
 		res.jx = &famSide{name: "JAX + optax", run: func() (float64, error) { return peer.ask("step", "step_ms") / 1e3, nil }}
+		res.peerAlloc, res.peerProbes = peer.alloc, peer.probes
 		res.sides = append(res.sides, res.jx)
 	}
 	runRounds(b, f, res.sides, peer)
@@ -327,6 +342,16 @@ func printFamily(res *famResult) {
 		fmt.Printf(", JAX %.1f GFLOP/s (%s)", res.jaxRoof, res.peer)
 	}
 	fmt.Printf("\n  compile: %s\n", res.compile)
+	if res.jx != nil {
+		fmt.Printf("  JAX peer's malloc: %s; %s\n", res.peerAlloc, res.peerProbes)
+	}
+	if n := famTokens(f); n > 0 {
+		var parts []string
+		for _, s := range res.sides {
+			parts = append(parts, fmt.Sprintf("%s %.0f", s.name, float64(n)/median(s.t)))
+		}
+		fmt.Printf("  tokens/s (%d a step): %s\n", n, strings.Join(parts, ", "))
+	}
 	explainFamily(res)
 }
 
@@ -348,6 +373,15 @@ func famNitroSide(b *testing.B, f *family, d *famBatches, cache *compilecache.Ca
 		}
 		return clock.ends[f.steps-1].Sub(clock.ends[0]).Seconds() / float64(f.steps-1), nil
 	}}
+}
+
+// newBenchLoop is the family's GoMLX loop: the GPT families' runs their own optimizer
+// (gptApplyRule), the others applyRule's.
+func newBenchLoop(r *backend.Resolved, f *family) (*famLoop, error) {
+	if g, ok := isGPT(f); ok {
+		return newGPTLoop(r, f, g, nil)
+	}
+	return newFamLoop(r, f, nil)
 }
 
 // newFamGradLoop is the GoMLX loop less its optimizer: forward, loss and the gradients of every
@@ -439,20 +473,201 @@ func matmulRoofline(b *testing.B, r *backend.Resolved, m, k, n int, minDur time.
 	return 2 * float64(m*k*n) * float64(calls) / time.Since(start).Seconds() / 1e9
 }
 
-// famPeer is the JAX peer of one family: jaxPeer's line protocol, plus the process's CPU time.
+// famPeer is the JAX peer of one family: jaxPeer's line protocol, plus the process's CPU time,
+// the allocator it runs on and what the probe that chose it measured.
 type famPeer struct {
 	*jaxPeer
-	done bool
+	done   bool
+	alloc  string // the candidate's name and setting (famPeerAlloc.String)
+	probes string // each candidate's probe, ms per step, or why it was skipped
 }
+
+// famPeerAllocEnv narrows the JAX peer's allocator candidates: a comma list of glibc, tcmalloc
+// and jemalloc (default all three); one name skips the probe.
+const famPeerAllocEnv = "NITRO_BENCH_PEER_ALLOC"
+
+// famPeerAlloc is one malloc the JAX peer may run on, preloaded into its process only. tcmalloc
+// and jemalloc keep freed memory mapped (TCMALLOC_RELEASE_RATE=0; jemalloc with its decay off,
+// as module hostalloc runs nitro's programs), which is what CPU tuning guides for deep-learning
+// frameworks set them up for; glibc's defaults are JAX as it ships.
+type famPeerAlloc struct {
+	name, lib string   // lib: the file preloaded ("" for glibc)
+	env       []string // added to the peer's environment
+	maps      string   // what the peer's "maps" answer must say
+}
+
+func (a famPeerAlloc) String() string {
+	if a.lib == "" {
+		return a.name + " (no preload)"
+	}
+	return a.name + " (" + strings.Join(a.env, " ") + ")"
+}
+
+// famPeerAllocs is the candidates $NITRO_BENCH_PEER_ALLOC names that this machine has; a library
+// not installed is left out with a note (make allocators installs Debian's).
+func famPeerAllocs(b *testing.B) (cands []famPeerAlloc, notes []string) {
+	spec := os.Getenv(famPeerAllocEnv)
+	if strings.TrimSpace(spec) == "" {
+		spec = "glibc,tcmalloc,jemalloc"
+	}
+	find := func(file string) string {
+		for _, d := range []string{"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib"} {
+			if st, err := os.Stat(d + "/" + file); err == nil && st.Mode().IsRegular() {
+				return d + "/" + file
+			}
+		}
+		return ""
+	}
+	for _, name := range strings.Split(spec, ",") {
+		var c famPeerAlloc
+		switch name = strings.TrimSpace(name); name {
+		case "glibc":
+			// An LD_PRELOAD this process inherited must not reach the glibc candidate.
+			c = famPeerAlloc{name: name, env: []string{"LD_PRELOAD="}, maps: "glibc"}
+		case "tcmalloc":
+			c = famPeerAlloc{name: name, lib: find("libtcmalloc_minimal.so.4"), maps: "libtcmalloc"}
+			c.env = []string{"LD_PRELOAD=" + c.lib, "TCMALLOC_RELEASE_RATE=0"}
+		case "jemalloc":
+			c = famPeerAlloc{name: name, lib: find("libjemalloc.so.2"), maps: "libjemalloc"}
+			c.env = []string{"LD_PRELOAD=" + c.lib, "MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1"}
+		default:
+			b.Fatalf("$%s=%q: %q is none of glibc, tcmalloc, jemalloc", famPeerAllocEnv, spec, name)
+		}
+		if c.name != "glibc" && c.lib == "" {
+			notes = append(notes, c.name+" skipped: not installed (make allocators)")
+			continue
+		}
+		cands = append(cands, c)
+	}
+	if len(cands) == 0 {
+		b.Fatalf("$%s=%q: none of its allocators is installed (%s)", famPeerAllocEnv, spec, strings.Join(notes, "; "))
+	}
+	return cands, notes
+}
+
+// famProbeBudget bounds the allocator probe: rounds of one repeat of the family's step loop on
+// every candidate, until this much time has passed, at least one round and at most three.
+const famProbeBudget = 6 * time.Second
+
+// famRunPick is the allocator the run's last probe picked, and for which family: a family too
+// large to probe (famProbeOneAtATime) takes it when there is one.
+var famRunPick struct {
+	family string
+	alloc  famPeerAlloc
+}
+
+// famProbeOneAtATime is the flops a step above which the candidates are probed one after the
+// other, one peer alive at a time, rather than all alive and in rounds: such a step takes seconds
+// on a CPU, and a peer of that size (GPT-2's shape: 639 GFLOP a step at batch 1) holds gigabytes.
+const famProbeOneAtATime = 1e11
 
 // startFamilyPeer starts scripts/bench/jax_families.py for the family when $NITRO_BENCH_PYTHON
 // names a python; nil otherwise. The peer runs on the platform of the Go sides' backend
 // (JAX_PLATFORMS); one that fails to start, or reports running elsewhere, is a benchmark failure.
+//
+// The peer's malloc is the fastest of famPeerAllocs for this family, by measurement: every
+// candidate is started (its preload checked in /proc/self/maps) and runs one repeat of the
+// family's step loop per round, the order rotating, for up to three rounds (famProbeBudget); the
+// lowest median ms per step wins. The others are ended before the Go sides run, and the winner is
+// reset to its starting state, so it trains as many steps as they do. A family too large to probe
+// quickly (famProbeOneAtATime) takes the pick of the run's last probe (famRunPick), or when it is
+// the first, has its candidates probed one at a time, each ended after its probe and the winner
+// started again.
 func startFamilyPeer(b *testing.B, f *family, backendName string) *famPeer {
 	py := os.Getenv("NITRO_BENCH_PYTHON")
 	if py == "" {
 		return nil
 	}
+	cands, notes := famPeerAllocs(b)
+	large := f.flops(f.batch) > famProbeOneAtATime
+	if large && famRunPick.family != "" && len(cands) > 1 {
+		// Probing a GPT-2 sized peer on each candidate takes minutes (a compile and a few
+		// seconds-long steps each); the run's last probe picked among the same candidates.
+		cands = []famPeerAlloc{famRunPick.alloc}
+		notes = append(notes, "the pick of "+famRunPick.family+"'s probe, this family being too slow to probe")
+	}
+	type probed struct {
+		p  *famPeer
+		c  famPeerAlloc
+		ms []float64
+	}
+	var alive []*probed
+	launch := func(c famPeerAlloc) *probed {
+		p := launchFamilyPeer(b, f, backendName, py, c)
+		if got := p.ask1("maps", "malloc"); got != c.maps {
+			notes = append(notes, fmt.Sprintf("%s skipped: its preload did not take (the peer runs on %s)", c.name, got))
+			p.quit()
+			return nil
+		}
+		return &probed{p: p, c: c}
+	}
+	probe := func(q *probed) { q.ms = append(q.ms, q.p.ask("step", "step_ms")) }
+	if len(cands) == 1 {
+		if q := launch(cands[0]); q != nil {
+			if len(notes) == 0 {
+				notes = append(notes, "no probe (one candidate)")
+			}
+			q.p.probes = strings.Join(notes, ", ")
+			return q.p
+		}
+		b.Fatalf("%s: the JAX peer could not start on %s (%s)", f.name, cands[0].name, strings.Join(notes, "; "))
+	}
+	var best *probed
+	if large {
+		for _, c := range cands {
+			q := launch(c)
+			if q == nil {
+				continue
+			}
+			probe(q)
+			notes = append(notes, fmt.Sprintf("%s %.2f", c.name, median(q.ms)))
+			q.p.quit() // one such peer alive at a time: each holds gigabytes
+			if best == nil || median(q.ms) < median(best.ms) {
+				best = q
+			}
+		}
+		if best != nil {
+			ms, c := best.ms, best.c
+			if best = launch(c); best == nil {
+				b.Fatalf("%s: the JAX peer on %s, the probe's pick, did not start again (%s)", f.name, c.name, strings.Join(notes, "; "))
+			}
+			best.ms = ms
+		}
+	} else {
+		for _, c := range cands {
+			if q := launch(c); q != nil {
+				alive = append(alive, q)
+			}
+		}
+		start := time.Now()
+		for round := 0; len(alive) > 0 && (round == 0 || (round < 3 && time.Since(start) < famProbeBudget)); round++ {
+			for k := range alive {
+				probe(alive[(round+k)%len(alive)])
+			}
+		}
+		for _, q := range alive {
+			notes = append(notes, fmt.Sprintf("%s %.2f", strings.Fields(q.p.alloc)[0], median(q.ms)))
+			if best == nil || median(q.ms) < median(best.ms) {
+				best = q
+			}
+		}
+		for _, q := range alive {
+			if q != best {
+				q.p.quit()
+			}
+		}
+	}
+	if best == nil {
+		b.Fatalf("%s: no JAX peer could start on any allocator (%s)", f.name, strings.Join(notes, "; "))
+	}
+	famRunPick.family, famRunPick.alloc = fmt.Sprintf("%s@%d", f.name, f.batch), best.c
+	best.p.ask1("reset", "reset")
+	best.p.probes = fmt.Sprintf("probe ms/step (median of %d repeats of %d steps each): %s", len(best.ms), f.steps, strings.Join(notes, ", "))
+	return best.p
+}
+
+// launchFamilyPeer starts one peer on allocator c and waits for its ready line.
+func launchFamilyPeer(b *testing.B, f *family, backendName, py string, c famPeerAlloc) *famPeer {
 	want := jaxPlatform(backendName)
 	env := []string{"JAX_PLATFORMS=cpu"}
 	if want == "gpu" {
@@ -460,9 +675,12 @@ func startFamilyPeer(b *testing.B, f *family, backendName string) *famPeer {
 		// of the memory up front); the peer allocates as it goes, beside it.
 		env = []string{"JAX_PLATFORMS=cuda", "XLA_PYTHON_CLIENT_PREALLOCATE=false"}
 	}
-	p := &famPeer{jaxPeer: startPeerEnv(b, env, py, "jax_families.py",
-		"--family", f.name, "--batch", fmt.Sprint(f.batch),
-		"--steps", fmt.Sprint(f.steps), "--lr", fmt.Sprint(f.lr), "--matmul", fmt.Sprint(famRoofSize))}
+	args := []string{"--family", f.name, "--batch", fmt.Sprint(f.batch),
+		"--steps", fmt.Sprint(f.steps), "--lr", fmt.Sprint(f.lr), "--matmul", fmt.Sprint(famRoofSize)}
+	if g, ok := isGPT(f); ok {
+		args = append(args, g.peerArgs(f)...)
+	}
+	p := &famPeer{jaxPeer: startPeerEnv(b, append(env, c.env...), py, "jax_families.py", args...), alloc: c.String()}
 	b.Cleanup(p.quit)
 	ready := p.read("ready")
 	if got := ready["platform"]; got != want {
@@ -471,6 +689,14 @@ func startFamilyPeer(b *testing.B, f *family, backendName string) *famPeer {
 	p.compileMS = ready["compile_ms"]
 	p.versions = fmt.Sprintf("jax %s, optax %s, %s threads, %s", ready["jax"], ready["optax"], ready["threads"], ready["device"])
 	return p
+}
+
+// ask1 sends cmd and returns the string value of key in the answer.
+func (p *famPeer) ask1(cmd, key string) string {
+	if _, err := io.WriteString(p.in, cmd+"\n"); err != nil {
+		p.b.Fatalf("JAX peer: %v", err)
+	}
+	return p.read(cmd)[key]
 }
 
 // quit ends the peer; benchFamily calls it when its family is done, Cleanup after a failure.
@@ -658,24 +884,67 @@ func famDiff(a, b *famSide) float64 {
 }
 
 // printFamilySummary prints one line per family against the goals: the wall-time ratios the goals
-// are set on, then the same ratios by CPU time per step.
+// are set on, then the same ratios by CPU time per step, and the malloc the JAX peer ran on; then,
+// for the GPT families, each side's step time, tokens/s, GFLOP/s and share of its roofline.
 func printFamilySummary(results []*famResult) {
 	fmt.Printf("\nthe families, nitro against a GoMLX loop and JAX (medians of per-repeat ratios; cpu: by CPU time per step; held-out accuracy of two-program, fused, GoMLX loop, JAX):\n")
-	fmt.Printf("  %s\n", allocatorLine())
-	fmt.Printf("  %-16s %8s %8s %8s %8s %8s   %-20s %-20s %-20s %7s %7s %7s   %s\n", "family", "two ms", "fused ms", "GoMLX ms", "JAX ms", "two/fus",
-		"fused/JAX", "fused/GoMLX", "two/GoMLX", "cpu f/J", "cpu f/G", "cpu t/G", "held-out accuracy")
+	fmt.Printf("  %s\n", famAllocatorLine())
+	fmt.Printf("  %-16s %8s %8s %8s %8s %8s   %-20s %-9s %-20s %-20s %7s %7s %7s   %-10s %s\n", "family", "two ms", "fused ms", "GoMLX ms", "JAX ms", "two/fus",
+		"fused/JAX", "two/JAX", "fused/GoMLX", "two/GoMLX", "cpu f/J", "cpu f/G", "cpu t/G", "JAX malloc", "held-out accuracy")
+	var gpts []*famResult
 	for _, r := range results {
-		jm, fj, cj := "-", "-", "-"
+		jm, fj, tj, cj, alloc := "-", "-", "-", "-", "-"
 		if r.jx != nil {
 			q := famPair(r.fused, r.jx)
 			jm, fj = fmt.Sprintf("%.2f", median(r.jx.t)*1e3), fmt.Sprintf("%.2f %s", q, verdict(q <= goalFusedJAX, goalFusedJAX))
+			tj = fmt.Sprintf("%.2f", famPair(r.two, r.jx))
 			cj = fmt.Sprintf("%.2f", r.fused.cpuPerStep()/r.jx.cpuPerStep())
+			alloc, _, _ = strings.Cut(r.peerAlloc, " ")
 		}
 		q, qt := famPair(r.fused, r.gomlx), famPair(r.two, r.gomlx)
-		fmt.Printf("  %-16s %8.2f %8.2f %8.2f %8s %8.2f   %-20s %-20s %-20s %7s %7.2f %7.2f   %s\n", fmt.Sprintf("%s@%d", r.f.name, r.f.batch), median(r.two.t)*1e3, median(r.fused.t)*1e3, median(r.gomlx.t)*1e3,
-			jm, famPair(r.two, r.fused), fj, fmt.Sprintf("%.2f %s", q, verdict(q <= goalNitroGoMLX, goalNitroGoMLX)),
-			fmt.Sprintf("%.2f %s", qt, verdict(qt <= goalNitroGoMLX, goalNitroGoMLX)), cj, r.fused.cpuPerStep()/r.gomlx.cpuPerStep(), r.two.cpuPerStep()/r.gomlx.cpuPerStep(), r.accSummary())
+		fmt.Printf("  %-16s %8.2f %8.2f %8.2f %8s %8.2f   %-20s %-9s %-20s %-20s %7s %7.2f %7.2f   %-10s %s\n", fmt.Sprintf("%s@%d", r.f.name, r.f.batch), median(r.two.t)*1e3, median(r.fused.t)*1e3, median(r.gomlx.t)*1e3,
+			jm, famPair(r.two, r.fused), fj, tj, fmt.Sprintf("%.2f %s", q, verdict(q <= goalNitroGoMLX, goalNitroGoMLX)),
+			fmt.Sprintf("%.2f %s", qt, verdict(qt <= goalNitroGoMLX, goalNitroGoMLX)), cj, r.fused.cpuPerStep()/r.gomlx.cpuPerStep(), r.two.cpuPerStep()/r.gomlx.cpuPerStep(), alloc, r.accSummary())
+		if famTokens(r.f) > 0 {
+			gpts = append(gpts, r)
+		}
 	}
+	for _, r := range results {
+		if r.jx != nil && r.peerProbes != "" {
+			fmt.Printf("  %s@%d: JAX peer on %s; %s\n", r.f.name, r.f.batch, r.peerAlloc, r.peerProbes)
+		}
+	}
+	if len(gpts) == 0 {
+		return
+	}
+	fmt.Printf("\nthe GPT families, per side (median ms/step; tokens/s and GFLOP/s at that median; GFLOP/s counts roofline.TransformerFLOPsPerToken; /roofline: against this run's [%d,%d]@[%d,%d] matmul on the side's own runtime):\n",
+		famRoofSize, famRoofSize, famRoofSize, famRoofSize)
+	fmt.Printf("  %-12s %-22s %10s %10s %9s %10s\n", "family", "side", "ms/step", "tokens/s", "GFLOP/s", "/roofline")
+	for _, r := range gpts {
+		for _, s := range r.sides {
+			if s.name == famGoMLXGradOnly {
+				continue
+			}
+			roof := r.goRoof
+			if !s.isGo {
+				roof = r.jaxRoof
+			}
+			sec := median(s.t)
+			gf := r.flops / sec / 1e9
+			fmt.Printf("  %-12s %-22s %10.2f %10.0f %9.1f %10.3f\n", fmt.Sprintf("%s@%d", r.f.name, r.f.batch), s.name, sec*1e3, float64(famTokens(r.f))/sec, gf, gf/roof)
+		}
+	}
+}
+
+// famAllocatorLine says which malloc each process ran under: this one's is module hostalloc's
+// choice (the test binary imports it, so it re-executes under jemalloc as the CLI does), the JAX
+// peer's the probe's pick per family.
+func famAllocatorLine() string {
+	ours, err := hostalloc.Policy()
+	if err != nil {
+		ours = err.Error()
+	}
+	return fmt.Sprintf("host allocator: this process (nitro and the GoMLX loops) %s; the JAX peer: per family the fastest of $%s's candidates (default glibc, tcmalloc, jemalloc) in a probe, preloaded into its process only (the JAX malloc column)", ours, famPeerAllocEnv)
 }
 
 func verdict(ok bool, goal float64) string {

@@ -16,6 +16,15 @@ averaged over the batch (and positions):
                4-head self-attention and a 4x relu MLP, layer norms (eps 1e-5) and residuals, a
                final layer norm and a dense head over the vocabulary; labels: the token at t-1
                (position 0: its own); optax.adam(lr).
+  gpt, gpt2    cmd/examples/gpt's model (jax_gpt.py's init_params and make_forward, imported) at
+               --layers, --heads, --dim, --context (the Go side passes its presets: gpt is the
+               small one, gpt2 GPT-2 small's shape), next-byte cross-entropy over every position;
+               jax_gpt.py's make_optimizer: global-norm clipping (--clip), then AdamW (b2
+               --beta2, decay --wd on the weight matrices only) at WarmupCosine(--warmup-frac,
+               lr, lr/10) over --horizon steps, as nitro runs the gpt example. The rows are
+               byte sequences of a constant stride: row r is (s + k*t) mod 256 over t = 0..T, s
+               uniform in [0, 256) and k in [1, 8], tokens its first T values and targets its
+               last T (the Go side draws the same way).
 The data are drawn with numpy from --seed (values differ from Go's; shapes and math do not).
 
 One training step, as the Go sides do it: a FRESH host batch (numpy slices copied, then uploaded
@@ -26,7 +35,8 @@ also waits for the step). A repeat is --steps steps over the rows; state carries
 Flags: --family mlp|cnn|transformer (required) --batch 128 --steps 30 --lr (family default: mlp
 1e-3, cnn 0.01, transformer 1e-3) --seed 7 --threads N (XLA CPU intra-op threads; default: the
 CPUs this process may run on) --matmul 1024 (the roofline matmul's square size)
---matmul-seconds 0.3. The Go benchmark passes --batch, --steps and --lr explicitly (it runs the
+--matmul-seconds 0.3; for gpt and gpt2 --layers --heads --dim --context --beta2 --wd --clip
+--warmup-frac --horizon (required there, no defaults). The Go benchmark passes --batch, --steps and --lr explicitly (it runs the
 mlp and cnn at batch 128, the transformer at 32).
 
 Protocol: one command per line on stdin, one answer line per command on stdout, flushed.
@@ -44,6 +54,12 @@ Protocol: one command per line on stdin, one answer line per command on stdout, 
                over every prediction) of the current params on the batch in file P: the Go side's
                held-out batch, x's values then y's (int32), little-endian, row-major, sized
                --batch rows of the family's shapes (x float32, the transformer's int32).
+  "maps"    -> "maps malloc=<lib|glibc>": the allocator library mapped in this process, read from
+               /proc/self/maps (libjemalloc, libtcmalloc, libmimalloc), or glibc where none is: the
+               proof that the LD_PRELOAD the driver started it with took.
+  "reset"   -> "reset ok": params and optimizer state back to their starting values (after the
+               driver's allocator probe, so that the peer trains as many steps as the Go sides),
+               then one untimed step, as at the start.
   "quit"    -> no answer; exits 0. End of input also exits 0. Blank lines are ignored.
 Any error prints "error <message>" on stdout and exits 1.
 """
@@ -53,12 +69,16 @@ import os
 import sys
 import time
 
+import numpy as np
+
 # The MLP peer's say, die and one-line-error argparse: both peers speak one protocol. (This
 # script's folder is on sys.path when it runs as a script.)
 from jax_step import Parser, die, run, say, time_matmul
 
-FAMILIES = ("mlp", "cnn", "transformer")
-DEFAULT_LR = {"mlp": 1e-3, "cnn": 0.01, "transformer": 1e-3}
+FAMILIES = ("mlp", "cnn", "transformer", "gpt", "gpt2")
+GPT_FAMILIES = ("gpt", "gpt2")
+DEFAULT_LR = {"mlp": 1e-3, "cnn": 0.01, "transformer": 1e-3, "gpt": 1e-3, "gpt2": 6e-4}
+GPT_FLAGS = ("layers", "heads", "dim", "context", "beta2", "wd", "clip", "warmup_frac", "horizon")
 VOCAB, SEQ, D, HEADS, BLOCKS, LN_EPS = 64, 32, 64, 4, 2, 1e-5
 MLP_DIMS = (784, 512, 512, 10)
 
@@ -73,20 +93,59 @@ def parse_flags(argv):
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--matmul", type=int, default=1024)
     p.add_argument("--matmul-seconds", type=float, default=0.3)
+    for name in ("layers", "heads", "dim", "context", "horizon"):
+        p.add_argument("--" + name.replace("_", "-"), type=int, default=0)
+    for name in ("beta2", "wd", "clip", "warmup_frac"):
+        p.add_argument("--" + name.replace("_", "-"), type=float, default=-1)
     a = p.parse_args(argv)
+    if a.family in GPT_FAMILIES:
+        missing = [n for n in GPT_FLAGS if getattr(a, n) in (0, -1) and n not in ("wd", "clip", "warmup_frac")]
+        missing += [n for n in ("wd", "clip", "warmup_frac") if getattr(a, n) < 0]
+        if missing:
+            die(f"flags: --family {a.family} needs --{', --'.join(m.replace('_', '-') for m in missing)}")
+        if a.dim % a.heads or a.horizon < 2:
+            die(f"flags: --dim {a.dim} must divide by --heads {a.heads}, --horizon must be >= 2")
     if a.batch <= 0 or a.steps < 2 or a.matmul <= 0 or a.threads < 0 or a.lr < 0 or not a.matmul_seconds > 0:
         die("flags: --batch and --matmul must be > 0, --steps >= 2, --threads and --lr >= 0, --matmul-seconds > 0")
     a.lr = a.lr or DEFAULT_LR[a.family]
     return a
 
 
-def step_flops(family, b):
+def gpt_flops(a, b):
+    """roofline.TransformerFLOPsPerToken of the gpt's matrices (12*L*D^2 in the blocks, 256*D for
+    the tied output) times the step's B*T tokens: the Go side's count (bench_gpt_test.go)."""
+    weights = 12 * a.layers * a.dim * a.dim + 256 * a.dim
+    per_token = 6 * weights + 12 * a.layers * a.dim * a.context
+    return per_token * b * a.context
+
+
+def gpt_rows(rng, n, t):
+    """n rows of t+1 bytes of a constant stride (see the module doc): tokens and targets."""
+    s = rng.integers(0, 256, size=(n, 1), dtype=np.int64)
+    k = rng.integers(1, 9, size=(n, 1), dtype=np.int64)
+    row = (s + k * np.arange(t + 1, dtype=np.int64)[None]) % 256
+    return row[:, :t].astype(np.int32), row[:, 1:].astype(np.int32)
+
+
+def malloc_mapped():
+    """The preloaded allocator this process runs on, from /proc/self/maps, or glibc."""
+    with open("/proc/self/maps") as f:
+        maps = f.read()
+    for lib in ("libjemalloc", "libtcmalloc", "libmimalloc"):
+        if lib in maps:
+            return lib
+    return "glibc"
+
+
+def step_flops(family, b, a=None):
     """The Go side's count (integration/families_test.go: mlpFlops, cnnFlops, tfFlops)."""
     if family == "mlp":
         total = 0
         for i, (k, n) in enumerate(zip(MLP_DIMS[:-1], MLP_DIMS[1:])):
             total += (3 if i > 0 else 2) * 2 * b * k * n
         return total
+    if family in GPT_FAMILIES:
+        return gpt_flops(a, b)
     if family == "cnn":
         conv0 = 2 * b * 28 * 28 * 32 * 9 * 1
         conv1 = 2 * b * 14 * 14 * 64 * 9 * 32
@@ -106,7 +165,6 @@ def main(argv):
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-    import numpy as np
     import jax
     import jax.numpy as jnp
     import jaxlib
@@ -164,6 +222,14 @@ def main(argv):
             h = jax.nn.relu(linear(params["d0"], h.reshape(h.shape[0], -1)))
             return linear(params["d1"], h)
 
+    elif a.family in GPT_FAMILIES:
+        from jax_gpt import init_params, make_forward, make_optimizer, warmup_cosine
+
+        x_host, y_host = gpt_rows(rng, n, a.context)
+        params = init_params(a.seed, a.layers, a.heads, a.dim, a.context)
+        opt = make_optimizer(params, warmup_cosine(a.horizon, a.warmup_frac, a.lr, a.lr / 10), a.beta2, a.wd, a.clip)
+        logits_fn = make_forward(a.heads, a.dim, a.context)
+
     else:
         x_host = rng.integers(0, VOCAB, size=(n, SEQ), dtype=np.int32)
         y_host = np.concatenate([x_host[:, :1], x_host[:, :-1]], axis=1)
@@ -216,6 +282,9 @@ def main(argv):
         lo = i * a.batch
         return jax.device_put(x_host[lo:lo + a.batch].copy()), jax.device_put(y_host[lo:lo + a.batch].copy())
 
+    # The starting state on the host, for "reset": the step donates the device copies.
+    init_host = jax.device_get((params, opt_state))
+
     x0, y0 = batch(0)
     t0 = time.perf_counter()
     step = jax.jit(train_step, donate_argnums=(0, 1)).lower(params, opt_state, x0, y0).compile()
@@ -253,12 +322,12 @@ def main(argv):
             die(f"eval: {path} holds {len(raw)} bytes, want {want} (x {(a.batch,) + x_row} {x_host.dtype}, y {(a.batch,) + y_row} int32)")
         xs = np.frombuffer(raw[:4 * xn], dtype=x_host.dtype.newbyteorder("<")).reshape((a.batch,) + x_row)
         ys = np.frombuffer(raw[4 * xn:], dtype=np.dtype("<i4")).reshape((a.batch,) + y_row)
-        classes = VOCAB if a.family == "transformer" else MLP_DIMS[-1]
+        classes = {"transformer": VOCAB, "gpt": 256, "gpt2": 256}.get(a.family, MLP_DIMS[-1])
         if ys.size and (ys.min() < 0 or ys.max() >= classes):
             die(f"eval: a label in {path} is outside [0, {classes})")
-        if a.family == "transformer" and xs.size and (xs.min() < 0 or xs.max() >= VOCAB):
-            die(f"eval: a token in {path} is outside [0, {VOCAB})")
-        if a.family != "transformer" and not np.isfinite(xs).all():
+        if x_host.dtype == np.int32 and xs.size and (xs.min() < 0 or xs.max() >= classes):
+            die(f"eval: a token in {path} is outside [0, {classes})")
+        if x_host.dtype != np.int32 and not np.isfinite(xs).all():
             die(f"eval: {path} holds a non-finite input")
         loss, acc = score_jit(params, jax.device_put(xs.astype(x_host.dtype)), jax.device_put(ys.astype(np.int32)))
         return float(loss), float(acc)
@@ -282,14 +351,20 @@ def main(argv):
             iters, secs = time_matmul(matmul, ma, mb, a.matmul_seconds, 3)
             say(f"matmul_gflops={2.0 * m * m * m * iters / secs / 1e9:.2f}")
         elif cmd == "flops":
-            say(f"step_flops={step_flops(a.family, a.batch)}")
+            say(f"step_flops={step_flops(a.family, a.batch, a)}")
+        elif cmd == "reset":
+            params, opt_state = jax.tree_util.tree_map(lambda v: jax.device_put(np.array(v, copy=True)), init_host)
+            run_step(0)
+            say("reset ok")
+        elif cmd == "maps":
+            say(f"maps malloc={malloc_mapped()}")
         elif cmd == "eval" and arg:
             loss, acc = held_out(arg)
             say(f"eval_loss={loss:.6f} eval_acc={acc:.6f}")
         elif cmd == "quit":
             return
         else:
-            die(f"unknown command {line.strip()!r} (want step, matmul, flops, eval PATH or quit)")
+            die(f"unknown command {line.strip()!r} (want step, matmul, flops, maps, reset, eval PATH or quit)")
 
 
 if __name__ == "__main__":

@@ -129,35 +129,18 @@ def nitro_tree(arrays, prefix, layers, jnp):
     }
 
 
-def main(argv):
-    a = parse_flags(argv)
-    threads = a.threads or len(os.sched_getaffinity(0))
-    os.environ["NPROC"] = str(threads)  # XLA's CPU client sizes its thread pool from it
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-    import numpy as np
+# The model and the optimizer, for this script and for jax_families.py's gpt families (which
+# import them): jax is imported inside each, so that a caller sets NPROC and JAX_PLATFORMS first.
+
+def init_params(seed, layers, heads, dim, ctx):
+    """The parameters from --seed: a dict per layer; "w" names the weight matrices, the only
+    leaves decayed."""
     import jax
     import jax.numpy as jnp
-    import jaxlib
-    import optax
 
-    with open(os.path.join(a.data, "meta.json")) as f:
-        meta = json.load(f)
-    tr_tok = np.load(os.path.join(a.data, "train_tokens.npy"))
-    tr_tgt = np.load(os.path.join(a.data, "train_targets.npy"))
-    va_tok = np.load(os.path.join(a.data, "val_tokens.npy"))
-    va_tgt = np.load(os.path.join(a.data, "val_targets.npy"))
-    epochs, per_epoch, bsz, ctx = tr_tok.shape
-    if list(tr_tok.shape) != meta["train_shape"] or list(va_tok.shape) != meta["val_shape"]:
-        sys.exit(f"jax_gpt: {a.data}: the arrays' shapes disagree with meta.json")
-    total = epochs * per_epoch
-    d, L, H = a.dim, a.layers, a.heads
-    dh = d // H
-    std, proj_std = 0.02, 0.02 / math.sqrt(2 * L)
-
-    # Parameters: a dict per layer; "w" names the weight matrices, the only leaves decayed.
-    keys = iter(jax.random.split(jax.random.PRNGKey(a.seed), 4 + 4 * L))
+    std, proj_std = 0.02, 0.02 / math.sqrt(2 * layers)
+    keys = iter(jax.random.split(jax.random.PRNGKey(seed), 4 + 4 * layers))
 
     def normal(shape, s):
         return jax.random.normal(next(keys), shape, jnp.float32) * jnp.float32(s)
@@ -166,21 +149,27 @@ def main(argv):
         return {"w": normal((n_in, n_out), s), "b": jnp.zeros((n_out,), jnp.float32)}
 
     def ln():
-        return {"g": jnp.ones((d,), jnp.float32), "o": jnp.zeros((d,), jnp.float32)}
+        return {"g": jnp.ones((dim,), jnp.float32), "o": jnp.zeros((dim,), jnp.float32)}
 
-    params = {
-        "wte": normal((256, d), std),
-        "wpe": normal((ctx, d), std),
+    return {
+        "wte": normal((256, dim), std),
+        "wpe": normal((ctx, dim), std),
         "blocks": [
-            {"ln_1": ln(), "qkv": dense(d, 3 * d, std), "proj": dense(d, d, proj_std),
-             "ln_2": ln(), "fc_1": dense(d, 4 * d, std), "fc_2": dense(4 * d, d, proj_std)}
-            for _ in range(L)
+            {"ln_1": ln(), "qkv": dense(dim, 3 * dim, std), "proj": dense(dim, dim, proj_std),
+             "ln_2": ln(), "fc_1": dense(dim, 4 * dim, std), "fc_2": dense(4 * dim, dim, proj_std)}
+            for _ in range(layers)
         ],
         "ln_f": ln(),
     }
-    n_params = sum(x.size for x in jax.tree_util.tree_leaves(params))
-    decay_mask = jax.tree_util.tree_map_with_path(
-        lambda path, _: getattr(path[-1], "key", None) == "w", params)
+
+
+def make_forward(heads, dim, ctx):
+    """forward(params, tokens [B, T]) -> logits [B, T, 256]."""
+    import jax
+    import jax.numpy as jnp
+
+    d, H = dim, heads
+    dh = d // H
 
     def layer_norm(p, x):
         mean = x.mean(-1, keepdims=True)
@@ -211,20 +200,67 @@ def main(argv):
         x = layer_norm(params["ln_f"], x)
         return jnp.einsum("btd,vd->btv", x, params["wte"])  # tied output
 
+    return forward
+
+
+def make_optimizer(params, lrs, beta2, wd, clip):
+    """nitro's gpt optimizer (see the module doc): clipping, then AdamW decaying the weight
+    matrices only, its rate read from the table lrs (the rate of 1-based step k+1 at entry k; a
+    count past the table reads its last entry)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import optax
+
+    decay_mask = jax.tree_util.tree_map_with_path(
+        lambda path, _: getattr(path[-1], "key", None) == "w", params)
+    lr_table = jnp.asarray(np.asarray(lrs, np.float64).astype(np.float32))
+    last = len(lrs) - 1
+    return optax.chain(
+        optax.clip_by_global_norm(clip),
+        optax.adamw(lambda count: lr_table[jnp.minimum(count, last)], b1=0.9, b2=beta2, eps=1e-8,
+                    weight_decay=wd, mask=decay_mask),
+    )
+
+
+def main(argv):
+    a = parse_flags(argv)
+    threads = a.threads or len(os.sched_getaffinity(0))
+    os.environ["NPROC"] = str(threads)  # XLA's CPU client sizes its thread pool from it
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+    import numpy as np
+    import jax
+    import jax.numpy as jnp
+    import jaxlib
+    import optax
+
+    with open(os.path.join(a.data, "meta.json")) as f:
+        meta = json.load(f)
+    tr_tok = np.load(os.path.join(a.data, "train_tokens.npy"))
+    tr_tgt = np.load(os.path.join(a.data, "train_targets.npy"))
+    va_tok = np.load(os.path.join(a.data, "val_tokens.npy"))
+    va_tgt = np.load(os.path.join(a.data, "val_targets.npy"))
+    epochs, per_epoch, bsz, ctx = tr_tok.shape
+    if list(tr_tok.shape) != meta["train_shape"] or list(va_tok.shape) != meta["val_shape"]:
+        sys.exit(f"jax_gpt: {a.data}: the arrays' shapes disagree with meta.json")
+    total = epochs * per_epoch
+    d, L, H = a.dim, a.layers, a.heads
+    params = init_params(a.seed, L, H, d, ctx)
+    n_params = sum(x.size for x in jax.tree_util.tree_leaves(params))
+    forward = make_forward(H, d, ctx)
+
     def xent(params, tokens, targets):
         logp = jax.nn.log_softmax(forward(params, tokens), axis=-1)
         return -jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]  # [B, T] nats
 
+    lrs = warmup_cosine(total, a.warmup_frac, a.lr, a.lr / 10)
+    opt = make_optimizer(params, lrs, a.beta2, a.wd, a.clip)
+
     def loss_fn(params, tokens, targets):
         return xent(params, tokens, targets).mean()
 
-    lrs = warmup_cosine(total, a.warmup_frac, a.lr, a.lr / 10)
-    lr_table = jnp.asarray(np.asarray(lrs, np.float64).astype(np.float32))
-    opt = optax.chain(
-        optax.clip_by_global_norm(a.clip),
-        optax.adamw(lambda count: lr_table[count], b1=0.9, b2=a.beta2, eps=1e-8,
-                    weight_decay=a.wd, mask=decay_mask),
-    )
     opt_state = opt.init(params)
     first_epoch = 0
     if a.from_checkpoint:
