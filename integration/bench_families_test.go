@@ -182,7 +182,8 @@ func jaxPlatform(name string) string {
 	return "cpu"
 }
 
-// selectFamilies parses $NITRO_BENCH_FAMILIES (see BenchmarkFamilies); empty: every family.
+// selectFamilies parses $NITRO_BENCH_FAMILIES (see BenchmarkFamilies), any family by name; empty:
+// the three of families() (BenchmarkFamilies adds the GPT families to its own default).
 func selectFamilies(spec string) ([]*family, error) {
 	if strings.TrimSpace(spec) == "" {
 		return families(), nil
