@@ -103,6 +103,9 @@ func (n *Nitro) record(res EpochResult, reason runstatus.Status) (*checkpoint.Re
 	if r.Control, err = n.recordWorldSize(r.Control); err != nil { // collective.go
 		return nil, err
 	}
+	if r.Control, err = n.recordHorizon(r.Control); err != nil { // periods.go
+		return nil, err
+	}
 	return r, nil
 }
 

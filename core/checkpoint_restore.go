@@ -275,6 +275,9 @@ func (bld *builder) restoreProgress(rec *checkpoint.Record, path string) (dataPo
 	if err != nil {
 		return dataPosition{}, err
 	}
+	if err := bld.checkHorizon(ctl, path); err != nil { // periods.go
+		return dataPosition{}, err
+	}
 	if n.ck.es != nil {
 		// Resume runs only in New, so a failure after this leaves no Nitro behind to hold a
 		// half-restored policy.

@@ -1,7 +1,9 @@
 package core
 
 import (
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/nitro-go/nitro/runstatus"
@@ -161,4 +163,41 @@ func (su *runSpec) horizonKnob() string {
 	}
 	me := su.cfg.maxEpochs
 	return fmt.Sprintf("MaxEpochs %d from %s; the field or core.WithMaxEpochs", me.value, me.source)
+}
+
+// horizonKey is the control-state key a record keeps its run's horizon under, in optimizer steps.
+const horizonKey = "total_steps"
+
+// recordHorizon adds the run's horizon to a record's control state.
+func (n *Nitro) recordHorizon(control json.RawMessage) (json.RawMessage, error) {
+	ctl := map[string]json.RawMessage{}
+	if len(control) > 0 {
+		if err := json.Unmarshal(control, &ctl); err != nil {
+			return nil, err
+		}
+	}
+	ctl[horizonKey] = json.RawMessage(strconv.Itoa(n.TotalSteps()))
+	return json.Marshal(ctl)
+}
+
+// checkHorizon compares a resumed record's horizon with this run's. Schedules defined over the
+// horizon (warmup, cosine) take other values at the same step under another one, so the resumed
+// run does not continue the recorded one; training on past a finished run is a use of it, so
+// this is said (even when Quiet), not refused. A record without the key predates it; one whose
+// value is not a positive integer is damaged and refused by name.
+func (bld *builder) checkHorizon(ctl map[string]json.RawMessage, path string) error {
+	raw, ok := ctl[horizonKey]
+	if !ok {
+		return nil
+	}
+	var was int
+	if err := json.Unmarshal(raw, &was); err != nil || was < 1 {
+		return fmt.Errorf("checkpoint %s: control state: %s is %s: want an integer >= 1", path, horizonKey, raw)
+	}
+	n := bld.n
+	if now := n.TotalSteps(); now != was {
+		n.spec.warn(fmt.Sprintf("resume from %s: its run's horizon was %d optimizer steps, this one's is %d (%s): schedules defined over the horizon (warmup, decay) take other values from here on, so this run does not continue that one as it was; to continue it exactly, give the same horizon (--max-steps %d, or the MaxEpochs that makes it)",
+			path, was, now, n.spec.horizonKnob(), was))
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package core_test
 import (
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nitro-go/nitro/checkpoint"
@@ -141,4 +142,28 @@ func TestStepKnobsAreChecked(t *testing.T) {
 type stepped struct {
 	Groups
 	MaxSteps, MaxEpochs int
+}
+
+// A checkpoint records its run's horizon; resuming it under another horizon is said, naming both
+// and the flag that continues it exactly, since the schedules take other values from there. The
+// same horizon resumes without a word.
+func TestResumeUnderAnotherHorizonIsSaid(t *testing.T) {
+	dir := t.TempDir()
+	first := coretest.New(t, &Groups{}, coretest.CkptOpts(dir, core.WithData(shuffled(t)), core.WithMaxSteps(12), core.WithValEvery(6))...)
+	if err := first.TrainSteps(6); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		steps int
+		want  string
+	}{{12, ""}, {20, "its run's horizon was 12 optimizer steps, this one's is 20"}} {
+		var warned []string
+		warn := core.WithWarn(func(m string) { warned = append(warned, m) })
+		coretest.New(t, &Groups{}, coretest.CkptOpts(dir, core.WithData(shuffled(t)), core.WithMaxSteps(c.steps), core.WithValEvery(6),
+			core.WithResume(core.ResumeAuto), warn)...)
+		got := strings.Join(warned, "\n")
+		if c.want == "" && strings.Contains(got, "horizon") || c.want != "" && !strings.Contains(got, c.want) || c.want != "" && !strings.Contains(got, "--max-steps 12") {
+			t.Errorf("resume under MaxSteps %d warned %q, want %q", c.steps, got, c.want)
+		}
+	}
 }

@@ -26,7 +26,7 @@ import (
 // ($NITRO_BENCH_FAMILIES=gpt,gpt2@1) or by BenchmarkFamilies' own default; selectFamilies("")
 // stays the three families other benchmarks iterate over.
 //
-//   - gpt: the example's small preset (nanoGPT's shape for a CPU: 4 layers, 4 heads, width 128,
+//   - gpt: the example's small preset (a CPU-sized shape: 4 layers, 4 heads, width 128,
 //     context 64) at its batch, 12.
 //   - gpt2: GPT-2 small's shape (12 layers, 12 heads, width 768, context 1024; bytes, so a
 //     256-entry embedding) at batch 1: a step takes seconds on two cores, so a repeat is 2 steps (one timed).
