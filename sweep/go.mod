@@ -1,0 +1,3 @@
+module github.com/nitro-go/nitro/sweep
+
+go 1.26
