@@ -223,3 +223,31 @@ func TestSets(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseParam: whatever parses prints back to itself, and nothing panics. The seeds run as an
+// ordinary test.
+func FuzzParseParam(f *testing.F) {
+	for _, s := range []string{
+		"LearningRate=loguniform:1e-4,1e-2", "Dropout=uniform:0,0.5", "Layers=int:1,4",
+		"Act=choice:relu,gelu", "X=uniform:1e308,1.7976931348623157e308", "=", "a=b:c", "X=int:-0,0",
+		"X=choice: , ", "X=uniform:0x1p-3,1",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParseParam(s)
+		if err != nil {
+			return
+		}
+		if err := (Space{p}).Check(); err != nil {
+			t.Fatalf("%q parsed to %+v, which Check refuses: %v", s, p, err)
+		}
+		q, err := ParseParam(p.String())
+		if err != nil {
+			t.Fatalf("%q: String %q does not parse: %v", s, p.String(), err)
+		}
+		if !p.equal(q) || p.String() != q.String() {
+			t.Fatalf("%q: String %q parses to %+v, want %+v", s, p.String(), q, p)
+		}
+	})
+}

@@ -280,3 +280,45 @@ func TestTruncNormalInBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestTPEStaysInSpace feeds TPE awkward histories (pruned trials with and without reports, NaN
+// and infinite values, values from another space, degenerate ranges) and checks every proposal
+// fits the space.
+func TestTPEStaysInSpace(t *testing.T) {
+	space := Space{
+		mustParse(t, "A=uniform:-1,1"),
+		mustParse(t, "B=loguniform:1e-8,1e8"),
+		mustParse(t, "C=int:-2,2"),
+		mustParse(t, "D=choice:x,y,z"),
+		mustParse(t, "E=uniform:0.5,0.5"),
+		mustParse(t, "F=int:7,7"),
+		mustParse(t, "G=choice:only"),
+	}
+	rng := rand.New(rand.NewPCG(4, 4))
+	var hist []Trial
+	for i := range 80 {
+		for _, maximize := range []bool{false, true} {
+			p, err := NewTPE(int64(i%3), TPEOptions{Maximize: maximize, Startup: 5, Candidates: 7}).Sample(space, hist, i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := space.Contains(p); err != nil {
+				t.Fatalf("trial %d: %v", i, err)
+			}
+		}
+		p, _ := NewRandom(int64(i)).Sample(space, nil, i)
+		tr := Trial{Number: i, Params: p}
+		switch i % 6 {
+		case 0, 1, 2:
+			tr.State, tr.HasValue, tr.Value = Complete, true, rng.NormFloat64()
+		case 3:
+			tr.State, tr.Intermediate = Pruned, map[int]float64{1: rng.NormFloat64(), rng.IntN(5) + 1: math.NaN()}
+		case 4:
+			tr.State, tr.HasValue, tr.Value = Complete, true, math.Inf(1-2*(i%2))
+		case 5:
+			tr.State, tr.HasValue, tr.Value = Complete, true, 0
+			tr.Params = map[string]float64{"A": 7, "C": 0.5, "D": 9} // not this space's
+		}
+		hist = append(hist, tr)
+	}
+}
