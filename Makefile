@@ -17,16 +17,17 @@ RACE_INTEGRATION := ^(TestCtrlCStopsAProgramGracefully|TestMPIResume.*|TestMPISt
 GO      ?= go
 # checkpoint's interop test opens nitro's files with the reference Python safetensors (ckpt-venv);
 # tblog's reads its event files back with TensorBoard's own reader (tb-venv); serve's Open Inference
-# Protocol test talks to it with Triton's Python client, and parses its metrics with Prometheus's (serve-venv).
+# Protocol test talks to it with Triton's Python client, and parses its metrics with Prometheus's (serve-venv);
+# sweep's reads its records with Optuna's JournalStorage, and reads back one Optuna wrote (optuna-venv).
 # GOPROXY=off: the tests run on what `make setup` downloaded, so a module it misses fails here, on
 # every machine, rather than only on a newcomer's empty module cache.
 # NITRO_COMPILE_CACHE: the tests' programs go to a disk compile cache under .nitro, never the
 # user's: a test run neither fills nor depends on ~/.cache, and a second `make test` compiles
 # little (the cache's own tests point it at their temporary folders).
-TESTENV := NITRO_SAFETENSORS_PYTHON=$(CURDIR)/.nitro/ckpt-venv/bin/python NITRO_TENSORBOARD_PYTHON=$(CURDIR)/.nitro/tb-venv/bin/python NITRO_SERVE_PYTHON=$(CURDIR)/.nitro/serve-venv/bin/python NITRO_COMPILE_CACHE=$(CURDIR)/.nitro/test-compile-cache GOPROXY=off
+TESTENV := NITRO_SAFETENSORS_PYTHON=$(CURDIR)/.nitro/ckpt-venv/bin/python NITRO_TENSORBOARD_PYTHON=$(CURDIR)/.nitro/tb-venv/bin/python NITRO_SERVE_PYTHON=$(CURDIR)/.nitro/serve-venv/bin/python NITRO_OPTUNA_PYTHON=$(CURDIR)/.nitro/optuna-venv/bin/python NITRO_COMPILE_CACHE=$(CURDIR)/.nitro/test-compile-cache GOPROXY=off
 ARGS    ?=
 
-.PHONY: setup cuda-wheel openmpi allocators test lint bench bench-venv ckpt-venv tb-venv serve-venv depcheck run fmt gpu-bin $(addprefix test/,$(MODULES))
+.PHONY: setup cuda-wheel openmpi allocators test lint bench bench-venv ckpt-venv tb-venv serve-venv optuna-venv depcheck run fmt gpu-bin $(addprefix test/,$(MODULES))
 
 ## setup: install the pinned XLA CPU PJRT plugin into .nitro/pjrt and download Go modules (idempotent);
 ## CUDA=1 also installs the CUDA plugin and its NVIDIA libraries (docs/gpu.md)
@@ -55,6 +56,10 @@ tb-venv:
 ## Open Inference Protocol and metrics tests (test-only)
 serve-venv:
 	@./scripts/serve/setup-venv.sh
+
+## optuna-venv: Optuna, whose JournalStorage reads sweep records in sweep's interop test (test-only)
+optuna-venv:
+	@./scripts/sweep/setup-venv.sh
 
 ## test: setup, layering check, then every module's tests (race detector on the concurrent modules),
 ## then a short fuzz of the checkpoint, run dir manifest, safetensors, bundle, infer request (a generator's too), idx and compile cache entry readers and the interposer's compile options rewrite (hostile input must never panic).
@@ -86,7 +91,7 @@ openmpi:
 allocators:
 	@./scripts/install-allocators.sh
 
-test: setup cuda-wheel openmpi allocators depcheck ckpt-venv tb-venv serve-venv
+test: setup cuda-wheel openmpi allocators depcheck ckpt-venv tb-venv serve-venv optuna-venv
 	$(TESTENV) $(GO) test -count=1 -timeout 25m $(PKGS)
 	$(TESTENV) $(GO) test -count=1 -race $(addprefix ./,$(addsuffix /...,$(RACE)))
 	$(TESTENV) $(GO) test -count=1 -race -run '$(RACE_INTEGRATION)' ./integration/
