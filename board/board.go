@@ -53,11 +53,15 @@ type Board struct {
 	followed map[string]bool
 	named    int // how many tails the names were chosen among
 	mux      *http.ServeMux
+	sweeps   []*sweepDir         // the sweep dirs found, in the order found
+	trialOf  map[string]trialRef // a sweep trial's run dir: which trial it is, for its name
+	relabel  bool                // a run dir became known as a trial: name the runs again
 }
 
 // New checks cfg and returns a Board. It opens nothing yet: each request reads what the runs
 // appended since the last one.
 func New(cfg Config) (*Board, error) {
+	cfg.Runs, cfg.Watch = sweepsWatched(cfg.Runs, cfg.Watch)
 	if len(cfg.Runs)+len(cfg.Watch) == 0 {
 		return nil, errors.New("board: no run directories given: set Config.Runs or Config.Watch (e.g. nitro board runs/MLP runs/CNN, or nitro board runs)")
 	}
@@ -88,7 +92,7 @@ func New(cfg Config) (*Board, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	b := &Board{cfg: cfg, followed: map[string]bool{}}
+	b := &Board{cfg: cfg, followed: map[string]bool{}, trialOf: map[string]trialRef{}}
 	for _, dir := range cfg.Runs {
 		b.followed[filepath.Clean(dir)] = true
 		b.tails = append(b.tails, newTail(dir, "", cfg.MaxPoints))
@@ -181,12 +185,20 @@ type Run struct {
 // Snapshot refreshes every run and returns their facts: Config.Runs in the order given, then the
 // runs found in Config.Watch in the order found.
 func (b *Board) Snapshot() []Run {
-	runs, _ := b.snapshot()
+	runs, _, _ := b.snapshot()
 	return runs
 }
 
-// snapshot is Snapshot plus the board's own notes (the watched folders', the run bound's).
-func (b *Board) snapshot() ([]Run, []string) {
+// Sweeps refreshes the board and returns the sweeps found (folders holding a JournalFile among
+// Config.Watch and below it), each with its trials ranked best first.
+func (b *Board) Sweeps() []Sweep {
+	_, sweeps, _ := b.snapshot()
+	return sweeps
+}
+
+// snapshot is Snapshot plus the sweeps found and the board's own notes (the watched folders', the
+// bounds').
+func (b *Board) snapshot() ([]Run, []Sweep, []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	notes := b.watch()
@@ -195,7 +207,7 @@ func (b *Board) snapshot() ([]Run, []string) {
 		t.refresh(b.cfg.ReadBudget)
 		out[i] = t.snapshot()
 	}
-	return out, notes
+	return out, b.sweepViews(out), notes
 }
 
 func (t *tail) snapshot() Run {
@@ -279,8 +291,8 @@ func (b *Board) api(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", " ")
-	runs, notes := b.snapshot()
-	_ = enc.Encode(map[string]any{"runs": runs, "notes": notes})
+	runs, sweeps, notes := b.snapshot()
+	_ = enc.Encode(map[string]any{"runs": runs, "sweeps": sweeps, "notes": notes})
 }
 
 // html answers with what write renders from a fresh snapshot, as the request's query asks (see
@@ -295,7 +307,7 @@ func (b *Board) html(write func(*strings.Builder, page)) http.HandlerFunc {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
 		p := page{view: v, cfg: b.cfg}
-		p.runs, p.notes = b.snapshot()
+		p.runs, p.sweeps, p.notes = b.snapshot()
 		var sb strings.Builder
 		write(&sb, p)
 		_, _ = w.Write([]byte(sb.String()))

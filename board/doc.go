@@ -16,11 +16,22 @@
 // run's points sit at their epochs' last steps. Charts
 // are SVG drawn on the server: nothing to vendor, the DOM holds the data drawn (a test reads it).
 //
+// A folder holding a sweep's journal (JournalFile, package sweep's record) is a sweep, found as
+// runs are: given, watched, or below a watched folder. Its trials' run dirs (their run_dir,
+// inside the sweep dir) are followed as runs named "trial N", and the page opens with the sweep:
+// a line of counts and the best trial, the trials ranked best first (complete by value in the
+// study's direction, then running, pruned, failed) with their fields' values, every trial's
+// reports on one chart (a pruned trial's ending early, crossed), and one scatter per field of
+// the metric against its value (log axis for loguniform, categories for a choice). The journal is
+// read again when it changes; one that cannot be read is shown with its error (and what was
+// read before). Sweeps() and /api/runs's "sweeps" give the same facts.
+//
 // Limits, whatever a file holds: a line is parsed once its newline arrives; malformed lines (a
 // torn write's included) are skipped and counted, said once per file with the first one's line,
 // the newest five reasons shown; lines over MaxLineBytes are skipped; a refresh reads at
 // most Config.ReadBudget new bytes per run; a series keeps Config.MaxPoints points by decimation,
 // 100 metric names per context, 1000 config fields; Config.MaxRuns runs (the page names those
-// past it). A vanished run directory is shown gone. Config.LoopbackHostOnly refuses foreign Host
+// past it); 10 sweeps, a journal of 64 MiB, 300 trials listed and 100 curves per sweep (the best
+// ranked). A vanished run directory is shown gone. Config.LoopbackHostOnly refuses foreign Host
 // headers. New names the Config field it refuses. Safe for concurrent use; no goroutines.
 package board

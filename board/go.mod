@@ -5,6 +5,7 @@ go 1.26
 require (
 	github.com/nitro-go/nitro/checkpoint v0.0.0
 	github.com/nitro-go/nitro/earlystop v0.0.0
+	github.com/nitro-go/nitro/sweep v0.0.0
 )
 
 require (
@@ -21,5 +22,6 @@ replace (
 	github.com/nitro-go/nitro/earlystop => ../earlystop
 	github.com/nitro-go/nitro/internal/prereq => ../internal/prereq
 	github.com/nitro-go/nitro/runstatus => ../runstatus
+	github.com/nitro-go/nitro/sweep => ../sweep
 	github.com/nitro-go/nitro/tensorfile => ../tensorfile
 )

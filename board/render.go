@@ -18,10 +18,11 @@ var esc = html.EscapeString
 
 // page is what one answer renders: the runs, the board's own notes, the view asked for.
 type page struct {
-	runs  []Run
-	notes []string
-	view  view
-	cfg   Config
+	runs   []Run
+	sweeps []Sweep
+	notes  []string
+	view   view
+	cfg    Config
 }
 
 // writePage is the whole page: the view's controls (outside the refreshed body, so a slider is
@@ -49,13 +50,14 @@ func writePage(sb *strings.Builder, p page) {
 	sb.WriteString(`</main><script src="/assets/board.js"></script></body></html>`)
 }
 
-// writeContent is the page body: the board's notes, the runs table, the config diff, then the
-// charts: one per metric, or per family of metrics (see charts).
+// writeContent is the page body: the board's notes, each sweep's view (writeSweeps), the runs
+// table, the config diff, then the charts: one per metric, or per family of metrics (see charts).
 func writeContent(sb *strings.Builder, p page) {
 	now, runs := p.cfg.Now(), p.runs
 	for _, n := range p.notes {
 		fmt.Fprintf(sb, `<div class="note board">%s</div>`, esc(n))
 	}
+	writeSweeps(sb, p.sweeps)
 	sb.WriteString(`<section><h2>runs</h2><table class="runs"><tr><th>shown</th><th>run</th><th>phase</th><th>epoch</th><th>step</th>` +
 		`<th>steps/s</th><th>stop reason</th><th>best checkpoint</th><th>lines</th><th>malformed</th><th>last write</th><th>notes</th></tr>`)
 	for i, r := range runs {
@@ -224,15 +226,88 @@ const (
 )
 
 // line is one curve of a chart: a run's metric (a family member's, when member is set), its
-// points already on the view's x axis.
+// points already on the view's x axis. A sweep's trial curve also has its state (data-state, and a
+// cross where a pruned trial stopped) and an extra class (the best trial's is "best").
 type line struct {
 	run, member, color, dash string
+	state, cls               string
 	pts                      []Point
+}
+
+// area maps data onto a chart's plot rectangle; the curve charts and the sweep's scatters share it.
+type area struct {
+	x0, x1, y0, y1 float64
+	logX, logY     bool
+}
+
+// fit is the area over the data's ranges: y on a log scale when positive and spanning more than
+// logDecades, x on one when asked and positive; a flat range is widened so it has a middle.
+func fit(x0, x1, y0, y1 float64, logX bool) area {
+	a := area{x0: x0, x1: x1, y0: y0, y1: y1, logX: logX && x0 > 0, logY: y0 > 0 && math.Log10(y1/y0) > logDecades}
+	switch {
+	case a.x1 == a.x0 && a.logX:
+		a.x0, a.x1 = a.x0/2, a.x1*2
+	case a.x1 == a.x0:
+		a.x0, a.x1 = a.x0-1, a.x1+1
+	}
+	if a.y1 == a.y0 {
+		d := math.Abs(a.y0) * 0.05
+		if d == 0 {
+			d = 1
+		}
+		a.y0, a.y1 = a.y0-d, a.y1+d
+	}
+	return a
+}
+
+func (a area) tx(x float64) float64 {
+	if a.logX {
+		return padL + plotW*(math.Log10(x)-math.Log10(a.x0))/(math.Log10(a.x1)-math.Log10(a.x0))
+	}
+	return padL + plotW*(x-a.x0)/(a.x1-a.x0)
+}
+
+func (a area) ty(y float64) float64 {
+	if a.logY {
+		return padT + plotH*(1-(math.Log10(y)-math.Log10(a.y0))/(math.Log10(a.y1)-math.Log10(a.y0)))
+	}
+	return padT + plotH*(1-(y-a.y0)/(a.y1-a.y0))
+}
+
+// tick is an x axis label: where, and what it says (a number, or a category's text).
+type tick struct {
+	at   float64
+	text string
+}
+
+// numberTicks are ticks' values on a's x axis, as numbers.
+func (a area) numberTicks() []tick {
+	var out []tick
+	for _, v := range ticks(a.x0, a.x1, a.logX) {
+		out = append(out, tick{v, fmt.Sprintf("%.4g", v)})
+	}
+	return out
+}
+
+// writeFrame draws the plot's frame, the y grid and its values, the x ticks and the x axis's label
+// (which says already whether y is on a log scale).
+func (a area) writeFrame(sb *strings.Builder, xticks []tick, label string) {
+	fmt.Fprintf(sb, `<rect class="frame" x="%g" y="%g" width="%g" height="%g"/>`, padL, padT, plotW, plotH)
+	for _, yv := range ticks(a.y0, a.y1, a.logY) {
+		py := a.ty(yv)
+		fmt.Fprintf(sb, `<line class="grid" x1="%g" y1="%.1f" x2="%g" y2="%.1f"/><text class="tick" x="%g" y="%.1f" text-anchor="end">%.4g</text>`,
+			padL, py, padL+plotW, py, padL-4, py+4, yv)
+	}
+	for _, t := range xticks {
+		fmt.Fprintf(sb, `<text class="tick" x="%.1f" y="%g" text-anchor="middle">%s</text>`, a.tx(t.at), padT+plotH+14, esc(t.text))
+	}
+	fmt.Fprintf(sb, `<text class="axis" x="%g" y="%g" text-anchor="middle">%s</text>`, padL+plotW/2, chartH-4, esc(label))
 }
 
 // writeChart draws one chart as an SVG: a polyline per line, with data-run, data-member and
 // data-points attributes so a reader (or a test) can count what is drawn; with smoothing, the
-// raw curve faint under the smoothed one. A family's chart has a legend below it.
+// raw curve faint under the smoothed one. A family's chart has a legend below it. The x axis is
+// the view's, or c.xlabel's when set (a sweep's reported steps).
 func writeChart(sb *strings.Builder, ctx string, c chart, v view, lines []line) {
 	x0, x1, y0, y1 := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
 	for _, l := range lines {
@@ -249,49 +324,32 @@ func writeChart(sb *strings.Builder, ctx string, c chart, v view, lines []line) 
 		writeLegend(sb, c, lines)
 		return
 	}
-	logY := y0 > 0 && math.Log10(y1/y0) > logDecades
-	if x1 == x0 {
-		x0, x1 = x0-1, x1+1
+	a := fit(x0, x1, y0, y1, false)
+	label := c.xlabel
+	if label == "" {
+		label = v.label(ctx == "train")
 	}
-	if y1 == y0 {
-		d := math.Abs(y0) * 0.05
-		if d == 0 {
-			d = 1
-		}
-		y0, y1 = y0-d, y1+d
-	}
-	ty := func(y float64) float64 {
-		if logY {
-			return padT + plotH*(1-(math.Log10(y)-math.Log10(y0))/(math.Log10(y1)-math.Log10(y0)))
-		}
-		return padT + plotH*(1-(y-y0)/(y1-y0))
-	}
-	tx := func(x float64) float64 { return padL + plotW*(x-x0)/(x1-x0) }
-	fmt.Fprintf(sb, `<rect class="frame" x="%g" y="%g" width="%g" height="%g"/>`, padL, padT, plotW, plotH)
-	for _, yv := range ticks(y0, y1, logY) {
-		py := ty(yv)
-		fmt.Fprintf(sb, `<line class="grid" x1="%g" y1="%.1f" x2="%g" y2="%.1f"/><text class="tick" x="%g" y="%.1f" text-anchor="end">%.4g</text>`,
-			padL, py, padL+plotW, py, padL-4, py+4, yv)
-	}
-	for _, xv := range ticks(x0, x1, false) {
-		fmt.Fprintf(sb, `<text class="tick" x="%.1f" y="%g" text-anchor="middle">%.4g</text>`, tx(xv), padT+plotH+14, xv)
-	}
-	label := v.label(ctx == "train")
-	if logY {
+	if a.logY {
 		label += "; y on a log scale"
 	}
 	if v.smooth > 0 {
 		label += fmt.Sprintf("; smoothed %g", v.smooth)
 	}
-	fmt.Fprintf(sb, `<text class="axis" x="%g" y="%g" text-anchor="middle">%s</text>`, padL+plotW/2, chartH-4, esc(label))
+	a.writeFrame(sb, a.numberTicks(), label)
 	for _, l := range lines {
 		if len(l.pts) == 0 {
 			continue
 		}
 		curve := func(cls string, pts []Point) {
+			if l.cls != "" {
+				cls += " " + l.cls
+			}
 			fmt.Fprintf(sb, `<polyline class="%s" data-run="%s" data-points="%d"`, cls, esc(l.run), len(pts))
 			if l.member != "" {
 				fmt.Fprintf(sb, ` data-member="%s"`, esc(l.member))
+			}
+			if l.state != "" {
+				fmt.Fprintf(sb, ` data-state="%s"`, esc(l.state))
 			}
 			if l.dash != "" {
 				fmt.Fprintf(sb, ` stroke-dasharray="%s"`, l.dash)
@@ -301,7 +359,7 @@ func writeChart(sb *strings.Builder, ctx string, c chart, v view, lines []line) 
 				if j > 0 {
 					sb.WriteByte(' ')
 				}
-				fmt.Fprintf(sb, "%.1f,%.1f", tx(p.X), ty(p.Y))
+				fmt.Fprintf(sb, "%.1f,%.1f", a.tx(p.X), a.ty(p.Y))
 			}
 			sb.WriteString(`"/>`)
 		}
@@ -313,8 +371,14 @@ func writeChart(sb *strings.Builder, ctx string, c chart, v view, lines []line) 
 		curve("series", l.pts)
 		if len(l.pts) < markersBelow {
 			for _, p := range l.pts {
-				fmt.Fprintf(sb, `<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>`, tx(p.X), ty(p.Y), l.color)
+				fmt.Fprintf(sb, `<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>`, a.tx(p.X), a.ty(p.Y), l.color)
 			}
+		}
+		if l.state == "PRUNED" {
+			// Where the pruner stopped the trial: its curve ends there, and the cross says why.
+			last := l.pts[len(l.pts)-1]
+			x, y := a.tx(last.X), a.ty(last.Y)
+			fmt.Fprintf(sb, `<path class="pruned-end" data-run="%s" d="M%.1f,%.1fl8,8m0,-8l-8,8" stroke="%s"/>`, esc(l.run), x-4, y-4, l.color)
 		}
 	}
 	sb.WriteString(`</svg>`)
@@ -322,9 +386,13 @@ func writeChart(sb *strings.Builder, ctx string, c chart, v view, lines []line) 
 }
 
 // writeLegend closes a chart's figure, under a family's chart with its legend: a swatch per
-// member, and a dash sample per run when more than one run is drawn.
+// member, and a dash sample per run when more than one run is drawn; under a lone metric's, its
+// caption if any.
 func writeLegend(sb *strings.Builder, c chart, lines []line) {
 	if len(c.members) < 2 {
+		if c.caption != "" {
+			fmt.Fprintf(sb, `<figcaption class="legend">%s</figcaption>`, c.caption) // HTML its writer escaped
+		}
 		sb.WriteString(`</figure>`)
 		return
 	}

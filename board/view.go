@@ -142,6 +142,8 @@ type chart struct {
 	key     string   // data-metric: the metric's name, or the family's base and "_*"
 	title   string   // what the chart's title says
 	members []string // the metrics drawn, a family's in suffix order
+	xlabel  string   // the x axis's name when not the view's (a sweep's reported steps)
+	caption string   // a lone metric's note under the chart (a sweep's line styles)
 }
 
 var suffixed = regexp.MustCompile(`^(.+)_([0-9]+)$`)
