@@ -1,7 +1,7 @@
 # nitro — one Makefile for the whole go.work workspace.
 # `make run` trains the MNIST example with the CLI; `make test` runs every test. Both set up first.
 
-MODULES := internal/prereq tensorfile idx hooks generate roofline markers mesh metrics collective mpi compilecache pjrthook hostalloc optimizers schedules runstatus earlystop prefetch dist checkpoint logjson exportbundle monitors promexport tblog backend dotgrad precision engine render board core export cmd integration
+MODULES := internal/prereq tensorfile idx hooks generate roofline sweep markers mesh metrics collective mpi compilecache pjrthook hostalloc optimizers schedules runstatus earlystop prefetch dist checkpoint logjson exportbundle monitors promexport tblog backend dotgrad precision engine render board core export cmd integration
 PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 # Race detector on the modules with goroutines or concurrency contracts and their tests (prefetch:
 # concurrent BatchAt; mesh: Stage from the prefetch goroutine). core and engine are left out: GoMLX v0.25.0's

@@ -6,7 +6,9 @@
 //     bundle); `sample` (a text generator's checkpoint continuing a prompt); `run-bundle` (a bundle run once, JSON in and out) and `serve` (bundles, or a
 //     model repository of them, on the Open Inference Protocol; a single bundle on POST /predict
 //     too); `list`, `info` (an experiment or a checkpoint), `ls` (a run dir's checkpoints),
-//     `plot` (a run's metrics as PNGs), `board` (a live web page comparing runs); `data convert`
+//     `plot` (a run's metrics as PNGs), `board` (a live web page comparing runs, or a sweep's trials); `sweep` (a hyperparameter
+//     search whose trials share compiled programs, recorded as an Optuna journal; `sweep ls`,
+//     `sweep best`); `data convert`
 //     (a built-in data set to Parquet); `setup` (the pinned XLA CPU plugin); `cache` (the
 //     compile cache on disk: `ls`, `clear`, `verify`); `new` (a Go module with an experiment of
 //     your own); `completion` (shell scripts). The list is cli's commands table; a test checks

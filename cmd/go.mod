@@ -63,6 +63,7 @@ require (
 	github.com/nitro-go/nitro/hostalloc v0.0.0
 	github.com/nitro-go/nitro/prefetch v0.0.0
 	github.com/nitro-go/nitro/roofline v0.0.0
+	github.com/nitro-go/nitro/sweep v0.0.0
 	github.com/pandatix/go-abnf v0.5.5 // indirect
 	github.com/parquet-go/bitpack v1.0.0
 	github.com/parquet-go/jsonlite v1.0.0
@@ -129,3 +130,5 @@ replace github.com/nitro-go/nitro/hooks => ../hooks
 replace github.com/nitro-go/nitro/generate => ../generate
 
 replace github.com/nitro-go/nitro/roofline => ../roofline
+
+replace github.com/nitro-go/nitro/sweep => ../sweep

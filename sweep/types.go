@@ -94,16 +94,18 @@ func (t *TrialRun) Report(step int, value float64) (prune bool, err error) {
 	return t.report(step, value)
 }
 
-// Outcome is how a trial ended.
+// Outcome is how a trial ended. Its value is not here: a trial's value is the last value it
+// reported, which the record already holds, so a trial resumed after its last validation (killed
+// between that report and its end) has the same value as one that was never interrupted.
 type Outcome struct {
-	Value  float64        // the final value of the metric (a pruned trial: its last report)
 	Pruned bool           // the trial stopped because Report said so
 	Attrs  map[string]any // recorded on the trial (compiles, steps, wall time)
 }
 
 // Objective runs one trial to its end: trains it, calling t.Report at each validation and
 // stopping when it says prune. An error fails the trial (recorded with the error's text), and the
-// sweep goes on unless ctx is done.
+// sweep goes on unless ctx is done, in which case the trial stays RUNNING in the record and a
+// resumed sweep hands it back with Resume set.
 type Objective interface {
 	Run(ctx context.Context, t *TrialRun) (Outcome, error)
 }

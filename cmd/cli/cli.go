@@ -107,6 +107,7 @@ var commands = []struct {
 	{"ls", stdoutOnly(newLsCmd)},
 	{"plot", newPlotCmd},
 	{"board", newBoardCmd},
+	{"sweep", newSweepCmd},
 	{"data", stdoutOnly(newDataCmd)},
 	{"setup", newSetupCmd},
 	{"cache", stdoutOnly(newCacheCmd)},

@@ -15,10 +15,12 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
+	"github.com/gomlx/gomlx/pkg/ml/train"
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/nitro-go/nitro/core"
 	"github.com/nitro-go/nitro/export"
 	"github.com/nitro-go/nitro/hooks"
+	"github.com/nitro-go/nitro/markers"
 	"github.com/nitro-go/nitro/optimizers"
 	"github.com/nitro-go/nitro/prefetch"
 	"github.com/nitro-go/nitro/schedules"
@@ -47,6 +49,11 @@ type MLP struct {
 	TwoGroups    bool    `doc:"split parameters into backbone (hidden layers) and head (output layer)"`
 	BackboneRate float64 `default:"0.0001" doc:"backbone learning rate when TwoGroups"`
 	Decay        float64 `default:"0" doc:"decay coefficient of every group (pre-multiplied by the group's rate)"`
+
+	// WeightDecay is an L2 penalty in the loss rather than the optimizer's decoupled Decay: a
+	// Device field, so a sweep or SetDevice changes it without recompiling (tested by
+	// TestWeightDecayIsAProgramInput).
+	WeightDecay markers.Device[float32] `default:"0" doc:"L2 penalty on the weight matrices added to the training loss, WeightDecay/2 * sum of their squares (a program input: changing it recompiles nothing)"`
 
 	conf *confusions // each split's last confusion matrix (confusion.go); nil before the first
 }
@@ -148,6 +155,10 @@ func (e *MLP) check() error {
 	floats("LearningRate", e.LearningRate, e.LearningRate > 0, "> 0 (finite)")
 	floats("BackboneRate", e.BackboneRate, e.BackboneRate > 0, "> 0 (finite)")
 	floats("Decay", e.Decay, e.Decay >= 0, ">= 0 (finite; 0: no decay)")
+	if wd := e.WeightDecay; !wd.IsBound() {
+		v := float64(wd.Value())
+		floats("WeightDecay", v, v >= 0, ">= 0 (finite; 0: no penalty)")
+	}
 	if len(bad) > 0 {
 		return fmt.Errorf("%s", strings.Join(bad, "; "))
 	}
@@ -224,7 +235,37 @@ func (e *MLP) Forward(ctx *context.Context, in Inputs) core.Outputs {
 		x = activations.Relu(layers.Dense(ctx.In(fmt.Sprintf("hidden_%d", i)), x, true, e.Hidden))
 	}
 	logits := layers.Dense(ctx.In("output"), x, true, 10)
+	if e.WeightDecay.IsBound() {
+		addWeightPenalty(ctx, e.Depth, e.WeightDecay.Node())
+	}
 	return core.Outputs{"logits": logits, "probs": graph.Softmax(logits, -1), "class": graph.ArgMax(logits, -1, dtypes.Int32)}
+}
+
+// addWeightPenalty adds wd/2 * the sum of the squared weight matrices (not the biases) to the
+// losses training collects: evaluation's val_loss stays the cross-entropy alone.
+func addWeightPenalty(ctx *context.Context, depth int, wd *graph.Node) {
+	var sq *graph.Node
+	scopes := []string{"output"}
+	for i := 0; i < depth; i++ {
+		scopes = append(scopes, fmt.Sprintf("hidden_%d", i))
+	}
+	for _, sc := range scopes {
+		for v := range ctx.In(sc).IterVariablesInScope() {
+			if v.Name() != "weights" {
+				continue
+			}
+			s := graph.ReduceAllSum(graph.Square(v.ValueGraph(wd.Graph())))
+			if sq == nil {
+				sq = s
+			} else {
+				sq = graph.Add(sq, s)
+			}
+		}
+	}
+	if sq == nil {
+		return
+	}
+	train.AddLoss(ctx, graph.Mul(graph.MulScalar(graph.ConvertDType(wd, sq.DType()), 0.5), sq))
 }
 
 // ExportContract is what the exported program takes and returns, whoever exports it (nitro
