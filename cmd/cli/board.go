@@ -30,6 +30,11 @@ up without a restart (at most --max-runs runs in all; the page names any past it
 controls pick the x axis (step, epoch, or train time: the sum of the logged step_seconds), an
 exponential smoothing, and the runs drawn; metrics differing only in a numeric suffix
 (val_accuracy_0 ... val_accuracy_9) share one chart with a legend.
+A sweep dir (nitro sweep's, holding journal.log), given or found in a watched folder, shows its
+trials' runs (named trial 0, trial 1, ...) and, first on the page, the sweep: the trials ranked
+by its metric, best first and marked, with each field's value; every trial's reported values on
+one chart (a pruned trial's curve ends where it stopped); and one chart per field of the metric
+against the field's value.
 It listens on loopback unless --addr says otherwise; the board has no authentication, so an
 address others can reach shows them every run's config. Stops on SIGINT or SIGTERM.`
 
@@ -42,7 +47,7 @@ func newBoardCmd(stdout, stderr io.Writer) *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:                   "board <run dir>... [--addr ADDR] [--refresh D] [--max-points N] [--max-runs N]",
-		Short:                 "a local web page comparing runs live (curves, config diff, phase, best checkpoint)",
+		Short:                 "a local web page comparing runs live (curves, config diff, phase, best checkpoint; a sweep's trials ranked)",
 		Long:                  boardLong,
 		DisableFlagsInUseLine: true,
 		ValidArgsFunction:     dirsOnly,
