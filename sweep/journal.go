@@ -165,6 +165,7 @@ func Create(dir, name string, metric string, maximize bool, space Space, attrs m
 	// One write for the lot: a study with no space cannot be resumed, so its lines go together.
 	if err := j.append(codes, ops); err != nil {
 		j.Close()
+		os.Remove(path) // ours (O_EXCL above), and a study with no space is no sweep's record
 		return nil, err
 	}
 	return j, nil
@@ -317,8 +318,8 @@ func (j *Journal) Finish(number int, state State, value float64, hasValue bool) 
 	return j.append([]int{opTrialState}, []obj{{{"trial_id", number}, {"state", code}, {"values", values}, {"datetime_complete", stamp()}}})
 }
 
-// SetTrialAttr sets a user attr of trial number (any state: a failed trial's error is set
-// before Finish, but its attrs stay settable only while it runs, as in Optuna).
+// SetTrialAttr sets a user attr of trial number while it runs: Optuna's reader skips changes to a
+// finished trial, so a failed trial's error is set before Finish.
 func (j *Journal) SetTrialAttr(number int, key string, value any) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -465,7 +466,6 @@ type replay struct {
 	metric    bool
 	dists     []map[string]Param // each trial's params' distributions
 	lines     int                // whole lines applied
-	line      int                // the line being applied, for errors
 }
 
 func newReplay() *replay {
@@ -564,7 +564,6 @@ func copyValue(v any) any {
 
 // apply applies one operation, line n of the file.
 func (rp *replay) apply(v any, n int) error {
-	rp.line = n
 	op, ok := v.(map[string]any)
 	if !ok {
 		return errors.New("not a JSON object: the record is damaged or not a sweep's journal")
