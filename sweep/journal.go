@@ -46,6 +46,13 @@ import (
 //   - Optuna's reader stops at a last line with no newline (a writer mid-append) and refuses a
 //     line it cannot parse only when more follow.
 //
+// Every line needs a worker_id: Optuna's reader compares it with its own to decide whose errors
+// to raise. nitro's is "nitro-<pid>-<random>", never a Python worker's (a uuid).
+//
+// A sweep's study has user attrs "metric" (the metric's name) and "space" (each param as --param
+// writes it, read back with ParseParam): Open refuses a record without them; Load reads any
+// one-study journal.
+//
 // Python writers serialize appends with a lock file of their own (journal.log.lock); nitro does
 // not take it because a sweep's journal has one writer, the sweep holding D/journal.lock.
 
