@@ -455,7 +455,16 @@ func writeTrials(sb *strings.Builder, v Sweep) {
 		}
 		fmt.Fprintf(sb, `<td class="state %s">%s</td><td class="value">%s</td><td>%s</td>`, strings.ToLower(esc(t.State)), esc(t.State), val, stepText(t.Step))
 		for _, p := range v.space {
-			fmt.Fprintf(sb, `<td>%s</td>`, orDash(t.Params[p.Name]))
+			text := t.Params[p.Name]
+			// A sampled float's exact text is long; four digits tell trials apart, and the
+			// exact value (what --set would take) is the cell's tooltip.
+			if x, ok := t.raw[p.Name]; ok && (p.Kind == sweep.Uniform || p.Kind == sweep.LogUniform) {
+				if short := fmt.Sprintf("%.4g", x); short != text && text != "" {
+					fmt.Fprintf(sb, `<td title="%s">%s</td>`, esc(text), esc(short))
+					continue
+				}
+			}
+			fmt.Fprintf(sb, `<td>%s</td>`, orDash(text))
 		}
 		fmt.Fprintf(sb, `<td>%s</td><td>`, orDash(t.Run))
 		for _, n := range t.Notes {

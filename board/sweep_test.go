@@ -29,7 +29,7 @@ var sweepTrials = []sweepTrial{
 	{1e-4, 2, 1, []float64{1.2}, sweep.Pruned},
 	{5e-2, 1, 4, []float64{0.7, 0.35}, sweep.Running},
 	{3e-3, 0, 2, []float64{0.95}, sweep.Fail},
-	{2e-4, 2, 3, []float64{0.6, 0.45, 0.25}, sweep.Complete},
+	{2.3456789e-4, 2, 3, []float64{0.6, 0.45, 0.25}, sweep.Complete},
 }
 
 // makeSweep records the test sweep in dir as sweep.Run would: the journal, and each trial's run
@@ -122,7 +122,7 @@ func TestSweepView(t *testing.T) {
 		t.Errorf("the best mark: %d marks, on trial 1's row: %v; want one, on trial 1", n, strings.Contains(table, `<tr class="trial best" data-trial="1"`))
 	}
 	for _, w := range []string{`<th title="LearningRate=loguniform:0.0001,0.1">LearningRate</th>`, `<td>0.01</td><td>gelu</td><td>3</td><td>trial 1</td>`,
-		`<td>&lt;b&gt;tanh&lt;/b&gt;</td>`, `&lt;script&gt;alert(1)&lt;/script&gt; out of memory`, `<td class="value"><i>0.35</i></td><td>2</td>`} {
+		`<td>&lt;b&gt;tanh&lt;/b&gt;</td>`, `<td title="0.00023456789">0.0002346</td>`, `&lt;script&gt;alert(1)&lt;/script&gt; out of memory`, `<td class="value"><i>0.35</i></td><td>2</td>`} {
 		if !strings.Contains(table, w) {
 			t.Errorf("the trials table lacks %q:\n%s", w, table)
 		}
