@@ -31,6 +31,8 @@ type Config struct {
 	// Progress is called after every change of a trial's state, from the goroutine that changed
 	// it, one call at a time.
 	Progress func(Progress)
+	// Notice, when set, is told what a resume repaired (a torn last line of the record cut).
+	Notice func(string)
 }
 
 // Progress is a sweep's state, for a progress line.
@@ -153,6 +155,9 @@ func openRecord(cfg Config) (*Journal, []*TrialRun, error) {
 	j, st, err := Open(cfg.Dir)
 	if err != nil {
 		return nil, nil, err
+	}
+	if r := j.Repaired(); r != "" && cfg.Notice != nil {
+		cfg.Notice(r)
 	}
 	fail := func(err error) (*Journal, []*TrialRun, error) {
 		j.Close()

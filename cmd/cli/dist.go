@@ -20,29 +20,35 @@ import (
 // MPI after a success; after a failure it reports the error with the rank and aborts the whole
 // run (MPI_Abort), since the other ranks may be waiting for this one in a collective.
 func distOption(cmd string, stderr io.Writer) (opts []core.Option, end func(error), err error) {
+	opts, _, end, err = distCollective(cmd, stderr)
+	return opts, end, err
+}
+
+// distCollective is distOption that also returns the MPI collective it opened (nil when none).
+func distCollective(cmd string, stderr io.Writer) (opts []core.Option, comm core.Collective, end func(error), err error) {
 	end = func(error) {}
 	d, err := dist.FromEnv(nil)
 	if err != nil {
-		return nil, end, fmt.Errorf("the process's rank: %w", err)
+		return nil, nil, end, fmt.Errorf("the process's rank: %w", err)
 	}
 	opts = []core.Option{core.WithDist(d)}
-	if !d.MPIRanks() || d.WorldSize == 1 || (cmd != "train" && cmd != "evaluate") {
-		return opts, end, nil
+	if !d.MPIRanks() || d.WorldSize == 1 || (cmd != "train" && cmd != "evaluate" && cmd != "sweep") {
+		return opts, nil, end, nil
 	}
-	comm, err := mpi.Open("")
+	c, err := mpi.Open("")
 	if err != nil {
-		return nil, end, fmt.Errorf("%s under mpirun (%s): %w", cmd, d.Describe(), err)
+		return nil, nil, end, fmt.Errorf("%s under mpirun (%s): %w", cmd, d.Describe(), err)
 	}
 	end = func(err error) {
 		if err == nil {
-			err = comm.Close()
+			err = c.Close()
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "nitro: %s: %v\nnitro: %s: stopping every rank (MPI_Abort)\n", d, err, d)
-			comm.Abort(1)
+			c.Abort(1)
 		}
 	}
-	return append(opts, core.WithCollective(comm)), end, nil
+	return append(opts, core.WithCollective(c)), c, end, nil
 }
 
 // exportDist is distOption for nitro export, which refuses a rank other than 0 before any setup

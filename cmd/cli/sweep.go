@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -125,6 +128,8 @@ type sweepSetup struct {
 	base    []string // the --set overrides every trial starts from
 	stdout  io.Writer
 	setupMu sync.Mutex // trials set up one at a time (see cliObjective.Run)
+	dist    []core.Option // the process's rank (and MPI collective) under a launcher
+	ranks   *rankLink     // under mpirun: rank 0 hands each trial to the other ranks; else nil
 	stderr  io.Writer
 	warned  sync.Map // warnings said once for the sweep, not once per trial
 }
@@ -206,7 +211,17 @@ func parseSweep(c *cobra.Command, expName string, f *sweepFlags) (*sweepSetup, s
 	}
 	// Every value each field may take is applied once to a fresh experiment: an unknown field, or
 	// a value its type cannot hold (a float for an int field), is refused now, by name.
+	tr, err := markers.TraitsOf(e)
+	if err != nil {
+		return nil, cfg, err
+	}
 	for _, p := range space {
+		if fd, ok := tr.Field(p.Name); ok && (p.Kind == sweep.Uniform || p.Kind == sweep.LogUniform) {
+			switch fd.Type.Kind() {
+			case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+				return nil, cfg, fmt.Errorf("--param %s: %s is an integer field (%s) and %s proposes fractions: use %s=int:%g,%g", p, p.Name, fd.Type, p.Kind, p.Name, math.Ceil(p.Low), math.Floor(p.High))
+			}
+		}
 		for _, v := range paramExtremes(p) {
 			if _, err := ent.configure(f.preset, append(append([]string(nil), f.sets...), p.Name+"="+v)); err != nil {
 				return nil, cfg, fmt.Errorf("--param %s: %w", p, err)
@@ -301,7 +316,7 @@ func recompileReport(e any, space sweep.Space, trials int) (string, error) {
 	return fmt.Sprintf("swept fields:\n%s\nprograms: up to %d set(s) of compiled programs for %d trials", strings.Join(lines, "\n"), programs, trials), nil
 }
 
-func runSweep(ctx context.Context, c *cobra.Command, expName string, f *sweepFlags, stdout, stderr io.Writer) error {
+func runSweep(ctx context.Context, c *cobra.Command, expName string, f *sweepFlags, stdout, stderr io.Writer) (err error) {
 	st, cfg, err := parseSweep(c, expName, f)
 	if err != nil {
 		return err
@@ -309,6 +324,27 @@ func runSweep(ctx context.Context, c *cobra.Command, expName string, f *sweepFla
 	st.stdout, st.stderr = stdout, stderr
 	if _, err := backend.Resolve(f.backend); err != nil {
 		return err
+	}
+	withDist, comm, endDist, err := distCollective("sweep", stderr)
+	if err != nil {
+		return err
+	}
+	defer func() { endDist(err) }()
+	st.dist = withDist
+	if link := newRankLink(comm); link != nil {
+		if cfg.Parallel != 1 {
+			return fmt.Errorf("--parallel %d under mpirun: every rank trains each trial together, one trial at a time; use --parallel 1", cfg.Parallel)
+		}
+		st.ranks = link
+		if link.rank != 0 {
+			// The other ranks train the trials rank 0 hands them; rank 0 keeps the record.
+			return st.follow(ctx, cfg)
+		}
+		defer func() {
+			if err == nil {
+				err = link.send(trialOrder{Done: true})
+			}
+		}()
 	}
 	e, err := st.ent.configure(f.preset, f.sets)
 	if err != nil {
@@ -340,6 +376,7 @@ func runSweep(ctx context.Context, c *cobra.Command, expName string, f *sweepFla
 			last = s
 		}
 	}
+	cfg.Notice = func(msg string) { fmt.Fprintln(stdout, "resume:", msg) }
 	obj := &cliObjective{st: st, cfg: cfg}
 	study, runErr := sweep.Run(ctx, cfg, obj)
 	compiled, fromDisk := backend.CompileCounts()
@@ -442,7 +479,7 @@ func (st *sweepSetup) preflight(cfg sweep.Config) error {
 // trialOptions are the run options every trial takes from the flags.
 func (st *sweepSetup) trialOptions() []core.Option {
 	f := st.f
-	opts := []core.Option{core.WithBackend(f.backend), core.WithConsole(nil), core.WithWarn(st.warnOnce)}
+	opts := append([]core.Option{core.WithBackend(f.backend), core.WithConsole(nil), core.WithWarn(st.warnOnce)}, st.dist...)
 	if f.preset != "" {
 		opts = append(opts, core.WithPreset(f.preset))
 	}
@@ -477,31 +514,26 @@ var _ sweep.Objective = (*cliObjective)(nil)
 func (o *cliObjective) Run(ctx context.Context, t *sweep.TrialRun) (sweep.Outcome, error) {
 	st := o.st
 	start := time.Now()
-	e, err := st.ent.configure(st.f.preset, append(append([]string(nil), st.base...), t.Sets...))
-	if err != nil {
-		return sweep.Outcome{}, err
-	}
-	pol := &prunePolicy{t: t, metric: o.cfg.Metric}
-	opts := append(st.trialOptions(), core.WithRunDir(t.Dir), core.WithSeed(t.Seed), core.WithEarlyStopper(pol))
+	order := trialOrder{Number: t.Number, Sets: t.Sets, Seed: t.Seed, Dir: t.Dir}
 	if t.Resume {
 		// Continue from the trial's newest checkpoint; one killed before its first checkpoint
 		// starts afresh over what it had logged.
-		if _, ok, _ := checkpoint.Newest(t.Dir); ok {
-			opts = append(opts, core.WithResume(core.ResumeAuto))
-		} else {
-			opts = append(opts, core.WithOverwrite())
+		_, order.FromCheckpoint, _ = checkpoint.Newest(t.Dir)
+		order.Overwrite = !order.FromCheckpoint
+	}
+	if st.ranks != nil {
+		if err := st.ranks.send(order); err != nil {
+			return sweep.Outcome{}, err
 		}
 	}
-	// Setups run one at a time: with --parallel, the second trial to set up finds the first's
-	// programs in the process cache instead of compiling them again beside it.
 	compiled0, _ := backend.CompileCounts()
 	misses0 := compilecache.Default().Stats().Misses
-	st.setupMu.Lock()
-	n, err := core.New(e, opts...)
-	st.setupMu.Unlock()
+	pol := &prunePolicy{t: t, metric: o.cfg.Metric, viaStop: st.ranks != nil}
+	n, err := st.setUp(order, pol)
 	if err != nil {
 		return sweep.Outcome{}, err
 	}
+	pol.n = n
 	trainErr := n.TrainContext(ctx)
 	out := sweep.Outcome{Pruned: pol.pruned, Attrs: map[string]any{
 		"seconds": math.Round(time.Since(start).Seconds()*10) / 10, "steps": n.Step(), "stop_reason": string(n.StopReason()),
@@ -514,7 +546,7 @@ func (o *cliObjective) Run(ctx context.Context, t *sweep.TrialRun) (sweep.Outcom
 		out.Attrs["plugin_compiles"] = int(compiled - compiled0)
 		out.Attrs["program_cache_misses"] = compilecache.Default().Stats().Misses - misses0
 	}
-	n = nil
+	n, pol.n = nil, nil
 	runtime.GC() // the trial's device buffers go before the next trial's
 	switch {
 	case trainErr != nil:
@@ -527,13 +559,37 @@ func (o *cliObjective) Run(ctx context.Context, t *sweep.TrialRun) (sweep.Outcom
 	return out, nil
 }
 
+// setUp builds a trial's run from its order: the experiment with the trial's values, its run
+// dir, seed and resume. Setups run one at a time: with --parallel, the second trial to set up
+// finds the first's programs in the process cache instead of compiling them again beside it.
+func (st *sweepSetup) setUp(o trialOrder, stop earlystop.Policy) (*core.Nitro, error) {
+	e, err := st.ent.configure(st.f.preset, append(append([]string(nil), st.base...), o.Sets...))
+	if err != nil {
+		return nil, err
+	}
+	opts := append(st.trialOptions(), core.WithRunDir(o.Dir), core.WithSeed(o.Seed), core.WithEarlyStopper(stop))
+	switch {
+	case o.FromCheckpoint:
+		opts = append(opts, core.WithResume(core.ResumeAuto))
+	case o.Overwrite:
+		opts = append(opts, core.WithOverwrite())
+	}
+	st.setupMu.Lock()
+	defer st.setupMu.Unlock()
+	return core.New(e, opts...)
+}
+
 // prunePolicy reports each validation's metric to the sweep, which records it, and stops the run
-// when the pruner says so. Its steps are validations (epochs, or --val-every periods).
+// when the pruner says so. Its steps are validations (epochs, or --val-every periods). Under
+// mpirun (viaStop) it stops the run by RequestStop: the loop ends a run when any rank requested
+// it, at the same validation on every rank, so rank 0's decision is every rank's.
 type prunePolicy struct {
-	t      *sweep.TrialRun
-	metric string
-	pruned bool
-	err    error
+	t       *sweep.TrialRun
+	metric  string
+	n       *core.Nitro
+	viaStop bool
+	pruned  bool
+	err     error
 }
 
 var (
@@ -556,6 +612,10 @@ func (p *prunePolicy) ShouldStop(validation int, val map[string]float64) (bool, 
 	}
 	if prune {
 		p.pruned = true
+		if p.viaStop {
+			p.n.RequestStop()
+			return false, ""
+		}
 		return true, fmt.Sprintf("pruned: %s %.4g at validation %d is not among the best at its rung", p.metric, v, validation)
 	}
 	return false, ""
@@ -643,4 +703,92 @@ func lastStep(t sweep.Trial) (int, bool) {
 		}
 	}
 	return best, ok
+}
+
+// trialOrder is what rank 0 tells the other ranks of a trial under mpirun: everything a rank
+// needs to set up the same run. Done ends the sweep.
+type trialOrder struct {
+	Number         int      `json:"number"`
+	Sets           []string `json:"sets"`
+	Seed           int      `json:"seed"`
+	Dir            string   `json:"dir"`
+	FromCheckpoint bool     `json:"from_checkpoint"`
+	Overwrite      bool     `json:"overwrite"`
+	Done           bool     `json:"done"`
+}
+
+// rankLink carries rank 0's trial orders to the other ranks over the run's collective.
+type rankLink struct {
+	rank int
+	c    core.Collective
+}
+
+// newRankLink is the link under mpirun with more than one rank, else nil.
+func newRankLink(c core.Collective) *rankLink {
+	if c == nil || c.Size() < 2 {
+		return nil
+	}
+	return &rankLink{rank: c.Rank(), c: c}
+}
+
+// send is rank 0's broadcast of an order: its length, then its JSON.
+func (l *rankLink) send(o trialOrder) error {
+	b, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
+	if err := l.c.Broadcast(n[:], 0); err != nil {
+		return fmt.Errorf("sweep under mpirun: handing trial %d to the other ranks: %w", o.Number, err)
+	}
+	if err := l.c.Broadcast(b, 0); err != nil {
+		return fmt.Errorf("sweep under mpirun: handing trial %d to the other ranks: %w", o.Number, err)
+	}
+	return nil
+}
+
+// receive is the other ranks' side of send.
+func (l *rankLink) receive() (trialOrder, error) {
+	var o trialOrder
+	var n [8]byte
+	if err := l.c.Broadcast(n[:], 0); err != nil {
+		return o, fmt.Errorf("sweep under mpirun, rank %d: waiting for rank 0's next trial: %w", l.rank, err)
+	}
+	size := binary.LittleEndian.Uint64(n[:])
+	if size > 1<<20 {
+		return o, fmt.Errorf("sweep under mpirun, rank %d: rank 0's trial order is %d bytes: not an order", l.rank, size)
+	}
+	b := make([]byte, size)
+	if err := l.c.Broadcast(b, 0); err != nil {
+		return o, fmt.Errorf("sweep under mpirun, rank %d: waiting for rank 0's next trial: %w", l.rank, err)
+	}
+	if err := json.Unmarshal(b, &o); err != nil {
+		return o, fmt.Errorf("sweep under mpirun, rank %d: rank 0's trial order: %w", l.rank, err)
+	}
+	return o, nil
+}
+
+// follow is a rank other than 0 under mpirun: it trains each trial rank 0 orders, with a stopping
+// rule that never stops by itself (rank 0's prune reaches it as a requested stop), until Done.
+func (st *sweepSetup) follow(ctx context.Context, cfg sweep.Config) error {
+	for {
+		o, err := st.ranks.receive()
+		if err != nil || o.Done {
+			return err
+		}
+		n, err := st.setUp(o, &metricProbe{metric: cfg.Metric})
+		if err != nil {
+			return fmt.Errorf("trial %d: %w", o.Number, err)
+		}
+		if err := n.TrainContext(ctx); err != nil {
+			return fmt.Errorf("trial %d: %w", o.Number, err)
+		}
+		fmt.Fprintf(st.stdout, "rank %d: trial %d ended at step %d (%s)\n", st.ranks.rank, o.Number, n.Step(), n.StopReason())
+		n = nil
+		runtime.GC()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
 }
