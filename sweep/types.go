@@ -94,6 +94,10 @@ func (t *TrialRun) Report(step int, value float64) (prune bool, err error) {
 	return t.report(step, value)
 }
 
+// SetReport makes Report call f: for an Objective that trains the trial elsewhere (a worker
+// process) and sets up its own TrialRun there to relay the reports back.
+func (t *TrialRun) SetReport(f func(step int, value float64) (prune bool, err error)) { t.report = f }
+
 // Outcome is how a trial ended. Its value is not here: a trial's value is the last value it
 // reported, which the record already holds, so a trial resumed after its last validation (killed
 // between that report and its end) has the same value as one that was never interrupted.

@@ -69,6 +69,8 @@ type sweepFlags struct {
 	maxEpochs int
 	maxSteps  int
 	valEvery  int
+	inProcess bool
+	worker    bool // this process is a worker the sweep's process started (sweepworker.go)
 }
 
 func newSweepCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -100,7 +102,8 @@ func newSweepCmd(stdout, stderr io.Writer) *cobra.Command {
 	fs.StringVar(&f.prune, "prune", "none", "`PRUNER`: asha (asynchronous successive halving on the metric at each validation) or none")
 	fs.IntVar(&f.minRes, "asha-min-resource", 1, "asha: the first rung, in validations `N` >= 1 (epochs, or --val-every periods)")
 	fs.IntVar(&f.reduction, "asha-reduction", 3, "asha: keep the best 1/`N` at each rung, N >= 2; rungs at min-resource * N^k")
-	fs.IntVar(&f.parallel, "parallel", 1, "trials at once, `K` >= 1, in this process on shared compiled programs")
+	fs.IntVar(&f.parallel, "parallel", 1, "trials at once, `K` >= 1: in K worker processes over the disk compile cache (measured faster than threads: docs/sweep.md), or with --in-process in this one")
+	fs.BoolVar(&f.inProcess, "in-process", false, "with --parallel K: run the K trials in this process, on its shared compiled programs, instead of in worker processes")
 	fs.StringVar(&f.dir, "sweep-dir", "", "the sweep `DIR` (default: sweeps/<experiment>)")
 	fs.BoolVar(&f.resume, "resume", false, "continue the sweep recorded in --sweep-dir: keep its finished trials, continue the interrupted ones from their checkpoints")
 	fs.IntVar(&f.seed, "seed", -1, "the sweep's `SEED`: the sampler's, and trial N initializes its model with SEED+N (default: the experiment's Seed field, else 42)")
@@ -110,6 +113,8 @@ func newSweepCmd(stdout, stderr io.Writer) *cobra.Command {
 	fs.IntVar(&f.maxSteps, "max-steps", 0, "optimizer steps each trial trains, `N` >= 1, instead of epochs")
 	fs.IntVar(&f.valEvery, "val-every", 0, "validate (and report to the pruner) every `N` optimizer steps instead of each epoch")
 	fs.StringVar(&f.backend, "backend", "", "force a `BACKEND`: xla, cuda or go")
+	fs.BoolVar(&f.worker, "worker", false, "(internal) train the trials the sweep's process orders on stdin")
+	_ = fs.MarkHidden("worker")
 	_ = c.RegisterFlagCompletionFunc("sampler", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		return []cobra.Completion{"tpe", "random", "grid"}, cobra.ShellCompDirectiveNoFileComp
 	})
@@ -322,6 +327,9 @@ func runSweep(ctx context.Context, c *cobra.Command, expName string, f *sweepFla
 		return err
 	}
 	st.stdout, st.stderr = stdout, stderr
+	if f.worker {
+		return st.serveWorker(ctx, cfg)
+	}
 	if _, err := backend.Resolve(f.backend); err != nil {
 		return err
 	}
@@ -377,7 +385,12 @@ func runSweep(ctx context.Context, c *cobra.Command, expName string, f *sweepFla
 		}
 	}
 	cfg.Notice = func(msg string) { fmt.Fprintln(stdout, "resume:", msg) }
-	obj := &cliObjective{st: st, cfg: cfg}
+	var obj sweep.Objective = &cliObjective{st: st, cfg: cfg}
+	if cfg.Parallel > 1 && !f.inProcess {
+		pool := newWorkerPool(workerArgs(c, expName), stderr)
+		defer pool.Close()
+		obj = pool
+	}
 	study, runErr := sweep.Run(ctx, cfg, obj)
 	compiled, fromDisk := backend.CompileCounts()
 	misses := compilecache.Default().Stats().Misses - misses0
@@ -512,23 +525,33 @@ type cliObjective struct {
 var _ sweep.Objective = (*cliObjective)(nil)
 
 func (o *cliObjective) Run(ctx context.Context, t *sweep.TrialRun) (sweep.Outcome, error) {
-	st := o.st
-	start := time.Now()
-	order := trialOrder{Number: t.Number, Sets: t.Sets, Seed: t.Seed, Dir: t.Dir}
-	if t.Resume {
-		// Continue from the trial's newest checkpoint; one killed before its first checkpoint
-		// starts afresh over what it had logged.
-		_, order.FromCheckpoint, _ = checkpoint.Newest(t.Dir)
-		order.Overwrite = !order.FromCheckpoint
-	}
-	if st.ranks != nil {
-		if err := st.ranks.send(order); err != nil {
+	order := newOrder(t)
+	if o.st.ranks != nil {
+		if err := o.st.ranks.send(order); err != nil {
 			return sweep.Outcome{}, err
 		}
 	}
+	return o.st.runOrder(ctx, o.cfg, order, t, o.cfg.Parallel == 1)
+}
+
+// newOrder is how a trial is set up: a trial handed back after a kill continues from its newest
+// checkpoint, or starts afresh over what it had logged when it had none.
+func newOrder(t *sweep.TrialRun) trialOrder {
+	o := trialOrder{Number: t.Number, Sets: t.Sets, Seed: t.Seed, Dir: t.Dir}
+	if t.Resume {
+		_, o.FromCheckpoint, _ = checkpoint.Newest(t.Dir)
+		o.Overwrite = !o.FromCheckpoint
+	}
+	return o
+}
+
+// runOrder sets a trial up and trains it, reporting through t. counts records the compiles it
+// took, when this process runs no other trial beside it.
+func (st *sweepSetup) runOrder(ctx context.Context, cfg sweep.Config, order trialOrder, t *sweep.TrialRun, counts bool) (sweep.Outcome, error) {
+	start := time.Now()
 	compiled0, _ := backend.CompileCounts()
 	misses0 := compilecache.Default().Stats().Misses
-	pol := &prunePolicy{t: t, metric: o.cfg.Metric, viaStop: st.ranks != nil}
+	pol := &prunePolicy{t: t, metric: cfg.Metric, viaStop: st.ranks != nil}
 	n, err := st.setUp(order, pol)
 	if err != nil {
 		return sweep.Outcome{}, err
@@ -541,7 +564,7 @@ func (o *cliObjective) Run(ctx context.Context, t *sweep.TrialRun) (sweep.Outcom
 	if p := n.LastCheckpoint(); p != "" {
 		out.Attrs["checkpoint"] = filepath.Base(p)
 	}
-	if o.cfg.Parallel == 1 { // with trials side by side, the process's counts are not one trial's
+	if counts {
 		compiled, _ := backend.CompileCounts()
 		out.Attrs["plugin_compiles"] = int(compiled - compiled0)
 		out.Attrs["program_cache_misses"] = compilecache.Default().Stats().Misses - misses0

@@ -116,3 +116,41 @@ func TestSweepTrialsShareTheirPrograms(t *testing.T) {
 		t.Errorf("resume of a finished sweep: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestSweepWorkerProcesses: --parallel 2 trains the trials in two worker processes (the default
+// mode) with the same values, states and reports as one process would, pruning included: the
+// sweep's process keeps the record and answers every report.
+func TestSweepWorkerProcesses(t *testing.T) {
+	base := append(append([]string(nil), sweepFast...), "--trials", "5", "--sampler", "random",
+		"--param", "LearningRate=loguniform:1e-3,1e-1", "--param", "WeightDecay=loguniform:1e-6,1e-2")
+	one := filepath.Join(t.TempDir(), "one")
+	if code, out, errOut := runCLI(append(base, "--sweep-dir", one)...); code != 0 {
+		t.Fatalf("sweep: exit %d\n%s\n%s", code, out, errOut)
+	}
+	two := filepath.Join(t.TempDir(), "two")
+	if code, out, errOut := runCLI(append(base, "--sweep-dir", two, "--parallel", "2")...); code != 0 {
+		t.Fatalf("sweep --parallel 2: exit %d\n%s\n%s", code, out, errOut)
+	}
+	a, err := sweep.Load(one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sweep.Load(two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Trials) != 5 || len(b.Trials) != 5 {
+		t.Fatalf("%d and %d trials recorded, want 5", len(a.Trials), len(b.Trials))
+	}
+	pids := map[any]bool{}
+	for i := range a.Trials {
+		x, y := a.Trials[i], b.Trials[i]
+		if x.State != y.State || x.Value != y.Value || len(x.Intermediate) != len(y.Intermediate) {
+			t.Errorf("trial %d: %s %v (%d reports) in one process, %s %v (%d) in workers", i, x.State, x.Value, len(x.Intermediate), y.State, y.Value, len(y.Intermediate))
+		}
+		pids[y.Attrs["pid"]] = true
+	}
+	if len(pids) != 2 {
+		t.Errorf("the trials ran in processes %v; want 2 workers", pids)
+	}
+}
