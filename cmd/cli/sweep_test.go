@@ -1,14 +1,23 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/nitro-go/nitro/internal/prereq"
 	"github.com/nitro-go/nitro/sweep"
 )
+
+// optunaPython is the venv with Optuna that reads a sweep's record (make optuna-venv).
+var optunaPython = prereq.Prereq{
+	What:    "a Python with optuna, named by $NITRO_OPTUNA_PYTHON",
+	Install: "run `make optuna-venv`, then set NITRO_OPTUNA_PYTHON=$PWD/.nitro/optuna-venv/bin/python (`make test` does both)",
+}
 
 // sweepFast is a sweep's trials at about a second each: the tiny preset on a slice of MNIST.
 var sweepFast = []string{"sweep", "mnist-mlp", "--preset", "tiny", "--set", "TrainLimit=3000", "--set", "ValSize=1000", "--max-epochs", "3"}
@@ -97,6 +106,25 @@ func TestSweepTrialsShareTheirPrograms(t *testing.T) {
 	}
 	if total, _ := st.Attrs["program_cache_misses"].(float64); total != first {
 		t.Errorf("the sweep missed the program cache %v times, trial 0 %v: want the same (one set of programs)", total, first)
+	}
+	// Optuna reads the record the command wrote: every trial, and the same best.
+	py := optunaPython.Interpreter(t, "NITRO_OPTUNA_PYTHON")
+	raw, err := exec.Command(py, filepath.Join("..", "..", "sweep", "testdata", "load_study.py"), "read", filepath.Join(dir, sweep.JournalFile), "mnist-mlp").Output()
+	if err != nil {
+		optunaPython.Broken(t, err.Error())
+	}
+	var seen struct {
+		Trials []struct {
+			Number int    `json:"number"`
+			State  string `json:"state"`
+		} `json:"trials"`
+		Best *int `json:"best"`
+	}
+	if err := json.Unmarshal(raw, &seen); err != nil {
+		t.Fatalf("load_study.py: %v\n%s", err, raw)
+	}
+	if b, _ := st.Best(); len(seen.Trials) != 4 || seen.Best == nil || *seen.Best != b.Number {
+		t.Errorf("Optuna sees %d trials, best %v; nitro %d, best %d\n%s", len(seen.Trials), seen.Best, len(st.Trials), b.Number, raw)
 	}
 	code, ls, _ := runCLI("sweep", "ls", dir)
 	if code != 0 || !strings.Contains(ls, "4 trials recorded of 4") || strings.Count(ls, "LearningRate=") != 4 {
