@@ -260,3 +260,16 @@ func TestConfigRefused(t *testing.T) {
 		}
 	}
 }
+
+// quadratic is an Objective whose "training" reports (x-0.3)^2 + 1/step at steps 1..3.
+type quadratic struct{}
+
+func (quadratic) Run(ctx context.Context, t *sweep.TrialRun) (sweep.Outcome, error) {
+	for step := 1; step <= 3; step++ {
+		prune, err := t.Report(step, math.Pow(t.Params["X"]-0.3, 2)+1/float64(step))
+		if err != nil || prune {
+			return sweep.Outcome{Pruned: prune}, err
+		}
+	}
+	return sweep.Outcome{}, nil
+}

@@ -79,3 +79,15 @@ func ExampleMain_new() {
 	// exit 0
 	// .gitignore Makefile README.md experiment/experiment.go experiment/experiment_test.go go.mod go.sum main.go
 }
+
+// nitro sweep searches an experiment's fields; a refused space costs nothing (no record, no
+// trial), and ls and best read a sweep's record.
+func ExampleMain_sweep() {
+	var out, errOut strings.Builder
+	code := cli.Main([]string{"sweep", "mnist-mlp", "--param", "Hidden=uniform:16,64", "--sweep-dir", filepath.Join(os.TempDir(), "never-written")}, &out, &errOut)
+	fmt.Println("exit code", code)
+	fmt.Println(strings.Contains(errOut.String(), "use Hidden=int:16,64"))
+	// Output:
+	// exit code 1
+	// true
+}

@@ -35,8 +35,10 @@ judged by a validation metric. --param names a field and its distribution:
   Name=uniform:LOW,HIGH   Name=loguniform:LOW,HIGH   Name=int:LOW,HIGH   Name=choice:A,B,C
 Before the first trial the command says, per swept field, whether it recompiles: a Device or Host
 field is a program input or host state (every trial runs the same compiled programs), a GraphConst
-field bakes into the programs (one compile per distinct value). Trials in one process share the
-compiled programs, so a sweep over inputs compiles once; the count is in the record.
+field bakes into the programs (one compile per distinct value). Trials share the compiled
+programs (in this process's cache; --parallel's worker processes load them from the disk compile
+cache once the first trial has compiled them), so a sweep over inputs compiles once; the counts
+are in the record.
 Samplers: tpe (Optuna's Tree-structured Parzen Estimator; its first 10 trials are random), random
 (seeded: trial N's values depend only on --seed and N) and grid (every combination of choice and
 int values). --prune asha stops trials whose metric is not in the top 1/3 at epochs 1, 3, 9, ...
@@ -132,7 +134,7 @@ type sweepSetup struct {
 	space   sweep.Space
 	base    []string // the --set overrides every trial starts from
 	stdout  io.Writer
-	setupMu sync.Mutex // trials set up one at a time (see cliObjective.Run)
+	setupMu sync.Mutex    // trials set up one at a time (see cliObjective.Run)
 	dist    []core.Option // the process's rank (and MPI collective) under a launcher
 	ranks   *rankLink     // under mpirun: rank 0 hands each trial to the other ranks; else nil
 	stderr  io.Writer
@@ -480,7 +482,9 @@ func (st *sweepSetup) preflight(cfg sweep.Config) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	opts := append(st.trialOptions(), core.WithRunDir(tmp), core.WithoutCheckpoints(), core.WithoutLogger(), core.WithSeed(cfg.Seed),
+	// This process alone, whatever the launcher: under mpirun the other ranks are waiting for
+	// rank 0's first trial, not for a setup of their own.
+	opts := append(st.trialOptions(false), core.WithRunDir(tmp), core.WithoutCheckpoints(), core.WithoutLogger(), core.WithSeed(cfg.Seed),
 		core.WithEarlyStopper(&metricProbe{metric: cfg.Metric}))
 	if _, err := core.New(e, opts...); err != nil {
 		return fmt.Errorf("--metric %s: setting up trial 0 (%s): %w", cfg.Metric, strings.Join(sets, " "), err)
@@ -489,10 +493,14 @@ func (st *sweepSetup) preflight(cfg sweep.Config) error {
 	return nil
 }
 
-// trialOptions are the run options every trial takes from the flags.
-func (st *sweepSetup) trialOptions() []core.Option {
+// trialOptions are the run options every trial takes from the flags; withDist adds the
+// process's rank and collective (a trial under mpirun trains over every rank).
+func (st *sweepSetup) trialOptions(withDist bool) []core.Option {
 	f := st.f
-	opts := append([]core.Option{core.WithBackend(f.backend), core.WithConsole(nil), core.WithWarn(st.warnOnce)}, st.dist...)
+	opts := []core.Option{core.WithBackend(f.backend), core.WithConsole(nil), core.WithWarn(st.warnOnce)}
+	if withDist {
+		opts = append(opts, st.dist...)
+	}
 	if f.preset != "" {
 		opts = append(opts, core.WithPreset(f.preset))
 	}
@@ -590,7 +598,7 @@ func (st *sweepSetup) setUp(o trialOrder, stop earlystop.Policy) (*core.Nitro, e
 	if err != nil {
 		return nil, err
 	}
-	opts := append(st.trialOptions(), core.WithRunDir(o.Dir), core.WithSeed(o.Seed), core.WithEarlyStopper(stop))
+	opts := append(st.trialOptions(true), core.WithRunDir(o.Dir), core.WithSeed(o.Seed), core.WithEarlyStopper(stop))
 	switch {
 	case o.FromCheckpoint:
 		opts = append(opts, core.WithResume(core.ResumeAuto))
