@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -452,6 +453,23 @@ func trialLine(cfg sweep.Config, t sweep.Trial) string {
 	return s
 }
 
+// residentMB is the process's resident set in MB, where /proc says it (Linux).
+func residentMB() (int, bool) {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0, false
+	}
+	pages, err := strconv.Atoi(f[1])
+	if err != nil {
+		return 0, false
+	}
+	return pages * os.Getpagesize() >> 20, true
+}
+
 func intAttr(m map[string]any, k string) int {
 	switch v := m[k].(type) {
 	case float64:
@@ -579,6 +597,13 @@ func (st *sweepSetup) runOrder(ctx context.Context, cfg sweep.Config, order tria
 	}
 	n, pol.n = nil, nil
 	runtime.GC() // the trial's device buffers go before the next trial's
+	if counts {
+		// The process's resident memory once the trial is collected: a sweep whose figure climbs
+		// from trial to trial keeps something of each.
+		if mb, ok := residentMB(); ok {
+			out.Attrs["rss_after_mb"] = mb
+		}
+	}
 	switch {
 	case trainErr != nil:
 		return out, trainErr
