@@ -169,6 +169,12 @@ func openRecord(cfg Config) (*Journal, []*TrialRun, error) {
 	if st.Metric != cfg.Metric || st.Maximize != cfg.Maximize {
 		return fail(fmt.Errorf("sweep %s: recorded with metric %s (%s), resumed with %s (%s): resume with the recorded --metric and direction", cfg.Dir, st.Metric, direction(st.Maximize), cfg.Metric, direction(cfg.Maximize)))
 	}
+	// A resume may ask for more (or fewer) trials in all; the record says the latest plan.
+	if planned, ok := st.Attrs["trials"].(float64); !ok || int(planned) != cfg.Trials {
+		if err := j.SetStudyAttr("trials", cfg.Trials); err != nil {
+			return fail(err)
+		}
+	}
 	var resumed []*TrialRun
 	for _, t := range st.Trials {
 		if err := cfg.Space.Contains(t.Params); err != nil {
