@@ -42,13 +42,13 @@ cache once the first trial has compiled them), so a sweep over inputs compiles o
 are in the record.
 Samplers: tpe (Optuna's Tree-structured Parzen Estimator; its first 10 trials are random), random
 (seeded: trial N's values depend only on --seed and N) and grid (every combination of choice and
-int values). --prune asha stops trials whose metric is not in the top 1/3 at epochs 1, 3, 9, ...
-(asynchronous successive halving).
+int values). --prune asha stops trials whose metric is not in the top 1/3 at validations 1, 3,
+9, ... (asynchronous successive halving; --asha-min-resource and --asha-reduction set the rungs).
 The record is D/journal.log, an Optuna journal: optuna.load_study reads it (and so do
 optuna-dashboard and Optuna's plots), and nitro board D shows the sweep. It is written durably
 after each report: after a kill, the same command with --resume keeps the finished trials,
 continues the interrupted ones from their newest checkpoints and runs the rest; with --parallel 1
-and the random or grid sampler it ends with the same trials and values as an uninterrupted sweep.
+it ends with the same trials and values, bit for bit, as an uninterrupted sweep.
 nitro sweep ls D lists the trials ranked, nitro sweep best D prints the best trial's values as
 --set flags. Ctrl+C stops the running trials at their next step, leaving them to --resume.`
 
@@ -100,7 +100,7 @@ func newSweepCmd(stdout, stderr io.Writer) *cobra.Command {
 	fs.StringArrayVar(&f.params, "param", nil, "a searched field: `NAME=KIND:ARGS` with KIND uniform:LOW,HIGH, loguniform:LOW,HIGH, int:LOW,HIGH or choice:A,B,... (repeatable)")
 	fs.IntVar(&f.trials, "trials", 20, "trials in all, `N` >= 1 (a resumed sweep's finished ones included)")
 	fs.StringVar(&f.metric, "metric", core.ValLoss, "the validation `METRIC` trials are judged by, as the record names it (val_loss, val_accuracy, ...)")
-	fs.StringVar(&f.mode, "mode", "", "`min` or `max` the metric (default: max for accuracy-like names, else min)")
+	fs.StringVar(&f.mode, "mode", "", "`MODE`: min or max the metric (default: max for accuracy-like names, else min)")
 	fs.StringVar(&f.sampler, "sampler", "tpe", "`SAMPLER`: tpe, random or grid")
 	fs.StringVar(&f.prune, "prune", "none", "`PRUNER`: asha (asynchronous successive halving on the metric at each validation) or none")
 	fs.IntVar(&f.minRes, "asha-min-resource", 1, "asha: the first rung, in validations `N` >= 1 (epochs, or --val-every periods)")
@@ -109,7 +109,7 @@ func newSweepCmd(stdout, stderr io.Writer) *cobra.Command {
 	fs.BoolVar(&f.inProcess, "in-process", false, "with --parallel K: run the K trials in this process, on its shared compiled programs, instead of in worker processes")
 	fs.StringVar(&f.dir, "sweep-dir", "", "the sweep `DIR` (default: sweeps/<experiment>)")
 	fs.BoolVar(&f.resume, "resume", false, "continue the sweep recorded in --sweep-dir: keep its finished trials, continue the interrupted ones from their checkpoints")
-	fs.IntVar(&f.seed, "seed", -1, "the sweep's `SEED`: the sampler's, and trial N initializes its model with SEED+N (default: the experiment's Seed field, else 42)")
+	fs.IntVar(&f.seed, "seed", 0, "the sweep's `SEED`: the sampler's, and trial N initializes its model with SEED+N (default: the experiment's Seed field, else 42)")
 	fs.StringVar(&f.preset, "preset", "", "the experiment's preset `NAME` every trial starts from")
 	fs.StringArrayVar(&f.sets, "set", nil, "override an experiment field in every trial: `FIELD=VALUE` (repeatable)")
 	fs.IntVar(&f.maxEpochs, "max-epochs", 0, "epochs each trial trains, `N` >= 1 (default: the experiment's)")
@@ -389,14 +389,20 @@ func runSweep(ctx context.Context, c *cobra.Command, expName string, f *sweepFla
 	}
 	cfg.Notice = func(msg string) { fmt.Fprintln(stdout, "resume:", msg) }
 	var obj sweep.Objective = &cliObjective{st: st, cfg: cfg}
+	var pool *workerPool
 	if cfg.Parallel > 1 && !f.inProcess {
-		pool := newWorkerPool(workerArgs(c, expName), stderr)
+		pool = newWorkerPool(workerArgs(c, expName), stderr)
 		defer pool.Close()
 		obj = pool
 	}
 	study, runErr := sweep.Run(ctx, cfg, obj)
 	compiled, fromDisk := backend.CompileCounts()
 	misses := compilecache.Default().Stats().Misses - misses0
+	if pool != nil { // the workers' compiles (each worker loads the rest from the disk cache)
+		compiled += pool.compiled.Load()
+		fromDisk += pool.fromDisk.Load()
+		misses += int(pool.misses.Load())
+	}
 	if study != nil {
 		if j, _, err := sweep.Open(cfg.Dir); err == nil {
 			// The sweep's compiles in this process, from the plugin's counts: a program per
@@ -575,7 +581,7 @@ func newOrder(t *sweep.TrialRun) trialOrder {
 // took, when this process runs no other trial beside it.
 func (st *sweepSetup) runOrder(ctx context.Context, cfg sweep.Config, order trialOrder, t *sweep.TrialRun, counts bool) (sweep.Outcome, error) {
 	start := time.Now()
-	compiled0, _ := backend.CompileCounts()
+	compiled0, fromDisk0 := backend.CompileCounts()
 	misses0 := compilecache.Default().Stats().Misses
 	pol := &prunePolicy{t: t, metric: cfg.Metric, viaStop: st.ranks != nil}
 	n, err := st.setUp(order, pol)
@@ -591,8 +597,9 @@ func (st *sweepSetup) runOrder(ctx context.Context, cfg sweep.Config, order tria
 		out.Attrs["checkpoint"] = filepath.Base(p)
 	}
 	if counts {
-		compiled, _ := backend.CompileCounts()
+		compiled, fromDisk := backend.CompileCounts()
 		out.Attrs["plugin_compiles"] = int(compiled - compiled0)
+		out.Attrs["plugin_from_disk"] = int(fromDisk - fromDisk0)
 		out.Attrs["program_cache_misses"] = compilecache.Default().Stats().Misses - misses0
 	}
 	n, pol.n = nil, nil

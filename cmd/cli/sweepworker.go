@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -74,6 +75,9 @@ type workerPool struct {
 	gateOnce sync.Once
 	gate     chan struct{}
 	first    sync.Once
+
+	// compiled and misses sum the workers' per-trial counts, for the sweep's totals.
+	compiled, fromDisk, misses atomic.Int64
 }
 
 var _ sweep.Objective = (*workerPool)(nil)
@@ -196,6 +200,15 @@ func (p *workerPool) Run(ctx context.Context, t *sweep.TrialRun) (sweep.Outcome,
 			}
 		case m.End != nil:
 			out := sweep.Outcome{Pruned: m.End.Pruned, Attrs: m.End.Attrs}
+			if v, ok := out.Attrs["plugin_compiles"].(float64); ok {
+				p.compiled.Add(int64(v))
+			}
+			if v, ok := out.Attrs["plugin_from_disk"].(float64); ok {
+				p.fromDisk.Add(int64(v))
+			}
+			if v, ok := out.Attrs["program_cache_misses"].(float64); ok {
+				p.misses.Add(int64(v))
+			}
 			if ctx.Err() != nil {
 				p.drop(w)
 				return out, ctx.Err()
