@@ -695,6 +695,11 @@ func newSweepLsCmd(stdout io.Writer) *cobra.Command {
 				return err
 			}
 			fmt.Fprintln(stdout, studyLine(st))
+			space := make([]string, len(st.Space))
+			for i, p := range st.Space {
+				space[i] = p.String()
+			}
+			fmt.Fprintf(stdout, "space: %s\n", strings.Join(space, " "))
 			fmt.Fprintf(stdout, "%-6s %-9s %-12s %-6s %s\n", "trial", "state", st.Metric, "step", "values")
 			for _, t := range sweep.Ranked(st) {
 				val := "-"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Kills a nitro sweep with SIGKILL at random moments, continues it with --resume after each kill,
-# and compares the end with the same sweep run uninterrupted: `nitro sweep ls` of both, which
-# prints every trial's state, value and values, must be identical. The long form of
+# and compares the end with the same sweep run uninterrupted: both records' trials, values,
+# reports and results (bitwise, as the journals hold them) must be identical. The long form of
 # integration's TestSweepResumesAfterKill9AtRandomMoments.
 #
 #   scripts/sweep/kill-loop.sh [KILLS] [NITRO]     (default: 10 kills; nitro from PATH)
