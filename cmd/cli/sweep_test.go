@@ -129,7 +129,7 @@ func TestSweepTrialsShareTheirPrograms(t *testing.T) {
 		t.Errorf("Optuna sees %d trials, best %v; nitro %d, best %d\n%s", len(seen.Trials), seen.Best, len(st.Trials), b.Number, raw)
 	}
 	code, ls, _ := runCLI("sweep", "ls", dir)
-	if code != 0 || !strings.Contains(ls, "4 trials recorded of 4") || strings.Count(ls, "LearningRate=") != 4 {
+	if code != 0 || !strings.Contains(ls, "4 trials recorded of 4") || len(regexp.MustCompile(`(?m)^\d+ +(COMPLETE|PRUNED) `).FindAllString(ls, -1)) != 4 || !strings.Contains(ls, "space: LearningRate=loguniform:0.001,0.1 WeightDecay=loguniform:1e-06,0.01") {
 		t.Errorf("sweep ls: exit %d\n%s", code, ls)
 	}
 	b, _ := st.Best()
