@@ -175,31 +175,27 @@ func (e *Engine) placeOffsets(g *paramGroup) error {
 	return nil
 }
 
-// split cuts a host tensor laid out as the group's Layout (its arrays end to end, in order) into
-// the group's segments, host tensors.
-func (g *paramGroup) split(flat *tensors.Tensor) ([]*tensors.Tensor, error) {
+// splitOne cuts segment s out of a host tensor laid out as the group's Layout (its arrays end to
+// end, in order): a host tensor of the segment's shape.
+func (g *paramGroup) splitOne(flat *tensors.Tensor, s int) (*tensors.Tensor, error) {
 	item := int(dtypeOf(g.dtype).Size())
-	out := make([]*tensors.Tensor, len(g.segs))
+	t := tensors.FromShape(g.segShape(s))
 	var inner error
 	err := flat.ConstBytes(func(src []byte) {
-		for s := range g.segs {
-			t := tensors.FromShape(g.segShape(s))
-			inner = t.MutableBytes(func(dst []byte) {
-				for _, j := range g.segs[s].arrays {
-					n := g.vars[j].Shape().Size() * item
-					copy(dst[g.local[j]*item:g.local[j]*item+n], src[g.offsets[j]*item:g.offsets[j]*item+n])
-				}
-			})
-			if inner != nil {
-				return
+		inner = t.MutableBytes(func(dst []byte) {
+			for _, j := range g.segs[s].arrays {
+				n := g.vars[j].Shape().Size() * item
+				copy(dst[g.local[j]*item:g.local[j]*item+n], src[g.offsets[j]*item:g.offsets[j]*item+n])
 			}
-			out[s] = t
-		}
+		})
 	})
 	if err == nil {
 		err = inner
 	}
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // bindParams binds each group's variables, in g, to their views of the group's segment inputs

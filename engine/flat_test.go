@@ -8,12 +8,10 @@ import (
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
 	"github.com/nitro-go/nitro/compilecache"
-	"github.com/nitro-go/nitro/prefetch"
 )
 
 // TestProgramsTakeOneBufferPerGroup: with two parameter groups of small arrays, the optimizer
@@ -96,18 +94,7 @@ func TestProgramsTakeOneBufferPerGroup(t *testing.T) {
 // only move bytes. (On the pure-Go backend, whose products do not depend on where their operands
 // live; XLA's may round differently, by some 1e-7 relative.)
 func TestLargeArraysKeepTheirOwnBuffer(t *testing.T) {
-	const rows = 8
-	xs := make([]float32, 4*rows*256)
-	for i := range xs {
-		xs[i] = float32(i%17) / 17
-	}
-	src, err := prefetch.NewArrayBatches(map[string]*tensors.Tensor{
-		"x": tensors.FromFlatDataAndDimensions(xs, 4*rows, 256),
-		"y": tensors.FromFlatDataAndDimensions(make([]float32, 4*rows), 4*rows, 1),
-	}, rows, prefetch.ArrayOptions{DropPartial: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := rampBatches(t, 256, 17)
 	forward := func(_ any, ctx *context.Context, in map[string]*graph.Node) map[string]*graph.Node {
 		h := activations.Relu(layers.Dense(ctx.In("h0"), in["x"], true, 256))
 		return map[string]*graph.Node{"y": layers.Dense(ctx.In("out"), h, true, 1)}

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"fmt"
+	"runtime/debug"
 	"sort"
 	"strings"
 
@@ -171,24 +172,77 @@ func (e *Engine) InitOptimizer(plan *optimizers.Plan) error {
 			if err != nil {
 				return fmt.Errorf("group %q: optimizer state: %w", g.name, err)
 			}
+			state[l] = nil // uploaded: the host copy is garbage now
 			e.st.groups[gi].opt = append(e.st.groups[gi].opt, segs)
+		}
+	}
+	if err := dropInitialValues(e.groups); err != nil {
+		return err
+	}
+	releaseHostCopies(e.groups)
+	return nil
+}
+
+// dropInitialValues frees the device buffers that held the trainable variables' first values
+// (InitializeVariables'): the parameters live in the groups' segments from PlaceParameters on,
+// and the flattened copies above were the last reads, so the context's copy would only double
+// the parameters' memory for the whole run (344 MB for GPT-2 small). A variable keeps its shape,
+// which is all a graph build reads from it (the programs bind each variable to its view).
+func dropInitialValues(groups []*paramGroup) error {
+	for _, g := range groups {
+		for _, v := range g.vars {
+			if !v.HasValue() {
+				continue
+			}
+			t, err := v.Value()
+			if err != nil {
+				return err
+			}
+			if err := v.SetValuePreservingOld(nil); err != nil {
+				return fmt.Errorf("parameter %s: %w", v.ScopeAndName(), err)
+			}
+			if err := t.FinalizeAll(); err != nil {
+				return fmt.Errorf("parameter %s: freeing its initial value: %w", v.ScopeAndName(), err)
+			}
 		}
 	}
 	return nil
 }
 
-// uploadSegments splits a host tensor laid out as the group's Layout into its segments and places
-// them on the device.
-func (e *Engine) uploadSegments(g *paramGroup, flat *tensors.Tensor, counter *int) ([]*tensors.Tensor, error) {
-	segs, err := g.split(flat)
-	if err != nil {
-		return nil, err
+// hostCopyRelease is the size, in parameter values over all groups, from which setup hands its
+// host copies back to the system once they are uploaded (a variable so a test can move it).
+var hostCopyRelease = 1 << 24
+
+// releaseHostCopies collects setup's host copies (the flattened parameters, the optimizer's
+// initial state and their segments: several parameter-sized buffers, all garbage once on the
+// device) and returns their pages to the system. The steps allocate little Go memory, so without
+// this no collection runs for minutes and the process keeps that heap resident while training:
+// about 2 GB for GPT-2 small. A small model's copies are left to the collector.
+func releaseHostCopies(groups []*paramGroup) {
+	n := 0
+	for _, g := range groups {
+		n += g.size
 	}
+	if n >= hostCopyRelease {
+		debug.FreeOSMemory()
+	}
+}
+
+// uploadSegments splits a host tensor laid out as the group's Layout into its segments and places
+// them on the device, one segment at a time, so that no more than one segment's host copy is
+// alive beside flat.
+func (e *Engine) uploadSegments(g *paramGroup, flat *tensors.Tensor, counter *int) ([]*tensors.Tensor, error) {
+	segs := make([]*tensors.Tensor, len(g.segs))
 	for s := range segs {
-		if segs[s], err = e.upload(segs[s], counter); err != nil {
+		t, err := g.splitOne(flat, s)
+		if err == nil {
+			t, err = e.upload(t, counter)
+		}
+		if err != nil {
 			freeTensors(segs[:s])
 			return nil, err
 		}
+		segs[s] = t
 	}
 	return segs, nil
 }
@@ -200,13 +254,16 @@ var scalarMasks = true
 // throughout as a scalar of it (scalar[s] says which): the decay multiplies by it elementwise,
 // and a scalar broadcasts to the same product.
 func (e *Engine) uploadMaskSegments(g *paramGroup, flat *tensors.Tensor) ([]*tensors.Tensor, []bool, error) {
-	segs, err := g.split(flat)
-	if err != nil {
-		return nil, nil, err
-	}
+	segs := make([]*tensors.Tensor, len(g.segs))
 	scalar := make([]bool, len(segs))
 	item := int(dtypeOf(g.dtype).Size())
-	for s, t := range segs {
+	for s := range segs {
+		t, err := g.splitOne(flat, s) // one segment's host copy at a time
+		if err != nil {
+			freeTensors(segs[:s])
+			return nil, nil, err
+		}
+		segs[s] = t
 		var first []byte
 		_ = t.ConstBytes(func(b []byte) {
 			if len(b) >= item && uniform(b, item) {
