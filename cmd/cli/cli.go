@@ -245,10 +245,11 @@ func ordered(root *cobra.Command) []*cobra.Command {
 }
 
 // synopsis is a command's use line within the root help: its Use, or for a command that only
-// groups others, its name and theirs ("completion bash|fish|powershell|zsh").
+// groups others, its name and theirs ("completion bash|fish|powershell|zsh"). A command that runs
+// and also has subcommands (sweep) names them in its Use and marks it with ownUse.
 func synopsis(c *cobra.Command) string {
 	subs := available(c)
-	if len(subs) == 0 {
+	if len(subs) == 0 || c.Annotations[ownUse] != "" {
 		return c.Use
 	}
 	uses := make([]string, len(subs))
@@ -257,6 +258,9 @@ func synopsis(c *cobra.Command) string {
 	}
 	return c.Name() + " " + strings.Join(uses, "|")
 }
+
+// ownUse is the annotation that makes the root help show a command's Use as it is.
+const ownUse = "nitro-own-use"
 
 func available(c *cobra.Command) []*cobra.Command {
 	var subs []*cobra.Command

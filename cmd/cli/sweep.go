@@ -69,9 +69,10 @@ type sweepFlags struct {
 func newSweepCmd(stdout, stderr io.Writer) *cobra.Command {
 	f := &sweepFlags{}
 	c := &cobra.Command{
-		Use:   "sweep <experiment> --param NAME=KIND:ARGS... [flags] | sweep ls|best <sweep dir>",
-		Short: "search an experiment's fields over trials that share compiled programs, survive kills and prune early",
-		Long:  sweepLong,
+		Use:         "sweep <experiment> --param NAME=KIND:ARGS... [flags] | sweep ls|best <sweep dir>",
+		Short:       "search an experiment's fields over trials that share compiled programs, survive kills and prune early",
+		Annotations: map[string]string{ownUse: "yes"}, // the root help shows the ls|best form too
+		Long:        sweepLong,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return fmt.Errorf("sweep takes one experiment name (got %d arguments); registered: %s", len(args), strings.Join(sortedNames(), ", "))
