@@ -315,7 +315,23 @@ func (d *driver) runTrial(ctx context.Context, t *TrialRun) error {
 	case out.Pruned:
 		return d.j.Finish(t.Number, Pruned, v, true)
 	}
-	return d.j.Finish(t.Number, Complete, v, true)
+	if err := d.j.Finish(t.Number, Complete, v, true); err != nil {
+		return err
+	}
+	return d.recordBest(t.Number)
+}
+
+// recordBest writes the best trial into the study's attributes when number just became it, so
+// the record names it without a reader recomputing the ranking.
+func (d *driver) recordBest(number int) error {
+	b, ok := d.j.Study().Best()
+	if !ok || b.Number != number {
+		return nil
+	}
+	if err := d.j.SetStudyAttr("best_trial", number); err != nil {
+		return err
+	}
+	return d.j.SetStudyAttr("best_value", b.Value)
 }
 
 // prune asks the pruner about a report; the history is the record's, this report included.

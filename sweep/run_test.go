@@ -107,6 +107,9 @@ func TestRunRecordsEveryTrial(t *testing.T) {
 	if !ok || floor(b.Params) != bestFloor {
 		t.Errorf("best %+v, want the trial with floor %v", b, bestFloor)
 	}
+	if n, _ := st.Attrs["best_trial"].(float64); int(n) != b.Number || st.Attrs["best_value"] != b.Value {
+		t.Errorf("the record names best_trial %v (%v), want %d (%v)", st.Attrs["best_trial"], st.Attrs["best_value"], b.Number, b.Value)
+	}
 	last := lines[len(lines)-1]
 	if !strings.HasPrefix(last, "trial 9/9, 0 running") || !strings.Contains(last, fmt.Sprintf("best val_loss %.4g (trial %d)", b.Value, b.Number)) {
 		t.Errorf("last progress line %q", last)
