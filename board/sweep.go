@@ -39,7 +39,7 @@ type Sweep struct {
 	Params   []string       `json:"params"`  // the searched fields, in the space's order
 	Attrs    []string       `json:"attrs"`   // the study's attributes as "key=value", sorted
 	Error    string         `json:"error"`   // why the journal could not be read ("" when it could)
-	Trials   []SweepTrial   `json:"trials"`  // ranked: see rankTrials
+	Trials   []SweepTrial   `json:"trials"`  // ranked: sweep.Ranked
 
 	space sweep.Space // for the scatters' axes
 }
@@ -219,7 +219,7 @@ func (b *Board) sweepViews(runs []Run) []Sweep {
 			if best, ok := st.Best(); ok {
 				v.Best = best.Number
 			}
-			for _, t := range st.Trials {
+			for _, t := range sweep.Ranked(st) { // best first, as nitro sweep ls lists them
 				v.Counts[string(t.State)]++
 				tv := trialView(s, t, b.cfg.MaxPoints)
 				if i, ok := index[tv.Dir]; ok && tv.Dir != "" {
@@ -229,7 +229,6 @@ func (b *Board) sweepViews(runs []Run) []Sweep {
 				}
 				v.Trials = append(v.Trials, tv)
 			}
-			rankTrials(v.Trials, v.Maximize)
 		}
 		out = append(out, v)
 	}
@@ -289,37 +288,6 @@ func trialView(s *sweepDir, t sweep.Trial, maxPoints int) SweepTrial {
 		tv.Params[p.Name] = strings.TrimPrefix(sets[0], p.Name+"=")
 	}
 	return tv
-}
-
-// rankTrials orders trials best first: the complete ones by value in the study's direction, then
-// the running ones by their newest report (still contenders), then the pruned ones by their last
-// report (stopped early, so not comparable with a finished value), then the rest (failed, or
-// without a value) by number.
-func rankTrials(trials []SweepTrial, maximize bool) {
-	group := func(t SweepTrial) int {
-		if t.Value == nil {
-			return 3
-		}
-		switch sweep.State(t.State) {
-		case sweep.Complete:
-			return 0
-		case sweep.Running:
-			return 1
-		case sweep.Pruned:
-			return 2
-		}
-		return 3
-	}
-	sort.SliceStable(trials, func(i, j int) bool {
-		a, b := trials[i], trials[j]
-		if ga, gb := group(a), group(b); ga != gb || ga == 3 {
-			return ga < gb || (ga == gb && a.Number < b.Number)
-		}
-		if *a.Value != *b.Value {
-			return (*a.Value < *b.Value) != maximize
-		}
-		return a.Number < b.Number
-	})
 }
 
 // whole is v as a count, if it is a whole number (JSON gives float64).

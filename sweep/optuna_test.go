@@ -12,24 +12,18 @@ import (
 	"github.com/nitro-go/nitro/internal/prereq"
 )
 
-// optunaPython is the venv the interop tests read and write journals with.
-var optunaPython = prereq.Prereq{
-	What:    "a Python with optuna, named by $NITRO_OPTUNA_PYTHON",
-	Install: "run `make optuna-venv`, then set NITRO_OPTUNA_PYTHON=$PWD/.nitro/optuna-venv/bin/python (`make test` does both)",
-}
-
 // optunaStudy runs testdata/load_study.py (mode read or write) on dir's journal and returns what
 // Optuna sees there.
 func optunaStudy(t *testing.T, mode, dir, name string) map[string]any {
 	t.Helper()
-	py := optunaPython.Interpreter(t, "NITRO_OPTUNA_PYTHON")
+	py := prereq.OptunaPython.Interpreter(t, "NITRO_OPTUNA_PYTHON")
 	out, err := exec.Command(py, "testdata/load_study.py", mode, filepath.Join(dir, JournalFile), name).Output()
 	if err != nil {
 		var stderr []byte
 		if ee, ok := err.(*exec.ExitError); ok {
 			stderr = ee.Stderr
 		}
-		optunaPython.Broken(t, string(stderr)+err.Error())
+		prereq.OptunaPython.Broken(t, string(stderr)+err.Error())
 	}
 	v, err := parseJSON(out) // Python's dialect: NaN bare
 	if err != nil {

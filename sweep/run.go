@@ -342,17 +342,12 @@ func (d *driver) prune(number, step int, value float64) bool {
 	return d.cfg.Pruner.Prune(d.j.Study().Trials, number, step, value, d.cfg.Maximize)
 }
 
-// lastReport is a trial's report at its largest step.
+// lastReport is trial number's report at its largest step.
 func lastReport(st *Study, number int) (step int, value float64, ok bool) {
 	if number < 0 || number >= len(st.Trials) {
 		return 0, 0, false
 	}
-	for s, v := range st.Trials[number].Intermediate {
-		if !ok || s > step {
-			step, value, ok = s, v, true
-		}
-	}
-	return step, value, ok
+	return st.Trials[number].LastReport()
 }
 
 // progress tells cfg.Progress where the sweep stands; ended is the trial that just ended, or -1.
@@ -387,21 +382,51 @@ func (d *driver) progress(ended int) {
 	d.cfg.Progress(p)
 }
 
-// Ranked is the study's trials best first: complete ones by value in the study's direction,
-// then pruned ones by their last value, then running, then failed; ties by number.
-func Ranked(st *Study) []Trial {
-	ts := append([]Trial(nil), st.Trials...)
-	rank := map[State]int{Complete: 0, Pruned: 1, Running: 2, Fail: 3}
-	sort.SliceStable(ts, func(a, b int) bool {
-		ra, rb := rank[ts[a].State], rank[ts[b].State]
-		if ra != rb {
-			return ra < rb
+// LastReport is the trial's report at its largest step.
+func (t Trial) LastReport() (step int, value float64, ok bool) {
+	for s, v := range t.Intermediate {
+		if !ok || s > step {
+			step, value, ok = s, v, true
 		}
-		if ts[a].HasValue && ts[b].HasValue && ts[a].Value != ts[b].Value {
-			if st.Maximize {
-				return ts[a].Value > ts[b].Value
+	}
+	return step, value, ok
+}
+
+// Ranked is the study's trials best first, the order `nitro sweep ls` and the board show: the
+// complete ones by value in the study's direction, then the running ones by their newest report
+// (still contenders), then the pruned ones by their last value (stopped early, so not comparable
+// with a finished one), then the rest (failed, or with no finite value) by number.
+func Ranked(st *Study) []Trial {
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	key := func(t Trial) (group int, v float64) {
+		switch t.State {
+		case Complete:
+			if t.HasValue && finite(t.Value) {
+				return 0, t.Value
 			}
-			return ts[a].Value < ts[b].Value
+		case Running:
+			if _, v, ok := t.LastReport(); ok && finite(v) {
+				return 1, v
+			}
+		case Pruned:
+			if t.HasValue && finite(t.Value) {
+				return 2, t.Value
+			}
+			if _, v, ok := t.LastReport(); ok && finite(v) {
+				return 2, v
+			}
+		}
+		return 3, 0
+	}
+	ts := append([]Trial(nil), st.Trials...)
+	sort.SliceStable(ts, func(a, b int) bool {
+		ga, va := key(ts[a])
+		gb, vb := key(ts[b])
+		switch {
+		case ga != gb:
+			return ga < gb
+		case ga != 3 && va != vb:
+			return (va < vb) != st.Maximize
 		}
 		return ts[a].Number < ts[b].Number
 	})

@@ -276,3 +276,31 @@ func (quadratic) Run(ctx context.Context, t *sweep.TrialRun) (sweep.Outcome, err
 	}
 	return sweep.Outcome{}, nil
 }
+
+// TestRanked: complete trials by value, then running ones by their newest report, then pruned
+// ones by their last value, then the rest by number; maximize reverses the values' order.
+func TestRanked(t *testing.T) {
+	st := &sweep.Study{Trials: []sweep.Trial{
+		{Number: 0, State: sweep.Fail},
+		{Number: 1, State: sweep.Pruned, HasValue: true, Value: 0.1, Intermediate: map[int]float64{1: 0.1}},
+		{Number: 2, State: sweep.Complete, HasValue: true, Value: 0.5},
+		{Number: 3, State: sweep.Running, Intermediate: map[int]float64{1: 0.9, 3: 0.2}},
+		{Number: 4, State: sweep.Complete, HasValue: true, Value: 0.3},
+		{Number: 5, State: sweep.Running},
+		{Number: 6, State: sweep.Running, Intermediate: map[int]float64{2: 0.4}},
+	}}
+	order := func() []int {
+		var n []int
+		for _, tr := range sweep.Ranked(st) {
+			n = append(n, tr.Number)
+		}
+		return n
+	}
+	if got := fmt.Sprint(order()); got != "[4 2 3 6 1 0 5]" {
+		t.Errorf("minimize: %s, want [4 2 3 6 1 0 5]", got)
+	}
+	st.Maximize = true
+	if got := fmt.Sprint(order()); got != "[2 4 6 3 1 0 5]" {
+		t.Errorf("maximize: %s, want [2 4 6 3 1 0 5]", got)
+	}
+}

@@ -110,12 +110,12 @@ func gridCount(p Param) (int, error) {
 		n := p.High - p.Low + 1
 		if n > maxGrid {
 			return 0, fmt.Errorf("%s=%s has %s values, too many for a grid: use a smaller range, or random or tpe",
-				p.Name, p.spec(), formatFloat(n))
+				p.Name, p.distribution(), formatFloat(n))
 		}
 		return int(n), nil
 	}
 	return 0, fmt.Errorf("%s=%s: a grid needs a finite list of values, and %s has none: list them, e.g. %s=choice:%s",
-		p.Name, p.spec(), p.Kind, p.Name, gridSuggestion(p))
+		p.Name, p.distribution(), p.Kind, p.Name, gridSuggestion(p))
 }
 
 // gridSuggestion is three evenly spaced values of p's range (in log for loguniform), to show the

@@ -156,11 +156,11 @@ func (p Param) check() error {
 
 // String gives the text ParseParam reads back to p.
 func (p Param) String() string {
-	return p.Name + "=" + p.spec()
+	return p.Name + "=" + p.distribution()
 }
 
-// spec is p without its name, "kind:args", as Diff shows a change.
-func (p Param) spec() string {
+// distribution is p without its name, "kind:args", as Diff shows a change.
+func (p Param) distribution() string {
 	switch p.Kind {
 	case Choice:
 		return string(p.Kind) + ":" + strings.Join(p.Choices, ",")
@@ -240,7 +240,7 @@ func (s Space) Diff(o Space) string {
 		case !ok:
 			diffs = append(diffs, p.Name+" added")
 		case !q.equal(p):
-			diffs = append(diffs, fmt.Sprintf("%s was %s, now %s", p.Name, q.spec(), p.spec()))
+			diffs = append(diffs, fmt.Sprintf("%s was %s, now %s", p.Name, q.distribution(), p.distribution()))
 		}
 	}
 	for _, p := range s {
@@ -317,22 +317,22 @@ func (s Space) Contains(params map[string]float64) error {
 
 func (p Param) contains(v float64) error {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return fmt.Errorf("%s=%v is not a finite number: it must lie in %s", p.Name, v, p.spec())
+		return fmt.Errorf("%s=%v is not a finite number: it must lie in %s", p.Name, v, p.distribution())
 	}
 	switch p.Kind {
 	case Choice:
 		if v != math.Trunc(v) || v < 0 || v >= float64(len(p.Choices)) {
 			return fmt.Errorf("%s: choice index %s is not one of 0..%d (%s)",
-				p.Name, formatFloat(v), len(p.Choices)-1, p.spec())
+				p.Name, formatFloat(v), len(p.Choices)-1, p.distribution())
 		}
 		return nil
 	case Int:
 		if v != math.Trunc(v) {
-			return fmt.Errorf("%s=%s is not an integer: %s takes integers", p.Name, formatFloat(v), p.spec())
+			return fmt.Errorf("%s=%s is not an integer: %s takes integers", p.Name, formatFloat(v), p.distribution())
 		}
 	}
 	if v < p.Low || v > p.High {
-		return fmt.Errorf("%s=%s is outside %s", p.Name, formatFloat(v), p.spec())
+		return fmt.Errorf("%s=%s is outside %s", p.Name, formatFloat(v), p.distribution())
 	}
 	return nil
 }

@@ -247,7 +247,7 @@ func trialLine(cfg sweep.Config, t sweep.Trial) string {
 	if t.HasValue {
 		s += fmt.Sprintf(" %s %.4g", cfg.Metric, t.Value)
 	}
-	if step, ok := lastStep(t); ok {
+	if step, _, ok := t.LastReport(); ok {
 		s += fmt.Sprintf(" at validation %d", step)
 	}
 	s += " (" + strings.Join(vals, " ") + ")"

@@ -13,12 +13,6 @@ import (
 	"github.com/nitro-go/nitro/sweep"
 )
 
-// optunaPython is the venv with Optuna that reads a sweep's record (make optuna-venv).
-var optunaPython = prereq.Prereq{
-	What:    "a Python with optuna, named by $NITRO_OPTUNA_PYTHON",
-	Install: "run `make optuna-venv`, then set NITRO_OPTUNA_PYTHON=$PWD/.nitro/optuna-venv/bin/python (`make test` does both)",
-}
-
 // sweepFast is a sweep's trials at about a second each: the tiny preset on a slice of MNIST.
 var sweepFast = []string{"sweep", "mnist-mlp", "--preset", "tiny", "--set", "TrainLimit=3000", "--set", "ValSize=1000", "--max-epochs", "3"}
 
@@ -110,10 +104,10 @@ func TestSweepTrialsShareTheirPrograms(t *testing.T) {
 		t.Errorf("the sweep missed the program cache %v times, trial 0 %v: want the same (one set of programs)", total, first)
 	}
 	// Optuna reads the record the command wrote: every trial, and the same best.
-	py := optunaPython.Interpreter(t, "NITRO_OPTUNA_PYTHON")
+	py := prereq.OptunaPython.Interpreter(t, "NITRO_OPTUNA_PYTHON")
 	raw, err := exec.Command(py, filepath.Join("..", "..", "sweep", "testdata", "load_study.py"), "read", filepath.Join(dir, sweep.JournalFile), "mnist-mlp").Output()
 	if err != nil {
-		optunaPython.Broken(t, err.Error())
+		prereq.OptunaPython.Broken(t, err.Error())
 	}
 	var seen struct {
 		Trials []struct {

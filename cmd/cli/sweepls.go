@@ -34,7 +34,7 @@ func newSweepLsCmd(stdout io.Writer) *cobra.Command {
 					val = fmt.Sprintf("%.6g", t.Value)
 				}
 				step := "-"
-				if s, ok := lastStep(t); ok {
+				if s, _, ok := t.LastReport(); ok {
 					step = fmt.Sprint(s)
 				}
 				sets, _ := st.Space.Sets(t.Params)
@@ -90,12 +90,3 @@ func studyLine(st *sweep.Study) string {
 	return s
 }
 
-func lastStep(t sweep.Trial) (int, bool) {
-	best, ok := 0, false
-	for s := range t.Intermediate {
-		if !ok || s > best {
-			best, ok = s, true
-		}
-	}
-	return best, ok
-}

@@ -42,6 +42,8 @@ var (
 		"run `make tb-venv`, then set NITRO_TENSORBOARD_PYTHON=$PWD/.nitro/tb-venv/bin/python (`make test` does both)"}
 	ServePython = Prereq{"a Python with tritonclient[http], kserve and prometheus_client, named by $NITRO_SERVE_PYTHON",
 		"run `make serve-venv`, then set NITRO_SERVE_PYTHON=$PWD/.nitro/serve-venv/bin/python (`make test` does both)"}
+	OptunaPython = Prereq{"a Python with optuna, named by $NITRO_OPTUNA_PYTHON",
+		"run `make optuna-venv`, then set NITRO_OPTUNA_PYTHON=$PWD/.nitro/optuna-venv/bin/python (`make test` does both)"}
 	Git          = Prereq{"git on $PATH", "install git (e.g. `apt-get install git`)"}
 	CCompiler    = Prereq{"a C compiler ($CC, else gcc on $PATH)", "install gcc, or set $CC to a C compiler"}
 	GopjrtHeader = Prereq{"gopjrt's source with pjrt_c_api.h, in the Go module cache", "run `make setup` (it downloads every module)"}
