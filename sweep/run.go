@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -28,6 +29,11 @@ type Config struct {
 	// record's space, metric and direction must be these (a difference is refused, named).
 	Resume bool
 	Attrs  map[string]any // more study attributes, recorded when the sweep is created
+	// Pinned are the settings that make the trials what they are (the experiment, its preset and
+	// overrides, the horizon, the sampler and pruner): recorded with the study, and a resume that
+	// gives another value for one is refused naming it, since its trials would not be comparable
+	// with the recorded ones (nor continue their checkpoints as they were trained).
+	Pinned map[string]any
 	// Progress is called after every change of a trial's state, from the goroutine that changed
 	// it, one call at a time.
 	Progress func(Progress)
@@ -149,6 +155,9 @@ func openRecord(cfg Config) (*Journal, []*TrialRun, error) {
 		for k, v := range cfg.Attrs {
 			attrs[k] = v
 		}
+		for k, v := range cfg.Pinned {
+			attrs[k] = v
+		}
 		j, err := Create(cfg.Dir, cfg.Name, cfg.Metric, cfg.Maximize, cfg.Space, attrs)
 		return j, nil, err
 	}
@@ -168,6 +177,9 @@ func openRecord(cfg Config) (*Journal, []*TrialRun, error) {
 	}
 	if st.Metric != cfg.Metric || st.Maximize != cfg.Maximize {
 		return fail(fmt.Errorf("sweep %s: recorded with metric %s (%s), resumed with %s (%s): resume with the recorded --metric and direction", cfg.Dir, st.Metric, direction(st.Maximize), cfg.Metric, direction(cfg.Maximize)))
+	}
+	if err := checkPinned(st.Attrs, cfg); err != nil {
+		return fail(err)
 	}
 	// A resume may ask for more (or fewer) trials in all; the record says the latest plan.
 	if planned, ok := st.Attrs["trials"].(float64); !ok || int(planned) != cfg.Trials {
@@ -191,6 +203,50 @@ func openRecord(cfg Config) (*Journal, []*TrialRun, error) {
 		resumed = append(resumed, tr)
 	}
 	return j, resumed, nil
+}
+
+// checkPinned refuses a resume whose seed or pinned settings differ from the recorded ones.
+func checkPinned(recorded map[string]any, cfg Config) error {
+	want := map[string]any{"seed": cfg.Seed}
+	for k, v := range cfg.Pinned {
+		want[k] = v
+	}
+	keys := make([]string, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var diffs []string
+	for _, k := range keys {
+		was, ok := recorded[k]
+		switch {
+		case !ok:
+			diffs = append(diffs, fmt.Sprintf("%s is not in the record, now %v", k, want[k]))
+		case !sameValue(was, want[k]):
+			diffs = append(diffs, fmt.Sprintf("%s was %v, now %v", k, was, want[k]))
+		}
+	}
+	if len(diffs) > 0 {
+		return fmt.Errorf("sweep %s: resumed with other settings than it was recorded with: %s; its trials would not compare with the recorded ones: resume with the recorded settings, or start a new sweep in another --sweep-dir", cfg.Dir, strings.Join(diffs, "; "))
+	}
+	return nil
+}
+
+// sameValue compares two attribute values as the record holds them (JSON: numbers as floats).
+func sameValue(a, b any) bool {
+	norm := func(v any) string {
+		j, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Sprint(v)
+		}
+		var x any
+		if json.Unmarshal(j, &x) != nil {
+			return string(j)
+		}
+		j, _ = json.Marshal(x)
+		return string(j)
+	}
+	return norm(a) == norm(b)
 }
 
 func direction(maximize bool) string {

@@ -183,6 +183,22 @@ func TestResumeRefusesAnotherSpace(t *testing.T) {
 	if _, err := sweep.Run(context.Background(), other, c); err == nil || !strings.Contains(err.Error(), "minimize") {
 		t.Errorf("resume in the other direction: %v", err)
 	}
+	// The settings that make the trials what they are, and the seed, must be the recorded ones.
+	pinned := config(t, t.TempDir())
+	pinned.Trials, pinned.Pinned = 1, map[string]any{"preset": "tiny", "max_epochs": 3}
+	if _, err := sweep.Run(context.Background(), pinned, &curve{epochs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	pinned.Resume, pinned.Seed, pinned.Pinned = true, 5, map[string]any{"preset": "small", "max_epochs": 3}
+	_, err = sweep.Run(context.Background(), pinned, c)
+	for _, want := range []string{"preset was tiny, now small", "seed was 0, now 5"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("resume with other settings: %v; want %q", err, want)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "max_epochs") {
+		t.Errorf("resume refused an unchanged setting (3 recorded, read back as a float): %v", err)
+	}
 	if c.runs.Load() != 0 {
 		t.Errorf("%d trials ran after a refused resume", c.runs.Load())
 	}

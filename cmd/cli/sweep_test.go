@@ -135,6 +135,10 @@ func TestSweepTrialsShareTheirPrograms(t *testing.T) {
 	if code, _, errOut := runCLI(args...); code == 0 || !strings.Contains(errOut, "--resume") {
 		t.Errorf("a second sweep into %s: exit %d, %q; want a refusal naming --resume", dir, code, errOut)
 	}
+	// A resume under other trial settings would mix incomparable trials: refused, named.
+	if code, _, errOut := runCLI(append(args, "--resume", "--max-epochs", "2")...); code == 0 || !strings.Contains(errOut, "max_epochs was 3, now 2") {
+		t.Errorf("a resume with --max-epochs 2 over a sweep of 3: exit %d, %q; want a refusal naming max_epochs", code, errOut)
+	}
 	code, out, errOut = runCLI(append(args, "--resume")...)
 	if code != 0 || strings.Contains(out, "COMPLETE") {
 		t.Errorf("resume of a finished sweep: exit %d\n%s%s", code, out, errOut)

@@ -103,10 +103,11 @@ func parseSweep(c *cobra.Command, expName string, f *sweepFlags) (*sweepSetup, s
 	seed := f.seed
 	if !changed("seed") {
 		seed = 42
-		if v, err := markers.LogValues(e); err == nil {
-			if s, ok := v["Seed"].(int); ok {
-				seed = s
-			}
+		// An integer Seed field of any width is the experiment's seed.
+		if v := reflect.Indirect(reflect.ValueOf(e)).FieldByName("Seed"); v.IsValid() && v.CanInt() {
+			seed = int(v.Int())
+		} else if v.IsValid() && v.CanUint() {
+			seed = int(v.Uint())
 		}
 	}
 	// Every value each field may take is applied once to a fresh experiment: an unknown field, or
@@ -139,8 +140,10 @@ func parseSweep(c *cobra.Command, expName string, f *sweepFlags) (*sweepSetup, s
 	cfg = sweep.Config{
 		Dir: dir, Name: expName, Metric: f.metric, Maximize: mode == "max", Space: space,
 		Trials: f.trials, Parallel: f.parallel, Sampler: sampler, Pruner: pruner, Seed: seed, Resume: f.resume,
-		Attrs: map[string]any{"experiment": expName, "preset": f.preset, "sets": strings.Join(f.sets, " "),
-			"sampler": f.sampler, "pruner": f.prune, "parallel": f.parallel},
+		Attrs: map[string]any{"parallel": f.parallel},
+		Pinned: map[string]any{"experiment": expName, "preset": f.preset, "sets": strings.Join(f.sets, " "),
+			"max_epochs": f.maxEpochs, "max_steps": f.maxSteps, "val_every": f.valEvery,
+			"sampler": f.sampler, "pruner": f.prune, "asha_min_resource": f.minRes, "asha_reduction": f.reduction},
 	}
 	return st, cfg, nil
 }
