@@ -89,4 +89,3 @@ func studyLine(st *sweep.Study) string {
 	}
 	return s
 }
-
